@@ -1,0 +1,113 @@
+/* Internal helpers shared by dtr's modules: error recording, check macros, logging. */
+#ifndef DTR_CORE_INTERNAL_H
+#define DTR_CORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#if defined(__GNUC__)
+#define DTR__PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
+#else
+#define DTR__PRINTF(fmt_idx, args_idx)
+/* Text scanning shared by the parsers. A cursor is a `const char **`; helpers advance it
+ * only past what they accept. */
+const char *dtr__skip_space(const char *p);
+/* Parses an optionally signed decimal integer; 0 on success, -1 if none is there, -2 if it
+ * does not fit in int64. */
+int dtr__scan_i64(const char **cursor, int64_t *out);
+/* Case-insensitive match of a word (letters, digits, '_') at the cursor; advances on a
+ * match of the whole word. */
+int dtr__scan_word(const char **cursor, const char *word);
+/* Appends formatted text at buf+*pos like snprintf and advances *pos by the full length;
+ * DTR_ERR_BUFFER_TOO_SMALL when it did not fit. Used on the *_format functions' local
+ * buffers, which are then handed out with dtr__copy_out. */
+dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *func,
+                             const char *fmt, ...) DTR__PRINTF(5, 6);
+
+/* Copies text (n chars) and a NUL into the caller's buf[0..len), or returns
+ * DTR_ERR_BUFFER_TOO_SMALL without writing buf. */
+dtr_status_t dtr__copy_out(char *buf, size_t len, const char *text, size_t n, const char *func);
+
+#endif
+
+/* Records "func: <formatted detail>" as the thread's last error and returns status, so a
+ * failing check reads `return dtr__error(DTR_ERR_..., __func__, "...", ...);`. */
+dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, ...)
+    DTR__PRINTF(3, 4);
+
+/* Propagate a failure; the callee already recorded the detail. */
+#define DTR_CHECK(call)                                                                \
+    do {                                                                               \
+        dtr_status_t dtr__st = (call);                                                 \
+        if (dtr__st != DTR_OK) return dtr__st;                                         \
+    } while (0)
+
+/* Store a failure in st and jump to an unwind label; the first error wins. */
+#define DTR_CHECK_GOTO(call, st, label)                                                \
+    do {                                                                               \
+        dtr_status_t dtr__st = (call);                                                 \
+        if (dtr__st != DTR_OK) {                                                       \
+            if ((st) == DTR_OK) (st) = dtr__st;                                        \
+            goto label;                                                                \
+        }                                                                              \
+    } while (0)
+
+#define DTR_CHECK_PTR(ptr, func)                                                       \
+    do {                                                                               \
+        if ((ptr) == NULL)                                                             \
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL",  \
+                              #ptr);                                                   \
+    } while (0)
+
+/* Logging, turned up from outside with DTR_DEBUG=WARN|INFO|TRACE (default: off). A
+ * disabled level costs one comparison; arguments are not evaluated. */
+typedef enum {
+    DTR_LOG_NONE = 0,
+    DTR_LOG_WARN,
+    DTR_LOG_INFO,
+    DTR_LOG_TRACE,
+    DTR_LOG_LAST
+} dtr_log_level_t;
+
+dtr_log_level_t dtr__log_level(void);
+void dtr__log(dtr_log_level_t level, const char *func, const char *fmt, ...)
+    DTR__PRINTF(3, 4);
+
+#define DTR_LOG(level, ...)                                                            \
+    do {                                                                               \
+        if ((level) <= dtr__log_level()) dtr__log((level), __func__, __VA_ARGS__);     \
+    } while (0)
+#define DTR_WARN(...) DTR_LOG(DTR_LOG_WARN, __VA_ARGS__)
+#define DTR_INFO(...) DTR_LOG(DTR_LOG_INFO, __VA_ARGS__)
+#define DTR_TRACE(...) DTR_LOG(DTR_LOG_TRACE, __VA_ARGS__)
+
+/* Overflow-checked int64 arithmetic: return 0 and store the result, or 1 on overflow. */
+static inline int dtr__mul_overflow(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int dtr__add_overflow(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+
+/* Text scanning shared by the parsers. A cursor is a `const char **`; helpers advance it
+ * only past what they accept. */
+const char *dtr__skip_space(const char *p);
+/* Parses an optionally signed decimal integer; 0 on success, -1 if none is there, -2 if it
+ * does not fit in int64. */
+int dtr__scan_i64(const char **cursor, int64_t *out);
+/* Case-insensitive match of a word (letters, digits, '_') at the cursor; advances on a
+ * match of the whole word. */
+int dtr__scan_word(const char **cursor, const char *word);
+/* Appends formatted text at buf+*pos like snprintf and advances *pos by the full length;
+ * DTR_ERR_BUFFER_TOO_SMALL when it did not fit. Used on the *_format functions' local
+ * buffers, which are then handed out with dtr__copy_out. */
+dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *func,
+                             const char *fmt, ...) DTR__PRINTF(5, 6);
+
+/* Copies text (n chars) and a NUL into the caller's buf[0..len), or returns
+ * DTR_ERR_BUFFER_TOO_SMALL without writing buf. */
+dtr_status_t dtr__copy_out(char *buf, size_t len, const char *text, size_t n, const char *func);
+
+#endif

@@ -1,0 +1,49 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+/* Long enough for a function name, an argument path and an echoed piece of bad text. */
+#define DTR__ERROR_LEN 512
+
+static _Thread_local char dtr__last_error_buf[DTR__ERROR_LEN];
+static _Thread_local dtr_status_t dtr__last_status_val = DTR_OK;
+
+const char *dtr_status_name(dtr_status_t status) {
+    switch (status) {
+#define DTR__STATUS_NAME(name, value, msg) \
+    case name:                             \
+        return #name;
+        DTR_STATUS_MAP(DTR__STATUS_NAME)
+#undef DTR__STATUS_NAME
+    }
+    return "DTR_UNKNOWN_STATUS";
+}
+
+const char *dtr_status_string(dtr_status_t status) {
+    switch (status) {
+#define DTR__STATUS_MSG(name, value, msg) \
+    case name:                            \
+        return msg;
+        DTR_STATUS_MAP(DTR__STATUS_MSG)
+#undef DTR__STATUS_MSG
+    }
+    return "unknown status";
+}
+
+const char *dtr_last_error(void) { return dtr__last_error_buf; }
+
+dtr_status_t dtr_last_status(void) { return dtr__last_status_val; }
+
+dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, ...) {
+    int n = snprintf(dtr__last_error_buf, sizeof dtr__last_error_buf, "%s: ", func);
+    if (n < 0 || (size_t)n >= sizeof dtr__last_error_buf) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dtr__last_error_buf + n, sizeof dtr__last_error_buf - (size_t)n, fmt, ap);
+    va_end(ap);
+    dtr__last_status_val = status;
+    DTR_INFO("%s (%s)", dtr__last_error_buf, dtr_status_name(status));
+    return status;
+}

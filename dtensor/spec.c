@@ -1,0 +1,205 @@
+#include <string.h>
+
+#include "core/internal.h"
+#include "dtensor/dtensor.h"
+
+dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim) {
+    DTR_CHECK_PTR(text, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(ndim, __func__);
+    if (cap < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
+    const char *p = dtr__skip_space(text);
+    if (*p == '\0' || (dtr__scan_word(&p, "scalar") && *dtr__skip_space(p) == '\0')) {
+        *ndim = 0;
+        return DTR_OK;
+    }
+    p = dtr__skip_space(text);
+    int64_t dims[DTR_MAX_TENSOR_DIMS + 1];
+    int limit = cap < DTR_MAX_TENSOR_DIMS + 1 ? cap : DTR_MAX_TENSOR_DIMS + 1;
+    int n = 0;
+    for (;;) {
+        p = dtr__skip_space(p);
+        const char *at = p;
+        int64_t value;
+        int rc = dtr__scan_i64(&p, &value);
+        if (rc == -1)
+            return dtr__error(DTR_ERR_PARSE, __func__,
+                              "text \"%s\": at offset %td: expected a size (an integer)%s",
+                              text, at - text, n > 0 ? " after 'x'" : "");
+        if (rc == -2 || value > DTR_MAX_DIM_SIZE)
+            return dtr__error(DTR_ERR_OVERFLOW, __func__,
+                              "text \"%s\": dim %d: %.*s exceeds 2^40", text, n,
+                              (int)(p > at ? p - at : (int)strlen(at)), at);
+        if (value < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "text \"%s\": dim %d: %lld, must be >= 0", text, n,
+                              (long long)value);
+        if (n == limit)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "text \"%s\": more than %d dims", text, limit);
+        dims[n++] = value;
+        p = dtr__skip_space(p);
+        if (*p == 'x' || *p == 'X') {
+            p++;
+            continue;
+        }
+        if (*p == '\0') break;
+        return dtr__error(DTR_ERR_PARSE, __func__,
+                          "text \"%s\": at offset %td: expected 'x' between sizes, found '%c'",
+                          text, p - text, *p);
+    }
+    memcpy(out, dims, (size_t)n * sizeof *out);
+    *ndim = n;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len) {
+    DTR_CHECK_PTR(buf, __func__);
+    if (ndim < 0 || ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ndim: %d, must be 0..%d", ndim,
+                          DTR_MAX_TENSOR_DIMS);
+    if (ndim > 0) DTR_CHECK_PTR(shape, __func__);
+    char text[DTR_MAX_TENSOR_DIMS * 21 + 8];
+    size_t pos = 0;
+    if (ndim == 0) DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "scalar"));
+    for (int i = 0; i < ndim; i++)
+        DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "%s%lld", i ? "x" : "",
+                                  (long long)shape[i]));
+    return dtr__copy_out(buf, len, text, pos, __func__);
+}
+
+dtr_status_t dtr_chunk(int64_t length, int64_t n, int64_t r, int64_t *size, int64_t *offset) {
+    DTR_CHECK_PTR(size, __func__);
+    DTR_CHECK_PTR(offset, __func__);
+    if (length < 0 || n < 1 || r < 0 || r >= n)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "length %lld, n %lld, r %lld: need length >= 0, n >= 1, 0 <= r < n",
+                          (long long)length, (long long)n, (long long)r);
+    /* c*r <= length + n, so nothing here overflows for length <= 2^62. */
+    int64_t c = length / n + (length % n != 0);
+    int64_t start = c * r;
+    *offset = start < length ? start : length;
+    int64_t end = start + c < length ? start + c : length;
+    *size = end > start ? end - start : 0;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
+                           const dtr_placement_t *placements, int nplacements,
+                           const int64_t *shape, int ndim, dtr_dtype_t dtype) {
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(mesh, __func__);
+    DTR_CHECK_PTR(placements, __func__);
+    int mesh_dims = dtr_mesh_ndims(mesh);
+    if (nplacements != mesh_dims)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "nplacements: %d placements for a %d-d mesh (one per mesh dim)",
+                          nplacements, mesh_dims);
+    if (ndim < 0 || ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ndim: %d, must be 0..%d", ndim,
+                          DTR_MAX_TENSOR_DIMS);
+    if (ndim > 0) DTR_CHECK_PTR(shape, __func__);
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    if (info == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "dtype: %d is not a dtype",
+                          (int)dtype);
+
+    dtr_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    spec.mesh = mesh;
+    spec.ndim = ndim;
+    spec.dtype = dtype;
+    int64_t bytes = info->size;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "shape[%d]: %lld, must be >= 0", d, (long long)shape[d]);
+        if (shape[d] > DTR_MAX_DIM_SIZE)
+            return dtr__error(DTR_ERR_OVERFLOW, __func__, "shape[%d]: %lld exceeds 2^40", d,
+                              (long long)shape[d]);
+        /* Zero-length dims are legal; the size check ignores them so a later fill of the
+         * other dims cannot overflow either. */
+        if (dtr__mul_overflow(bytes, shape[d] > 0 ? shape[d] : 1, &bytes))
+            return dtr__error(DTR_ERR_OVERFLOW, __func__,
+                              "shape: the tensor's byte size (%s, %d dims) overflows int64",
+                              info->name, ndim);
+        spec.shape[d] = shape[d];
+    }
+    for (int i = 0; i < mesh_dims; i++) {
+        dtr_placement_t p = placements[i];
+        if ((unsigned)p.kind >= DTR_PLACEMENT_KIND_LAST ||
+            (p.kind == DTR_PARTIAL && (unsigned)p.op >= DTR_REDUCE_OP_LAST))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "placements[%d]: kind %d / op %d is not a valid placement", i,
+                              (int)p.kind, (int)p.op);
+        if (p.kind == DTR_SHARD) {
+            int64_t d = p.dim < 0 ? (int64_t)p.dim + ndim : p.dim;
+            if (d < 0 || d >= ndim)
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                                  "placements[%d]: S(%d): shard dim out of range for a %d-d "
+                                  "tensor",
+                                  i, (int)p.dim, ndim);
+            p = dtr_shard((int32_t)d);
+        } else if (p.kind == DTR_REPLICATE) {
+            p = dtr_replicate();
+        } else {
+            p = dtr_partial(p.op);
+        }
+        spec.placements[i] = p;
+    }
+    *out = spec;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_spec_layout_at(const dtr_spec_t *spec, const int64_t *coord,
+                                dtr_layout_t *out) {
+    DTR_CHECK_PTR(spec, __func__);
+    DTR_CHECK_PTR(spec->mesh, __func__);
+    DTR_CHECK_PTR(coord, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    const dtr_dtype_info_t *info = dtr_dtype_info(spec->dtype);
+    if (info == NULL || spec->ndim < 0 || spec->ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "spec: not initialised by dtr_spec_init (ndim %d, dtype %d)",
+                          spec->ndim, (int)spec->dtype);
+    dtr_layout_t layout;
+    memset(&layout, 0, sizeof layout);
+    layout.ndim = spec->ndim;
+    memcpy(layout.local_shape, spec->shape, sizeof layout.local_shape);
+    int mesh_dims = dtr_mesh_ndims(spec->mesh);
+    for (int i = 0; i < mesh_dims; i++) {
+        int64_t n = dtr_mesh_size(spec->mesh, i);
+        if (coord[i] < 0 || coord[i] >= n)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "coord[%d]: %lld, must be 0..%lld", i, (long long)coord[i],
+                              (long long)n - 1);
+    }
+    for (int i = 0; i < mesh_dims; i++) {
+        dtr_placement_t p = spec->placements[i];
+        if (p.kind != DTR_SHARD) continue;
+        if (p.dim < 0 || p.dim >= spec->ndim)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "spec: placements[%d] S(%d) not normalised by dtr_spec_init", i,
+                              (int)p.dim);
+        int64_t size, offset;
+        DTR_CHECK(dtr_chunk(layout.local_shape[p.dim], dtr_mesh_size(spec->mesh, i), coord[i],
+                            &size, &offset));
+        layout.local_shape[p.dim] = size;
+        layout.global_offset[p.dim] += offset;
+    }
+    layout.numel = 1;
+    for (int d = 0; d < spec->ndim; d++) layout.numel *= layout.local_shape[d];
+    layout.bytes = layout.numel * info->size;
+    *out = layout;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_spec_layout(const dtr_spec_t *spec, int rank, dtr_layout_t *out) {
+    DTR_CHECK_PTR(spec, __func__);
+    DTR_CHECK_PTR(spec->mesh, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    DTR_CHECK(dtr_mesh_coord(spec->mesh, rank, coord));
+    return dtr_spec_layout_at(spec, coord, out);
+}

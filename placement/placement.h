@@ -1,0 +1,87 @@
+/*
+ * Placements: how a tensor is laid out along one mesh dim.
+ *
+ *   Shard(d)     each rank of the mesh dim holds one chunk of tensor dim d (torch.chunk rule)
+ *   Replicate    each rank holds the whole tensor
+ *   Partial(op)  each rank holds a contribution; the tensor is their reduction by op
+ *
+ * Text form (parsed case-insensitively, whitespace anywhere between tokens):
+ *   S(0)  Shard(0)  Shard(dim=0)         R  Replicate  Replicate()
+ *   P  P(sum)  Partial(avg)  P(reduce_op=max)      (P alone means P(sum))
+ * Lists are comma-separated, optionally in [] or (): "S(0),R,P(avg)".
+ * Printing gives the canonical short form, S(0) / R / P(sum), so print(parse(x)) is
+ * canonical and parse(print(p)) == p.
+ */
+#ifndef DTR_PLACEMENT_PLACEMENT_H
+#define DTR_PLACEMENT_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/api.h"
+#include "core/status.h"
+
+typedef enum {
+    DTR_SHARD = 0,
+    DTR_REPLICATE,
+    DTR_PARTIAL,
+    DTR_PLACEMENT_KIND_LAST
+} dtr_placement_kind_t;
+
+typedef enum {
+    DTR_REDUCE_SUM = 0,
+    DTR_REDUCE_AVG,
+    DTR_REDUCE_MAX,
+    DTR_REDUCE_MIN,
+    DTR_REDUCE_PRODUCT,
+    DTR_REDUCE_OP_LAST
+} dtr_reduce_op_t;
+
+/* A plain value; compare with dtr_placement_equal. `dim` is meaningful for DTR_SHARD only
+ * and may be negative (counted from the last tensor dim, as in PyTorch) until a spec
+ * normalises it. `op` is meaningful for DTR_PARTIAL only. */
+typedef struct {
+    dtr_placement_kind_t kind;
+    int32_t dim;
+    dtr_reduce_op_t op;
+} dtr_placement_t;
+
+/* Longest canonical text of one placement ("P(product)", "S(-2147483648)") plus NUL. */
+#define DTR_PLACEMENT_TEXT_MAX 16
+
+DTR_API dtr_placement_t dtr_shard(int32_t dim);
+DTR_API dtr_placement_t dtr_replicate(void);
+DTR_API dtr_placement_t dtr_partial(dtr_reduce_op_t op);
+
+/* Equal kinds, and equal dim (Shard) or op (Partial); other fields are ignored. */
+DTR_API bool dtr_placement_equal(dtr_placement_t a, dtr_placement_t b);
+
+/* "sum", "avg", "max", "min", "product"; NULL for a value out of range. */
+DTR_API const char *dtr_reduce_op_name(dtr_reduce_op_t op);
+
+/* Parses a reduce op name (case-insensitive). DTR_ERR_PARSE names the text. */
+DTR_API dtr_status_t dtr_reduce_op_parse(const char *text, dtr_reduce_op_t *out);
+
+/* Checks a placement value's fields (kind and op in range). */
+DTR_API dtr_status_t dtr_placement_validate(dtr_placement_t placement);
+
+/* Parses exactly one placement. *out is written only on success. */
+DTR_API dtr_status_t dtr_placement_parse(const char *text, dtr_placement_t *out);
+
+/* Parses a comma-separated list into out[0..cap). *count and out are written only on
+ * success. An empty list, a trailing comma, or more than cap (or DTR_MAX_MESH_DIMS) items is
+ * an error. */
+DTR_API dtr_status_t dtr_placements_parse(const char *text, dtr_placement_t *out, int cap,
+                                          int *count);
+
+/* Writes the canonical text ("S(0)") and a NUL into buf[0..len). DTR_ERR_BUFFER_TOO_SMALL,
+ * buf untouched, if it does not fit. */
+DTR_API dtr_status_t dtr_placement_format(dtr_placement_t placement, char *buf, size_t len);
+
+/* Writes "S(0),R,P(sum)" for count (0..DTR_MAX_MESH_DIMS) placements: no spaces, no
+ * brackets. buf is untouched on any error. */
+DTR_API dtr_status_t dtr_placements_format(const dtr_placement_t *placements, int count,
+                                           char *buf, size_t len);
+
+#endif

@@ -1,0 +1,109 @@
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    fprintf(stderr, "dtr %s: ", cmd);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return DTR_EXIT_USAGE;
+}
+
+int dtr_cli_lib_error(const char *cmd, const char *flag) {
+    if (flag != NULL) return dtr_cli_usage_error(cmd, "%s: %s", flag, dtr_last_error());
+    return dtr_cli_usage_error(cmd, "%s", dtr_last_error());
+}
+
+int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n) {
+    int64_t count = 1;
+    for (const char *p = text; *p; p++) count += (*p == ',');
+    int *list = malloc((size_t)count * sizeof *list);
+    if (list == NULL) return dtr_cli_usage_error(cmd, "--ranks: out of memory");
+    const char *p = text;
+    for (int64_t i = 0; i < count; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        while (*end == ' ') end++;
+        if (end == p || errno != 0 || v < 0 || v > INT_MAX || (*end != ',' && *end != '\0')) {
+            free(list);
+            return dtr_cli_usage_error(
+                cmd, "--ranks \"%s\": item %lld is not a rank (integers >= 0, comma-separated)",
+                text, (long long)i);
+        }
+        list[i] = (int)v;
+        p = end + 1;
+    }
+    *ranks = list;
+    *n = count;
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
+                       dtr_spec_t *spec) {
+    *mesh = NULL;
+    if (args->mesh == NULL) return dtr_cli_usage_error(cmd, "--mesh is required (e.g. --mesh 2x2)");
+    if (args->shape == NULL)
+        return dtr_cli_usage_error(cmd, "--shape is required (e.g. --shape 64x64)");
+    if (args->placements == NULL)
+        return dtr_cli_usage_error(cmd, "--placements is required (e.g. --placements 'S(0),R')");
+
+    int *ranks = NULL;
+    int64_t nranks = 0;
+    if (args->ranks != NULL) {
+        int rc = dtr_cli_parse_ranks(cmd, args->ranks, &ranks, &nranks);
+        if (rc != DTR_EXIT_OK) return rc;
+    }
+    dtr_status_t st = dtr_mesh_parse(args->mesh, ranks, nranks, mesh);
+    free(ranks);
+    if (st != DTR_OK)
+        return dtr_cli_lib_error(cmd, args->ranks != NULL ? "--mesh/--ranks" : "--mesh");
+
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int ndim;
+    dtr_placement_t placements[DTR_MAX_MESH_DIMS];
+    int nplacements;
+    dtr_dtype_t dtype = DTR_F32;
+    const char *bad_flag = NULL;
+    if (dtr_shape_parse(args->shape, shape, DTR_MAX_TENSOR_DIMS, &ndim) != DTR_OK)
+        bad_flag = "--shape";
+    else if (dtr_placements_parse(args->placements, placements, DTR_MAX_MESH_DIMS,
+                                  &nplacements) != DTR_OK)
+        bad_flag = "--placements";
+    else if (args->dtype != NULL && dtr_dtype_parse(args->dtype, &dtype) != DTR_OK)
+        bad_flag = "--dtype";
+    if (bad_flag != NULL) {
+        dtr_mesh_destroy(*mesh);
+        *mesh = NULL;
+        return dtr_cli_lib_error(cmd, bad_flag);
+    }
+    if (dtr_spec_init(spec, *mesh, placements, nplacements, shape, ndim, dtype) != DTR_OK) {
+        dtr_mesh_destroy(*mesh);
+        *mesh = NULL;
+        return dtr_cli_lib_error(cmd, NULL);
+    }
+    return DTR_EXIT_OK;
+}
+
+void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
+    fputc('[', out);
+    for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);
+    fputc(']', out);
+}
+
+void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n) {
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        char text[DTR_PLACEMENT_TEXT_MAX];
+        dtr_placement_format(p[i], text, sizeof text);
+        fprintf(out, "%s\"%s\"", i ? "," : "", text);
+    }
+    fputc(']', out);
+}

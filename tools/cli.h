@@ -1,0 +1,50 @@
+/* Shared pieces of the dtr command-line tool. The CLI is thin: it parses flags, calls the
+ * library, and prints; every rule lives in the library. */
+#ifndef DTR_TOOLS_CLI_H
+#define DTR_TOOLS_CLI_H
+
+#include <stdio.h>
+
+#include "dtr.h"
+
+/* Exit codes: 0 success, 1 a failure while running, 2 bad usage or bad arguments. */
+enum { DTR_EXIT_OK = 0, DTR_EXIT_FAIL = 1, DTR_EXIT_USAGE = 2 };
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    int (*main)(int argc, char **argv); /* argv[0] is the command's name */
+    void (*help)(FILE *out);
+} dtr_cli_command_t;
+
+extern const dtr_cli_command_t dtr_cli_layout;
+
+/* Prints "dtr <cmd>: <message>" as one line on stderr and returns DTR_EXIT_USAGE. */
+int dtr_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Same, after a failed library call on a flag's value: "dtr <cmd>: <flag>: <last error>". */
+int dtr_cli_lib_error(const char *cmd, const char *flag);
+
+/* Parses "0,1,2,3" into a malloc'd array. Returns 0, or prints a usage error and returns 2. */
+int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n);
+
+/* The common spec flags: --mesh, --shape, --placements, --dtype, --ranks. */
+typedef struct {
+    const char *mesh;
+    const char *shape;
+    const char *placements;
+    const char *dtype;
+    const char *ranks;
+} dtr_cli_spec_args_t;
+
+/* Builds a mesh and spec from the flags; on failure prints the one-line error and returns
+ * DTR_EXIT_USAGE with *mesh NULL. The caller destroys *mesh. */
+int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
+                       dtr_spec_t *spec);
+
+/* JSON output helpers (compact, one object per line). */
+void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);
+void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n);
+
+#endif

@@ -1,0 +1,173 @@
+/* dtr layout: every rank's coordinate, local shape, global offset and bytes for a spec. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+static void dtr__layout_help(FILE *out) {
+    fputs(
+        "usage: dtr layout --mesh MESH --shape SHAPE --placements LIST [--dtype DTYPE]\n"
+        "                  [--ranks LIST] [--json]\n"
+        "\n"
+        "Prints what each rank of the mesh holds of a tensor: its mesh coordinate, local\n"
+        "shape, global offset and bytes, with PyTorch DTensor's chunk semantics (uneven\n"
+        "shards, empty shards, nested sharding of one dim over several mesh dims).\n"
+        "\n"
+        "  --mesh MESH          mesh sizes, e.g. 8, 2x4 (1 to 8 dims)\n"
+        "  --shape SHAPE        global tensor shape, e.g. 64x64; '' or scalar for 0-d\n"
+        "  --placements LIST    one placement per mesh dim: S(d) shard tensor dim d,\n"
+        "                       R replicate, P or P(op) partial with op sum|avg|max|min|product\n"
+        "  --dtype DTYPE        f32 (default), f64, f16, bf16, i32, i64, u8, f8e4m3, f8e5m2\n"
+        "  --ranks LIST         explicit ranks in row-major mesh order, e.g. 3,2,1,0\n"
+        "                       (default 0..N-1)\n"
+        "  --json               one JSON object instead of the table\n"
+        "  -h, --help           this help\n"
+        "\n"
+        "examples:\n"
+        "  dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'\n"
+        "  dtr layout --mesh 4 --shape 5 --placements 'S(0)' --json\n"
+        "  dtr layout --mesh 2x2 --shape 8x8 --placements 'S(0),P(avg)' --dtype bf16\n"
+        "\n"
+        "Bad arguments print one line naming the problem and exit with status 2.\n",
+        out);
+}
+
+static void dtr__print_tuple(FILE *out, const int64_t *v, int n, char *buf, size_t len) {
+    size_t pos = 0;
+    pos += (size_t)snprintf(buf + pos, len - pos, "(");
+    for (int i = 0; i < n && pos < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, "%s%lld", i ? "," : "", (long long)v[i]);
+    if (pos < len) snprintf(buf + pos, len - pos, ")");
+    (void)out;
+}
+
+static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh_text,
+                             const char *shape_text, const char *placement_text) {
+    const dtr_mesh_t *mesh = spec->mesh;
+    int mdims = dtr_mesh_ndims(mesh);
+    int64_t nranks = dtr_mesh_nranks(mesh);
+    fprintf(out, "mesh %s  shape %s  dtype %s  placements %s\n\n", mesh_text, shape_text,
+            dtr_dtype_name(spec->dtype), placement_text);
+    fprintf(out, "%6s  %-17s  %-20s  %-24s  %s\n", "rank", "coord", "local_shape",
+            "global_offset", "bytes");
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    int64_t total = 0;
+    for (int64_t p = 0; p < nranks; p++) {
+        int rank;
+        dtr_layout_t l;
+        dtr_mesh_rank_at(mesh, coord, &rank);
+        dtr_spec_layout_at(spec, coord, &l);
+        char c[DTR_MAX_MESH_DIMS * 12 + 4], s[DTR_MAX_TENSOR_DIMS * 21 + 8],
+            o[DTR_MAX_TENSOR_DIMS * 21 + 4];
+        dtr__print_tuple(out, coord, mdims, c, sizeof c);
+        dtr_shape_format(l.local_shape, l.ndim, s, sizeof s);
+        dtr__print_tuple(out, l.global_offset, l.ndim, o, sizeof o);
+        fprintf(out, "%6d  %-17s  %-20s  %-24s  %lld\n", rank, c, s, o, (long long)l.bytes);
+        total += l.bytes;
+        for (int i = mdims - 1; i >= 0; i--) { /* next coordinate, row-major */
+            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+            coord[i] = 0;
+        }
+    }
+    int64_t tensor = dtr_dtype_info(spec->dtype)->size;
+    for (int d = 0; d < spec->ndim; d++) tensor *= spec->shape[d];
+    fprintf(out, "\n%lld bytes held over %lld ranks; the tensor is %lld bytes\n",
+            (long long)total, (long long)nranks, (long long)tensor);
+}
+
+static void dtr__print_json(FILE *out, const dtr_spec_t *spec) {
+    const dtr_mesh_t *mesh = spec->mesh;
+    int mdims = dtr_mesh_ndims(mesh);
+    int64_t sizes[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < mdims; i++) sizes[i] = dtr_mesh_size(mesh, i);
+    fputs("{\"mesh\":", out);
+    dtr_cli_json_i64_array(out, sizes, mdims);
+    fputs(",\"shape\":", out);
+    dtr_cli_json_i64_array(out, spec->shape, spec->ndim);
+    fprintf(out, ",\"dtype\":\"%s\",\"placements\":", dtr_dtype_name(spec->dtype));
+    dtr_cli_json_placements(out, spec->placements, mdims);
+    fputs(",\"ranks\":[", out);
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    int64_t nranks = dtr_mesh_nranks(mesh);
+    for (int64_t p = 0; p < nranks; p++) {
+        int rank;
+        dtr_layout_t l;
+        dtr_mesh_rank_at(mesh, coord, &rank);
+        dtr_spec_layout_at(spec, coord, &l);
+        fprintf(out, "%s{\"rank\":%d,\"coord\":", p ? "," : "", rank);
+        dtr_cli_json_i64_array(out, coord, mdims);
+        fputs(",\"local_shape\":", out);
+        dtr_cli_json_i64_array(out, l.local_shape, l.ndim);
+        fputs(",\"global_offset\":", out);
+        dtr_cli_json_i64_array(out, l.global_offset, l.ndim);
+        fprintf(out, ",\"bytes\":%lld}", (long long)l.bytes);
+        for (int i = mdims - 1; i >= 0; i--) {
+            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+            coord[i] = 0;
+        }
+    }
+    fputs("]}\n", out);
+}
+
+static int dtr__layout_main(int argc, char **argv) {
+    static const struct option options[] = {
+        {"mesh", required_argument, NULL, 'm'},
+        {"shape", required_argument, NULL, 's'},
+        {"placements", required_argument, NULL, 'p'},
+        {"dtype", required_argument, NULL, 'd'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    dtr_cli_spec_args_t args = {0};
+    int json = 0;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", options, NULL);
+        if (c == -1) break;
+        switch (c) {
+        case 'm': args.mesh = optarg; break;
+        case 's': args.shape = optarg; break;
+        case 'p': args.placements = optarg; break;
+        case 'd': args.dtype = optarg; break;
+        case 'r': args.ranks = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': dtr__layout_help(stdout); return DTR_EXIT_OK;
+        case ':':
+            return dtr_cli_usage_error("layout", "%s needs a value (see 'dtr layout --help')",
+                                       argv[optind - 1]);
+        default:
+            return dtr_cli_usage_error("layout", "unknown option '%s' (see 'dtr layout --help')",
+                                       argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return dtr_cli_usage_error("layout", "unexpected argument '%s' (see 'dtr layout --help')",
+                                   argv[optind]);
+
+    dtr_mesh_t *mesh;
+    dtr_spec_t spec;
+    int rc = dtr_cli_build_spec("layout", &args, &mesh, &spec);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (json) {
+        dtr__print_json(stdout, &spec);
+    } else {
+        char mesh_text[256], shape_text[256], placement_text[256];
+        dtr_mesh_format(mesh, mesh_text, sizeof mesh_text);
+        dtr_shape_format(spec.shape, spec.ndim, shape_text, sizeof shape_text);
+        dtr_placements_format(spec.placements, dtr_mesh_ndims(mesh), placement_text,
+                              sizeof placement_text);
+        dtr__print_table(stdout, &spec, mesh_text, shape_text, placement_text);
+    }
+    dtr_mesh_destroy(mesh);
+    return DTR_EXIT_OK;
+}
+
+const dtr_cli_command_t dtr_cli_layout = {
+    .name = "layout",
+    .summary = "show each rank's local shape, global offset and bytes for a spec",
+    .main = dtr__layout_main,
+    .help = dtr__layout_help,
+};

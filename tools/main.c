@@ -1,0 +1,67 @@
+/* dtr: the command-line front of the library. */
+#include <string.h>
+
+#include "tools/cli.h"
+
+static const dtr_cli_command_t *const dtr__commands[] = {
+    &dtr_cli_layout,
+};
+#define DTR__NCOMMANDS (sizeof dtr__commands / sizeof dtr__commands[0])
+
+static void dtr__help(FILE *out) {
+    fputs("usage: dtr COMMAND [OPTIONS]\n"
+          "       dtr --help | --version\n"
+          "\n"
+          "DTensor placement and redistribution: how a tensor is spread over a mesh of\n"
+          "devices, and how to move it from one layout to another.\n"
+          "\n"
+          "commands:\n",
+          out);
+    for (size_t i = 0; i < DTR__NCOMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", dtr__commands[i]->name, dtr__commands[i]->summary);
+    fputs("\n"
+          "placements: S(d) shard tensor dim d, R replicate, P(op) partial (sum, avg, max,\n"
+          "            min, product; P means P(sum)); one per mesh dim, e.g. 'S(0),R'\n"
+          "dtypes:     ",
+          out);
+    for (int d = 0; d < DTR_DTYPE_LAST; d++)
+        fprintf(out, "%s%s", d ? ", " : "", dtr_dtype_name((dtr_dtype_t)d));
+    fputs("\n\n"
+          "examples:\n"
+          "  dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'\n"
+          "  dtr layout --mesh 4 --shape 5 --placements 'S(0)' --json\n"
+          "\n"
+          "'dtr COMMAND --help' explains a command. Environment: DTR_DEBUG=WARN|INFO|TRACE\n"
+          "logs the library's decisions to stderr.\n",
+          out);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "dtr: missing command (see 'dtr --help')\n");
+        return DTR_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        if (strcmp(cmd, "help") == 0 && argc > 2) {
+            for (size_t i = 0; i < DTR__NCOMMANDS; i++)
+                if (strcmp(argv[2], dtr__commands[i]->name) == 0) {
+                    dtr__commands[i]->help(stdout);
+                    return DTR_EXIT_OK;
+                }
+            fprintf(stderr, "dtr: unknown command '%s' (see 'dtr --help')\n", argv[2]);
+            return DTR_EXIT_USAGE;
+        }
+        dtr__help(stdout);
+        return DTR_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("dtr %s\n", DTR_VERSION_STRING);
+        return DTR_EXIT_OK;
+    }
+    for (size_t i = 0; i < DTR__NCOMMANDS; i++)
+        if (strcmp(cmd, dtr__commands[i]->name) == 0)
+            return dtr__commands[i]->main(argc - 1, argv + 1);
+    fprintf(stderr, "dtr: unknown command '%s' (see 'dtr --help')\n", cmd);
+    return DTR_EXIT_USAGE;
+}
