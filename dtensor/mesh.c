@@ -109,19 +109,13 @@ dtr_status_t dtr_mesh_parse(const char *text, const int *ranks, int64_t nranks,
                             dtr_mesh_t **out) {
     DTR_CHECK_PTR(text, __func__);
     DTR_CHECK_PTR(out, __func__);
-    int64_t sizes[DTR_MAX_MESH_DIMS + 1];
+    int64_t sizes[DTR_MAX_MESH_DIMS];
     int ndims;
-    if (dtr_shape_parse(text, sizes, DTR_MAX_MESH_DIMS + 1, &ndims) != DTR_OK)
-        return dtr__error(DTR_ERR_PARSE, __func__,
-                          "text \"%s\": not a mesh (sizes separated by 'x', e.g. \"2x4\")",
-                          text);
+    DTR_CHECK(dtr__dims_parse(text, sizes, DTR_MAX_MESH_DIMS, &ndims, __func__));
     if (ndims == 0)
         return dtr__error(DTR_ERR_PARSE, __func__,
                           "text \"%s\": a mesh needs at least one dim, e.g. \"4\" or \"2x2\"",
                           text);
-    if (ndims > DTR_MAX_MESH_DIMS)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                          "text \"%s\": more than %d mesh dims", text, DTR_MAX_MESH_DIMS);
     for (int i = 0; i < ndims; i++)
         if (sizes[i] < 1)
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,

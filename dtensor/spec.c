@@ -3,12 +3,9 @@
 #include "core/internal.h"
 #include "dtensor/dtensor.h"
 
-dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim) {
-    DTR_CHECK_PTR(text, __func__);
-    DTR_CHECK_PTR(out, __func__);
-    DTR_CHECK_PTR(ndim, __func__);
-    if (cap < 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
+/* Scans "2x5" for dtr_shape_parse and dtr_mesh_parse; errors name `func`. */
+dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
+                             const char *func) {
     const char *p = dtr__skip_space(text);
     if (*p == '\0' || (dtr__scan_word(&p, "scalar") && *dtr__skip_space(p) == '\0')) {
         *ndim = 0;
@@ -24,19 +21,19 @@ dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim)
         int64_t value;
         int rc = dtr__scan_i64(&p, &value);
         if (rc == -1)
-            return dtr__error(DTR_ERR_PARSE, __func__,
+            return dtr__error(DTR_ERR_PARSE, func,
                               "text \"%s\": at offset %td: expected a size (an integer)%s",
                               text, at - text, n > 0 ? " after 'x'" : "");
         if (rc == -2 || value > DTR_MAX_DIM_SIZE)
-            return dtr__error(DTR_ERR_OVERFLOW, __func__,
+            return dtr__error(DTR_ERR_OVERFLOW, func,
                               "text \"%s\": dim %d: %.*s exceeds 2^40", text, n,
                               (int)(p > at ? p - at : (int)strlen(at)), at);
         if (value < 0)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                               "text \"%s\": dim %d: %lld, must be >= 0", text, n,
                               (long long)value);
         if (n == limit)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                               "text \"%s\": more than %d dims", text, limit);
         dims[n++] = value;
         p = dtr__skip_space(p);
@@ -45,13 +42,22 @@ dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim)
             continue;
         }
         if (*p == '\0') break;
-        return dtr__error(DTR_ERR_PARSE, __func__,
+        return dtr__error(DTR_ERR_PARSE, func,
                           "text \"%s\": at offset %td: expected 'x' between sizes, found '%c'",
                           text, p - text, *p);
     }
     memcpy(out, dims, (size_t)n * sizeof *out);
     *ndim = n;
     return DTR_OK;
+}
+
+dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim) {
+    DTR_CHECK_PTR(text, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(ndim, __func__);
+    if (cap < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
+    return dtr__dims_parse(text, out, cap, ndim, __func__);
 }
 
 dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len) {

@@ -32,10 +32,10 @@ int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t 
         errno = 0;
         long v = strtol(p, &end, 10);
         while (*end == ' ') end++;
-        if (end == p || errno != 0 || v < 0 || v > INT_MAX || (*end != ',' && *end != '\0')) {
+        if (end == p || errno != 0 || v < INT_MIN || v > INT_MAX || (*end != ',' && *end != '\0')) {
             free(list);
             return dtr_cli_usage_error(
-                cmd, "--ranks \"%s\": item %lld is not a rank (integers >= 0, comma-separated)",
+                cmd, "--ranks \"%s\": item %lld is not an integer (ranks are comma-separated)",
                 text, (long long)i);
         }
         list[i] = (int)v;

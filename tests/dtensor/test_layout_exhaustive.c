@@ -1,0 +1,197 @@
+/*
+ * Exhaustive check of dtr_spec_layout against an independent brute force, over every mesh of
+ * 1..3 dims with sizes 1..4, every shape of 0..3 dims with lengths 0..9, and every placement combination (S(d) for each tensor dim, R, and P, whose op
+ * rotates through all five over the sweep).
+ *
+ * The brute force does not use the chunk formula: it keeps, per tensor dim, the explicit
+ * list of global indices a rank holds, and splits it the way torch.chunk splits a tensor:
+ * consecutive pieces of ceil(len / n), as many as needed, missing pieces empty. The rank's
+ * layout must then be that list (contiguous, starting at global_offset, local_shape long).
+ * Every element is then assigned to the ranks that hold it, and within each replica group
+ * (ranks that agree on their coordinates along non-Shard mesh dims) every element must be
+ * held by exactly one rank.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtr.h"
+
+#define MAX_LEN 9
+#define MAX_MESH 4
+
+typedef struct {
+    int len;
+    int idx[MAX_LEN];
+} index_list_t;
+
+/* torch.chunk(list, n)[r], or empty when it has fewer than r+1 chunks. */
+static void chunk_list(index_list_t *l, int n, int r) {
+    if (l->len == 0) return;
+    int c = (l->len + n - 1) / n;
+    int nchunks = (l->len + c - 1) / c;
+    if (r >= nchunks) {
+        l->len = 0;
+        return;
+    }
+    int start = r * c;
+    int end = start + c < l->len ? start + c : l->len;
+    memmove(l->idx, l->idx + start, (size_t)(end - start) * sizeof l->idx[0]);
+    l->len = end - start;
+}
+
+typedef struct {
+    long specs, ranks, elements;
+} totals_t;
+
+static int g_fail_count;
+
+/* One spec. placements are already a valid combination for ndim. */
+static void check_spec(const dtr_mesh_t *mesh, const int *msizes, int mdims,
+                       const dtr_placement_t *pl, const int64_t *shape, int ndim,
+                       totals_t *t) {
+    dtr_spec_t spec;
+    if (dtr_spec_init(&spec, mesh, pl, mdims, shape, ndim, DTR_F32) != DTR_OK) {
+        cr_expect_fail("spec_init: %s", dtr_last_error());
+        return;
+    }
+    int nranks = 1;
+    for (int i = 0; i < mdims; i++) nranks *= msizes[i];
+    /* counts[group][element]: group index from the non-shard coordinates. */
+    static unsigned char counts[MAX_MESH * MAX_MESH * MAX_MESH][MAX_LEN * MAX_LEN * MAX_LEN];
+    int numel = 1;
+    for (int d = 0; d < ndim; d++) numel *= (int)shape[d];
+    int ngroups = 1;
+    for (int i = 0; i < mdims; i++)
+        if (pl[i].kind != DTR_SHARD) ngroups *= msizes[i];
+    for (int g = 0; g < ngroups; g++) memset(counts[g], 0, (size_t)numel);
+
+    int64_t coord[3] = {0, 0, 0};
+    for (int r = 0; r < nranks; r++) {
+        index_list_t lists[3];
+        for (int d = 0; d < ndim; d++) {
+            lists[d].len = (int)shape[d];
+            for (int k = 0; k < lists[d].len; k++) lists[d].idx[k] = k;
+        }
+        int group = 0;
+        for (int i = 0; i < mdims; i++) {
+            if (pl[i].kind == DTR_SHARD)
+                chunk_list(&lists[pl[i].dim], msizes[i], (int)coord[i]);
+            else
+                group = group * msizes[i] + (int)coord[i];
+        }
+        dtr_layout_t l;
+        if (dtr_spec_layout_at(&spec, coord, &l) != DTR_OK) {
+            cr_expect_fail("layout_at: %s", dtr_last_error());
+            return;
+        }
+        int64_t expect_numel = 1;
+        for (int d = 0; d < ndim; d++) {
+            int ok = l.local_shape[d] == lists[d].len;
+            for (int k = 0; ok && k < lists[d].len; k++)
+                ok = lists[d].idx[k] == l.global_offset[d] + k;
+            if (!ok && g_fail_count++ < 10) {
+                char ptext[128], stext[64];
+                dtr_placements_format(pl, mdims, ptext, sizeof ptext);
+                dtr_shape_format(shape, ndim, stext, sizeof stext);
+                cr_expect_fail("shape %s placements %s mesh dims %d coord (%lld,%lld,%lld) dim %d: "
+                        "dtr says %lld@%lld, brute force %d elements from %d",
+                        stext, ptext, mdims, (long long)coord[0], (long long)coord[1],
+                        (long long)coord[2], d, (long long)l.local_shape[d],
+                        (long long)l.global_offset[d], lists[d].len,
+                        lists[d].len ? lists[d].idx[0] : -1);
+            }
+            expect_numel *= lists[d].len;
+        }
+        if (l.numel != expect_numel || l.bytes != expect_numel * 4)
+            cr_expect_fail("numel/bytes %lld/%lld, expected %lld", (long long)l.numel,
+                    (long long)l.bytes, (long long)expect_numel);
+        /* Assign this rank's elements (the product of its index lists). */
+        if (ndim == 0) {
+            counts[group][0]++;
+        } else {
+            int i0n = lists[0].len, i1n = ndim > 1 ? lists[1].len : 1,
+                i2n = ndim > 2 ? lists[2].len : 1;
+            int s1 = ndim > 1 ? (int)shape[1] : 1, s2 = ndim > 2 ? (int)shape[2] : 1;
+            for (int a = 0; a < i0n; a++)
+                for (int b = 0; b < i1n; b++)
+                    for (int c = 0; c < i2n; c++) {
+                        int e = lists[0].idx[a];
+                        if (ndim > 1) e = e * s1 + lists[1].idx[b];
+                        if (ndim > 2) e = e * s2 + lists[2].idx[c];
+                        counts[group][e]++;
+                    }
+        }
+        t->ranks++;
+        for (int i = mdims - 1; i >= 0; i--) {
+            if (++coord[i] < msizes[i]) break;
+            coord[i] = 0;
+        }
+    }
+    for (int g = 0; g < ngroups; g++)
+        for (int e = 0; e < numel; e++)
+            if (counts[g][e] != 1 && g_fail_count++ < 10) {
+                char ptext[128], stext[64];
+                dtr_placements_format(pl, mdims, ptext, sizeof ptext);
+                dtr_shape_format(shape, ndim, stext, sizeof stext);
+                cr_expect_fail("shape %s placements %s: replica group %d holds element %d %d times",
+                        stext, ptext, g, e, counts[g][e]);
+            }
+    t->elements += (long)numel * ngroups;
+    t->specs++;
+}
+
+/* The placement kinds for one mesh dim and an ndim-d tensor: S(0..ndim-1), R, P. The five
+ * Partial ops lay out alike, so each spec takes one, rotating with `turn` so that every op
+ * appears in every position over the sweep (all five in one spec would multiply the run
+ * time by up to 7 and check nothing more). */
+static int placement_choices(int ndim, int turn, dtr_placement_t *out) {
+    int n = 0;
+    for (int d = 0; d < ndim; d++) out[n++] = dtr_shard(d);
+    out[n++] = dtr_replicate();
+    out[n++] = dtr_partial((dtr_reduce_op_t)(turn % DTR_REDUCE_OP_LAST));
+    return n;
+}
+
+static void run_mesh_dims(int mdims) {
+    totals_t t = {0, 0, 0};
+    int msizes[3];
+    int nmeshes = 1;
+    for (int i = 0; i < mdims; i++) nmeshes *= MAX_MESH;
+    for (int mi = 0; mi < nmeshes; mi++) {
+        int64_t sizes64[3];
+        for (int i = 0, x = mi; i < mdims; i++, x /= MAX_MESH) {
+            msizes[i] = x % MAX_MESH + 1;
+            sizes64[i] = msizes[i];
+        }
+        dtr_mesh_t *mesh;
+        cr_assert_eq(dtr_mesh_create(mdims, sizes64, NULL, 0, &mesh), DTR_OK);
+        for (int ndim = 0; ndim <= 3; ndim++) {
+            int nshapes = 1, ncombos = 1;
+            for (int d = 0; d < ndim; d++) nshapes *= MAX_LEN + 1;
+            for (int si = 0; si < nshapes; si++) {
+                dtr_placement_t choices[3 + 2];
+                int nc = placement_choices(ndim, mi + si, choices);
+                ncombos = 1;
+                for (int i = 0; i < mdims; i++) ncombos *= nc;
+                int64_t shape[3];
+                for (int d = 0, x = si; d < ndim; d++, x /= MAX_LEN + 1) shape[d] = x % (MAX_LEN + 1);
+                for (int ci = 0; ci < ncombos; ci++) {
+                    dtr_placement_t pl[3];
+                    for (int i = 0, x = ci; i < mdims; i++, x /= nc) pl[i] = choices[x % nc];
+                    check_spec(mesh, msizes, mdims, pl, shape, ndim, &t);
+                }
+            }
+        }
+        dtr_mesh_destroy(mesh);
+    }
+    cr_expect_eq(g_fail_count, 0);
+    cr_log_info("%d-d meshes: %ld specs, %ld rank layouts, %ld element-group checks", mdims,
+                t.specs, t.ranks, t.elements);
+    printf("exhaustive layout, %d-d meshes: %ld specs, %ld rank layouts, %ld element checks\n",
+           mdims, t.specs, t.ranks, t.elements);
+}
+
+Test(layout_exhaustive, meshes_of_1_dim) { run_mesh_dims(1); }
+Test(layout_exhaustive, meshes_of_2_dims) { run_mesh_dims(2); }
+Test(layout_exhaustive, meshes_of_3_dims, .timeout = 600) { run_mesh_dims(3); }
