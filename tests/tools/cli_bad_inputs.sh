@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The bad-input table (tests/data/bad_inputs.txt) through `dtr layout`: each row must exit 2,
+# print nothing on stdout, and print exactly one line on stderr holding the row's message.
+# Then the usage errors that only the CLI has. Usage: cli_bad_inputs.sh DTR TABLE
+set -u
+dtr=$1
+table=$2
+pass=0
+fail=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+# expect_usage_error FRAGMENT ARGS...: exit 2, no stdout, one stderr line containing FRAGMENT.
+expect_usage_error() {
+    local fragment=$1
+    shift
+    "$dtr" "$@" >"$out" 2>"$err"
+    local rc=$? lines
+    lines=$(wc -l <"$err")
+    if [ "$rc" -eq 2 ] && [ ! -s "$out" ] && [ "$lines" -eq 1 ] && grep -qF -- "$fragment" "$err"; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        printf 'FAIL: dtr'; printf ' %q' "$@"; printf '\n'
+        printf '  exit %s (want 2), %s stderr lines (want 1), stdout %s bytes (want 0)\n' \
+            "$rc" "$lines" "$(wc -c <"$out")"
+        printf '  want fragment: %s\n  got: %s\n' "$fragment" "$(head -3 "$err")"
+    fi
+}
+
+rows=0
+while IFS= read -r line; do
+    case "$line" in '#'* | '') continue ;; esac
+    IFS='|' read -r mesh ranks shape placements dtype status fragment <<<"${line// | /|}"
+    for v in mesh ranks shape placements dtype fragment; do
+        [ "${!v}" = "<empty>" ] && printf -v "$v" '%s' ""
+    done
+    args=(layout --mesh "$mesh" --shape "$shape" --placements "$placements" --dtype "$dtype")
+    [ "$ranks" != "-" ] && args+=(--ranks "$ranks")
+    rows=$((rows + 1))
+    expect_usage_error "$fragment" "${args[@]}"
+done <"$table"
+if [ "$rows" -lt 25 ]; then
+    echo "FAIL: only $rows rows in $table (want at least 25)"
+    fail=$((fail + 1))
+fi
+
+# Usage errors only the CLI can make.
+ok=(--mesh 2x2 --shape 4x4 --placements 'S(0),R')
+expect_usage_error "missing command (see 'dtr --help')"
+expect_usage_error "dtr: unknown command 'lay'" lay
+expect_usage_error "dtr: unknown command 'nope'" help nope
+expect_usage_error "--mesh is required" layout --shape 4x4 --placements 'S(0)'
+expect_usage_error "--shape is required" layout --mesh 4 --placements 'S(0)'
+expect_usage_error "--placements is required" layout --mesh 4 --shape 4
+expect_usage_error "unknown option '--mesg'" layout --mesg 4 --shape 4 --placements 'S(0)'
+expect_usage_error "unknown option '-x'" layout -x "${ok[@]}"
+expect_usage_error "--mesh needs a value" layout --shape 4 --placements 'S(0)' --mesh
+expect_usage_error "unexpected argument 'extra'" layout "${ok[@]}" extra
+expect_usage_error "--ranks \"0,x,2,3\": item 1 is not an integer" layout "${ok[@]}" --ranks 0,x,2,3
+expect_usage_error "--ranks \"0,1,2,99999999999\": item 3 is not an integer" layout "${ok[@]}" --ranks 0,1,2,99999999999
+
+echo "cli bad inputs: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The main job, as the README's quick start runs it: installs what it needs, builds the
+# dtr CLI, and shows what it does. Extra arguments are run as one more dtr command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh
+bazel build --noshow_progress //tools:dtr 2>&1 | grep -E '^(ERROR|WARNING)' || true
+dtr=bazel-bin/tools/dtr
+[ -x "$dtr" ] || { echo "demo: //tools:dtr did not build" >&2; exit 1; }
+
+show() {
+    printf '\n$ dtr'
+    printf " %q" "$@"
+    printf '\n'
+    "$dtr" "$@"
+}
+
+# DESIGN.md's nested-sharding example: tensor dim 1 (length 5) split over both mesh dims.
+show layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'
+# Uneven shards: 5 rows over 4 ranks gives 2,2,1,0 (the empty one sits at offset 5).
+show layout --mesh 4 --shape 5x3 --placements 'S(0)' --json
+if [ $# -gt 0 ]; then show "$@"; fi

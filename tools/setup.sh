@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtr builds and tests with. Idempotent: prints nothing and
+# touches nothing when they are all present. Needs root (or sudo) only when something is
+# missing. CUDA/NCCL are optional and not installed here: the build detects them.
+set -euo pipefail
+
+packages=(
+    bazel-bootstrap    # Bazel 4.2.3, offline (WORKSPACE mode)
+    bazel-rules-java   # @rules_java, which Bazel's own toolchains load
+    build-essential    # gcc
+    openmpi-bin        # mpirun
+    libopenmpi-dev     # mpi.h, libmpi
+    libcriterion-dev   # single-process unit tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "dtr setup: installing ${missing[*]}" >&2
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "dtr setup: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq >/dev/null
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "dtr setup: done" >&2
