@@ -12,7 +12,10 @@ bash tools/setup.sh || exit 1
 
 flags=(--noshow_progress)
 [ "${CI:-}" = true ] && flags+=(--color=no --curses=no)
-bazel test "${flags[@]}" //... "$@" 2>&1 | grep -vE '^(INFO: From |\(cd |  exec env|    [A-Z]+=|  /usr/share/bazel)'
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+bazel test "${flags[@]}" //... "$@" 2>&1 | tee "$summary" |
+    grep -vE '^(INFO: From |\(cd |  exec env|    [A-Z]+=|  /usr/share/bazel)'
 bazel_rc=${PIPESTATUS[0]}
 
 testlogs=$(bazel info bazel-testlogs 2>/dev/null)
@@ -46,7 +49,7 @@ while IFS= read -r target; do
         echo "test.sh: $target reported no count"
         failed=$((failed + 1))
     fi
-done < <(bazel query 'tests(//...)' 2>/dev/null | sort)
+done < <(grep -oE '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)' "$summary" | awk '{print $1}' | sort -u)
 
 if [ "$bazel_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
     echo "test.sh: bazel test exited $bazel_rc"
