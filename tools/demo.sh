@@ -10,7 +10,9 @@ dtr=bazel-bin/tools/dtr
 
 show() {
     printf '\n$ dtr'
-    printf " %q" "$@"
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_./=:-]+$ ]]; then printf ' %s' "$a"; else printf " '%s'" "$a"; fi
+    done
     printf '\n'
     "$dtr" "$@"
 }

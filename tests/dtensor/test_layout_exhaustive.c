@@ -1,7 +1,8 @@
 /*
  * Exhaustive check of dtr_spec_layout against an independent brute force, over every mesh of
- * 1..3 dims with sizes 1..4, every shape of 0..3 dims with lengths 0..9, and every placement combination (S(d) for each tensor dim, R, and P, whose op
- * rotates through all five over the sweep).
+ * 1..3 dims with sizes 1..4, every shape of 0..3 dims with lengths 0..9, and every placement
+ * combination: S(d) for each tensor dim, R, and P with each of its five ops (on 3-d meshes
+ * one op per spec, rotating; see placement_choices).
  *
  * The brute force does not use the chunk formula: it keeps, per tensor dim, the explicit
  * list of global indices a rank holds, and splits it the way torch.chunk splits a tensor:
@@ -141,15 +142,19 @@ static void check_spec(const dtr_mesh_t *mesh, const int *msizes, int mdims,
     t->specs++;
 }
 
-/* The placement kinds for one mesh dim and an ndim-d tensor: S(0..ndim-1), R, P. The five
- * Partial ops lay out alike, so each spec takes one, rotating with `turn` so that every op
- * appears in every position over the sweep (all five in one spec would multiply the run
- * time by up to 7 and check nothing more). */
-static int placement_choices(int ndim, int turn, dtr_placement_t *out) {
+/* The placements for one mesh dim and an ndim-d tensor: S(0..ndim-1), R, and P. On 1-d and
+ * 2-d meshes every Partial op is a choice of its own. On 3-d meshes all five would multiply
+ * the run time by up to 6 (74 s) for layouts that do not depend on the op, so there each
+ * spec takes one op, rotating with `turn` so that every op appears over the sweep. */
+static int placement_choices(int ndim, int mdims, int turn, dtr_placement_t *out) {
     int n = 0;
     for (int d = 0; d < ndim; d++) out[n++] = dtr_shard(d);
     out[n++] = dtr_replicate();
-    out[n++] = dtr_partial((dtr_reduce_op_t)(turn % DTR_REDUCE_OP_LAST));
+    if (mdims < 3) {
+        for (int op = 0; op < DTR_REDUCE_OP_LAST; op++) out[n++] = dtr_partial((dtr_reduce_op_t)op);
+    } else {
+        out[n++] = dtr_partial((dtr_reduce_op_t)(turn % DTR_REDUCE_OP_LAST));
+    }
     return n;
 }
 
@@ -170,8 +175,8 @@ static void run_mesh_dims(int mdims) {
             int nshapes = 1, ncombos = 1;
             for (int d = 0; d < ndim; d++) nshapes *= MAX_LEN + 1;
             for (int si = 0; si < nshapes; si++) {
-                dtr_placement_t choices[3 + 2];
-                int nc = placement_choices(ndim, mi + si, choices);
+                dtr_placement_t choices[3 + 1 + DTR_REDUCE_OP_LAST];
+                int nc = placement_choices(ndim, mdims, mi + si, choices);
                 ncombos = 1;
                 for (int i = 0; i < mdims; i++) ncombos *= nc;
                 int64_t shape[3];
