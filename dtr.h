@@ -5,6 +5,7 @@
  *   core/status.h        status codes, dtr_last_error()
  *   placement/placement.h  Shard(d), Replicate, Partial(op); text form
  *   dtensor/dtensor.h      meshes, dtypes, specs, per-rank layouts
+ *   redistribute/redistribute.h  plans: steps, strategies, cost model, cache
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -16,6 +17,7 @@
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
+#include "redistribute/redistribute.h"
 
 #define DTR_VERSION_MAJOR 0
 #define DTR_VERSION_MINOR 1

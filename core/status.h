@@ -22,7 +22,8 @@
     X(DTR_ERR_OUT_OF_MEMORY, -4, "out of memory")                                      \
     X(DTR_ERR_NOT_IN_MESH, -5, "rank is not in the mesh")                              \
     X(DTR_ERR_BUFFER_TOO_SMALL, -6, "output buffer too small")                         \
-    X(DTR_ERR_INTERNAL, -7, "internal error (a bug in dtr)")
+    X(DTR_ERR_INTERNAL, -7, "internal error (a bug in dtr)")                           \
+    X(DTR_ERR_UNSUPPORTED, -8, "not supported")
 
 typedef enum {
 #define DTR__STATUS_ENUM(name, value, msg) name = value,

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "dtensor/dtensor.h"
+#include "dtensor/internal.h"
 
 struct dtr_mesh {
     int ndims;
@@ -223,4 +223,18 @@ dtr_status_t dtr_mesh_group(const dtr_mesh_t *mesh, int rank, int dim, int *rank
 dtr_status_t dtr_mesh_format(const dtr_mesh_t *mesh, char *buf, size_t len) {
     DTR_CHECK_PTR(mesh, __func__);
     return dtr_shape_format(mesh->sizes, mesh->ndims, buf, len);
+}
+
+uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh) {
+    uint64_t h = 1469598103934665603ull;
+#define DTR__MIX(v)                    \
+    do {                               \
+        h ^= (uint64_t)(v);            \
+        h *= 1099511628211ull;         \
+    } while (0)
+    DTR__MIX(mesh->ndims);
+    for (int i = 0; i < mesh->ndims; i++) DTR__MIX(mesh->sizes[i]);
+    for (int64_t p = 0; mesh->ranks != NULL && p < mesh->nranks; p++) DTR__MIX(mesh->ranks[p]);
+#undef DTR__MIX
+    return h;
 }

@@ -52,8 +52,9 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
     if (args->mesh == NULL) return dtr_cli_usage_error(cmd, "--mesh is required (e.g. --mesh 2x2)");
     if (args->shape == NULL)
         return dtr_cli_usage_error(cmd, "--shape is required (e.g. --shape 64x64)");
+    const char *pflag = args->placements_flag != NULL ? args->placements_flag : "--placements";
     if (args->placements == NULL)
-        return dtr_cli_usage_error(cmd, "--placements is required (e.g. --placements 'S(0),R')");
+        return dtr_cli_usage_error(cmd, "%s is required (e.g. %s 'S(0),R')", pflag, pflag);
 
     int *ranks = NULL;
     int64_t nranks = 0;
@@ -76,7 +77,7 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
         bad_flag = "--shape";
     else if (dtr_placements_parse(args->placements, placements, DTR_MAX_MESH_DIMS,
                                   &nplacements) != DTR_OK)
-        bad_flag = "--placements";
+        bad_flag = pflag;
     else if (args->dtype != NULL && dtr_dtype_parse(args->dtype, &dtype) != DTR_OK)
         bad_flag = "--dtype";
     if (bad_flag != NULL) {
@@ -87,8 +88,20 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
     if (dtr_spec_init(spec, *mesh, placements, nplacements, shape, ndim, dtype) != DTR_OK) {
         dtr_mesh_destroy(*mesh);
         *mesh = NULL;
-        return dtr_cli_lib_error(cmd, NULL);
+        return dtr_cli_lib_error(cmd, pflag);
     }
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
+                       const dtr_spec_t *like, dtr_spec_t *out) {
+    if (text == NULL) return dtr_cli_usage_error(cmd, "%s is required (e.g. %s 'R')", flag, flag);
+    dtr_placement_t placements[DTR_MAX_MESH_DIMS];
+    int n;
+    if (dtr_placements_parse(text, placements, DTR_MAX_MESH_DIMS, &n) != DTR_OK ||
+        dtr_spec_init(out, like->mesh, placements, n, like->shape, like->ndim, like->dtype) !=
+            DTR_OK)
+        return dtr_cli_lib_error(cmd, flag);
     return DTR_EXIT_OK;
 }
 

@@ -29,11 +29,12 @@ int dtr_cli_lib_error(const char *cmd, const char *flag);
 /* Parses "0,1,2,3" into a malloc'd array. Returns 0, or prints a usage error and returns 2. */
 int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n);
 
-/* The common spec flags: --mesh, --shape, --placements, --dtype, --ranks. */
+/* The common spec flags: --mesh, --shape, --placements (or another name), --dtype, --ranks. */
 typedef struct {
     const char *mesh;
     const char *shape;
     const char *placements;
+    const char *placements_flag; /* NULL: "--placements" */
     const char *dtype;
     const char *ranks;
 } dtr_cli_spec_args_t;
@@ -42,6 +43,13 @@ typedef struct {
  * DTR_EXIT_USAGE with *mesh NULL. The caller destroys *mesh. */
 int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
                        dtr_spec_t *spec);
+
+/* A spec like `like` (mesh, shape, dtype) with other placements, from flag's text. Prints
+ * the error and returns DTR_EXIT_USAGE on failure. */
+int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
+                       const dtr_spec_t *like, dtr_spec_t *out);
+
+extern const dtr_cli_command_t dtr_cli_plan;
 
 /* JSON output helpers (compact, one object per line). */
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);

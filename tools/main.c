@@ -5,6 +5,7 @@
 
 static const dtr_cli_command_t *const dtr__commands[] = {
     &dtr_cli_layout,
+    &dtr_cli_plan,
 };
 #define DTR__NCOMMANDS (sizeof dtr__commands / sizeof dtr__commands[0])
 
@@ -30,6 +31,7 @@ static void dtr__help(FILE *out) {
           "examples:\n"
           "  dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'\n"
           "  dtr layout --mesh 4 --shape 5 --placements 'S(0)' --json\n"
+          "  dtr plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare\n"
           "\n"
           "'dtr COMMAND --help' explains a command. Environment: DTR_DEBUG=WARN|INFO|TRACE\n"
           "logs the library's decisions to stderr.\n",

@@ -1,0 +1,150 @@
+/* The plan cache: a small array searched by hash under a mutex, least recently used out.
+ * Planning on a miss happens outside the lock. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+/* Everything a plan depends on, zero-padded so it can be compared with memcmp. */
+typedef struct {
+    uint64_t mesh_hash;
+    int64_t mesh_sizes[DTR_MAX_MESH_DIMS];
+    int mdims;
+    int ndim;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
+    int dtype;
+    int strategy;
+    dtr_cost_model_t cost;
+} dtr__cache_key_t;
+
+typedef struct {
+    bool used;
+    uint64_t hash;
+    uint64_t last_use;
+    dtr__cache_key_t key;
+    dtr_plan_t plan;
+} dtr__cache_entry_t;
+
+struct dtr_plan_cache {
+    pthread_mutex_t lock;
+    int capacity;
+    uint64_t clock;
+    dtr__cache_entry_t *entries;
+};
+
+dtr_status_t dtr_plan_cache_create(int capacity, dtr_plan_cache_t **out) {
+    DTR_CHECK_PTR(out, __func__);
+    if (capacity < 1 || capacity > 1 << 20)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "capacity: %d, must be 1..%d",
+                          capacity, 1 << 20);
+    dtr_plan_cache_t *c = calloc(1, sizeof *c);
+    dtr__cache_entry_t *e = calloc((size_t)capacity, sizeof *e);
+    if (c == NULL || e == NULL) {
+        free(c);
+        free(e);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "cache of %d plans", capacity);
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    c->capacity = capacity;
+    c->entries = e;
+    *out = c;
+    return DTR_OK;
+}
+
+void dtr_plan_cache_destroy(dtr_plan_cache_t *cache) {
+    if (cache == NULL) return;
+    pthread_mutex_destroy(&cache->lock);
+    free(cache->entries);
+    free(cache);
+}
+
+static uint64_t dtr__hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
+                                const dtr_spec_t *dst, const dtr_plan_options_t *opts,
+                                dtr_plan_t *out, bool *hit) {
+    DTR_CHECK_PTR(cache, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(src, __func__);
+    DTR_CHECK_PTR(dst, __func__);
+    if (src->mesh == NULL || dst->mesh == NULL || src->ndim < 0 || src->ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr_plan_create(src, dst, opts, out); /* reports the error */
+
+    dtr__cache_key_t key;
+    memset(&key, 0, sizeof key);
+    key.mesh_hash = dtr__mesh_hash(src->mesh);
+    key.mdims = dtr_mesh_ndims(src->mesh);
+    for (int i = 0; i < key.mdims; i++) {
+        key.mesh_sizes[i] = dtr_mesh_size(src->mesh, i);
+        key.src[i] = src->placements[i];
+        key.dst[i] = dst->placements[i];
+        /* Only the fields a placement kind uses count. */
+        if (key.src[i].kind != DTR_SHARD) key.src[i].dim = 0;
+        if (key.src[i].kind != DTR_PARTIAL) key.src[i].op = 0;
+        if (key.dst[i].kind != DTR_SHARD) key.dst[i].dim = 0;
+        if (key.dst[i].kind != DTR_PARTIAL) key.dst[i].op = 0;
+    }
+    key.ndim = src->ndim;
+    memcpy(key.shape, src->shape, (size_t)src->ndim * sizeof(int64_t));
+    key.dtype = (int)src->dtype;
+    key.strategy = opts != NULL ? (int)opts->strategy : DTR_STRATEGY_OPTIMAL;
+    if (opts != NULL && opts->cost != NULL)
+        key.cost = *opts->cost;
+    else
+        DTR_CHECK(dtr_cost_model_from_env(&key.cost));
+    /* The destination must match too (shape/dtype/mesh), or planning reports why. */
+    bool same_pair = dtr_mesh_equal(src->mesh, dst->mesh) && src->ndim == dst->ndim &&
+                     src->dtype == dst->dtype &&
+                     memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) == 0;
+    uint64_t h = dtr__hash_bytes(&key, sizeof key);
+
+    if (same_pair) {
+        pthread_mutex_lock(&cache->lock);
+        for (int k = 0; k < cache->capacity; k++) {
+            dtr__cache_entry_t *e = &cache->entries[k];
+            if (e->used && e->hash == h && memcmp(&e->key, &key, sizeof key) == 0) {
+                e->last_use = ++cache->clock;
+                *out = e->plan;
+                pthread_mutex_unlock(&cache->lock);
+                out->src.mesh = src->mesh;
+                out->dst.mesh = dst->mesh;
+                if (hit != NULL) *hit = true;
+                return DTR_OK;
+            }
+        }
+        pthread_mutex_unlock(&cache->lock);
+    }
+
+    dtr_plan_options_t o = {.strategy = (dtr_strategy_t)key.strategy, .cost = &key.cost};
+    dtr_plan_t plan;
+    DTR_CHECK(dtr_plan_create(src, dst, &o, &plan));
+    pthread_mutex_lock(&cache->lock);
+    dtr__cache_entry_t *victim = &cache->entries[0];
+    for (int k = 0; k < cache->capacity; k++) {
+        dtr__cache_entry_t *e = &cache->entries[k];
+        if (!e->used) {
+            victim = e;
+            break;
+        }
+        if (e->last_use < victim->last_use) victim = e;
+    }
+    victim->used = true;
+    victim->hash = h;
+    victim->key = key;
+    victim->plan = plan;
+    victim->last_use = ++cache->clock;
+    pthread_mutex_unlock(&cache->lock);
+    *out = plan;
+    if (hit != NULL) *hit = false;
+    return DTR_OK;
+}

@@ -1,0 +1,75 @@
+/*
+ * The seed algorithm ("compat"), exactly: PyTorch 2.1's _decompose_reshard followed by the
+ * stable "replicate then shard" sort.
+ *
+ * Walk mesh dims i = 0..M-1, counting for the current and the target placements how many
+ * mesh dims so far (i included) shard each tensor dim. If both placements on i are Shard and
+ * their tensor dims differ, or those counts differ (a misaligned nested shard), the step is
+ * replaced by S(a) -> R followed by R -> S(b). Then the steps are sorted stably by key: -i
+ * for Shard -> Replicate/Partial, +i for Replicate/Partial -> Shard, 0 otherwise. Steps whose
+ * two placements are equal do nothing and are dropped.
+ *
+ * The counts miss some misalignments: [S(0),R,S(0)] -> [R,S(0),S(0)] has equal counts on
+ * mesh dim 2, so mesh dim 0 gathers tensor dim 0 while mesh dim 2 still shards it, and the
+ * gathered pieces are not the chunks the all-gather assumes. The builder notices (each step
+ * checks that no later mesh dim shards the tensor dims it works on) and such a plan is
+ * refused rather than returned.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+typedef struct {
+    int mesh_dim;
+    dtr_placement_t from, to;
+    int key;
+} dtr__compat_entry_t;
+
+static int dtr__compat_key(const dtr__compat_entry_t *e) {
+    bool from_shard = e->from.kind == DTR_SHARD, to_shard = e->to.kind == DTR_SHARD;
+    if (from_shard && !to_shard) return -e->mesh_dim;
+    if (!from_shard && to_shard) return e->mesh_dim;
+    return 0;
+}
+
+bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                      dtr_plan_t *plan, char *why, size_t why_len) {
+    dtr__compat_entry_t entries[2 * DTR_MAX_MESH_DIMS];
+    int n = 0;
+    int count_cur[DTR_MAX_TENSOR_DIMS] = {0}, count_tgt[DTR_MAX_TENSOR_DIMS] = {0};
+    for (int i = 0; i < ctx->mdims; i++) {
+        dtr_placement_t cur = src->placements[i], tgt = dst->placements[i];
+        if (cur.kind == DTR_SHARD) count_cur[cur.dim]++;
+        if (tgt.kind == DTR_SHARD) count_tgt[tgt.dim]++;
+        if (cur.kind == DTR_SHARD && tgt.kind == DTR_SHARD &&
+            (cur.dim != tgt.dim || count_cur[cur.dim] != count_tgt[tgt.dim])) {
+            entries[n++] = (dtr__compat_entry_t){i, cur, dtr_replicate(), 0};
+            entries[n++] = (dtr__compat_entry_t){i, dtr_replicate(), tgt, 0};
+        } else {
+            entries[n++] = (dtr__compat_entry_t){i, cur, tgt, 0};
+        }
+    }
+    for (int k = 0; k < n; k++) entries[k].key = dtr__compat_key(&entries[k]);
+    /* Stable insertion sort by key. */
+    for (int k = 1; k < n; k++) {
+        dtr__compat_entry_t e = entries[k];
+        int j = k - 1;
+        while (j >= 0 && entries[j].key > e.key) {
+            entries[j + 1] = entries[j];
+            j--;
+        }
+        entries[j + 1] = e;
+    }
+    dtr__builder_t b;
+    dtr__builder_init(&b, ctx, src->placements, plan);
+    for (int k = 0; k < n; k++) {
+        if (dtr_placement_equal(entries[k].from, entries[k].to)) continue;
+        dtr__emit(&b, entries[k].mesh_dim, entries[k].to);
+    }
+    plan->strategy = DTR_STRATEGY_COMPAT;
+    plan->chosen_by = "compat";
+    dtr__plan_finish(ctx, src, dst, plan);
+    if (!b.valid && why != NULL) snprintf(why, why_len, "%s", b.why);
+    return b.valid;
+}

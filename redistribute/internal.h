@@ -1,0 +1,77 @@
+/* Internals of the planner, shared by plan.c, compat.c, optimal.c and cache.c. */
+#ifndef DTR_REDISTRIBUTE_INTERNAL_H
+#define DTR_REDISTRIBUTE_INTERNAL_H
+
+#include "core/internal.h"
+#include "dtensor/internal.h"
+#include "redistribute/redistribute.h"
+
+/* What every step computation needs about the tensor and the mesh. */
+typedef struct {
+    const dtr_mesh_t *mesh;
+    int mdims;
+    int64_t msize[DTR_MAX_MESH_DIMS];
+    int ndim;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int64_t item; /* bytes per element */
+    const dtr_cost_model_t *cost;
+} dtr__ctx_t;
+
+/* A plan under construction. Steps are checked as they are added: one whose inputs are not
+ * the canonical layout its collective assumes (a gather of a tensor dim that a later mesh
+ * dim still shards, say) marks the plan invalid, with the reason. */
+typedef struct {
+    const dtr__ctx_t *ctx;
+    dtr_placement_t cur[DTR_MAX_MESH_DIMS];
+    dtr_plan_t *plan;
+    bool valid;
+    char why[256];
+} dtr__builder_t;
+
+void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);
+
+/* Local shape and global offset at a coordinate for any placements (canonical nesting). */
+void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
+                 int64_t *shape, int64_t *offset);
+
+void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_placement_t *start,
+                       dtr_plan_t *plan);
+
+/* Appends a step changing mesh dim i to `to` (kind chosen from the pair of placements;
+ * `reduce_scatter_ok` false turns P -> S into nothing: callers decide). Returns false when
+ * the plan is full. Invalid steps are still appended (so compat's plan can be shown) and
+ * mark the builder invalid. */
+bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to);
+
+/* Appends one exchange from the current placements to `to` (same Partial dims). */
+bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to);
+
+/* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?
+ * (No mesh dim after i shards d.) */
+bool dtr__innermost(const dtr_placement_t *pl, int mdims, int i, int d);
+
+/* Fills the plan's totals (counts by kind, bytes, peak memory, time, lower bound). */
+void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                      dtr_plan_t *plan);
+
+/* Bytes one rank (by coordinate) sends and receives in a step. */
+void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                          int64_t *send, int64_t *recv);
+
+int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                         const dtr_placement_t *dst);
+
+/* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
+ * (and why not, into why). Records no error. */
+bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                      dtr_plan_t *plan, char *why, size_t why_len);
+/* The optimal plan (see optimal.c). */
+dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
+                               const dtr_spec_t *dst, dtr_plan_t *plan);
+
+/* Test hook: compat's plan even where it is unsafe, so tests can show it corrupts data.
+ * Checks its arguments as dtr_plan_create does. */
+dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                        dtr_plan_t *out, bool *safe);
+
+#endif

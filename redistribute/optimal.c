@@ -1,0 +1,221 @@
+/*
+ * The optimal strategy: build a few plans, each in O(M^2 D) (M mesh dims, D tensor dims),
+ * and keep the cheapest under the cost model (ties: less peak memory, then fewer steps,
+ * then the earlier candidate):
+ *
+ *   greedy    per-mesh-dim collectives, all-to-all for S(a) -> S(b) where valid, scheduled
+ *             so each step reads the canonical layout it assumes; where no valid step is
+ *             left, one exchange finishes the layout change;
+ *   safe      replicate then shard, correctly: reduce, gather every mesh dim that is not a
+ *             common prefix of its tensor dim's nesting (innermost first), then split
+ *             (outermost first);
+ *   exchange  reduce, then one exchange to the target layout;
+ *   compat    the seed plan, when it is safe.
+ *
+ * compat being a candidate is what makes optimal never worse than compat under the model.
+ * Every candidate ends with the local Replicate -> Partial steps.
+ */
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+/* What the layout phase aims at: the target, with Partial dims that are Replicate in the
+ * source kept Replicate (they become Partial by a local step at the end). */
+static void dtr__layout_target(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                               const dtr_placement_t *dst, dtr_placement_t *out) {
+    for (int i = 0; i < ctx->mdims; i++)
+        out[i] = dst[i].kind == DTR_PARTIAL && src[i].kind != DTR_PARTIAL ? dtr_replicate() : dst[i];
+}
+
+static void dtr__finish_partials(dtr__builder_t *b, const dtr_placement_t *dst) {
+    for (int i = 0; i < b->ctx->mdims; i++)
+        if (dst[i].kind == DTR_PARTIAL) dtr__emit(b, i, dst[i]);
+}
+
+/* Does mesh dim i shard the same tensor dim at the same nesting level, after the same outer
+ * mesh dims, in both placements? Then its chunks already agree. */
+static bool dtr__aligned(const dtr__ctx_t *ctx, const dtr_placement_t *a,
+                         const dtr_placement_t *b, int i) {
+    if (a[i].kind != DTR_SHARD || !dtr_placement_equal(a[i], b[i])) return false;
+    int d = a[i].dim;
+    for (int j = 0; j < i; j++) {
+        bool sa = a[j].kind == DTR_SHARD && a[j].dim == d, sb = b[j].kind == DTR_SHARD && b[j].dim == d;
+        if (sa != sb) return false;
+    }
+    (void)ctx;
+    return true;
+}
+
+static void dtr__candidate_safe(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                                const dtr_placement_t *dst, dtr_plan_t *plan) {
+    dtr_placement_t tgt[DTR_MAX_MESH_DIMS];
+    dtr__layout_target(ctx, src, dst, tgt);
+    dtr__builder_t b;
+    dtr__builder_init(&b, ctx, src, plan);
+    for (int i = 0; i < ctx->mdims; i++)
+        if (src[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_REPLICATE) dtr__emit(&b, i, tgt[i]);
+    for (int i = ctx->mdims - 1; i >= 0; i--)
+        if (b.cur[i].kind == DTR_SHARD && !dtr__aligned(ctx, src, tgt, i))
+            dtr__emit(&b, i, dtr_replicate());
+    for (int i = 0; i < ctx->mdims; i++)
+        if (tgt[i].kind == DTR_SHARD && !dtr_placement_equal(b.cur[i], tgt[i]))
+            dtr__emit(&b, i, tgt[i]);
+    dtr__finish_partials(&b, dst);
+    plan->chosen_by = b.valid ? "safe" : NULL;
+}
+
+static void dtr__candidate_exchange(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                                    const dtr_placement_t *dst, dtr_plan_t *plan) {
+    dtr_placement_t tgt[DTR_MAX_MESH_DIMS];
+    dtr__layout_target(ctx, src, dst, tgt);
+    dtr__builder_t b;
+    dtr__builder_init(&b, ctx, src, plan);
+    /* Reduce-scatters where they are valid in place (they shrink what follows), then
+     * all-reduces for the rest. */
+    for (int i = 0; i < ctx->mdims; i++)
+        if (src[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_SHARD &&
+            dtr__innermost(b.cur, ctx->mdims, i, tgt[i].dim))
+            dtr__emit(&b, i, tgt[i]);
+    for (int i = 0; i < ctx->mdims; i++)
+        if (b.cur[i].kind == DTR_PARTIAL && tgt[i].kind != DTR_PARTIAL)
+            dtr__emit(&b, i, dtr_replicate());
+    dtr__emit_exchange(&b, tgt);
+    dtr__finish_partials(&b, dst);
+    plan->chosen_by = b.valid ? "exchange" : NULL;
+}
+
+/* Greedy: pending per-mesh-dim changes, run in priority order while one is valid. */
+enum { DTR__NONE, DTR__CHUNK, DTR__A2A, DTR__RS, DTR__AR, DTR__AG };
+
+static int dtr__pending_kind(dtr_placement_t cur, dtr_placement_t tgt) {
+    if (dtr_placement_equal(cur, tgt)) return DTR__NONE;
+    if (cur.kind == DTR_SHARD) return tgt.kind == DTR_SHARD ? DTR__A2A : DTR__AG;
+    if (cur.kind == DTR_PARTIAL) return tgt.kind == DTR_SHARD ? DTR__RS : DTR__AR;
+    return DTR__CHUNK; /* R -> S */
+}
+
+/* Is a gather of tensor dim d still pending at some mesh dim before i? Splitting d at i
+ * first would block it. */
+static bool dtr__gather_pending_before(const dtr_placement_t *cur, const dtr_placement_t *tgt,
+                                       const bool *resplit, int i, int d) {
+    for (int j = 0; j < i; j++)
+        if (cur[j].kind == DTR_SHARD && cur[j].dim == d &&
+            (resplit[j] || !dtr_placement_equal(cur[j], tgt[j])))
+            return true;
+    return false;
+}
+
+static void dtr__candidate_greedy(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                                  const dtr_placement_t *dst, dtr_plan_t *plan) {
+    int M = ctx->mdims;
+    dtr_placement_t tgt[DTR_MAX_MESH_DIMS];
+    dtr__layout_target(ctx, src, dst, tgt);
+    /* A shard kept on the same tensor dim but at another nesting position must be gathered
+     * and split again: mark it, its pending step is then a gather. */
+    bool resplit[DTR_MAX_MESH_DIMS] = {false};
+    for (int i = 0; i < M; i++)
+        resplit[i] = src[i].kind == DTR_SHARD && dtr_placement_equal(src[i], tgt[i]) &&
+                     !dtr__aligned(ctx, src, tgt, i);
+    bool rs_allowed[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < M; i++) rs_allowed[i] = true;
+    dtr__builder_t b;
+    dtr__builder_init(&b, ctx, src, plan);
+    for (int guard = 0; guard < 4 * M + 4; guard++) {
+        int best = -1, best_kind = DTR__NONE, best_prio = 99;
+        bool any = false;
+        for (int i = 0; i < M; i++) {
+            int kind = resplit[i] ? DTR__AG : dtr__pending_kind(b.cur[i], tgt[i]);
+            if (kind == DTR__RS && !rs_allowed[i]) kind = DTR__AR;
+            if (kind == DTR__NONE) continue;
+            any = true;
+            bool ok;
+            int d = tgt[i].kind == DTR_SHARD ? tgt[i].dim : -1;
+            switch (kind) {
+            case DTR__CHUNK:
+            case DTR__RS:
+                ok = dtr__innermost(b.cur, M, i, d) && !dtr__gather_pending_before(b.cur, tgt, resplit, i, d);
+                break;
+            case DTR__A2A:
+                ok = dtr__innermost(b.cur, M, i, b.cur[i].dim) && dtr__innermost(b.cur, M, i, d) &&
+                     !dtr__gather_pending_before(b.cur, tgt, resplit, i, d);
+                break;
+            case DTR__AG:
+                ok = dtr__innermost(b.cur, M, i, b.cur[i].dim);
+                break;
+            default:
+                ok = true;
+            }
+            if (!ok) continue;
+            /* Priority: free splits, all-to-all (innermost first), reduce-scatter, all-reduce,
+             * then gathers innermost first; ties by mesh dim in that direction. */
+            int prio = kind;
+            bool later_wins = kind == DTR__A2A || kind == DTR__AG;
+            if (prio < best_prio || (prio == best_prio && later_wins)) {
+                best = i;
+                best_kind = kind;
+                best_prio = prio;
+            }
+        }
+        if (!any) break;
+        if (best < 0) {
+            /* Stuck. Blocked reduce-scatters become all-reduces (+ a later split); once only
+             * layout changes are left, one exchange does them all. */
+            bool changed = false;
+            for (int i = 0; i < M; i++)
+                if (b.cur[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_SHARD && rs_allowed[i]) {
+                    rs_allowed[i] = false;
+                    changed = true;
+                }
+            if (changed) continue;
+            dtr__emit_exchange(&b, tgt);
+            break;
+        }
+        if (best_kind == DTR__AG) {
+            dtr__emit(&b, best, dtr_replicate());
+            resplit[best] = false;
+        } else if (best_kind == DTR__AR) {
+            dtr__emit(&b, best, dtr_replicate());
+        } else {
+            dtr__emit(&b, best, tgt[best]);
+        }
+    }
+    dtr__finish_partials(&b, dst);
+    plan->chosen_by = b.valid ? "greedy" : NULL;
+}
+
+/* a better than b: less time; on a tie, less peak memory, then fewer steps. */
+static bool dtr__better(const dtr_plan_t *a, const dtr_plan_t *b) {
+    double tol = 1e-9 * (a->time_us > b->time_us ? a->time_us : b->time_us);
+    if (a->time_us < b->time_us - tol) return true;
+    if (a->time_us > b->time_us + tol) return false;
+    if (a->peak_extra_bytes != b->peak_extra_bytes) return a->peak_extra_bytes < b->peak_extra_bytes;
+    return a->nsteps < b->nsteps;
+}
+
+dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
+                               const dtr_spec_t *dst, dtr_plan_t *plan) {
+    /* Candidates are built in turn in one scratch plan; the best so far is kept in *plan. */
+    dtr_plan_t scratch;
+    bool have = false;
+    void (*const builders[])(const dtr__ctx_t *, const dtr_placement_t *,
+                             const dtr_placement_t *, dtr_plan_t *) = {
+        dtr__candidate_greedy, dtr__candidate_safe, dtr__candidate_exchange};
+    for (size_t c = 0; c <= sizeof builders / sizeof builders[0]; c++) {
+        if (c < sizeof builders / sizeof builders[0]) {
+            builders[c](ctx, src->placements, dst->placements, &scratch);
+            if (scratch.chosen_by == NULL) continue; /* invalid: should not happen */
+            dtr__plan_finish(ctx, src, dst, &scratch);
+        } else if (!dtr__plan_compat(ctx, src, dst, &scratch, NULL, 0)) {
+            continue;
+        }
+        if (!have || dtr__better(&scratch, plan)) {
+            *plan = scratch;
+            have = true;
+        }
+    }
+    if (!have)
+        return dtr__error(DTR_ERR_INTERNAL, "dtr_plan_create",
+                          "optimal: no candidate plan was valid (a bug in dtr)");
+    plan->strategy = DTR_STRATEGY_OPTIMAL;
+    return DTR_OK;
+}

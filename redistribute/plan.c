@@ -1,0 +1,437 @@
+/* The plan builder: layouts for any placements, per-rank byte counts of each step kind,
+ * step validity, costing, totals and the lower bound. */
+#include <math.h>
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+static const dtr_step_kind_info_t dtr__step_kinds[DTR_STEP_KIND_LAST] = {
+    [DTR_STEP_ALL_GATHER] = {"all_gather", true, "S(d) -> R: gather the chunks of dim d"},
+    [DTR_STEP_REDUCE_SCATTER] = {"reduce_scatter", true, "P -> S(d): reduce, keep chunk of d"},
+    [DTR_STEP_ALL_REDUCE] = {"all_reduce", true, "P -> R: reduce, everyone keeps the result"},
+    [DTR_STEP_ALL_TO_ALL] = {"all_to_all", true, "S(a) -> S(b): gather a and scatter b at once"},
+    [DTR_STEP_EXCHANGE] = {"exchange", true,
+                           "any layout change: each rank sends each peer exactly what that "
+                           "peer needs and lacks (one all-to-all-v over the mesh)"},
+    [DTR_STEP_LOCAL_CHUNK] = {"local_chunk", false, "R -> S(d): keep this rank's chunk"},
+    [DTR_STEP_LOCAL_SCALE] = {"local_scale", false, "R -> P(sum): divide by the mesh dim size"},
+    [DTR_STEP_LOCAL_RELABEL] = {"local_relabel", false,
+                                "R -> P(avg|max|min): the values already qualify"},
+};
+
+const dtr_step_kind_info_t *dtr_step_kind_info(dtr_step_kind_t kind) {
+    if ((unsigned)kind >= DTR_STEP_KIND_LAST) return NULL;
+    return &dtr__step_kinds[kind];
+}
+
+void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->mesh = spec->mesh;
+    ctx->mdims = dtr_mesh_ndims(spec->mesh);
+    for (int i = 0; i < ctx->mdims; i++) ctx->msize[i] = dtr_mesh_size(spec->mesh, i);
+    ctx->ndim = spec->ndim;
+    memcpy(ctx->shape, spec->shape, sizeof ctx->shape);
+    ctx->item = dtr_dtype_info(spec->dtype)->size;
+    ctx->cost = cost;
+}
+
+void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
+                 int64_t *shape, int64_t *offset) {
+    memcpy(shape, ctx->shape, sizeof ctx->shape);
+    memset(offset, 0, sizeof ctx->shape);
+    for (int i = 0; i < ctx->mdims; i++) {
+        if (pl[i].kind != DTR_SHARD) continue;
+        int d = pl[i].dim;
+        int64_t n = ctx->msize[i], len = shape[d];
+        int64_t c = len / n + (len % n != 0), start = c * coord[i];
+        int64_t end = start + c < len ? start + c : len;
+        offset[d] += start < len ? start : len;
+        shape[d] = end > start ? end - start : 0;
+    }
+}
+
+bool dtr__innermost(const dtr_placement_t *pl, int mdims, int i, int d) {
+    for (int j = i + 1; j < mdims; j++)
+        if (pl[j].kind == DTR_SHARD && pl[j].dim == d) return false;
+    return true;
+}
+
+/* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
+static int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
+
+static __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++) n *= shape[d];
+    return n;
+}
+
+static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1, int skip2) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++)
+        if (d != skip1 && d != skip2) n *= shape[d];
+    return n;
+}
+
+/* Elements two blocks share. */
+static __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
+                             const int64_t *bs, const int64_t *bo) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++) {
+        int64_t lo = ao[d] > bo[d] ? ao[d] : bo[d];
+        int64_t hi = ao[d] + as[d] < bo[d] + bs[d] ? ao[d] + as[d] : bo[d] + bs[d];
+        if (hi <= lo) return 0;
+        n *= hi - lo;
+    }
+    return n;
+}
+
+/* Steps through the coordinates of the mesh dims marked in vary (others keep their value);
+ * false after the last. */
+static bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {
+    for (int i = ctx->mdims - 1; i >= 0; i--) {
+        if (!vary[i]) continue;
+        if (++coord[i] < ctx->msize[i]) return true;
+        coord[i] = 0;
+    }
+    return false;
+}
+
+/* Exchange: r's sources are the ranks that agree with r on every mesh dim the "before"
+ * placements do not shard (so replicas serve their own side, and Partial contributions stay
+ * with their own index); those sources' blocks tile the tensor. */
+static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                               __int128 *send, __int128 *recv, int *peers) {
+    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
+        co[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->after, coord, ts, to);
+    dtr__layout(ctx, s->before, coord, cs, co);
+    *recv = dtr__numel(ctx, ts) - dtr__overlap(ctx, ts, to, cs, co);
+    bool vary[DTR_MAX_MESH_DIMS];
+    int64_t p[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < ctx->mdims; i++) {
+        vary[i] = s->before[i].kind == DTR_SHARD;
+        p[i] = vary[i] ? 0 : coord[i];
+    }
+    *send = 0;
+    *peers = 0;
+    do {
+        if (memcmp(p, coord, (size_t)ctx->mdims * sizeof *p) == 0) continue;
+        int64_t ps[DTR_MAX_TENSOR_DIMS], po[DTR_MAX_TENSOR_DIMS], qs[DTR_MAX_TENSOR_DIMS],
+            qo[DTR_MAX_TENSOR_DIMS];
+        dtr__layout(ctx, s->after, p, ps, po);  /* what peer p needs ... */
+        *send += dtr__overlap(ctx, ps, po, cs, co); /* ... of what this rank holds */
+        dtr__layout(ctx, s->before, p, qs, qo);  /* what p holds of this rank's target */
+        if (dtr__overlap(ctx, ts, to, qs, qo) > 0) (*peers)++;
+    } while (dtr__next_coord(ctx, vary, p));
+}
+
+void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                          int64_t *send, int64_t *recv) {
+    int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
+        ao[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->before, coord, bs, bo);
+    dtr__layout(ctx, s->after, coord, as, ao);
+    int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
+    int a = s->tensor_dim, b = s->tensor_dim2;
+    __int128 r = 0, w = 0;
+    int peers;
+    switch (s->kind) {
+    case DTR_STEP_ALL_GATHER: { /* padded to the largest chunk, as NCCL needs equal counts */
+        int64_t c = as[a] / n + (as[a] % n != 0);
+        r = w = (__int128)(n - 1) * c * dtr__rest(ctx, as, a, -1);
+        break;
+    }
+    case DTR_STEP_REDUCE_SCATTER: {
+        int64_t c = bs[a] / n + (bs[a] % n != 0);
+        r = w = (__int128)(n - 1) * c * dtr__rest(ctx, bs, a, -1);
+        break;
+    }
+    case DTR_STEP_ALL_REDUCE: { /* ring: reduce-scatter then all-gather of n chunks */
+        __int128 numel = dtr__numel(ctx, bs);
+        r = w = 2 * (__int128)(n - 1) * (numel / n + (numel % n != 0));
+        break;
+    }
+    case DTR_STEP_ALL_TO_ALL: { /* exact counts: no padding */
+        __int128 rest = dtr__rest(ctx, bs, a, b);
+        r = (__int128)(as[a] - bs[a]) * as[b] * rest;
+        w = (__int128)bs[a] * (bs[b] - as[b]) * rest;
+        break;
+    }
+    case DTR_STEP_EXCHANGE:
+        dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
+        break;
+    default:
+        break;
+    }
+    *recv = dtr__sat(r * ctx->item);
+    *send = dtr__sat(w * ctx->item);
+}
+
+/* Mesh dims whose coordinate changes what a rank holds before or after a step. */
+static void dtr__relevant_dims(const dtr__ctx_t *ctx, const dtr_step_t *s, bool *vary) {
+    for (int i = 0; i < ctx->mdims; i++)
+        vary[i] = s->before[i].kind == DTR_SHARD || s->after[i].kind == DTR_SHARD ||
+                  i == s->mesh_dim;
+}
+
+/* Byte, memory and time figures of a step: the most over ranks. For gathers, scatters,
+ * reductions and local steps the largest block is at coordinate 0 (chunk 0 is never
+ * smaller, at every nesting level), so that rank is the worst; all-to-all and exchange
+ * depend on which chunks meet, so every relevant coordinate is tried. */
+static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    int64_t zero_off[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->before, coord, s->shape_before, zero_off);
+    dtr__layout(ctx, s->after, coord, s->shape_after, zero_off);
+    s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
+    s->peers_max = 0;
+    bool vary[DTR_MAX_MESH_DIMS];
+    dtr__relevant_dims(ctx, s, vary);
+    bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE;
+    do {
+        int64_t send, recv;
+        dtr__step_rank_bytes(ctx, s, coord, &send, &recv);
+        int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
+        dtr__layout(ctx, s->after, coord, os, oo);
+        int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
+        int64_t extra = dtr__sat((__int128)out + recv);
+        if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
+        if (send > s->send_bytes_max) s->send_bytes_max = send;
+        if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
+        if (s->kind == DTR_STEP_EXCHANGE) {
+            __int128 w, r;
+            int peers;
+            dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
+            if (peers > s->peers_max) s->peers_max = peers;
+        }
+    } while (enumerate && dtr__next_coord(ctx, vary, coord));
+
+    const dtr_cost_model_t *m = ctx->cost;
+    double bytes_per_us;
+    int i = s->mesh_dim;
+    int64_t n = i >= 0 ? ctx->msize[i] : 1;
+    switch (s->kind) {
+    case DTR_STEP_ALL_GATHER:
+    case DTR_STEP_REDUCE_SCATTER:
+    case DTR_STEP_ALL_TO_ALL:
+        s->time_us = (double)(n - 1) * m->alpha_us[i] +
+                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
+        break;
+    case DTR_STEP_ALL_REDUCE:
+        s->time_us = 2.0 * (double)(n - 1) * m->alpha_us[i] +
+                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
+        break;
+    case DTR_STEP_EXCHANGE: {
+        double alpha = 0, bw = INFINITY;
+        for (int k = 0; k < ctx->mdims; k++) {
+            if (!vary[k]) continue;
+            if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
+            if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
+        }
+        if (isinf(bw)) bw = m->bandwidth_gbps[0];
+        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3);
+        break;
+    }
+    case DTR_STEP_LOCAL_CHUNK:
+    case DTR_STEP_LOCAL_SCALE:
+        bytes_per_us = m->local_gbps * 1e3;
+        s->time_us = (double)s->extra_bytes_max / bytes_per_us;
+        break;
+    default:
+        s->time_us = 0;
+        break;
+    }
+}
+
+void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_placement_t *start,
+                       dtr_plan_t *plan) {
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+    memcpy(b->cur, start, (size_t)ctx->mdims * sizeof *start);
+    b->plan = plan;
+    b->valid = true;
+    plan->nsteps = 0;
+}
+
+static dtr_step_t *dtr__new_step(dtr__builder_t *b) {
+    if (b->plan->nsteps == DTR_MAX_PLAN_STEPS) {
+        if (b->valid) snprintf(b->why, sizeof b->why, "more than %d steps", DTR_MAX_PLAN_STEPS);
+        b->valid = false;
+        return NULL;
+    }
+    dtr_step_t *s = &b->plan->steps[b->plan->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->nplacements = b->ctx->mdims;
+    memcpy(s->before, b->cur, (size_t)b->ctx->mdims * sizeof *s->before);
+    memcpy(s->after, b->cur, (size_t)b->ctx->mdims * sizeof *s->after);
+    s->tensor_dim = s->tensor_dim2 = -1;
+    s->scale = 1.0;
+    return s;
+}
+
+/* Marks the builder invalid with the first reason. */
+static void dtr__invalid(dtr__builder_t *b, const dtr_step_t *s, int i, int d) {
+    if (!b->valid) return;
+    b->valid = false;
+    char from[DTR_PLACEMENT_TEXT_MAX], to[DTR_PLACEMENT_TEXT_MAX];
+    dtr_placement_format(s->from, from, sizeof from);
+    dtr_placement_format(s->to, to, sizeof to);
+    int j = i + 1;
+    while (j < b->ctx->mdims && !(b->cur[j].kind == DTR_SHARD && b->cur[j].dim == d)) j++;
+    snprintf(b->why, sizeof b->why,
+             "step %d (mesh dim %d: %s -> %s) works on tensor dim %d while mesh dim %d still "
+             "shards it, so the pieces it moves are not the chunks it assumes",
+             b->plan->nsteps, i, from, to, d, j);
+}
+
+bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
+    dtr_placement_t from = b->cur[i];
+    if (dtr_placement_equal(from, to)) return true;
+    dtr_step_t *s = dtr__new_step(b);
+    if (s == NULL) return false;
+    const dtr__ctx_t *ctx = b->ctx;
+    s->mesh_dim = i;
+    s->from = from;
+    s->to = to;
+    s->op = from.kind == DTR_PARTIAL ? from.op : to.op;
+    int check1 = -1, check2 = -1;
+    if (from.kind == DTR_SHARD && to.kind == DTR_REPLICATE) {
+        s->kind = DTR_STEP_ALL_GATHER;
+        s->tensor_dim = check1 = from.dim;
+    } else if (from.kind == DTR_SHARD && to.kind == DTR_SHARD) {
+        s->kind = DTR_STEP_ALL_TO_ALL;
+        s->tensor_dim = check1 = from.dim;
+        s->tensor_dim2 = check2 = to.dim;
+    } else if (from.kind == DTR_REPLICATE && to.kind == DTR_SHARD) {
+        s->kind = DTR_STEP_LOCAL_CHUNK;
+        s->tensor_dim = check1 = to.dim;
+    } else if (from.kind == DTR_PARTIAL && to.kind == DTR_SHARD) {
+        s->kind = DTR_STEP_REDUCE_SCATTER;
+        s->tensor_dim = check1 = to.dim;
+    } else if (from.kind == DTR_PARTIAL && to.kind == DTR_REPLICATE) {
+        s->kind = DTR_STEP_ALL_REDUCE;
+    } else if (from.kind == DTR_REPLICATE && to.kind == DTR_PARTIAL) {
+        s->kind = to.op == DTR_REDUCE_SUM ? DTR_STEP_LOCAL_SCALE : DTR_STEP_LOCAL_RELABEL;
+        if (to.op == DTR_REDUCE_SUM) s->scale = 1.0 / (double)ctx->msize[i];
+    } else {
+        /* S -> P and P(a) -> P(b) are refused before planning. */
+        b->valid = false;
+        snprintf(b->why, sizeof b->why, "internal: no step for mesh dim %d", i);
+        return false;
+    }
+    if (check1 >= 0 && !dtr__innermost(b->cur, ctx->mdims, i, check1)) dtr__invalid(b, s, i, check1);
+    if (check2 >= 0 && !dtr__innermost(b->cur, ctx->mdims, i, check2)) dtr__invalid(b, s, i, check2);
+    b->cur[i] = to;
+    s->after[i] = to;
+    dtr__step_figures(ctx, s);
+    return true;
+}
+
+bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
+    bool same = true;
+    for (int i = 0; i < b->ctx->mdims; i++) same = same && dtr_placement_equal(b->cur[i], to[i]);
+    if (same) return true;
+    dtr_step_t *s = dtr__new_step(b);
+    if (s == NULL) return false;
+    s->kind = DTR_STEP_EXCHANGE;
+    s->mesh_dim = -1;
+    memcpy(s->after, to, (size_t)b->ctx->mdims * sizeof *to);
+    memcpy(b->cur, to, (size_t)b->ctx->mdims * sizeof *to);
+    dtr__step_figures(b->ctx, s);
+    return true;
+}
+
+/*
+ * The lower bound on the bytes the busiest rank must receive, max over ranks r of:
+ *  - layout: every element of r's target block T_r that r does not hold must arrive, so at
+ *    least |T_r \ C_r| elements (C_r: r's source block). When some Partial mesh dim is
+ *    reduced, every element of T_r needs at least one element's worth from elsewhere (the
+ *    other contributions, combined or not), so |T_r|.
+ *  - reduction along each mesh dim k that goes from Partial to R or S(d), over its n ranks:
+ *    the group must combine n contributions of every element some member needs (the block
+ *    U_r: T_r with k replicated); each combination of two contributions moves one element,
+ *    so the group receives at least (n-1)|U_r| in all, and its busiest member (n-1)|U_r|/n.
+ *    When the target is R, each member also needs the (n-1)|U_r|/n results it did not
+ *    combine itself: 2(n-1)|U_r|/n, the all-reduce bound. This holds for reductions done
+ *    within the mesh dim's groups (collectives), the model every plan here follows.
+ * Single-mesh-dim changes of even shapes meet it: all-gather (n-1)S/n, reduce-scatter
+ * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
+ * |T_r \ C_r| exactly (DESIGN.md's table).
+ */
+int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                         const dtr_placement_t *dst) {
+    dtr_placement_t cl[DTR_MAX_MESH_DIMS], tl[DTR_MAX_MESH_DIMS];
+    bool vary[DTR_MAX_MESH_DIMS], reduces = false;
+    for (int i = 0; i < ctx->mdims; i++) {
+        cl[i] = src[i].kind == DTR_SHARD ? src[i] : dtr_replicate();
+        tl[i] = dst[i].kind == DTR_SHARD ? dst[i] : dtr_replicate();
+        vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
+        if (src[i].kind == DTR_PARTIAL && dst[i].kind != DTR_PARTIAL && ctx->msize[i] > 1)
+            reduces = true;
+    }
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    __int128 best = 0;
+    do {
+        int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
+            co[DTR_MAX_TENSOR_DIMS];
+        dtr__layout(ctx, tl, coord, ts, to);
+        dtr__layout(ctx, cl, coord, cs, co);
+        __int128 t = dtr__numel(ctx, ts);
+        __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
+        for (int k = 0; k < ctx->mdims; k++) {
+            int64_t n = ctx->msize[k];
+            if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || n == 1) continue;
+            dtr_placement_t ul[DTR_MAX_MESH_DIMS];
+            memcpy(ul, tl, sizeof ul);
+            ul[k] = dtr_replicate();
+            int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
+            dtr__layout(ctx, ul, coord, us, uo);
+            __int128 u = dtr__numel(ctx, us);
+            __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
+            if (moved > need) need = moved;
+        }
+        if (need > best) best = need;
+    } while (dtr__next_coord(ctx, vary, coord));
+    return dtr__sat(best * ctx->item);
+}
+
+void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                      dtr_plan_t *plan) {
+    plan->src = *src;
+    plan->dst = *dst;
+    plan->cost = *ctx->cost;
+    memset(plan->count, 0, sizeof plan->count);
+    plan->peak_extra_bytes = 0;
+    plan->time_us = 0;
+    bool per_coord = false, vary[DTR_MAX_MESH_DIMS] = {false};
+    __int128 sum_at_zero = 0;
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *s = &plan->steps[k];
+        plan->count[s->kind]++;
+        if (s->extra_bytes_max > plan->peak_extra_bytes) plan->peak_extra_bytes = s->extra_bytes_max;
+        plan->time_us += s->time_us;
+        sum_at_zero += s->recv_bytes_max;
+        if (s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE) per_coord = true;
+        bool v[DTR_MAX_MESH_DIMS];
+        dtr__relevant_dims(ctx, s, v);
+        for (int i = 0; i < ctx->mdims; i++) vary[i] = vary[i] || v[i];
+    }
+    /* Without all-to-all or exchange steps every step's worst rank is coordinate 0. */
+    if (!per_coord) {
+        plan->recv_bytes_max = dtr__sat(sum_at_zero);
+    } else {
+        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        __int128 best = 0;
+        do {
+            __int128 total = 0;
+            for (int k = 0; k < plan->nsteps; k++) {
+                int64_t send, recv;
+                dtr__step_rank_bytes(ctx, &plan->steps[k], coord, &send, &recv);
+                total += recv;
+            }
+            if (total > best) best = total;
+        } while (dtr__next_coord(ctx, vary, coord));
+        plan->recv_bytes_max = dtr__sat(best);
+    }
+    plan->lower_bound_recv_bytes = dtr__lower_bound(ctx, src->placements, dst->placements);
+}

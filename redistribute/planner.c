@@ -1,0 +1,254 @@
+/* dtr_plan_create and friends: argument checks, the transition rules that are errors, and
+ * the cost model's parameters. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+static const char *const dtr__strategy_names[DTR_STRATEGY_LAST] = {
+    [DTR_STRATEGY_OPTIMAL] = "optimal",
+    [DTR_STRATEGY_COMPAT] = "compat",
+};
+
+const char *dtr_strategy_name(dtr_strategy_t strategy) {
+    if ((unsigned)strategy >= DTR_STRATEGY_LAST) return NULL;
+    return dtr__strategy_names[strategy];
+}
+
+dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out) {
+    DTR_CHECK_PTR(text, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    for (int s = 0; s < DTR_STRATEGY_LAST; s++) {
+        const char *p = dtr__skip_space(text);
+        if (dtr__scan_word(&p, dtr__strategy_names[s]) && *dtr__skip_space(p) == '\0') {
+            *out = (dtr_strategy_t)s;
+            return DTR_OK;
+        }
+    }
+    return dtr__error(DTR_ERR_PARSE, __func__, "text \"%s\": not a strategy (optimal, compat)",
+                      text);
+}
+
+void dtr_cost_model_default(dtr_cost_model_t *out) {
+    if (out == NULL) return;
+    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) {
+        out->alpha_us[i] = DTR_DEFAULT_ALPHA_US;
+        out->bandwidth_gbps[i] = DTR_DEFAULT_BANDWIDTH_GBPS;
+    }
+    out->local_gbps = DTR_DEFAULT_LOCAL_GBPS;
+}
+
+/* Parses "5" or "5,20,..." into v[0..DTR_MAX_MESH_DIMS), the last value repeating. */
+static dtr_status_t dtr__parse_list(const char *text, const char *what, bool positive,
+                                    double *v, const char *func) {
+    double vals[DTR_MAX_MESH_DIMS];
+    int n = 0;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        while (*end == ' ') end++;
+        if (end == p || errno != 0 || !isfinite(x) || x < 0 || (positive && x == 0) ||
+            (*end != ',' && *end != '\0'))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "%s \"%s\": item %d must be a finite number %s", what, text, n,
+                              positive ? "> 0" : ">= 0");
+        if (n == DTR_MAX_MESH_DIMS)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "%s \"%s\": more than %d values (one per mesh dim)", what, text,
+                              DTR_MAX_MESH_DIMS);
+        vals[n++] = x;
+        if (*end == '\0') break;
+        p = end + 1;
+    }
+    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) v[i] = vals[i < n ? i : n - 1];
+    return DTR_OK;
+}
+
+dtr_status_t dtr_cost_model_set(dtr_cost_model_t *model, const char *alpha_us,
+                                const char *bandwidth_gbps, const char *local_gbps) {
+    DTR_CHECK_PTR(model, __func__);
+    dtr_cost_model_t m = *model;
+    if (alpha_us != NULL) DTR_CHECK(dtr__parse_list(alpha_us, "alpha_us", false, m.alpha_us, __func__));
+    if (bandwidth_gbps != NULL)
+        DTR_CHECK(dtr__parse_list(bandwidth_gbps, "bandwidth_gbps", true, m.bandwidth_gbps, __func__));
+    if (local_gbps != NULL) {
+        double v[DTR_MAX_MESH_DIMS];
+        DTR_CHECK(dtr__parse_list(local_gbps, "local_gbps", true, v, __func__));
+        m.local_gbps = v[0];
+    }
+    *model = m;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out) {
+    DTR_CHECK_PTR(out, __func__);
+    dtr_cost_model_t m;
+    dtr_cost_model_default(&m);
+    const char *names[3] = {"DTR_ALPHA_US", "DTR_BANDWIDTH_GBPS", "DTR_LOCAL_GBPS"};
+    const char *vals[3];
+    for (int k = 0; k < 3; k++) vals[k] = getenv(names[k]);
+    if (dtr_cost_model_set(&m, vals[0], vals[1], vals[2]) != DTR_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dtr_last_error());
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "environment: %s", detail);
+    }
+    *out = m;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func) {
+    if (spec == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL", name);
+    if (spec->mesh == NULL || dtr_dtype_info(spec->dtype) == NULL || spec->ndim < 0 ||
+        spec->ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "%s: not initialised by dtr_spec_init", name);
+    for (int i = 0; i < dtr_mesh_ndims(spec->mesh); i++) {
+        dtr_placement_t p = spec->placements[i];
+        if ((unsigned)p.kind >= DTR_PLACEMENT_KIND_LAST ||
+            (p.kind == DTR_SHARD && (p.dim < 0 || p.dim >= spec->ndim)) ||
+            (p.kind == DTR_PARTIAL && (unsigned)p.op >= DTR_REDUCE_OP_LAST))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "%s: placements[%d] not initialised by dtr_spec_init", name, i);
+    }
+    return DTR_OK;
+}
+
+/* The checks every strategy shares; fills ctx. */
+static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                    const char *func) {
+    DTR_CHECK(dtr__check_spec(src, "src", func));
+    DTR_CHECK(dtr__check_spec(dst, "dst", func));
+    if (!dtr_mesh_equal(src->mesh, dst->mesh))
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "dst: its mesh differs from src's (redistribution across meshes is not "
+                          "supported)");
+    char a[256], b[256];
+    if (src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) != 0) {
+        dtr_shape_format(src->shape, src->ndim, a, sizeof a);
+        dtr_shape_format(dst->shape, dst->ndim, b, sizeof b);
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dst: shape %s differs from src's %s", b, a);
+    }
+    const dtr_dtype_info_t *info = dtr_dtype_info(src->dtype);
+    if (src->dtype != dst->dtype)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dst: dtype %s differs from src's %s",
+                          dtr_dtype_name(dst->dtype), info->name);
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++) {
+        dtr_placement_t f = src->placements[i], t = dst->placements[i];
+        dtr_placement_format(f, a, sizeof a);
+        dtr_placement_format(t, b, sizeof b);
+        int64_t n = dtr_mesh_size(src->mesh, i);
+        if (f.kind == DTR_PARTIAL && t.kind == DTR_PARTIAL && f.op != t.op)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "mesh dim %d: %s -> %s: a Partial cannot change its reduce op "
+                              "(reduce to R first)",
+                              i, a, b);
+        if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "mesh dim %d: %s -> %s: a Shard cannot become Partial in a forward "
+                              "redistribution",
+                              i, a, b);
+        if (f.kind == DTR_REPLICATE && t.kind == DTR_PARTIAL && t.op == DTR_REDUCE_PRODUCT)
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                              "mesh dim %d: %s -> %s: no partition of a value into a product is "
+                              "defined",
+                              i, a, b);
+        if (f.kind == DTR_REPLICATE && t.kind == DTR_PARTIAL && t.op == DTR_REDUCE_SUM && n > 1 &&
+            (!info->is_float || info->storage_only))
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                              "mesh dim %d: %s -> %s divides by %lld, which %s cannot do exactly",
+                              i, a, b, (long long)n, info->name);
+        if (f.kind == DTR_PARTIAL && t.kind != DTR_PARTIAL && info->storage_only && n > 1)
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                              "mesh dim %d: %s -> %s reduces, and %s is storage only", i, a, b,
+                              info->name);
+    }
+    return DTR_OK;
+}
+
+dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
+                             const dtr_plan_options_t *opts, dtr_plan_t *out) {
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    dtr_strategy_t strategy = opts != NULL ? opts->strategy : DTR_STRATEGY_OPTIMAL;
+    if ((unsigned)strategy >= DTR_STRATEGY_LAST)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "opts->strategy: %d is not a strategy", (int)strategy);
+    dtr_cost_model_t cost;
+    if (opts != NULL && opts->cost != NULL) {
+        cost = *opts->cost;
+        for (int i = 0; i < DTR_MAX_MESH_DIMS; i++)
+            if (!isfinite(cost.alpha_us[i]) || cost.alpha_us[i] < 0 ||
+                !isfinite(cost.bandwidth_gbps[i]) || cost.bandwidth_gbps[i] <= 0)
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                                  "opts->cost: mesh dim %d: alpha %g us, bandwidth %g GB/s (need "
+                                  "alpha >= 0, bandwidth > 0)",
+                                  i, cost.alpha_us[i], cost.bandwidth_gbps[i]);
+        if (!isfinite(cost.local_gbps) || cost.local_gbps <= 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "opts->cost: local_gbps %g must be > 0", cost.local_gbps);
+    } else {
+        DTR_CHECK(dtr_cost_model_from_env(&cost));
+    }
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, src, &cost);
+    /* Built in a local and copied out, so *out is untouched on error. */
+    dtr_plan_t plan;
+    if (strategy == DTR_STRATEGY_COMPAT) {
+        char why[256];
+        if (!dtr__plan_compat(&ctx, src, dst, &plan, why, sizeof why))
+            return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                              "compat: the seed algorithm's plan would corrupt data: %s; the "
+                              "optimal strategy handles this change",
+                              why);
+    } else {
+        DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
+    }
+    if (DTR_LOG_TRACE <= dtr__log_level()) dtr_plan_print(&plan, stderr);
+    *out = plan;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                        dtr_plan_t *out, bool *safe) {
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(safe, __func__);
+    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, src, &cost);
+    *safe = dtr__plan_compat(&ctx, src, dst, out, NULL, 0);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int64_t *send,
+                                 int64_t *recv) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(send, __func__);
+    DTR_CHECK_PTR(recv, __func__);
+    DTR_CHECK(dtr__check_spec(&plan->src, "plan->src", __func__));
+    if (step < 0 || step >= plan->nsteps)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "step: %d, the plan has %d steps",
+                          step, plan->nsteps);
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    DTR_CHECK(dtr_mesh_coord(plan->src.mesh, rank, coord));
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, &plan->src, &plan->cost);
+    dtr__step_rank_bytes(&ctx, &plan->steps[step], coord, send, recv);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst, int64_t *bytes) {
+    DTR_CHECK_PTR(bytes, __func__);
+    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, src, &cost);
+    *bytes = dtr__lower_bound(&ctx, src->placements, dst->placements);
+    return DTR_OK;
+}

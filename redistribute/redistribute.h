@@ -1,0 +1,169 @@
+/*
+ * Redistribution planning: (source spec, target spec) -> plan.
+ *
+ * A plan is a value: an array of typed steps, each changing the placement of one mesh dim
+ * (or, for an exchange, of several at once), with the bytes each rank receives and sends,
+ * the local shapes before and after, and the modeled time. It can be printed, costed,
+ * cached and compared without any communication; the executor (a later module) runs it.
+ *
+ * Strategies:
+ *   DTR_STRATEGY_COMPAT   the seed algorithm exactly (PyTorch 2.1's _decompose_reshard and
+ *                         "replicate then shard" sort). Where that algorithm would gather a
+ *                         tensor dim that a later mesh dim still shards, its plan corrupts
+ *                         data; dtr refuses it with DTR_ERR_UNSUPPORTED instead.
+ *   DTR_STRATEGY_OPTIMAL  the default: the cheapest, under the cost model, of several plans
+ *                         built in O(M^2 D) (M mesh dims, D tensor dims): compat, a safe
+ *                         replicate-then-shard, a greedy plan using all-to-all where it is
+ *                         valid and a general exchange where no per-mesh-dim collective is,
+ *                         and reduce-then-exchange. Ties go to less peak memory.
+ * See docs/planner.md for the cost model and the lower bound's derivation.
+ */
+#ifndef DTR_REDISTRIBUTE_REDISTRIBUTE_H
+#define DTR_REDISTRIBUTE_REDISTRIBUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/api.h"
+#include "core/status.h"
+#include "dtensor/dtensor.h"
+#include "placement/placement.h"
+
+/* Most steps in a plan (compat needs at most 2 per mesh dim). */
+#define DTR_MAX_PLAN_STEPS 32
+
+typedef enum {
+    DTR_STEP_ALL_GATHER = 0, /* S(d) -> R on one mesh dim */
+    DTR_STEP_REDUCE_SCATTER, /* P -> S(d) */
+    DTR_STEP_ALL_REDUCE,     /* P -> R */
+    DTR_STEP_ALL_TO_ALL,     /* S(a) -> S(b), a != b: gather a, scatter b */
+    DTR_STEP_EXCHANGE,       /* any layout change: one all-to-all-v over the mesh's ranks */
+    DTR_STEP_LOCAL_CHUNK,    /* R -> S(d): keep this rank's chunk, no communication */
+    DTR_STEP_LOCAL_SCALE,    /* R -> P(sum): divide by the mesh dim's size */
+    DTR_STEP_LOCAL_RELABEL,  /* R -> P(avg|max|min): values kept, placement changes */
+    DTR_STEP_KIND_LAST
+} dtr_step_kind_t;
+
+typedef struct {
+    const char *name; /* "all_gather" */
+    bool collective;  /* moves data between ranks */
+    const char *desc;
+} dtr_step_kind_info_t;
+
+/* Table entry for a step kind; NULL out of range. */
+DTR_API const dtr_step_kind_info_t *dtr_step_kind_info(dtr_step_kind_t kind);
+
+typedef enum { DTR_STRATEGY_OPTIMAL = 0, DTR_STRATEGY_COMPAT, DTR_STRATEGY_LAST } dtr_strategy_t;
+
+DTR_API const char *dtr_strategy_name(dtr_strategy_t strategy);
+DTR_API dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out);
+
+/*
+ * Alpha-beta cost model, per mesh dim. A collective over n ranks of mesh dim i costs
+ * rounds * alpha_us[i] + (bytes a rank receives) / bandwidth_gbps[i]; rounds is n-1 for
+ * all-gather, reduce-scatter and all-to-all, 2(n-1) for all-reduce. An exchange costs
+ * (peers) * max alpha + bytes / min bandwidth over the mesh dims it spans. Local steps cost
+ * (bytes written) / local_gbps.
+ */
+typedef struct {
+    double alpha_us[DTR_MAX_MESH_DIMS];
+    double bandwidth_gbps[DTR_MAX_MESH_DIMS];
+    double local_gbps;
+} dtr_cost_model_t;
+
+#define DTR_DEFAULT_ALPHA_US 5.0
+#define DTR_DEFAULT_BANDWIDTH_GBPS 10.0
+#define DTR_DEFAULT_LOCAL_GBPS 50.0
+
+/* Defaults on every mesh dim. */
+DTR_API void dtr_cost_model_default(dtr_cost_model_t *out);
+
+/* Sets from text, each NULL to leave alone: alpha and bandwidth as one value for every mesh
+ * dim or a comma list per mesh dim ("5,20"; a shorter list repeats its last value). Values
+ * must be finite, alpha >= 0, bandwidths > 0. *model is written only on success. */
+DTR_API dtr_status_t dtr_cost_model_set(dtr_cost_model_t *model, const char *alpha_us,
+                                        const char *bandwidth_gbps, const char *local_gbps);
+
+/* Defaults, overridden by DTR_ALPHA_US, DTR_BANDWIDTH_GBPS and DTR_LOCAL_GBPS. */
+DTR_API dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out);
+
+typedef struct {
+    dtr_step_kind_t kind;
+    int mesh_dim;                 /* -1 for an exchange */
+    dtr_placement_t from, to;     /* the placement of mesh_dim before and after */
+    int tensor_dim;               /* dim gathered, scattered or chunked; -1 if none */
+    int tensor_dim2;              /* all_to_all: the dim scattered (tensor_dim is gathered) */
+    dtr_reduce_op_t op;           /* reduce steps */
+    double scale;                 /* local_scale: the factor (1/n) */
+    int nplacements;              /* mesh dims */
+    dtr_placement_t before[DTR_MAX_MESH_DIMS]; /* all placements before the step */
+    dtr_placement_t after[DTR_MAX_MESH_DIMS];  /* and after */
+    int64_t shape_before[DTR_MAX_TENSOR_DIMS]; /* largest local shape over ranks */
+    int64_t shape_after[DTR_MAX_TENSOR_DIMS];
+    int64_t recv_bytes_max;       /* most bytes any rank receives in this step (padding in) */
+    int64_t send_bytes_max;
+    int64_t extra_bytes_max;      /* output + receive staging, the most on any rank */
+    int peers_max;                /* ranks one rank receives from (exchange) */
+    double time_us;               /* modeled */
+} dtr_step_t;
+
+typedef struct {
+    dtr_strategy_t strategy;
+    dtr_spec_t src, dst;
+    dtr_cost_model_t cost;
+    int nsteps;
+    dtr_step_t steps[DTR_MAX_PLAN_STEPS];
+    int count[DTR_STEP_KIND_LAST];  /* steps by kind */
+    int64_t recv_bytes_max;         /* most bytes one rank receives over the whole plan */
+    int64_t lower_bound_recv_bytes; /* no plan can make some rank receive less */
+    int64_t peak_extra_bytes;       /* most extra memory one rank needs at any step */
+    double time_us;                 /* modeled: the sum over steps */
+    const char *chosen_by;          /* optimal: which candidate won ("greedy", ...) */
+} dtr_plan_t;
+
+typedef struct {
+    dtr_strategy_t strategy;
+    const dtr_cost_model_t *cost; /* NULL: dtr_cost_model_from_env() */
+} dtr_plan_options_t;
+
+/*
+ * Plans src -> dst. The specs must share the mesh (equal contents), shape and dtype. Errors:
+ * a Partial changing its op, Shard -> Partial, Replicate -> P(product) (no partition exists),
+ * a reduction of a storage-only dtype, and (compat) a seed plan that would corrupt data.
+ * opts may be NULL (optimal, cost model from the environment). *out written only on success;
+ * the plan borrows the specs' mesh. Pure: no communication, no global state.
+ */
+DTR_API dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                     const dtr_plan_options_t *opts, dtr_plan_t *out);
+
+/* Bytes one rank sends and receives in one step of a plan (exact, uneven shards and
+ * padding included). DTR_ERR_NOT_IN_MESH for a rank outside the mesh. */
+DTR_API dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank,
+                                         int64_t *send, int64_t *recv);
+
+/* The lower bound alone (see docs/planner.md). */
+DTR_API dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                          int64_t *bytes);
+
+/* Prints the plan as a table (the CLI's text output), or as one JSON object. */
+DTR_API dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out);
+DTR_API dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out);
+
+/*
+ * A plan cache keyed by mesh (sizes and ranks), both placement lists, shape, dtype,
+ * strategy and cost model. Thread-safe: one cache may be shared by threads. Holds up to
+ * `capacity` plans, evicting the least recently used.
+ */
+typedef struct dtr_plan_cache dtr_plan_cache_t;
+
+DTR_API dtr_status_t dtr_plan_cache_create(int capacity, dtr_plan_cache_t **out);
+DTR_API void dtr_plan_cache_destroy(dtr_plan_cache_t *cache);
+
+/* As dtr_plan_create, through the cache. *hit (may be NULL) says whether it was cached.
+ * The returned copy's specs borrow the caller's src/dst meshes. */
+DTR_API dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
+                                        const dtr_spec_t *dst, const dtr_plan_options_t *opts,
+                                        dtr_plan_t *out, bool *hit);
+
+#endif

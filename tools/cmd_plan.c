@@ -1,0 +1,228 @@
+/* dtr plan: the dry run. Builds the plan the executor would run and prints it. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+static void dtr__plan_help(FILE *out) {
+    fputs(
+        "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
+        "                [--ranks LIST] [--strategy optimal|compat] [--compare] [--json]\n"
+        "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
+        "\n"
+        "Plans a redistribution from the --from placements to the --to placements and prints\n"
+        "its steps (mesh dim, from -> to, kind, bytes each rank receives), the most bytes any\n"
+        "rank receives, the lower bound on that, peak extra memory and the modeled time.\n"
+        "Nothing is communicated.\n"
+        "\n"
+        "  --mesh, --shape, --dtype, --ranks   as for 'dtr layout'\n"
+        "  --from LIST, --to LIST   placements, one per mesh dim, e.g. 'S(0),R' -> 'R,S(1)'\n"
+        "  --strategy S         optimal (default): the cheapest plan under the cost model,\n"
+        "                       with all-to-all and exchange steps; compat: the seed algorithm\n"
+        "                       (PyTorch 2.1's) exactly, refused where it would corrupt data\n"
+        "  --compare            both strategies and the lower bound, side by side\n"
+        "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
+        "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
+        "                       dim (default 5; env DTR_ALPHA_US)\n"
+        "  --bandwidth-gbps B   bandwidth per mesh dim, GB/s (default 10; env\n"
+        "                       DTR_BANDWIDTH_GBPS)\n"
+        "  --local-gbps G       local copy bandwidth, GB/s (default 50; env DTR_LOCAL_GBPS)\n"
+        "  -h, --help           this help\n"
+        "\n"
+        "examples:\n"
+        "  dtr plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)'\n"
+        "  dtr plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare\n"
+        "  dtr plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)' --json\n"
+        "\n"
+        "Exit status: 0 planned; 2 bad arguments or an invalid change (e.g. P(sum) -> P(avg));\n"
+        "1 a valid change dtr cannot plan (e.g. compat where the seed plan is unsafe).\n",
+        out);
+}
+
+static int dtr__plan_exit(dtr_status_t st) {
+    return st == DTR_ERR_UNSUPPORTED ? DTR_EXIT_FAIL : DTR_EXIT_USAGE;
+}
+
+static void dtr__compare_row(FILE *out, const char *what, const char *a, const char *b) {
+    fprintf(out, "  %-34s %18s %18s\n", what, a, b);
+}
+
+static void dtr__print_compare(FILE *out, const dtr_plan_t *plans, const dtr_status_t *st,
+                               const char *const *errors) {
+    char a[64], b[64];
+    fputs("compare:\n", out);
+    dtr__compare_row(out, "", "compat", "optimal");
+    const char *labels[] = {"steps", "collectives", "most bytes one rank receives",
+                            "peak extra bytes per rank", "modeled time us"};
+    for (int row = 0; row < 5; row++) {
+        char *cells[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            const dtr_plan_t *p = &plans[k];
+            if (st[k] != DTR_OK) {
+                snprintf(cells[k], 64, "refused");
+                continue;
+            }
+            int coll = 0;
+            for (int kind = 0; kind < DTR_STEP_KIND_LAST; kind++)
+                if (dtr_step_kind_info((dtr_step_kind_t)kind)->collective) coll += p->count[kind];
+            switch (row) {
+            case 0: snprintf(cells[k], 64, "%d", p->nsteps); break;
+            case 1: snprintf(cells[k], 64, "%d", coll); break;
+            case 2: snprintf(cells[k], 64, "%lld", (long long)p->recv_bytes_max); break;
+            case 3: snprintf(cells[k], 64, "%lld", (long long)p->peak_extra_bytes); break;
+            default: snprintf(cells[k], 64, "%.2f", p->time_us); break;
+            }
+        }
+        dtr__compare_row(out, labels[row], a, b);
+    }
+    const dtr_plan_t *any = st[1] == DTR_OK ? &plans[1] : &plans[0];
+    fprintf(out, "  lower bound on the most bytes one rank receives: %lld\n",
+            (long long)any->lower_bound_recv_bytes);
+    for (int k = 0; k < 2; k++) {
+        fputc('\n', out);
+        if (st[k] == DTR_OK)
+            dtr_plan_print(&plans[k], out);
+        else
+            fprintf(out, "plan %s: refused: %s\n", k == 0 ? "compat" : "optimal", errors[k]);
+    }
+}
+
+static void dtr__json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', out);
+        if ((unsigned char)*s < 0x20) continue;
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static int dtr__plan_main(int argc, char **argv) {
+    static const struct option options[] = {
+        {"mesh", required_argument, NULL, 'm'},
+        {"shape", required_argument, NULL, 's'},
+        {"from", required_argument, NULL, 'f'},
+        {"to", required_argument, NULL, 't'},
+        {"dtype", required_argument, NULL, 'd'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"strategy", required_argument, NULL, 'S'},
+        {"compare", no_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"alpha-us", required_argument, NULL, 'a'},
+        {"bandwidth-gbps", required_argument, NULL, 'b'},
+        {"local-gbps", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    dtr_cli_spec_args_t args = {.placements_flag = "--from"};
+    const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
+    int json = 0, compare = 0;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", options, NULL);
+        if (c == -1) break;
+        switch (c) {
+        case 'm': args.mesh = optarg; break;
+        case 's': args.shape = optarg; break;
+        case 'f': args.placements = optarg; break;
+        case 't': to = optarg; break;
+        case 'd': args.dtype = optarg; break;
+        case 'r': args.ranks = optarg; break;
+        case 'S': strategy_text = optarg; break;
+        case 'c': compare = 1; break;
+        case 'j': json = 1; break;
+        case 'a': alpha = optarg; break;
+        case 'b': bw = optarg; break;
+        case 'l': local = optarg; break;
+        case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
+        case ':':
+            return dtr_cli_usage_error("plan", "%s needs a value (see 'dtr plan --help')",
+                                       argv[optind - 1]);
+        default:
+            return dtr_cli_usage_error("plan", "unknown option '%s' (see 'dtr plan --help')",
+                                       argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return dtr_cli_usage_error("plan", "unexpected argument '%s' (see 'dtr plan --help')",
+                                   argv[optind]);
+    dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
+    if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--strategy");
+    if (compare && strategy_text != NULL)
+        return dtr_cli_usage_error("plan", "--compare shows both strategies; drop --strategy");
+    dtr_cost_model_t cost;
+    if (dtr_cost_model_from_env(&cost) != DTR_OK) return dtr_cli_lib_error("plan", NULL);
+    if (dtr_cost_model_set(&cost, alpha, bw, local) != DTR_OK)
+        return dtr_cli_lib_error("plan", alpha != NULL && strstr(dtr_last_error(), "alpha")
+                                             ? "--alpha-us"
+                                         : bw != NULL && strstr(dtr_last_error(), "bandwidth")
+                                             ? "--bandwidth-gbps"
+                                             : "--local-gbps");
+
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    int rc = dtr_cli_build_spec("plan", &args, &mesh, &src);
+    if (rc != DTR_EXIT_OK) return rc;
+    rc = dtr_cli_other_spec("plan", "--to", to, &src, &dst);
+    if (rc != DTR_EXIT_OK) {
+        dtr_mesh_destroy(mesh);
+        return rc;
+    }
+
+    /* plans[0] compat, plans[1] optimal. */
+    dtr_plan_t *plans = malloc(2 * sizeof *plans);
+    if (plans == NULL) {
+        dtr_mesh_destroy(mesh);
+        return dtr_cli_usage_error("plan", "out of memory");
+    }
+    dtr_status_t st[2] = {DTR_OK, DTR_OK};
+    char errors[2][600] = {"", ""};
+    for (int k = 0; k < 2; k++) {
+        dtr_strategy_t s = k == 0 ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL;
+        if (!compare && s != strategy) continue;
+        dtr_plan_options_t opts = {.strategy = s, .cost = &cost};
+        st[k] = dtr_plan_create(&src, &dst, &opts, &plans[k]);
+        if (st[k] != DTR_OK) snprintf(errors[k], sizeof errors[k], "%s", dtr_last_error());
+    }
+    rc = DTR_EXIT_OK;
+    int only = strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
+    if (!compare && st[only] != DTR_OK) {
+        fprintf(stderr, "dtr plan: %s\n", errors[only]);
+        rc = dtr__plan_exit(st[only]);
+    } else if (compare && st[1] != DTR_OK) { /* invalid for both */
+        fprintf(stderr, "dtr plan: %s\n", errors[1]);
+        rc = dtr__plan_exit(st[1]);
+    } else if (json && compare) {
+        fputs("{\"compat\":", stdout);
+        if (st[0] == DTR_OK) {
+            dtr_plan_print_json(&plans[0], stdout);
+        } else {
+            fputs("{\"error\":", stdout);
+            dtr__json_string(stdout, errors[0]);
+            fputc('}', stdout);
+        }
+        fputs(",\"optimal\":", stdout);
+        dtr_plan_print_json(&plans[1], stdout);
+        fputs("}\n", stdout);
+    } else if (json) {
+        dtr_plan_print_json(&plans[only], stdout);
+        fputc('\n', stdout);
+    } else if (compare) {
+        const char *errs[2] = {errors[0], errors[1]};
+        dtr__print_compare(stdout, plans, st, errs);
+    } else {
+        dtr_plan_print(&plans[only], stdout);
+    }
+    free(plans);
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
+
+const dtr_cli_command_t dtr_cli_plan = {
+    .name = "plan",
+    .summary = "plan a redistribution and print its steps, bytes and cost (dry run)",
+    .main = dtr__plan_main,
+    .help = dtr__plan_help,
+};
