@@ -47,8 +47,8 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to);
 bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to);
 
 /* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?
- * (No mesh dim after i shards d.) */
-bool dtr__innermost(const dtr_placement_t *pl, int mdims, int i, int d);
+ * (No mesh dim after i, of more than one rank, shards d.) */
+bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int d);
 
 /* Fills the plan's totals (counts by kind, bytes, peak memory, time, lower bound). */
 void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,

@@ -74,7 +74,7 @@ static void dtr__candidate_exchange(const dtr__ctx_t *ctx, const dtr_placement_t
      * all-reduces for the rest. */
     for (int i = 0; i < ctx->mdims; i++)
         if (src[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_SHARD &&
-            dtr__innermost(b.cur, ctx->mdims, i, tgt[i].dim))
+            dtr__innermost(ctx, b.cur, i, tgt[i].dim))
             dtr__emit(&b, i, tgt[i]);
     for (int i = 0; i < ctx->mdims; i++)
         if (b.cur[i].kind == DTR_PARTIAL && tgt[i].kind != DTR_PARTIAL)
@@ -133,14 +133,14 @@ static void dtr__candidate_greedy(const dtr__ctx_t *ctx, const dtr_placement_t *
             switch (kind) {
             case DTR__CHUNK:
             case DTR__RS:
-                ok = dtr__innermost(b.cur, M, i, d) && !dtr__gather_pending_before(b.cur, tgt, resplit, i, d);
+                ok = dtr__innermost(ctx, b.cur, i, d) && !dtr__gather_pending_before(b.cur, tgt, resplit, i, d);
                 break;
             case DTR__A2A:
-                ok = dtr__innermost(b.cur, M, i, b.cur[i].dim) && dtr__innermost(b.cur, M, i, d) &&
+                ok = dtr__innermost(ctx, b.cur, i, b.cur[i].dim) && dtr__innermost(ctx, b.cur, i, d) &&
                      !dtr__gather_pending_before(b.cur, tgt, resplit, i, d);
                 break;
             case DTR__AG:
-                ok = dtr__innermost(b.cur, M, i, b.cur[i].dim);
+                ok = dtr__innermost(ctx, b.cur, i, b.cur[i].dim);
                 break;
             default:
                 ok = true;

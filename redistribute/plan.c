@@ -50,9 +50,9 @@ void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t
     }
 }
 
-bool dtr__innermost(const dtr_placement_t *pl, int mdims, int i, int d) {
-    for (int j = i + 1; j < mdims; j++)
-        if (pl[j].kind == DTR_SHARD && pl[j].dim == d) return false;
+bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int d) {
+    for (int j = i + 1; j < ctx->mdims; j++)
+        if (pl[j].kind == DTR_SHARD && pl[j].dim == d && ctx->msize[j] > 1) return false;
     return true;
 }
 
@@ -167,6 +167,24 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
     *send = dtr__sat(w * ctx->item);
 }
 
+/* Members of the rank's group that send it something in an all-to-all. */
+static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord) {
+    int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
+        ao[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->after, coord, as, ao);
+    if (dtr__numel(ctx, as) == 0) return 0;
+    int64_t peer[DTR_MAX_MESH_DIMS];
+    memcpy(peer, coord, (size_t)ctx->mdims * sizeof *peer);
+    int peers = 0;
+    for (int64_t c = 0; c < ctx->msize[s->mesh_dim]; c++) {
+        if (c == coord[s->mesh_dim]) continue;
+        peer[s->mesh_dim] = c;
+        dtr__layout(ctx, s->before, peer, bs, bo);
+        peers += bs[s->tensor_dim] > 0;
+    }
+    return peers;
+}
+
 /* Mesh dims whose coordinate changes what a rank holds before or after a step. */
 static void dtr__relevant_dims(const dtr__ctx_t *ctx, const dtr_step_t *s, bool *vary) {
     for (int i = 0; i < ctx->mdims; i++)
@@ -198,12 +216,14 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
         if (send > s->send_bytes_max) s->send_bytes_max = send;
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
+        int peers = 0;
         if (s->kind == DTR_STEP_EXCHANGE) {
             __int128 w, r;
-            int peers;
             dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
-            if (peers > s->peers_max) s->peers_max = peers;
+        } else if (s->kind == DTR_STEP_ALL_TO_ALL) {
+            peers = dtr__a2a_peers(ctx, s, coord);
         }
+        if (peers > s->peers_max) s->peers_max = peers;
     } while (enumerate && dtr__next_coord(ctx, vary, coord));
 
     const dtr_cost_model_t *m = ctx->cost;
@@ -211,9 +231,12 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     int i = s->mesh_dim;
     int64_t n = i >= 0 ? ctx->msize[i] : 1;
     switch (s->kind) {
+    case DTR_STEP_ALL_TO_ALL: /* all-to-all-v: a round per peer that sends something */
+        s->time_us = (double)s->peers_max * m->alpha_us[i] +
+                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
+        break;
     case DTR_STEP_ALL_GATHER:
     case DTR_STEP_REDUCE_SCATTER:
-    case DTR_STEP_ALL_TO_ALL:
         s->time_us = (double)(n - 1) * m->alpha_us[i] +
                      (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
         break;
@@ -277,7 +300,9 @@ static void dtr__invalid(dtr__builder_t *b, const dtr_step_t *s, int i, int d) {
     dtr_placement_format(s->from, from, sizeof from);
     dtr_placement_format(s->to, to, sizeof to);
     int j = i + 1;
-    while (j < b->ctx->mdims && !(b->cur[j].kind == DTR_SHARD && b->cur[j].dim == d)) j++;
+    while (j < b->ctx->mdims &&
+           !(b->cur[j].kind == DTR_SHARD && b->cur[j].dim == d && b->ctx->msize[j] > 1))
+        j++;
     snprintf(b->why, sizeof b->why,
              "step %d (mesh dim %d: %s -> %s) works on tensor dim %d while mesh dim %d still "
              "shards it, so the pieces it moves are not the chunks it assumes",
@@ -319,8 +344,8 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
         snprintf(b->why, sizeof b->why, "internal: no step for mesh dim %d", i);
         return false;
     }
-    if (check1 >= 0 && !dtr__innermost(b->cur, ctx->mdims, i, check1)) dtr__invalid(b, s, i, check1);
-    if (check2 >= 0 && !dtr__innermost(b->cur, ctx->mdims, i, check2)) dtr__invalid(b, s, i, check2);
+    if (check1 >= 0 && !dtr__innermost(ctx, b->cur, i, check1)) dtr__invalid(b, s, i, check1);
+    if (check2 >= 0 && !dtr__innermost(ctx, b->cur, i, check2)) dtr__invalid(b, s, i, check2);
     b->cur[i] = to;
     s->after[i] = to;
     dtr__step_figures(ctx, s);

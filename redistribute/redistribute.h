@@ -62,8 +62,9 @@ DTR_API dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out);
 /*
  * Alpha-beta cost model, per mesh dim. A collective over n ranks of mesh dim i costs
  * rounds * alpha_us[i] + (bytes a rank receives) / bandwidth_gbps[i]; rounds is n-1 for
- * all-gather, reduce-scatter and all-to-all, 2(n-1) for all-reduce. An exchange costs
- * (peers) * max alpha + bytes / min bandwidth over the mesh dims it spans. Local steps cost
+ * all-gather and reduce-scatter, 2(n-1) for all-reduce, and the peers that send something
+ * for all-to-all. An exchange costs (peers) * max alpha + bytes / min bandwidth over the
+ * mesh dims it spans. Local steps cost
  * (bytes written) / local_gbps.
  */
 typedef struct {

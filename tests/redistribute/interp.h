@@ -1,0 +1,35 @@
+/*
+ * A reference interpreter for plans (a test tool, not a backend): N virtual ranks hold
+ * plain double buffers; each step is applied with the plain meaning of its collective
+ * (concatenate along a dim in coordinate order, reduce elementwise, take a chunk, ...),
+ * without trusting the planner's shapes or byte counts; the result is compared with the
+ * target layout of a known tensor.
+ *
+ * The tensor: T[e] = K * (1 + row-major index of e), K = 2^8 * 3^4, so that dividing by any
+ * product of up to four mesh sizes 1..4 stays exact in double. Partial sources get
+ * rank-dependent contributions whose reduction is T exactly (all Partial dims of a case
+ * use one reduce op, so the order of reduction does not matter).
+ */
+#ifndef DTR_TESTS_INTERP_H
+#define DTR_TESTS_INTERP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtr.h"
+
+typedef struct interp interp_t;
+
+/* Virtual ranks holding src's layout of T (contributions for Partial dims; seed picks
+ * them). NULL on allocation failure. */
+interp_t *interp_create(const dtr_spec_t *src, uint64_t seed);
+void interp_destroy(interp_t *in);
+
+/* Applies every step; 0, or -1 with the reason in err (a step whose inputs do not fit it). */
+int interp_run(interp_t *in, const dtr_plan_t *plan, char *err, size_t len);
+
+/* Compares with dst's layout of T: shapes, then values (Partial dims of dst reduced first).
+ * 0, or -1 with the first mismatch in err. */
+int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len);
+
+#endif

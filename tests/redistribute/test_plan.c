@@ -1,0 +1,284 @@
+#define _POSIX_C_SOURCE 200809L
+/* Table tests of the planner: compat step lists (DESIGN.md's cases), optimal plans of the
+ * simple changes, bytes, and every planning error. Every plan is also run by the reference
+ * interpreter. */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+
+#include "redistribute/internal.h"
+#include "tests/redistribute/interp.h"
+#include "tests/redistribute/plan_util.h"
+
+typedef struct {
+    const char *mesh, *shape, *from, *to;
+    dtr_strategy_t strategy;
+    const char *steps;
+    int64_t recv_bytes; /* -1: not checked */
+} plan_case_t;
+
+static void check_case(const plan_case_t *c) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse(c->mesh, NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t src, dst;
+    cr_assert_eq(spec_from(mesh, c->shape, c->from, DTR_F32, &src), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(spec_from(mesh, c->shape, c->to, DTR_F32, &dst), DTR_OK, "%s", dtr_last_error());
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr_plan_options_t opts = {.strategy = c->strategy, .cost = &cost};
+    dtr_plan_t plan;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
+    char text[1024];
+    steps_text(&plan, text, sizeof text);
+    cr_expect_str_eq(text, c->steps, "mesh %s shape %s %s -> %s (%s)", c->mesh, c->shape, c->from,
+                     c->to, dtr_strategy_name(c->strategy));
+    if (c->recv_bytes >= 0)
+        cr_expect_eq(plan.recv_bytes_max, c->recv_bytes, "%s -> %s: recv %lld", c->from, c->to,
+                     (long long)plan.recv_bytes_max);
+    interp_t *in = interp_create(&src, 7);
+    char err[512];
+    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s -> %s: %s", c->from, c->to, err);
+    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s -> %s: %s", c->from, c->to, err);
+    interp_destroy(in);
+    dtr_mesh_destroy(mesh);
+}
+
+Test(plan, compat_on_a_1d_mesh_of_4) {
+    const plan_case_t cases[] = {
+        {"4", "8x8", "S(0)", "R", DTR_STRATEGY_COMPAT, "0:S(0)->R:all_gather", 3 * 2 * 8 * 4},
+        {"4", "8x8", "R", "S(0)", DTR_STRATEGY_COMPAT, "0:R->S(0):local_chunk", 0},
+        {"4", "8x8", "P", "R", DTR_STRATEGY_COMPAT, "0:P(sum)->R:all_reduce", 2 * 3 * 16 * 4},
+        {"4", "8x8", "P", "S(1)", DTR_STRATEGY_COMPAT, "0:P(sum)->S(1):reduce_scatter",
+         3 * 16 * 4},
+        {"4", "8x8", "S(0)", "S(1)", DTR_STRATEGY_COMPAT,
+         "0:S(0)->R:all_gather; 0:R->S(1):local_chunk", 192},
+        {"4", "8x8", "R", "P(sum)", DTR_STRATEGY_COMPAT, "0:R->P(sum):local_scale", 0},
+        {"4", "8x8", "R", "P(max)", DTR_STRATEGY_COMPAT, "0:R->P(max):local_relabel", 0},
+        {"4", "8x8", "S(0)", "S(0)", DTR_STRATEGY_COMPAT, "", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+Test(plan, compat_follows_decompose_and_sort_on_2x2) {
+    /* i=0: S(0)->S(1) differ: (0,S0->R) key 0, (0,R->S1) key 0. i=1: (1,S1->R) key -1,
+     * (1,R->S0) key +1. Stable sort: -1, 0, 0, +1. */
+    const plan_case_t c = {"2x2", "8x8", "S(0),S(1)", "S(1),S(0)", DTR_STRATEGY_COMPAT,
+                           "1:S(1)->R:all_gather; 0:S(0)->R:all_gather; "
+                           "0:R->S(1):local_chunk; 1:R->S(0):local_chunk",
+                           -1};
+    check_case(&c);
+    /* Misaligned nested shard: counts on mesh dim 1 are 2 vs 1, so it is decomposed. */
+    const plan_case_t m = {"2x2", "8x8", "S(0),S(0)", "R,S(0)", DTR_STRATEGY_COMPAT,
+                           "1:S(0)->R:all_gather; 0:S(0)->R:all_gather; 1:R->S(0):local_chunk",
+                           -1};
+    check_case(&m);
+    /* Partial and shard together: reduce-scatter keeps its place (key +0), gathers first. */
+    const plan_case_t p = {"2x2", "8x8", "P,S(0)", "S(0),S(0)", DTR_STRATEGY_COMPAT,
+                           "1:S(0)->R:all_gather; 0:P(sum)->S(0):reduce_scatter; "
+                           "1:R->S(0):local_chunk",
+                           -1};
+    check_case(&p);
+}
+
+Test(plan, optimal_takes_the_direct_steps) {
+    const plan_case_t cases[] = {
+        /* all-to-all: each rank receives 3 pieces of 2x2 f32 = 48 bytes (the lower bound) */
+        {"4", "8x8", "S(0)", "S(1)", DTR_STRATEGY_OPTIMAL, "0:S(0)->S(1):all_to_all", 48},
+        {"4", "8x8", "S(0)", "R", DTR_STRATEGY_OPTIMAL, "0:S(0)->R:all_gather", 192},
+        {"4", "8x8", "P(avg)", "R", DTR_STRATEGY_OPTIMAL, "0:P(avg)->R:all_reduce", 384},
+        /* the misaligned nested shard: one exchange at the lower bound (4 rows of 8) */
+        {"2x2", "8x8", "S(0),S(0)", "R,S(0)", DTR_STRATEGY_OPTIMAL,
+         "-1:S(0),S(0)->R,S(0):exchange", 4 * 8 * 4},
+        {"2x2", "8x8", "S(0),S(1)", "S(1),S(0)", DTR_STRATEGY_OPTIMAL,
+         "-1:S(0),S(1)->S(1),S(0):exchange", 64},
+        /* reduce where the data is smallest: split first (free), then all-reduce */
+        {"2x2", "8x8", "P,R", "R,S(0)", DTR_STRATEGY_OPTIMAL,
+         "1:R->S(0):local_chunk; 0:P(sum)->R:all_reduce", 2 * 1 * 16 * 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+/* The seed's count test misses this misalignment: mesh dim 0 would gather tensor dim 0 while
+ * mesh dim 2 still shards it. On 2x3x2 with 12 rows, rank (0,0,1) would end with rows 3,4
+ * instead of 2,3. compat refuses; its unchecked plan really corrupts the data; optimal
+ * plans it. */
+Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("2x3x2", NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t src, dst;
+    cr_assert_eq(spec_from(mesh, "12x4", "S(0),R,S(0)", DTR_F32, &src), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "12x4", "R,S(0),S(0)", DTR_F32, &dst), DTR_OK);
+    dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_COMPAT, .cost = NULL};
+    dtr_plan_t plan, keep;
+    memset(&plan, 0x11, sizeof plan);
+    keep = plan;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step "
+                     "1 (mesh dim 0: S(0) -> R) works on tensor dim 0 while mesh dim 2 still "
+                     "shards it, so the pieces it moves are not the chunks it assumes; the "
+                     "optimal strategy handles this change");
+    cr_expect_eq(memcmp(&plan, &keep, sizeof plan), 0, "plan written on error");
+
+    bool safe = true;
+    cr_assert_eq(dtr__plan_compat_unchecked(&src, &dst, &plan, &safe), DTR_OK);
+    cr_expect_not(safe);
+    char text[512], err[512];
+    steps_text(&plan, text, sizeof text);
+    cr_expect_str_eq(text, "0:S(0)->R:all_gather; 1:R->S(0):local_chunk");
+    interp_t *in = interp_create(&src, 1);
+    cr_assert_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
+    cr_expect_neq(interp_check(in, &dst, err, sizeof err), 0, "the seed plan should corrupt");
+    cr_log_info("seed plan result: %s", err);
+    interp_destroy(in);
+
+    opts.strategy = DTR_STRATEGY_OPTIMAL;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
+    in = interp_create(&src, 1);
+    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s", err);
+    interp_destroy(in);
+    dtr_mesh_destroy(mesh);
+}
+
+typedef struct {
+    const char *from, *to;
+    dtr_dtype_t dtype;
+    dtr_status_t status;
+    const char *message;
+} error_case_t;
+
+Test(plan, errors_name_the_mesh_dim_and_write_nothing) {
+    const error_case_t cases[] = {
+        {"P(sum),R", "P(avg),R", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op "
+         "(reduce to R first)"},
+        {"R,S(0)", "R,P(sum)", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_plan_create: mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial in a "
+         "forward redistribution"},
+        {"R,R", "P(product),R", DTR_F32, DTR_ERR_UNSUPPORTED,
+         "dtr_plan_create: mesh dim 0: R -> P(product): no partition of a value into a product "
+         "is defined"},
+        {"R,R", "R,P(sum)", DTR_I32, DTR_ERR_UNSUPPORTED,
+         "dtr_plan_create: mesh dim 1: R -> P(sum) divides by 2, which i32 cannot do exactly"},
+        {"P(max),R", "R,R", DTR_F8E4M3, DTR_ERR_UNSUPPORTED,
+         "dtr_plan_create: mesh dim 0: P(max) -> R reduces, and f8e4m3 is storage only"},
+    };
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("2x2", NULL, 0, &mesh), DTR_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dtr_spec_t src, dst;
+        cr_assert_eq(spec_from(mesh, "4x4", cases[i].from, cases[i].dtype, &src), DTR_OK);
+        cr_assert_eq(spec_from(mesh, "4x4", cases[i].to, cases[i].dtype, &dst), DTR_OK);
+        dtr_plan_t plan, keep;
+        memset(&plan, 0x22, sizeof plan);
+        keep = plan;
+        for (int s = 0; s < DTR_STRATEGY_LAST; s++) {
+            dtr_plan_options_t opts = {.strategy = (dtr_strategy_t)s, .cost = NULL};
+            cr_expect_eq(dtr_plan_create(&src, &dst, &opts, &plan), cases[i].status, "%s -> %s",
+                         cases[i].from, cases[i].to);
+            cr_expect_str_eq(dtr_last_error(), cases[i].message);
+        }
+        cr_expect_eq(memcmp(&plan, &keep, sizeof plan), 0, "plan written on error");
+    }
+
+    /* Mismatched pairs. */
+    dtr_mesh_t *other, *reordered;
+    int ranks[] = {3, 2, 1, 0};
+    cr_assert_eq(dtr_mesh_parse("4", NULL, 0, &other), DTR_OK);
+    cr_assert_eq(dtr_mesh_parse("2x2", ranks, 4, &reordered), DTR_OK);
+    dtr_spec_t a, b;
+    dtr_plan_t plan;
+    cr_assert_eq(spec_from(mesh, "4x4", "S(0),R", DTR_F32, &a), DTR_OK);
+    cr_assert_eq(spec_from(other, "4x4", "S(0)", DTR_F32, &b), DTR_OK);
+    cr_expect_eq(dtr_plan_create(&a, &b, NULL, &plan), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: dst: its mesh differs from src's (redistribution across "
+                     "meshes is not supported)");
+    cr_assert_eq(spec_from(reordered, "4x4", "S(0),R", DTR_F32, &b), DTR_OK);
+    cr_expect_eq(dtr_plan_create(&a, &b, NULL, &plan), DTR_ERR_UNSUPPORTED, "same sizes, other ranks");
+    cr_assert_eq(spec_from(mesh, "4x8", "R,R", DTR_F32, &b), DTR_OK);
+    cr_expect_eq(dtr_plan_create(&a, &b, NULL, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_plan_create: dst: shape 4x8 differs from src's 4x4");
+    cr_assert_eq(spec_from(mesh, "4x4", "R,R", DTR_BF16, &b), DTR_OK);
+    cr_expect_eq(dtr_plan_create(&a, &b, NULL, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_plan_create: dst: dtype bf16 differs from src's f32");
+    cr_expect_eq(dtr_plan_create(NULL, &b, NULL, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_plan_create: src: must not be NULL");
+    cr_expect_eq(dtr_plan_create(&a, &a, NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
+    dtr_spec_t broken = a;
+    broken.placements[0] = dtr_shard(7);
+    cr_expect_eq(dtr_plan_create(&a, &broken, NULL, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: dst: placements[0] not initialised by dtr_spec_init");
+    dtr_plan_options_t bad = {.strategy = (dtr_strategy_t)9, .cost = NULL};
+    cr_expect_eq(dtr_plan_create(&a, &a, &bad, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_plan_create: opts->strategy: 9 is not a strategy");
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    cost.bandwidth_gbps[1] = 0;
+    dtr_plan_options_t zero_bw = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+    cr_expect_eq(dtr_plan_create(&a, &a, &zero_bw, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: opts->cost: mesh dim 1: alpha 5 us, bandwidth 0 GB/s (need "
+                     "alpha >= 0, bandwidth > 0)");
+    dtr_mesh_destroy(mesh);
+    dtr_mesh_destroy(other);
+    dtr_mesh_destroy(reordered);
+}
+
+Test(plan, cost_model_text_and_environment) {
+    dtr_cost_model_t m, keep;
+    dtr_cost_model_default(&m);
+    cr_assert_eq(dtr_cost_model_set(&m, "1,2", "100", NULL), DTR_OK);
+    cr_expect(m.alpha_us[0] == 1 && m.alpha_us[1] == 2 && m.alpha_us[7] == 2);
+    cr_expect(m.bandwidth_gbps[0] == 100 && m.bandwidth_gbps[7] == 100);
+    cr_expect(m.local_gbps == DTR_DEFAULT_LOCAL_GBPS);
+    keep = m;
+    cr_expect_eq(dtr_cost_model_set(&m, "1,x", NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_cost_model_set: alpha_us \"1,x\": item 1 must be a finite number >= 0");
+    cr_expect_eq(dtr_cost_model_set(&m, NULL, "0", NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_cost_model_set(&m, NULL, NULL, "-1"), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_cost_model_set(&m, "1,1,1,1,1,1,1,1,1", NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_cost_model_set(&m, "inf", NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(memcmp(&m, &keep, sizeof m), 0, "model written on error");
+    setenv("DTR_BANDWIDTH_GBPS", "7", 1);
+    cr_assert_eq(dtr_cost_model_from_env(&m), DTR_OK);
+    cr_expect(m.bandwidth_gbps[3] == 7 && m.alpha_us[0] == DTR_DEFAULT_ALPHA_US);
+    setenv("DTR_ALPHA_US", "fast", 1);
+    cr_expect_eq(dtr_cost_model_from_env(&m), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_cost_model_from_env: environment: dtr_cost_model_set: alpha_us \"fast\": "
+                     "item 0 must be a finite number >= 0");
+    unsetenv("DTR_ALPHA_US");
+    unsetenv("DTR_BANDWIDTH_GBPS");
+}
+
+Test(plan, per_rank_bytes_of_uneven_shards) {
+    /* 5 rows over 4 ranks: chunks 2,2,1,0; the all-gather pads to 2 rows. */
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("4", NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t src, dst;
+    cr_assert_eq(spec_from(mesh, "5x3", "S(0)", DTR_F32, &src), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "5x3", "S(1)", DTR_F32, &dst), DTR_OK);
+    dtr_plan_t plan;
+    cr_assert_eq(dtr_plan_create(&src, &dst, NULL, &plan), DTR_OK);
+    cr_assert_eq(plan.nsteps, 1);
+    cr_assert_eq(plan.steps[0].kind, DTR_STEP_ALL_TO_ALL);
+    /* S(1) of 3 cols over 4: 1,1,1,0. Rank r holds rows chunk_r(5) and gets cols chunk_r(3). */
+    const int64_t want_recv[4] = {(5 - 2) * 1 * 4, (5 - 2) * 1 * 4, (5 - 1) * 1 * 4, 0};
+    const int64_t want_send[4] = {2 * (3 - 1) * 4, 2 * (3 - 1) * 4, 1 * (3 - 1) * 4, 0};
+    for (int r = 0; r < 4; r++) {
+        int64_t send = -1, recv = -1;
+        cr_assert_eq(dtr_plan_step_bytes(&plan, 0, r, &send, &recv), DTR_OK);
+        cr_expect_eq(recv, want_recv[r], "rank %d recv %lld", r, (long long)recv);
+        cr_expect_eq(send, want_send[r], "rank %d send %lld", r, (long long)send);
+    }
+    cr_expect_eq(plan.recv_bytes_max, 16);
+    int64_t s = -1, r = -1;
+    cr_expect_eq(dtr_plan_step_bytes(&plan, 1, 0, &s, &r), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_plan_step_bytes(&plan, 0, 4, &s, &r), DTR_ERR_NOT_IN_MESH);
+    cr_expect(s == -1 && r == -1);
+    dtr_mesh_destroy(mesh);
+}
