@@ -372,13 +372,17 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
  *    least |T_r \ C_r| elements (C_r: r's source block). When some Partial mesh dim is
  *    reduced, every element of T_r needs at least one element's worth from elsewhere (the
  *    other contributions, combined or not), so |T_r|.
- *  - reduction along each mesh dim k that goes from Partial to R or S(d), over its n ranks:
- *    the group must combine n contributions of every element some member needs (the block
- *    U_r: T_r with k replicated); each combination of two contributions moves one element,
- *    so the group receives at least (n-1)|U_r| in all, and its busiest member (n-1)|U_r|/n.
- *    When the target is R, each member also needs the (n-1)|U_r|/n results it did not
- *    combine itself: 2(n-1)|U_r|/n, the all-reduce bound. This holds for reductions done
- *    within the mesh dim's groups (collectives), the model every plan here follows.
+ *  - reduction along each mesh dim k that goes from Partial to R or S(d), over its n ranks
+ *    (r's k-group: the ranks that differ from r only on k): the group must combine the n
+ *    contributions of every element it holds and its members need, W_r = C_r ∩ U_r (U_r:
+ *    T_r with k replicated, the union of the members' targets). Each combination of two
+ *    contributions moves one element, so the group receives at least (n-1)|W_r| in all and
+ *    its busiest member (n-1)|W_r|/n. When the target is R, each member also needs the
+ *    (n-1)|W_r|/n results it did not combine itself: 2(n-1)|W_r|/n, the all-reduce bound.
+ *    This is the collective model (DESIGN.md's table): each reduction is done by the
+ *    mesh dim's groups on their own data, as every plan here does. Replicas holding the same
+ *    contributions could share that work across groups and go lower; the bound does not
+ *    claim those algorithms.
  * Single-mesh-dim changes of even shapes meet it: all-gather (n-1)S/n, reduce-scatter
  * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
  * |T_r \ C_r| exactly (DESIGN.md's table).
@@ -411,7 +415,7 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
             ul[k] = dtr_replicate();
             int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
             dtr__layout(ctx, ul, coord, us, uo);
-            __int128 u = dtr__numel(ctx, us);
+            __int128 u = dtr__overlap(ctx, us, uo, cs, co);
             __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
             if (moved > need) need = moved;
         }
