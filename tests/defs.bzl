@@ -1,6 +1,6 @@
 """Test rules shared by the tests/ tree."""
 
-def criterion_test(name, srcs, deps = [], **kwargs):
+def criterion_test(name, srcs, deps = [], linkopts = [], **kwargs):
     """A single-process Criterion test linked against the dtr library.
 
     Criterion finds tests through ELF sections nothing references, so the optimised link's
@@ -11,6 +11,6 @@ def criterion_test(name, srcs, deps = [], **kwargs):
         name = name,
         srcs = srcs,
         deps = deps + ["//:dtr", "@criterion"],
-        linkopts = ["-Wl,--no-gc-sections"],
+        linkopts = ["-Wl,--no-gc-sections"] + linkopts,
         **kwargs
     )
