@@ -69,7 +69,7 @@ bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     }
     plan->strategy = DTR_STRATEGY_COMPAT;
     plan->chosen_by = "compat";
-    dtr__plan_finish(ctx, src, dst, plan);
+    dtr__plan_summarize(ctx, src, dst, plan);
     if (!b.valid && why != NULL) snprintf(why, why_len, "%s", b.why);
     return b.valid;
 }

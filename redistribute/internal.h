@@ -6,6 +6,13 @@
 #include "dtensor/internal.h"
 #include "redistribute/redistribute.h"
 
+/* Exchange steps already costed during one planning call (they cost O(ranks) each). */
+#define DTR__MEMO_SIZE 4
+typedef struct {
+    int n;
+    dtr_step_t steps[DTR__MEMO_SIZE];
+} dtr__exchange_memo_t;
+
 /* What every step computation needs about the tensor and the mesh. */
 typedef struct {
     const dtr_mesh_t *mesh;
@@ -15,6 +22,7 @@ typedef struct {
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int64_t item; /* bytes per element */
     const dtr_cost_model_t *cost;
+    dtr__exchange_memo_t *memo; /* may be NULL */
 } dtr__ctx_t;
 
 /* A plan under construction. Steps are checked as they are added: one whose inputs are not
@@ -50,7 +58,12 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to);
  * (No mesh dim after i, of more than one rank, shards d.) */
 bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int d);
 
-/* Fills the plan's totals (counts by kind, bytes, peak memory, time, lower bound). */
+/* Fills the totals candidates are compared on: counts by kind, peak memory, time (bytes
+ * and the lower bound are left at -1). */
+void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                         dtr_plan_t *plan);
+
+/* All the totals: the above, the most bytes one rank receives, and the lower bound. */
 void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
                       dtr_plan_t *plan);
 

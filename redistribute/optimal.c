@@ -192,8 +192,12 @@ static bool dtr__better(const dtr_plan_t *a, const dtr_plan_t *b) {
     return a->nsteps < b->nsteps;
 }
 
-dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
+dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan) {
+    dtr__exchange_memo_t memo = {.n = 0};
+    dtr__ctx_t with_memo = *ctx_in;
+    with_memo.memo = &memo;
+    const dtr__ctx_t *ctx = &with_memo;
     /* Candidates are built in turn in one scratch plan; the best so far is kept in *plan. */
     dtr_plan_t scratch;
     bool have = false;
@@ -204,7 +208,7 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
         if (c < sizeof builders / sizeof builders[0]) {
             builders[c](ctx, src->placements, dst->placements, &scratch);
             if (scratch.chosen_by == NULL) continue; /* invalid: should not happen */
-            dtr__plan_finish(ctx, src, dst, &scratch);
+            dtr__plan_summarize(ctx, src, dst, &scratch);
         } else if (!dtr__plan_compat(ctx, src, dst, &scratch, NULL, 0)) {
             continue;
         }
@@ -216,6 +220,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
     if (!have)
         return dtr__error(DTR_ERR_INTERNAL, "dtr_plan_create",
                           "optimal: no candidate plan was valid (a bug in dtr)");
+    /* Bytes over the whole plan and the lower bound cost O(ranks): for the winner only. */
+    dtr__plan_finish(ctx, src, dst, plan);
     plan->strategy = DTR_STRATEGY_OPTIMAL;
     return DTR_OK;
 }

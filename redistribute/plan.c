@@ -96,37 +96,92 @@ static bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *co
     return false;
 }
 
-/* Exchange: r's sources are the ranks that agree with r on every mesh dim the "before"
+/* One tensor dim's interval [off, off+len) at a coordinate, for any placements. */
+static void dtr__interval(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
+                          int d, int64_t *off, int64_t *len) {
+    int64_t o = 0, l = ctx->shape[d];
+    for (int i = 0; i < ctx->mdims; i++) {
+        if (pl[i].kind != DTR_SHARD || pl[i].dim != d) continue;
+        int64_t n = ctx->msize[i], c = l / n + (l % n != 0), start = c * coord[i];
+        int64_t end = start + c < l ? start + c : l;
+        o += start < l ? start : l;
+        l = end > start ? end - start : 0;
+    }
+    *off = o;
+    *len = l;
+}
+
+static int64_t dtr__meet(int64_t ao, int64_t al, int64_t bo, int64_t bl) {
+    int64_t lo = ao > bo ? ao : bo, hi = ao + al < bo + bl ? ao + al : bo + bl;
+    return hi > lo ? hi - lo : 0;
+}
+
+/*
+ * Exchange: r's sources are the ranks that agree with r on every mesh dim the "before"
  * placements do not shard (so replicas serve their own side, and Partial contributions stay
- * with their own index); those sources' blocks tile the tensor. */
+ * with their own index); those sources' blocks tile the tensor, so r receives
+ * |T_r| - |T_r ∩ C_r|. What r sends, and how many peers it hears from, are sums over peers of
+ * products over tensor dims of interval overlaps; a peer's interval on dim d depends only on
+ * its coordinates on the mesh dims that shard d, and each mesh dim shards one tensor dim at
+ * most, so the sums factor per tensor dim: O(D * prod of those sizes) instead of O(peers).
+ */
 static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                                __int128 *send, __int128 *recv, int *peers) {
     int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
         co[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->after, coord, ts, to);
     dtr__layout(ctx, s->before, coord, cs, co);
-    *recv = dtr__numel(ctx, ts) - dtr__overlap(ctx, ts, to, cs, co);
+    __int128 self = dtr__overlap(ctx, ts, to, cs, co);
+    *recv = dtr__numel(ctx, ts) - self;
+    /* Peers p vary on the mesh dims "before" shards; what p needs (T_p) depends on p's
+     * coordinates on the dims "after" shards. */
     bool vary[DTR_MAX_MESH_DIMS];
-    int64_t p[DTR_MAX_MESH_DIMS];
-    for (int i = 0; i < ctx->mdims; i++) {
-        vary[i] = s->before[i].kind == DTR_SHARD;
-        p[i] = vary[i] ? 0 : coord[i];
+    for (int i = 0; i < ctx->mdims; i++) vary[i] = s->before[i].kind == DTR_SHARD;
+    __int128 send_sum = 1, sources = 1;
+    for (int i = 0; i < ctx->mdims; i++) /* varying dims that shard nothing "after" */
+        if (vary[i] && s->after[i].kind != DTR_SHARD) send_sum *= ctx->msize[i];
+    for (int d = 0; d < ctx->ndim; d++) {
+        /* Send: sum over the varying coordinates of the "after" shards of d. */
+        bool sub[DTR_MAX_MESH_DIMS] = {false};
+        for (int i = 0; i < ctx->mdims; i++)
+            sub[i] = vary[i] && s->after[i].kind == DTR_SHARD && s->after[i].dim == d;
+        int64_t p[DTR_MAX_MESH_DIMS];
+        memcpy(p, coord, (size_t)ctx->mdims * sizeof *p);
+        for (int i = 0; i < ctx->mdims; i++)
+            if (sub[i]) p[i] = 0;
+        __int128 sum = 0;
+        do {
+            int64_t o, l;
+            dtr__interval(ctx, s->after, p, d, &o, &l);
+            sum += dtr__meet(o, l, co[d], cs[d]);
+        } while (dtr__next_coord(ctx, sub, p));
+        send_sum *= sum;
+        /* Sources: count the coordinates of the "before" shards of d that overlap T_r. */
+        for (int i = 0; i < ctx->mdims; i++)
+            sub[i] = vary[i] && s->before[i].dim == d;
+        memcpy(p, coord, (size_t)ctx->mdims * sizeof *p);
+        for (int i = 0; i < ctx->mdims; i++)
+            if (sub[i]) p[i] = 0;
+        __int128 hits = 0;
+        do {
+            int64_t o, l;
+            dtr__interval(ctx, s->before, p, d, &o, &l);
+            hits += dtr__meet(o, l, to[d], ts[d]) > 0;
+        } while (dtr__next_coord(ctx, sub, p));
+        sources *= hits;
     }
-    *send = 0;
-    *peers = 0;
-    do {
-        if (memcmp(p, coord, (size_t)ctx->mdims * sizeof *p) == 0) continue;
-        int64_t ps[DTR_MAX_TENSOR_DIMS], po[DTR_MAX_TENSOR_DIMS], qs[DTR_MAX_TENSOR_DIMS],
-            qo[DTR_MAX_TENSOR_DIMS];
-        dtr__layout(ctx, s->after, p, ps, po);  /* what peer p needs ... */
-        *send += dtr__overlap(ctx, ps, po, cs, co); /* ... of what this rank holds */
-        dtr__layout(ctx, s->before, p, qs, qo);  /* what p holds of this rank's target */
-        if (dtr__overlap(ctx, ts, to, qs, qo) > 0) (*peers)++;
-    } while (dtr__next_coord(ctx, vary, p));
+    /* Every varying mesh dim shards some tensor dim, so the products cover all peers;
+     * drop r itself. */
+    *send = send_sum - self;
+    *peers = (int)(sources - (self > 0));
 }
 
-void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                          int64_t *send, int64_t *recv) {
+static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord);
+
+/* Bytes sent and received by one rank in a step, and the peers it hears from (exchange and
+ * all-to-all; 0 for the others). */
+static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                           int64_t *send, int64_t *recv, int *peers_out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->before, coord, bs, bo);
@@ -134,7 +189,7 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
     int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
     int a = s->tensor_dim, b = s->tensor_dim2;
     __int128 r = 0, w = 0;
-    int peers;
+    int peers = 0;
     switch (s->kind) {
     case DTR_STEP_ALL_GATHER: { /* padded to the largest chunk, as NCCL needs equal counts */
         int64_t c = as[a] / n + (as[a] % n != 0);
@@ -155,6 +210,7 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
         __int128 rest = dtr__rest(ctx, bs, a, b);
         r = (__int128)(as[a] - bs[a]) * as[b] * rest;
         w = (__int128)bs[a] * (bs[b] - as[b]) * rest;
+        peers = dtr__a2a_peers(ctx, s, coord);
         break;
     }
     case DTR_STEP_EXCHANGE:
@@ -165,6 +221,29 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
     }
     *recv = dtr__sat(r * ctx->item);
     *send = dtr__sat(w * ctx->item);
+    *peers_out = peers;
+}
+
+void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                          int64_t *send, int64_t *recv) {
+    int peers;
+    dtr__step_rank(ctx, s, coord, send, recv, &peers);
+}
+
+/* Only what one rank receives: for an exchange that is two layouts and an overlap, without
+ * the sums over peers that sending needs. */
+static int64_t dtr__step_rank_recv(const dtr__ctx_t *ctx, const dtr_step_t *s,
+                                   const int64_t *coord) {
+    if (s->kind != DTR_STEP_EXCHANGE) {
+        int64_t send, recv;
+        dtr__step_rank_bytes(ctx, s, coord, &send, &recv);
+        return recv;
+    }
+    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
+        co[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->after, coord, ts, to);
+    dtr__layout(ctx, s->before, coord, cs, co);
+    return dtr__sat((dtr__numel(ctx, ts) - dtr__overlap(ctx, ts, to, cs, co)) * ctx->item);
 }
 
 /* Members of the rank's group that send it something in an all-to-all. */
@@ -208,7 +287,8 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE;
     do {
         int64_t send, recv;
-        dtr__step_rank_bytes(ctx, s, coord, &send, &recv);
+        int peers;
+        dtr__step_rank(ctx, s, coord, &send, &recv, &peers);
         int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
         dtr__layout(ctx, s->after, coord, os, oo);
         int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
@@ -216,13 +296,6 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
         if (send > s->send_bytes_max) s->send_bytes_max = send;
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
-        int peers = 0;
-        if (s->kind == DTR_STEP_EXCHANGE) {
-            __int128 w, r;
-            dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
-        } else if (s->kind == DTR_STEP_ALL_TO_ALL) {
-            peers = dtr__a2a_peers(ctx, s, coord);
-        }
         if (peers > s->peers_max) s->peers_max = peers;
     } while (enumerate && dtr__next_coord(ctx, vary, coord));
 
@@ -353,16 +426,26 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
 }
 
 bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
+    const dtr__ctx_t *ctx = b->ctx;
     bool same = true;
-    for (int i = 0; i < b->ctx->mdims; i++) same = same && dtr_placement_equal(b->cur[i], to[i]);
+    for (int i = 0; i < ctx->mdims; i++) same = same && dtr_placement_equal(b->cur[i], to[i]);
     if (same) return true;
     dtr_step_t *s = dtr__new_step(b);
     if (s == NULL) return false;
     s->kind = DTR_STEP_EXCHANGE;
     s->mesh_dim = -1;
-    memcpy(s->after, to, (size_t)b->ctx->mdims * sizeof *to);
-    memcpy(b->cur, to, (size_t)b->ctx->mdims * sizeof *to);
-    dtr__step_figures(b->ctx, s);
+    memcpy(s->after, to, (size_t)ctx->mdims * sizeof *to);
+    memcpy(b->cur, to, (size_t)ctx->mdims * sizeof *to);
+    /* Candidates often end in the same exchange; its figures cost O(ranks), so reuse them. */
+    dtr__exchange_memo_t *memo = ctx->memo;
+    for (int k = 0; memo != NULL && k < memo->n; k++)
+        if (memcmp(memo->steps[k].before, s->before, sizeof s->before) == 0 &&
+            memcmp(memo->steps[k].after, s->after, sizeof s->after) == 0) {
+            *s = memo->steps[k];
+            return true;
+        }
+    dtr__step_figures(ctx, s);
+    if (memo != NULL && memo->n < DTR__MEMO_SIZE) memo->steps[memo->n++] = *s;
     return true;
 }
 
@@ -424,40 +507,47 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     return dtr__sat(best * ctx->item);
 }
 
-void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      dtr_plan_t *plan) {
+void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                         dtr_plan_t *plan) {
     plan->src = *src;
     plan->dst = *dst;
     plan->cost = *ctx->cost;
     memset(plan->count, 0, sizeof plan->count);
     plan->peak_extra_bytes = 0;
     plan->time_us = 0;
-    bool per_coord = false, vary[DTR_MAX_MESH_DIMS] = {false};
-    __int128 sum_at_zero = 0;
+    plan->recv_bytes_max = -1;
+    plan->lower_bound_recv_bytes = -1;
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
         plan->count[s->kind]++;
         if (s->extra_bytes_max > plan->peak_extra_bytes) plan->peak_extra_bytes = s->extra_bytes_max;
         plan->time_us += s->time_us;
+    }
+}
+
+void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                      dtr_plan_t *plan) {
+    dtr__plan_summarize(ctx, src, dst, plan);
+    bool per_coord = false, vary[DTR_MAX_MESH_DIMS] = {false};
+    __int128 sum_at_zero = 0;
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *s = &plan->steps[k];
         sum_at_zero += s->recv_bytes_max;
         if (s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE) per_coord = true;
         bool v[DTR_MAX_MESH_DIMS];
         dtr__relevant_dims(ctx, s, v);
         for (int i = 0; i < ctx->mdims; i++) vary[i] = vary[i] || v[i];
     }
-    /* Without all-to-all or exchange steps every step's worst rank is coordinate 0. */
-    if (!per_coord) {
+    /* Without all-to-all or exchange steps every step's worst rank is coordinate 0; a single
+     * step's worst rank is its own maximum. */
+    if (!per_coord || plan->nsteps == 1) {
         plan->recv_bytes_max = dtr__sat(sum_at_zero);
     } else {
         int64_t coord[DTR_MAX_MESH_DIMS] = {0};
         __int128 best = 0;
         do {
             __int128 total = 0;
-            for (int k = 0; k < plan->nsteps; k++) {
-                int64_t send, recv;
-                dtr__step_rank_bytes(ctx, &plan->steps[k], coord, &send, &recv);
-                total += recv;
-            }
+            for (int k = 0; k < plan->nsteps; k++) total += dtr__step_rank_recv(ctx, &plan->steps[k], coord);
             if (total > best) best = total;
         } while (dtr__next_coord(ctx, vary, coord));
         plan->recv_bytes_max = dtr__sat(best);

@@ -204,6 +204,7 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                               "compat: the seed algorithm's plan would corrupt data: %s; the "
                               "optimal strategy handles this change",
                               why);
+        dtr__plan_finish(&ctx, src, dst, &plan);
     } else {
         DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
     }
@@ -222,6 +223,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, src, &cost);
     *safe = dtr__plan_compat(&ctx, src, dst, out, NULL, 0);
+    dtr__plan_finish(&ctx, src, dst, out);
     return DTR_OK;
 }
 
