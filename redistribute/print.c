@@ -7,17 +7,15 @@ static void dtr__placements_text(const dtr_placement_t *pl, int n, char *buf, si
     if (dtr_placements_format(pl, n, buf, len) != DTR_OK) snprintf(buf, len, "?");
 }
 
-/* "from -> to" of a step: one placement, or the whole list for an exchange. */
-static void dtr__step_change(const dtr_step_t *s, char *buf, size_t len) {
-    char a[160], b[160];
+/* A step's from and to: one placement, or the whole list for an exchange. */
+static void dtr__step_from_to(const dtr_step_t *s, char *a, char *b, size_t len) {
     if (s->kind == DTR_STEP_EXCHANGE) {
-        dtr__placements_text(s->before, s->nplacements, a, sizeof a);
-        dtr__placements_text(s->after, s->nplacements, b, sizeof b);
+        dtr__placements_text(s->before, s->nplacements, a, len);
+        dtr__placements_text(s->after, s->nplacements, b, len);
     } else {
-        dtr_placement_format(s->from, a, sizeof a);
-        dtr_placement_format(s->to, b, sizeof b);
+        dtr_placement_format(s->from, a, len);
+        dtr_placement_format(s->to, b, len);
     }
-    snprintf(buf, len, "%s -> %s", a, b);
 }
 
 static const dtr_step_kind_t dtr__collective_kinds[] = {
@@ -45,8 +43,9 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
                 "recv B/rank", "extra B/rank", "time us");
         for (int k = 0; k < plan->nsteps; k++) {
             const dtr_step_t *s = &plan->steps[k];
-            char change[340], dim[16];
-            dtr__step_change(s, change, sizeof change);
+            char a[160], b[160], change[340], dim[16];
+            dtr__step_from_to(s, a, b, sizeof a);
+            snprintf(change, sizeof change, "%s -> %s", a, b);
             if (s->mesh_dim >= 0)
                 snprintf(dim, sizeof dim, "%d", s->mesh_dim);
             else
@@ -76,13 +75,7 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
         char a[160], b[160];
-        if (s->kind == DTR_STEP_EXCHANGE) {
-            dtr__placements_text(s->before, s->nplacements, a, sizeof a);
-            dtr__placements_text(s->after, s->nplacements, b, sizeof b);
-        } else {
-            dtr_placement_format(s->from, a, sizeof a);
-            dtr_placement_format(s->to, b, sizeof b);
-        }
+        dtr__step_from_to(s, a, b, sizeof a);
         fprintf(out, "%s{\"mesh_dim\":%d,\"kind\":\"%s\",\"from\":\"%s\",\"to\":\"%s\"", k ? "," : "",
                 s->mesh_dim, dtr_step_kind_info(s->kind)->name, a, b);
         if (s->tensor_dim >= 0) fprintf(out, ",\"tensor_dim\":%d", s->tensor_dim);

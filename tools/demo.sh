@@ -21,4 +21,8 @@ show() {
 show layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'
 # Uneven shards: 5 rows over 4 ranks gives 2,2,1,0 (the empty one sits at offset 5).
 show layout --mesh 4 --shape 5x3 --placements 'S(0)' --json
+# The planner: the seed algorithm (compat) beside the optimal default, and the lower bound.
+show plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare
+# A misaligned nested shard: one exchange at the lower bound instead of two gathers.
+show plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)'
 if [ $# -gt 0 ]; then show "$@"; fi
