@@ -247,10 +247,8 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
 dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst, int64_t *bytes) {
     DTR_CHECK_PTR(bytes, __func__);
     DTR_CHECK(dtr__check_pair(src, dst, __func__));
-    dtr_cost_model_t cost;
-    dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
-    dtr__ctx_init(&ctx, src, &cost);
+    dtr__ctx_init(&ctx, src, NULL); /* the bound needs no cost model */
     *bytes = dtr__lower_bound(&ctx, src->placements, dst->placements);
     return DTR_OK;
 }

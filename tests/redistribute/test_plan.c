@@ -276,6 +276,10 @@ Test(plan, per_rank_bytes_of_uneven_shards) {
         cr_expect_eq(send, want_send[r], "rank %d send %lld", r, (long long)send);
     }
     cr_expect_eq(plan.recv_bytes_max, 16);
+    int64_t bound = -1;
+    cr_assert_eq(dtr_plan_lower_bound(&src, &dst, &bound), DTR_OK);
+    cr_expect_eq(bound, plan.lower_bound_recv_bytes);
+    cr_expect_eq(bound, 16, "rank 2 lacks 4 of its 4 elements: 16 bytes");
     int64_t s = -1, r = -1;
     cr_expect_eq(dtr_plan_step_bytes(&plan, 1, 0, &s, &r), DTR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(dtr_plan_step_bytes(&plan, 0, 4, &s, &r), DTR_ERR_NOT_IN_MESH);
