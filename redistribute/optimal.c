@@ -34,15 +34,13 @@ static void dtr__finish_partials(dtr__builder_t *b, const dtr_placement_t *dst) 
 
 /* Does mesh dim i shard the same tensor dim at the same nesting level, after the same outer
  * mesh dims, in both placements? Then its chunks already agree. */
-static bool dtr__aligned(const dtr__ctx_t *ctx, const dtr_placement_t *a,
-                         const dtr_placement_t *b, int i) {
+static bool dtr__aligned(const dtr_placement_t *a, const dtr_placement_t *b, int i) {
     if (a[i].kind != DTR_SHARD || !dtr_placement_equal(a[i], b[i])) return false;
     int d = a[i].dim;
     for (int j = 0; j < i; j++) {
         bool sa = a[j].kind == DTR_SHARD && a[j].dim == d, sb = b[j].kind == DTR_SHARD && b[j].dim == d;
         if (sa != sb) return false;
     }
-    (void)ctx;
     return true;
 }
 
@@ -55,7 +53,7 @@ static void dtr__candidate_safe(const dtr__ctx_t *ctx, const dtr_placement_t *sr
     for (int i = 0; i < ctx->mdims; i++)
         if (src[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_REPLICATE) dtr__emit(&b, i, tgt[i]);
     for (int i = ctx->mdims - 1; i >= 0; i--)
-        if (b.cur[i].kind == DTR_SHARD && !dtr__aligned(ctx, src, tgt, i))
+        if (b.cur[i].kind == DTR_SHARD && !dtr__aligned(src, tgt, i))
             dtr__emit(&b, i, dtr_replicate());
     for (int i = 0; i < ctx->mdims; i++)
         if (tgt[i].kind == DTR_SHARD && !dtr_placement_equal(b.cur[i], tgt[i]))
@@ -115,7 +113,7 @@ static void dtr__candidate_greedy(const dtr__ctx_t *ctx, const dtr_placement_t *
     bool resplit[DTR_MAX_MESH_DIMS] = {false};
     for (int i = 0; i < M; i++)
         resplit[i] = src[i].kind == DTR_SHARD && dtr_placement_equal(src[i], tgt[i]) &&
-                     !dtr__aligned(ctx, src, tgt, i);
+                     !dtr__aligned(src, tgt, i);
     bool rs_allowed[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < M; i++) rs_allowed[i] = true;
     dtr__builder_t b;

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -14,6 +15,17 @@ int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     return DTR_EXIT_USAGE;
+}
+
+int dtr_cli_option_error(const char *cmd, int c, char **argv) {
+    if (c == ':')
+        return dtr_cli_usage_error(cmd, "%s needs a value (see 'dtr %s --help')", argv[optind - 1],
+                                   cmd);
+    if (c != 0)
+        return dtr_cli_usage_error(cmd, "unknown option '%s' (see 'dtr %s --help')",
+                                   argv[optind - 1], cmd);
+    return dtr_cli_usage_error(cmd, "unexpected argument '%s' (see 'dtr %s --help')", argv[optind],
+                               cmd);
 }
 
 int dtr_cli_lib_error(const char *cmd, const char *flag) {

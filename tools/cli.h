@@ -23,6 +23,11 @@ extern const dtr_cli_command_t dtr_cli_layout;
 int dtr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* For getopt_long's ':' (missing value) and '?' (unknown option) results, and for operands
+ * left after the options (pass c = 0): prints the one-line error and returns
+ * DTR_EXIT_USAGE. */
+int dtr_cli_option_error(const char *cmd, int c, char **argv);
+
 /* Same, after a failed library call on a flag's value: "dtr <cmd>: <flag>: <last error>". */
 int dtr_cli_lib_error(const char *cmd, const char *flag);
 

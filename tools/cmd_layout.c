@@ -135,17 +135,11 @@ static int dtr__layout_main(int argc, char **argv) {
         case 'r': args.ranks = optarg; break;
         case 'j': json = 1; break;
         case 'h': dtr__layout_help(stdout); return DTR_EXIT_OK;
-        case ':':
-            return dtr_cli_usage_error("layout", "%s needs a value (see 'dtr layout --help')",
-                                       argv[optind - 1]);
-        default:
-            return dtr_cli_usage_error("layout", "unknown option '%s' (see 'dtr layout --help')",
-                                       argv[optind - 1]);
+        default: /* ':' or '?' */
+            return dtr_cli_option_error("layout", c, argv);
         }
     }
-    if (optind < argc)
-        return dtr_cli_usage_error("layout", "unexpected argument '%s' (see 'dtr layout --help')",
-                                   argv[optind]);
+    if (optind < argc) return dtr_cli_option_error("layout", 0, argv);
 
     dtr_mesh_t *mesh;
     dtr_spec_t spec;

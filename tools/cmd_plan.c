@@ -136,17 +136,11 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'b': bw = optarg; break;
         case 'l': local = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
-        case ':':
-            return dtr_cli_usage_error("plan", "%s needs a value (see 'dtr plan --help')",
-                                       argv[optind - 1]);
-        default:
-            return dtr_cli_usage_error("plan", "unknown option '%s' (see 'dtr plan --help')",
-                                       argv[optind - 1]);
+        default: /* ':' or '?' */
+            return dtr_cli_option_error("plan", c, argv);
         }
     }
-    if (optind < argc)
-        return dtr_cli_usage_error("plan", "unexpected argument '%s' (see 'dtr plan --help')",
-                                   argv[optind]);
+    if (optind < argc) return dtr_cli_option_error("plan", 0, argv);
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("plan", "--strategy");
