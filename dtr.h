@@ -6,6 +6,8 @@
  *   placement/placement.h  Shard(d), Replicate, Partial(op); text form
  *   dtensor/dtensor.h      meshes, dtypes, specs, per-rank layouts
  *   redistribute/redistribute.h  plans: steps, strategies, cost model, cache
+ *   redistribute/execute.h       the executor: backends, contexts, dtr_redistribute
+ *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -17,6 +19,8 @@
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
+#include "redistribute/execute.h"
+#include "redistribute/pattern.h"
 #include "redistribute/redistribute.h"
 
 #define DTR_VERSION_MAJOR 0

@@ -23,7 +23,11 @@
     X(DTR_ERR_NOT_IN_MESH, -5, "rank is not in the mesh")                              \
     X(DTR_ERR_BUFFER_TOO_SMALL, -6, "output buffer too small")                         \
     X(DTR_ERR_INTERNAL, -7, "internal error (a bug in dtr)")                           \
-    X(DTR_ERR_UNSUPPORTED, -8, "not supported")
+    X(DTR_ERR_UNSUPPORTED, -8, "not supported")                                        \
+    X(DTR_ERR_BACKEND, -9, "the communication backend failed")                         \
+    X(DTR_ERR_MISMATCH, -10, "ranks disagree on a collective call's arguments")        \
+    X(DTR_ERR_REMOTE, -11, "another rank failed this collective call")                 \
+    X(DTR_ERR_BUSY, -12, "the context is running another redistribution")
 
 typedef enum {
 #define DTR__STATUS_ENUM(name, value, msg) name = value,

@@ -9,4 +9,26 @@
 /* FNV-1a over the mesh's sizes and rank list: equal meshes hash equal. */
 uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh);
 
+/* ---- element values (dtype.c) ----------------------------------------------------------
+ * Half types are converted with round-to-nearest-even, NaN kept NaN; fp8 types are storage
+ * only and have no value helpers. */
+float dtr__f16_to_f32(uint16_t h);
+uint16_t dtr__f32_to_f16(float f);
+float dtr__bf16_to_f32(uint16_t h);
+uint16_t dtr__f32_to_bf16(float f);
+
+/* Element k of a buffer of dtype as a double (integers and halves exactly), and back
+ * (rounded to the dtype; integers are truncated toward zero and wrapped as C casts do). */
+double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k);
+void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v);
+
+/* dst[k] = src[k] / n for count elements, in the dtype's own arithmetic (halves through
+ * f32; integers truncate, as C division does). src may equal dst. */
+void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, int64_t n);
+
+/* inout[k] = inout[k] op in[k], the way a backend without native half types reduces:
+ * halves combine in f32 and round once per combination. */
+void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *inout,
+                  int64_t count);
+
 #endif

@@ -1,0 +1,991 @@
+/*
+ * The executor: interprets a plan's steps on this rank's buffers through a backend.
+ *
+ * Buffers of a run: step k reads `in` (k = 0) or scratch buf[(k-1)%2], and writes `out`
+ * (last step) or buf[k%2], so `in` is only read and `out` only written. Collectives whose
+ * pieces are not contiguous in the block (a gather of a non-leading dim, the pieces of an
+ * exchange) go through the staging buffers with a pack before and an unpack after. All
+ * scratch belongs to the context and only grows, so after the first call of a plan nothing
+ * is allocated.
+ *
+ * A request is a small state machine: phase "agree" (one all-reduce of the plan's hash and
+ * of the ranks' argument checks over the mesh), then one phase per step; a collective step
+ * starts its operation and finishes (unpack, divide for AVG) when the backend's test says
+ * it completed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/execute.h"
+#include "redistribute/internal.h"
+
+#define DTR__MESH_SLOTS 8
+#define DTR__TAG_MESH 0x4d00
+#define DTR__TAG_DIM 0x4d10
+
+typedef struct dtr__group {
+    struct dtr__group *next;
+    uint64_t hash;
+    void *handle;
+    int n;
+    int ranks[]; /* in group order */
+} dtr__group_t;
+
+/* A mesh this context ran plans on: this rank's coordinate and groups (owned by the
+ * context's group list, not by the entry). */
+typedef struct {
+    dtr_mesh_t *mesh; /* the context's own copy; NULL for a free slot */
+    uint64_t hash;
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    void *dim_group[DTR_MAX_MESH_DIMS]; /* NULL where the mesh dim has one rank */
+    void *all;                          /* every rank of the mesh, by position */
+    uint64_t used;
+} dtr__mesh_entry_t;
+
+typedef enum { DTR__PHASE_AGREE = 0, DTR__PHASE_STEPS, DTR__PHASE_DONE } dtr__phase_t;
+
+/* What the step in flight still has to do when its operation completes. */
+typedef struct {
+    int kind;             /* dtr_step_kind_t */
+    void *dst;            /* the step's output block */
+    int64_t out_numel;
+    int64_t n;            /* group size */
+    bool divide;          /* AVG done as SUM: divide by n */
+    /* unpack from stage_recv: pieces in a 3-d view [outer, len, inner bytes] */
+    bool unpack3;
+    int64_t outer, inner, dst_len, piece_len, npieces;
+    bool unpack_exchange;
+} dtr__pending_t;
+
+struct dtr_request {
+    dtr_context_t *ctx;
+    const dtr_plan_t *plan;
+    const void *in;
+    void *out;
+    size_t in_bytes;
+    dtr__mesh_entry_t *m;
+    dtr__ctx_t pctx;
+    bool bare;
+    dtr__phase_t phase;
+    int step;
+    bool in_flight;
+    void *group;
+    dtr_backend_req_t breq;
+    dtr__pending_t pend;
+    int64_t agree_send[3], agree_recv[3];
+    dtr_status_t local_status; /* an argument error found before the agreement */
+    char local_msg[512];
+};
+
+struct dtr_context {
+    const dtr_backend_ops_t *ops;
+    void *state;
+    int rank;
+    dtr__mesh_entry_t meshes[DTR__MESH_SLOTS];
+    uint64_t clock;
+    dtr__group_t *groups;
+    void *buf[2];
+    int64_t buf_cap[2];
+    void *stage_send, *stage_recv;
+    int64_t send_cap, recv_cap;
+    int64_t *arrays; /* send counts, send displs, recv counts, recv displs, sizes, offsets */
+    int64_t arrays_cap;
+    bool busy;
+    dtr_request_t req;
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static dtr_status_t dtr__reserve(void **p, int64_t *cap, int64_t need, const char *what) {
+    if (need <= *cap) return DTR_OK;
+    void *q = realloc(*p, (size_t)(need > 0 ? need : 1));
+    if (q == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute",
+                          "%s: cannot grow scratch to %lld bytes", what, (long long)need);
+    *p = q;
+    *cap = need;
+    return DTR_OK;
+}
+
+static int64_t dtr__prod(const int64_t *shape, int from, int to) {
+    int64_t p = 1;
+    for (int d = from; d < to; d++) p *= shape[d];
+    return p;
+}
+
+/* Copies ext rows of a 3-d view: [outer, *, inner bytes] from src (dim length slen, from
+ * row slo) to dst (length dlen, at row dlo). */
+static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, int64_t dlen,
+                       int64_t dlo, int64_t outer, int64_t ext, int64_t inner) {
+    if (ext == 0 || inner == 0) return;
+    const char *s = src;
+    char *d = dst;
+    if (outer == 1 || (slen == ext && dlen == ext)) {
+        memcpy(d + dlo * inner, s + slo * inner, (size_t)(outer * ext * inner));
+        return;
+    }
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(d + (o * dlen + dlo) * inner, s + (o * slen + slo) * inner,
+               (size_t)(ext * inner));
+}
+
+/* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
+ * dst (shape dshape) at dlo. Trailing dims the box spans whole are copied as one run. */
+static void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *sshape,
+                          const int64_t *slo, const int64_t *ext, void *dst,
+                          const int64_t *dshape, const int64_t *dlo) {
+    for (int d = 0; d < nd; d++)
+        if (ext[d] == 0) return;
+    /* The run: the innermost dims where both blocks are spanned whole, plus one more. */
+    int inner = nd;
+    int64_t run = item;
+    while (inner > 0 && ext[inner - 1] == sshape[inner - 1] && ext[inner - 1] == dshape[inner - 1]) {
+        run *= ext[inner - 1];
+        inner--;
+    }
+    if (inner > 0) run *= ext[--inner];
+    int64_t sst[DTR_MAX_TENSOR_DIMS], dst_st[DTR_MAX_TENSOR_DIMS], idx[DTR_MAX_TENSOR_DIMS] = {0};
+    int64_t s = item, t = item;
+    for (int d = nd - 1; d >= 0; d--) {
+        sst[d] = s;
+        dst_st[d] = t;
+        s *= sshape[d];
+        t *= dshape[d];
+    }
+    const char *sp = src;
+    char *dp = dst;
+    for (;;) {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < nd; d++) {
+            int64_t extra = d < inner ? idx[d] : 0;
+            so += (slo[d] + extra) * sst[d];
+            doff += (dlo[d] + extra) * dst_st[d];
+        }
+        memcpy(dp + doff, sp + so, (size_t)run);
+        int d = inner - 1;
+        for (; d >= 0; d--) {
+            if (++idx[d] < ext[d]) break;
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+}
+
+/* 64-bit FNV-1a over what ranks must agree on. */
+static uint64_t dtr__fnv(uint64_t h, int64_t v) {
+    for (int b = 0; b < 8; b++) {
+        h ^= (uint64_t)((v >> (8 * b)) & 0xff);
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int64_t dtr__placement_key(dtr_placement_t p) {
+    int64_t detail = p.kind == DTR_SHARD ? (int64_t)p.dim : p.kind == DTR_PARTIAL ? (int64_t)p.op : 0;
+    return (int64_t)p.kind * 1000 + detail;
+}
+
+static uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
+    uint64_t h = dtr__mesh_hash(plan->src.mesh);
+    const dtr_spec_t *sp[2] = {&plan->src, &plan->dst};
+    int mdims = dtr_mesh_ndims(plan->src.mesh);
+    for (int k = 0; k < 2; k++) {
+        h = dtr__fnv(h, sp[k]->ndim);
+        h = dtr__fnv(h, sp[k]->dtype);
+        for (int d = 0; d < sp[k]->ndim; d++) h = dtr__fnv(h, sp[k]->shape[d]);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(sp[k]->placements[i]));
+    }
+    h = dtr__fnv(h, plan->strategy);
+    h = dtr__fnv(h, plan->nsteps);
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *s = &plan->steps[k];
+        h = dtr__fnv(h, s->kind);
+        h = dtr__fnv(h, s->mesh_dim);
+        h = dtr__fnv(h, s->tensor_dim);
+        h = dtr__fnv(h, s->tensor_dim2);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(s->after[i]));
+    }
+    return h;
+}
+
+/* ---- contexts and their per-mesh groups ------------------------------------------- */
+
+dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_context_t **out) {
+    dtr_status_t st = DTR_OK;
+    if (ops == NULL || out == NULL) {
+        st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s: must not be NULL",
+                        ops == NULL ? "ops" : "out");
+        goto fail;
+    }
+    if (ops->rank == NULL || ops->group_create == NULL || ops->group_destroy == NULL ||
+        ops->all_gather == NULL || ops->reduce_scatter == NULL || ops->all_reduce == NULL ||
+        ops->all_to_allv == NULL || ops->test == NULL || ops->wait == NULL) {
+        st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                        "ops (%s): a required operation is NULL (only all_gatherv and "
+                        "reduce_scatterv are optional)",
+                        ops->name != NULL ? ops->name : "unnamed");
+        goto fail;
+    }
+    dtr_context_t *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL) {
+        st = dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "context");
+        goto fail;
+    }
+    ctx->ops = ops;
+    ctx->state = state;
+    ctx->rank = ops->rank(state);
+    *out = ctx;
+    return DTR_OK;
+fail:
+    if (ops != NULL && ops->destroy != NULL && state != NULL) ops->destroy(state);
+    return st;
+}
+
+void dtr_context_destroy(dtr_context_t *ctx) {
+    if (ctx == NULL) return;
+    for (int k = 0; k < DTR__MESH_SLOTS; k++) dtr_mesh_destroy(ctx->meshes[k].mesh);
+    while (ctx->groups != NULL) {
+        dtr__group_t *g = ctx->groups;
+        ctx->groups = g->next;
+        ctx->ops->group_destroy(ctx->state, g->handle);
+        free(g);
+    }
+    free(ctx->buf[0]);
+    free(ctx->buf[1]);
+    free(ctx->stage_send);
+    free(ctx->stage_recv);
+    free(ctx->arrays);
+    if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);
+    free(ctx);
+}
+
+const char *dtr_context_backend(const dtr_context_t *ctx) {
+    return ctx != NULL && ctx->ops->name != NULL ? ctx->ops->name : "";
+}
+
+int dtr_context_rank(const dtr_context_t *ctx) { return ctx != NULL ? ctx->rank : -1; }
+
+int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx) {
+    if (ctx == NULL) return 0;
+    return ctx->buf_cap[0] + ctx->buf_cap[1] + ctx->send_cap + ctx->recv_cap +
+           ctx->arrays_cap * 6 * (int64_t)sizeof(int64_t);
+}
+
+/* A copy of the mesh the context can keep after the caller frees theirs. */
+static dtr_status_t dtr__mesh_clone(const dtr_mesh_t *mesh, dtr_mesh_t **out) {
+    int nd = dtr_mesh_ndims(mesh);
+    int64_t sizes[DTR_MAX_MESH_DIMS], coord[DTR_MAX_MESH_DIMS] = {0}, n = dtr_mesh_nranks(mesh);
+    for (int i = 0; i < nd; i++) sizes[i] = dtr_mesh_size(mesh, i);
+    int *ranks = malloc((size_t)n * sizeof *ranks);
+    if (ranks == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute", "mesh copy of %lld ranks",
+                          (long long)n);
+    for (int64_t p = 0; p < n; p++) {
+        dtr_mesh_rank_at(mesh, coord, &ranks[p]);
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++coord[i] < sizes[i]) break;
+            coord[i] = 0;
+        }
+    }
+    dtr_status_t st = dtr_mesh_create(nd, sizes, ranks, n, out);
+    free(ranks);
+    return st;
+}
+
+/* A group's communicator, created the first time any mesh needs that ordered rank list and
+ * kept until the context is destroyed. Never evicted: every member of a group first needs
+ * it in the same collective call (each member's group along that mesh dim is this very
+ * list), so creation stays matched across ranks only if no rank ever drops and re-creates
+ * one on its own schedule (a bystander's calls would otherwise skew the ranks' caches). */
+static dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag,
+                               void **out) {
+    uint64_t h = 1469598103934665603ull;
+    for (int k = 0; k < n; k++) h = dtr__fnv(h, ranks[k]);
+    for (dtr__group_t *g = ctx->groups; g != NULL; g = g->next)
+        if (g->hash == h && g->n == n && memcmp(g->ranks, ranks, (size_t)n * sizeof *ranks) == 0) {
+            *out = g->handle;
+            return DTR_OK;
+        }
+    dtr__group_t *g = calloc(1, sizeof *g + (size_t)n * sizeof *ranks);
+    if (g == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute", "group of %d ranks", n);
+    g->hash = h;
+    g->n = n;
+    memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+    dtr_status_t st = ctx->ops->group_create(ctx->state, ranks, n, tag, &g->handle);
+    if (st != DTR_OK) {
+        free(g);
+        return st;
+    }
+    g->next = ctx->groups;
+    ctx->groups = g;
+    *out = g->handle;
+    return DTR_OK;
+}
+
+/* This rank's groups on a mesh (collective over each group the first time). */
+static dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                    const int64_t *coord, dtr__mesh_entry_t **out) {
+    uint64_t h = dtr__mesh_hash(mesh);
+    dtr__mesh_entry_t *victim = &ctx->meshes[0];
+    for (int k = 0; k < DTR__MESH_SLOTS; k++) {
+        dtr__mesh_entry_t *e = &ctx->meshes[k];
+        if (e->mesh != NULL && e->hash == h && dtr_mesh_equal(e->mesh, mesh)) {
+            e->used = ++ctx->clock;
+            *out = e;
+            return DTR_OK;
+        }
+        if (e->mesh == NULL || (victim->mesh != NULL && e->used < victim->used)) victim = e;
+    }
+    dtr__mesh_entry_t e = {0};
+    dtr_status_t st = DTR_OK;
+    int nd = dtr_mesh_ndims(mesh);
+    int64_t n = dtr_mesh_nranks(mesh);
+    int *ranks = malloc((size_t)n * sizeof *ranks);
+    if (ranks == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute", "rank list of %lld",
+                          (long long)n);
+    DTR_CHECK_GOTO(dtr__mesh_clone(mesh, &e.mesh), st, done);
+    e.hash = h;
+    memcpy(e.coord, coord, (size_t)nd * sizeof *coord);
+    if (n > 1) {
+        int64_t c[DTR_MAX_MESH_DIMS] = {0};
+        for (int64_t p = 0; p < n; p++) {
+            dtr_mesh_rank_at(mesh, c, &ranks[p]);
+            for (int i = nd - 1; i >= 0; i--) {
+                if (++c[i] < dtr_mesh_size(mesh, i)) break;
+                c[i] = 0;
+            }
+        }
+        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)n, DTR__TAG_MESH, &e.all), st, done);
+    }
+    for (int i = 0; i < nd; i++) {
+        int64_t count = 0;
+        if (dtr_mesh_size(mesh, i) == 1) continue;
+        dtr_mesh_group(mesh, ctx->rank, i, ranks, n, &count);
+        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)count, DTR__TAG_DIM + i, &e.dim_group[i]), st,
+                       done);
+    }
+    dtr_mesh_destroy(victim->mesh);
+    e.used = ++ctx->clock;
+    *victim = e;
+    *out = victim;
+    e.mesh = NULL;
+done:
+    free(ranks);
+    dtr_mesh_destroy(e.mesh);
+    return st;
+}
+
+/* ---- the steps -------------------------------------------------------------------- */
+
+/* Wraps a backend failure with the step it happened in. */
+static dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", dtr_last_error());
+    if (r->phase == DTR__PHASE_AGREE)
+        return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    return dtr__error(st, "dtr_redistribute", "step %d (%s, mesh dim %d): %s", r->step + 1,
+                      dtr_step_kind_info(s->kind)->name, s->mesh_dim, detail);
+}
+
+/* int64 arrays from the context: 6 of n each. */
+static dtr_status_t dtr__arrays(dtr_context_t *ctx, int64_t n, int64_t **a) {
+    if (n > ctx->arrays_cap) {
+        int64_t *p = realloc(ctx->arrays, (size_t)n * 6 * sizeof *p);
+        if (p == NULL)
+            return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute", "count arrays for %lld ranks",
+                              (long long)n);
+        ctx->arrays = p;
+        ctx->arrays_cap = n;
+    }
+    for (int k = 0; k < 6; k++) a[k] = ctx->arrays + k * ctx->arrays_cap;
+    return DTR_OK;
+}
+
+static void dtr__chunks(int64_t len, int64_t n, int64_t *size, int64_t *off) {
+    for (int64_t k = 0; k < n; k++) dtr_chunk(len, n, k, &size[k], &off[k]);
+}
+
+static bool dtr__all_equal(const int64_t *v, int64_t n) {
+    for (int64_t k = 1; k < n; k++)
+        if (v[k] != v[0]) return false;
+    return true;
+}
+
+/* Starts step r->step: local steps complete here; collectives leave r->in_flight set. */
+static dtr_status_t dtr__step_start(dtr_request_t *r) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr_backend_ops_t *ops = ctx->ops;
+    const dtr_plan_t *plan = r->plan;
+    const dtr_step_t *s = &plan->steps[r->step];
+    const dtr__ctx_t *pc = &r->pctx;
+    int nd = pc->ndim, k = r->step;
+    int64_t item = pc->item;
+    int64_t ish[DTR_MAX_TENSOR_DIMS], ioff[DTR_MAX_TENSOR_DIMS];
+    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(pc, s->before, r->m->coord, ish, ioff);
+    dtr__layout(pc, s->after, r->m->coord, osh, ooff);
+    int64_t in_numel = dtr__prod(ish, 0, nd), out_numel = dtr__prod(osh, 0, nd);
+    const void *src = k == 0 ? r->in : ctx->buf[(k - 1) % 2];
+    void *dst;
+    if (k == plan->nsteps - 1) {
+        dst = r->out;
+    } else {
+        DTR_CHECK(dtr__reserve(&ctx->buf[k % 2], &ctx->buf_cap[k % 2], out_numel * item,
+                               "step buffer"));
+        dst = ctx->buf[k % 2];
+    }
+    int i = s->mesh_dim;
+    int64_t n = i >= 0 ? pc->msize[i] : dtr_mesh_nranks(pc->mesh);
+    int64_t ci = i >= 0 ? r->m->coord[i] : 0;
+    void *group = i >= 0 ? r->m->dim_group[i] : r->m->all;
+    dtr__pending_t *pend = &r->pend;
+    memset(pend, 0, sizeof *pend);
+    pend->kind = s->kind;
+    pend->dst = dst;
+    pend->out_numel = out_numel;
+    pend->n = n;
+    bool bare = r->bare;
+    int64_t *a[6];
+    dtr_status_t st = DTR_OK;
+
+    if (s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_LOCAL_SCALE ||
+        s->kind == DTR_STEP_LOCAL_RELABEL || n == 1) {
+        if (bare) return DTR_OK;
+        if (s->kind == DTR_STEP_LOCAL_CHUNK && n > 1) {
+            int d = s->tensor_dim;
+            int64_t size, off;
+            dtr_chunk(ish[d], n, ci, &size, &off);
+            dtr__copy3(src, ish[d], off, dst, size, 0, dtr__prod(ish, 0, d), size,
+                       dtr__prod(ish, d + 1, nd) * item);
+        } else if (s->kind == DTR_STEP_LOCAL_SCALE) {
+            dtr__divide(plan->src.dtype, src, dst, in_numel, n);
+        } else if (s->kind == DTR_STEP_EXCHANGE && n == 1) {
+            memcpy(dst, src, (size_t)(in_numel * item)); /* one rank holds everything */
+        } else {
+            /* relabel, or a collective over one rank: the block is unchanged */
+            memcpy(dst, src, (size_t)(in_numel * item));
+        }
+        return DTR_OK;
+    }
+
+    DTR_CHECK(dtr__arrays(ctx, n, a));
+    int64_t *sc = a[0], *sd = a[1], *rc = a[2], *rd = a[3], *sz = a[4], *of = a[5];
+    dtr_reduce_op_t op = s->op;
+    if (op == DTR_REDUCE_AVG && !(ops->caps & DTR_BACKEND_CAP_AVG)) {
+        op = DTR_REDUCE_SUM;
+        pend->divide = !bare;
+    }
+    dtr_dtype_t dtype = plan->src.dtype;
+    r->group = group;
+
+    switch (s->kind) {
+    case DTR_STEP_ALL_GATHER: {
+        int d = s->tensor_dim;
+        int64_t len = osh[d], outer = dtr__prod(osh, 0, d), inner = dtr__prod(osh, d + 1, nd) * item;
+        dtr__chunks(len, n, sz, of);
+        bool even = dtr__all_equal(sz, n);
+        bool padded = !even && ops->all_gatherv == NULL;
+        int64_t c = sz[0], piece = outer * c * inner;
+        const void *send = src;
+        void *recv = dst;
+        if (padded || outer > 1 || bare) {
+            int64_t need = (even || padded) ? n * piece : outer * len * inner;
+            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
+            recv = ctx->stage_recv;
+            pend->unpack3 = !bare;
+        }
+        if (padded) {
+            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, piece, "send staging"));
+            if (!bare) {
+                memset(ctx->stage_send, 0, (size_t)piece);
+                dtr__copy3(src, sz[ci], 0, ctx->stage_send, c, 0, outer, sz[ci], inner);
+            }
+            send = ctx->stage_send;
+        } else if (bare) {
+            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, outer * sz[ci] * inner,
+                                   "send staging"));
+            send = ctx->stage_send;
+        }
+        pend->outer = outer;
+        pend->inner = inner;
+        pend->dst_len = len;
+        pend->npieces = n;
+        if (even || padded) {
+            pend->piece_len = c;
+            st = ops->all_gather(group, send, piece, recv, &r->breq);
+        } else {
+            int64_t at = 0;
+            for (int64_t m = 0; m < n; m++) {
+                rc[m] = outer * sz[m] * inner;
+                rd[m] = recv == dst ? of[m] * inner : at;
+                at += rc[m];
+            }
+            pend->piece_len = -1; /* unpadded pieces: lengths from the chunk rule */
+            st = ops->all_gatherv(group, send, outer * sz[ci] * inner, recv, rc, rd, &r->breq);
+        }
+        if (recv == dst) pend->unpack3 = false;
+        break;
+    }
+    case DTR_STEP_REDUCE_SCATTER: {
+        int d = s->tensor_dim;
+        int64_t len = ish[d], outer = dtr__prod(ish, 0, d), inner_el = dtr__prod(ish, d + 1, nd);
+        int64_t inner = inner_el * item;
+        dtr__chunks(len, n, sz, of);
+        bool even = dtr__all_equal(sz, n);
+        bool padded = !even && ops->reduce_scatterv == NULL;
+        int64_t c = sz[0];
+        const void *send = src;
+        void *recv = dst;
+        if (padded || outer > 1 || bare) {
+            int64_t need = padded ? n * outer * c * inner : in_numel * item;
+            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, need, "send staging"));
+            send = ctx->stage_send;
+            if (!bare) {
+                if (padded) memset(ctx->stage_send, 0, (size_t)need);
+                int64_t at = 0;
+                for (int64_t m = 0; m < n; m++) {
+                    int64_t rows = padded ? c : sz[m];
+                    dtr__copy3(src, len, of[m], (char *)ctx->stage_send + at, rows, 0, outer,
+                               sz[m], inner);
+                    at += outer * rows * inner;
+                }
+            }
+        }
+        if (padded || bare) {
+            int64_t need = (padded ? c : sz[ci]) * outer * inner;
+            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
+            recv = ctx->stage_recv;
+            if (padded && !bare) {
+                pend->unpack3 = true;
+                pend->outer = outer;
+                pend->inner = inner;
+                pend->piece_len = c;
+                pend->dst_len = sz[ci];
+                pend->npieces = 1;
+            }
+        }
+        if (even || padded) {
+            st = ops->reduce_scatter(group, send, recv, outer * c * inner_el, dtype, op, &r->breq);
+        } else {
+            for (int64_t m = 0; m < n; m++) rc[m] = outer * sz[m] * inner_el;
+            st = ops->reduce_scatterv(group, send, recv, rc, dtype, op, &r->breq);
+        }
+        break;
+    }
+    case DTR_STEP_ALL_REDUCE: {
+        const void *send = src;
+        void *recv = dst;
+        if (bare) {
+            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
+            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, in_numel * item,
+                                   "receive staging"));
+            send = ctx->stage_send;
+            recv = ctx->stage_recv;
+        }
+        st = ops->all_reduce(group, send, recv, in_numel, dtype, op, &r->breq);
+        break;
+    }
+    case DTR_STEP_ALL_TO_ALL: {
+        int ga = s->tensor_dim, sb = s->tensor_dim2;
+        int64_t lb = ish[sb], ob = dtr__prod(ish, 0, sb), ib = dtr__prod(ish, sb + 1, nd) * item;
+        int64_t la = osh[ga], oa = dtr__prod(osh, 0, ga), ia = dtr__prod(osh, ga + 1, nd) * item;
+        /* send: my block's chunks along sb; receive: the members' chunks along ga */
+        dtr__chunks(lb, n, sz, of);
+        const void *send = src;
+        int64_t at = 0;
+        bool pack = ob > 1 || bare;
+        if (pack) {
+            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
+            send = ctx->stage_send;
+        }
+        for (int64_t m = 0; m < n; m++) {
+            sc[m] = ob * sz[m] * ib;
+            sd[m] = pack ? at : of[m] * ib;
+            if (pack && !bare)
+                dtr__copy3(src, lb, of[m], (char *)ctx->stage_send + at, sz[m], 0, ob, sz[m], ib);
+            at += sc[m];
+        }
+        bool even = dtr__all_equal(sz, n);
+        dtr__chunks(la, n, sz, of);
+        even = even && dtr__all_equal(sz, n);
+        void *recv = dst;
+        bool unpack = oa > 1 || bare;
+        if (unpack) {
+            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, out_numel * item,
+                                   "receive staging"));
+            recv = ctx->stage_recv;
+            pend->unpack3 = !bare;
+            pend->outer = oa;
+            pend->inner = ia;
+            pend->dst_len = la;
+            pend->piece_len = -1;
+            pend->npieces = n;
+        }
+        at = 0;
+        for (int64_t m = 0; m < n; m++) {
+            rc[m] = oa * sz[m] * ia;
+            rd[m] = unpack ? at : of[m] * ia;
+            at += rc[m];
+        }
+        /* Equal chunks along both dims (a fact all members share): pieces are equal and back
+         * to back both ways, the plain all-to-all. */
+        if (even && ops->all_to_all != NULL)
+            st = ops->all_to_all(group, send, sc[0], recv, &r->breq);
+        else
+            st = ops->all_to_allv(group, send, sc, sd, recv, rc, rd, &r->breq);
+        break;
+    }
+    case DTR_STEP_EXCHANGE: {
+        /* Peers: the ranks that agree with me on every mesh dim "before" does not shard. */
+        int mdims = pc->mdims;
+        int64_t pcoord[DTR_MAX_MESH_DIMS], total_send = 0, total_recv = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t at_s = 0, at_r = 0;
+            memset(pcoord, 0, sizeof pcoord);
+            for (int64_t p = 0; p < n; p++) {
+                bool peer = true;
+                for (int q = 0; q < mdims; q++)
+                    if (s->before[q].kind != DTR_SHARD && pcoord[q] != r->m->coord[q]) peer = false;
+                sc[p] = rc[p] = 0;
+                if (peer) {
+                    int64_t ps[DTR_MAX_TENSOR_DIMS], po[DTR_MAX_TENSOR_DIMS];
+                    int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+                    /* send: my "before" block ∩ the peer's "after" block */
+                    dtr__layout(pc, s->after, pcoord, ps, po);
+                    int64_t cnt = item;
+                    for (int d = 0; d < nd; d++) {
+                        int64_t b0 = ioff[d] > po[d] ? ioff[d] : po[d];
+                        int64_t b1 = ioff[d] + ish[d] < po[d] + ps[d] ? ioff[d] + ish[d] : po[d] + ps[d];
+                        ext[d] = b1 > b0 ? b1 - b0 : 0;
+                        lo[d] = b0 - ioff[d];
+                        cnt *= ext[d];
+                    }
+                    sc[p] = cnt;
+                    if (pass == 1 && cnt > 0 && !bare) {
+                        int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
+                        dtr__box_copy(nd, item, src, ish, lo, ext, (char *)ctx->stage_send + at_s,
+                                      ext, zero);
+                    }
+                    /* receive: the peer's "before" block ∩ my "after" block */
+                    dtr__layout(pc, s->before, pcoord, ps, po);
+                    cnt = item;
+                    for (int d = 0; d < nd; d++) {
+                        int64_t b0 = ooff[d] > po[d] ? ooff[d] : po[d];
+                        int64_t b1 = ooff[d] + osh[d] < po[d] + ps[d] ? ooff[d] + osh[d] : po[d] + ps[d];
+                        cnt *= b1 > b0 ? b1 - b0 : 0;
+                    }
+                    rc[p] = cnt;
+                }
+                sd[p] = at_s;
+                rd[p] = at_r;
+                at_s += sc[p];
+                at_r += rc[p];
+                for (int q = mdims - 1; q >= 0; q--) {
+                    if (++pcoord[q] < pc->msize[q]) break;
+                    pcoord[q] = 0;
+                }
+            }
+            total_send = at_s;
+            total_recv = at_r;
+            if (pass == 0) {
+                DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, total_send, "send staging"));
+                DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, total_recv,
+                                       "receive staging"));
+            }
+        }
+        if (!bare && total_recv != out_numel * item)
+            return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                              "step %d (exchange): pieces cover %lld of %lld bytes", k + 1,
+                              (long long)total_recv, (long long)(out_numel * item));
+        pend->unpack_exchange = !bare;
+        st = ops->all_to_allv(group, ctx->stage_send, sc, sd, ctx->stage_recv, rc, rd, &r->breq);
+        break;
+    }
+    default:
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_redistribute", "plan->steps[%d].kind: %d",
+                          k, (int)s->kind);
+    }
+    if (st != DTR_OK) return dtr__step_error(r, st);
+    r->in_flight = true;
+    return DTR_OK;
+}
+
+/* Unpacks the received pieces of an exchange into the step's output block. */
+static void dtr__exchange_unpack(dtr_request_t *r) {
+    const dtr__ctx_t *pc = &r->pctx;
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    int nd = pc->ndim, mdims = pc->mdims;
+    int64_t item = pc->item, n = r->pend.n, at = 0;
+    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS], pcoord[DTR_MAX_MESH_DIMS] = {0};
+    dtr__layout(pc, s->after, r->m->coord, osh, ooff);
+    for (int64_t p = 0; p < n; p++) {
+        bool peer = true;
+        for (int q = 0; q < mdims; q++)
+            if (s->before[q].kind != DTR_SHARD && pcoord[q] != r->m->coord[q]) peer = false;
+        if (peer) {
+            int64_t ps[DTR_MAX_TENSOR_DIMS], po[DTR_MAX_TENSOR_DIMS];
+            int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS], cnt = item;
+            int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
+            dtr__layout(pc, s->before, pcoord, ps, po);
+            for (int d = 0; d < nd; d++) {
+                int64_t b0 = ooff[d] > po[d] ? ooff[d] : po[d];
+                int64_t b1 = ooff[d] + osh[d] < po[d] + ps[d] ? ooff[d] + osh[d] : po[d] + ps[d];
+                ext[d] = b1 > b0 ? b1 - b0 : 0;
+                lo[d] = b0 - ooff[d];
+                cnt *= ext[d];
+            }
+            if (cnt > 0)
+                dtr__box_copy(nd, item, (char *)r->ctx->stage_recv + at, ext, zero, ext,
+                              r->pend.dst, osh, lo);
+            at += cnt;
+        }
+        for (int q = mdims - 1; q >= 0; q--) {
+            if (++pcoord[q] < pc->msize[q]) break;
+            pcoord[q] = 0;
+        }
+    }
+}
+
+/* After the step's operation completed: unpack and divide. */
+static void dtr__step_finish(dtr_request_t *r) {
+    dtr__pending_t *p = &r->pend;
+    dtr_context_t *ctx = r->ctx;
+    if (p->unpack3) {
+        /* pieces back to back in stage_recv, each [outer, piece rows, inner] */
+        const char *at = ctx->stage_recv;
+        if (p->npieces == 1) { /* padded reduce-scatter: keep the first dst_len rows */
+            dtr__copy3(at, p->piece_len, 0, p->dst, p->dst_len, 0, p->outer, p->dst_len, p->inner);
+        } else {
+            for (int64_t m = 0; m < p->npieces; m++) {
+                int64_t size, off;
+                dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
+                int64_t rows = p->piece_len >= 0 ? p->piece_len : size;
+                dtr__copy3(at, rows, 0, p->dst, p->dst_len, off, p->outer, size, p->inner);
+                at += p->outer * rows * p->inner;
+            }
+        }
+    }
+    if (p->unpack_exchange) dtr__exchange_unpack(r);
+    if (p->divide) dtr__divide(r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n);
+}
+
+/* ---- requests --------------------------------------------------------------------- */
+
+/* Advances as far as possible without blocking (or, with block, to the end). */
+static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
+    const dtr_backend_ops_t *ops = r->ctx->ops;
+    for (;;) {
+        if (r->in_flight) {
+            dtr_status_t st;
+            if (block) {
+                st = ops->wait(r->group, &r->breq);
+            } else {
+                bool done = false;
+                st = ops->test(r->group, &r->breq, &done);
+                if (st == DTR_OK && !done) return DTR_OK;
+            }
+            r->in_flight = false;
+            if (st != DTR_OK) return dtr__step_error(r, st);
+            if (r->phase == DTR__PHASE_AGREE) {
+                int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
+                if (r->local_status != DTR_OK)
+                    return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
+                if (r->agree_recv[2] > 0)
+                    return dtr__error(DTR_ERR_REMOTE, "dtr_redistribute",
+                                      "rank %lld rejected its arguments (see its error); this "
+                                      "rank's were good",
+                                      (long long)(r->agree_recv[2] - 1));
+                if (max_a + max_b != INT64_MAX)
+                    return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
+                                      "plan: the ranks of the mesh hold different plans (specs, "
+                                      "strategy or steps differ)");
+                r->phase = DTR__PHASE_STEPS;
+                r->step = 0;
+            } else {
+                dtr__step_finish(r);
+                r->step++;
+            }
+        }
+        if (r->phase == DTR__PHASE_STEPS) {
+            if (r->plan->nsteps == 0 && !r->bare && r->in_bytes > 0)
+                memcpy(r->out, r->in, r->in_bytes); /* nothing changes: the block is the input */
+            while (!r->in_flight && r->step < r->plan->nsteps) {
+                dtr_status_t st = dtr__step_start(r);
+                if (st != DTR_OK) return st;
+                if (!r->in_flight) r->step++;
+            }
+            if (!r->in_flight) {
+                r->phase = DTR__PHASE_DONE;
+                return DTR_OK;
+            }
+        } else if (r->phase == DTR__PHASE_DONE) {
+            return DTR_OK;
+        }
+    }
+}
+
+static bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb) {
+    if (na == 0 || nb == 0) return false;
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + nb && y < x + na;
+}
+
+/* Checks the arguments a rank can check alone; the message goes to r->local_msg. */
+static dtr_status_t dtr__check_local(dtr_request_t *r, const void *in, size_t in_bytes,
+                                     void *out, size_t out_bytes, const dtr_layout_t *src,
+                                     const dtr_layout_t *dst) {
+    const char *what = NULL;
+    dtr_status_t st = DTR_ERR_INVALID_ARGUMENT;
+    char buf[sizeof r->local_msg];
+    if ((int64_t)in_bytes != src->bytes) {
+        snprintf(buf, sizeof buf, "in_bytes: %zu, but this rank's source block is %lld bytes",
+                 in_bytes, (long long)src->bytes);
+        what = buf;
+    } else if ((int64_t)out_bytes < dst->bytes) {
+        st = DTR_ERR_BUFFER_TOO_SMALL;
+        snprintf(buf, sizeof buf, "out_bytes: %zu, but this rank's target block is %lld bytes",
+                 out_bytes, (long long)dst->bytes);
+        what = buf;
+    } else if (in == NULL && in_bytes > 0) {
+        what = "in: must not be NULL";
+    } else if (out == NULL && dst->bytes > 0) {
+        what = "out: must not be NULL";
+    } else if (dtr__overlap(in, in_bytes, out, (size_t)dst->bytes)) {
+        what = "out: overlaps in (the input is never written, so they must be apart)";
+    }
+    if (what == NULL) return DTR_OK;
+    snprintf(r->local_msg, sizeof r->local_msg, "%s", what);
+    r->local_status = st;
+    return st;
+}
+
+static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                               size_t in_bytes, void *out, size_t out_bytes, bool bare,
+                               dtr_request_t **req) {
+    const char *func = bare ? "dtr_redistribute_baseline" : "dtr_redistribute";
+    if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
+    if (plan == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "plan: must not be NULL");
+    if (plan->src.mesh == NULL || plan->nsteps < 0 || plan->nsteps > DTR_MAX_PLAN_STEPS ||
+        plan->src.ndim < 0 || plan->src.ndim > DTR_MAX_TENSOR_DIMS ||
+        (unsigned)plan->src.dtype >= DTR_DTYPE_LAST || plan->dst.mesh == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
+                          "of range)");
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, func,
+                          "ctx: a request is still in flight (complete it with "
+                          "dtr_request_wait, or use another context)");
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    if (dtr_mesh_coord(plan->src.mesh, ctx->rank, coord) != DTR_OK) {
+        /* A bystander: the input is the result. */
+        if (bare) return DTR_OK;
+        if (in_bytes > out_bytes)
+            return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, func,
+                              "out_bytes: %zu; rank %d is outside the mesh and returns its "
+                              "input (%zu bytes)",
+                              out_bytes, ctx->rank, in_bytes);
+        if (in_bytes > 0 && (in == NULL || out == NULL))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL",
+                              in == NULL ? "in" : "out");
+        if (in_bytes > 0 && in != out) memmove(out, in, in_bytes);
+        memset(&ctx->req, 0, sizeof ctx->req);
+        ctx->req.ctx = ctx;
+        ctx->req.phase = DTR__PHASE_DONE;
+        ctx->busy = true;
+        *req = &ctx->req;
+        return DTR_OK;
+    }
+    dtr_request_t *r = &ctx->req;
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->plan = plan;
+    r->in = in;
+    r->out = out;
+    r->in_bytes = in_bytes;
+    r->bare = bare;
+    dtr__ctx_init(&r->pctx, &plan->src, &plan->cost);
+    DTR_CHECK(dtr__mesh_entry(ctx, plan->src.mesh, coord, &r->m));
+    if (!bare) {
+        dtr_layout_t sl, dl;
+        dtr_spec_layout_at(&plan->src, coord, &sl);
+        dtr_spec_layout_at(&plan->dst, coord, &dl);
+        dtr__check_local(r, in, in_bytes, out, out_bytes, &sl, &dl);
+    }
+    ctx->busy = true;
+    *req = r;
+    if (bare || r->m->all == NULL) {
+        if (r->local_status != DTR_OK) {
+            ctx->busy = false;
+            return dtr__error(r->local_status, func, "%s", r->local_msg);
+        }
+        r->phase = DTR__PHASE_STEPS;
+        return DTR_OK;
+    }
+    uint64_t h = dtr__plan_hash(plan);
+    r->agree_send[0] = (int64_t)(h >> 1);
+    r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
+    r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
+    r->phase = DTR__PHASE_AGREE;
+    r->group = r->m->all;
+    dtr_status_t st = ctx->ops->all_reduce(r->m->all, r->agree_send, r->agree_recv, 3, DTR_I64,
+                                           DTR_REDUCE_MAX, &r->breq);
+    if (st != DTR_OK) {
+        ctx->busy = false;
+        return dtr__step_error(r, st);
+    }
+    r->in_flight = true;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_redistribute_start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                                    size_t in_bytes, void *out, size_t out_bytes,
+                                    dtr_request_t **req) {
+    DTR_CHECK_PTR(req, __func__);
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, in, in_bytes, out, out_bytes, false, &r));
+    *req = r;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_request_test(dtr_request_t *req, bool *done) {
+    DTR_CHECK_PTR(req, __func__);
+    DTR_CHECK_PTR(done, __func__);
+    if (req->ctx == NULL || !req->ctx->busy)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "req: not in flight (already completed and released)");
+    dtr_status_t st = dtr__progress(req, false);
+    if (st != DTR_OK || req->phase == DTR__PHASE_DONE) {
+        req->ctx->busy = false;
+        *done = true;
+        return st;
+    }
+    *done = false;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_request_wait(dtr_request_t *req) {
+    DTR_CHECK_PTR(req, __func__);
+    if (req->ctx == NULL || !req->ctx->busy)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "req: not in flight (already completed and released)");
+    dtr_status_t st = dtr__progress(req, true);
+    req->ctx->busy = false;
+    return st;
+}
+
+dtr_status_t dtr_redistribute(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                              size_t in_bytes, void *out, size_t out_bytes) {
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, in, in_bytes, out, out_bytes, false, &r));
+    return dtr_request_wait(r);
+}
+
+dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *plan) {
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, NULL, 0, NULL, 0, true, &r));
+    return dtr_request_wait(r);
+}

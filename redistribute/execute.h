@@ -1,0 +1,142 @@
+/*
+ * The executor: runs a plan on this rank's local buffer, through a communication backend.
+ *
+ * A backend is a const table of operations (dtr_backend_ops_t) plus its state; the MPI
+ * backend (redistribute/mpi/dtr_mpi.h) is the embedded default. A context binds a backend to
+ * the scratch memory and the per-mesh communicators the executor reuses across calls.
+ *
+ * Every call is collective over the plan's mesh: each rank of the mesh calls it with the
+ * same plan (the same specs and strategy) and its own buffers. Before moving any data the
+ * ranks agree, in one small all-reduce, that their plans match and that every rank's
+ * arguments are good, so a rank with a wrong buffer size or a different spec makes every
+ * rank return an error instead of hanging (DTR_ERR_MISMATCH / DTR_ERR_REMOTE on the others).
+ * A rank outside the mesh takes part in nothing: it copies `in` to `out` and returns.
+ *
+ * Buffers: `in` holds this rank's block of the source spec (dtr_spec_layout: local_shape,
+ * row-major, `bytes` long); `out` receives its block of the target spec. They must not
+ * overlap. `in` is never written. On error `out` may hold partial results (its contents are
+ * unspecified) and `in` is intact; scratch memory stays with the context for reuse.
+ */
+#ifndef DTR_REDISTRIBUTE_EXECUTE_H
+#define DTR_REDISTRIBUTE_EXECUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/api.h"
+#include "core/status.h"
+#include "dtensor/dtensor.h"
+#include "redistribute/redistribute.h"
+
+/* Room a backend has for one in-flight operation's handle, owned by the executor. */
+typedef struct {
+    _Alignas(16) unsigned char bytes[160];
+} dtr_backend_req_t;
+
+/* The backend reduces P(avg) itself (otherwise the executor does SUM, then divides). */
+#define DTR_BACKEND_CAP_AVG 1u
+
+/*
+ * A backend. Groups are ordered lists of the backend's ranks; group_create is collective
+ * over exactly the ranks it lists (all call it with the same list and tag) and returns a
+ * handle the other operations take. Counts and displacements are in bytes for the moving
+ * operations and in elements for the reducing ones; arrays have one entry per group member,
+ * in group order. Operations start and return; test/wait complete them (test sets *done and
+ * may be called again until it does). Optional slots may be NULL: the executor then pads
+ * uneven pieces to equal ones (or uses all_to_allv). The executor picks an operation from
+ * facts every member shares (chunk sizes, never one rank's counts), so all members of a
+ * group always make the same call. Errors are returned with dtr's thread-local detail set.
+ */
+typedef struct dtr_backend_ops {
+    const char *name;
+    unsigned caps; /* DTR_BACKEND_CAP_* */
+    int (*rank)(void *state); /* this process's rank in the backend's world */
+    dtr_status_t (*group_create)(void *state, const int *ranks, int n, int tag, void **group);
+    void (*group_destroy)(void *state, void *group);
+    /* every member sends `bytes`; recv holds n * bytes in member order */
+    dtr_status_t (*all_gather)(void *group, const void *send, int64_t bytes, void *recv,
+                               dtr_backend_req_t *req);
+    /* optional: member k sends counts[k] bytes, placed at recv + displs[k] */
+    dtr_status_t (*all_gatherv)(void *group, const void *send, int64_t bytes, void *recv,
+                                const int64_t *counts, const int64_t *displs,
+                                dtr_backend_req_t *req);
+    /* send holds n pieces of `count` elements; member k gets the reduction of piece k */
+    dtr_status_t (*reduce_scatter)(void *group, const void *send, void *recv, int64_t count,
+                                   dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                   dtr_backend_req_t *req);
+    /* optional: pieces of counts[k] elements, back to back */
+    dtr_status_t (*reduce_scatterv)(void *group, const void *send, void *recv,
+                                    const int64_t *counts, dtr_dtype_t dtype,
+                                    dtr_reduce_op_t op, dtr_backend_req_t *req);
+    dtr_status_t (*all_reduce)(void *group, const void *send, void *recv, int64_t count,
+                               dtr_dtype_t dtype, dtr_reduce_op_t op, dtr_backend_req_t *req);
+    /* optional: every member sends `bytes` to every member, pieces in member order both ways */
+    dtr_status_t (*all_to_all)(void *group, const void *send, int64_t bytes, void *recv,
+                               dtr_backend_req_t *req);
+    dtr_status_t (*all_to_allv)(void *group, const void *send, const int64_t *send_counts,
+                                const int64_t *send_displs, void *recv,
+                                const int64_t *recv_counts, const int64_t *recv_displs,
+                                dtr_backend_req_t *req);
+    dtr_status_t (*test)(void *group, dtr_backend_req_t *req, bool *done);
+    dtr_status_t (*wait)(void *group, dtr_backend_req_t *req);
+    void (*destroy)(void *state); /* frees the state (with the context) */
+} dtr_backend_ops_t;
+
+typedef struct dtr_context dtr_context_t;
+typedef struct dtr_request dtr_request_t;
+
+/*
+ * Creates a context over a backend. The context takes ownership of `state` (freed through
+ * ops->destroy when the context is destroyed, also when this call fails). One context runs
+ * one redistribution at a time; use several to overlap several. *out written on success.
+ */
+DTR_API dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state,
+                                        dtr_context_t **out);
+
+/* Frees the context, its communicators and scratch memory. NULL is a no-op. Must not be
+ * called while a request is in flight. */
+DTR_API void dtr_context_destroy(dtr_context_t *ctx);
+
+/* The backend's name ("mpi"). */
+DTR_API const char *dtr_context_backend(const dtr_context_t *ctx);
+
+/* This process's rank in the backend's world; -1 for a NULL context. */
+DTR_API int dtr_context_rank(const dtr_context_t *ctx);
+
+/* Bytes of scratch memory the context holds now (it grows to the largest plan run). */
+DTR_API int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx);
+
+/* Runs plan on this rank: reads in_bytes from `in`, writes out_bytes to `out` (the exact
+ * sizes of this rank's source and target blocks). Blocks until done. */
+DTR_API dtr_status_t dtr_redistribute(dtr_context_t *ctx, const dtr_plan_t *plan,
+                                      const void *in, size_t in_bytes, void *out,
+                                      size_t out_bytes);
+
+/*
+ * The non-blocking form: starts the redistribution and returns a request owned by the
+ * context. The plan and both buffers must stay valid and untouched until the request
+ * completes. Progress is made inside dtr_request_test and dtr_request_wait, which also
+ * release the request when it completes (its status is their return value). DTR_ERR_BUSY
+ * if the context's request is still in flight.
+ */
+DTR_API dtr_status_t dtr_redistribute_start(dtr_context_t *ctx, const dtr_plan_t *plan,
+                                            const void *in, size_t in_bytes, void *out,
+                                            size_t out_bytes, dtr_request_t **req);
+
+/* Makes progress; *done tells whether the request completed (then it is released and the
+ * return value is its status). */
+DTR_API dtr_status_t dtr_request_test(dtr_request_t *req, bool *done);
+
+/* Completes the request and releases it; returns its status. */
+DTR_API dtr_status_t dtr_request_wait(dtr_request_t *req);
+
+/*
+ * The baseline for overhead measurements: issues the plan's collectives with the same
+ * groups, byte counts and element counts as dtr_redistribute, on the context's scratch
+ * buffers, with no packing, unpacking, local steps or argument agreement. What it computes
+ * is meaningless; how long it takes is the bare cost of the plan's communication.
+ */
+DTR_API dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *plan);
+
+#endif

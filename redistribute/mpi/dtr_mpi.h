@@ -1,0 +1,36 @@
+/*
+ * The MPI backend: dtr's embedded default engine (Open MPI on CPUs).
+ *
+ * Mesh ranks are ranks of the communicator given here. Each mesh gets one communicator per
+ * mesh dim and one over the whole mesh, built the first time a context runs a plan on it
+ * (MPI_Comm_create_group, collective over each group's ranks only, so ranks outside the mesh
+ * take no part) and kept with the context. Errors come back as DTR_ERR_BACKEND with the MPI
+ * error text: the backend's communicators use MPI_ERRORS_RETURN, and nothing aborts.
+ *
+ * Open MPI has no half types and no AVG: f16 and bf16 reduce through user MPI_Ops that
+ * combine in f32 and round once per combination (as NCCL does), and P(avg) is reduced as
+ * SUM, then divided by the executor.
+ *
+ * Operations are issued lazily: a blocking dtr_redistribute runs the plain blocking MPI
+ * collectives (Open MPI's tuned algorithms), and the non-blocking form starts the MPI_I*
+ * collectives at its first dtr_request_test. Open MPI progresses non-blocking collectives
+ * only inside MPI calls, so call dtr_request_test now and then while computing.
+ */
+#ifndef DTR_REDISTRIBUTE_MPI_DTR_MPI_H
+#define DTR_REDISTRIBUTE_MPI_DTR_MPI_H
+
+#include <mpi.h>
+
+#include "redistribute/execute.h"
+
+/* A context over comm (which the context duplicates: collective over comm; MPI must be
+ * initialised). Destroy it before MPI_Finalize. *out written only on success. */
+DTR_API dtr_status_t dtr_context_create_mpi(MPI_Comm comm, dtr_context_t **out);
+
+/* The backend's table and a fresh state over comm (duplicated, collective over comm), for
+ * callers that wrap the backend (tests that inject faults, tracing). The state is handed to
+ * dtr_context_create, which owns it from then on. */
+DTR_API const dtr_backend_ops_t *dtr_backend_mpi_ops(void);
+DTR_API dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state);
+
+#endif

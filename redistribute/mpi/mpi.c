@@ -1,0 +1,498 @@
+/* The MPI backend behind dtr_backend_ops_t (see dtr_mpi.h). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "dtensor/internal.h"
+#include "redistribute/mpi/dtr_mpi.h"
+
+/* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
+#define DTR__MPI_UNITS 13
+
+typedef struct {
+    MPI_Comm world;
+    int rank;
+    MPI_Datatype half[2];       /* f16, bf16: 2 opaque bytes each */
+    MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
+    MPI_Datatype unit[DTR__MPI_UNITS];
+} dtr__mpi_t;
+
+typedef struct {
+    dtr__mpi_t *mpi;
+    MPI_Comm comm;
+    int n;
+    int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
+} dtr__mpi_group_t;
+
+typedef enum {
+    DTR__OP_ALLGATHER = 1,
+    DTR__OP_ALLGATHERV,
+    DTR__OP_REDUCE_SCATTER_BLOCK,
+    DTR__OP_REDUCE_SCATTER,
+    DTR__OP_ALLREDUCE,
+    DTR__OP_ALLTOALL,
+    DTR__OP_ALLTOALLV,
+} dtr__mpi_kind_t;
+
+/* One operation, recorded when issued and run at the first test (non-blocking) or wait
+ * (blocking). */
+typedef struct {
+    dtr__mpi_kind_t kind;
+    bool started;
+    MPI_Request req;
+    const void *send;
+    void *recv;
+    int scount, rcount;
+    MPI_Datatype type;
+    MPI_Op op;
+    int *scounts, *sdispls, *rcounts, *rdispls;
+} dtr__mpi_req_t;
+
+_Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),
+               "dtr_backend_req_t too small for the MPI backend's request");
+
+static dtr_status_t dtr__mpi_error(int rc, const char *call) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    return dtr__error(DTR_ERR_BACKEND, "mpi", "%s: %s", call, text);
+}
+
+#define DTR__MPI(call, name)                                                             \
+    do {                                                                                 \
+        int dtr__rc = (call);                                                            \
+        if (dtr__rc != MPI_SUCCESS) return dtr__mpi_error(dtr__rc, name);               \
+    } while (0)
+
+/* ---- half-type reductions --------------------------------------------------------- */
+
+#define DTR__HALF_FN(name, dtype, op)                                                    \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) {             \
+        (void)type;                                                                      \
+        dtr__combine(dtype, op, in, inout, *len);                                        \
+    }
+DTR__HALF_FN(dtr__f16_sum, DTR_F16, DTR_REDUCE_SUM)
+DTR__HALF_FN(dtr__f16_max, DTR_F16, DTR_REDUCE_MAX)
+DTR__HALF_FN(dtr__f16_min, DTR_F16, DTR_REDUCE_MIN)
+DTR__HALF_FN(dtr__f16_prod, DTR_F16, DTR_REDUCE_PRODUCT)
+DTR__HALF_FN(dtr__bf16_sum, DTR_BF16, DTR_REDUCE_SUM)
+DTR__HALF_FN(dtr__bf16_max, DTR_BF16, DTR_REDUCE_MAX)
+DTR__HALF_FN(dtr__bf16_min, DTR_BF16, DTR_REDUCE_MIN)
+DTR__HALF_FN(dtr__bf16_prod, DTR_BF16, DTR_REDUCE_PRODUCT)
+
+static MPI_User_function *const dtr__half_fns[2][4] = {
+    {dtr__f16_sum, dtr__f16_max, dtr__f16_min, dtr__f16_prod},
+    {dtr__bf16_sum, dtr__bf16_max, dtr__bf16_min, dtr__bf16_prod},
+};
+
+/* The MPI type and op for a reduction; DTR_ERR_UNSUPPORTED for what MPI cannot reduce. */
+static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                       MPI_Datatype *type, MPI_Op *mop) {
+    int slot;
+    switch (op) {
+    case DTR_REDUCE_SUM: slot = 0; *mop = MPI_SUM; break;
+    case DTR_REDUCE_MAX: slot = 1; *mop = MPI_MAX; break;
+    case DTR_REDUCE_MIN: slot = 2; *mop = MPI_MIN; break;
+    case DTR_REDUCE_PRODUCT: slot = 3; *mop = MPI_PROD; break;
+    default:
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi",
+                          "reduce op %s: MPI has no AVG (the executor reduces it as SUM)",
+                          dtr_reduce_op_name(op) != NULL ? dtr_reduce_op_name(op) : "?");
+    }
+    switch (dtype) {
+    case DTR_F32: *type = MPI_FLOAT; break;
+    case DTR_F64: *type = MPI_DOUBLE; break;
+    case DTR_I32: *type = MPI_INT32_T; break;
+    case DTR_I64: *type = MPI_INT64_T; break;
+    case DTR_U8: *type = MPI_UINT8_T; break;
+    case DTR_F16:
+    case DTR_BF16: {
+        int h = dtype == DTR_BF16;
+        *type = m->half[h];
+        *mop = m->half_op[h][slot];
+        break;
+    }
+    default:
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "dtype %s is storage only: never reduced",
+                          dtr_dtype_name(dtype) != NULL ? dtr_dtype_name(dtype) : "?");
+    }
+    return DTR_OK;
+}
+
+/* ---- state and groups ------------------------------------------------------------- */
+
+static void dtr__mpi_destroy(void *state) {
+    dtr__mpi_t *m = state;
+    if (m == NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        for (int h = 0; h < 2; h++) {
+            if (m->half[h] != MPI_DATATYPE_NULL) MPI_Type_free(&m->half[h]);
+            for (int k = 0; k < 4; k++)
+                if (m->half_op[h][k] != MPI_OP_NULL) MPI_Op_free(&m->half_op[h][k]);
+        }
+        for (int u = 0; u < DTR__MPI_UNITS; u++)
+            if (m->unit[u] != MPI_DATATYPE_NULL) MPI_Type_free(&m->unit[u]);
+        if (m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
+    }
+    free(m);
+}
+
+dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
+    DTR_CHECK_PTR(state, __func__);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "MPI is %s: call MPI_Init first", fin ? "finalized" : "not initialised");
+    if (comm == MPI_COMM_NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "comm: MPI_COMM_NULL");
+    dtr__mpi_t *m = calloc(1, sizeof *m);
+    if (m == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "backend state");
+    m->world = MPI_COMM_NULL;
+    for (int h = 0; h < 2; h++) {
+        m->half[h] = MPI_DATATYPE_NULL;
+        for (int k = 0; k < 4; k++) m->half_op[h][k] = MPI_OP_NULL;
+    }
+    for (int u = 0; u < DTR__MPI_UNITS; u++) m->unit[u] = MPI_DATATYPE_NULL;
+    dtr_status_t st = DTR_OK;
+    int rc = MPI_Comm_dup(comm, &m->world);
+    if (rc != MPI_SUCCESS) {
+        st = dtr__mpi_error(rc, "MPI_Comm_dup");
+        goto fail;
+    }
+    MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->world, &m->rank);
+    for (int h = 0; h < 2 && st == DTR_OK; h++) {
+        rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
+        for (int k = 0; k < 4 && rc == MPI_SUCCESS; k++)
+            rc = MPI_Op_create(dtr__half_fns[h][k], 1, &m->half_op[h][k]);
+        if (rc != MPI_SUCCESS) st = dtr__mpi_error(rc, "MPI_Op_create (half types)");
+    }
+    for (int u = 1; u < DTR__MPI_UNITS && st == DTR_OK; u++) {
+        rc = MPI_Type_contiguous(1 << u, MPI_BYTE, &m->unit[u]);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->unit[u]);
+        if (rc != MPI_SUCCESS) st = dtr__mpi_error(rc, "MPI_Type_contiguous");
+    }
+    if (st != DTR_OK) goto fail;
+    m->unit[0] = MPI_DATATYPE_NULL; /* unit 1 byte is MPI_BYTE */
+    *state = m;
+    return DTR_OK;
+fail:
+    dtr__mpi_destroy(m);
+    return st;
+}
+
+static int dtr__mpi_rank(void *state) { return ((dtr__mpi_t *)state)->rank; }
+
+static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, int tag,
+                                          void **out) {
+    dtr__mpi_t *m = state;
+    dtr__mpi_group_t *g = calloc(1, sizeof *g);
+    int *ints = malloc((size_t)n * 4 * sizeof *ints);
+    if (g == NULL || ints == NULL) {
+        free(g);
+        free(ints);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "group of %d ranks", n);
+    }
+    MPI_Group world_group = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
+    int rc = MPI_Comm_group(m->world, &world_group);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_incl(world_group, n, ranks, &sub);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(m->world, sub, tag, &g->comm);
+    if (sub != MPI_GROUP_NULL) MPI_Group_free(&sub);
+    if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+    if (rc != MPI_SUCCESS) {
+        free(g);
+        free(ints);
+        int size = 0;
+        MPI_Comm_size(m->world, &size);
+        return dtr__error(DTR_ERR_BACKEND, "mpi",
+                          "MPI_Comm_create_group of %d ranks (the mesh needs ranks 0..%d of a "
+                          "communicator of %d): error %d",
+                          n, n - 1, size, rc);
+    }
+    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    g->mpi = m;
+    g->n = n;
+    g->ints = ints;
+    *out = g;
+    return DTR_OK;
+}
+
+static void dtr__mpi_group_destroy(void *state, void *group) {
+    (void)state;
+    dtr__mpi_group_t *g = group;
+    if (g == NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+    free(g->ints);
+    free(g);
+}
+
+/* ---- byte counts -------------------------------------------------------------------- */
+
+/* The type whose size divides every count and displacement, so that all fit in int. */
+static dtr_status_t dtr__mpi_unit(dtr__mpi_t *m, const int64_t *const *arrays, int narrays,
+                                  int n, const int64_t *scalars, int nscalars,
+                                  MPI_Datatype *type, int64_t *unit) {
+    int64_t big = 0, all = 0;
+    for (int a = 0; a < narrays; a++)
+        for (int k = 0; k < n; k++) {
+            all |= arrays[a][k];
+            if (arrays[a][k] > big) big = arrays[a][k];
+        }
+    for (int s = 0; s < nscalars; s++) {
+        all |= scalars[s];
+        if (scalars[s] > big) big = scalars[s];
+    }
+    int u = 0;
+    while (big / ((int64_t)1 << u) > INT_MAX && u + 1 < DTR__MPI_UNITS &&
+           (all & (((int64_t)1 << (u + 1)) - 1)) == 0)
+        u++;
+    if (big / ((int64_t)1 << u) > INT_MAX)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi",
+                          "%lld bytes in one piece: past MPI's int counts with no common "
+                          "unit of up to 4 KiB",
+                          (long long)big);
+    *type = u == 0 ? MPI_BYTE : m->unit[u];
+    *unit = (int64_t)1 << u;
+    return DTR_OK;
+}
+
+static void dtr__mpi_ints(const int64_t *v, int n, int64_t unit, int *out) {
+    for (int k = 0; k < n; k++) out[k] = (int)(v[k] / unit);
+}
+
+static dtr__mpi_req_t *dtr__req(dtr_backend_req_t *req) {
+    dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    memset(r, 0, sizeof *r);
+    r->req = MPI_REQUEST_NULL;
+    return r;
+}
+
+static dtr_status_t dtr__mpi_all_gather(void *group, const void *send, int64_t bytes, void *recv,
+                                        dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    int64_t unit;
+    DTR_CHECK(dtr__mpi_unit(g->mpi, NULL, 0, 0, &bytes, 1, &r->type, &unit));
+    r->kind = DTR__OP_ALLGATHER;
+    r->send = send;
+    r->recv = recv;
+    r->scount = r->rcount = (int)(bytes / unit);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_gatherv(void *group, const void *send, int64_t bytes, void *recv,
+                                         const int64_t *counts, const int64_t *displs,
+                                         dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    int64_t unit;
+    const int64_t *arrays[2] = {counts, displs};
+    DTR_CHECK(dtr__mpi_unit(g->mpi, arrays, 2, g->n, &bytes, 1, &r->type, &unit));
+    r->kind = DTR__OP_ALLGATHERV;
+    r->send = send;
+    r->recv = recv;
+    r->scount = (int)(bytes / unit);
+    r->rcounts = g->ints;
+    r->rdispls = g->ints + g->n;
+    dtr__mpi_ints(counts, g->n, unit, r->rcounts);
+    dtr__mpi_ints(displs, g->n, unit, r->rdispls);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_count(int64_t count) {
+    if (count > INT_MAX)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi",
+                          "%lld elements in one reduction: past MPI's int counts",
+                          (long long)count);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_reduce_scatter(void *group, const void *send, void *recv,
+                                            int64_t count, dtr_dtype_t dtype,
+                                            dtr_reduce_op_t op, dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    DTR_CHECK(dtr__mpi_count(count));
+    DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
+    r->kind = DTR__OP_REDUCE_SCATTER_BLOCK;
+    r->send = send;
+    r->recv = recv;
+    r->rcount = (int)count;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void *recv,
+                                             const int64_t *counts, dtr_dtype_t dtype,
+                                             dtr_reduce_op_t op, dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    for (int k = 0; k < g->n; k++) DTR_CHECK(dtr__mpi_count(counts[k]));
+    DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
+    r->kind = DTR__OP_REDUCE_SCATTER;
+    r->send = send;
+    r->recv = recv;
+    r->rcounts = g->ints;
+    dtr__mpi_ints(counts, g->n, 1, r->rcounts);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_reduce(void *group, const void *send, void *recv, int64_t count,
+                                        dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                        dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    DTR_CHECK(dtr__mpi_count(count));
+    DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
+    r->kind = DTR__OP_ALLREDUCE;
+    r->send = send;
+    r->recv = recv;
+    r->rcount = (int)count;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_to_all(void *group, const void *send, int64_t bytes, void *recv,
+                                        dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    int64_t unit;
+    DTR_CHECK(dtr__mpi_unit(g->mpi, NULL, 0, 0, &bytes, 1, &r->type, &unit));
+    r->kind = DTR__OP_ALLTOALL;
+    r->send = send;
+    r->recv = recv;
+    r->scount = r->rcount = (int)(bytes / unit);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_to_allv(void *group, const void *send, const int64_t *scounts,
+                                         const int64_t *sdispls, void *recv,
+                                         const int64_t *rcounts, const int64_t *rdispls,
+                                         dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    dtr__mpi_req_t *r = dtr__req(req);
+    int64_t unit;
+    const int64_t *arrays[4] = {scounts, sdispls, rcounts, rdispls};
+    DTR_CHECK(dtr__mpi_unit(g->mpi, arrays, 4, g->n, NULL, 0, &r->type, &unit));
+    r->send = send;
+    r->recv = recv;
+    /* Always the v form, even where this rank's counts look regular: another member's may
+     * not, and every member must make the same call. */
+    r->kind = DTR__OP_ALLTOALLV;
+    r->scounts = g->ints;
+    r->sdispls = g->ints + g->n;
+    r->rcounts = g->ints + 2 * g->n;
+    r->rdispls = g->ints + 3 * g->n;
+    dtr__mpi_ints(scounts, g->n, unit, r->scounts);
+    dtr__mpi_ints(sdispls, g->n, unit, r->sdispls);
+    dtr__mpi_ints(rcounts, g->n, unit, r->rcounts);
+    dtr__mpi_ints(rdispls, g->n, unit, r->rdispls);
+    return DTR_OK;
+}
+
+/* Runs the recorded operation: blocking, or started non-blocking. */
+static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool blocking) {
+    MPI_Comm c = g->comm;
+    MPI_Request *q = &r->req;
+    int rc;
+    const char *name;
+    switch (r->kind) {
+    case DTR__OP_ALLGATHER:
+        name = blocking ? "MPI_Allgather" : "MPI_Iallgather";
+        rc = blocking ? MPI_Allgather(r->send, r->scount, r->type, r->recv, r->rcount, r->type, c)
+                      : MPI_Iallgather(r->send, r->scount, r->type, r->recv, r->rcount, r->type,
+                                       c, q);
+        break;
+    case DTR__OP_ALLGATHERV:
+        name = blocking ? "MPI_Allgatherv" : "MPI_Iallgatherv";
+        rc = blocking ? MPI_Allgatherv(r->send, r->scount, r->type, r->recv, r->rcounts,
+                                       r->rdispls, r->type, c)
+                      : MPI_Iallgatherv(r->send, r->scount, r->type, r->recv, r->rcounts,
+                                        r->rdispls, r->type, c, q);
+        break;
+    case DTR__OP_REDUCE_SCATTER_BLOCK:
+        name = blocking ? "MPI_Reduce_scatter_block" : "MPI_Ireduce_scatter_block";
+        rc = blocking ? MPI_Reduce_scatter_block(r->send, r->recv, r->rcount, r->type, r->op, c)
+                      : MPI_Ireduce_scatter_block(r->send, r->recv, r->rcount, r->type, r->op, c,
+                                                  q);
+        break;
+    case DTR__OP_REDUCE_SCATTER:
+        name = blocking ? "MPI_Reduce_scatter" : "MPI_Ireduce_scatter";
+        rc = blocking ? MPI_Reduce_scatter(r->send, r->recv, r->rcounts, r->type, r->op, c)
+                      : MPI_Ireduce_scatter(r->send, r->recv, r->rcounts, r->type, r->op, c, q);
+        break;
+    case DTR__OP_ALLREDUCE:
+        name = blocking ? "MPI_Allreduce" : "MPI_Iallreduce";
+        rc = blocking ? MPI_Allreduce(r->send, r->recv, r->rcount, r->type, r->op, c)
+                      : MPI_Iallreduce(r->send, r->recv, r->rcount, r->type, r->op, c, q);
+        break;
+    case DTR__OP_ALLTOALL:
+        name = blocking ? "MPI_Alltoall" : "MPI_Ialltoall";
+        rc = blocking ? MPI_Alltoall(r->send, r->scount, r->type, r->recv, r->rcount, r->type, c)
+                      : MPI_Ialltoall(r->send, r->scount, r->type, r->recv, r->rcount, r->type,
+                                      c, q);
+        break;
+    case DTR__OP_ALLTOALLV:
+        name = blocking ? "MPI_Alltoallv" : "MPI_Ialltoallv";
+        rc = blocking ? MPI_Alltoallv(r->send, r->scounts, r->sdispls, r->type, r->recv,
+                                      r->rcounts, r->rdispls, r->type, c)
+                      : MPI_Ialltoallv(r->send, r->scounts, r->sdispls, r->type, r->recv,
+                                       r->rcounts, r->rdispls, r->type, c, q);
+        break;
+    default:
+        return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");
+    }
+    r->started = true;
+    if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, name);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *done) {
+    dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    if (!r->started) DTR_CHECK(dtr__mpi_run(group, r, false));
+    int flag = 0;
+    DTR__MPI(MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+    *done = flag != 0;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
+    dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    if (!r->started) return dtr__mpi_run(group, r, true);
+    DTR__MPI(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "MPI_Wait");
+    return DTR_OK;
+}
+
+static const dtr_backend_ops_t dtr__mpi_ops = {
+    .name = "mpi",
+    .caps = 0, /* no AVG */
+    .rank = dtr__mpi_rank,
+    .group_create = dtr__mpi_group_create,
+    .group_destroy = dtr__mpi_group_destroy,
+    .all_gather = dtr__mpi_all_gather,
+    .all_gatherv = dtr__mpi_all_gatherv,
+    .reduce_scatter = dtr__mpi_reduce_scatter,
+    .reduce_scatterv = dtr__mpi_reduce_scatterv,
+    .all_reduce = dtr__mpi_all_reduce,
+    .all_to_all = dtr__mpi_all_to_all,
+    .all_to_allv = dtr__mpi_all_to_allv,
+    .test = dtr__mpi_test,
+    .wait = dtr__mpi_wait,
+    .destroy = dtr__mpi_destroy,
+};
+
+const dtr_backend_ops_t *dtr_backend_mpi_ops(void) { return &dtr__mpi_ops; }
+
+dtr_status_t dtr_context_create_mpi(MPI_Comm comm, dtr_context_t **out) {
+    DTR_CHECK_PTR(out, __func__);
+    void *state = NULL;
+    DTR_CHECK(dtr_backend_mpi_state_create(comm, &state));
+    return dtr_context_create(&dtr__mpi_ops, state, out);
+}

@@ -1,0 +1,257 @@
+/*
+ * The executor on real MPI, random cases: every rank draws the same case from the seed
+ * (a mesh of 1 to 3 dims over up to the world's ranks, sometimes with an explicit shuffled
+ * rank list and bystanders; a shape of 1 to 3 dims with uneven and zero lengths; random
+ * placements of every kind; every dtype), plans it with both strategies, runs the plan on
+ * the test pattern and checks every element on every rank, that the input is intact and
+ * that nothing is written past the output. Cases alternate between the MPI backend as is
+ * and with its v-collectives removed (the executor pads), and between the blocking and
+ * the non-blocking calls.
+ *
+ * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S]
+ * Prints one line per failing case (with the seed and case number to rerun it) and a
+ * summary; exits non-zero on any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtr.h"
+#include "redistribute/mpi/dtr_mpi.h"
+
+#define GUARD 64
+
+static uint64_t rng_state;
+
+static uint64_t rng(void) {
+    uint64_t x = (rng_state += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static int pick(int n) { return (int)(rng() % (uint64_t)n); }
+
+typedef struct {
+    int mdims;
+    int64_t msize[3];
+    int *ranks; /* NULL: row-major */
+    int64_t nranks;
+    int ndim;
+    int64_t shape[3];
+    dtr_placement_t src[3], dst[3];
+    dtr_dtype_t dtype;
+    char text[512];
+} test_case_t;
+
+static dtr_placement_t random_placement(int ndim, dtr_reduce_op_t op) {
+    int k = pick(ndim > 0 ? 5 : 3);
+    if (k == 0) return dtr_replicate();
+    if (k == 1) return dtr_partial(op);
+    if (ndim == 0) return dtr_replicate();
+    return dtr_shard(pick(ndim));
+}
+
+static void draw(test_case_t *c, int world) {
+    memset(c, 0, sizeof *c);
+    c->mdims = 1 + pick(3);
+    int64_t total = 1;
+    for (int i = 0; i < c->mdims; i++) {
+        int64_t s = 1 + pick(4);
+        while (total * s > world) s--;
+        c->msize[i] = s;
+        total *= s;
+    }
+    c->nranks = total;
+    if (pick(3) == 0) { /* explicit ranks: a shuffled subset of the world */
+        int *all = malloc((size_t)world * sizeof *all);
+        for (int r = 0; r < world; r++) all[r] = r;
+        for (int r = world - 1; r > 0; r--) {
+            int j = pick(r + 1), t = all[r];
+            all[r] = all[j];
+            all[j] = t;
+        }
+        c->ranks = all;
+    }
+    c->ndim = 1 + pick(3);
+    for (int d = 0; d < c->ndim; d++) c->shape[d] = pick(10) == 0 ? 0 : 1 + pick(9);
+    if (pick(4) == 0) c->shape[pick(c->ndim)] *= 4;
+    dtr_reduce_op_t op = (dtr_reduce_op_t)pick(DTR_REDUCE_OP_LAST);
+    for (int i = 0; i < c->mdims; i++) {
+        c->src[i] = random_placement(c->ndim, op);
+        c->dst[i] = random_placement(c->ndim, op);
+    }
+    c->dtype = (dtr_dtype_t)pick(DTR_DTYPE_LAST);
+    char m[64], sh[64], a[128], b[128];
+    dtr_placements_format(c->src, c->mdims, a, sizeof a);
+    dtr_placements_format(c->dst, c->mdims, b, sizeof b);
+    snprintf(m, sizeof m, "%lld", (long long)c->msize[0]);
+    for (int i = 1; i < c->mdims; i++)
+        snprintf(m + strlen(m), sizeof m - strlen(m), "x%lld", (long long)c->msize[i]);
+    dtr_shape_format(c->shape, c->ndim, sh, sizeof sh);
+    snprintf(c->text, sizeof c->text, "mesh %s%s shape %s %s -> %s %s", m,
+             c->ranks ? " (shuffled ranks)" : "", sh, a, b, dtr_dtype_name(c->dtype));
+}
+
+/* The MPI backend without its v-collectives: the executor pads uneven pieces. */
+static dtr_backend_ops_t padded_ops;
+
+typedef struct {
+    int plans, failures, skipped;
+} tally_t;
+
+static void report(int rank, uint64_t seed, int index, const char *strategy, const char *how,
+                   const test_case_t *c, const char *what) {
+    printf("FAIL seed %llu case %d (%s, %s): %s: rank %d: %s\n", (unsigned long long)seed, index,
+           strategy, how, c->text, rank, what);
+    fflush(stdout);
+}
+
+static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t *src,
+                    const dtr_spec_t *dst, int rank, bool nonblocking, char *why, size_t len) {
+    dtr_layout_t sl = {0}, dl = {0};
+    bool inside = dtr_spec_layout(src, rank, &sl) == DTR_OK;
+    if (inside) dtr_spec_layout(dst, rank, &dl);
+    size_t in_bytes = inside ? (size_t)sl.bytes : 24, out_bytes = inside ? (size_t)dl.bytes : 24;
+    unsigned char *in = malloc(in_bytes + 1), *copy = malloc(in_bytes + 1);
+    unsigned char *out = malloc(out_bytes + GUARD);
+    memset(out, 0xab, out_bytes + GUARD);
+    if (inside)
+        dtr_pattern_fill(src, rank, in, in_bytes);
+    else
+        for (size_t k = 0; k < in_bytes; k++) in[k] = (unsigned char)(k * 3 + 1);
+    memcpy(copy, in, in_bytes);
+    dtr_status_t st;
+    if (nonblocking) {
+        dtr_request_t *req = NULL;
+        st = dtr_redistribute_start(ctx, plan, in, in_bytes, out, out_bytes, &req);
+        bool done = false;
+        while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    } else {
+        st = dtr_redistribute(ctx, plan, in, in_bytes, out, out_bytes);
+    }
+    int bad = 0;
+    if (st != DTR_OK) {
+        snprintf(why, len, "%s: %s", dtr_status_name(st), dtr_last_error());
+        bad = 1;
+    } else if (memcmp(in, copy, in_bytes) != 0) {
+        snprintf(why, len, "the input buffer was written");
+        bad = 1;
+    } else {
+        for (int k = 0; k < GUARD && !bad; k++)
+            if (out[out_bytes + k] != 0xab) {
+                snprintf(why, len, "wrote past the end of the output (byte %d)", k);
+                bad = 1;
+            }
+    }
+    if (!bad && inside) {
+        dtr_pattern_report_t rep;
+        st = dtr_pattern_check(src, dst, rank, out, out_bytes, &rep);
+        if (st != DTR_OK) {
+            snprintf(why, len, "check: %s", dtr_last_error());
+            bad = 1;
+        } else if (rep.mismatches > 0) {
+            snprintf(why, len, "%lld of %lld elements wrong; first at local %lld: got %.9g, want %.9g",
+                     (long long)rep.mismatches, (long long)rep.checked, (long long)rep.first,
+                     rep.got, rep.want);
+            bad = 1;
+        }
+    } else if (!bad && memcmp(out, in, in_bytes) != 0) {
+        snprintf(why, len, "a bystander's output is not its input");
+        bad = 1;
+    }
+    free(in);
+    free(copy);
+    free(out);
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int cases = 100;
+    uint64_t seed = 20261121;
+    for (int k = 1; k + 1 < argc; k += 2) {
+        if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
+        if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+    }
+    bool verbose = getenv("DTR_TEST_VERBOSE") != NULL;
+    padded_ops = *dtr_backend_mpi_ops();
+    padded_ops.name = "mpi-padded";
+    padded_ops.all_gatherv = NULL;
+    padded_ops.reduce_scatterv = NULL;
+    dtr_context_t *ctx[2] = {NULL, NULL};
+    void *state = NULL;
+    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
+        dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK) {
+        fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    tally_t t = {0};
+    int kinds[DTR_STEP_KIND_LAST] = {0};
+    for (int index = 0; index < cases; index++) {
+        rng_state = seed * 1000003ull + (uint64_t)index;
+        test_case_t c;
+        draw(&c, world);
+        dtr_mesh_t *mesh = NULL;
+        dtr_spec_t src, dst;
+        if (dtr_mesh_create(c.mdims, c.msize, c.ranks, c.ranks ? c.nranks : 0, &mesh) != DTR_OK ||
+            dtr_spec_init(&src, mesh, c.src, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK ||
+            dtr_spec_init(&dst, mesh, c.dst, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK) {
+            if (rank == 0) printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)seed, index, dtr_last_error());
+            t.failures++;
+            dtr_mesh_destroy(mesh);
+            free(c.ranks);
+            continue;
+        }
+        for (int s = 0; s < 2; s++) {
+            dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
+            dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
+            dtr_plan_t *plan = malloc(sizeof *plan);
+            dtr_status_t st = dtr_plan_create(&src, &dst, &opts, plan);
+            if (st != DTR_OK) { /* an invalid change, or compat refusing an unsafe plan */
+                t.skipped++;
+                free(plan);
+                continue;
+            }
+            for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
+            int variant = (index + s) % 4;
+            if (verbose && rank == 0) {
+                printf("case %d %s variant %d: %s\n", index, dtr_strategy_name(strategy), variant, c.text);
+                fflush(stdout);
+            }
+            bool padded = variant & 1, nonblocking = variant & 2;
+            char why[512] = "";
+            int bad = run_plan(ctx[padded], plan, &src, &dst, rank, nonblocking, why, sizeof why);
+            char how[64];
+            snprintf(how, sizeof how, "%s, %s", padded ? "padded" : "mpi",
+                     nonblocking ? "non-blocking" : "blocking");
+            if (bad) report(rank, seed, index, dtr_strategy_name(strategy), how, &c, why);
+            int any = 0;
+            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            t.plans++;
+            t.failures += any;
+            free(plan);
+        }
+        dtr_mesh_destroy(mesh);
+        free(c.ranks);
+    }
+    if (rank == 0) {
+        printf("mpi exec on %d ranks: %d cases, %d plans run, %d skipped (invalid or refused), "
+               "seed %llu\n  steps run by kind:",
+               world, cases, t.plans, t.skipped, (unsigned long long)seed);
+        for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
+            printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
+        printf("\n  plans on %d ranks: %d passed, %d failed\n", world, t.plans - t.failures,
+               t.failures);
+    }
+    dtr_context_destroy(ctx[0]);
+    dtr_context_destroy(ctx[1]);
+    MPI_Finalize();
+    return t.failures > 0 ? 1 : 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the executor's random-case test under mpirun on 2, 4 and 8 ranks.
+# Usage: mpi_exec_test.sh BINARY  (DTR_SEED overrides the seed)
+set -u
+bin=$1
+seed=${DTR_SEED:-20261121}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+fail=0
+passed=0
+failed=0
+for spec in 2:200 4:200 8:150; do
+    n=${spec%%:*}
+    cases=${spec##*:}
+    out=$(mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    rc=$?
+    echo "$out"
+    line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        echo "FAIL: mpirun -n $n mpi_exec_test --cases $cases --seed $seed (exit $rc)"
+        fail=$((fail + 1))
+    fi
+    if [ -n "$line" ]; then
+        read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+        passed=$((passed + p))
+        failed=$((failed + f))
+    fi
+done
+[ "$fail" -gt 0 ] && [ "$failed" -eq 0 ] && failed=$fail
+echo "executor plans, all runs: $passed passed, $failed failed"
+[ "$fail" -eq 0 ]
