@@ -55,6 +55,7 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
                        const dtr_spec_t *like, dtr_spec_t *out);
 
 extern const dtr_cli_command_t dtr_cli_plan;
+extern const dtr_cli_command_t dtr_cli_run;
 
 /* JSON output helpers (compact, one object per line). */
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);

@@ -1,0 +1,380 @@
+/* dtr run: a real redistribution under mpirun, verified and timed against its bare
+ * collectives. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redistribute/mpi/dtr_mpi.h"
+#include "tools/cli.h"
+
+static void dtr__run_help(FILE *out) {
+    fputs(
+        "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
+        "                [--dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
+        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
+        "\n"
+        "Runs the redistribution on the ranks of the MPI job (the MPI backend). Each rank\n"
+        "fills its source block from a deterministic global pattern (for Partial sources,\n"
+        "rank-dependent contributions whose reduction is the pattern, exact in every dtype),\n"
+        "runs the plan, and with --verify checks every element on every rank. It then times\n"
+        "the redistribution over --iters iterations, alternating with the baseline: the same\n"
+        "plan's collectives called bare on preallocated contiguous buffers of the same sizes,\n"
+        "so the executor's overhead shows as a ratio. Times are the slowest rank's, medians\n"
+        "over the iterations. Ranks of the job beyond the mesh take no part.\n"
+        "\n"
+        "  --mesh, --shape, --dtype, --ranks   as for 'dtr layout' (dtype default f32)\n"
+        "  --from LIST, --to LIST   placements, one per mesh dim\n"
+        "  --strategy S         optimal (default) or compat, as for 'dtr plan'\n"
+        "  --iters N            timed iterations (default 20; 0 skips timing)\n"
+        "  --warmup N           untimed iterations first (default 3)\n"
+        "  --verify             check every element on every rank after the first run\n"
+        "  --nonblocking        use dtr_redistribute_start and dtr_request_test\n"
+        "  --json               one JSON object on rank 0\n"
+        "  -h, --help           this help\n"
+        "\n"
+        "examples:\n"
+        "  mpirun -n 4 dtr run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify\n"
+        "  mpirun -n 4 dtr run --mesh 4 --shape 4096x1024 --from 'P' --to 'S(0)' --json\n"
+        "\n"
+        "Exit status: 0 done (and verified with --verify); 1 verification failed or a rank's\n"
+        "call failed (the first mismatching rank and index are printed); 2 bad arguments.\n"
+        "As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.\n",
+        out);
+}
+
+static int dtr__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double dtr__median(double *v, int n) {
+    if (n == 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, dtr__cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct {
+    dtr_context_t *ctx;
+    const dtr_plan_t *plan;
+    const void *in;
+    size_t in_bytes;
+    void *out;
+    size_t out_bytes;
+    bool nonblocking;
+} dtr__job_t;
+
+static dtr_status_t dtr__once(const dtr__job_t *j) {
+    if (!j->nonblocking)
+        return dtr_redistribute(j->ctx, j->plan, j->in, j->in_bytes, j->out, j->out_bytes);
+    dtr_request_t *req = NULL;
+    dtr_status_t st = dtr_redistribute_start(j->ctx, j->plan, j->in, j->in_bytes, j->out,
+                                             j->out_bytes, &req);
+    bool done = false;
+    while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    return st;
+}
+
+/* Fails every rank if any rank failed; prints each failing rank's error. */
+static int dtr__all_ok(dtr_status_t st, int rank, const char *what) {
+    int bad = st != DTR_OK, any = 0;
+    if (bad) fprintf(stderr, "dtr run: rank %d: %s: %s\n", rank, what, dtr_last_error());
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return !any;
+}
+
+/* Argument errors are the same on every rank: only rank 0 prints them. */
+static int dtr__saved_stderr = -1;
+
+static void dtr__quiet_stderr(void) {
+    fflush(stderr);
+    dtr__saved_stderr = dup(2);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+        dup2(null, 2);
+        close(null);
+    }
+}
+
+static void dtr__restore_stderr(void) {
+    if (dtr__saved_stderr < 0) return;
+    fflush(stderr);
+    dup2(dtr__saved_stderr, 2);
+    close(dtr__saved_stderr);
+    dtr__saved_stderr = -1;
+}
+
+typedef struct {
+    int64_t mismatches, checked, first;
+    double got, want;
+    int64_t global[DTR_MAX_TENSOR_DIMS];
+    int64_t input_changed;
+} dtr__verdict_t;
+
+static int dtr__run(int argc, char **argv, int rank, int world) {
+    static const struct option options[] = {
+        {"mesh", required_argument, NULL, 'm'},
+        {"shape", required_argument, NULL, 's'},
+        {"from", required_argument, NULL, 'f'},
+        {"to", required_argument, NULL, 't'},
+        {"dtype", required_argument, NULL, 'd'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"strategy", required_argument, NULL, 'S'},
+        {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"verify", no_argument, NULL, 'v'},
+        {"nonblocking", no_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    dtr_cli_spec_args_t args = {.placements_flag = "--from"};
+    const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
+    int json = 0, verify = 0, nonblocking = 0;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", options, NULL);
+        if (c == -1) break;
+        switch (c) {
+        case 'm': args.mesh = optarg; break;
+        case 's': args.shape = optarg; break;
+        case 'f': args.placements = optarg; break;
+        case 't': to = optarg; break;
+        case 'd': args.dtype = optarg; break;
+        case 'r': args.ranks = optarg; break;
+        case 'S': strategy_text = optarg; break;
+        case 'i': iters_text = optarg; break;
+        case 'w': warmup_text = optarg; break;
+        case 'v': verify = 1; break;
+        case 'n': nonblocking = 1; break;
+        case 'j': json = 1; break;
+        case 'h':
+            if (rank == 0) dtr__run_help(stdout);
+            return DTR_EXIT_OK;
+        default: return dtr_cli_option_error("run", c, argv);
+        }
+    }
+    if (optind < argc) return dtr_cli_option_error("run", 0, argv);
+    char *end;
+    long iters = strtol(iters_text, &end, 10);
+    if (*end != '\0' || iters < 0 || iters > 1000000)
+        return dtr_cli_usage_error("run", "--iters: '%s' is not a count 0..1000000", iters_text);
+    long warmup = strtol(warmup_text, &end, 10);
+    if (*end != '\0' || warmup < 0 || warmup > 1000000)
+        return dtr_cli_usage_error("run", "--warmup: '%s' is not a count 0..1000000", warmup_text);
+    dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
+    if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
+        return dtr_cli_lib_error("run", "--strategy");
+
+    dtr_mesh_t *mesh = NULL;
+    dtr_spec_t src, dst;
+    int rc = dtr_cli_build_spec("run", &args, &mesh, &src);
+    if (rc != DTR_EXIT_OK) return rc;
+    rc = dtr_cli_other_spec("run", "--to", to, &src, &dst);
+    if (rc != DTR_EXIT_OK) goto done_mesh;
+    int64_t nranks = dtr_mesh_nranks(mesh);
+    int top = -1;
+    {
+        int mdims = dtr_mesh_ndims(mesh);
+        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        for (int64_t p = 0; p < nranks; p++) {
+            int r = 0;
+            dtr_mesh_rank_at(mesh, coord, &r);
+            if (r > top) top = r;
+            for (int i = mdims - 1; i >= 0; i--) {
+                if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+                coord[i] = 0;
+            }
+        }
+    }
+    if (top >= world) {
+        rc = dtr_cli_usage_error("run",
+                                 "--mesh: the mesh uses ranks up to %d and the job has %d: run "
+                                 "under 'mpirun -n %d'",
+                                 top, world, top + 1);
+        goto done_mesh;
+    }
+    dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
+    dtr_plan_t *plan = malloc(sizeof *plan);
+    if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {
+        rc = plan == NULL ? dtr_cli_usage_error("run", "out of memory") : dtr_cli_lib_error("run", "--to");
+        if (plan != NULL && dtr_last_status() == DTR_ERR_UNSUPPORTED) rc = DTR_EXIT_FAIL;
+        free(plan);
+        goto done_mesh;
+    }
+    /* From here on errors are per rank (each prints its own); every rank learns whether any
+     * failed. */
+    dtr__restore_stderr();
+    rc = DTR_EXIT_FAIL;
+    dtr_context_t *ctx = NULL;
+    unsigned char *in = NULL, *copy = NULL, *out = NULL;
+    double *times = NULL;
+    dtr_layout_t sl = {0}, dl = {0};
+    bool inside = dtr_spec_layout(&src, rank, &sl) == DTR_OK;
+    if (inside) dtr_spec_layout(&dst, rank, &dl);
+    size_t in_bytes = (size_t)sl.bytes, out_bytes = (size_t)dl.bytes;
+    in = malloc(in_bytes + 1);
+    copy = malloc(in_bytes + 1);
+    out = malloc(out_bytes + 1);
+    times = malloc(2 * (size_t)(iters + 1) * sizeof *times);
+    dtr_status_t st = in && copy && out && times ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", rank);
+    if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    if (!dtr__all_ok(st, rank, "context")) goto done;
+    if (inside) st = dtr_pattern_fill(&src, rank, in, in_bytes);
+    if (!dtr__all_ok(st, rank, "fill")) goto done;
+    memcpy(copy, in, in_bytes);
+    dtr__job_t job = {ctx, plan, in, in_bytes, out, out_bytes, nonblocking != 0};
+    st = dtr__once(&job);
+    if (!dtr__all_ok(st, rank, "redistribute")) goto done;
+
+    dtr__verdict_t v = {0};
+    v.first = -1;
+    if (verify && inside) {
+        dtr_pattern_report_t rep;
+        st = dtr_pattern_check(&src, &dst, rank, out, out_bytes, &rep);
+        v.mismatches = rep.mismatches;
+        v.checked = rep.checked;
+        v.first = rep.first;
+        v.got = rep.got;
+        v.want = rep.want;
+        memcpy(v.global, rep.first_global, sizeof v.global);
+        v.input_changed = memcmp(in, copy, in_bytes) != 0;
+    }
+    if (!dtr__all_ok(st, rank, "check")) goto done;
+    /* Rank 0 gathers the verdicts to name the first failing rank. */
+    dtr__verdict_t *all = rank == 0 ? calloc((size_t)world, sizeof *all) : NULL;
+    MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int64_t mismatches = 0, checked = 0, changed = 0;
+    int first_bad = -1;
+    if (rank == 0) {
+        for (int r = 0; r < world; r++) {
+            mismatches += all[r].mismatches;
+            checked += all[r].checked;
+            changed += all[r].input_changed;
+            if (first_bad < 0 && (all[r].mismatches > 0 || all[r].input_changed)) first_bad = r;
+        }
+    }
+
+    for (long k = 0; k < warmup; k++) {
+        st = dtr__once(&job);
+        if (st == DTR_OK) st = dtr_redistribute_baseline(ctx, plan);
+        if (!dtr__all_ok(st, rank, "warm-up")) goto done_all;
+    }
+    for (long k = 0; k < iters; k++) {
+        double t[2], tmax[2];
+        for (int b = 0; b < 2; b++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            st = b == 0 ? dtr__once(&job) : dtr_redistribute_baseline(ctx, plan);
+            t[b] = (MPI_Wtime() - t0) * 1e6;
+            if (!dtr__all_ok(st, rank, b == 0 ? "redistribute" : "baseline")) goto done_all;
+        }
+        MPI_Allreduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        times[k] = tmax[0];
+        times[iters + k] = tmax[1];
+    }
+    double med = dtr__median(times, (int)iters), base = dtr__median(times + iters, (int)iters);
+    bool ok = !verify || (mismatches == 0 && changed == 0);
+    if (rank == 0) {
+        char shape[128], from[128], tostr[128], meshtext[64];
+        dtr_shape_format(src.shape, src.ndim, shape, sizeof shape);
+        dtr_placements_format(src.placements, dtr_mesh_ndims(mesh), from, sizeof from);
+        dtr_placements_format(dst.placements, dtr_mesh_ndims(mesh), tostr, sizeof tostr);
+        dtr_mesh_format(mesh, meshtext, sizeof meshtext);
+        if (json) {
+            printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,",
+                   verify ? (ok ? "true" : "false") : "null", (long long)mismatches,
+                   (long long)checked, changed == 0 ? "true" : "false");
+            printf("\"median_us\":%.3f,\"baseline_median_us\":%.3f,\"overhead_ratio\":%.4f,", med,
+                   base, base > 0 ? med / base : 0.0);
+            printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":{",
+                   iters, (long long)plan->recv_bytes_max);
+            int firstk = 1;
+            for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
+                const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
+                if (!info->collective) continue;
+                printf("%s\"%s\":%d", firstk ? "" : ",", info->name, plan->count[k]);
+                firstk = 0;
+            }
+            printf("},\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
+                   "\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"from\":\"%s\","
+                   "\"to\":\"%s\"",
+                   plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), world,
+                   meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
+            if (first_bad >= 0)
+                printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",
+                       first_bad, (long long)all[first_bad].first, all[first_bad].got,
+                       all[first_bad].want);
+            printf("}\n");
+        } else {
+            printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend)\n",
+                   meshtext, shape, dtr_dtype_name(src.dtype), from, tostr,
+                   dtr_strategy_name(strategy), world, dtr_context_backend(ctx));
+            printf("  %d steps:", plan->nsteps);
+            for (int k = 0; k < plan->nsteps; k++)
+                printf("%s %s", k ? "," : "", dtr_step_kind_info(plan->steps[k].kind)->name);
+            printf("; most bytes one rank receives: %lld\n", (long long)plan->recv_bytes_max);
+            if (verify && ok)
+                printf("  verified: all %lld elements on every rank match; inputs intact\n",
+                       (long long)checked);
+            if (iters > 0)
+                printf("  median of %ld iterations: %.1f us; baseline (the plan's collectives "
+                       "alone) %.1f us; overhead ratio %.3f\n",
+                       iters, med, base, base > 0 ? med / base : 0.0);
+        }
+        if (!ok) {
+            const dtr__verdict_t *b = &all[first_bad];
+            if (b->mismatches > 0)
+                fprintf(stderr,
+                        "dtr run: verification failed: %lld of %lld elements wrong; first on "
+                        "rank %d at local index %lld: got %.9g, want %.9g\n",
+                        (long long)mismatches, (long long)checked, first_bad,
+                        (long long)b->first, b->got, b->want);
+            else
+                fprintf(stderr, "dtr run: verification failed: rank %d's input was written\n",
+                        first_bad);
+        }
+    }
+    int okint = ok;
+    MPI_Bcast(&okint, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    rc = okint ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+done_all:
+    free(all);
+done:
+    dtr_context_destroy(ctx);
+    free(in);
+    free(copy);
+    free(out);
+    free(times);
+    free(plan);
+done_mesh:
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
+
+static int dtr__run_main(int argc, char **argv) {
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "dtr run: MPI_Init failed\n");
+        return DTR_EXIT_FAIL;
+    }
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (rank != 0) dtr__quiet_stderr();
+    int rc = dtr__run(argc, argv, rank, world);
+    dtr__restore_stderr();
+    MPI_Finalize();
+    return rc;
+}
+
+const dtr_cli_command_t dtr_cli_run = {
+    .name = "run",
+    .summary = "run a redistribution under mpirun: verify it and time it against its collectives",
+    .main = dtr__run_main,
+    .help = dtr__run_help,
+};
