@@ -452,6 +452,22 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
     int64_t *a[6];
     dtr_status_t st = DTR_OK;
 
+    /* An exchange in which no rank receives anything from another is a local re-slicing. */
+    bool local_exchange = s->kind == DTR_STEP_EXCHANGE && s->peers_max == 0 && s->recv_bytes_max == 0;
+    if (local_exchange) {
+        if (bare || out_numel == 0) return DTR_OK;
+        int64_t lo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+        for (int d = 0; d < nd; d++) {
+            lo[d] = ooff[d] - ioff[d];
+            if (lo[d] < 0 || lo[d] + osh[d] > ish[d])
+                return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                                  "step %d (exchange): marked local, but this rank's target "
+                                  "block is not inside its source block",
+                                  k + 1);
+        }
+        dtr__box_copy(nd, item, src, ish, lo, osh, dst, osh, zero);
+        return DTR_OK;
+    }
     if (s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_LOCAL_SCALE ||
         s->kind == DTR_STEP_LOCAL_RELABEL || n == 1) {
         if (bare) return DTR_OK;
@@ -882,7 +898,14 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     int64_t coord[DTR_MAX_MESH_DIMS];
     if (dtr_mesh_coord(plan->src.mesh, ctx->rank, coord) != DTR_OK) {
         /* A bystander: the input is the result. */
-        if (bare) return DTR_OK;
+        if (bare) {
+            memset(&ctx->req, 0, sizeof ctx->req);
+            ctx->req.ctx = ctx;
+            ctx->req.phase = DTR__PHASE_DONE;
+            ctx->busy = true;
+            *req = &ctx->req;
+            return DTR_OK;
+        }
         if (in_bytes > out_bytes)
             return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, func,
                               "out_bytes: %zu; rank %d is outside the mesh and returns its "

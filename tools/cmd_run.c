@@ -34,6 +34,8 @@ static void dtr__run_help(FILE *out) {
         "  --verify             check every element on every rank after the first run\n"
         "  --nonblocking        use dtr_redistribute_start and dtr_request_test\n"
         "  --json               one JSON object on rank 0\n"
+        "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
+        "                       checker: --verify must then fail)\n"
         "  -h, --help           this help\n"
         "\n"
         "examples:\n"
@@ -128,11 +130,13 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"verify", no_argument, NULL, 'v'},
         {"nonblocking", no_argument, NULL, 'n'},
         {"json", no_argument, NULL, 'j'},
+        {"inject-mismatch", required_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
+    const char *inject_text = NULL;
     int json = 0, verify = 0, nonblocking = 0;
     opterr = 0;
     for (;;) {
@@ -151,6 +155,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'v': verify = 1; break;
         case 'n': nonblocking = 1; break;
         case 'j': json = 1; break;
+        case 'x': inject_text = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -165,6 +170,13 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     long warmup = strtol(warmup_text, &end, 10);
     if (*end != '\0' || warmup < 0 || warmup > 1000000)
         return dtr_cli_usage_error("run", "--warmup: '%s' is not a count 0..1000000", warmup_text);
+    long inject = -1;
+    if (inject_text != NULL) {
+        inject = strtol(inject_text, &end, 10);
+        if (*end != '\0' || inject < 0 || inject >= world)
+            return dtr_cli_usage_error("run", "--inject-mismatch: '%s' is not a rank 0..%d",
+                                       inject_text, world - 1);
+    }
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("run", "--strategy");
@@ -233,6 +245,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
 
     dtr__verdict_t v = {0};
     v.first = -1;
+    if (inject == rank && out_bytes > 0) out[out_bytes - 1] ^= 0x5a; /* the checker's own test */
     if (verify && inside) {
         dtr_pattern_report_t rep;
         st = dtr_pattern_check(&src, &dst, rank, out, out_bytes, &rep);
@@ -314,7 +327,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend)\n",
                    meshtext, shape, dtr_dtype_name(src.dtype), from, tostr,
                    dtr_strategy_name(strategy), world, dtr_context_backend(ctx));
-            printf("  %d steps:", plan->nsteps);
+            printf("  %d step%s:", plan->nsteps, plan->nsteps == 1 ? "" : "s");
             for (int k = 0; k < plan->nsteps; k++)
                 printf("%s %s", k ? "," : "", dtr_step_kind_info(plan->steps[k].kind)->name);
             printf("; most bytes one rank receives: %lld\n", (long long)plan->recv_bytes_max);

@@ -9,10 +9,10 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 fail=0
 passed=0
 failed=0
-for spec in 2:200 4:200 8:150; do
+for spec in 2:400 4:400 8:300; do
     n=${spec%%:*}
     cases=${spec##*:}
-    out=$(mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    out=$(timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
     rc=$?
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs one test executable under mpirun. Usage: mpi_run.sh RANKS BINARY [ARGS...]
+set -u
+n=$1
+shift
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+# A hang must fail the test, not stall CI: 120 s is ample for every test run this way.
+exec timeout 120 mpirun --oversubscribe -n "$n" "$@"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `dtr run` under mpirun: verified runs (JSON keys, text, every dtype, bystanders,
+# non-blocking, compat), a verification failure (--inject-mismatch) and the usage errors
+# (one stderr line from rank 0 only, exit 2).
+# Usage: cli_run.sh DTR
+set -u
+dtr=$1
+pass=0
+fail=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: for errors (a stderr
+# fragment given) stderr must hold exactly one line that names it.
+check() {
+    local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
+    shift 5
+    timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    local rc=$? ok=1
+    [ "$rc" -eq "$want_rc" ] || ok=0
+    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
+    if [ -n "$want_err" ]; then
+        grep -qF -- "$want_err" "$err" || ok=0
+        [ "$(grep -c '^dtr run' "$err")" -eq 1 ] || ok=0
+    fi
+    if [ "$ok" -eq 1 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $name (exit $rc, want $want_rc)"
+        sed 's/^/  stdout: /' "$out" | head -5
+        sed 's/^/  stderr: /' "$err" | head -5
+    fi
+}
+
+check "JSON keys" 4 0 '"verified":true,"mismatches":0,' "" \
+    run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --json --iters 3
+for key in '"median_us":' '"baseline_median_us":' '"recv_bytes_per_rank_max":4096' \
+    '"collectives":{"all_gather":' '"input_intact":true'; do
+    check "JSON has $key" 4 0 "$key" "" \
+        run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --json --iters 3
+done
+check "text summary" 4 0 "verified: all 8192 elements on every rank match; inputs intact" "" \
+    run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2
+check "overhead ratio printed" 4 0 "overhead ratio" "" \
+    run --mesh 4 --shape 64x64 --from 'P' --to 'S(1)' --iters 2
+for dt in f32 f64 f16 bf16 i32 i64 u8; do
+    check "P(sum) -> S(1) in $dt" 4 0 '"verified":true' "" \
+        run --mesh 2x2 --shape 9x7 --from 'P,S(0)' --to 'S(1),R' --dtype $dt --verify --json --iters 1
+done
+for dt in f8e4m3 f8e5m2; do
+    check "S -> R in $dt (storage only)" 4 0 '"verified":true' "" \
+        run --mesh 2x2 --shape 9x7 --from 'S(0),S(1)' --to 'R,S(0)' --dtype $dt --verify --json --iters 1
+done
+check "P(avg) in bf16 through SUM then divide" 4 0 '"verified":true' "" \
+    run --mesh 4 --shape 13x3 --from 'P(avg)' --to 'R' --dtype bf16 --verify --json --iters 1
+check "R -> P(sum) divides (tolerance of one rounding)" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 5x3 --from 'R,S(1)' --to 'P,S(1)' --dtype f32 --verify --json --iters 1
+check "bystander: 5 ranks, a 2x2 mesh" 5 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 8x3 --from 'S(0),S(0)' --to 'R,S(1)' --verify --json --iters 1
+check "explicit ranks" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --ranks 3,1,0,2 --shape 8x3 --from 'S(0),S(1)' --to 'S(1),S(0)' --verify --json --iters 1
+check "non-blocking" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 33x5 --from 'S(1),P' --to 'R,S(0)' --nonblocking --verify --json --iters 1
+check "compat" 4 0 '"strategy":"compat"' "" \
+    run --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --strategy compat --verify --json --iters 1
+check "a mismatch fails verification, naming the rank and index" 4 1 "" \
+    "verification failed: 1 of 12 elements wrong; first on rank 1 at local index 2" \
+    run --mesh 4 --shape 12 --from 'R' --to 'S(0)' --verify --inject-mismatch 1 --iters 1
+check "a mesh larger than the job" 2 2 "" \
+    "dtr run: --mesh: the mesh uses ranks up to 3 and the job has 2: run under 'mpirun -n 4'" \
+    run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'R,R'
+check "bad --to" 4 2 "" "dtr run: --to:" \
+    run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'S(0),Q'
+check "S -> P refused" 4 2 "" "a Shard cannot become Partial" \
+    run --mesh 4 --shape 8 --from 'S(0)' --to 'P'
+check "bad --iters" 4 2 "" "dtr run: --iters: 'x' is not a count" \
+    run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --iters x
+check "bad --inject-mismatch" 4 2 "" "--inject-mismatch: '9' is not a rank 0..3" \
+    run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --inject-mismatch 9
+check "unknown option" 4 2 "" "dtr run:" \
+    run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --frobnicate
+check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
+echo "dtr run CLI: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
