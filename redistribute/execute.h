@@ -74,6 +74,20 @@ typedef struct dtr_backend_ops {
     /* optional: every member sends `bytes` to every member, pieces in member order both ways */
     dtr_status_t (*all_to_all)(void *group, const void *send, int64_t bytes, void *recv,
                                dtr_backend_req_t *req);
+    /*
+     * optional, strided forms for pieces that are not contiguous (a gather or scatter of a
+     * non-leading tensor dim), so the backend moves them without a pack or unpack pass:
+     * a side is `rows` rows of `block` bytes, `row` bytes apart; member k's piece starts at
+     * byte k * block of the buffer. all_gather_strided sends a contiguous rows x block.
+     * DTR_ERR_UNSUPPORTED (sizes the backend cannot describe) makes the executor stage.
+     */
+    dtr_status_t (*all_gather_strided)(void *group, const void *send, int64_t rows,
+                                       int64_t block, int64_t row, void *recv,
+                                       dtr_backend_req_t *req);
+    dtr_status_t (*all_to_all_strided)(void *group, const void *send, int64_t send_rows,
+                                       int64_t send_block, int64_t send_row, void *recv,
+                                       int64_t recv_rows, int64_t recv_block, int64_t recv_row,
+                                       dtr_backend_req_t *req);
     dtr_status_t (*all_to_allv)(void *group, const void *send, const int64_t *send_counts,
                                 const int64_t *send_displs, void *recv,
                                 const int64_t *recv_counts, const int64_t *recv_displs,

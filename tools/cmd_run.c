@@ -279,7 +279,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     }
     for (long k = 0; k < iters; k++) {
         double t[2], tmax[2];
-        for (int b = 0; b < 2; b++) {
+        for (int bb = 0; bb < 2; bb++) {
+            int b = (k % 2) ? 1 - bb : bb; /* alternate which goes first */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             st = b == 0 ? dtr__once(&job) : dtr_redistribute_baseline(ctx, plan);

@@ -17,6 +17,7 @@ typedef struct {
     MPI_Datatype half[2];       /* f16, bf16: 2 opaque bytes each */
     MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
     MPI_Datatype unit[DTR__MPI_UNITS];
+    bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
 } dtr__mpi_t;
 
 typedef struct {
@@ -34,6 +35,8 @@ typedef enum {
     DTR__OP_ALLREDUCE,
     DTR__OP_ALLTOALL,
     DTR__OP_ALLTOALLV,
+    DTR__OP_ALLGATHER_STRIDED,
+    DTR__OP_ALLTOALL_STRIDED,
 } dtr__mpi_kind_t;
 
 /* One operation, recorded when issued and run at the first test (non-blocking) or wait
@@ -46,6 +49,7 @@ typedef struct {
     void *recv;
     int scount, rcount;
     MPI_Datatype type;
+    MPI_Datatype stype, rtype; /* strided forms: freed once the operation is issued */
     MPI_Op op;
     int *scounts, *sdispls, *rcounts, *rdispls;
 } dtr__mpi_req_t;
@@ -167,6 +171,8 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     }
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->world, &m->rank);
+    const char *strided = getenv("DTR_MPI_STRIDED");
+    m->strided = strided == NULL || strcmp(strided, "0") != 0;
     for (int h = 0; h < 2 && st == DTR_OK; h++) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
@@ -273,7 +279,68 @@ static dtr__mpi_req_t *dtr__req(dtr_backend_req_t *req) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
     memset(r, 0, sizeof *r);
     r->req = MPI_REQUEST_NULL;
+    r->stype = r->rtype = MPI_DATATYPE_NULL;
     return r;
+}
+
+/* rows x block bytes, row bytes apart, with an extent of block: piece k starts at k*block. */
+static dtr_status_t dtr__mpi_strided(int64_t rows, int64_t block, int64_t row, MPI_Datatype *out) {
+    if (rows > INT_MAX || block > INT_MAX)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided piece of %lld rows of %lld bytes",
+                          (long long)rows, (long long)block);
+    MPI_Datatype v;
+    DTR__MPI(MPI_Type_create_hvector((int)rows, (int)block, (MPI_Aint)row, MPI_BYTE, &v),
+             "MPI_Type_create_hvector");
+    int rc = MPI_Type_create_resized(v, 0, (MPI_Aint)block, out);
+    MPI_Type_free(&v);
+    if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, "MPI_Type_create_resized");
+    DTR__MPI(MPI_Type_commit(out), "MPI_Type_commit");
+    return DTR_OK;
+}
+
+static void dtr__mpi_free_types(dtr__mpi_req_t *r) {
+    if (r->stype != MPI_DATATYPE_NULL) MPI_Type_free(&r->stype);
+    if (r->rtype != MPI_DATATYPE_NULL) MPI_Type_free(&r->rtype);
+}
+
+static dtr_status_t dtr__mpi_all_gather_strided(void *group, const void *send, int64_t rows,
+                                                int64_t block, int64_t row, void *recv,
+                                                dtr_backend_req_t *req) {
+    if (!((dtr__mpi_group_t *)group)->mpi->strided)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
+    dtr__mpi_req_t *r = dtr__req(req);
+    DTR_CHECK(dtr__mpi_strided(rows, block, row, &r->rtype));
+    /* the send side: rows pieces of block bytes, back to back */
+    int rc = MPI_Type_contiguous((int)block, MPI_BYTE, &r->stype);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&r->stype);
+    if (rc != MPI_SUCCESS) {
+        dtr__mpi_free_types(r);
+        return dtr__mpi_error(rc, "MPI_Type_contiguous");
+    }
+    r->kind = DTR__OP_ALLGATHER_STRIDED;
+    r->send = send;
+    r->recv = recv;
+    r->scount = (int)rows;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, int64_t srows,
+                                                int64_t sblock, int64_t srow, void *recv,
+                                                int64_t rrows, int64_t rblock, int64_t rrow,
+                                                dtr_backend_req_t *req) {
+    if (!((dtr__mpi_group_t *)group)->mpi->strided)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
+    dtr__mpi_req_t *r = dtr__req(req);
+    DTR_CHECK(dtr__mpi_strided(srows, sblock, srow, &r->stype));
+    dtr_status_t st = dtr__mpi_strided(rrows, rblock, rrow, &r->rtype);
+    if (st != DTR_OK) {
+        dtr__mpi_free_types(r);
+        return st;
+    }
+    r->kind = DTR__OP_ALLTOALL_STRIDED;
+    r->send = send;
+    r->recv = recv;
+    return DTR_OK;
 }
 
 static dtr_status_t dtr__mpi_all_gather(void *group, const void *send, int64_t bytes, void *recv,
@@ -446,9 +513,21 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                       : MPI_Ialltoallv(r->send, r->scounts, r->sdispls, r->type, r->recv,
                                        r->rcounts, r->rdispls, r->type, c, q);
         break;
+    case DTR__OP_ALLGATHER_STRIDED:
+        name = blocking ? "MPI_Allgather (strided)" : "MPI_Iallgather (strided)";
+        rc = blocking ? MPI_Allgather(r->send, r->scount, r->stype, r->recv, 1, r->rtype, c)
+                      : MPI_Iallgather(r->send, r->scount, r->stype, r->recv, 1, r->rtype, c, q);
+        break;
+    case DTR__OP_ALLTOALL_STRIDED:
+        name = blocking ? "MPI_Alltoall (strided)" : "MPI_Ialltoall (strided)";
+        rc = blocking ? MPI_Alltoall(r->send, 1, r->stype, r->recv, 1, r->rtype, c)
+                      : MPI_Ialltoall(r->send, 1, r->stype, r->recv, 1, r->rtype, c, q);
+        break;
     default:
         return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");
     }
+    /* MPI lets a type be freed while an operation using it is pending. */
+    dtr__mpi_free_types(r);
     r->started = true;
     if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, name);
     return DTR_OK;
@@ -483,6 +562,8 @@ static const dtr_backend_ops_t dtr__mpi_ops = {
     .all_reduce = dtr__mpi_all_reduce,
     .all_to_all = dtr__mpi_all_to_all,
     .all_to_allv = dtr__mpi_all_to_allv,
+    .all_gather_strided = dtr__mpi_all_gather_strided,
+    .all_to_all_strided = dtr__mpi_all_to_all_strided,
     .test = dtr__mpi_test,
     .wait = dtr__mpi_wait,
     .destroy = dtr__mpi_destroy,
