@@ -325,7 +325,11 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
             if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
         }
         if (isinf(bw)) bw = m->bandwidth_gbps[0];
-        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3);
+        /* Pieces of an exchange are boxes of the blocks: the executor packs what it sends
+         * and unpacks what it receives (its own piece included), two local passes that the
+         * per-mesh-dim collectives, which move whole rows, do not make. */
+        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3) +
+                     (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
         break;
     }
     case DTR_STEP_LOCAL_CHUNK:

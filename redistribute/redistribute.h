@@ -64,8 +64,8 @@ DTR_API dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out);
  * rounds * alpha_us[i] + (bytes a rank receives) / bandwidth_gbps[i]; rounds is n-1 for
  * all-gather and reduce-scatter, 2(n-1) for all-reduce, and the peers that send something
  * for all-to-all. An exchange costs (peers) * max alpha + bytes / min bandwidth over the
- * mesh dims it spans. Local steps cost
- * (bytes written) / local_gbps.
+ * mesh dims it spans, plus its pack and unpack passes, (bytes sent + output and staging) /
+ * local_gbps. Local steps cost (bytes written) / local_gbps.
  */
 typedef struct {
     double alpha_us[DTR_MAX_MESH_DIMS];
