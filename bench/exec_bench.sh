@@ -40,7 +40,8 @@ for n in $ranks; do
             json=$(mpirun --oversubscribe -n "$n" "$dtr" run --mesh "$mesh" --shape "${rows}x1024" \
                 --from "$from" --to "$to" --iters "$iters" --warmup 2 --json)
             steps=$(grep -oE '"steps":[0-9]+' <<<"$json" | cut -d: -f2)
-            kinds=$(grep -oE '"collectives":\{[^}]*\}' <<<"$json" | sed -E 's/"collectives":\{//; s/\}//; s/"([a-z_]+)":0,?//g; s/"([a-z_]+)":([0-9]+)/\1 \2/g; s/,/, /g')
+            kinds=$(grep -oE '"collectives":\{[^}]*\}' <<<"$json" | grep -oE '"[a-z_]+":[1-9][0-9]*' |
+                sed -E 's/"([a-z_]+)":([0-9]+)/\1 x\2/' | paste -sd, - | sed 's/,/, /g')
             printf '| %s | %s -> %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$from" "$to" "$mesh" \
                 "$mib" "$kinds" "$(field median_us "$json")" "$(field baseline_median_us "$json")" \
                 "$(field overhead_ratio "$json")" >>"$tmp"

@@ -69,6 +69,8 @@ struct dtr_request {
     bool bare;
     dtr__phase_t phase;
     int step;
+    int last_real;   /* the last step that is not a no-op; -1 if none */
+    const void *cur; /* where the block is now: in, or a step buffer */
     bool in_flight;
     void *group;
     dtr_backend_req_t breq;
@@ -422,6 +424,14 @@ static bool dtr__all_equal(const int64_t *v, int64_t n) {
     return true;
 }
 
+/* A step that leaves every rank's block as it is. */
+static bool dtr__noop(const dtr_request_t *r, int k) {
+    const dtr_step_t *s = &r->plan->steps[k];
+    if (s->kind == DTR_STEP_LOCAL_RELABEL) return true;
+    if (s->mesh_dim >= 0) return r->pctx.msize[s->mesh_dim] == 1;
+    return dtr_mesh_nranks(r->pctx.mesh) == 1;
+}
+
 /* Starts step r->step: local steps complete here; collectives leave r->in_flight set. */
 static dtr_status_t dtr__step_start(dtr_request_t *r) {
     dtr_context_t *ctx = r->ctx;
@@ -436,15 +446,19 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
     dtr__layout(pc, s->before, r->m->coord, ish, ioff);
     dtr__layout(pc, s->after, r->m->coord, osh, ooff);
     int64_t in_numel = dtr__prod(ish, 0, nd), out_numel = dtr__prod(osh, 0, nd);
-    const void *src = k == 0 ? r->in : ctx->buf[(k - 1) % 2];
+    /* Steps that change nothing (a mesh dim of one rank, a relabel) pass the current
+     * buffer on; the last step that changes something writes the output. */
+    if (!r->bare && (k > r->last_real || dtr__noop(r, k))) return DTR_OK;
+    const void *src = r->cur;
     void *dst;
-    if (k == plan->nsteps - 1) {
+    if (k == r->last_real) {
         dst = r->out;
     } else {
-        DTR_CHECK(dtr__reserve(&ctx->buf[k % 2], &ctx->buf_cap[k % 2], out_numel * item,
-                               "step buffer"));
-        dst = ctx->buf[k % 2];
+        int b = r->cur == ctx->buf[0] ? 1 : 0;
+        DTR_CHECK(dtr__reserve(&ctx->buf[b], &ctx->buf_cap[b], out_numel * item, "step buffer"));
+        dst = ctx->buf[b];
     }
+    r->cur = dst; /* where the data is once this step completes */
     int i = s->mesh_dim;
     int64_t n = i >= 0 ? pc->msize[i] : dtr_mesh_nranks(pc->mesh);
     int64_t ci = i >= 0 ? r->m->coord[i] : 0;
@@ -852,7 +866,7 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
             }
         }
         if (r->phase == DTR__PHASE_STEPS) {
-            if (r->plan->nsteps == 0 && !r->bare && r->in_bytes > 0)
+            if (r->step == 0 && r->last_real < 0 && !r->bare && r->in_bytes > 0)
                 memcpy(r->out, r->in, r->in_bytes); /* nothing changes: the block is the input */
             while (!r->in_flight && r->step < r->plan->nsteps) {
                 dtr_status_t st = dtr__step_start(r);
@@ -955,7 +969,11 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     r->out = out;
     r->in_bytes = in_bytes;
     r->bare = bare;
+    r->cur = in;
     dtr__ctx_init(&r->pctx, &plan->src, &plan->cost);
+    r->last_real = -1;
+    for (int k = 0; k < plan->nsteps; k++)
+        if (!dtr__noop(r, k)) r->last_real = k;
     DTR_CHECK(dtr__mesh_entry(ctx, plan->src.mesh, coord, &r->m));
     if (!bare) {
         dtr_layout_t sl, dl;
