@@ -1,0 +1,133 @@
+/* Element value helpers: half-type conversions (checked against the compiler's _Float16 and
+ * an independent round-to-nearest-even for bf16), division and pairwise reduction. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dtensor/internal.h"
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t rng_state = 20261121;
+static uint32_t rng32(void) {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 32);
+}
+
+Test(dtype_values, f16_every_pattern_round_trips) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = dtr__f16_to_f32((uint16_t)h);
+        _Float16 ref;
+        uint16_t rb = (uint16_t)h;
+        memcpy(&ref, &rb, 2);
+        if (isnan(f)) {
+            cr_expect(isnan((float)ref), "0x%04x", h);
+            cr_expect(isnan(dtr__f16_to_f32(dtr__f32_to_f16(f))), "NaN 0x%04x stays NaN", h);
+            continue;
+        }
+        cr_expect_eq(bits(f), bits((float)ref), "f16 0x%04x widens to %a, compiler %a", h, f,
+                     (float)ref);
+        cr_expect_eq(dtr__f32_to_f16(f), h, "f16 0x%04x round trip gives 0x%04x", h,
+                     dtr__f32_to_f16(f));
+    }
+}
+
+Test(dtype_values, f32_to_f16_matches_the_compiler) {
+    /* random floats of every exponent, plus the edges: ties, overflow, subnormals */
+    float edges[] = {65504.0f, 65519.99f, 65520.0f, 1e9f, -65520.0f, 0x1p-24f, 0x1p-25f,
+                     0x1.8p-25f, 0x1p-26f, 0x1p-14f, 0x1.ffcp-15f, 2049.0f, 2051.0f,
+                     -0.0f, 0.0f, INFINITY, -INFINITY, 1.0009765625f, 1.00048828125f};
+    uint32_t n = 1000000;
+    for (uint32_t k = 0; k < n + sizeof edges / sizeof edges[0]; k++) {
+        float f = k < n ? from_bits(rng32()) : edges[k - n];
+        if (isnan(f)) continue;
+        _Float16 ref = (_Float16)f;
+        uint16_t rb;
+        memcpy(&rb, &ref, 2);
+        uint16_t got = dtr__f32_to_f16(f);
+        if (got != rb) {
+            cr_expect_fail("f32 %a (0x%08x): dtr 0x%04x, compiler 0x%04x (seed 20261121, draw %u)", f,
+                           bits(f), got, rb, k);
+            return;
+        }
+    }
+}
+
+/* bf16 by a different route: the two neighbours, compared in double, ties to even. */
+static uint16_t bf16_reference(float f) {
+    uint32_t u = bits(f);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    double x = f, a = dtr__bf16_to_f32(lo), b = isinf(dtr__bf16_to_f32(hi)) && !isinf(f)
+                                                   ? (double)(signbit(f) ? -0x1p128 : 0x1p128)
+                                                   : dtr__bf16_to_f32(hi);
+    double da = fabs(x - a), db = fabs(x - b);
+    if (da < db) return lo;
+    if (db < da) return hi;
+    return (lo & 1) ? hi : lo;
+}
+
+Test(dtype_values, bf16_rounds_to_nearest_even) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = dtr__bf16_to_f32((uint16_t)h);
+        if (isnan(f)) {
+            cr_expect(isnan(dtr__bf16_to_f32(dtr__f32_to_bf16(f))));
+            continue;
+        }
+        cr_expect_eq(dtr__f32_to_bf16(f), h, "bf16 0x%04x round trip", h);
+    }
+    for (uint32_t k = 0; k < 1000000; k++) {
+        float f = from_bits(rng32());
+        if (isnan(f) || isinf(f)) continue;
+        uint16_t got = dtr__f32_to_bf16(f), want = bf16_reference(f);
+        if (got != want) {
+            cr_expect_fail("f32 %a: dtr 0x%04x, reference 0x%04x (seed 20261121, draw %u)", f, got,
+                           want, k);
+            return;
+        }
+    }
+}
+
+Test(dtype_values, divide_in_the_dtype) {
+    uint16_t h[2] = {dtr__f32_to_f16(10.0f), dtr__f32_to_f16(1.0f)};
+    dtr__divide(DTR_F16, h, h, 2, 4);
+    cr_expect_eq(dtr__f16_to_f32(h[0]), 2.5f);
+    cr_expect_eq(dtr__f16_to_f32(h[1]), 0.25f);
+    int32_t i[3] = {7, -7, 8}, o[3];
+    dtr__divide(DTR_I32, i, o, 3, 2);
+    cr_expect(o[0] == 3 && o[1] == -3 && o[2] == 4, "C truncation: %d %d %d", o[0], o[1], o[2]);
+    cr_expect(i[0] == 7 && i[1] == -7, "the source is not written when apart");
+    float f[1] = {1.0f};
+    dtr__divide(DTR_F32, f, f, 1, 3);
+    cr_expect_eq(bits(f[0]), bits(1.0f / 3.0f), "one correctly rounded division");
+}
+
+Test(dtype_values, combine_pairs) {
+    int64_t a[3] = {-5, INT64_MAX, 3}, b[3] = {-9, 1, -4};
+    dtr__combine(DTR_I64, DTR_REDUCE_MAX, a, b, 1);
+    cr_expect_eq(b[0], -5, "signed max of negatives");
+    dtr__combine(DTR_I64, DTR_REDUCE_SUM, a + 1, b + 1, 1);
+    cr_expect_eq(b[1], INT64_MIN, "sum wraps");
+    dtr__combine(DTR_I64, DTR_REDUCE_MIN, a + 2, b + 2, 1);
+    cr_expect_eq(b[2], -4);
+    uint16_t x[2] = {dtr__f32_to_bf16(3.0f), dtr__f32_to_bf16(0.5f)};
+    uint16_t y[2] = {dtr__f32_to_bf16(4.0f), dtr__f32_to_bf16(8.0f)};
+    dtr__combine(DTR_BF16, DTR_REDUCE_PRODUCT, x, y, 2);
+    cr_expect(dtr__bf16_to_f32(y[0]) == 12.0f && dtr__bf16_to_f32(y[1]) == 4.0f);
+    uint16_t p[1] = {dtr__f32_to_f16(2048.0f)}, q[1] = {dtr__f32_to_f16(1.0f)};
+    dtr__combine(DTR_F16, DTR_REDUCE_SUM, p, q, 1);
+    cr_expect_eq(dtr__f16_to_f32(q[0]), 2048.0f, "2049 rounds to even in f16, once");
+    uint8_t u[1] = {200}, v[1] = {100};
+    dtr__combine(DTR_U8, DTR_REDUCE_SUM, u, v, 1);
+    cr_expect_eq(v[0], 44, "u8 wraps");
+}
