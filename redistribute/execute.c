@@ -179,6 +179,21 @@ static void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *
     }
 }
 
+/* The box where block a (offset aoff, shape ash) meets block b: its corner relative to a
+ * in lo, its extent in ext; returns its element count (0 when they do not meet). */
+static int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const int64_t *boff,
+                         const int64_t *bsh, int64_t *lo, int64_t *ext) {
+    int64_t count = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t b0 = aoff[d] > boff[d] ? aoff[d] : boff[d];
+        int64_t b1 = aoff[d] + ash[d] < boff[d] + bsh[d] ? aoff[d] + ash[d] : boff[d] + bsh[d];
+        ext[d] = b1 > b0 ? b1 - b0 : 0;
+        lo[d] = b0 - aoff[d];
+        count *= ext[d];
+    }
+    return count;
+}
+
 /* 64-bit FNV-1a over what ranks must agree on. */
 static uint64_t dtr__fnv(uint64_t h, int64_t v) {
     for (int b = 0; b < 8; b++) {
@@ -711,14 +726,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
                     /* send: my "before" block ∩ the peer's "after" block */
                     dtr__layout(pc, s->after, pcoord, ps, po);
-                    int64_t cnt = item;
-                    for (int d = 0; d < nd; d++) {
-                        int64_t b0 = ioff[d] > po[d] ? ioff[d] : po[d];
-                        int64_t b1 = ioff[d] + ish[d] < po[d] + ps[d] ? ioff[d] + ish[d] : po[d] + ps[d];
-                        ext[d] = b1 > b0 ? b1 - b0 : 0;
-                        lo[d] = b0 - ioff[d];
-                        cnt *= ext[d];
-                    }
+                    int64_t cnt = item * dtr__meet(nd, ioff, ish, po, ps, lo, ext);
                     sc[p] = cnt;
                     if (pass == 1 && cnt > 0 && !bare) {
                         int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
@@ -727,13 +735,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                     }
                     /* receive: the peer's "before" block ∩ my "after" block */
                     dtr__layout(pc, s->before, pcoord, ps, po);
-                    cnt = item;
-                    for (int d = 0; d < nd; d++) {
-                        int64_t b0 = ooff[d] > po[d] ? ooff[d] : po[d];
-                        int64_t b1 = ooff[d] + osh[d] < po[d] + ps[d] ? ooff[d] + osh[d] : po[d] + ps[d];
-                        cnt *= b1 > b0 ? b1 - b0 : 0;
-                    }
-                    rc[p] = cnt;
+                    rc[p] = item * dtr__meet(nd, ooff, osh, po, ps, lo, ext);
                 }
                 sd[p] = at_s;
                 rd[p] = at_r;
@@ -786,13 +788,7 @@ static void dtr__exchange_unpack(dtr_request_t *r) {
             int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS], cnt = item;
             int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
             dtr__layout(pc, s->before, pcoord, ps, po);
-            for (int d = 0; d < nd; d++) {
-                int64_t b0 = ooff[d] > po[d] ? ooff[d] : po[d];
-                int64_t b1 = ooff[d] + osh[d] < po[d] + ps[d] ? ooff[d] + osh[d] : po[d] + ps[d];
-                ext[d] = b1 > b0 ? b1 - b0 : 0;
-                lo[d] = b0 - ooff[d];
-                cnt *= ext[d];
-            }
+            cnt *= dtr__meet(nd, ooff, osh, po, ps, lo, ext);
             if (cnt > 0)
                 dtr__box_copy(nd, item, (char *)r->ctx->stage_recv + at, ext, zero, ext,
                               r->pend.dst, osh, lo);
