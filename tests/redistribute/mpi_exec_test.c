@@ -193,7 +193,8 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     tally_t t = {0};
-    int kinds[DTR_STEP_KIND_LAST] = {0};
+    int kinds[DTR_STEP_KIND_LAST] = {0}, dtypes[DTR_DTYPE_LAST] = {0}, mdims[4] = {0};
+    int partial_ops[DTR_REDUCE_OP_LAST] = {0};
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
         test_case_t c;
@@ -220,6 +221,13 @@ int main(int argc, char **argv) {
                 continue;
             }
             for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
+            dtypes[c.dtype]++;
+            mdims[c.mdims]++;
+            for (int i = 0; i < c.mdims; i++)
+                if (c.src[i].kind == DTR_PARTIAL) {
+                    partial_ops[c.src[i].op]++;
+                    break;
+                }
             int variant = (index + s) % 4;
             if (verbose && rank == 0) {
                 printf("case %d %s variant %d: %s\n", index, dtr_strategy_name(strategy), variant, c.text);
@@ -247,6 +255,12 @@ int main(int argc, char **argv) {
                world, cases, t.plans, t.skipped, (unsigned long long)seed);
         for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
             printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
+        printf("\n  plans by dtype:");
+        for (int k = 0; k < DTR_DTYPE_LAST; k++) printf(" %s %d", dtr_dtype_name((dtr_dtype_t)k), dtypes[k]);
+        printf("\n  plans by mesh dims: 1-d %d, 2-d %d, 3-d %d; Partial sources by op:", mdims[1],
+               mdims[2], mdims[3]);
+        for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
+            printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
         printf("\n  plans on %d ranks: %d passed, %d failed\n", world, t.plans - t.failures,
                t.failures);
     }
