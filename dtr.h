@@ -8,6 +8,7 @@
  *   redistribute/redistribute.h  plans: steps, strategies, cost model, cache
  *   redistribute/execute.h       the executor: backends, contexts, dtr_redistribute
  *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
+ *   autograd/autograd.h          backward plans of redistributions
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -16,6 +17,7 @@
 #ifndef DTR_H
 #define DTR_H
 
+#include "autograd/autograd.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"

@@ -16,6 +16,7 @@ typedef struct {
     dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
     int dtype;
     int strategy;
+    int backward;
     dtr_cost_model_t cost;
 } dtr__cache_key_t;
 
@@ -98,6 +99,7 @@ dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
     memcpy(key.shape, src->shape, (size_t)src->ndim * sizeof(int64_t));
     key.dtype = (int)src->dtype;
     key.strategy = opts != NULL ? (int)opts->strategy : DTR_STRATEGY_OPTIMAL;
+    key.backward = opts != NULL && opts->backward;
     if (opts != NULL && opts->cost != NULL)
         key.cost = *opts->cost;
     else
@@ -125,7 +127,8 @@ dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
         pthread_mutex_unlock(&cache->lock);
     }
 
-    dtr_plan_options_t o = {.strategy = (dtr_strategy_t)key.strategy, .cost = &key.cost};
+    dtr_plan_options_t o = {.strategy = (dtr_strategy_t)key.strategy, .cost = &key.cost,
+                            .backward = key.backward != 0};
     dtr_plan_t plan;
     DTR_CHECK(dtr_plan_create(src, dst, &o, &plan));
     pthread_mutex_lock(&cache->lock);

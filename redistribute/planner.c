@@ -119,7 +119,7 @@ static dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, co
 
 /* The checks every strategy shares; fills ctx. */
 static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
-                                    const char *func) {
+                                    bool backward, const char *func) {
     DTR_CHECK(dtr__check_spec(src, "src", func));
     DTR_CHECK(dtr__check_spec(dst, "dst", func));
     if (!dtr_mesh_equal(src->mesh, dst->mesh))
@@ -151,6 +151,8 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
                               "mesh dim %d: %s -> %s: a Shard cannot become Partial in a forward "
                               "redistribution",
                               i, a, b);
+        if (f.kind == DTR_REPLICATE && t.kind == DTR_PARTIAL && backward)
+            continue; /* a pass-through: nothing is divided */
         if (f.kind == DTR_REPLICATE && t.kind == DTR_PARTIAL && t.op == DTR_REDUCE_PRODUCT)
             return dtr__error(DTR_ERR_UNSUPPORTED, func,
                               "mesh dim %d: %s -> %s: no partition of a value into a product is "
@@ -172,7 +174,8 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
 dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                              const dtr_plan_options_t *opts, dtr_plan_t *out) {
     DTR_CHECK_PTR(out, __func__);
-    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    bool backward = opts != NULL && opts->backward;
+    DTR_CHECK(dtr__check_pair(src, dst, backward, __func__));
     dtr_strategy_t strategy = opts != NULL ? opts->strategy : DTR_STRATEGY_OPTIMAL;
     if ((unsigned)strategy >= DTR_STRATEGY_LAST)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
@@ -208,6 +211,20 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     } else {
         DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
     }
+    plan.backward = backward;
+    if (backward) {
+        /* R -> P(sum) keeps its values: its scale step becomes a relabel, which costs nothing. */
+        for (int k = 0; k < plan.nsteps; k++) {
+            dtr_step_t *s = &plan.steps[k];
+            if (s->kind != DTR_STEP_LOCAL_SCALE) continue;
+            plan.time_us -= s->time_us;
+            plan.count[DTR_STEP_LOCAL_SCALE]--;
+            plan.count[DTR_STEP_LOCAL_RELABEL]++;
+            s->kind = DTR_STEP_LOCAL_RELABEL;
+            s->scale = 1.0;
+            s->time_us = 0;
+        }
+    }
     if (DTR_LOG_TRACE <= dtr__log_level()) dtr_plan_print(&plan, stderr);
     *out = plan;
     return DTR_OK;
@@ -217,7 +234,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
                                         dtr_plan_t *out, bool *safe) {
     DTR_CHECK_PTR(out, __func__);
     DTR_CHECK_PTR(safe, __func__);
-    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    DTR_CHECK(dtr__check_pair(src, dst, false, __func__));
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
@@ -246,7 +263,7 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
 
 dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst, int64_t *bytes) {
     DTR_CHECK_PTR(bytes, __func__);
-    DTR_CHECK(dtr__check_pair(src, dst, __func__));
+    DTR_CHECK(dtr__check_pair(src, dst, false, __func__));
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, src, NULL); /* the bound needs no cost model */
     *bytes = dtr__lower_bound(&ctx, src->placements, dst->placements);

@@ -31,7 +31,7 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     int m = dtr_mesh_ndims(plan->src.mesh);
     dtr__placements_text(plan->src.placements, m, from, sizeof from);
     dtr__placements_text(plan->dst.placements, m, to, sizeof to);
-    fprintf(out, "plan %s", dtr_strategy_name(plan->strategy));
+    fprintf(out, "plan %s%s", plan->backward ? "(backward) " : "", dtr_strategy_name(plan->strategy));
     if (plan->strategy == DTR_STRATEGY_OPTIMAL && plan->chosen_by != NULL)
         fprintf(out, " (best candidate: %s)", plan->chosen_by);
     fprintf(out, ": mesh %s, shape %s %s, %s -> %s\n", mesh, shape,
@@ -70,6 +70,7 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     DTR_CHECK_PTR(plan, __func__);
     DTR_CHECK_PTR(out, __func__);
     fprintf(out, "{\"strategy\":\"%s\",", dtr_strategy_name(plan->strategy));
+    if (plan->backward) fputs("\"backward\":true,", out);
     if (plan->chosen_by != NULL) fprintf(out, "\"chosen_by\":\"%s\",", plan->chosen_by);
     fputs("\"steps\":[", out);
     for (int k = 0; k < plan->nsteps; k++) {

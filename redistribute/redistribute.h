@@ -121,11 +121,16 @@ typedef struct {
     int64_t peak_extra_bytes;       /* most extra memory one rank needs at any step */
     double time_us;                 /* modeled: the sum over steps */
     const char *chosen_by;          /* optimal: which candidate won ("greedy", ...) */
+    bool backward;                  /* planned with opts->backward */
 } dtr_plan_t;
 
 typedef struct {
     dtr_strategy_t strategy;
     const dtr_cost_model_t *cost; /* NULL: dtr_cost_model_from_env() */
+    /* A backward (gradient) plan: R -> P is a pass-through that keeps the values (no
+     * division by the mesh dim size, as in PyTorch's backward), so it is also allowed for
+     * integer dtypes and P(product). autograd/autograd.h builds such plans. */
+    bool backward;
 } dtr_plan_options_t;
 
 /*

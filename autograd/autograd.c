@@ -1,0 +1,50 @@
+/* The backward rule for redistributions (see autograd.h). */
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "core/internal.h"
+
+dtr_status_t dtr_backward_placements(const dtr_placement_t *src, const dtr_placement_t *grad,
+                                     int n, dtr_placement_t *out) {
+    DTR_CHECK_PTR(src, __func__);
+    DTR_CHECK_PTR(grad, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (n < 1 || n > DTR_MAX_MESH_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "n: %d, must be 1..%d", n,
+                          DTR_MAX_MESH_DIMS);
+    dtr_placement_t res[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < n; i++) {
+        if (dtr_placement_validate(src[i]) != DTR_OK)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "src[%d]: not a placement", i);
+        if (dtr_placement_validate(grad[i]) != DTR_OK)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "grad[%d]: not a placement", i);
+        res[i] = src[i].kind == DTR_PARTIAL && grad[i].kind != DTR_PARTIAL ? dtr_replicate()
+                                                                           : src[i];
+    }
+    memcpy(out, res, (size_t)n * sizeof *out);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_spec_t *grad,
+                               const dtr_plan_options_t *opts, dtr_plan_t *out) {
+    DTR_CHECK_PTR(forward_src, __func__);
+    DTR_CHECK_PTR(grad, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (forward_src->mesh == NULL || grad->mesh == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "%s: not initialised by dtr_spec_init",
+                          forward_src->mesh == NULL ? "forward_src" : "grad");
+    int n = dtr_mesh_ndims(forward_src->mesh);
+    if (!dtr_mesh_equal(forward_src->mesh, grad->mesh))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "grad: its mesh differs from forward_src's");
+    dtr_placement_t target[DTR_MAX_MESH_DIMS];
+    DTR_CHECK(dtr_backward_placements(forward_src->placements, grad->placements, n, target));
+    dtr_spec_t dst;
+    DTR_CHECK(dtr_spec_init(&dst, forward_src->mesh, target, n, forward_src->shape,
+                            forward_src->ndim, grad->dtype));
+    dtr_plan_options_t o = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = NULL};
+    if (opts != NULL) o = *opts;
+    o.backward = true;
+    return dtr_plan_create(grad, &dst, &o, out);
+}

@@ -1,0 +1,40 @@
+/*
+ * Autograd rules for redistributions (issue 5, first part: the backward plan).
+ *
+ * The backward of a redistribution src -> dst takes the gradient, which arrives in some
+ * placements `grad` (usually dst's), back to src's placements, with two exceptions that
+ * PyTorch DTensor also makes:
+ *   - where src is Partial and the gradient is not, the target is Replicate: a Partial
+ *     gradient would only force a reduction later (the gradient of a sum is the same
+ *     everywhere);
+ *   - R -> P in a backward plan is a pass-through: the values are kept, not divided by the
+ *     mesh dim's size (dtr_plan_options_t.backward).
+ * A backward plan is an ordinary dtr_plan_t: it can be printed, costed, cached and run by
+ * the executor.
+ */
+#ifndef DTR_AUTOGRAD_AUTOGRAD_H
+#define DTR_AUTOGRAD_AUTOGRAD_H
+
+#include "core/api.h"
+#include "core/status.h"
+#include "placement/placement.h"
+#include "redistribute/redistribute.h"
+
+/* The placements the gradient is redistributed to: src's, with Partial replaced by
+ * Replicate wherever grad is not Partial. n placements (1..DTR_MAX_MESH_DIMS) each; out
+ * written only on success. */
+DTR_API dtr_status_t dtr_backward_placements(const dtr_placement_t *src,
+                                             const dtr_placement_t *grad, int n,
+                                             dtr_placement_t *out);
+
+/*
+ * The backward plan of a forward redistribution from `forward_src`: the gradient `grad`
+ * (its spec: the mesh and shape of forward_src, its own placements and dtype) goes to
+ * dtr_backward_placements(forward_src, grad). opts as for dtr_plan_create (NULL: optimal);
+ * its `backward` field is set for you. The target spec is the plan's dst (it borrows the
+ * mesh). *out written only on success.
+ */
+DTR_API dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_spec_t *grad,
+                                       const dtr_plan_options_t *opts, dtr_plan_t *out);
+
+#endif
