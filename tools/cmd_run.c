@@ -33,6 +33,9 @@ static void dtr__run_help(FILE *out) {
         "  --warmup N           untimed iterations first (default 3)\n"
         "  --verify             check every element on every rank after the first run\n"
         "  --nonblocking        use dtr_redistribute_start and dtr_request_test\n"
+        "  --backward           also run the backward plan: a gradient arriving in the --to\n"
+        "                       placements goes back to --from's (Partial becomes R); with\n"
+        "                       --verify its values are checked too\n"
         "  --json               one JSON object on rank 0\n"
         "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
         "                       checker: --verify must then fail)\n"
@@ -131,13 +134,14 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"nonblocking", no_argument, NULL, 'n'},
         {"json", no_argument, NULL, 'j'},
         {"inject-mismatch", required_argument, NULL, 'x'},
+        {"backward", no_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL;
-    int json = 0, verify = 0, nonblocking = 0;
+    int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
@@ -156,6 +160,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'n': nonblocking = 1; break;
         case 'j': json = 1; break;
         case 'x': inject_text = optarg; break;
+        case 'b': backward = 1; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -272,6 +277,42 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         }
     }
 
+    /* The backward plan: a gradient in dst's placements goes back to src's (autograd.h). */
+    dtr_plan_t *bplan = NULL;
+    int64_t bwd_bad = 0, bwd_checked = 0;
+    if (backward) {
+        bplan = malloc(sizeof *bplan);
+        st = bplan != NULL ? dtr_plan_backward(&src, &dst, &opts, bplan) : DTR_ERR_OUT_OF_MEMORY;
+        if (!dtr__all_ok(st, rank, "backward plan")) goto done_all;
+        dtr_layout_t gl = {0}, tl = {0};
+        if (inside) {
+            dtr_spec_layout(&dst, rank, &gl);
+            dtr_spec_layout(&bplan->dst, rank, &tl);
+        }
+        unsigned char *gin = malloc((size_t)gl.bytes + 1), *gcopy = malloc((size_t)gl.bytes + 1);
+        unsigned char *gout = malloc((size_t)tl.bytes + 1);
+        st = gin && gcopy && gout ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+        if (st == DTR_OK && inside) st = dtr_pattern_fill(&dst, rank, gin, (size_t)gl.bytes);
+        if (st == DTR_OK) {
+            memcpy(gcopy, gin, (size_t)gl.bytes);
+            st = dtr_redistribute(ctx, bplan, gin, (size_t)gl.bytes, gout, (size_t)tl.bytes);
+        }
+        int64_t v2[2] = {0, 0}, sum2[2];
+        if (st == DTR_OK && verify && inside) {
+            dtr_pattern_report_t rep;
+            st = dtr_pattern_check(&dst, &bplan->dst, rank, gout, (size_t)tl.bytes, &rep);
+            v2[0] = rep.mismatches + (memcmp(gin, gcopy, (size_t)gl.bytes) != 0);
+            v2[1] = rep.checked;
+        }
+        free(gin);
+        free(gcopy);
+        free(gout);
+        if (!dtr__all_ok(st, rank, "backward")) goto done_all;
+        MPI_Allreduce(v2, sum2, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        bwd_bad = sum2[0];
+        bwd_checked = sum2[1];
+    }
+
     for (long k = 0; k < warmup; k++) {
         st = dtr__once(&job);
         if (st == DTR_OK) st = dtr_redistribute_baseline(ctx, plan);
@@ -292,7 +333,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         times[iters + k] = tmax[1];
     }
     double med = dtr__median(times, (int)iters), base = dtr__median(times + iters, (int)iters);
-    bool ok = !verify || (mismatches == 0 && changed == 0);
+    bool fwd_ok = !verify || (mismatches == 0 && changed == 0);
+    bool ok = fwd_ok && (!verify || bwd_bad == 0);
     if (rank == 0) {
         char shape[128], from[128], tostr[128], meshtext[64];
         dtr_shape_format(src.shape, src.ndim, shape, sizeof shape);
@@ -319,6 +361,29 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    "\"to\":\"%s\"",
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), world,
                    meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
+            if (bplan != NULL) {
+                char bp[128];
+                dtr_placements_format(bplan->dst.placements, dtr_mesh_ndims(mesh), bp, sizeof bp);
+                printf(",\"backward\":{\"placements\":[");
+                for (int i = 0; i < dtr_mesh_ndims(mesh); i++) {
+                    char one[DTR_PLACEMENT_TEXT_MAX];
+                    dtr_placement_format(bplan->dst.placements[i], one, sizeof one);
+                    printf("%s\"%s\"", i ? "," : "", one);
+                }
+                printf("],\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"steps\":%d,"
+                       "\"collectives\":{",
+                       verify ? (bwd_bad == 0 ? "true" : "false") : "null", (long long)bwd_bad,
+                       (long long)bwd_checked, bplan->nsteps);
+                int firstb = 1;
+                for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
+                    const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
+                    if (!info->collective) continue;
+                    printf("%s\"%s\":%d", firstb ? "" : ",", info->name, bplan->count[k]);
+                    firstb = 0;
+                }
+                printf("}}");
+                (void)bp;
+            }
             if (first_bad >= 0)
                 printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",
                        first_bad, (long long)all[first_bad].first, all[first_bad].got,
@@ -335,12 +400,26 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             if (verify && ok)
                 printf("  verified: all %lld elements on every rank match; inputs intact\n",
                        (long long)checked);
+            if (bplan != NULL) {
+                char bp[128], gp[128];
+                dtr_placements_format(bplan->dst.placements, dtr_mesh_ndims(mesh), bp, sizeof bp);
+                dtr_placements_format(dst.placements, dtr_mesh_ndims(mesh), gp, sizeof gp);
+                printf("  backward: gradient %s -> %s, %d step%s", gp, bp, bplan->nsteps,
+                       bplan->nsteps == 1 ? "" : "s");
+                if (verify && bwd_bad == 0)
+                    printf("; verified: all %lld elements match", (long long)bwd_checked);
+                printf("\n");
+            }
             if (iters > 0)
                 printf("  median of %ld iterations: %.1f us; baseline (the plan's collectives "
                        "alone) %.1f us; overhead ratio %.3f\n",
                        iters, med, base, base > 0 ? med / base : 0.0);
         }
-        if (!ok) {
+        if (fwd_ok && !ok)
+            fprintf(stderr, "dtr run: backward verification failed: %lld elements wrong or "
+                            "inputs written\n",
+                    (long long)bwd_bad);
+        if (!fwd_ok) {
             const dtr__verdict_t *b = &all[first_bad];
             if (b->mismatches > 0)
                 fprintf(stderr,
@@ -358,6 +437,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     rc = okint ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done_all:
     free(all);
+    free(bplan);
 done:
     dtr_context_destroy(ctx);
     free(in);

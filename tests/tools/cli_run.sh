@@ -66,6 +66,14 @@ check "non-blocking" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 33x5 --from 'S(1),P' --to 'R,S(0)' --nonblocking --verify --json --iters 1
 check "compat" 4 0 '"strategy":"compat"' "" \
     run --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --strategy compat --verify --json --iters 1
+check "backward: a Partial source gets a Replicate gradient" 4 0 \
+    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":1,' "" \
+    run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --json --iters 1
+check "backward: a Partial gradient is reduced" 4 0 \
+    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0}}' "" \
+    run --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --verify --json --iters 1
+check "backward text" 4 0 "backward: gradient R,S(1) -> R,S(0), 1 step; verified: all 96 elements match" "" \
+    run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --iters 1
 check "a mismatch fails verification, naming the rank and index" 4 1 "" \
     "verification failed: 1 of 12 elements wrong; first on rank 1 at local index 2" \
     run --mesh 4 --shape 12 --from 'R' --to 'S(0)' --verify --inject-mismatch 1 --iters 1
