@@ -48,3 +48,16 @@ dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_spec_t *
     o.backward = true;
     return dtr_plan_create(grad, &dst, &o, out);
 }
+
+dtr_status_t dtr_divide_factors(int64_t n, double *pre, double *post) {
+    DTR_CHECK_PTR(pre, __func__);
+    DTR_CHECK_PTR(post, __func__);
+    if (n < 1)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "n: %lld, need at least 1 worker",
+                          (long long)n);
+    int64_t f = 1;
+    while (n % f == 0 && n / f > f) f *= 2;
+    *pre = (double)f;
+    *post = (double)n / (double)f;
+    return DTR_OK;
+}

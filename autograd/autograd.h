@@ -37,4 +37,12 @@ DTR_API dtr_status_t dtr_backward_placements(const dtr_placement_t *src,
 DTR_API dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_spec_t *grad,
                                        const dtr_plan_options_t *opts, dtr_plan_t *out);
 
+/*
+ * Gradient reduction's pre/post divide factors for n workers (DESIGN.md): f = 1; while
+ * n % f == 0 and n / f > f: f *= 2. pre = f, post = n / f, so pre * post = n and neither
+ * factor alone overflows fp16 as dividing by n after the sum could. n = 12 gives 4 and 3;
+ * n = 6 gives 4 and 1.5 (post may be fractional). n >= 1; outputs written on success.
+ */
+DTR_API dtr_status_t dtr_divide_factors(int64_t n, double *pre, double *post);
+
 #endif

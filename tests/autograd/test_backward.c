@@ -196,3 +196,21 @@ Test(backward, random_plans_move_the_gradient_exactly) {
     }
     cr_expect_gt(checked, 1000, "only %d of 2000 cases were valid", checked);
 }
+
+Test(gradient_reduction, divide_factors) {
+    /* n, pre, post: DESIGN.md's examples and the first few */
+    static const double table[][3] = {{1, 1, 1},   {2, 2, 1},   {4, 2, 2},  {6, 4, 1.5},
+                                      {8, 4, 2},   {12, 4, 3},  {16, 4, 4}, {32, 8, 4},
+                                      {64, 8, 8},  {3, 2, 1.5}, {5, 2, 2.5}, {1024, 32, 32}};
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++) {
+        double pre = -1, post = -1;
+        cr_assert_eq(dtr_divide_factors((int64_t)table[k][0], &pre, &post), DTR_OK);
+        cr_expect(pre == table[k][1] && post == table[k][2], "n=%g: pre %g post %g, want %g %g",
+                  table[k][0], pre, post, table[k][1], table[k][2]);
+    }
+    double pre = 7, post = 7;
+    cr_expect_eq(dtr_divide_factors(0, &pre, &post), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "n: 0, need at least 1 worker") != NULL);
+    cr_expect(pre == 7 && post == 7, "outputs untouched on error");
+    cr_expect_eq(dtr_divide_factors(4, NULL, &post), DTR_ERR_INVALID_ARGUMENT);
+}
