@@ -47,7 +47,6 @@ typedef enum { DTR__PHASE_AGREE = 0, DTR__PHASE_STEPS, DTR__PHASE_DONE } dtr__ph
 
 /* What the step in flight still has to do when its operation completes. */
 typedef struct {
-    int kind;             /* dtr_step_kind_t */
     void *dst;            /* the step's output block */
     int64_t out_numel;
     int64_t n;            /* group size */
@@ -480,7 +479,6 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
     void *group = i >= 0 ? r->m->dim_group[i] : r->m->all;
     dtr__pending_t *pend = &r->pend;
     memset(pend, 0, sizeof *pend);
-    pend->kind = s->kind;
     pend->dst = dst;
     pend->out_numel = out_numel;
     pend->n = n;
@@ -504,10 +502,12 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         dtr__box_copy(nd, item, src, ish, lo, osh, dst, osh, zero);
         return DTR_OK;
     }
+    /* Local steps. (Steps over one rank and relabels never get here unless bare: they are
+     * no-ops, skipped above.) */
     if (s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_LOCAL_SCALE ||
         s->kind == DTR_STEP_LOCAL_RELABEL || n == 1) {
         if (bare) return DTR_OK;
-        if (s->kind == DTR_STEP_LOCAL_CHUNK && n > 1) {
+        if (s->kind == DTR_STEP_LOCAL_CHUNK) {
             int d = s->tensor_dim;
             int64_t size, off;
             dtr_chunk(ish[d], n, ci, &size, &off);
@@ -515,11 +515,10 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                        dtr__prod(ish, d + 1, nd) * item);
         } else if (s->kind == DTR_STEP_LOCAL_SCALE) {
             dtr__divide(plan->src.dtype, src, dst, in_numel, n);
-        } else if (s->kind == DTR_STEP_EXCHANGE && n == 1) {
-            memcpy(dst, src, (size_t)(in_numel * item)); /* one rank holds everything */
         } else {
-            /* relabel, or a collective over one rank: the block is unchanged */
-            memcpy(dst, src, (size_t)(in_numel * item));
+            return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                              "step %d (%s): a no-op step was not skipped", k + 1,
+                              dtr_step_kind_info(s->kind)->name);
         }
         return DTR_OK;
     }

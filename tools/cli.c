@@ -132,3 +132,25 @@ void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n) {
     }
     fputc(']', out);
 }
+
+bool dtr_cli_spec_option(int c, const char *value, dtr_cli_spec_args_t *args) {
+    switch (c) {
+    case 'm': args->mesh = value; return true;
+    case 's': args->shape = value; return true;
+    case 'd': args->dtype = value; return true;
+    case 'r': args->ranks = value; return true;
+    default: return false;
+    }
+}
+
+void dtr_cli_json_collectives(FILE *out, const dtr_plan_t *plan) {
+    const char *sep = "";
+    fputc('{', out);
+    for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
+        const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
+        if (!info->collective) continue;
+        fprintf(out, "%s\"%s\":%d", sep, info->name, plan->count[k]);
+        sep = ",";
+    }
+    fputc('}', out);
+}

@@ -3,6 +3,7 @@
 #ifndef DTR_TOOLS_CLI_H
 #define DTR_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "dtr.h"
@@ -44,6 +45,13 @@ typedef struct {
     const char *ranks;
 } dtr_cli_spec_args_t;
 
+/* getopt_long entries for the spec flags every command takes (placements differ per
+ * command), and the switch arm that stores them: true if c was one of them. */
+#define DTR_CLI_SPEC_OPTIONS                                                              \
+    {"mesh", required_argument, NULL, 'm'}, {"shape", required_argument, NULL, 's'},      \
+        {"dtype", required_argument, NULL, 'd'}, {"ranks", required_argument, NULL, 'r'}
+bool dtr_cli_spec_option(int c, const char *value, dtr_cli_spec_args_t *args);
+
 /* Builds a mesh and spec from the flags; on failure prints the one-line error and returns
  * DTR_EXIT_USAGE with *mesh NULL. The caller destroys *mesh. */
 int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
@@ -60,5 +68,7 @@ extern const dtr_cli_command_t dtr_cli_run;
 /* JSON output helpers (compact, one object per line). */
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);
 void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n);
+/* {"all_gather":1,...}: a plan's steps that communicate, by kind. */
+void dtr_cli_json_collectives(FILE *out, const dtr_plan_t *plan);
 
 #endif

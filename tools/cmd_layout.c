@@ -112,11 +112,8 @@ static void dtr__print_json(FILE *out, const dtr_spec_t *spec) {
 
 static int dtr__layout_main(int argc, char **argv) {
     static const struct option options[] = {
-        {"mesh", required_argument, NULL, 'm'},
-        {"shape", required_argument, NULL, 's'},
+        DTR_CLI_SPEC_OPTIONS,
         {"placements", required_argument, NULL, 'p'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"ranks", required_argument, NULL, 'r'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -128,14 +125,11 @@ static int dtr__layout_main(int argc, char **argv) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
         if (c == -1) break;
         switch (c) {
-        case 'm': args.mesh = optarg; break;
-        case 's': args.shape = optarg; break;
         case 'p': args.placements = optarg; break;
-        case 'd': args.dtype = optarg; break;
-        case 'r': args.ranks = optarg; break;
         case 'j': json = 1; break;
         case 'h': dtr__layout_help(stdout); return DTR_EXIT_OK;
-        default: /* ':' or '?' */
+        default: /* a spec flag, or ':' / '?' */
+            if (dtr_cli_spec_option(c, optarg, &args)) break;
             return dtr_cli_option_error("layout", c, argv);
         }
     }

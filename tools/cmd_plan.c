@@ -100,12 +100,9 @@ static void dtr__json_string(FILE *out, const char *s) {
 
 static int dtr__plan_main(int argc, char **argv) {
     static const struct option options[] = {
-        {"mesh", required_argument, NULL, 'm'},
-        {"shape", required_argument, NULL, 's'},
+        DTR_CLI_SPEC_OPTIONS,
         {"from", required_argument, NULL, 'f'},
         {"to", required_argument, NULL, 't'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"ranks", required_argument, NULL, 'r'},
         {"strategy", required_argument, NULL, 'S'},
         {"compare", no_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},
@@ -123,12 +120,8 @@ static int dtr__plan_main(int argc, char **argv) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
         if (c == -1) break;
         switch (c) {
-        case 'm': args.mesh = optarg; break;
-        case 's': args.shape = optarg; break;
         case 'f': args.placements = optarg; break;
         case 't': to = optarg; break;
-        case 'd': args.dtype = optarg; break;
-        case 'r': args.ranks = optarg; break;
         case 'S': strategy_text = optarg; break;
         case 'c': compare = 1; break;
         case 'j': json = 1; break;
@@ -136,7 +129,8 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'b': bw = optarg; break;
         case 'l': local = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
-        default: /* ':' or '?' */
+        default: /* a spec flag, or ':' / '?' */
+            if (dtr_cli_spec_option(c, optarg, &args)) break;
             return dtr_cli_option_error("plan", c, argv);
         }
     }

@@ -121,12 +121,9 @@ typedef struct {
 
 static int dtr__run(int argc, char **argv, int rank, int world) {
     static const struct option options[] = {
-        {"mesh", required_argument, NULL, 'm'},
-        {"shape", required_argument, NULL, 's'},
+        DTR_CLI_SPEC_OPTIONS,
         {"from", required_argument, NULL, 'f'},
         {"to", required_argument, NULL, 't'},
-        {"dtype", required_argument, NULL, 'd'},
-        {"ranks", required_argument, NULL, 'r'},
         {"strategy", required_argument, NULL, 'S'},
         {"iters", required_argument, NULL, 'i'},
         {"warmup", required_argument, NULL, 'w'},
@@ -147,12 +144,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
         if (c == -1) break;
         switch (c) {
-        case 'm': args.mesh = optarg; break;
-        case 's': args.shape = optarg; break;
         case 'f': args.placements = optarg; break;
         case 't': to = optarg; break;
-        case 'd': args.dtype = optarg; break;
-        case 'r': args.ranks = optarg; break;
         case 'S': strategy_text = optarg; break;
         case 'i': iters_text = optarg; break;
         case 'w': warmup_text = optarg; break;
@@ -164,7 +157,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
-        default: return dtr_cli_option_error("run", c, argv);
+        default: /* a spec flag, or ':' / '?' */
+            if (dtr_cli_spec_option(c, optarg, &args)) break;
+            return dtr_cli_option_error("run", c, argv);
         }
     }
     if (optind < argc) return dtr_cli_option_error("run", 0, argv);
@@ -347,42 +342,23 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    (long long)checked, changed == 0 ? "true" : "false");
             printf("\"median_us\":%.3f,\"baseline_median_us\":%.3f,\"overhead_ratio\":%.4f,", med,
                    base, base > 0 ? med / base : 0.0);
-            printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":{",
-                   iters, (long long)plan->recv_bytes_max);
-            int firstk = 1;
-            for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
-                const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
-                if (!info->collective) continue;
-                printf("%s\"%s\":%d", firstk ? "" : ",", info->name, plan->count[k]);
-                firstk = 0;
-            }
-            printf("},\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
+            printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":", iters,
+                   (long long)plan->recv_bytes_max);
+            dtr_cli_json_collectives(stdout, plan);
+            printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
                    "\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"from\":\"%s\","
                    "\"to\":\"%s\"",
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), world,
                    meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
             if (bplan != NULL) {
-                char bp[128];
-                dtr_placements_format(bplan->dst.placements, dtr_mesh_ndims(mesh), bp, sizeof bp);
-                printf(",\"backward\":{\"placements\":[");
-                for (int i = 0; i < dtr_mesh_ndims(mesh); i++) {
-                    char one[DTR_PLACEMENT_TEXT_MAX];
-                    dtr_placement_format(bplan->dst.placements[i], one, sizeof one);
-                    printf("%s\"%s\"", i ? "," : "", one);
-                }
-                printf("],\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"steps\":%d,"
-                       "\"collectives\":{",
+                printf(",\"backward\":{\"placements\":");
+                dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
+                printf(",\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"steps\":%d,"
+                       "\"collectives\":",
                        verify ? (bwd_bad == 0 ? "true" : "false") : "null", (long long)bwd_bad,
                        (long long)bwd_checked, bplan->nsteps);
-                int firstb = 1;
-                for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
-                    const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
-                    if (!info->collective) continue;
-                    printf("%s\"%s\":%d", firstb ? "" : ",", info->name, bplan->count[k]);
-                    firstb = 0;
-                }
-                printf("}}");
-                (void)bp;
+                dtr_cli_json_collectives(stdout, bplan);
+                printf("}");
             }
             if (first_bad >= 0)
                 printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",

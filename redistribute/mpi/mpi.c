@@ -343,17 +343,23 @@ static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, i
     return DTR_OK;
 }
 
-static dtr_status_t dtr__mpi_all_gather(void *group, const void *send, int64_t bytes, void *recv,
-                                        dtr_backend_req_t *req) {
+/* Records an operation where every member moves `bytes` to or from every member. */
+static dtr_status_t dtr__mpi_equal(dtr__mpi_kind_t kind, void *group, const void *send,
+                                   int64_t bytes, void *recv, dtr_backend_req_t *req) {
     dtr__mpi_group_t *g = group;
     dtr__mpi_req_t *r = dtr__req(req);
     int64_t unit;
     DTR_CHECK(dtr__mpi_unit(g->mpi, NULL, 0, 0, &bytes, 1, &r->type, &unit));
-    r->kind = DTR__OP_ALLGATHER;
+    r->kind = kind;
     r->send = send;
     r->recv = recv;
     r->scount = r->rcount = (int)(bytes / unit);
     return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_all_gather(void *group, const void *send, int64_t bytes, void *recv,
+                                        dtr_backend_req_t *req) {
+    return dtr__mpi_equal(DTR__OP_ALLGATHER, group, send, bytes, recv, req);
 }
 
 static dtr_status_t dtr__mpi_all_gatherv(void *group, const void *send, int64_t bytes, void *recv,
@@ -428,15 +434,7 @@ static dtr_status_t dtr__mpi_all_reduce(void *group, const void *send, void *rec
 
 static dtr_status_t dtr__mpi_all_to_all(void *group, const void *send, int64_t bytes, void *recv,
                                         dtr_backend_req_t *req) {
-    dtr__mpi_group_t *g = group;
-    dtr__mpi_req_t *r = dtr__req(req);
-    int64_t unit;
-    DTR_CHECK(dtr__mpi_unit(g->mpi, NULL, 0, 0, &bytes, 1, &r->type, &unit));
-    r->kind = DTR__OP_ALLTOALL;
-    r->send = send;
-    r->recv = recv;
-    r->scount = r->rcount = (int)(bytes / unit);
-    return DTR_OK;
+    return dtr__mpi_equal(DTR__OP_ALLTOALL, group, send, bytes, recv, req);
 }
 
 static dtr_status_t dtr__mpi_all_to_allv(void *group, const void *send, const int64_t *scounts,
