@@ -9,6 +9,7 @@
  *   redistribute/execute.h       the executor: backends, contexts, dtr_redistribute
  *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *   autograd/autograd.h          backward plans of redistributions
+ *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -18,6 +19,7 @@
 #define DTR_H
 
 #include "autograd/autograd.h"
+#include "autograd/grad.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"

@@ -177,6 +177,50 @@ void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, i
     }
 }
 
+void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
+    int64_t k;
+    float fd = (float)d;
+    switch (dtype) {
+    case DTR_F32:
+        for (k = 0; k < count; k++) ((float *)buf)[k] /= fd;
+        break;
+    case DTR_F64:
+        for (k = 0; k < count; k++) ((double *)buf)[k] /= d;
+        break;
+    case DTR_F16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)buf)[k] = dtr__f32_to_f16(dtr__f16_to_f32(((uint16_t *)buf)[k]) / fd);
+        break;
+    case DTR_BF16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)buf)[k] = dtr__f32_to_bf16(dtr__bf16_to_f32(((uint16_t *)buf)[k]) / fd);
+        break;
+    default:
+        for (k = 0; k < count; k++) dtr__store(dtype, buf, k, dtr__load(dtype, buf, k) / d);
+        break;
+    }
+}
+
+void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype, void *dst,
+                  int64_t count) {
+    int64_t k;
+    if (src_dtype == dst_dtype) {
+        if (src != dst) memmove(dst, src, (size_t)count * (size_t)dtr_dtype_info(src_dtype)->size);
+        return;
+    }
+    if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
+        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
+    } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
+        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_bf16(((const float *)src)[k]);
+    } else if (src_dtype == DTR_F16 && dst_dtype == DTR_F32) {
+        for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
+    } else if (src_dtype == DTR_BF16 && dst_dtype == DTR_F32) {
+        for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__bf16_to_f32(((const uint16_t *)src)[k]);
+    } else {
+        for (k = 0; k < count; k++) dtr__store(dst_dtype, dst, k, dtr__load(src_dtype, src, k));
+    }
+}
+
 #define DTR__COMBINE(a, b, op)                                                            \
     ((op) == DTR_REDUCE_MAX   ? ((a) > (b) ? (a) : (b))                                   \
      : (op) == DTR_REDUCE_MIN ? ((a) < (b) ? (a) : (b))                                   \

@@ -26,6 +26,15 @@ void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v);
  * f32; integers truncate, as C division does). src may equal dst. */
 void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, int64_t n);
 
+/* buf[k] /= d for count elements of a float dtype (d may be fractional: 1.5), in the
+ * dtype's own arithmetic as dtr__divide: f32 and halves divide in f32 and round once. */
+void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d);
+
+/* dst[k] = src[k] converted between dtypes (float dtypes; halves rounded to nearest even). src and dst must not overlap, unless the
+ * dtypes are equal. */
+void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype, void *dst,
+                  int64_t count);
+
 /* inout[k] = inout[k] op in[k], the way a backend without native half types reduces:
  * halves combine in f32 and round once per combination. */
 void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *inout,

@@ -1050,3 +1050,174 @@ dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *pla
     DTR_CHECK(dtr__start(ctx, plan, NULL, 0, NULL, 0, true, &r));
     return dtr_request_wait(r);
 }
+
+/* ---- collectives on a mesh's groups ----------------------------------------------- */
+
+#define DTR__TAG_MASK 0x4d20
+
+static dtr_status_t dtr__check_dims(const dtr_mesh_t *mesh, unsigned dims, const char *func) {
+    if (mesh == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "mesh: must not be NULL");
+    int nd = dtr_mesh_ndims(mesh);
+    if ((dims >> nd) != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "dims: 0x%x names a mesh dim past the %d of this mesh", dims, nd);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_mesh_group_size(const dtr_mesh_t *mesh, unsigned dims, int64_t *n) {
+    DTR_CHECK_PTR(n, __func__);
+    DTR_CHECK(dtr__check_dims(mesh, dims, __func__));
+    int64_t size = 1;
+    for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+        if (dims & (1u << i)) size *= dtr_mesh_size(mesh, i);
+    *n = size;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_mesh_group_index(const dtr_mesh_t *mesh, unsigned dims, int rank,
+                                  int64_t *index) {
+    DTR_CHECK_PTR(index, __func__);
+    DTR_CHECK(dtr__check_dims(mesh, dims, __func__));
+    int64_t coord[DTR_MAX_MESH_DIMS], k = 0;
+    if (dtr_mesh_coord(mesh, rank, coord) != DTR_OK)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "rank: %d is not on the mesh",
+                          rank);
+    for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+        if (dims & (1u << i)) k = k * dtr_mesh_size(mesh, i) + coord[i];
+    *index = k;
+    return DTR_OK;
+}
+
+/* This rank's group for `dims`: NULL for a group of one. */
+static dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    const char *func, void **group, int64_t *n) {
+    int64_t coord[DTR_MAX_MESH_DIMS], c[DTR_MAX_MESH_DIMS];
+    int nd = dtr_mesh_ndims(mesh);
+    if (dtr_mesh_coord(mesh, ctx->rank, coord) != DTR_OK)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "mesh: rank %d (this process) is not on the mesh", ctx->rank);
+    DTR_CHECK(dtr_mesh_group_size(mesh, dims, n));
+    *group = NULL;
+    if (*n == 1) return DTR_OK;
+    int *ranks = malloc((size_t)*n * sizeof *ranks);
+    if (ranks == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "rank list of %lld", (long long)*n);
+    memcpy(c, coord, sizeof c);
+    for (int i = 0; i < nd; i++)
+        if (dims & (1u << i)) c[i] = 0;
+    for (int64_t p = 0; p < *n; p++) {
+        dtr_mesh_rank_at(mesh, c, &ranks[p]);
+        for (int i = nd - 1; i >= 0; i--) {
+            if (!(dims & (1u << i))) continue;
+            if (++c[i] < dtr_mesh_size(mesh, i)) break;
+            c[i] = 0;
+        }
+    }
+    dtr_status_t st = dtr__group(ctx, ranks, (int)*n, DTR__TAG_MASK + (int)dims, group);
+    free(ranks);
+    return st;
+}
+
+/* One blocking backend operation. */
+static dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started,
+                                 dtr_backend_req_t *breq) {
+    if (started != DTR_OK) return started;
+    return ctx->ops->wait(group, breq);
+}
+
+/* What a collective's members must agree on, and this rank's own argument check. */
+static dtr_status_t dtr__collective_agree(dtr_context_t *ctx, void *group, const char *func,
+                                          uint64_t h, dtr_status_t local, const char *msg) {
+    if (group == NULL || !ctx->agree) {
+        if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+        return DTR_OK;
+    }
+    int64_t send[3] = {(int64_t)(h >> 1), INT64_MAX - (int64_t)(h >> 1),
+                       local != DTR_OK ? ctx->rank + 1 : 0};
+    int64_t recv[3];
+    dtr_backend_req_t breq;
+    dtr_status_t st = dtr__wait_op(
+        ctx, group, ctx->ops->all_reduce(group, send, recv, 3, DTR_I64, DTR_REDUCE_MAX, &breq),
+        &breq);
+    if (st != DTR_OK)
+        return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
+    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+    if (recv[2] > 0)
+        return dtr__error(DTR_ERR_REMOTE, func,
+                          "rank %lld rejected its arguments (see its error); this rank's were "
+                          "good",
+                          (long long)(recv[2] - 1));
+    if (recv[0] + recv[1] != INT64_MAX)
+        return dtr__error(DTR_ERR_MISMATCH, func,
+                          "the group's members called with different counts, dtypes, ops or "
+                          "meshes");
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__collective(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    const void *send, void *recv, int64_t count,
+                                    dtr_dtype_t dtype, dtr_reduce_op_t op, bool scatter) {
+    const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+    if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
+    DTR_CHECK(dtr__check_dims(mesh, dims, func));
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, func,
+                          "ctx: a request is still in flight (complete it with "
+                          "dtr_request_wait, or use another context)");
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+
+    /* What this rank can check alone; a bad argument still takes part in the agreement. */
+    dtr_status_t local = DTR_ERR_INVALID_ARGUMENT;
+    const char *msg = NULL;
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    int64_t item = info != NULL ? info->size : 1;
+    int64_t send_count = scatter ? count * n : count;
+    if (info == NULL) msg = "dtype: not a dtr_dtype_t";
+    else if (info->storage_only) msg = "dtype: storage only (fp8), never reduced";
+    else if ((unsigned)op >= DTR_REDUCE_OP_LAST) msg = "op: not a dtr_reduce_op_t";
+    else if (count < 0) msg = "count: must be >= 0";
+    else if (count > 0 && send == NULL) msg = "send: must not be NULL";
+    else if (count > 0 && recv == NULL) msg = "recv: must not be NULL";
+    else if (send != recv || scatter) {
+        if (dtr__overlap(send, (size_t)(send_count * item), recv, (size_t)(count * item)))
+            msg = scatter ? "recv: overlaps send" : "recv: overlaps send (pass send == recv for in place)";
+    }
+    if (msg == NULL) local = DTR_OK;
+    uint64_t h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(dtr__mesh_hash(mesh), dims), count), dtype),
+                          op * 2 + scatter);
+    DTR_CHECK(dtr__collective_agree(ctx, group, func, h, local, msg));
+    if (group == NULL) {
+        if (count > 0 && send != recv) memcpy(recv, send, (size_t)(count * item));
+        return DTR_OK;
+    }
+    if (count == 0) return DTR_OK; /* every member agreed on 0 */
+    if (send == recv) {
+        DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, count * item, "in-place send"));
+        memcpy(ctx->stage_send, send, (size_t)(count * item));
+        send = ctx->stage_send;
+    }
+    bool divide = op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG);
+    dtr_reduce_op_t bop = divide ? DTR_REDUCE_SUM : op;
+    dtr_backend_req_t breq;
+    dtr_status_t st =
+        scatter ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &breq)
+                : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &breq);
+    st = dtr__wait_op(ctx, group, st, &breq);
+    if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
+    if (divide) dtr__divide(dtype, recv, recv, count, n);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                            const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                            dtr_reduce_op_t op) {
+    return dtr__collective(ctx, mesh, dims, send, recv, count, dtype, op, false);
+}
+
+dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                                dtr_reduce_op_t op) {
+    return dtr__collective(ctx, mesh, dims, send, recv, count, dtype, op, true);
+}

@@ -153,4 +153,37 @@ DTR_API dtr_status_t dtr_request_wait(dtr_request_t *req);
  */
 DTR_API dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *plan);
 
+/* ---- collectives on a mesh's groups (the gradient-reduction hooks run on these) -------
+ *
+ * The group: the ranks of `mesh` that share this rank's coordinate on every mesh dim not in
+ * `dims` (a bit mask, bit i = mesh dim i), in row-major order over the dims in `dims`. So on
+ * a 2x4 mesh, dims 0x2 is this rank's row of 4, 0x1 its column of 2, 0x3 all 8. A group of
+ * one copies. Every member calls with the same mesh, dims, count, dtype and op; as in
+ * dtr_redistribute, one small all-reduce first checks that (DTR_ERR_MISMATCH) and every
+ * member's arguments (DTR_ERR_REMOTE on the others), unless DTR_AGREE=0. AVG on a backend
+ * without it is SUM, then a divide by the group size. Float and integer dtypes; fp8 types
+ * are storage only. The group's communicator is cached in the context as the executor's.
+ */
+
+/* The size of the group `dims` selects (1 for dims == 0); *n written on success. */
+DTR_API dtr_status_t dtr_mesh_group_size(const dtr_mesh_t *mesh, unsigned dims, int64_t *n);
+
+/* `rank`'s place in its group for `dims` (0 .. size - 1): the piece a reduce-scatter gives
+ * it. INVALID_ARGUMENT if rank is not on the mesh; *index written on success. */
+DTR_API dtr_status_t dtr_mesh_group_index(const dtr_mesh_t *mesh, unsigned dims, int rank,
+                                          int64_t *index);
+
+/* recv[k] = the reduction of every member's send[k], k < count. send == recv: in place;
+ * otherwise they must not overlap. */
+DTR_API dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    const void *send, void *recv, int64_t count,
+                                    dtr_dtype_t dtype, dtr_reduce_op_t op);
+
+/* send holds n pieces of `count` elements (n = the group size), in member order; recv gets
+ * the reduction of every member's piece k, where k is this rank's place in the group. recv
+ * (count elements) must not overlap send. */
+DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                        unsigned dims, const void *send, void *recv,
+                                        int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
+
 #endif

@@ -1,0 +1,426 @@
+/* Gradient reduction: DDP hooks, the FSDP/HSDP reducer, the fused all-reduce (grad.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "autograd/grad.h"
+#include "core/internal.h"
+#include "dtensor/internal.h"
+
+static bool dtr__is_float(dtr_dtype_t t) {
+    return t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16;
+}
+
+static dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {
+    if (dtr__is_float(t)) return DTR_OK;
+    const char *s = dtr_dtype_name(t);
+    return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                      "%s: %s, gradients are f32, f64, f16 or bf16", name, s != NULL ? s : "?");
+}
+
+static int64_t dtr__item(dtr_dtype_t t) { return dtr_dtype_info(t)->size; }
+
+/*
+ * A rank that cannot go on (no memory, a bad argument) still has to meet its peers in the
+ * collective they are entering, or they would wait for it forever: it enters the group's
+ * argument agreement with an argument it knows is bad, which makes every peer return
+ * DTR_ERR_REMOTE, and then returns its own error.
+ */
+static dtr_status_t dtr__fail_together(dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                       unsigned dims, dtr_status_t st, const char *func,
+                                       const char *what) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", what);
+    (void)dtr_all_reduce(ctx, mesh, dims, NULL, NULL, 1, DTR_F32, DTR_REDUCE_SUM);
+    return dtr__error(st, func, "%s", msg);
+}
+
+/* ---- DDP hooks ---------------------------------------------------------------------- */
+
+dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                 unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
+    (void)arg;
+    int64_t n;
+    DTR_CHECK(dtr__float_arg(dtype, __func__, "dtype"));
+    DTR_CHECK(dtr_mesh_group_size(mesh, dims, &n));
+    if (buf != NULL && count > 0) dtr__divide_by(dtype, buf, count, (double)n);
+    return dtr_all_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM);
+}
+
+/* Runs `hook` on a `low` copy of buf and casts the result back. */
+static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_dtype_t low,
+                                    dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    void *buf, int64_t count, dtr_dtype_t dtype,
+                                    const char *func) {
+    DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
+    if (low != DTR_F16 && low != DTR_BF16)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "low: %s, must be f16 or bf16",
+                          dtr_dtype_name(low) != NULL ? dtr_dtype_name(low) : "?");
+    if (dtype == low || count <= 0 || buf == NULL)
+        return hook(hook_arg, ctx, mesh, dims, buf, count, dtype);
+    void *tmp = malloc((size_t)count * 2);
+    if (tmp == NULL)
+        return dtr__fail_together(ctx, mesh, dims, DTR_ERR_OUT_OF_MEMORY, func,
+                                  "no memory for the low-precision copy");
+    dtr__convert(dtype, buf, low, tmp, count);
+    dtr_status_t st = hook(hook_arg, ctx, mesh, dims, tmp, count, low);
+    if (st == DTR_OK) dtr__convert(low, tmp, dtype, buf, count);
+    free(tmp);
+    return st;
+}
+
+dtr_status_t dtr_hook_fp16_compress(void *arg, dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                    unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
+    (void)arg;
+    return dtr__compressed(dtr_hook_all_reduce, NULL, DTR_F16, ctx, mesh, dims, buf, count,
+                           dtype, __func__);
+}
+
+dtr_status_t dtr_hook_bf16_compress(void *arg, dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                    unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
+    (void)arg;
+    return dtr__compressed(dtr_hook_all_reduce, NULL, DTR_BF16, ctx, mesh, dims, buf, count,
+                           dtype, __func__);
+}
+
+dtr_status_t dtr_hook_compress_wrapper(void *arg, dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                       unsigned dims, void *buf, int64_t count,
+                                       dtr_dtype_t dtype) {
+    const dtr_compress_wrapper_t *w = arg;
+    if (w == NULL || w->hook == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "arg: must point to a dtr_compress_wrapper_t with a hook");
+    return dtr__compressed(w->hook, w->hook_arg, w->low, ctx, mesh, dims, buf, count, dtype,
+                           __func__);
+}
+
+/* ---- runtime divide factors --------------------------------------------------------- */
+
+dtr_status_t dtr_grad_factors(int64_t rs_size, int64_t ar_size, dtr_dtype_t reduce_dtype,
+                              double user_factor, bool force_sum, dtr_grad_factors_t *out) {
+    DTR_CHECK_PTR(out, __func__);
+    if (rs_size < 1 || ar_size < 1)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s: %lld, must be >= 1",
+                          rs_size < 1 ? "rs_size" : "ar_size",
+                          (long long)(rs_size < 1 ? rs_size : ar_size));
+    DTR_CHECK(dtr__float_arg(reduce_dtype, __func__, "reduce_dtype"));
+    if (isnan(user_factor) || isinf(user_factor))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "user_factor: not finite");
+    dtr_grad_factors_t f = {.world = rs_size * ar_size, .pre = 1, .post = 1,
+                            .rs_op = DTR_REDUCE_SUM, .ar_op = DTR_REDUCE_SUM};
+    bool user = user_factor > 0;
+    f.factor = user ? user_factor : (double)f.world;
+    bool overflow_risk = reduce_dtype == DTR_F16;
+    if (!overflow_risk && !force_sum) {
+        if (!user || f.factor == (double)f.world) {
+            f.factor = (double)f.world;
+            if (f.world > 1) f.rs_op = f.ar_op = DTR_REDUCE_AVG;
+        } else {
+            f.pre = f.factor; /* premul-sum on NCCL: a divide before the SUM here */
+        }
+    } else if (overflow_risk) {
+        if (f.factor == floor(f.factor) && f.factor <= 9.0e15) {
+            DTR_CHECK(dtr_divide_factors((int64_t)f.factor, &f.pre, &f.post));
+        } else {
+            /* A fractional factor: the loop's f % pre is 1.0 % 1 = 0 once, so pre = 1. */
+            f.pre = 1;
+            f.post = f.factor;
+        }
+    } else {
+        f.post = f.factor;
+    }
+    *out = f;
+    return DTR_OK;
+}
+
+/* ---- the FSDP / HSDP reducer -------------------------------------------------------- */
+
+struct dtr_reducer {
+    dtr_context_t *ctx;
+    dtr_reducer_desc_t d;
+    dtr_grad_factors_t f;
+    int64_t rs, ar, index;
+    int64_t outer, len, inner; /* the gradient as [outer, len, inner] around shard_dim */
+    int64_t chunk, rows;       /* padded rows per rank, this rank's real rows */
+    int64_t piece;             /* padded piece: outer * chunk * inner elements */
+    void *send, *recv, *acc;   /* rs * piece, piece, piece elements of the reduce dtype */
+    bool have_acc;
+    uint64_t hash;
+};
+
+static uint64_t dtr__mix(uint64_t h, uint64_t v) {
+    h ^= v;
+    return h * 1099511628211ull;
+}
+
+dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *desc,
+                                dtr_reducer_t **out) {
+    DTR_CHECK_PTR(ctx, __func__);
+    DTR_CHECK_PTR(desc, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    const dtr_reducer_desc_t *d = desc;
+    if (d->mesh == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "desc->mesh: must not be NULL");
+    if (d->shard_dims & d->replicate_dims)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "desc: mesh dims 0x%x are in both shard_dims and replicate_dims",
+                          d->shard_dims & d->replicate_dims);
+    int64_t rs, ar, index;
+    DTR_CHECK(dtr_mesh_group_size(d->mesh, d->shard_dims, &rs));
+    DTR_CHECK(dtr_mesh_group_size(d->mesh, d->replicate_dims, &ar));
+    if (d->ndim < 1 || d->ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "desc->ndim: %d, must be 1..%d",
+                          d->ndim, DTR_MAX_TENSOR_DIMS);
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "desc->shape[%d]: %lld, must be >= 0", i, (long long)d->shape[i]);
+    if (d->shard_dim < 0 || d->shard_dim >= d->ndim)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "desc->shard_dim: %d, the gradient has dims 0..%d", d->shard_dim,
+                          d->ndim - 1);
+    DTR_CHECK(dtr__float_arg(d->param_dtype, __func__, "desc->param_dtype"));
+    DTR_CHECK(dtr__float_arg(d->reduce_dtype, __func__, "desc->reduce_dtype"));
+    if (isnan(d->factor) || isinf(d->factor))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "desc->factor: not finite");
+    if (dtr_mesh_group_index(d->mesh, d->shard_dims, dtr_context_rank(ctx), &index) != DTR_OK)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "ctx: rank %d (this process) is not on desc->mesh",
+                          dtr_context_rank(ctx));
+    dtr_reducer_t *r = calloc(1, sizeof *r);
+    if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "reducer");
+    r->ctx = ctx;
+    r->d = *d;
+    r->rs = rs;
+    r->ar = ar;
+    r->index = index;
+    dtr_status_t st =
+        dtr_grad_factors(rs, ar, d->reduce_dtype, d->factor, d->force_sum, &r->f);
+    if (st != DTR_OK) {
+        free(r);
+        return st;
+    }
+    r->outer = r->inner = 1;
+    for (int i = 0; i < d->shard_dim; i++) r->outer *= d->shape[i];
+    for (int i = d->shard_dim + 1; i < d->ndim; i++) r->inner *= d->shape[i];
+    r->len = d->shape[d->shard_dim];
+    int64_t off;
+    dtr_chunk(r->len, rs, index, &r->rows, &off);
+    r->chunk = (r->len + rs - 1) / rs; /* torch.chunk's size: uneven dims pad the last pieces */
+    r->piece = r->outer * r->chunk * r->inner;
+    int64_t item = dtr__item(d->reduce_dtype);
+    r->send = calloc((size_t)(rs * r->piece > 0 ? rs * r->piece : 1), (size_t)item);
+    r->recv = calloc((size_t)(r->piece > 0 ? r->piece : 1), (size_t)item);
+    r->acc = calloc((size_t)(r->piece > 0 ? r->piece : 1), (size_t)item);
+    if (r->send == NULL || r->recv == NULL || r->acc == NULL) {
+        long long elements = (long long)((rs + 2) * r->piece);
+        dtr_reducer_destroy(r);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "buffers of %lld elements", elements);
+    }
+    uint64_t h = 1469598103934665603ull;
+    h = dtr__mix(h, d->shard_dims);
+    h = dtr__mix(h, d->replicate_dims);
+    h = dtr__mix(h, (uint64_t)d->shard_dim);
+    for (int i = 0; i < d->ndim; i++) h = dtr__mix(h, (uint64_t)d->shape[i]);
+    h = dtr__mix(h, (uint64_t)d->param_dtype * 64 + (uint64_t)d->reduce_dtype);
+    double fac = r->f.factor;
+    uint64_t bits;
+    memcpy(&bits, &fac, sizeof bits);
+    r->hash = dtr__mix(dtr__mix(h, bits), d->force_sum);
+    *out = r;
+    return DTR_OK;
+}
+
+void dtr_reducer_destroy(dtr_reducer_t *r) {
+    if (r == NULL) return;
+    free(r->send);
+    free(r->recv);
+    free(r->acc);
+    free(r);
+}
+
+dtr_status_t dtr_reducer_info(const dtr_reducer_t *r, dtr_grad_factors_t *factors,
+                              int64_t *shard_numel, int64_t *shard_shape) {
+    DTR_CHECK_PTR(r, __func__);
+    if (factors != NULL) *factors = r->f;
+    if (shard_numel != NULL) *shard_numel = r->outer * r->rows * r->inner;
+    if (shard_shape != NULL) {
+        memcpy(shard_shape, r->d.shape, (size_t)r->d.ndim * sizeof *shard_shape);
+        shard_shape[r->d.shard_dim] = r->rows;
+    }
+    return DTR_OK;
+}
+
+int dtr_reducer_ops(const dtr_reducer_t *r, const char **names, int cap) {
+    static const char *const rs_names[] = {"reduce_scatter:sum", "reduce_scatter:avg"};
+    static const char *const ar_names[] = {"all_reduce:sum", "all_reduce:avg"};
+    int n = 0;
+    if (r == NULL) return 0;
+    if (r->rs > 1 && n < cap) names[n++] = rs_names[r->f.rs_op == DTR_REDUCE_AVG];
+    if (r->ar > 1 && n < cap) names[n++] = ar_names[r->f.ar_op == DTR_REDUCE_AVG];
+    return n;
+}
+
+/* Packs the gradient into rs equal pieces of the reduce dtype: piece k holds rows
+ * [k * chunk, (k + 1) * chunk) of the shard dim, zero past the end; pre-divided. */
+static void dtr__pack(dtr_reducer_t *r, const void *grad) {
+    dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
+    int64_t pitem = dtr__item(pt), ritem = dtr__item(rt);
+    int64_t row = r->chunk * r->inner; /* elements of one outer slice of a piece */
+    memset(r->send, 0, (size_t)(r->rs * r->piece * ritem));
+    for (int64_t k = 0; k < r->rs; k++) {
+        int64_t lo = k * r->chunk, hi = lo + r->chunk < r->len ? lo + r->chunk : r->len;
+        if (hi <= lo) continue;
+        for (int64_t o = 0; o < r->outer; o++) {
+            const char *src = (const char *)grad + ((o * r->len + lo) * r->inner) * pitem;
+            char *dst = (char *)r->send + (k * r->piece + o * row) * ritem;
+            dtr__convert(pt, src, rt, dst, (hi - lo) * r->inner);
+        }
+    }
+    if (r->f.pre != 1) dtr__divide_by(rt, r->send, r->rs * r->piece, r->f.pre);
+}
+
+/* Copies this rank's real rows of the reduced piece into out, cast to the param dtype. */
+static void dtr__unpack(dtr_reducer_t *r, void *out) {
+    dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
+    int64_t pitem = dtr__item(pt), ritem = dtr__item(rt);
+    for (int64_t o = 0; o < r->outer; o++)
+        dtr__convert(rt, (const char *)r->recv + o * r->chunk * r->inner * ritem, pt,
+                     (char *)out + o * r->rows * r->inner * pitem, r->rows * r->inner);
+}
+
+dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_bytes, bool sync,
+                                void *out, size_t out_bytes) {
+    static const char func[] = "dtr_reducer_reduce";
+    DTR_CHECK_PTR(r, func);
+    const dtr_mesh_t *mesh = r->d.mesh;
+    unsigned all = r->d.shard_dims | r->d.replicate_dims;
+    int64_t pitem = dtr__item(r->d.param_dtype);
+    int64_t numel = r->outer * r->len * r->inner, shard = r->outer * r->rows * r->inner;
+
+    /* One agreement over both groups, before any data moves: the same reducer and the same
+     * sync on every member, and every member's buffers good. */
+    char msg[256] = "";
+    dtr_status_t local = DTR_ERR_INVALID_ARGUMENT;
+    if ((int64_t)grad_bytes != numel * pitem)
+        snprintf(msg, sizeof msg, "grad_bytes: %zu, the full gradient is %lld bytes",
+                 grad_bytes, (long long)(numel * pitem));
+    else if (grad == NULL && numel > 0)
+        snprintf(msg, sizeof msg, "grad: must not be NULL");
+    else if (sync && (int64_t)out_bytes < shard * pitem) {
+        local = DTR_ERR_BUFFER_TOO_SMALL;
+        snprintf(msg, sizeof msg, "out_bytes: %zu, this rank's shard is %lld bytes", out_bytes,
+                 (long long)(shard * pitem));
+    } else if (sync && out == NULL && shard > 0)
+        snprintf(msg, sizeof msg, "out: must not be NULL");
+    else
+        local = DTR_OK;
+    uint64_t h = dtr__mix(r->hash, sync);
+    int64_t agree[3] = {(int64_t)(h >> 1), INT64_MAX - (int64_t)(h >> 1),
+                        local != DTR_OK ? dtr_context_rank(r->ctx) + 1 : 0};
+    DTR_CHECK(dtr_all_reduce(r->ctx, mesh, all, agree, agree, 3, DTR_I64, DTR_REDUCE_MAX));
+    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+    if (agree[2] > 0)
+        return dtr__error(DTR_ERR_REMOTE, func,
+                          "rank %lld rejected its arguments (see its error); this rank's were "
+                          "good",
+                          (long long)(agree[2] - 1));
+    if (agree[0] + agree[1] != INT64_MAX)
+        return dtr__error(DTR_ERR_MISMATCH, func,
+                          "the ranks hold different reducers (shape, dims, dtypes, factor) or "
+                          "disagree on sync");
+
+    dtr_dtype_t rt = r->d.reduce_dtype;
+    dtr__pack(r, grad);
+    DTR_CHECK(dtr_reduce_scatter(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
+                                 r->f.rs_op));
+    if (!sync) {
+        /* Skips the all-reduce: keep the reduce-scatter output for the synced microbatch. */
+        if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->recv, r->acc, r->piece);
+        else memcpy(r->acc, r->recv, (size_t)(r->piece * dtr__item(rt)));
+        r->have_acc = true;
+        return DTR_OK;
+    }
+    if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->acc, r->recv, r->piece);
+    r->have_acc = false;
+    DTR_CHECK(dtr_all_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece, rt,
+                             r->f.ar_op));
+    if (r->f.post != 1) dtr__divide_by(rt, r->recv, r->piece, r->f.post);
+    dtr__unpack(r, out);
+    return DTR_OK;
+}
+
+/* ---- the fused all-reduce ----------------------------------------------------------- */
+
+static int64_t dtr__align(int64_t bytes) {
+    return (bytes + DTR_FUSED_ALIGN - 1) / DTR_FUSED_ALIGN * DTR_FUSED_ALIGN;
+}
+
+dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
+                                  dtr_fused_entry_t *entries, int n, dtr_dtype_t dtype,
+                                  dtr_reduce_op_t op, int64_t *bytes_out) {
+    static const char func[] = "dtr_fused_all_reduce";
+    DTR_CHECK_PTR(ctx, func);
+    DTR_CHECK_PTR(mesh, func);
+    if (n < 0 || (n > 0 && entries == NULL))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "entries/n: %d entries at %p", n,
+                          (void *)entries);
+    DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
+    if (op != DTR_REDUCE_SUM && op != DTR_REDUCE_AVG)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "op: %s, must be sum or avg",
+                          dtr_reduce_op_name(op) != NULL ? dtr_reduce_op_name(op) : "?");
+    int64_t item = dtr__item(dtype), largest = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t gsize;
+        DTR_CHECK(dtr_mesh_group_size(mesh, entries[k].dims, &gsize));
+    }
+    /* One pass per distinct group, in order of first appearance. */
+    for (int first = 0; first < n; first++) {
+        unsigned dims = entries[first].dims;
+        bool seen = false;
+        for (int k = 0; k < first && !seen; k++) seen = entries[k].dims == dims;
+        if (seen) continue;
+        const char *bad = NULL;
+        int64_t total = 0;
+        for (int k = first; k < n; k++) {
+            if (entries[k].dims != dims) continue;
+            if (entries[k].count < 0) bad = "entries: a count is negative";
+            else if (entries[k].count > 0 && entries[k].buf == NULL) bad = "entries: a buf is NULL";
+            else total += dtr__align(entries[k].count * item);
+        }
+        if (bad != NULL)
+            return dtr__fail_together(ctx, mesh, dims, DTR_ERR_INVALID_ARGUMENT, func, bad);
+        char *fused = calloc((size_t)(total > 0 ? total : 1), 1);
+        if (fused == NULL)
+            return dtr__fail_together(ctx, mesh, dims, DTR_ERR_OUT_OF_MEMORY, func,
+                                      "no memory for the fused buffer");
+        int64_t at = 0;
+        for (int k = first; k < n; k++) {
+            if (entries[k].dims != dims) continue;
+            if (entries[k].count > 0)
+                memcpy(fused + at, entries[k].buf, (size_t)(entries[k].count * item));
+            at += dtr__align(entries[k].count * item);
+        }
+        /* The padding is zero everywhere, so it sums to zero: reduce the whole buffer. */
+        int64_t gsize, count = total / item;
+        dtr_mesh_group_size(mesh, dims, &gsize);
+        dtr_status_t st = dtr_all_reduce(ctx, mesh, dims, fused, fused, count, dtype,
+                                         DTR_REDUCE_SUM);
+        if (st == DTR_OK && op == DTR_REDUCE_AVG && gsize > 1)
+            dtr__divide(dtype, fused, fused, count, gsize);
+        at = 0;
+        for (int k = first; k < n && st == DTR_OK; k++) {
+            if (entries[k].dims != dims) continue;
+            if (entries[k].count > 0)
+                memcpy(entries[k].buf, fused + at, (size_t)(entries[k].count * item));
+            at += dtr__align(entries[k].count * item);
+        }
+        free(fused);
+        if (st != DTR_OK) return st;
+        if (total > largest) largest = total;
+    }
+    if (bytes_out != NULL) *bytes_out = largest;
+    return DTR_OK;
+}
