@@ -58,16 +58,9 @@ int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t 
     return DTR_EXIT_OK;
 }
 
-int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
-                       dtr_spec_t *spec) {
+int dtr_cli_build_mesh(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh) {
     *mesh = NULL;
     if (args->mesh == NULL) return dtr_cli_usage_error(cmd, "--mesh is required (e.g. --mesh 2x2)");
-    if (args->shape == NULL)
-        return dtr_cli_usage_error(cmd, "--shape is required (e.g. --shape 64x64)");
-    const char *pflag = args->placements_flag != NULL ? args->placements_flag : "--placements";
-    if (args->placements == NULL)
-        return dtr_cli_usage_error(cmd, "%s is required (e.g. %s 'S(0),R')", pflag, pflag);
-
     int *ranks = NULL;
     int64_t nranks = 0;
     if (args->ranks != NULL) {
@@ -78,6 +71,20 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
     free(ranks);
     if (st != DTR_OK)
         return dtr_cli_lib_error(cmd, args->ranks != NULL ? "--mesh/--ranks" : "--mesh");
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
+                       dtr_spec_t *spec) {
+    *mesh = NULL;
+    if (args->mesh == NULL) return dtr_cli_usage_error(cmd, "--mesh is required (e.g. --mesh 2x2)");
+    if (args->shape == NULL)
+        return dtr_cli_usage_error(cmd, "--shape is required (e.g. --shape 64x64)");
+    const char *pflag = args->placements_flag != NULL ? args->placements_flag : "--placements";
+    if (args->placements == NULL)
+        return dtr_cli_usage_error(cmd, "%s is required (e.g. %s 'S(0),R')", pflag, pflag);
+    int rc = dtr_cli_build_mesh(cmd, args, mesh);
+    if (rc != DTR_EXIT_OK) return rc;
 
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim;

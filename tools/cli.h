@@ -52,6 +52,10 @@ typedef struct {
         {"dtype", required_argument, NULL, 'd'}, {"ranks", required_argument, NULL, 'r'}
 bool dtr_cli_spec_option(int c, const char *value, dtr_cli_spec_args_t *args);
 
+/* Builds the mesh from --mesh and --ranks; on failure prints the one-line error and returns
+ * DTR_EXIT_USAGE with *mesh NULL. */
+int dtr_cli_build_mesh(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh);
+
 /* Builds a mesh and spec from the flags; on failure prints the one-line error and returns
  * DTR_EXIT_USAGE with *mesh NULL. The caller destroys *mesh. */
 int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mesh_t **mesh,
@@ -64,6 +68,22 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
 
 extern const dtr_cli_command_t dtr_cli_plan;
 extern const dtr_cli_command_t dtr_cli_run;
+
+/* ---- commands under mpirun (cli_mpi.c) ---- */
+/* MPI_Init, then body with this rank and the job's size, then MPI_Finalize. Ranks other
+ * than 0 have stderr silenced until the body calls dtr_cli_restore_stderr (argument errors
+ * are the same everywhere: only rank 0 prints them). */
+int dtr_cli_mpi_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
+                     int argc, char **argv);
+void dtr_cli_restore_stderr(void);
+/* Collective over the job: false if st failed on any rank; each failing rank prints
+ * "dtr <cmd>: rank R: <what>: <error>". */
+int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
+/* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why and returns
+ * DTR_EXIT_USAGE. */
+int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
+
+extern const dtr_cli_command_t dtr_cli_grad;
 
 /* JSON output helpers (compact, one object per line). */
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);

@@ -1,12 +1,10 @@
 /* dtr run: a real redistribution under mpirun, verified and timed against its bare
  * collectives. */
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
@@ -81,35 +79,6 @@ static dtr_status_t dtr__once(const dtr__job_t *j) {
     bool done = false;
     while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
     return st;
-}
-
-/* Fails every rank if any rank failed; prints each failing rank's error. */
-static int dtr__all_ok(dtr_status_t st, int rank, const char *what) {
-    int bad = st != DTR_OK, any = 0;
-    if (bad) fprintf(stderr, "dtr run: rank %d: %s: %s\n", rank, what, dtr_last_error());
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return !any;
-}
-
-/* Argument errors are the same on every rank: only rank 0 prints them. */
-static int dtr__saved_stderr = -1;
-
-static void dtr__quiet_stderr(void) {
-    fflush(stderr);
-    dtr__saved_stderr = dup(2);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-        dup2(null, 2);
-        close(null);
-    }
-}
-
-static void dtr__restore_stderr(void) {
-    if (dtr__saved_stderr < 0) return;
-    fflush(stderr);
-    dup2(dtr__saved_stderr, 2);
-    close(dtr__saved_stderr);
-    dtr__saved_stderr = -1;
 }
 
 typedef struct {
@@ -187,28 +156,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (rc != DTR_EXIT_OK) return rc;
     rc = dtr_cli_other_spec("run", "--to", to, &src, &dst);
     if (rc != DTR_EXIT_OK) goto done_mesh;
-    int64_t nranks = dtr_mesh_nranks(mesh);
-    int top = -1;
-    {
-        int mdims = dtr_mesh_ndims(mesh);
-        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-        for (int64_t p = 0; p < nranks; p++) {
-            int r = 0;
-            dtr_mesh_rank_at(mesh, coord, &r);
-            if (r > top) top = r;
-            for (int i = mdims - 1; i >= 0; i--) {
-                if (++coord[i] < dtr_mesh_size(mesh, i)) break;
-                coord[i] = 0;
-            }
-        }
-    }
-    if (top >= world) {
-        rc = dtr_cli_usage_error("run",
-                                 "--mesh: the mesh uses ranks up to %d and the job has %d: run "
-                                 "under 'mpirun -n %d'",
-                                 top, world, top + 1);
-        goto done_mesh;
-    }
+    rc = dtr_cli_mesh_fits("run", mesh, world);
+    if (rc != DTR_EXIT_OK) goto done_mesh;
     dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
     dtr_plan_t *plan = malloc(sizeof *plan);
     if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {
@@ -219,7 +168,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     }
     /* From here on errors are per rank (each prints its own); every rank learns whether any
      * failed. */
-    dtr__restore_stderr();
+    dtr_cli_restore_stderr();
     rc = DTR_EXIT_FAIL;
     dtr_context_t *ctx = NULL;
     unsigned char *in = NULL, *copy = NULL, *out = NULL;
@@ -235,13 +184,13 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     dtr_status_t st = in && copy && out && times ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", rank);
     if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
-    if (!dtr__all_ok(st, rank, "context")) goto done;
+    if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     if (inside) st = dtr_pattern_fill(&src, rank, in, in_bytes);
-    if (!dtr__all_ok(st, rank, "fill")) goto done;
+    if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     memcpy(copy, in, in_bytes);
     dtr__job_t job = {ctx, plan, in, in_bytes, out, out_bytes, nonblocking != 0};
     st = dtr__once(&job);
-    if (!dtr__all_ok(st, rank, "redistribute")) goto done;
+    if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
 
     dtr__verdict_t v = {0};
     v.first = -1;
@@ -257,7 +206,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         memcpy(v.global, rep.first_global, sizeof v.global);
         v.input_changed = memcmp(in, copy, in_bytes) != 0;
     }
-    if (!dtr__all_ok(st, rank, "check")) goto done;
+    if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     /* Rank 0 gathers the verdicts to name the first failing rank. */
     dtr__verdict_t *all = rank == 0 ? calloc((size_t)world, sizeof *all) : NULL;
     MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -278,7 +227,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (backward) {
         bplan = malloc(sizeof *bplan);
         st = bplan != NULL ? dtr_plan_backward(&src, &dst, &opts, bplan) : DTR_ERR_OUT_OF_MEMORY;
-        if (!dtr__all_ok(st, rank, "backward plan")) goto done_all;
+        if (!dtr_cli_all_ok("run", st, rank, "backward plan")) goto done_all;
         dtr_layout_t gl = {0}, tl = {0};
         if (inside) {
             dtr_spec_layout(&dst, rank, &gl);
@@ -302,7 +251,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         free(gin);
         free(gcopy);
         free(gout);
-        if (!dtr__all_ok(st, rank, "backward")) goto done_all;
+        if (!dtr_cli_all_ok("run", st, rank, "backward")) goto done_all;
         MPI_Allreduce(v2, sum2, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
         bwd_bad = sum2[0];
         bwd_checked = sum2[1];
@@ -311,7 +260,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     for (long k = 0; k < warmup; k++) {
         st = dtr__once(&job);
         if (st == DTR_OK) st = dtr_redistribute_baseline(ctx, plan);
-        if (!dtr__all_ok(st, rank, "warm-up")) goto done_all;
+        if (!dtr_cli_all_ok("run", st, rank, "warm-up")) goto done_all;
     }
     for (long k = 0; k < iters; k++) {
         double t[2], tmax[2];
@@ -321,7 +270,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             double t0 = MPI_Wtime();
             st = b == 0 ? dtr__once(&job) : dtr_redistribute_baseline(ctx, plan);
             t[b] = (MPI_Wtime() - t0) * 1e6;
-            if (!dtr__all_ok(st, rank, b == 0 ? "redistribute" : "baseline")) goto done_all;
+            if (!dtr_cli_all_ok("run", st, rank, b == 0 ? "redistribute" : "baseline")) goto done_all;
         }
         MPI_Allreduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         times[k] = tmax[0];
@@ -427,19 +376,7 @@ done_mesh:
 }
 
 static int dtr__run_main(int argc, char **argv) {
-    int provided;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "dtr run: MPI_Init failed\n");
-        return DTR_EXIT_FAIL;
-    }
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (rank != 0) dtr__quiet_stderr();
-    int rc = dtr__run(argc, argv, rank, world);
-    dtr__restore_stderr();
-    MPI_Finalize();
-    return rc;
+    return dtr_cli_mpi_main("run", dtr__run, argc, argv);
 }
 
 const dtr_cli_command_t dtr_cli_run = {

@@ -7,6 +7,7 @@ static const dtr_cli_command_t *const dtr__commands[] = {
     &dtr_cli_layout,
     &dtr_cli_plan,
     &dtr_cli_run,
+    &dtr_cli_grad,
 };
 #define DTR__NCOMMANDS (sizeof dtr__commands / sizeof dtr__commands[0])
 
@@ -34,6 +35,7 @@ static void dtr__help(FILE *out) {
           "  dtr layout --mesh 4 --shape 5 --placements 'S(0)' --json\n"
           "  dtr plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare\n"
           "  mpirun -n 4 dtr run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify\n"
+          "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype bf16 --microbatches 2 --verify\n"
           "\n"
           "'dtr COMMAND --help' explains a command. Environment: DTR_DEBUG=WARN|INFO|TRACE\n"
           "logs the library's decisions to stderr.\n",

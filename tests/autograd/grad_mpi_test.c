@@ -1,0 +1,630 @@
+/*
+ * Gradient reduction under MPI on 8 ranks (a 2x4 mesh): every DDP hook and the compress
+ * wrapper in every dtype, the FSDP and HSDP reducer (uneven and later-dim shards, runtime
+ * factors, user factor, force-SUM), HSDP gradient accumulation and its order, the fused
+ * all-reduce, fp16 overflow near 60000, and the error paths. Values are small integers over
+ * powers of two, so every expected mean is exact in every dtype: checks compare for
+ * equality.
+ *
+ * Usage: mpirun -n 8 grad_mpi_test. Ends with "N passed, N failed" on rank 0.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtr.h"
+#include "dtensor/internal.h"
+#include "redistribute/mpi/dtr_mpi.h"
+
+static int rank, world, passed, failed;
+
+/* Counts a check that every rank made; fails it if any rank's `ok` is false. */
+static void check(int ok, const char *what) {
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok) printf("rank %d: FAIL: %s (last error: %s)\n", rank, what, dtr_last_error());
+    if (rank == 0) {
+        if (all)
+            passed++;
+        else
+            failed++;
+    }
+}
+
+/* ---- a recording wrapper around the MPI backend: which data collectives ran ---------- */
+
+static const dtr_backend_ops_t *inner;
+typedef struct {
+    char kind; /* 'r' reduce-scatter, 'a' all-reduce */
+    int64_t count;
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op;
+} rec_t;
+static rec_t recs[64];
+static int nrecs;
+
+static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o) {
+    /* The argument agreements (3 x i64, MAX) are not data. */
+    if (t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
+    if (nrecs < 64) recs[nrecs++] = (rec_t){kind, count, t, o};
+}
+static int w_rank(void *s) { return inner->rank(s); }
+static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void **g) {
+    return inner->group_create(s, r, n, tag, g);
+}
+static void w_group_destroy(void *s, void *g) { inner->group_destroy(s, g); }
+static dtr_status_t w_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
+    return inner->all_gather(g, s, b, r, q);
+}
+static dtr_status_t w_reduce_scatter(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
+                                     dtr_reduce_op_t o, dtr_backend_req_t *q) {
+    record('r', n, t, o);
+    return inner->reduce_scatter(g, s, r, n, t, o, q);
+}
+static dtr_status_t w_all_reduce(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
+                                 dtr_reduce_op_t o, dtr_backend_req_t *q) {
+    record('a', n, t, o);
+    return inner->all_reduce(g, s, r, n, t, o, q);
+}
+static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
+                                  void *r, const int64_t *rc, const int64_t *rd,
+                                  dtr_backend_req_t *q) {
+    return inner->all_to_allv(g, s, sc, sd, r, rc, rd, q);
+}
+static dtr_status_t w_test(void *g, dtr_backend_req_t *q, bool *done) {
+    return inner->test(g, q, done);
+}
+static dtr_status_t w_wait(void *g, dtr_backend_req_t *q) { return inner->wait(g, q); }
+static void w_destroy(void *s) { inner->destroy(s); }
+
+static const dtr_backend_ops_t recording = {
+    .name = "mpi-recording",
+    .rank = w_rank,
+    .group_create = w_group_create,
+    .group_destroy = w_group_destroy,
+    .all_gather = w_all_gather,
+    .reduce_scatter = w_reduce_scatter,
+    .all_reduce = w_all_reduce,
+    .all_to_allv = w_all_to_allv,
+    .test = w_test,
+    .wait = w_wait,
+    .destroy = w_destroy,
+};
+
+/* ---- values ------------------------------------------------------------------------- */
+
+static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
+static dtr_context_t *ctx;
+
+/* Rank p's gradient at element k of microbatch m: an integer in -8..7. */
+static double val(int p, int m, int64_t k) { return (double)((k * 7 + p * 13 + m * 5) % 16 - 8); }
+
+/* Position of rank p in the group `dims` and the ranks of that group. */
+static int group_of(unsigned dims, int p, int *members) {
+    int n = 0;
+    int64_t pc[2], c[2];
+    dtr_mesh_coord(mesh, p, pc);
+    for (int q = 0; q < world; q++) {
+        dtr_mesh_coord(mesh, q, c);
+        if (((dims & 1) || c[0] == pc[0]) && ((dims & 2) || c[1] == pc[1])) members[n++] = q;
+    }
+    return n;
+}
+
+/* Mean over the group `dims` of this rank, microbatch 0, element k, scaled by `scale`. */
+static double group_mean(unsigned dims, int64_t k, double base, double step) {
+    int members[8], n = group_of(dims, rank, members);
+    double s = 0;
+    for (int i = 0; i < n; i++) s += base + step * val(members[i], 0, k);
+    return s / n;
+}
+
+static void fill(dtr_dtype_t t, void *buf, int64_t count, int m, double base, double step,
+                 double scale) {
+    for (int64_t k = 0; k < count; k++) dtr__store(t, buf, k, (base + step * val(rank, m, k)) * scale);
+}
+
+/* ---- DDP hooks ---------------------------------------------------------------------- */
+
+static int hook_case(dtr_grad_hook_fn hook, void *arg, unsigned dims, dtr_dtype_t t,
+                     int64_t count) {
+    size_t item = (size_t)dtr_dtype_info(t)->size;
+    void *buf = malloc((size_t)count * item + 1);
+    fill(t, buf, count, 0, 0, 1, 1);
+    dtr_status_t st = hook(arg, ctx, mesh, dims, buf, count, t);
+    int ok = st == DTR_OK;
+    for (int64_t k = 0; k < count && ok; k++) {
+        double got = dtr__load(t, buf, k), want = group_mean(dims, k, 0, 1);
+        if (got != want) {
+            printf("rank %d: element %lld: got %.9g, want %.9g\n", rank, (long long)k, got, want);
+            ok = 0;
+        }
+    }
+    free(buf);
+    return ok;
+}
+
+static void test_hooks(void) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_F64, DTR_BF16, DTR_F16};
+    static const unsigned groups[] = {0x3, 0x2, 0x1};
+    char what[160];
+    for (int g = 0; g < 3; g++)
+        for (int i = 0; i < 4; i++) {
+            snprintf(what, sizeof what, "all-reduce hook, %s, dims 0x%x: the exact group mean",
+                     dtr_dtype_name(types[i]), groups[g]);
+            check(hook_case(dtr_hook_all_reduce, NULL, groups[g], types[i], 1001), what);
+        }
+    for (int i = 0; i < 2; i++) {
+        snprintf(what, sizeof what, "fp16 compress hook on %s", dtr_dtype_name(types[i]));
+        check(hook_case(dtr_hook_fp16_compress, NULL, 0x3, types[i], 777), what);
+        snprintf(what, sizeof what, "bf16 compress hook on %s", dtr_dtype_name(types[i]));
+        check(hook_case(dtr_hook_bf16_compress, NULL, 0x3, types[i], 777), what);
+    }
+    dtr_compress_wrapper_t w16 = {DTR_F16, dtr_hook_all_reduce, NULL};
+    dtr_compress_wrapper_t wbf = {DTR_BF16, dtr_hook_all_reduce, NULL};
+    check(hook_case(dtr_hook_compress_wrapper, &w16, 0x2, DTR_F32, 500),
+          "compress wrapper (f16) around the all-reduce hook");
+    check(hook_case(dtr_hook_compress_wrapper, &wbf, 0x3, DTR_F32, 500),
+          "compress wrapper (bf16) around the all-reduce hook");
+
+    /* What goes on the wire: the compress hook all-reduces f16 SUM, count elements. */
+    float buf[10];
+    fill(DTR_F32, buf, 10, 0, 0, 1, 1);
+    nrecs = 0;
+    dtr_status_t st = dtr_hook_fp16_compress(NULL, ctx, mesh, 0x3, buf, 10, DTR_F32);
+    check(st == DTR_OK && nrecs == 1 && recs[0].kind == 'a' && recs[0].dtype == DTR_F16 &&
+              recs[0].op == DTR_REDUCE_SUM && recs[0].count == 10,
+          "fp16 compress hook: one f16 SUM all-reduce");
+
+    /* Errors: a dtype a hook cannot reduce, a wrapper without a hook. */
+    int32_t ibuf[4] = {1, 2, 3, 4};
+    st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, ibuf, 4, DTR_I32);
+    check(st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "dtype") != NULL &&
+              ibuf[0] == 1,
+          "all-reduce hook on i32: INVALID_ARGUMENT naming dtype, buffer untouched");
+    dtr_compress_wrapper_t bad = {DTR_F16, NULL, NULL};
+    st = dtr_hook_compress_wrapper(&bad, ctx, mesh, 0x3, buf, 10, DTR_F32);
+    check(st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "arg") != NULL,
+          "compress wrapper without a hook: INVALID_ARGUMENT naming arg");
+    dtr_compress_wrapper_t badlow = {DTR_F32, dtr_hook_all_reduce, NULL};
+    st = dtr_hook_compress_wrapper(&badlow, ctx, mesh, 0x3, buf, 10, DTR_F32);
+    check(st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "low") != NULL,
+          "compress wrapper to f32: INVALID_ARGUMENT naming low");
+    st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x4, buf, 10, DTR_F32);
+    check(st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "dims") != NULL,
+          "dims naming a third mesh dim of a 2-D mesh: INVALID_ARGUMENT naming dims");
+}
+
+/* ---- the reducer -------------------------------------------------------------------- */
+
+typedef struct {
+    unsigned shard, rep;
+    int ndim;
+    int64_t shape[3];
+    int shard_dim;
+    dtr_dtype_t reduce;
+    int microbatches;
+    double factor;
+    bool force_sum;
+} rcase_t;
+
+/* Runs a reducer case; the expected value of every shard element is the mean over the
+ * shard x replicate group (or the sum over the user's factor) of the microbatches' sums. */
+static int reducer_case(const rcase_t *c, const char *what, float *wrong_out, int *differs) {
+    dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = c->shard, .replicate_dims = c->rep,
+                            .ndim = c->ndim, .shard_dim = c->shard_dim, .param_dtype = DTR_F32,
+                            .reduce_dtype = c->reduce, .factor = c->factor,
+                            .force_sum = c->force_sum};
+    memcpy(d.shape, c->shape, sizeof c->shape);
+    dtr_reducer_t *r = NULL;
+    dtr_status_t st = dtr_reducer_create(ctx, &d, &r);
+    if (st != DTR_OK) {
+        printf("rank %d: %s: create: %s\n", rank, what, dtr_last_error());
+        return 0;
+    }
+    int64_t numel = 1, outer = 1, inner = 1, len = c->shape[c->shard_dim];
+    for (int i = 0; i < c->ndim; i++) numel *= c->shape[i];
+    for (int i = 0; i < c->shard_dim; i++) outer *= c->shape[i];
+    for (int i = c->shard_dim + 1; i < c->ndim; i++) inner *= c->shape[i];
+    int64_t shard_numel, shard_shape[8], index, rows, off;
+    dtr_grad_factors_t f;
+    dtr_reducer_info(r, &f, &shard_numel, shard_shape);
+    dtr_mesh_group_index(mesh, c->shard, rank, &index);
+    int64_t rs_n, ar_n;
+    dtr_mesh_group_size(mesh, c->shard, &rs_n);
+    dtr_mesh_group_size(mesh, c->rep, &ar_n);
+    dtr_chunk(len, rs_n, index, &rows, &off);
+    int ok = shard_numel == outer * rows * inner && shard_shape[c->shard_dim] == rows;
+    float *grad = malloc((size_t)(numel + 1) * sizeof *grad);
+    float *copy = malloc((size_t)(numel + 1) * sizeof *copy);
+    float *out = malloc((size_t)(shard_numel + 1) * sizeof *out);
+    for (int m = 0; m < c->microbatches && ok; m++) {
+        fill(DTR_F32, grad, numel, m, 0, 1, 1.0 / c->microbatches);
+        memcpy(copy, grad, (size_t)numel * sizeof *grad);
+        st = dtr_reducer_reduce(r, grad, (size_t)numel * sizeof *grad,
+                                m == c->microbatches - 1, out, (size_t)shard_numel * sizeof *out);
+        ok = st == DTR_OK && memcmp(copy, grad, (size_t)numel * sizeof *grad) == 0;
+        if (!ok) printf("rank %d: %s: microbatch %d: %s\n", rank, what, m, dtr_last_error());
+    }
+    double D = c->factor > 0 ? c->factor : (double)(rs_n * ar_n);
+    int members[8], n = group_of(c->shard | c->rep, rank, members);
+    int smembers[8], sn = group_of(c->shard, rank, smembers);
+    if (differs != NULL) *differs = 0;
+    for (int64_t o = 0; o < outer && ok; o++)
+        for (int64_t i = 0; i < rows && ok; i++)
+            for (int64_t j = 0; j < inner && ok; j++) {
+                int64_t k = (o * len + off + i) * inner + j;
+                double want = 0, last = 0, early = 0;
+                for (int q = 0; q < n; q++)
+                    for (int m = 0; m < c->microbatches; m++) {
+                        want += val(members[q], m, k) / c->microbatches;
+                        if (m == c->microbatches - 1) last += val(members[q], m, k) / c->microbatches;
+                    }
+                for (int q = 0; q < sn; q++)
+                    for (int m = 0; m < c->microbatches - 1; m++)
+                        early += val(smembers[q], m, k) / c->microbatches;
+                want /= D;
+                double got = out[(o * rows + i) * inner + j];
+                if (got != want) {
+                    printf("rank %d: %s: element %lld: got %.9g, want %.9g\n", rank, what,
+                           (long long)k, got, want);
+                    ok = 0;
+                }
+                /* The wrong order: each early microbatch all-reduced on its own would leave
+                 * only its shard group's mean here. */
+                double wrong = last / D + early / sn;
+                if (wrong_out != NULL) *wrong_out = (float)wrong;
+                if (differs != NULL && wrong != want) *differs = 1;
+            }
+    free(grad);
+    free(copy);
+    free(out);
+    dtr_reducer_destroy(r);
+    return ok;
+}
+
+static void test_reducer(void) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16, DTR_F64};
+    char what[200];
+    for (int i = 0; i < 4; i++) {
+        rcase_t fsdp = {.shard = 0x3, .ndim = 1, .shape = {1003}, .reduce = types[i],
+                        .microbatches = 1};
+        snprintf(what, sizeof what, "FSDP over 8, 1003 elements (uneven), reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&fsdp, what, NULL, NULL), what);
+        rcase_t later = {.shard = 0x3, .ndim = 3, .shape = {3, 11, 5}, .shard_dim = 1,
+                         .reduce = types[i], .microbatches = 1};
+        snprintf(what, sizeof what, "FSDP over 8, 3x11x5 sharded on dim 1, reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&later, what, NULL, NULL), what);
+        rcase_t hsdp = {.shard = 0x2, .rep = 0x1, .ndim = 2, .shape = {10, 7},
+                        .reduce = types[i], .microbatches = 1};
+        snprintf(what, sizeof what, "HSDP 2x4, 10x7, reduce %s", dtr_dtype_name(types[i]));
+        check(reducer_case(&hsdp, what, NULL, NULL), what);
+    }
+    rcase_t tiny = {.shard = 0x3, .ndim = 1, .shape = {3}, .reduce = DTR_F32, .microbatches = 2};
+    check(reducer_case(&tiny, "FSDP, 3 elements on 8 ranks (5 empty shards)", NULL, NULL),
+          "FSDP with empty shards");
+    rcase_t user = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_F32,
+                    .microbatches = 1, .factor = 4};
+    check(reducer_case(&user, "HSDP, user factor 4", NULL, NULL),
+          "user factor 4: the sum over 8 ranks divided by 4");
+    rcase_t fsum = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_BF16,
+                    .microbatches = 1, .force_sum = true};
+    nrecs = 0;
+    check(reducer_case(&fsum, "HSDP bf16, force SUM", NULL, NULL), "force SUM: exact mean");
+    check(nrecs == 2 && recs[0].op == DTR_REDUCE_SUM && recs[1].op == DTR_REDUCE_SUM,
+          "force SUM: both collectives SUM");
+
+    /* HSDP gradient accumulation: 2 microbatches on 2x4, exactly the mean over 8 ranks and
+     * both microbatches; the collectives run RS, RS, AR (accumulate, then all-reduce); and
+     * the result is not what the wrong order would give. */
+    static const dtr_dtype_t acc_types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    for (int i = 0; i < 3; i++) {
+        rcase_t acc = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {1000}, .reduce = acc_types[i],
+                       .microbatches = 2};
+        int differs = 0;
+        nrecs = 0;
+        snprintf(what, sizeof what, "HSDP accumulation, 2 microbatches, reduce %s",
+                 dtr_dtype_name(acc_types[i]));
+        check(reducer_case(&acc, what, NULL, &differs), what);
+        int order = nrecs == 3 && recs[0].kind == 'r' && recs[1].kind == 'r' &&
+                    recs[2].kind == 'a' && recs[0].count == 250 && recs[2].count == 250 &&
+                    recs[0].dtype == acc_types[i];
+        snprintf(what, sizeof what,
+                 "HSDP accumulation (%s): reduce-scatter, reduce-scatter, then one all-reduce",
+                 dtr_dtype_name(acc_types[i]));
+        check(order, what);
+        check(differs, "HSDP accumulation: the result differs from the all-reduce-first order");
+    }
+
+    /* The factors the reducer picked at run time, from the groups it uses. */
+    dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1, .ndim = 1,
+                            .shape = {16}, .param_dtype = DTR_F32, .reduce_dtype = DTR_F16};
+    dtr_reducer_t *r = NULL;
+    dtr_grad_factors_t f = {0};
+    const char *names[2];
+    int nn = 0;
+    if (dtr_reducer_create(ctx, &d, &r) == DTR_OK) {
+        dtr_reducer_info(r, &f, NULL, NULL);
+        nn = dtr_reducer_ops(r, names, 2);
+    }
+    check(f.world == 8 && f.pre == 4 && f.post == 2 && f.rs_op == DTR_REDUCE_SUM &&
+              f.ar_op == DTR_REDUCE_SUM && nn == 2 &&
+              strcmp(names[0], "reduce_scatter:sum") == 0 &&
+              strcmp(names[1], "all_reduce:sum") == 0,
+          "HSDP f16 on 2x4: D = 4 x 2 = 8, pre 4, post 2, SUM both");
+    dtr_reducer_destroy(r);
+    r = NULL;
+    d.reduce_dtype = DTR_BF16;
+    memset(&f, 0, sizeof f);
+    if (dtr_reducer_create(ctx, &d, &r) == DTR_OK) dtr_reducer_info(r, &f, NULL, NULL);
+    check(f.world == 8 && f.pre == 1 && f.post == 1 && f.rs_op == DTR_REDUCE_AVG &&
+              f.ar_op == DTR_REDUCE_AVG,
+          "HSDP bf16 on 2x4: AVG both, no explicit divide");
+    dtr_reducer_destroy(r);
+
+    /* Errors at create: each names the field. */
+    dtr_reducer_desc_t e = d;
+    e.replicate_dims = 0x2;
+    r = NULL;
+    check(dtr_reducer_create(ctx, &e, &r) == DTR_ERR_INVALID_ARGUMENT && r == NULL &&
+              strstr(dtr_last_error(), "both") != NULL,
+          "reducer: a mesh dim in both groups: INVALID_ARGUMENT");
+    e = d;
+    e.shard_dim = 1;
+    check(dtr_reducer_create(ctx, &e, &r) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "shard_dim") != NULL,
+          "reducer: shard_dim past the gradient's dims: INVALID_ARGUMENT naming it");
+    e = d;
+    e.param_dtype = DTR_I32;
+    check(dtr_reducer_create(ctx, &e, &r) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "param_dtype") != NULL,
+          "reducer: i32 gradients: INVALID_ARGUMENT naming param_dtype");
+    e = d;
+    e.factor = NAN;
+    check(dtr_reducer_create(ctx, &e, &r) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "factor") != NULL,
+          "reducer: a NaN factor: INVALID_ARGUMENT naming factor");
+    e = d;
+    e.shape[0] = -1;
+    check(dtr_reducer_create(ctx, &e, &r) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "shape[0]") != NULL,
+          "reducer: a negative dim: INVALID_ARGUMENT naming shape[0]");
+
+    /* One rank's bad buffer size: it says why, the others say which rank, nobody hangs. */
+    d.reduce_dtype = DTR_F32;
+    r = NULL;
+    dtr_reducer_create(ctx, &d, &r);
+    float g[16], out[4];
+    fill(DTR_F32, g, 16, 0, 0, 1, 1);
+    size_t gb = rank == 5 ? sizeof g - 4 : sizeof g;
+    dtr_status_t st = dtr_reducer_reduce(r, g, gb, true, out, sizeof out);
+    check(rank == 5 ? st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "grad_bytes")
+                    : st == DTR_ERR_REMOTE && strstr(dtr_last_error(), "rank 5") != NULL,
+          "reducer: rank 5's grad_bytes wrong: INVALID_ARGUMENT there, REMOTE naming it elsewhere");
+    /* Ranks that disagree on sync: MISMATCH everywhere, no hang. */
+    st = dtr_reducer_reduce(r, g, sizeof g, rank != 2, out, sizeof out);
+    check(st == DTR_ERR_MISMATCH, "reducer: rank 2 skips the all-reduce alone: MISMATCH everywhere");
+    st = dtr_reducer_reduce(r, g, sizeof g, true, out, rank == 1 ? 4 : sizeof out);
+    check(rank == 1 ? st == DTR_ERR_BUFFER_TOO_SMALL : st == DTR_ERR_REMOTE,
+          "reducer: rank 1's out too small: BUFFER_TOO_SMALL there, REMOTE elsewhere");
+    /* ...and it still works afterwards. */
+    st = dtr_reducer_reduce(r, g, sizeof g, true, out, sizeof out);
+    int index = 0;
+    {
+        int64_t ix;
+        dtr_mesh_group_index(mesh, 0x2, rank, &ix);
+        index = (int)ix;
+    }
+    int good = st == DTR_OK;
+    for (int k = 0; k < 4 && good; k++) good = out[k] == group_mean(0x3, index * 4 + k, 0, 1);
+    check(good, "reducer: after the errors, the next reduction is exact");
+    dtr_reducer_destroy(r);
+}
+
+/* ---- factors ------------------------------------------------------------------------ */
+
+static void test_factors(void) {
+    dtr_grad_factors_t f;
+    int ok = dtr_grad_factors(4, 3, DTR_F16, 0, false, &f) == DTR_OK && f.world == 12 &&
+             f.pre == 4 && f.post == 3 && f.rs_op == DTR_REDUCE_SUM;
+    ok = ok && dtr_grad_factors(6, 1, DTR_F16, 0, false, &f) == DTR_OK && f.pre == 4 &&
+         f.post == 1.5;
+    ok = ok && dtr_grad_factors(8, 1, DTR_F32, 0, false, &f) == DTR_OK &&
+         f.rs_op == DTR_REDUCE_AVG && f.ar_op == DTR_REDUCE_AVG && f.pre == 1 && f.post == 1;
+    ok = ok && dtr_grad_factors(1, 1, DTR_BF16, 0, false, &f) == DTR_OK &&
+         f.rs_op == DTR_REDUCE_SUM && f.pre == 1 && f.post == 1;
+    ok = ok && dtr_grad_factors(8, 1, DTR_F32, 3, false, &f) == DTR_OK && f.pre == 3 &&
+         f.post == 1 && f.rs_op == DTR_REDUCE_SUM;
+    ok = ok && dtr_grad_factors(8, 1, DTR_F32, 8, false, &f) == DTR_OK &&
+         f.rs_op == DTR_REDUCE_AVG;
+    ok = ok && dtr_grad_factors(4, 2, DTR_F32, 0, true, &f) == DTR_OK && f.pre == 1 &&
+         f.post == 8 && f.rs_op == DTR_REDUCE_SUM && f.ar_op == DTR_REDUCE_SUM;
+    ok = ok && dtr_grad_factors(4, 2, DTR_F16, 16, false, &f) == DTR_OK && f.pre == 4 &&
+         f.post == 4;
+    check(ok, "runtime factors: f16 pre/post of D, AVG for f32/bf16, user factor, force SUM");
+    check(dtr_grad_factors(0, 1, DTR_F32, 0, false, &f) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "rs_size") != NULL,
+          "runtime factors: rs_size 0 is INVALID_ARGUMENT naming it");
+    check(dtr_grad_factors(2, 1, DTR_I64, 0, false, &f) == DTR_ERR_INVALID_ARGUMENT &&
+              strstr(dtr_last_error(), "reduce_dtype") != NULL,
+          "runtime factors: i64 is INVALID_ARGUMENT naming reduce_dtype");
+}
+
+/* ---- the fused all-reduce ----------------------------------------------------------- */
+
+static void test_fused(void) {
+    for (int avg = 0; avg < 2; avg++) {
+        float a[1], b[200], c[129], e[5];
+        float *bufs[4] = {a, b, c, e};
+        int64_t counts[4] = {1, 200, 129, 5};
+        unsigned dims[4] = {0x3, 0x3, 0x3, 0x1};
+        dtr_fused_entry_t entries[4];
+        for (int i = 0; i < 4; i++) {
+            fill(DTR_F32, bufs[i], counts[i], i, 0, 1, 1);
+            entries[i] = (dtr_fused_entry_t){bufs[i], counts[i], dims[i]};
+        }
+        int64_t bytes = 0;
+        nrecs = 0;
+        dtr_status_t st = dtr_fused_all_reduce(ctx, mesh, entries, 4, DTR_F32,
+                                               avg ? DTR_REDUCE_AVG : DTR_REDUCE_SUM, &bytes);
+        int ok = st == DTR_OK;
+        for (int i = 0; i < 4 && ok; i++) {
+            int members[8], n = group_of(dims[i], rank, members);
+            for (int64_t k = 0; k < counts[i] && ok; k++) {
+                double want = 0;
+                for (int q = 0; q < n; q++) want += val(members[q], i, k);
+                if (avg) want /= n;
+                if (bufs[i][k] != (float)want) {
+                    printf("rank %d: fused entry %d element %lld: got %g, want %g\n", rank, i,
+                           (long long)k, bufs[i][k], want);
+                    ok = 0;
+                }
+            }
+        }
+        check(ok, avg ? "fused all-reduce AVG: exact means" : "fused all-reduce SUM: exact sums");
+        /* 4 B -> 512, 800 -> 1024, 516 -> 1024 in one buffer; 20 B -> 512 in the other. */
+        check(bytes == 2560 && nrecs == 2 && recs[0].count == 640 && recs[1].count == 128 &&
+                  recs[0].op == DTR_REDUCE_SUM && recs[1].op == DTR_REDUCE_SUM,
+              "fused all-reduce: one SUM per group, slices 512-byte aligned (2560 and 512 B)");
+    }
+    float x[4];
+    dtr_fused_entry_t bad[2] = {{x, 4, 0x3}, {rank == 6 ? NULL : x, 4, 0x3}};
+    dtr_status_t st = dtr_fused_all_reduce(ctx, mesh, bad, 2, DTR_F32, DTR_REDUCE_SUM, NULL);
+    check(rank == 6 ? st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "NULL")
+                    : st == DTR_ERR_REMOTE,
+          "fused all-reduce: rank 6 passes a NULL buf: INVALID_ARGUMENT there, REMOTE elsewhere");
+}
+
+/* ---- fp16 near 60000 ---------------------------------------------------------------- */
+
+static int count_nonfinite(const uint16_t *h, int64_t n) {
+    int c = 0;
+    for (int64_t k = 0; k < n; k++) c += !isfinite(dtr__f16_to_f32(h[k]));
+    return c;
+}
+
+static void test_fp16_overflow(void) {
+    /* Values 59904 + 256j, j in -8..7 (57856..61696): exact in f16, the largest finite
+     * being 65504. The mean over 8 ranks is exact too. */
+    const double base = 59904, step = 256;
+    enum { N = 4096 };
+    float *g = malloc(N * sizeof *g);
+    uint16_t *h = malloc(N * sizeof *h);
+    fill(DTR_F32, g, N, 0, base, step, 1);
+    dtr_status_t st = dtr_hook_fp16_compress(NULL, ctx, mesh, 0x3, g, N, DTR_F32);
+    int ok = st == DTR_OK;
+    for (int64_t k = 0; k < N && ok; k++) ok = isfinite(g[k]) && g[k] == group_mean(0x3, k, base, step);
+    check(ok, "fp16 compress hook, values near 60000 on 8 ranks: no overflow, exact mean");
+
+    /* Why it divides first: SUM, then divide, overflows the same values to inf. */
+    fill(DTR_F16, h, N, 0, base, step, 1);
+    st = dtr_all_reduce(ctx, mesh, 0x3, h, h, N, DTR_F16, DTR_REDUCE_SUM);
+    check(st == DTR_OK && count_nonfinite(h, N) == N,
+          "the same values, f16 SUM before dividing: every element overflows to inf");
+
+    /* The FSDP/HSDP f16 path (pre 4, post 2 on 8 ranks) keeps values up to 65504 * 4 / 8
+     * per rank: 28672 + 256j (26624..30464) reduce exactly, where SUM-then-divide
+     * overflows (8 x 28000 > 65504). */
+    dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1,
+                            .ndim = 1, .shape = {N}, .param_dtype = DTR_F32,
+                            .reduce_dtype = DTR_F16};
+    dtr_reducer_t *r = NULL;
+    float out[N / 4];
+    int64_t ix;
+    dtr_mesh_group_index(mesh, 0x2, rank, &ix);
+    for (int pass = 0; pass < 2; pass++) {
+        double b = pass == 0 ? 28672 : base;
+        fill(DTR_F32, g, N, 0, b, step, 1);
+        st = dtr_reducer_create(ctx, &d, &r);
+        if (st == DTR_OK) st = dtr_reducer_reduce(r, g, N * sizeof *g, true, out, sizeof out);
+        dtr_reducer_destroy(r);
+        r = NULL;
+        int finite = 0, exact = st == DTR_OK;
+        for (int k = 0; k < N / 4 && st == DTR_OK; k++) {
+            finite += isfinite(out[k]) != 0;
+            exact = exact && out[k] == group_mean(0x3, ix * (N / 4) + k, b, step);
+        }
+        if (pass == 0)
+            check(exact && finite == N / 4,
+                  "HSDP f16 (pre 4, post 2), values near 28672 on 8 ranks: exact, no overflow");
+        else
+            /* The documented limit: 8 x 60000 / 4 = 120000 > 65504 before the post-divide. */
+            check(st == DTR_OK && finite < N / 4,
+                  "HSDP f16 (pre 4, post 2), values near 60000: past the pre/post limit, inf "
+                  "(documented)");
+    }
+    free(g);
+    free(h);
+}
+
+/* ---- the collectives themselves ----------------------------------------------------- */
+
+static void test_collectives(void) {
+    float a[8], b[8];
+    fill(DTR_F32, a, 8, 0, 0, 1, 1);
+    /* Rank 3 passes a different count: every rank gets MISMATCH, nothing hangs. */
+    dtr_status_t st = dtr_all_reduce(ctx, mesh, 0x3, a, b, rank == 3 ? 7 : 8, DTR_F32,
+                                     DTR_REDUCE_SUM);
+    check(st == DTR_ERR_MISMATCH, "all-reduce, rank 3's count differs: MISMATCH everywhere");
+    st = dtr_all_reduce(ctx, mesh, 0x3, a, a + 1, 4, DTR_F32, DTR_REDUCE_SUM);
+    check(st == DTR_ERR_INVALID_ARGUMENT && strstr(dtr_last_error(), "overlap") != NULL,
+          "all-reduce, overlapping send and recv: INVALID_ARGUMENT naming the overlap");
+    /* AVG through SUM-then-divide (MPI has no AVG) over a row of 4. */
+    fill(DTR_F32, a, 8, 0, 0, 1, 1);
+    st = dtr_all_reduce(ctx, mesh, 0x2, a, b, 8, DTR_F32, DTR_REDUCE_AVG);
+    int ok = st == DTR_OK;
+    for (int k = 0; k < 8 && ok; k++) ok = b[k] == group_mean(0x2, k, 0, 1);
+    check(ok, "all-reduce AVG over mesh dim 1 (4 ranks): exact means");
+    /* Reduce-scatter over the column of 2: this rank gets piece (its row). */
+    float send[8], recv[4];
+    fill(DTR_F32, send, 8, 0, 0, 1, 1);
+    st = dtr_reduce_scatter(ctx, mesh, 0x1, send, recv, 4, DTR_F32, DTR_REDUCE_SUM);
+    int64_t ix;
+    dtr_mesh_group_index(mesh, 0x1, rank, &ix);
+    ok = st == DTR_OK;
+    for (int k = 0; k < 4 && ok; k++) ok = recv[k] == 2 * group_mean(0x1, ix * 4 + k, 0, 1);
+    check(ok, "reduce-scatter SUM over mesh dim 0 (2 ranks): exact sums of this rank's piece");
+    int64_t n = 0;
+    check(dtr_mesh_group_size(mesh, 0x3, &n) == DTR_OK && n == 8 &&
+              dtr_mesh_group_size(mesh, 0, &n) == DTR_OK && n == 1 &&
+              dtr_mesh_group_size(mesh, 0x8, &n) == DTR_ERR_INVALID_ARGUMENT,
+          "group sizes: 0x3 is 8, 0 is 1, 0x8 is INVALID_ARGUMENT");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 8) {
+        if (rank == 0) fprintf(stderr, "grad_mpi_test: run under mpirun -n 8\n");
+        MPI_Finalize();
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int64_t sizes[2] = {2, 4};
+    void *state = NULL;
+    inner = dtr_backend_mpi_ops();
+    if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
+        dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(&recording, state, &ctx) != DTR_OK) {
+        fprintf(stderr, "rank %d: setup: %s\n", rank, dtr_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    test_collectives();
+    test_hooks();
+    test_factors();
+    test_reducer();
+    test_fused();
+    test_fp16_overflow();
+    dtr_context_destroy(ctx);
+    dtr_mesh_destroy(mesh);
+    if (rank == 0) printf("gradient reduction on 8 ranks: %d passed, %d failed\n", passed, failed);
+    int rc = failed > 0;
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return rc;
+}

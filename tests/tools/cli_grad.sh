@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `dtr grad`: the dry run's factors (no MPI), every mode x reduce dtype on 8 ranks verified
+# exactly, HSDP accumulation, fp16 near 60000, and the usage errors (one stderr line from
+# rank 0 only, exit 2).
+# Usage: cli_grad.sh DTR
+set -u
+dtr=$1
+pass=0
+fail=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: RANKS 0 runs without
+# mpirun. With a stderr fragment, stderr must hold exactly one 'dtr grad' line naming it.
+check() {
+    local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
+    shift 5
+    if [ "$n" -eq 0 ]; then
+        timeout 60 "$dtr" "$@" >"$out" 2>"$err"
+    else
+        timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    fi
+    local rc=$? ok=1
+    [ "$rc" -eq "$want_rc" ] || ok=0
+    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
+    if [ -n "$want_err" ]; then
+        grep -qF -- "$want_err" "$err" || ok=0
+        [ "$(grep -c '^dtr grad' "$err")" -eq 1 ] || ok=0
+    fi
+    if [ "$ok" -eq 1 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $name (exit $rc, want $want_rc)"
+        sed 's/^/  stdout: /' "$out" | head -5
+        sed 's/^/  stderr: /' "$err" | head -5
+    fi
+}
+
+# The dry run: DESIGN.md's factors, no MPI.
+check "dry run N=12 f16" 0 0 "divide by 12: pre 4, post 3; ops: reduce_scatter:sum" "" \
+    grad --dry-run --world 12 --dtype f16
+check "dry run N=6 f16 (fractional post)" 0 0 '"pre_factor":4,"post_factor":1.5' "" \
+    grad --dry-run --world 6 --dtype f16 --json
+check "dry run f32: AVG, nothing divided" 0 0 '"pre_factor":1,"post_factor":1,"ops":["reduce_scatter:avg"]' "" \
+    grad --dry-run --world 8 --dtype f32 --json
+check "dry run hsdp 2x4 f16" 0 0 '"world":8,"shard_group":4,"replicate_group":2,"dtype":"f16","factor":8,"pre_factor":4,"post_factor":2,"ops":["reduce_scatter:sum","all_reduce:sum"]' "" \
+    grad --dry-run --mode hsdp --mesh 2x4 --dtype f16 --json
+check "dry run user factor on f32: SUM, pre-divide" 0 0 '"factor":3,"pre_factor":3,"post_factor":1,"ops":["reduce_scatter:sum"]' "" \
+    grad --dry-run --world 8 --factor 3 --json
+check "dry run force-sum on bf16: post-divide" 0 0 '"pre_factor":1,"post_factor":8,"ops":["reduce_scatter:sum"]' "" \
+    grad --dry-run --world 8 --dtype bf16 --force-sum --json
+check "dry run ddp: divide by N first" 0 0 '"pre_factor":8,"post_factor":1,"ops":["all_reduce:sum"]' "" \
+    grad --dry-run --mode ddp --world 8 --dtype f16 --json
+check "help without MPI" 0 0 "usage: mpirun -n N dtr grad" "" grad --help
+
+# Every mode and reduce dtype on 8 ranks, 2 microbatches: exact means.
+for mode in ddp fsdp hsdp; do
+    for dt in f32 bf16 f16; do
+        check "$mode $dt, 2 microbatches" 8 0 '"verified":true,"max_abs_err":0,"nonfinite":false' "" \
+            grad --mode $mode --mesh 2x4 --dtype $dt --numel 100003 --microbatches 2 --verify --json
+    done
+done
+check "hsdp JSON keys" 8 0 '{"mode":"hsdp","mesh":"2x4","world":8,"shard_group":4,"replicate_group":2,"dtype":"f16","factor":8,"pre_factor":4,"post_factor":2,"ops":["reduce_scatter:sum","all_reduce:sum"]' "" \
+    grad --mode hsdp --mesh 2x4 --dtype f16 --numel 1000 --verify --json
+check "fsdp, later shard dim, uneven" 8 0 '"verified":true,"max_abs_err":0' "" \
+    grad --mode fsdp --mesh 8 --shape 3x13x5 --shard-dim 1 --dtype bf16 --verify --json
+check "fsdp f64" 8 0 '"verified":true,"max_abs_err":0' "" \
+    grad --mode fsdp --mesh 2x4 --dtype f64 --numel 1001 --verify --json
+check "text summary" 8 0 "verified: every element on every rank is the mean over 8 ranks and 2 microbatches" "" \
+    grad --mode hsdp --mesh 2x4 --numel 1000 --microbatches 2 --verify
+check "ddp f16 near 60000: no overflow" 8 0 '"verified":true,"max_abs_err":0,"nonfinite":false' "" \
+    grad --mode ddp --mesh 8 --dtype f16 --base 59904 --step 256 --numel 4096 --verify --json
+check "hsdp f16 near 28672 (pre 4 keeps it): exact" 8 0 '"verified":true,"max_abs_err":0,"nonfinite":false' "" \
+    grad --mode hsdp --mesh 2x4 --dtype f16 --base 28672 --step 256 --numel 4096 --verify --json
+check "hsdp f16 near 60000 is past the pre/post limit: reported, exit 1" 8 1 '"nonfinite":true' "overflowed" \
+    grad --mode hsdp --mesh 2x4 --dtype f16 --base 59904 --step 256 --numel 4096 --verify --json
+check "user factor 4: the sum over 8 ranks divided by 4" 8 0 '"factor":4,"pre_factor":4,"post_factor":1,"ops":["reduce_scatter:sum"]' "" \
+    grad --mode fsdp --mesh 2x4 --factor 4 --numel 1000 --verify --json
+check "user factor 4 verified exactly" 8 0 '"verified":true,"max_abs_err":0' "" \
+    grad --mode hsdp --mesh 2x4 --factor 4 --numel 1000 --microbatches 2 --verify --json
+check "user factor text" 8 0 "is the sum over 8 ranks and 1 microbatch divided by 4" "" \
+    grad --mode fsdp --mesh 2x4 --factor 4 --numel 1000 --verify
+
+# Usage errors: one line from rank 0, exit 2.
+check "missing --mode" 2 2 "" "--mode: missing" grad --mesh 2
+check "bad --mode" 2 2 "" "--mode: 'zero' is not ddp, fsdp or hsdp" grad --mode zero --mesh 2
+check "hsdp on a 1-D mesh" 2 2 "" "hsdp needs a mesh of 2 or more dims" grad --mode hsdp --mesh 2
+check "--factor with ddp" 2 2 "" "--factor: the DDP hooks divide by the world size" grad --mode ddp --mesh 2 --factor 2
+check "mesh larger than the job" 2 2 "" "run under 'mpirun -n 8'" grad --mode fsdp --mesh 2x4
+check "--world without --dry-run" 2 2 "" "--world: only with --dry-run" grad --mode fsdp --mesh 2 --world 2
+check "bad --dtype" 2 2 "" "--dtype: i32, must be f32, bf16, f16 or f64" grad --mode fsdp --mesh 2 --dtype i32
+check "bad --microbatches" 2 2 "" "--microbatches: '0'" grad --mode fsdp --mesh 2 --microbatches 0
+check "bad --factor" 2 2 "" "--factor: '-1' is not a number > 0" grad --mode fsdp --mesh 2 --factor -1
+check "--shard-dim past the shape" 2 2 "" "--shard-dim: 1, the gradient has dims 0..0" grad --mode fsdp --mesh 2 --numel 10 --shard-dim 1
+check "--numel and --shape" 2 2 "" "--numel and --shape: give one" grad --mode fsdp --mesh 2 --numel 10 --shape 2x5
+check "dry run needs --world" 0 2 "" "--dry-run needs --world N" grad --dry-run
+check "dry run hsdp needs --mesh" 0 2 "" "give --mesh RxS" grad --dry-run --mode hsdp --world 8
+check "dry run --world vs --mesh" 0 2 "" "--world: 6, but --mesh 2x4 has 8 ranks" grad --dry-run --world 6 --mesh 2x4
+check "unknown flag" 2 2 "" "--bogus" grad --mode fsdp --mesh 2 --bogus
+
+echo "dtr grad: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,537 @@
+/* dtr grad: gradient reduction (DDP, FSDP, HSDP) on synthetic gradients with known means. */
+#include <getopt.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/mpi/dtr_mpi.h"
+#include "tools/cli.h"
+
+static void dtr__grad_help(FILE *out) {
+    fputs(
+        "usage: mpirun -n N dtr grad --mode ddp|fsdp|hsdp --mesh MESH [--dtype DTYPE]\n"
+        "                 [--numel N | --shape SHAPE [--shard-dim D]] [--microbatches M]\n"
+        "                 [--factor F] [--force-sum] [--base B] [--step S] [--ranks LIST]\n"
+        "                 [--verify] [--json]\n"
+        "       dtr grad --dry-run --world N [--mode MODE] [--mesh MESH] [--dtype DTYPE]\n"
+        "                 [--factor F] [--force-sum] [--json]\n"
+        "\n"
+        "Reduces synthetic gradients to their mean over the data-parallel ranks, the way a\n"
+        "training step does, and with --verify checks every element against the exact mean.\n"
+        "Rank p's gradient for microbatch m (p its place on the mesh, m = 0..M-1) holds, at\n"
+        "element k, (B + S * ((7k + 13p + 5m) mod 16 - 8)) / M: the division by M is the\n"
+        "loss scaling of gradient accumulation, so the result is the mean over all ranks and\n"
+        "all microbatches (with --factor F: their sum divided by F). Gradients are f32 (the\n"
+        "parameter dtype); --dtype is the dtype the reduction runs in (on the wire).\n"
+        "\n"
+        "modes:\n"
+        "  ddp    every rank holds the whole gradient; microbatches accumulate locally, then\n"
+        "         one hook over the whole mesh: f32 the all-reduce hook (divide by N, SUM);\n"
+        "         f16 / bf16 the compress hooks (cast down, divide, SUM, cast back)\n"
+        "  fsdp   reduce-scatter over the whole mesh: each rank keeps its torch.chunk shard\n"
+        "         of dim --shard-dim (uneven dims are padded for the collective)\n"
+        "  hsdp   reduce-scatter over the last mesh dim (the shard group), then all-reduce\n"
+        "         over the others (the replicate group; on a 2-D mesh dim 0); microbatches\n"
+        "         before the last skip the all-reduce and keep their reduce-scatter output\n"
+        "  fsdp and hsdp divide at run time: D = shard group x replicate group; f32 and bf16\n"
+        "  reduce with AVG (MPI: SUM, then divide), f16 with SUM and the pre/post factors of D\n"
+        "  (f = 1; while D % f == 0 and D / f > f: f *= 2; pre f, post D / f)\n"
+        "\n"
+        "  --mesh, --ranks       as for 'dtr layout'\n"
+        "  --dtype DTYPE         f32 (default), bf16, f16 or f64\n"
+        "  --numel N             a 1-D gradient of N elements (default 1000003)\n"
+        "  --shape SHAPE         the gradient's shape instead, e.g. 6x1001\n"
+        "  --shard-dim D         the tensor dim fsdp/hsdp shard (default 0)\n"
+        "  --microbatches M      gradient accumulation over M microbatches (default 1)\n"
+        "  --factor F            fsdp/hsdp: divide by F instead of D\n"
+        "  --force-sum           fsdp/hsdp: SUM collectives and explicit divides, never AVG\n"
+        "  --base B, --step S    the gradient values above (defaults 0 and 1); e.g. --base\n"
+        "                        59904 --step 256 puts fp16 values near 60000\n"
+        "  --verify              compare every element on every rank with the exact mean\n"
+        "  --json                one JSON object on rank 0\n"
+        "  --dry-run --world N   print the factors and collectives for N ranks; no MPI\n"
+        "  -h, --help            this help\n"
+        "\n"
+        "examples:\n"
+        "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype bf16 --microbatches 2 --verify\n"
+        "  mpirun -n 8 dtr grad --mode ddp --mesh 8 --dtype f16 --base 59904 --step 256 --verify\n"
+        "  dtr grad --dry-run --world 12 --dtype f16\n"
+        "\n"
+        "Exit status: 0 done (and verified with --verify); 1 a wrong or non-finite element, or\n"
+        "a rank's call failed; 2 bad arguments.\n",
+        out);
+}
+
+typedef enum { DTR__DDP = 0, DTR__FSDP, DTR__HSDP } dtr__mode_t;
+static const char *const dtr__mode_names[] = {"ddp", "fsdp", "hsdp"};
+
+typedef struct {
+    dtr__mode_t mode;
+    dtr_dtype_t dtype;
+    int ndim;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int shard_dim;
+    long microbatches;
+    double factor, base, step;
+    bool force_sum, verify, json, dry_run;
+    long world; /* --world, for --dry-run */
+    dtr_cli_spec_args_t spec;
+} dtr__grad_args_t;
+
+/* What the reduction does: groups, factors, collectives. */
+typedef struct {
+    unsigned shard_dims, replicate_dims;
+    int64_t rs, ar;
+    dtr_grad_factors_t f;
+    const char *ops[2];
+    int nops;
+} dtr__grad_plan_t;
+
+static const char *dtr__op_name(const char *coll, dtr_reduce_op_t op) {
+    if (strcmp(coll, "rs") == 0)
+        return op == DTR_REDUCE_AVG ? "reduce_scatter:avg" : "reduce_scatter:sum";
+    return op == DTR_REDUCE_AVG ? "all_reduce:avg" : "all_reduce:sum";
+}
+
+/* The groups of a mode on a mesh of nd dims (the sizes in sizes[]). */
+static int dtr__grad_plan(const dtr__grad_args_t *a, int nd, const int64_t *sizes,
+                          dtr__grad_plan_t *p) {
+    memset(p, 0, sizeof *p);
+    unsigned all = (1u << nd) - 1;
+    if (a->mode == DTR__HSDP && nd < 2)
+        return dtr_cli_usage_error("grad",
+                                   "--mesh: hsdp needs a mesh of 2 or more dims (the last is "
+                                   "the shard group, the others the replicate group)");
+    if (a->mode == DTR__DDP && (a->factor > 0 || a->force_sum))
+        return dtr_cli_usage_error("grad",
+                                   "%s: the DDP hooks divide by the world size (use --mode fsdp "
+                                   "or hsdp)",
+                                   a->factor > 0 ? "--factor" : "--force-sum");
+    p->rs = p->ar = 1;
+    if (a->mode == DTR__FSDP) p->shard_dims = all;
+    if (a->mode == DTR__HSDP) {
+        p->shard_dims = 1u << (nd - 1);
+        p->replicate_dims = all & ~p->shard_dims;
+    }
+    for (int i = 0; i < nd; i++) {
+        if (p->shard_dims & (1u << i)) p->rs *= sizes[i];
+        if (p->replicate_dims & (1u << i)) p->ar *= sizes[i];
+    }
+    if (a->mode == DTR__DDP) {
+        int64_t n = 1;
+        for (int i = 0; i < nd; i++) n *= sizes[i];
+        p->f = (dtr_grad_factors_t){.world = n, .factor = (double)n, .pre = (double)n,
+                                    .post = 1, .rs_op = DTR_REDUCE_SUM,
+                                    .ar_op = DTR_REDUCE_SUM};
+        if (n > 1) p->ops[p->nops++] = "all_reduce:sum";
+        return DTR_EXIT_OK;
+    }
+    if (dtr_grad_factors(p->rs, p->ar, a->dtype, a->factor, a->force_sum, &p->f) != DTR_OK)
+        return dtr_cli_lib_error("grad", "--factor");
+    if (p->rs > 1) p->ops[p->nops++] = dtr__op_name("rs", p->f.rs_op);
+    if (p->ar > 1) p->ops[p->nops++] = dtr__op_name("ar", p->f.ar_op);
+    return DTR_EXIT_OK;
+}
+
+static void dtr__print_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p,
+                            const char *mesh) {
+    printf("dtr grad: %s on mesh %s: ", dtr__mode_names[a->mode], mesh);
+    if (a->mode == DTR__DDP) printf("%lld ranks", (long long)p->f.world);
+    else if (a->mode == DTR__FSDP) printf("shard group of %lld", (long long)p->rs);
+    else
+        printf("replicate group %lld x shard group %lld = %lld ranks", (long long)p->ar,
+               (long long)p->rs, (long long)p->f.world);
+    printf(", reduce dtype %s\n", dtr_dtype_name(a->dtype));
+    printf("  divide by %.9g: pre %.9g, post %.9g; ops:", p->f.factor, p->f.pre, p->f.post);
+    for (int k = 0; k < p->nops; k++) printf("%s %s", k ? "," : "", p->ops[k]);
+    if (p->nops == 0) printf(" none (one rank)");
+    printf("\n");
+}
+
+static void dtr__json_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p,
+                           const char *mesh) {
+    printf("{\"mode\":\"%s\",\"mesh\":\"%s\",\"world\":%lld,\"shard_group\":%lld,"
+           "\"replicate_group\":%lld,\"dtype\":\"%s\",\"factor\":%.17g,\"pre_factor\":%.17g,"
+           "\"post_factor\":%.17g,\"ops\":[",
+           dtr__mode_names[a->mode], mesh, (long long)p->f.world, (long long)p->rs,
+           (long long)p->ar, dtr_dtype_name(a->dtype), p->f.factor, p->f.pre, p->f.post);
+    for (int k = 0; k < p->nops; k++) printf("%s\"%s\"", k ? "," : "", p->ops[k]);
+    printf("]");
+}
+
+static int dtr__dry_run(const dtr__grad_args_t *a) {
+    int64_t sizes[DTR_MAX_MESH_DIMS];
+    int nd = 1;
+    char meshtext[64];
+    if (a->spec.mesh != NULL) {
+        dtr_mesh_t *mesh = NULL;
+        if (dtr_mesh_parse(a->spec.mesh, NULL, 0, &mesh) != DTR_OK)
+            return dtr_cli_lib_error("grad", "--mesh");
+        nd = dtr_mesh_ndims(mesh);
+        for (int i = 0; i < nd; i++) sizes[i] = dtr_mesh_size(mesh, i);
+        dtr_mesh_format(mesh, meshtext, sizeof meshtext);
+        int64_t n = dtr_mesh_nranks(mesh);
+        dtr_mesh_destroy(mesh);
+        if (a->world > 0 && a->world != n)
+            return dtr_cli_usage_error("grad", "--world: %ld, but --mesh %s has %lld ranks",
+                                       a->world, meshtext, (long long)n);
+    } else {
+        if (a->world <= 0)
+            return dtr_cli_usage_error("grad", "--dry-run needs --world N (or --mesh)");
+        if (a->mode == DTR__HSDP)
+            return dtr_cli_usage_error("grad",
+                                       "--mode hsdp: give --mesh RxS to split the ranks into "
+                                       "replicate and shard groups");
+        sizes[0] = a->world;
+        snprintf(meshtext, sizeof meshtext, "%ld", a->world);
+    }
+    dtr__grad_plan_t p;
+    int rc = dtr__grad_plan(a, nd, sizes, &p);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (a->json) {
+        dtr__json_plan(a, &p, meshtext);
+        printf(",\"dry_run\":true}\n");
+    } else {
+        dtr__print_plan(a, &p, meshtext);
+    }
+    return DTR_EXIT_OK;
+}
+
+/* Rank p's gradient value at element k of microbatch m. */
+static double dtr__value(const dtr__grad_args_t *a, int64_t p, long m, int64_t k) {
+    int64_t j = (k % 16 * 7 + p % 16 * 13 + m % 16 * 5) % 16 - 8;
+    return (a->base + a->step * (double)j) / (double)a->microbatches;
+}
+
+/* The exact result at element k (in double): the sum over every rank and microbatch,
+ * divided by the factor (D, the ranks, unless the user set one). The values are already
+ * divided by M, so with factor D this is the mean over ranks and microbatches. */
+static double dtr__mean(const dtr__grad_args_t *a, int64_t n, int64_t k, double factor) {
+    double s = 0;
+    for (int64_t p = 0; p < n; p++)
+        for (long m = 0; m < a->microbatches; m++) s += dtr__value(a, p, m, k);
+    return s / factor;
+}
+
+static double dtr__eps(dtr_dtype_t t) {
+    switch (t) {
+    case DTR_F16: return ldexp(1, -11);
+    case DTR_BF16: return ldexp(1, -8);
+    case DTR_F64: return ldexp(1, -52);
+    default: return ldexp(1, -23);
+    }
+}
+
+static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
+    dtr_mesh_t *mesh = NULL;
+    int rc = dtr_cli_build_mesh("grad", &a->spec, &mesh);
+    if (rc != DTR_EXIT_OK) return rc;
+    rc = dtr_cli_mesh_fits("grad", mesh, world);
+    if (rc != DTR_EXIT_OK) goto done_mesh;
+    int nd = dtr_mesh_ndims(mesh);
+    int64_t sizes[DTR_MAX_MESH_DIMS], n = dtr_mesh_nranks(mesh);
+    for (int i = 0; i < nd; i++) sizes[i] = dtr_mesh_size(mesh, i);
+    dtr__grad_plan_t p;
+    rc = dtr__grad_plan(a, nd, sizes, &p);
+    if (rc != DTR_EXIT_OK) goto done_mesh;
+    if (a->shard_dim >= a->ndim) {
+        rc = dtr_cli_usage_error("grad", "--shard-dim: %d, the gradient has dims 0..%d",
+                                 a->shard_dim, a->ndim - 1);
+        goto done_mesh;
+    }
+    char meshtext[64];
+    dtr_mesh_format(mesh, meshtext, sizeof meshtext);
+
+    /* From here on errors are per rank. */
+    dtr_cli_restore_stderr();
+    rc = DTR_EXIT_FAIL;
+    int64_t numel = 1;
+    for (int i = 0; i < a->ndim; i++) numel *= a->shape[i];
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    bool inside = dtr_mesh_coord(mesh, rank, coord) == DTR_OK;
+    int64_t pos = 0;
+    for (int i = 0; i < nd && inside; i++) pos = pos * sizes[i] + coord[i];
+    dtr_context_t *ctx = NULL;
+    dtr_reducer_t *red = NULL;
+    float *grad = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *grad);
+    float *acc = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *acc);
+    dtr_status_t st = grad != NULL && acc != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    if (!dtr_cli_all_ok("grad", st, rank, "context")) goto done;
+    if (inside && a->mode != DTR__DDP) {
+        dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = p.shard_dims,
+                                .replicate_dims = p.replicate_dims, .ndim = a->ndim,
+                                .shard_dim = a->shard_dim, .param_dtype = DTR_F32,
+                                .reduce_dtype = a->dtype, .factor = a->factor,
+                                .force_sum = a->force_sum};
+        memcpy(d.shape, a->shape, sizeof d.shape);
+        st = dtr_reducer_create(ctx, &d, &red);
+    }
+    if (!dtr_cli_all_ok("grad", st, rank, "reducer")) goto done;
+
+    /* The result: the whole gradient (ddp) or this rank's shard of it, with where the shard
+     * sits: [outer, rows at row_off.., inner] of [outer, len, inner]. */
+    int64_t outer = 1, inner = 1, len = a->shape[a->shard_dim], rows = len, row_off = 0;
+    for (int i = 0; i < a->shard_dim; i++) outer *= a->shape[i];
+    for (int i = a->shard_dim + 1; i < a->ndim; i++) inner *= a->shape[i];
+    int64_t out_numel = numel;
+    if (red != NULL) {
+        int64_t index, shard_shape[DTR_MAX_TENSOR_DIMS];
+        dtr_reducer_info(red, NULL, &out_numel, shard_shape);
+        dtr_mesh_group_index(mesh, p.shard_dims, rank, &index);
+        dtr_chunk(len, p.rs, index, &rows, &row_off);
+    }
+    float *out = malloc((size_t)(out_numel > 0 ? out_numel : 1) * sizeof *out);
+    st = out != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    if (!dtr_cli_all_ok("grad", st, rank, "output")) goto done_out;
+    double t0 = MPI_Wtime();
+    if (inside) {
+        memset(acc, 0, (size_t)numel * sizeof *acc);
+        for (long m = 0; m < a->microbatches && st == DTR_OK; m++) {
+            for (int64_t k = 0; k < numel; k++) grad[k] = (float)dtr__value(a, pos, m, k);
+            if (red != NULL) {
+                bool sync = m == a->microbatches - 1;
+                st = dtr_reducer_reduce(red, grad, (size_t)numel * sizeof *grad, sync, out,
+                                        (size_t)out_numel * sizeof *out);
+            } else {
+                for (int64_t k = 0; k < numel; k++) acc[k] += grad[k];
+            }
+        }
+        if (st == DTR_OK && red == NULL) {
+            unsigned all = (1u << nd) - 1;
+            memcpy(out, acc, (size_t)numel * sizeof *out);
+            st = a->dtype == DTR_F16    ? dtr_hook_fp16_compress(NULL, ctx, mesh, all, out, numel,
+                                                                 DTR_F32)
+                 : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress(NULL, ctx, mesh, all, out, numel,
+                                                                 DTR_F32)
+                                        : dtr_hook_all_reduce(NULL, ctx, mesh, all, out, numel,
+                                                              DTR_F32);
+        }
+    }
+    double secs = MPI_Wtime() - t0;
+    if (!dtr_cli_all_ok("grad", st, rank, "reduce")) goto done_out;
+
+    /* Check: every element against the exact mean. */
+    double amax = (fabs(a->base) + 8 * fabs(a->step)) / (double)a->microbatches;
+    double levels = ceil(log2((double)(n * a->microbatches))) + 3;
+    double tol = dtr__eps(a->dtype) * amax * levels * ((double)n / p.f.factor);
+    double err[2] = {0, 0}, allerr[2]; /* max abs error, non-finite count */
+    if (a->verify && inside) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t i = 0; i < inner; i++) {
+                    double got = out[(o * rows + r) * inner + i];
+                    double want = dtr__mean(a, n, (o * len + row_off + r) * inner + i, p.f.factor);
+                    if (!isfinite(got)) err[1] += 1;
+                    else if (fabs(got - want) > err[0]) err[0] = fabs(got - want);
+                }
+    }
+    MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double tmax;
+    MPI_Allreduce(&secs, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    bool ok = !a->verify || (allerr[1] == 0 && allerr[0] <= tol);
+    if (rank == 0) {
+        char shape[128];
+        dtr_shape_format(a->shape, a->ndim, shape, sizeof shape);
+        if (a->json) {
+            dtr__json_plan(a, &p, meshtext);
+            printf(",\"shape\":\"%s\",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
+                   "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"tolerance\":%.9g,"
+                   "\"seconds\":%.6f}\n",
+                   shape, (long long)numel, a->shard_dim, a->microbatches,
+                   a->verify ? (ok ? "true" : "false") : "null", allerr[0],
+                   allerr[1] > 0 ? "true" : "false", tol, tmax);
+        } else {
+            dtr__print_plan(a, &p, meshtext);
+            printf("  gradient %s (%lld elements), %ld microbatch%s; %.3f ms\n", shape,
+                   (long long)numel, a->microbatches, a->microbatches == 1 ? "" : "es",
+                   tmax * 1e3);
+            if (a->verify && ok && p.f.factor == (double)n)
+                printf("  verified: every element on every rank is the mean over %lld ranks and "
+                       "%ld microbatch%s; max abs error %.9g (tolerance %.9g)\n",
+                       (long long)n, a->microbatches, a->microbatches == 1 ? "" : "es",
+                       allerr[0], tol);
+            else if (a->verify && ok)
+                printf("  verified: every element on every rank is the sum over %lld ranks and "
+                       "%ld microbatch%s divided by %.9g; max abs error %.9g (tolerance %.9g)\n",
+                       (long long)n, a->microbatches, a->microbatches == 1 ? "" : "es",
+                       p.f.factor, allerr[0], tol);
+        }
+        if (!ok)
+            fprintf(stderr,
+                    "dtr grad: verification failed: %s; max abs error %.9g (tolerance %.9g)\n",
+                    allerr[1] > 0 ? "elements overflowed to inf or NaN on some rank"
+                                  : "elements differ from the exact mean",
+                    allerr[0], tol);
+    }
+    rc = ok ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+done_out:
+    free(out);
+done:
+    dtr_reducer_destroy(red);
+    dtr_context_destroy(ctx);
+    free(grad);
+    free(acc);
+done_mesh:
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
+
+/* Parses the flags; *help set for --help. */
+static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help) {
+    static const struct option options[] = {
+        DTR_CLI_SPEC_OPTIONS,
+        {"mode", required_argument, NULL, 'M'},
+        {"numel", required_argument, NULL, 'N'},
+        {"shard-dim", required_argument, NULL, 'D'},
+        {"microbatches", required_argument, NULL, 'b'},
+        {"factor", required_argument, NULL, 'F'},
+        {"force-sum", no_argument, NULL, 'u'},
+        {"base", required_argument, NULL, 'B'},
+        {"step", required_argument, NULL, 'T'},
+        {"verify", no_argument, NULL, 'v'},
+        {"json", no_argument, NULL, 'j'},
+        {"dry-run", no_argument, NULL, 'y'},
+        {"world", required_argument, NULL, 'W'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *mode = NULL, *numel = NULL, *shard = "0", *mb = "1", *factor = NULL;
+    const char *base = "0", *step = "1", *worldtext = NULL;
+    memset(a, 0, sizeof *a);
+    *help = false;
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", options, NULL);
+        if (c == -1) break;
+        switch (c) {
+        case 'M': mode = optarg; break;
+        case 'N': numel = optarg; break;
+        case 'D': shard = optarg; break;
+        case 'b': mb = optarg; break;
+        case 'F': factor = optarg; break;
+        case 'u': a->force_sum = true; break;
+        case 'B': base = optarg; break;
+        case 'T': step = optarg; break;
+        case 'v': a->verify = true; break;
+        case 'j': a->json = true; break;
+        case 'y': a->dry_run = true; break;
+        case 'W': worldtext = optarg; break;
+        case 'h': *help = true; return DTR_EXIT_OK;
+        default:
+            if (c != 'm' && c != 's' && c != 'd' && c != 'r')
+                return dtr_cli_option_error("grad", c, argv);
+            dtr_cli_spec_option(c, optarg, &a->spec);
+            break;
+        }
+    }
+    if (optind < argc) return dtr_cli_option_error("grad", 0, argv);
+    char *end;
+    a->mode = a->dry_run ? DTR__FSDP : DTR__DDP;
+    if (mode == NULL && !a->dry_run)
+        return dtr_cli_usage_error("grad", "--mode: missing (ddp, fsdp or hsdp)");
+    if (mode != NULL) {
+        int k = 0;
+        while (k < 3 && strcmp(mode, dtr__mode_names[k]) != 0) k++;
+        if (k == 3)
+            return dtr_cli_usage_error("grad", "--mode: '%s' is not ddp, fsdp or hsdp", mode);
+        a->mode = (dtr__mode_t)k;
+    }
+    if (!a->dry_run && a->spec.mesh == NULL) return dtr_cli_usage_error("grad", "--mesh: missing");
+    if (worldtext != NULL && !a->dry_run)
+        return dtr_cli_usage_error("grad", "--world: only with --dry-run (mpirun sets the ranks)");
+    if (worldtext != NULL) {
+        a->world = strtol(worldtext, &end, 10);
+        if (*end != '\0' || a->world < 1 || a->world > INT32_MAX)
+            return dtr_cli_usage_error("grad", "--world: '%s' is not a rank count >= 1",
+                                       worldtext);
+    }
+    a->dtype = DTR_F32;
+    if (a->spec.dtype != NULL) {
+        if (dtr_dtype_parse(a->spec.dtype, &a->dtype) != DTR_OK)
+            return dtr_cli_lib_error("grad", "--dtype");
+        if (a->dtype != DTR_F32 && a->dtype != DTR_BF16 && a->dtype != DTR_F16 &&
+            a->dtype != DTR_F64)
+            return dtr_cli_usage_error("grad", "--dtype: %s, must be f32, bf16, f16 or f64",
+                                       a->spec.dtype);
+    }
+    if (a->mode == DTR__DDP && a->dtype == DTR_F64)
+        return dtr_cli_usage_error("grad", "--dtype: f64 in ddp mode: the hooks are f32 "
+                                           "(allreduce) or f16/bf16 (compress)");
+    if (numel != NULL && a->spec.shape != NULL)
+        return dtr_cli_usage_error("grad", "--numel and --shape: give one");
+    if (a->spec.shape != NULL) {
+        if (dtr_shape_parse(a->spec.shape, a->shape, DTR_MAX_TENSOR_DIMS, &a->ndim) != DTR_OK)
+            return dtr_cli_lib_error("grad", "--shape");
+    } else {
+        a->ndim = 1;
+        a->shape[0] = 1000003;
+        if (numel != NULL) {
+            a->shape[0] = strtoll(numel, &end, 10);
+            if (*end != '\0' || a->shape[0] < 0 || a->shape[0] > ((int64_t)1 << 40))
+                return dtr_cli_usage_error("grad", "--numel: '%s' is not a count 0..2^40",
+                                           numel);
+        }
+    }
+    long sd = strtol(shard, &end, 10);
+    if (*end != '\0' || sd < 0 || sd >= DTR_MAX_TENSOR_DIMS)
+        return dtr_cli_usage_error("grad", "--shard-dim: '%s' is not a tensor dim", shard);
+    a->shard_dim = (int)sd;
+    a->microbatches = strtol(mb, &end, 10);
+    if (*end != '\0' || a->microbatches < 1 || a->microbatches > 1000000)
+        return dtr_cli_usage_error("grad", "--microbatches: '%s' is not a count 1..1000000", mb);
+    if (factor != NULL) {
+        a->factor = strtod(factor, &end);
+        if (*end != '\0' || !(a->factor > 0) || isinf(a->factor))
+            return dtr_cli_usage_error("grad", "--factor: '%s' is not a number > 0", factor);
+    }
+    a->base = strtod(base, &end);
+    if (*end != '\0' || !isfinite(a->base))
+        return dtr_cli_usage_error("grad", "--base: '%s' is not a number", base);
+    a->step = strtod(step, &end);
+    if (*end != '\0' || !isfinite(a->step))
+        return dtr_cli_usage_error("grad", "--step: '%s' is not a number", step);
+    return DTR_EXIT_OK;
+}
+
+static int dtr__grad_body(int argc, char **argv, int rank, int world) {
+    dtr__grad_args_t a;
+    bool help;
+    int rc = dtr__grad_args(argc, argv, &a, &help);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (help) {
+        if (rank == 0) dtr__grad_help(stdout);
+        return DTR_EXIT_OK;
+    }
+    return dtr__grad(rank, world, &a);
+}
+
+static int dtr__grad_main(int argc, char **argv) {
+    /* --help and --dry-run need no MPI: parse first, start MPI only to run. */
+    dtr__grad_args_t a;
+    bool help;
+    bool local = false;
+    for (int k = 1; k < argc; k++)
+        if (strcmp(argv[k], "--dry-run") == 0 || strcmp(argv[k], "--help") == 0 ||
+            strcmp(argv[k], "-h") == 0)
+            local = true;
+    if (local) {
+        int rc = dtr__grad_args(argc, argv, &a, &help);
+        if (rc != DTR_EXIT_OK) return rc;
+        if (help) {
+            dtr__grad_help(stdout);
+            return DTR_EXIT_OK;
+        }
+        return dtr__dry_run(&a);
+    }
+    return dtr_cli_mpi_main("grad", dtr__grad_body, argc, argv);
+}
+
+const dtr_cli_command_t dtr_cli_grad = {
+    .name = "grad",
+    .summary = "reduce gradients DDP/FSDP/HSDP style under mpirun, checked against exact means",
+    .main = dtr__grad_main,
+    .help = dtr__grad_help,
+};
