@@ -214,3 +214,191 @@ Test(gradient_reduction, divide_factors) {
     cr_expect(pre == 7 && post == 7, "outputs untouched on error");
     cr_expect_eq(dtr_divide_factors(4, NULL, &post), DTR_ERR_INVALID_ARGUMENT);
 }
+
+/* ---- every pair of placements ------------------------------------------------------ */
+
+/* The communicating steps of a plan, "all_gather+all_reduce" ("" for none). */
+static void collectives_text(const dtr_plan_t *plan, char *buf, size_t len) {
+    buf[0] = '\0';
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *st = &plan->steps[k];
+        const dtr_step_kind_info_t *info = dtr_step_kind_info(st->kind);
+        if (!info->collective) continue;
+        /* An exchange in which no rank hears from another is local re-slicing. */
+        if (st->kind == DTR_STEP_EXCHANGE && st->peers_max == 0 && st->recv_bytes_max == 0)
+            continue;
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", at ? "+" : "", info->name);
+    }
+}
+
+/* Prints "src -> dst: target [collectives]" for a forward pair; "" if the forward is refused. */
+static void pair_line(dtr_mesh_t *mesh, const char *shape, const char *src, const char *dst,
+                      char *line, size_t len) {
+    dtr_spec_t s, d;
+    dtr_plan_t *fwd = malloc(sizeof *fwd), *bwd = malloc(sizeof *bwd);
+    line[0] = '\0';
+    cr_assert_eq(spec_from(mesh, shape, src, DTR_F32, &s), DTR_OK);
+    cr_assert_eq(spec_from(mesh, shape, dst, DTR_F32, &d), DTR_OK);
+    if (dtr_plan_create(&s, &d, NULL, fwd) == DTR_OK) {
+        cr_assert_eq(dtr_plan_backward(&s, &d, NULL, bwd), DTR_OK, "%s -> %s: %s", src, dst,
+                     dtr_last_error());
+        char target[64], coll[256];
+        dtr_placements_format(bwd->dst.placements, dtr_mesh_ndims(mesh), target, sizeof target);
+        collectives_text(bwd, coll, sizeof coll);
+        snprintf(line, len, "%s -> %s: %s [%s]", src, dst, target, coll);
+    }
+    free(fwd);
+    free(bwd);
+}
+
+
+/* Forward src -> dst with the gradient arriving in dst's placements: the gradient's target
+ * placement (the rule) and the backward plan's collectives. Reviewed by hand against the
+ * rule: R -> S forward gives an all-gather back; P -> R forward nothing (the gradient stays
+ * Replicate); a Partial gradient is all-reduced unless the source was Partial too. */
+typedef struct {
+    const char *src, *dst, *want; /* want NULL: the forward plan is refused */
+} pair_t;
+
+static const pair_t pairs_1d[] = {
+    {"S(0)", "S(0)", "S(0) []"},
+    {"S(0)", "S(1)", "S(0) [all_to_all]"},
+    {"S(0)", "R", "S(0) []"},
+    {"S(0)", "P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(1)", "S(0)", "S(1) [all_to_all]"},
+    {"S(1)", "S(1)", "S(1) []"},
+    {"S(1)", "R", "S(1) []"},
+    {"S(1)", "P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R", "S(0)", "R [all_gather]"},
+    {"R", "S(1)", "R [all_gather]"},
+    {"R", "R", "R []"},
+    {"R", "P", "R [all_reduce]"},
+    {"P", "S(0)", "R [all_gather]"},
+    {"P", "S(1)", "R [all_gather]"},
+    {"P", "R", "R []"},
+    {"P", "P", "P(sum) []"},
+};
+static const pair_t pairs_2d[] = {
+    {"S(0),S(1)", "S(0),S(1)", "S(0),S(1) []"},
+    {"S(0),S(1)", "S(0),R", "S(0),S(1) []"},
+    {"S(0),S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "R,S(1)", "S(0),S(1) []"},
+    {"S(0),S(1)", "R,R", "S(0),S(1) []"},
+    {"S(0),S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),R", "S(0),S(1)", "S(0),R [all_gather]"},
+    {"S(0),R", "S(0),R", "S(0),R []"},
+    {"S(0),R", "S(0),P", "S(0),R [all_reduce]"},
+    {"S(0),R", "R,S(1)", "S(0),R [all_gather]"},
+    {"S(0),R", "R,R", "S(0),R []"},
+    {"S(0),R", "R,P", "S(0),R [all_reduce]"},
+    {"S(0),R", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),R", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),R", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),P", "S(0),S(1)", "S(0),R [all_gather]"},
+    {"S(0),P", "S(0),R", "S(0),R []"},
+    {"S(0),P", "S(0),P", "S(0),P(sum) []"},
+    {"S(0),P", "R,S(1)", "S(0),R [all_gather]"},
+    {"S(0),P", "R,R", "S(0),R []"},
+    {"S(0),P", "R,P", "S(0),P(sum) []"},
+    {"S(0),P", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),P", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),P", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "S(0),S(1)", "R,S(1) [all_gather]"},
+    {"R,S(1)", "S(0),R", "R,S(1) [all_gather]"},
+    {"R,S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "R,S(1)", "R,S(1) []"},
+    {"R,S(1)", "R,R", "R,S(1) []"},
+    {"R,S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "P,S(1)", "R,S(1) [all_reduce]"},
+    {"R,S(1)", "P,R", "R,S(1) [all_reduce]"},
+    {"R,S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,R", "S(0),S(1)", "R,R [all_gather+all_gather]"},
+    {"R,R", "S(0),R", "R,R [all_gather]"},
+    {"R,R", "S(0),P", "R,R [all_reduce+all_gather]"},
+    {"R,R", "R,S(1)", "R,R [all_gather]"},
+    {"R,R", "R,R", "R,R []"},
+    {"R,R", "R,P", "R,R [all_reduce]"},
+    {"R,R", "P,S(1)", "R,R [all_reduce+all_gather]"},
+    {"R,R", "P,R", "R,R [all_reduce]"},
+    {"R,R", "P,P", "R,R [all_reduce+all_reduce]"},
+    {"R,P", "S(0),S(1)", "R,R [all_gather+all_gather]"},
+    {"R,P", "S(0),R", "R,R [all_gather]"},
+    {"R,P", "S(0),P", "R,P(sum) [all_gather]"},
+    {"R,P", "R,S(1)", "R,R [all_gather]"},
+    {"R,P", "R,R", "R,R []"},
+    {"R,P", "R,P", "R,P(sum) []"},
+    {"R,P", "P,S(1)", "R,R [all_reduce+all_gather]"},
+    {"R,P", "P,R", "R,R [all_reduce]"},
+    {"R,P", "P,P", "R,P(sum) [all_reduce]"},
+    {"P,S(1)", "S(0),S(1)", "R,S(1) [all_gather]"},
+    {"P,S(1)", "S(0),R", "R,S(1) [all_gather]"},
+    {"P,S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,S(1)", "R,S(1)", "R,S(1) []"},
+    {"P,S(1)", "R,R", "R,S(1) []"},
+    {"P,S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,S(1)", "P,S(1)", "P(sum),S(1) []"},
+    {"P,S(1)", "P,R", "P(sum),S(1) []"},
+    {"P,S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,R", "S(0),S(1)", "R,R [all_gather+all_gather]"},
+    {"P,R", "S(0),R", "R,R [all_gather]"},
+    {"P,R", "S(0),P", "R,R [all_reduce+all_gather]"},
+    {"P,R", "R,S(1)", "R,R [all_gather]"},
+    {"P,R", "R,R", "R,R []"},
+    {"P,R", "R,P", "R,R [all_reduce]"},
+    {"P,R", "P,S(1)", "P(sum),R [all_gather]"},
+    {"P,R", "P,R", "P(sum),R []"},
+    {"P,R", "P,P", "P(sum),R [all_reduce]"},
+    {"P,P", "S(0),S(1)", "R,R [all_gather+all_gather]"},
+    {"P,P", "S(0),R", "R,R [all_gather]"},
+    {"P,P", "S(0),P", "R,P(sum) [all_gather]"},
+    {"P,P", "R,S(1)", "R,R [all_gather]"},
+    {"P,P", "R,R", "R,R []"},
+    {"P,P", "R,P", "R,P(sum) []"},
+    {"P,P", "P,S(1)", "P(sum),R [all_gather]"},
+    {"P,P", "P,R", "P(sum),R []"},
+    {"P,P", "P,P", "P(sum),P(sum) []"},
+};
+
+static void check_pairs(const char *mesh_text, const pair_t *pairs, size_t n) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse(mesh_text, NULL, 0, &mesh), DTR_OK);
+    for (size_t k = 0; k < n; k++) {
+        char line[512], want[512] = "";
+        pair_line(mesh, "8x8", pairs[k].src, pairs[k].dst, line, sizeof line);
+        if (pairs[k].want != NULL)
+            snprintf(want, sizeof want, "%s -> %s: %s", pairs[k].src, pairs[k].dst,
+                     pairs[k].want);
+        cr_expect_str_eq(line, want, "mesh %s, forward %s -> %s", mesh_text, pairs[k].src,
+                         pairs[k].dst);
+    }
+    dtr_mesh_destroy(mesh);
+}
+
+Test(backward, every_pair_on_a_1d_mesh) {
+    check_pairs("4", pairs_1d, sizeof pairs_1d / sizeof pairs_1d[0]);
+}
+
+Test(backward, every_pair_on_a_2d_mesh) {
+    check_pairs("2x2", pairs_2d, sizeof pairs_2d / sizeof pairs_2d[0]);
+}
+
+Test(gradient_reduction, divide_factors_1_to_1024) {
+    /* pre is a power of two that stopped the doubling: the first f with n % f != 0 or
+     * n / f <= f; so f / 2 still divided n and left a larger quotient. pre * post == n. */
+    for (int64_t n = 1; n <= 1024; n++) {
+        double pre, post;
+        cr_assert_eq(dtr_divide_factors(n, &pre, &post), DTR_OK);
+        int64_t f = (int64_t)pre;
+        cr_expect(pre == (double)f && f >= 1 && (f & (f - 1)) == 0, "n=%lld: pre %g", (long long)n, pre);
+        cr_expect(pre * post == (double)n, "n=%lld: pre %g x post %g", (long long)n, pre, post);
+        cr_expect(n % f != 0 || n / f <= f, "n=%lld: pre %lld should have doubled", (long long)n,
+                  (long long)f);
+        if (f > 1)
+            cr_expect(n % (f / 2) == 0 && n / (f / 2) > f / 2, "n=%lld: pre %lld doubled too far",
+                      (long long)n, (long long)f);
+    }
+}
