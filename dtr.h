@@ -10,6 +10,7 @@
  *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
+ *   autograd/tape.h              from_local / to_local backward, the tape
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -20,6 +21,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/grad.h"
+#include "autograd/tape.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
