@@ -30,4 +30,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 printf "\n$ mpirun -n 4 dtr run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify\n"
 mpirun --oversubscribe -n 4 "$dtr" run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify
+# HSDP gradient reduction on 8 ranks, fp16 with the pre/post factors, 2 microbatches.
+printf "\n$ mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype f16 --microbatches 2 --verify\n"
+mpirun --oversubscribe -n 8 "$dtr" grad --mode hsdp --mesh 2x4 --dtype f16 --microbatches 2 --verify
 if [ $# -gt 0 ]; then show "$@"; fi
