@@ -15,23 +15,11 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "tests/mpi_check.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 
-static int rank, world, passed, failed;
 
-/* Counts a check that every rank made; fails it if any rank's `ok` is false. */
-static void check(int ok, const char *what) {
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) printf("rank %d: FAIL: %s (last error: %s)\n", rank, what, dtr_last_error());
-    if (rank == 0) {
-        if (all)
-            passed++;
-        else
-            failed++;
-    }
-}
 
 /* ---- a recording wrapper around the MPI backend: which data collectives ran ---------- */
 
@@ -622,9 +610,7 @@ int main(int argc, char **argv) {
     test_fp16_overflow();
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
-    if (rank == 0) printf("gradient reduction on 8 ranks: %d passed, %d failed\n", passed, failed);
-    int rc = failed > 0;
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int rc = mpi_check_finish("gradient reduction on 8 ranks");
     MPI_Finalize();
     return rc;
 }

@@ -12,22 +12,11 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
 
-static int rank, world, passed, failed;
 static dtr_context_t *ctx;
 
-static void check(int ok, const char *what) {
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) printf("rank %d: FAIL: %s (last error: %s)\n", rank, what, dtr_last_error());
-    if (rank == 0) {
-        if (all)
-            passed++;
-        else
-            failed++;
-    }
-}
 
 static dtr_spec_t spec(const dtr_mesh_t *mesh, const char *placements, const char *shape) {
     dtr_placement_t p[8];
@@ -196,9 +185,7 @@ int main(int argc, char **argv) {
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(m4);
     dtr_mesh_destroy(m22);
-    if (rank == 0) printf("tape on 4 ranks: %d passed, %d failed\n", passed, failed);
-    int rc = failed > 0;
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int rc = mpi_check_finish("tape on 4 ranks");
     MPI_Finalize();
     return rc;
 }

@@ -14,22 +14,10 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
 
-static int rank, world, passed, failed;
 
-/* Counts a check that every rank made; fails it if any rank's `ok` is false. */
-static void check(int ok, const char *what) {
-    int all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) printf("rank %d: FAIL: %s (last error: %s)\n", rank, what, dtr_last_error());
-    if (rank == 0) {
-        if (all)
-            passed++;
-        else
-            failed++;
-    }
-}
 
 /* ---- a fault-injecting wrapper around the MPI backend ------------------------------- */
 
@@ -343,7 +331,7 @@ int main(int argc, char **argv) {
     requests(ctx);
     bystander(ctx);
     dtr_context_destroy(ctx);
-    if (rank == 0) printf("mpi executor error paths: %d passed, %d failed\n", passed, failed);
+    int rc = mpi_check_finish("mpi executor error paths");
     MPI_Finalize();
-    return failed > 0 ? 1 : 0;
+    return rc;
 }
