@@ -292,6 +292,13 @@ static void test_reducer(void) {
         snprintf(what, sizeof what, "HSDP 2x4, 10x7, reduce %s", dtr_dtype_name(types[i]));
         check(reducer_case(&hsdp, what, NULL, NULL), what);
     }
+    for (int i = 0; i < 4; i++) {
+        rcase_t ar = {.shard = 0, .rep = 0x3, .ndim = 2, .shape = {9, 5}, .reduce = types[i],
+                      .microbatches = 2};
+        snprintf(what, sizeof what, "FSDP all-reduce variant (no shard group), reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&ar, what, NULL, NULL), what);
+    }
     rcase_t tiny = {.shard = 0x3, .ndim = 1, .shape = {3}, .reduce = DTR_F32, .microbatches = 2};
     check(reducer_case(&tiny, "FSDP, 3 elements on 8 ranks (5 empty shards)", NULL, NULL),
           "FSDP with empty shards");
