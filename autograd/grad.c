@@ -8,6 +8,7 @@
 #include "autograd/grad.h"
 #include "core/internal.h"
 #include "dtensor/internal.h"
+#include "redistribute/internal.h"
 
 static bool dtr__is_float(dtr_dtype_t t) {
     return t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16;
@@ -24,17 +25,13 @@ static int64_t dtr__item(dtr_dtype_t t) { return dtr_dtype_info(t)->size; }
 
 /*
  * A rank that cannot go on (no memory, a bad argument) still has to meet its peers in the
- * collective they are entering, or they would wait for it forever: it enters the group's
- * argument agreement with an argument it knows is bad, which makes every peer return
- * DTR_ERR_REMOTE, and then returns its own error.
+ * agreement their next group call starts with, or they would wait for it forever: it enters
+ * it with its error, which makes every peer return DTR_ERR_REMOTE, and returns the error.
  */
 static dtr_status_t dtr__fail_together(dtr_context_t *ctx, const dtr_mesh_t *mesh,
                                        unsigned dims, dtr_status_t st, const char *func,
                                        const char *what) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", what);
-    (void)dtr_all_reduce(ctx, mesh, dims, NULL, NULL, 1, DTR_F32, DTR_REDUCE_SUM);
-    return dtr__error(st, func, "%s", msg);
+    return dtr__group_agree(ctx, mesh, dims, func, 0, st, what);
 }
 
 /* ---- DDP hooks ---------------------------------------------------------------------- */
@@ -45,8 +42,15 @@ dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t
     int64_t n;
     DTR_CHECK(dtr__float_arg(dtype, __func__, "dtype"));
     DTR_CHECK(dtr_mesh_group_size(mesh, dims, &n));
-    if (buf != NULL && count > 0) dtr__divide_by(dtype, buf, count, (double)n);
-    return dtr_all_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM);
+    /* Agree before dividing, so that an error anywhere leaves buf as it was. */
+    const char *msg = count < 0 ? "count: must be >= 0"
+                      : count > 0 && buf == NULL ? "buf: must not be NULL" : NULL;
+    uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
+    DTR_CHECK(dtr__group_agree(ctx, mesh, dims, __func__, h,
+                               msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg));
+    if (count > 0) dtr__divide_by(dtype, buf, count, (double)n);
+    return dtr__group_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM, false,
+                             false);
 }
 
 /* Runs `hook` on a `low` copy of buf and casts the result back. */
@@ -108,7 +112,8 @@ dtr_status_t dtr_grad_factors(int64_t rs_size, int64_t ar_size, dtr_dtype_t redu
     DTR_CHECK(dtr__float_arg(reduce_dtype, __func__, "reduce_dtype"));
     if (isnan(user_factor) || isinf(user_factor))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "user_factor: not finite");
-    dtr_grad_factors_t f = {.world = rs_size * ar_size, .pre = 1, .post = 1,
+    dtr_grad_factors_t f = {.rs_size = rs_size, .ar_size = ar_size,
+                            .world = rs_size * ar_size, .pre = 1, .post = 1,
                             .rs_op = DTR_REDUCE_SUM, .ar_op = DTR_REDUCE_SUM};
     bool user = user_factor > 0;
     f.factor = user ? user_factor : (double)f.world;
@@ -141,7 +146,7 @@ struct dtr_reducer {
     dtr_context_t *ctx;
     dtr_reducer_desc_t d;
     dtr_grad_factors_t f;
-    int64_t rs, ar, index;
+    int64_t rs, index; /* the shard group's size, this rank's place in it */
     int64_t outer, len, inner; /* the gradient as [outer, len, inner] around shard_dim */
     int64_t chunk, rows;       /* padded rows per rank, this rank's real rows */
     int64_t piece;             /* padded piece: outer * chunk * inner elements */
@@ -149,11 +154,6 @@ struct dtr_reducer {
     bool have_acc;
     uint64_t hash;
 };
-
-static uint64_t dtr__mix(uint64_t h, uint64_t v) {
-    h ^= v;
-    return h * 1099511628211ull;
-}
 
 dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *desc,
                                 dtr_reducer_t **out) {
@@ -194,7 +194,6 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     r->ctx = ctx;
     r->d = *d;
     r->rs = rs;
-    r->ar = ar;
     r->index = index;
     dtr_status_t st =
         dtr_grad_factors(rs, ar, d->reduce_dtype, d->factor, d->force_sum, &r->f);
@@ -220,15 +219,14 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "buffers of %lld elements", elements);
     }
     uint64_t h = 1469598103934665603ull;
-    h = dtr__mix(h, d->shard_dims);
-    h = dtr__mix(h, d->replicate_dims);
-    h = dtr__mix(h, (uint64_t)d->shard_dim);
-    for (int i = 0; i < d->ndim; i++) h = dtr__mix(h, (uint64_t)d->shape[i]);
-    h = dtr__mix(h, (uint64_t)d->param_dtype * 64 + (uint64_t)d->reduce_dtype);
-    double fac = r->f.factor;
-    uint64_t bits;
-    memcpy(&bits, &fac, sizeof bits);
-    r->hash = dtr__mix(dtr__mix(h, bits), d->force_sum);
+    h = dtr__fnv(h, d->shard_dims);
+    h = dtr__fnv(h, d->replicate_dims);
+    h = dtr__fnv(h, d->shard_dim);
+    for (int i = 0; i < d->ndim; i++) h = dtr__fnv(h, d->shape[i]);
+    h = dtr__fnv(h, (int64_t)d->param_dtype * 64 + d->reduce_dtype);
+    int64_t bits;
+    memcpy(&bits, &r->f.factor, sizeof bits);
+    r->hash = dtr__fnv(dtr__fnv(h, bits), d->force_sum);
     *out = r;
     return DTR_OK;
 }
@@ -253,13 +251,13 @@ dtr_status_t dtr_reducer_info(const dtr_reducer_t *r, dtr_grad_factors_t *factor
     return DTR_OK;
 }
 
-int dtr_reducer_ops(const dtr_reducer_t *r, const char **names, int cap) {
+int dtr_grad_ops(const dtr_grad_factors_t *f, const char **names, int cap) {
     static const char *const rs_names[] = {"reduce_scatter:sum", "reduce_scatter:avg"};
     static const char *const ar_names[] = {"all_reduce:sum", "all_reduce:avg"};
     int n = 0;
-    if (r == NULL) return 0;
-    if (r->rs > 1 && n < cap) names[n++] = rs_names[r->f.rs_op == DTR_REDUCE_AVG];
-    if (r->ar > 1 && n < cap) names[n++] = ar_names[r->f.ar_op == DTR_REDUCE_AVG];
+    if (f == NULL || names == NULL) return 0;
+    if (f->rs_size > 1 && n < cap) names[n++] = rs_names[f->rs_op == DTR_REDUCE_AVG];
+    if (f->ar_size > 1 && n < cap) names[n++] = ar_names[f->ar_op == DTR_REDUCE_AVG];
     return n;
 }
 
@@ -317,25 +315,13 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
         snprintf(msg, sizeof msg, "out: must not be NULL");
     else
         local = DTR_OK;
-    uint64_t h = dtr__mix(r->hash, sync);
-    int64_t agree[3] = {(int64_t)(h >> 1), INT64_MAX - (int64_t)(h >> 1),
-                        local != DTR_OK ? dtr_context_rank(r->ctx) + 1 : 0};
-    DTR_CHECK(dtr_all_reduce(r->ctx, mesh, all, agree, agree, 3, DTR_I64, DTR_REDUCE_MAX));
-    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
-    if (agree[2] > 0)
-        return dtr__error(DTR_ERR_REMOTE, func,
-                          "rank %lld rejected its arguments (see its error); this rank's were "
-                          "good",
-                          (long long)(agree[2] - 1));
-    if (agree[0] + agree[1] != INT64_MAX)
-        return dtr__error(DTR_ERR_MISMATCH, func,
-                          "the ranks hold different reducers (shape, dims, dtypes, factor) or "
-                          "disagree on sync");
+    DTR_CHECK(dtr__group_agree(r->ctx, mesh, all, func, dtr__fnv(r->hash, sync), local, msg));
 
     dtr_dtype_t rt = r->d.reduce_dtype;
     dtr__pack(r, grad);
-    DTR_CHECK(dtr_reduce_scatter(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
-                                 r->f.rs_op));
+    /* Both groups agreed above: the collectives skip their own agreement. */
+    DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
+                                r->f.rs_op, true, false));
     if (!sync) {
         /* Skips the all-reduce: keep the reduce-scatter output for the synced microbatch. */
         if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->recv, r->acc, r->piece);
@@ -345,8 +331,8 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
     }
     if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->acc, r->recv, r->piece);
     r->have_acc = false;
-    DTR_CHECK(dtr_all_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece, rt,
-                             r->f.ar_op));
+    DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece,
+                                rt, r->f.ar_op, false, false));
     if (r->f.post != 1) dtr__divide_by(rt, r->recv, r->piece, r->f.post);
     dtr__unpack(r, out);
     return DTR_OK;

@@ -60,7 +60,8 @@ DTR_API dtr_status_t dtr_hook_compress_wrapper(void *arg, dtr_context_t *ctx,
 /* ---- runtime divide factors (FSDP2 style) -------------------------------------------- */
 
 typedef struct {
-    int64_t world;            /* D = |reduce-scatter group| x |all-reduce group| */
+    int64_t rs_size, ar_size; /* the reduce-scatter and all-reduce groups' sizes */
+    int64_t world;            /* D = rs_size x ar_size */
     double factor;            /* what the result is divided by in all: D or the user's */
     double pre, post;         /* divide before and after the collectives; 1 = none */
     dtr_reduce_op_t rs_op;    /* the reduce-scatter's op: AVG or SUM */
@@ -79,6 +80,11 @@ typedef struct {
 DTR_API dtr_status_t dtr_grad_factors(int64_t rs_size, int64_t ar_size, dtr_dtype_t reduce_dtype,
                                       double user_factor, bool force_sum,
                                       dtr_grad_factors_t *out);
+
+/* Names of the collectives these factors run ("reduce_scatter:sum", then "all_reduce:avg";
+ * groups of one run none), for printing: writes up to cap names and returns how many there
+ * are (0..2). */
+DTR_API int dtr_grad_ops(const dtr_grad_factors_t *f, const char **names, int cap);
 
 /* ---- the FSDP / HSDP reducer ------------------------------------------------------------ */
 
@@ -121,11 +127,6 @@ DTR_API dtr_status_t dtr_reducer_info(const dtr_reducer_t *r, dtr_grad_factors_t
  */
 DTR_API dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_bytes,
                                         bool sync, void *out, size_t out_bytes);
-
-/* Names of the collectives a synced reduction runs ("reduce_scatter:sum", then
- * "all_reduce:avg"; groups of one run none), for printing: writes up to cap names and
- * returns how many there are (0..2). */
-DTR_API int dtr_reducer_ops(const dtr_reducer_t *r, const char **names, int cap);
 
 /* ---- the fused all-reduce -------------------------------------------------------------- */
 

@@ -81,7 +81,9 @@ static bool dtr__spec_equal(const dtr_spec_t *a, const dtr_spec_t *b) {
     return memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
 }
 
-static dtr_status_t dtr__push(dtr_tape_t *t, const dtr__record_t *r, const char *func) {
+/* Whether r can follow what the tape holds: the chain rule. */
+static dtr_status_t dtr__can_record(const dtr_tape_t *t, const dtr__record_t *r,
+                                    const char *func) {
     if (t->n > 0 && t->recs[t->n - 1].kind == DTR__TO_LOCAL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "tape: ends with to_local; nothing can be recorded after it");
@@ -92,6 +94,11 @@ static dtr_status_t dtr__push(dtr_tape_t *t, const dtr__record_t *r, const char 
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "the input is not the previous record's output (mesh, shape, "
                           "placements or dtype differ): the tape is a chain");
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__push(dtr_tape_t *t, const dtr__record_t *r, const char *func) {
+    DTR_CHECK(dtr__can_record(t, r, func));
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 8;
         dtr__record_t *p = realloc(t->recs, (size_t)cap * sizeof *p);
@@ -118,8 +125,7 @@ dtr_status_t dtr_tape_redistribute(dtr_tape_t *tape, dtr_context_t *ctx, const d
     DTR_CHECK_PTR(plan, __func__);
     dtr__record_t r = {.kind = DTR__REDISTRIBUTE, .in = plan->src, .out = plan->dst};
     /* Check the chain before running, so a refused record has not moved data either. */
-    if (tape->n > 0 && !dtr__spec_equal(&tape->recs[tape->n - 1].out, &r.in))
-        return dtr__push(tape, &r, __func__);
+    DTR_CHECK(dtr__can_record(tape, &r, __func__));
     DTR_CHECK(dtr_redistribute(ctx, plan, in, in_bytes, out, out_bytes));
     return dtr__push(tape, &r, __func__);
 }

@@ -193,8 +193,7 @@ static int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const 
     return count;
 }
 
-/* 64-bit FNV-1a over what ranks must agree on. */
-static uint64_t dtr__fnv(uint64_t h, int64_t v) {
+uint64_t dtr__fnv(uint64_t h, int64_t v) {
     for (int b = 0; b < 8; b++) {
         h ^= (uint64_t)((v >> (8 * b)) & 0xff);
         h *= 1099511628211ull;
@@ -1125,9 +1124,10 @@ static dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t s
     return ctx->ops->wait(group, breq);
 }
 
-/* What a collective's members must agree on, and this rank's own argument check. */
-static dtr_status_t dtr__collective_agree(dtr_context_t *ctx, void *group, const char *func,
-                                          uint64_t h, dtr_status_t local, const char *msg) {
+/* The agreement over a group: every member's hash equal and every member's own argument
+ * check good, in one small all-reduce. */
+static dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
+                                  dtr_status_t local, const char *msg) {
     if (group == NULL || !ctx->agree) {
         if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
         return DTR_OK;
@@ -1149,24 +1149,40 @@ static dtr_status_t dtr__collective_agree(dtr_context_t *ctx, void *group, const
                           (long long)(recv[2] - 1));
     if (recv[0] + recv[1] != INT64_MAX)
         return dtr__error(DTR_ERR_MISMATCH, func,
-                          "the group's members called with different counts, dtypes, ops or "
-                          "meshes");
+                          "the group's members called with different arguments (counts, "
+                          "dtypes, ops, meshes or settings)");
     return DTR_OK;
 }
 
-static dtr_status_t dtr__collective(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
-                                    const void *send, void *recv, int64_t count,
-                                    dtr_dtype_t dtype, dtr_reduce_op_t op, bool scatter) {
-    const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+/* The checks every group call starts with; *group and *n for `dims`. */
+static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                     const char *func, void **group, int64_t *n) {
     if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
     DTR_CHECK(dtr__check_dims(mesh, dims, func));
     if (ctx->busy)
         return dtr__error(DTR_ERR_BUSY, func,
                           "ctx: a request is still in flight (complete it with "
                           "dtr_request_wait, or use another context)");
+    return dtr__dims_group(ctx, mesh, dims, func, group, n);
+}
+
+dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                              const char *func, uint64_t hash, dtr_status_t local,
+                              const char *msg) {
     void *group;
     int64_t n;
-    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+    DTR_CHECK(dtr__group_enter(ctx, mesh, dims, func, &group, &n));
+    return dtr__agree_on(ctx, group, func, dtr__fnv(dtr__mesh_hash(mesh), (int64_t)hash) ^ dims,
+                         local, msg);
+}
+
+dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                               const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                               dtr_reduce_op_t op, bool scatter, bool agree) {
+    const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__group_enter(ctx, mesh, dims, func, &group, &n));
 
     /* What this rank can check alone; a bad argument still takes part in the agreement. */
     dtr_status_t local = DTR_ERR_INVALID_ARGUMENT;
@@ -1185,14 +1201,19 @@ static dtr_status_t dtr__collective(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
             msg = scatter ? "recv: overlaps send" : "recv: overlaps send (pass send == recv for in place)";
     }
     if (msg == NULL) local = DTR_OK;
-    uint64_t h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(dtr__mesh_hash(mesh), dims), count), dtype),
-                          op * 2 + scatter);
-    DTR_CHECK(dtr__collective_agree(ctx, group, func, h, local, msg));
+    if (agree) {
+        uint64_t h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(dtr__mesh_hash(mesh), dims), count),
+                                       dtype),
+                              op * 2 + scatter);
+        DTR_CHECK(dtr__agree_on(ctx, group, func, h, local, msg));
+    } else if (local != DTR_OK) {
+        return dtr__error(local, func, "%s", msg);
+    }
     if (group == NULL) {
         if (count > 0 && send != recv) memcpy(recv, send, (size_t)(count * item));
         return DTR_OK;
     }
-    if (count == 0) return DTR_OK; /* every member agreed on 0 */
+    if (count == 0) return DTR_OK; /* every member has 0: counts are agreed, or the caller's */
     if (send == recv) {
         DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, count * item, "in-place send"));
         memcpy(ctx->stage_send, send, (size_t)(count * item));
@@ -1213,11 +1234,11 @@ static dtr_status_t dtr__collective(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
 dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                             const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                             dtr_reduce_op_t op) {
-    return dtr__collective(ctx, mesh, dims, send, recv, count, dtype, op, false);
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, false, true);
 }
 
 dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                 const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                                 dtr_reduce_op_t op) {
-    return dtr__collective(ctx, mesh, dims, send, recv, count, dtype, op, true);
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, true, true);
 }

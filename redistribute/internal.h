@@ -1,10 +1,29 @@
-/* Internals of the planner, shared by plan.c, compat.c, optimal.c and cache.c. */
+/* Internals of the planner (plan.c, compat.c, optimal.c, cache.c) and of the executor's group
+ * collectives (execute.c, used by autograd/grad.c). */
 #ifndef DTR_REDISTRIBUTE_INTERNAL_H
 #define DTR_REDISTRIBUTE_INTERNAL_H
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
+#include "redistribute/execute.h"
 #include "redistribute/redistribute.h"
+
+/* 64-bit FNV-1a step over what ranks must agree on (execute.c). */
+uint64_t dtr__fnv(uint64_t h, int64_t v);
+
+/*
+ * Group collectives for a layer above the executor that checks its arguments once over a
+ * wider group (autograd/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
+ * the group of `dims` on `hash` (what the members must share) and this rank's verdict
+ * (`local`, with `msg` for its error); dtr__group_reduce is dtr_all_reduce (scatter false) or
+ * dtr_reduce_scatter, with the agreement left out when `agree` is false.
+ */
+dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                              const char *func, uint64_t hash, dtr_status_t local,
+                              const char *msg);
+dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                               const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                               dtr_reduce_op_t op, bool scatter, bool agree);
 
 /* Exchange steps already costed during one planning call (they cost O(ranks) each). */
 #define DTR__MEMO_SIZE 4

@@ -82,17 +82,10 @@ typedef struct {
 /* What the reduction does: groups, factors, collectives. */
 typedef struct {
     unsigned shard_dims, replicate_dims;
-    int64_t rs, ar;
-    dtr_grad_factors_t f;
+    dtr_grad_factors_t f; /* group sizes, factors and ops */
     const char *ops[2];
     int nops;
 } dtr__grad_plan_t;
-
-static const char *dtr__op_name(const char *coll, dtr_reduce_op_t op) {
-    if (strcmp(coll, "rs") == 0)
-        return op == DTR_REDUCE_AVG ? "reduce_scatter:avg" : "reduce_scatter:sum";
-    return op == DTR_REDUCE_AVG ? "all_reduce:avg" : "all_reduce:sum";
-}
 
 /* The groups of a mode on a mesh of nd dims (the sizes in sizes[]). */
 static int dtr__grad_plan(const dtr__grad_args_t *a, int nd, const int64_t *sizes,
@@ -108,29 +101,23 @@ static int dtr__grad_plan(const dtr__grad_args_t *a, int nd, const int64_t *size
                                    "%s: the DDP hooks divide by the world size (use --mode fsdp "
                                    "or hsdp)",
                                    a->factor > 0 ? "--factor" : "--force-sum");
-    p->rs = p->ar = 1;
     if (a->mode == DTR__FSDP) p->shard_dims = all;
-    if (a->mode == DTR__HSDP) {
-        p->shard_dims = 1u << (nd - 1);
-        p->replicate_dims = all & ~p->shard_dims;
-    }
+    if (a->mode == DTR__HSDP) p->shard_dims = 1u << (nd - 1);
+    if (a->mode != DTR__FSDP) p->replicate_dims = all & ~p->shard_dims; /* ddp: every dim */
+    int64_t rs = 1, ar = 1;
     for (int i = 0; i < nd; i++) {
-        if (p->shard_dims & (1u << i)) p->rs *= sizes[i];
-        if (p->replicate_dims & (1u << i)) p->ar *= sizes[i];
+        if (p->shard_dims & (1u << i)) rs *= sizes[i];
+        if (p->replicate_dims & (1u << i)) ar *= sizes[i];
     }
     if (a->mode == DTR__DDP) {
-        int64_t n = 1;
-        for (int i = 0; i < nd; i++) n *= sizes[i];
-        p->f = (dtr_grad_factors_t){.world = n, .factor = (double)n, .pre = (double)n,
-                                    .post = 1, .rs_op = DTR_REDUCE_SUM,
-                                    .ar_op = DTR_REDUCE_SUM};
-        if (n > 1) p->ops[p->nops++] = "all_reduce:sum";
-        return DTR_EXIT_OK;
-    }
-    if (dtr_grad_factors(p->rs, p->ar, a->dtype, a->factor, a->force_sum, &p->f) != DTR_OK)
+        /* The DDP hooks: divide by N, then one SUM all-reduce. */
+        p->f = (dtr_grad_factors_t){.rs_size = 1, .ar_size = ar, .world = ar,
+                                    .factor = (double)ar, .pre = (double)ar, .post = 1,
+                                    .rs_op = DTR_REDUCE_SUM, .ar_op = DTR_REDUCE_SUM};
+    } else if (dtr_grad_factors(rs, ar, a->dtype, a->factor, a->force_sum, &p->f) != DTR_OK) {
         return dtr_cli_lib_error("grad", "--factor");
-    if (p->rs > 1) p->ops[p->nops++] = dtr__op_name("rs", p->f.rs_op);
-    if (p->ar > 1) p->ops[p->nops++] = dtr__op_name("ar", p->f.ar_op);
+    }
+    p->nops = dtr_grad_ops(&p->f, p->ops, 2);
     return DTR_EXIT_OK;
 }
 
@@ -138,10 +125,10 @@ static void dtr__print_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p
                             const char *mesh) {
     printf("dtr grad: %s on mesh %s: ", dtr__mode_names[a->mode], mesh);
     if (a->mode == DTR__DDP) printf("%lld ranks", (long long)p->f.world);
-    else if (a->mode == DTR__FSDP) printf("shard group of %lld", (long long)p->rs);
+    else if (a->mode == DTR__FSDP) printf("shard group of %lld", (long long)p->f.rs_size);
     else
-        printf("replicate group %lld x shard group %lld = %lld ranks", (long long)p->ar,
-               (long long)p->rs, (long long)p->f.world);
+        printf("replicate group %lld x shard group %lld = %lld ranks", (long long)p->f.ar_size,
+               (long long)p->f.rs_size, (long long)p->f.world);
     printf(", reduce dtype %s\n", dtr_dtype_name(a->dtype));
     printf("  divide by %.9g: pre %.9g, post %.9g; ops:", p->f.factor, p->f.pre, p->f.post);
     for (int k = 0; k < p->nops; k++) printf("%s %s", k ? "," : "", p->ops[k]);
@@ -154,8 +141,8 @@ static void dtr__json_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p,
     printf("{\"mode\":\"%s\",\"mesh\":\"%s\",\"world\":%lld,\"shard_group\":%lld,"
            "\"replicate_group\":%lld,\"dtype\":\"%s\",\"factor\":%.17g,\"pre_factor\":%.17g,"
            "\"post_factor\":%.17g,\"ops\":[",
-           dtr__mode_names[a->mode], mesh, (long long)p->f.world, (long long)p->rs,
-           (long long)p->ar, dtr_dtype_name(a->dtype), p->f.factor, p->f.pre, p->f.post);
+           dtr__mode_names[a->mode], mesh, (long long)p->f.world, (long long)p->f.rs_size,
+           (long long)p->f.ar_size, dtr_dtype_name(a->dtype), p->f.factor, p->f.pre, p->f.post);
     for (int k = 0; k < p->nops; k++) printf("%s\"%s\"", k ? "," : "", p->ops[k]);
     printf("]");
 }
@@ -255,8 +242,7 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr_context_t *ctx = NULL;
     dtr_reducer_t *red = NULL;
     float *grad = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *grad);
-    float *acc = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *acc);
-    dtr_status_t st = grad != NULL && acc != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    dtr_status_t st = grad != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
     if (!dtr_cli_all_ok("grad", st, rank, "context")) goto done;
     if (inside && a->mode != DTR__DDP) {
@@ -280,14 +266,14 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
         int64_t index, shard_shape[DTR_MAX_TENSOR_DIMS];
         dtr_reducer_info(red, NULL, &out_numel, shard_shape);
         dtr_mesh_group_index(mesh, p.shard_dims, rank, &index);
-        dtr_chunk(len, p.rs, index, &rows, &row_off);
+        dtr_chunk(len, p.f.rs_size, index, &rows, &row_off);
     }
     float *out = malloc((size_t)(out_numel > 0 ? out_numel : 1) * sizeof *out);
     st = out != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (!dtr_cli_all_ok("grad", st, rank, "output")) goto done_out;
     double t0 = MPI_Wtime();
     if (inside) {
-        memset(acc, 0, (size_t)numel * sizeof *acc);
+        if (red == NULL) memset(out, 0, (size_t)numel * sizeof *out);
         for (long m = 0; m < a->microbatches && st == DTR_OK; m++) {
             for (int64_t k = 0; k < numel; k++) grad[k] = (float)dtr__value(a, pos, m, k);
             if (red != NULL) {
@@ -295,18 +281,14 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
                 st = dtr_reducer_reduce(red, grad, (size_t)numel * sizeof *grad, sync, out,
                                         (size_t)out_numel * sizeof *out);
             } else {
-                for (int64_t k = 0; k < numel; k++) acc[k] += grad[k];
+                for (int64_t k = 0; k < numel; k++) out[k] += grad[k]; /* ddp: local sum */
             }
         }
         if (st == DTR_OK && red == NULL) {
-            unsigned all = (1u << nd) - 1;
-            memcpy(out, acc, (size_t)numel * sizeof *out);
-            st = a->dtype == DTR_F16    ? dtr_hook_fp16_compress(NULL, ctx, mesh, all, out, numel,
-                                                                 DTR_F32)
-                 : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress(NULL, ctx, mesh, all, out, numel,
-                                                                 DTR_F32)
-                                        : dtr_hook_all_reduce(NULL, ctx, mesh, all, out, numel,
-                                                              DTR_F32);
+            dtr_grad_hook_fn hook = a->dtype == DTR_F16    ? dtr_hook_fp16_compress
+                                    : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress
+                                                           : dtr_hook_all_reduce;
+            st = hook(NULL, ctx, mesh, p.replicate_dims, out, numel, DTR_F32);
         }
     }
     double secs = MPI_Wtime() - t0;
@@ -372,7 +354,6 @@ done:
     dtr_reducer_destroy(red);
     dtr_context_destroy(ctx);
     free(grad);
-    free(acc);
 done_mesh:
     dtr_mesh_destroy(mesh);
     return rc;

@@ -166,6 +166,14 @@ static void test_hooks(void) {
               recs[0].op == DTR_REDUCE_SUM && recs[0].count == 10,
           "fp16 compress hook: one f16 SUM all-reduce");
 
+    /* Rank 3 passes another count: MISMATCH everywhere, and no rank's buffer is divided. */
+    float keep[10];
+    fill(DTR_F32, buf, 10, 0, 0, 1, 1);
+    memcpy(keep, buf, sizeof keep);
+    st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, buf, rank == 3 ? 9 : 10, DTR_F32);
+    check(st == DTR_ERR_MISMATCH && memcmp(buf, keep, sizeof keep) == 0,
+          "all-reduce hook, rank 3's count differs: MISMATCH everywhere, buffers untouched");
+
     /* Errors: a dtype a hook cannot reduce, a wrapper without a hook. */
     int32_t ibuf[4] = {1, 2, 3, 4};
     st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, ibuf, 4, DTR_I32);
@@ -344,7 +352,7 @@ static void test_reducer(void) {
     int nn = 0;
     if (dtr_reducer_create(ctx, &d, &r) == DTR_OK) {
         dtr_reducer_info(r, &f, NULL, NULL);
-        nn = dtr_reducer_ops(r, names, 2);
+        nn = dtr_grad_ops(&f, names, 2);
     }
     check(f.world == 8 && f.pre == 4 && f.post == 2 && f.rs_op == DTR_REDUCE_SUM &&
               f.ar_op == DTR_REDUCE_SUM && nn == 2 &&
