@@ -5,39 +5,7 @@
 # Usage: cli_grad.sh DTR
 set -u
 dtr=$1
-pass=0
-fail=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-# check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: RANKS 0 runs without
-# mpirun. With a stderr fragment, stderr must hold exactly one 'dtr grad' line naming it.
-check() {
-    local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
-    shift 5
-    if [ "$n" -eq 0 ]; then
-        timeout 60 "$dtr" "$@" >"$out" 2>"$err"
-    else
-        timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
-    fi
-    local rc=$? ok=1
-    [ "$rc" -eq "$want_rc" ] || ok=0
-    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
-    if [ -n "$want_err" ]; then
-        grep -qF -- "$want_err" "$err" || ok=0
-        [ "$(grep -c '^dtr grad' "$err")" -eq 1 ] || ok=0
-    fi
-    if [ "$ok" -eq 1 ]; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $name (exit $rc, want $want_rc)"
-        sed 's/^/  stdout: /' "$out" | head -5
-        sed 's/^/  stderr: /' "$err" | head -5
-    fi
-}
+source "$(dirname "$0")/check_lib.sh"
 
 # The dry run: DESIGN.md's factors, no MPI.
 check "dry run N=12 f16" 0 0 "divide by 12: pre 4, post 3; ops: reduce_scatter:sum" "" \
@@ -101,5 +69,4 @@ check "dry run hsdp needs --mesh" 0 2 "" "give --mesh RxS" grad --dry-run --mode
 check "dry run --world vs --mesh" 0 2 "" "--world: 6, but --mesh 2x4 has 8 ranks" grad --dry-run --world 6 --mesh 2x4
 check "unknown flag" 2 2 "" "--bogus" grad --mode fsdp --mesh 2 --bogus
 
-echo "dtr grad: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish "dtr grad"

@@ -4,86 +4,58 @@
 # Usage: cli_plan.sh DTR
 set -u
 dtr=$1
-pass=0
-fail=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+source "$(dirname "$0")/check_lib.sh"
 
-# check NAME WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: exit code, and fragments ("" = none
-# expected; for errors, stderr must be one line and stdout empty).
-check() {
-    local name=$1 want_rc=$2 want_out=$3 want_err=$4
-    shift 4
-    "$dtr" "$@" >"$out" 2>"$err"
-    local rc=$? ok=1
-    [ "$rc" -eq "$want_rc" ] || ok=0
-    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
-    if [ -n "$want_err" ]; then
-        grep -qF -- "$want_err" "$err" || ok=0
-        [ "$(wc -l <"$err")" -eq 1 ] || ok=0
-        [ ! -s "$out" ] || ok=0
-    fi
-    if [ "$ok" -eq 1 ]; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $name (exit $rc, want $want_rc)"
-        sed 's/^/  stdout: /' "$out" | head -5
-        sed 's/^/  stderr: /' "$err" | head -3
-    fi
-}
-
-check "issue example, exact JSON" 0 \
+check "issue example, exact JSON" 0 0 \
     '{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_to_all","from":"S(0)","to":"S(1)","tensor_dim":0,"tensor_dim2":1,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":112,"modeled_time_us":15.0048}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":1,"exchange":0},"recv_bytes_per_rank_max":48,"lower_bound_recv_bytes_per_rank":48,"peak_extra_bytes_per_rank":112,"modeled_time_us":15.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
-check "compare JSON has both" 0 '{"compat":{"strategy":"compat"' "" \
+check "compare JSON has both" 0 0 '{"compat":{"strategy":"compat"' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(0)' --to 'R,S(0)' --compare --json
-check "compare JSON optimal at the bound" 0 '"optimal":{"strategy":"optimal","chosen_by":"exchange","steps":[{"mesh_dim":-1,"kind":"exchange","from":"S(0),S(0)","to":"R,S(0)","recv_bytes_per_rank_max":128' "" \
+check "compare JSON optimal at the bound" 0 0 '"optimal":{"strategy":"optimal","chosen_by":"exchange","steps":[{"mesh_dim":-1,"kind":"exchange","from":"S(0),S(0)","to":"R,S(0)","recv_bytes_per_rank_max":128' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(0)' --to 'R,S(0)' --compare --json
-check "compare JSON with compat refused" 0 '{"compat":{"error":"dtr_plan_create: compat: the seed algorithm' "" \
+check "compare JSON with compat refused" 0 0 '{"compat":{"error":"dtr_plan_create: compat: the seed algorithm' "" \
     plan --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --compare --json
-check "compare table" 0 'lower bound on the most bytes one rank receives: 64' "" \
+check "compare table" 0 0 'lower bound on the most bytes one rank receives: 64' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare
-check "compat table, DESIGN order" 0 '  3   0     R -> S(1)                    local_chunk' "" \
+check "compat table, DESIGN order" 0 0 '  3   0     R -> S(1)                    local_chunk' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --strategy compat
-check "no steps" 0 'no steps: the placements are equal' "" \
+check "no steps" 0 0 'no steps: the placements are equal' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(0)'
-check "cost flags change the model" 0 '"modeled_time_us":3.0048}' "" \
+check "cost flags change the model" 0 0 '"modeled_time_us":3.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json --alpha-us 1
-DTR_ALPHA_US=1 check "environment sets the model" 0 '"modeled_time_us":3.0048}' "" \
+DTR_ALPHA_US=1 check "environment sets the model" 0 0 '"modeled_time_us":3.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
-check "help" 0 'usage: dtr plan --mesh MESH' "" plan --help
+check "help" 0 0 'usage: dtr plan --mesh MESH' "" plan --help
 
-check "compat refuses the unsafe seed plan" 1 "" \
+check "compat refuses the unsafe seed plan" 0 1 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step 1 (mesh dim 0: S(0) -> R)" \
     plan --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
-check "P(a) -> P(b)" 2 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
+check "P(a) -> P(b)" 0 2 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
-check "S -> P" 2 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
+check "S -> P" 0 2 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
     plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P'
-check "R -> P(product)" 1 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
+check "R -> P(product)" 0 1 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
     plan --mesh 2 --shape 8 --from R --to 'P(product)'
-check "fp8 reduction" 1 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \
+check "fp8 reduction" 0 1 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \
     plan --mesh 2 --shape 8 --from P --to R --dtype f8e5m2
-check "--to placements" 2 "" "dtr plan: --to: dtr_spec_init: placements[0]: S(3): shard dim out of range for a 2-d tensor" \
+check "--to placements" 0 2 "" "dtr plan: --to: dtr_spec_init: placements[0]: S(3): shard dim out of range for a 2-d tensor" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),R' --to 'S(3),R'
-check "--from count" 2 "" "dtr plan: --from: dtr_spec_init: nplacements: 1 placements for a 2-d mesh" \
+check "--from count" 0 2 "" "dtr plan: --from: dtr_spec_init: nplacements: 1 placements for a 2-d mesh" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0)' --to 'R,R'
-check "--to missing" 2 "" "dtr plan: --to is required" plan --mesh 2x2 --shape 8x8 --from 'S(0),R'
-check "--from missing" 2 "" "dtr plan: --from is required" plan --mesh 2x2 --shape 8x8 --to 'S(0),R'
-check "--alpha-us" 2 "" 'dtr plan: --alpha-us: dtr_cost_model_set: alpha_us "x": item 0 must be a finite number >= 0' \
+check "--to missing" 0 2 "" "dtr plan: --to is required" plan --mesh 2x2 --shape 8x8 --from 'S(0),R'
+check "--from missing" 0 2 "" "dtr plan: --from is required" plan --mesh 2x2 --shape 8x8 --to 'S(0),R'
+check "--alpha-us" 0 2 "" 'dtr plan: --alpha-us: dtr_cost_model_set: alpha_us "x": item 0 must be a finite number >= 0' \
     plan --mesh 2 --shape 8 --from R --to R --alpha-us x
-check "--bandwidth-gbps" 2 "" 'dtr plan: --bandwidth-gbps: dtr_cost_model_set: bandwidth_gbps "0": item 0 must be a finite number > 0' \
+check "--bandwidth-gbps" 0 2 "" 'dtr plan: --bandwidth-gbps: dtr_cost_model_set: bandwidth_gbps "0": item 0 must be a finite number > 0' \
     plan --mesh 2 --shape 8 --from R --to R --bandwidth-gbps 0
-check "--local-gbps" 2 "" 'dtr plan: --local-gbps: dtr_cost_model_set: local_gbps "-3"' \
+check "--local-gbps" 0 2 "" 'dtr plan: --local-gbps: dtr_cost_model_set: local_gbps "-3"' \
     plan --mesh 2 --shape 8 --from R --to R --local-gbps -3
-check "--strategy" 2 "" 'dtr plan: --strategy: dtr_strategy_parse: text "fast": not a strategy (optimal, compat)' \
+check "--strategy" 0 2 "" 'dtr plan: --strategy: dtr_strategy_parse: text "fast": not a strategy (optimal, compat)' \
     plan --mesh 2 --shape 8 --from R --to R --strategy fast
-check "--compare with --strategy" 2 "" 'dtr plan: --compare shows both strategies; drop --strategy' \
+check "--compare with --strategy" 0 2 "" 'dtr plan: --compare shows both strategies; drop --strategy' \
     plan --mesh 2 --shape 8 --from R --to R --strategy compat --compare
-DTR_BANDWIDTH_GBPS=fast check "bad environment" 2 "" 'dtr plan: dtr_cost_model_from_env: environment: dtr_cost_model_set: bandwidth_gbps "fast"' \
+DTR_BANDWIDTH_GBPS=fast check "bad environment" 0 2 "" 'dtr plan: dtr_cost_model_from_env: environment: dtr_cost_model_set: bandwidth_gbps "fast"' \
     plan --mesh 2 --shape 8 --from R --to R
-check "unknown option" 2 "" "dtr plan: unknown option '--form'" plan --mesh 2 --shape 8 --form R --to R
+check "unknown option" 0 2 "" "dtr plan: unknown option '--form'" plan --mesh 2 --shape 8 --form R --to R
 
-echo "cli plan: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish "cli plan"

@@ -5,35 +5,7 @@
 # Usage: cli_run.sh DTR
 set -u
 dtr=$1
-pass=0
-fail=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-# check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: for errors (a stderr
-# fragment given) stderr must hold exactly one line that names it.
-check() {
-    local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
-    shift 5
-    timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
-    local rc=$? ok=1
-    [ "$rc" -eq "$want_rc" ] || ok=0
-    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
-    if [ -n "$want_err" ]; then
-        grep -qF -- "$want_err" "$err" || ok=0
-        [ "$(grep -c '^dtr run' "$err")" -eq 1 ] || ok=0
-    fi
-    if [ "$ok" -eq 1 ]; then
-        pass=$((pass + 1))
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $name (exit $rc, want $want_rc)"
-        sed 's/^/  stdout: /' "$out" | head -5
-        sed 's/^/  stderr: /' "$err" | head -5
-    fi
-}
+source "$(dirname "$0")/check_lib.sh"
 
 check "JSON keys" 4 0 '"verified":true,"mismatches":0,' "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --json --iters 3
@@ -91,5 +63,4 @@ check "bad --inject-mismatch" 4 2 "" "--inject-mismatch: '9' is not a rank 0..3"
 check "unknown option" 4 2 "" "dtr run:" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --frobnicate
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
-echo "dtr run CLI: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish "dtr run CLI"

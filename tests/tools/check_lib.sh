@@ -1,0 +1,48 @@
+# Sourced by the CLI tests (cli_plan.sh, cli_run.sh, cli_grad.sh): one `check` and the tally.
+# The sourcing script sets `dtr` (the binary) first.
+pass=0
+fail=0
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+# check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: runs `dtr ARGS...`
+# (RANKS 0: directly; else under mpirun -n RANKS) and wants exit WANT_RC and the fragments
+# ("" = not checked). With a stderr fragment, stderr must hold exactly one line starting
+# "dtr " (one rank prints errors, once); run directly, stderr must be that one line and
+# stdout empty.
+check() {
+    local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
+    shift 5
+    if [ "$n" -eq 0 ]; then
+        timeout 60 "$dtr" "$@" >"$out" 2>"$err"
+    else
+        timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    fi
+    local rc=$? ok=1
+    [ "$rc" -eq "$want_rc" ] || ok=0
+    if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
+    if [ -n "$want_err" ]; then
+        grep -qF -- "$want_err" "$err" || ok=0
+        [ "$(grep -c '^dtr ' "$err")" -eq 1 ] || ok=0
+        if [ "$n" -eq 0 ]; then
+            [ "$(wc -l <"$err")" -eq 1 ] || ok=0
+            [ ! -s "$out" ] || ok=0
+        fi
+    fi
+    if [ "$ok" -eq 1 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $name (exit $rc, want $want_rc)"
+        sed 's/^/  stdout: /' "$out" | head -5
+        sed 's/^/  stderr: /' "$err" | head -5
+    fi
+}
+
+# finish LABEL: prints "LABEL: N passed, N failed" (tools/test.sh sums these) and the status.
+finish() {
+    echo "$1: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
