@@ -36,13 +36,17 @@ const char *dtr_last_error(void) { return dtr__last_error_buf; }
 
 dtr_status_t dtr_last_status(void) { return dtr__last_status_val; }
 
+/* Formats into a local buffer first: callers may pass dtr_last_error() itself as an
+ * argument, to wrap the detail of a failure they propagate. */
 dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, ...) {
-    int n = snprintf(dtr__last_error_buf, sizeof dtr__last_error_buf, "%s: ", func);
-    if (n < 0 || (size_t)n >= sizeof dtr__last_error_buf) n = 0;
+    char text[sizeof dtr__last_error_buf];
+    int n = snprintf(text, sizeof text, "%s: ", func);
+    if (n < 0 || (size_t)n >= sizeof text) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dtr__last_error_buf + n, sizeof dtr__last_error_buf - (size_t)n, fmt, ap);
+    vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
     va_end(ap);
+    memcpy(dtr__last_error_buf, text, sizeof text);
     dtr__last_status_val = status;
     DTR_INFO("%s (%s)", dtr__last_error_buf, dtr_status_name(status));
     return status;

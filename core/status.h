@@ -27,7 +27,9 @@
     X(DTR_ERR_BACKEND, -9, "the communication backend failed")                         \
     X(DTR_ERR_MISMATCH, -10, "ranks disagree on a collective call's arguments")        \
     X(DTR_ERR_REMOTE, -11, "another rank failed this collective call")                 \
-    X(DTR_ERR_BUSY, -12, "the context is running another redistribution")
+    X(DTR_ERR_BUSY, -12, "the context is running another redistribution")            \
+    X(DTR_ERR_TIMEOUT, -13, "a collective did not complete within the deadline")       \
+    X(DTR_ERR_ABORTED, -14, "the context was aborted by an earlier timeout")
 
 typedef enum {
 #define DTR__STATUS_ENUM(name, value, msg) name = value,

@@ -12,10 +12,23 @@
  * of the ranks' argument checks over the mesh), then one phase per step; a collective step
  * starts its operation and finishes (unpack, divide for AVG) when the backend's test says
  * it completed.
+ *
+ * Deadlines: with a timeout set (DTR_TIMEOUT_S, dtr_context_set_timeout), every backend
+ * operation is completed by polling its test under a deadline counted from its start, so a
+ * peer that never joins makes this rank fail with DTR_ERR_TIMEOUT instead of waiting forever.
+ * The operation is then still pending in the backend, which may write into its buffers
+ * whenever the peer joins: the context is marked aborted, refuses further calls, and its
+ * memory (scratch, request state) is never freed, only kept reachable on a process-wide list.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "redistribute/execute.h"
 #include "redistribute/internal.h"
@@ -74,6 +87,7 @@ struct dtr_request {
     void *group;
     dtr_backend_req_t breq;
     dtr__pending_t pend;
+    double t0; /* when the operation in flight started (monotonic seconds) */
     int64_t agree_send[3], agree_recv[3];
     dtr_status_t local_status; /* an argument error found before the agreement */
     char local_msg[512];
@@ -94,8 +108,77 @@ struct dtr_context {
     int64_t arrays_cap;
     bool busy;
     bool agree; /* DTR_AGREE=0 turns the argument agreement off */
+    double timeout_s; /* per backend operation; 0: wait forever */
+    bool aborted;     /* an operation timed out and may still be pending in the backend */
+    char abort_msg[384];
+    struct dtr_context *next_aborted;
     dtr_request_t req;
+    /* the group collectives' one operation in flight (kept here, not on the stack, so a
+     * timed-out operation never points into a dead frame) */
+    int64_t gsend[3], grecv[3];
+    dtr_backend_req_t gbreq;
 };
+
+/* Aborted contexts: never freed (their backend operations may still complete into them),
+ * kept reachable here so leak checkers see them as owned. */
+static pthread_mutex_t dtr__aborted_lock = PTHREAD_MUTEX_INITIALIZER;
+static dtr_context_t *dtr__aborted_list;
+
+#define DTR__DEFAULT_TIMEOUT_S 600.0
+
+static double dtr__now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/*
+ * Completes (block) or tests one backend operation started at t0, under the context's
+ * deadline. With no timeout it is the backend's own wait or test. A timeout aborts the
+ * context and returns DTR_ERR_TIMEOUT; the caller adds which operation it was.
+ */
+static dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq, double t0,
+                              bool block, bool *done) {
+    const dtr_backend_ops_t *ops = ctx->ops;
+    if (ctx->timeout_s <= 0) {
+        if (!block) return ops->test(group, breq, done);
+        *done = true;
+        return ops->wait(group, breq);
+    }
+    for (unsigned spin = 0;; spin++) {
+        *done = false;
+        DTR_CHECK(ops->test(group, breq, done));
+        if (*done) return DTR_OK;
+        double waited = dtr__now() - t0;
+        if (waited > ctx->timeout_s) {
+            ctx->aborted = true;
+            snprintf(ctx->abort_msg, sizeof ctx->abort_msg,
+                     "no completion within %g s (DTR_TIMEOUT_S or dtr_context_set_timeout); a "
+                     "peer failed, stopped or never made this call",
+                     ctx->timeout_s);
+            return dtr__error(DTR_ERR_TIMEOUT, "deadline", "%s", ctx->abort_msg);
+        }
+        if (!block) return DTR_OK;
+        if (spin >= 64) sched_yield(); /* ranks may share cores: let the peer run */
+    }
+}
+
+/* The timeout a new context starts with: DTR_TIMEOUT_S, or the default. */
+static dtr_status_t dtr__env_timeout(double *out) {
+    const char *env = getenv("DTR_TIMEOUT_S");
+    *out = DTR__DEFAULT_TIMEOUT_S;
+    if (env == NULL || *env == '\0') return DTR_OK;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(env, &end);
+    if (end == env || *end != '\0' || errno != 0 || !(v >= 0) || isinf(v))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create",
+                          "DTR_TIMEOUT_S: \"%.40s\" is not a number of seconds >= 0 (0: no "
+                          "deadline)",
+                          env);
+    *out = v;
+    return DTR_OK;
+}
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
@@ -254,6 +337,11 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
     }
     ctx->ops = ops;
     ctx->state = state;
+    st = dtr__env_timeout(&ctx->timeout_s);
+    if (st != DTR_OK) {
+        free(ctx);
+        goto fail;
+    }
     ctx->rank = ops->rank(state);
     const char *agree = getenv("DTR_AGREE");
     ctx->agree = agree == NULL || strcmp(agree, "0") != 0;
@@ -266,6 +354,14 @@ fail:
 
 void dtr_context_destroy(dtr_context_t *ctx) {
     if (ctx == NULL) return;
+    if (ctx->aborted) {
+        /* Its backend may still complete an operation into the context's memory. */
+        pthread_mutex_lock(&dtr__aborted_lock);
+        ctx->next_aborted = dtr__aborted_list;
+        dtr__aborted_list = ctx;
+        pthread_mutex_unlock(&dtr__aborted_lock);
+        return;
+    }
     for (int k = 0; k < DTR__MESH_SLOTS; k++) dtr_mesh_destroy(ctx->meshes[k].mesh);
     while (ctx->groups != NULL) {
         dtr__group_t *g = ctx->groups;
@@ -287,6 +383,28 @@ const char *dtr_context_backend(const dtr_context_t *ctx) {
 }
 
 int dtr_context_rank(const dtr_context_t *ctx) { return ctx != NULL ? ctx->rank : -1; }
+
+dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds) {
+    DTR_CHECK_PTR(ctx, __func__);
+    if (!(seconds >= 0) || isinf(seconds))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "seconds: %g, must be a finite number >= 0 (0: no deadline)", seconds);
+    ctx->timeout_s = seconds;
+    return DTR_OK;
+}
+
+double dtr_context_timeout(const dtr_context_t *ctx) { return ctx != NULL ? ctx->timeout_s : 0; }
+
+bool dtr_context_aborted(const dtr_context_t *ctx) { return ctx != NULL && ctx->aborted; }
+
+/* DTR_ERR_ABORTED for a context an earlier timeout aborted. */
+static dtr_status_t dtr__check_alive(const dtr_context_t *ctx, const char *func) {
+    if (!ctx->aborted) return DTR_OK;
+    return dtr__error(DTR_ERR_ABORTED, func,
+                      "ctx: aborted by an earlier timeout (%s); its operations may still be "
+                      "pending: destroy it, and end or rebuild the job",
+                      ctx->abort_msg);
+}
 
 int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx) {
     if (ctx == NULL) return 0;
@@ -409,6 +527,9 @@ static dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st) {
     if (r->phase == DTR__PHASE_AGREE)
         return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
     const dtr_step_t *s = &r->plan->steps[r->step];
+    if (s->mesh_dim < 0)
+        return dtr__error(st, "dtr_redistribute", "step %d (%s, over the whole mesh): %s",
+                          r->step + 1, dtr_step_kind_info(s->kind)->name, detail);
     return dtr__error(st, "dtr_redistribute", "step %d (%s, mesh dim %d): %s", r->step + 1,
                       dtr_step_kind_info(s->kind)->name, s->mesh_dim, detail);
 }
@@ -766,6 +887,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
     }
     if (st != DTR_OK) return dtr__step_error(r, st);
     r->in_flight = true;
+    r->t0 = dtr__now();
     return DTR_OK;
 }
 
@@ -826,17 +948,11 @@ static void dtr__step_finish(dtr_request_t *r) {
 
 /* Advances as far as possible without blocking (or, with block, to the end). */
 static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
-    const dtr_backend_ops_t *ops = r->ctx->ops;
     for (;;) {
         if (r->in_flight) {
-            dtr_status_t st;
-            if (block) {
-                st = ops->wait(r->group, &r->breq);
-            } else {
-                bool done = false;
-                st = ops->test(r->group, &r->breq, &done);
-                if (st == DTR_OK && !done) return DTR_OK;
-            }
+            bool done = false;
+            dtr_status_t st = dtr__poll(r->ctx, r->group, &r->breq, r->t0, block, &done);
+            if (st == DTR_OK && !done) return DTR_OK;
             r->in_flight = false;
             if (st != DTR_OK) return dtr__step_error(r, st);
             if (r->phase == DTR__PHASE_AGREE) {
@@ -924,6 +1040,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
                           "of range)");
+    DTR_CHECK(dtr__check_alive(ctx, func));
     if (ctx->busy)
         return dtr__error(DTR_ERR_BUSY, func,
                           "ctx: a request is still in flight (complete it with "
@@ -998,6 +1115,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         return dtr__step_error(r, st);
     }
     r->in_flight = true;
+    r->t0 = dtr__now();
     return DTR_OK;
 }
 
@@ -1117,11 +1235,11 @@ static dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
     return st;
 }
 
-/* One blocking backend operation. */
-static dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started,
-                                 dtr_backend_req_t *breq) {
+/* One blocking backend operation (the context's gbreq), under the deadline. */
+static dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started) {
     if (started != DTR_OK) return started;
-    return ctx->ops->wait(group, breq);
+    bool done;
+    return dtr__poll(ctx, group, &ctx->gbreq, dtr__now(), true, &done);
 }
 
 /* The agreement over a group: every member's hash equal and every member's own argument
@@ -1132,13 +1250,13 @@ static dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *f
         if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
         return DTR_OK;
     }
-    int64_t send[3] = {(int64_t)(h >> 1), INT64_MAX - (int64_t)(h >> 1),
-                       local != DTR_OK ? ctx->rank + 1 : 0};
-    int64_t recv[3];
-    dtr_backend_req_t breq;
+    int64_t *send = ctx->gsend, *recv = ctx->grecv;
+    send[0] = (int64_t)(h >> 1);
+    send[1] = INT64_MAX - (int64_t)(h >> 1);
+    send[2] = local != DTR_OK ? ctx->rank + 1 : 0;
     dtr_status_t st = dtr__wait_op(
-        ctx, group, ctx->ops->all_reduce(group, send, recv, 3, DTR_I64, DTR_REDUCE_MAX, &breq),
-        &breq);
+        ctx, group,
+        ctx->ops->all_reduce(group, send, recv, 3, DTR_I64, DTR_REDUCE_MAX, &ctx->gbreq));
     if (st != DTR_OK)
         return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
     if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
@@ -1159,6 +1277,7 @@ static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh,
                                      const char *func, void **group, int64_t *n) {
     if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
     DTR_CHECK(dtr__check_dims(mesh, dims, func));
+    DTR_CHECK(dtr__check_alive(ctx, func));
     if (ctx->busy)
         return dtr__error(DTR_ERR_BUSY, func,
                           "ctx: a request is still in flight (complete it with "
@@ -1221,11 +1340,10 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
     }
     bool divide = op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG);
     dtr_reduce_op_t bop = divide ? DTR_REDUCE_SUM : op;
-    dtr_backend_req_t breq;
     dtr_status_t st =
-        scatter ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &breq)
-                : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &breq);
-    st = dtr__wait_op(ctx, group, st, &breq);
+        scatter ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &ctx->gbreq)
+                : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &ctx->gbreq);
+    st = dtr__wait_op(ctx, group, st);
     if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
     if (divide) dtr__divide(dtype, recv, recv, count, n);
     return DTR_OK;

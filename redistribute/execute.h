@@ -16,6 +16,20 @@
  * row-major, `bytes` long); `out` receives its block of the target spec. They must not
  * overlap. `in` is never written. On error `out` may hold partial results (its contents are
  * unspecified) and `in` is intact; scratch memory stays with the context for reuse.
+ *
+ * Deadlines: every backend operation a call starts must complete within the context's
+ * timeout (DTR_TIMEOUT_S when the context is created, default 600 s; 0 waits forever;
+ * dtr_context_set_timeout changes it), counted from the operation's start. Otherwise the call
+ * returns DTR_ERR_TIMEOUT naming the step and mesh dim (or the argument agreement), and the
+ * context is aborted: the operation may still be pending in the backend, which can write
+ * into `out` and the context's memory when a late peer joins, so every later call on the
+ * context returns DTR_ERR_ABORTED and dtr_context_destroy keeps its memory (reachable, never
+ * freed). After a timeout, stop using `out`, destroy the context, and end or rebuild the job,
+ * as after ncclCommAbort. `in` is never a receive target, so it stays intact.
+ *
+ * Threads: a context is used by one thread at a time (calls on one context are not
+ * synchronised); different contexts may be used from different threads as far as the
+ * backend allows (MPI needs MPI_THREAD_MULTIPLE for that).
  */
 #ifndef DTR_REDISTRIBUTE_EXECUTE_H
 #define DTR_REDISTRIBUTE_EXECUTE_H
@@ -117,6 +131,16 @@ DTR_API const char *dtr_context_backend(const dtr_context_t *ctx);
 
 /* This process's rank in the backend's world; -1 for a NULL context. */
 DTR_API int dtr_context_rank(const dtr_context_t *ctx);
+
+/* The deadline of each backend operation, in seconds; 0 waits forever. INVALID_ARGUMENT for a
+ * negative, NaN or infinite value. Takes effect for the next operation started. */
+DTR_API dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds);
+
+/* The context's timeout in seconds (0 for a NULL context). */
+DTR_API double dtr_context_timeout(const dtr_context_t *ctx);
+
+/* Whether a timeout aborted the context (every call on it then returns DTR_ERR_ABORTED). */
+DTR_API bool dtr_context_aborted(const dtr_context_t *ctx);
 
 /* Bytes of scratch memory the context holds now (it grows to the largest plan run). */
 DTR_API int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx);

@@ -2,6 +2,9 @@
  * The executor's error paths under MPI, on 4 ranks: bad arguments on one rank, specs that
  * differ between ranks, a collective that fails (a wrapper around the MPI backend that fails
  * the k-th operation, or its completion), a busy context, a released request, a bystander.
+ * Deadlines: for every step kind, a rank whose backend fails to issue the operation (the
+ * others time out naming the step), a rank late by less and by more than the deadline, a
+ * rank that never calls, the group collectives; then the aborted context refuses calls.
  * Every check: the call returns the named error on the ranks that can know, nothing hangs
  * (every rank returns), and the input buffers compare equal to their copies.
  *
@@ -12,92 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtr.h"
 #include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/redistribute/faulty_backend.h"
 
 
-
-/* ---- a fault-injecting wrapper around the MPI backend ------------------------------- */
-
-static const dtr_backend_ops_t *inner;
-static int fault_at;   /* fail the k-th collective operation issued (1-based); 0: never */
-static int fault_wait; /* fail the k-th completion (after it really completed); 0: never */
-static int ops_issued, ops_completed;
-
-#define FAULT_CHECK()                                                                    \
-    do {                                                                                 \
-        if (++ops_issued == fault_at) return DTR_ERR_BACKEND;                            \
-    } while (0)
-
-static int w_rank(void *s) { return inner->rank(s); }
-static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void **g) {
-    return inner->group_create(s, r, n, tag, g);
-}
-static void w_group_destroy(void *s, void *g) { inner->group_destroy(s, g); }
-static dtr_status_t w_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->all_gather(g, s, b, r, q);
-}
-static dtr_status_t w_all_gatherv(void *g, const void *s, int64_t b, void *r, const int64_t *c,
-                                  const int64_t *d, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->all_gatherv(g, s, b, r, c, d, q);
-}
-static dtr_status_t w_reduce_scatter(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                                     dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->reduce_scatter(g, s, r, n, t, o, q);
-}
-static dtr_status_t w_reduce_scatterv(void *g, const void *s, void *r, const int64_t *c,
-                                      dtr_dtype_t t, dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->reduce_scatterv(g, s, r, c, t, o, q);
-}
-static dtr_status_t w_all_reduce(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                                 dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->all_reduce(g, s, r, n, t, o, q);
-}
-static dtr_status_t w_all_to_all(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->all_to_all(g, s, b, r, q);
-}
-static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
-                                  void *r, const int64_t *rc, const int64_t *rd,
-                                  dtr_backend_req_t *q) {
-    FAULT_CHECK();
-    return inner->all_to_allv(g, s, sc, sd, r, rc, rd, q);
-}
-static dtr_status_t w_test(void *g, dtr_backend_req_t *q, bool *done) {
-    dtr_status_t st = inner->test(g, q, done);
-    if (st == DTR_OK && *done && ++ops_completed == fault_wait) return DTR_ERR_BACKEND;
-    return st;
-}
-static dtr_status_t w_wait(void *g, dtr_backend_req_t *q) {
-    dtr_status_t st = inner->wait(g, q);
-    if (st == DTR_OK && ++ops_completed == fault_wait) return DTR_ERR_BACKEND;
-    return st;
-}
-static void w_destroy(void *s) { inner->destroy(s); }
-
-static dtr_backend_ops_t faulty = {
-    .name = "mpi-faulty",
-    .rank = w_rank,
-    .group_create = w_group_create,
-    .group_destroy = w_group_destroy,
-    .all_gather = w_all_gather,
-    .all_gatherv = w_all_gatherv,
-    .reduce_scatter = w_reduce_scatter,
-    .reduce_scatterv = w_reduce_scatterv,
-    .all_reduce = w_all_reduce,
-    .all_to_all = w_all_to_all,
-    .all_to_allv = w_all_to_allv,
-    .test = w_test,
-    .wait = w_wait,
-    .destroy = w_destroy,
-};
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -235,11 +160,9 @@ static const struct {
 
 static void faults(void) {
     void *state = NULL;
-    inner = dtr_backend_mpi_ops();
-    faulty.caps = inner->caps;
     dtr_context_t *ctx = NULL;
     check(dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
-              dtr_context_create(&faulty, state, &ctx) == DTR_OK,
+              dtr_context_create(faulty_ops(dtr_backend_mpi_ops()), state, &ctx) == DTR_OK,
           "faulty context");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         job_t j;
@@ -252,9 +175,9 @@ static void faults(void) {
         /* operation 1 is the argument agreement, operation 2 the step's collective */
         for (int at = 1; at <= 2; at++) {
             for (int mode = 0; mode < 3; mode++) { /* fail issue, fail completion blocking/non */
-                ops_issued = ops_completed = 0;
-                fault_at = mode == 0 ? at : 0;
-                fault_wait = mode == 0 ? 0 : at;
+                faulty_reset();
+                faulty.fail_issue = mode == 0 ? at : 0;
+                faulty.fail_complete = mode == 0 ? 0 : at;
                 dtr_status_t st;
                 memset(j.out, 0, j.out_bytes);
                 if (mode == 2) {
@@ -278,7 +201,7 @@ static void faults(void) {
             }
         }
         /* the context still works after the faults */
-        fault_at = fault_wait = 0;
+        faulty_reset();
         dtr_status_t st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
         snprintf(what, sizeof what, "%s: a good call after the faults", kinds[k].kind);
         check(st == DTR_OK && verified(&j) && intact(&j), what);
@@ -314,6 +237,230 @@ static void bystander(dtr_context_t *ctx) {
     job_free(&j);
 }
 
+/* ---- deadlines: a rank that fails, stops or is late ----------------------------------- */
+
+#define T_S 0.4 /* the deadline these checks run under */
+
+/* Every step kind, the local ones included (their only operation is the agreement). */
+static const struct {
+    const char *mesh, *shape, *from, *to, *kind, *where;
+    int op; /* the operation that carries the step: 1 is the argument agreement */
+} steps[] = {
+    {"4", "8x6", "S(0)", "R", "all_gather", "step 1 (all_gather, mesh dim 0)", 2},
+    {"4", "8x6", "P", "S(1)", "reduce_scatter", "step 1 (reduce_scatter, mesh dim 0)", 2},
+    {"4", "8x6", "P(max)", "R", "all_reduce", "step 1 (all_reduce, mesh dim 0)", 2},
+    {"4", "8x8", "S(0)", "S(1)", "all_to_all", "step 1 (all_to_all, mesh dim 0)", 2},
+    {"2x2", "8x6", "S(0),S(0)", "R,S(0)", "exchange", "step 1 (exchange, over the whole mesh)", 2},
+    {"2x2", "8x6", "S(1),R", "S(1),S(0)", "local_chunk", "argument agreement", 1},
+    {"4", "8x6", "R", "P", "local_scale", "argument agreement", 1},
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* How many ranks timed out. */
+static int timeouts(bool mine) {
+    int one = mine, all = 0;
+    MPI_Allreduce(&one, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return all;
+}
+
+/* A context over the fault-injecting wrapper, with the deadline set. */
+static dtr_context_t *fresh_context(double timeout) {
+    void *state = NULL;
+    dtr_context_t *ctx = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(faulty_ops(dtr_backend_mpi_ops()), state, &ctx) != DTR_OK ||
+        dtr_context_set_timeout(ctx, timeout) != DTR_OK)
+        return NULL;
+    return ctx;
+}
+
+static dtr_status_t run(dtr_context_t *ctx, job_t *j, bool nonblocking, double *secs) {
+    double t0 = now_s();
+    dtr_status_t st;
+    if (nonblocking) {
+        dtr_request_t *req = NULL;
+        bool done = false;
+        st = dtr_redistribute_start(ctx, &j->plan, j->in, j->in_bytes, j->out, j->out_bytes, &req);
+        while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    } else {
+        st = dtr_redistribute(ctx, &j->plan, j->in, j->in_bytes, j->out, j->out_bytes);
+    }
+    *secs = now_s() - t0;
+    return st;
+}
+
+/* The context after its call timed out: aborted, and says so on the next call. */
+static int refuses(dtr_context_t *ctx, job_t *j) {
+    return dtr_context_aborted(ctx) &&
+           dtr_redistribute(ctx, &j->plan, j->in, j->in_bytes, j->out, j->out_bytes) ==
+               DTR_ERR_ABORTED &&
+           has("aborted by an earlier timeout");
+}
+
+static void deadlines(void) {
+    char what[200];
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        job_t j;
+        check(job_init(&j, steps[k].mesh, steps[k].shape, steps[k].from, steps[k].to, DTR_F32,
+                       DTR_STRATEGY_OPTIMAL) == 0 &&
+                  j.plan.nsteps == 1 &&
+                  strcmp(dtr_step_kind_info(j.plan.steps[0].kind)->name, steps[k].kind) == 0,
+              "setup: a one-step plan of the kind");
+        /* Rank 2's backend fails to issue the operation: rank 2 knows at once, the others
+         * wait for it and give up at the deadline. Blocking, then the non-blocking form. */
+        for (int nb = 0; nb < 2; nb++) {
+            dtr_context_t *ctx = fresh_context(T_S);
+            faulty_reset();
+            if (rank == 2) faulty.fail_issue = steps[k].op;
+            double secs;
+            dtr_status_t st = run(ctx, &j, nb, &secs);
+            /* A rank that needs nothing from rank 2 (the exchange's rank 0) completes. */
+            bool timed_out = st == DTR_ERR_TIMEOUT;
+            snprintf(what, sizeof what,
+                     "%s (%s): rank 2 fails to issue it: BACKEND there, TIMEOUT naming '%s' "
+                     "within the deadline elsewhere (got %s after %.2f s)",
+                     steps[k].kind, nb ? "test" : "wait", steps[k].where, dtr_status_name(st), secs);
+            check(rank == 2 ? st == DTR_ERR_BACKEND && has(steps[k].where) &&
+                                  !dtr_context_aborted(ctx)
+                            : (timed_out && has(steps[k].where) &&
+                               has("no completion within 0.4 s") && secs >= T_S &&
+                               secs < T_S + 5) ||
+                                  (st == DTR_OK && verified(&j)),
+                  what);
+            snprintf(what, sizeof what, "%s: rank 2's peers that need its data time out",
+                     steps[k].kind);
+            check(timeouts(timed_out) >= (steps[k].op == 1 || k < 4 ? 3 : 2), what);
+            snprintf(what, sizeof what, "%s: after the timeout the context refuses calls (ABORTED)",
+                     steps[k].kind);
+            check(!timed_out || refuses(ctx, &j), what);
+            snprintf(what, sizeof what, "%s: inputs intact after the timeout", steps[k].kind);
+            check(intact(&j), what);
+            faulty_reset();
+            dtr_context_destroy(ctx);
+        }
+        if (steps[k].op == 2) {
+            /* Rank 1 is late by less than the deadline: nothing fails. */
+            dtr_context_t *ctx = fresh_context(5.0);
+            faulty_reset();
+            if (rank == 1) {
+                faulty.delay_at = 2;
+                faulty.delay_s = 0.2;
+            }
+            double secs;
+            dtr_status_t st = run(ctx, &j, false, &secs);
+            snprintf(what, sizeof what, "%s: rank 1 late by 0.2 s of a 5 s deadline: verified",
+                     steps[k].kind);
+            check(st == DTR_OK && verified(&j) && intact(&j), what);
+            faulty_reset();
+            dtr_context_destroy(ctx);
+            /* Rank 1 is late by more: the others time out; rank 1 completes against their
+             * still-posted operations or times out itself. */
+            ctx = fresh_context(T_S);
+            if (rank == 1) {
+                faulty.delay_at = 2;
+                faulty.delay_s = 1.0;
+            }
+            st = run(ctx, &j, false, &secs);
+            snprintf(what, sizeof what,
+                     "%s: rank 1 late by 1 s of a 0.4 s deadline: TIMEOUT naming the step (or "
+                     "a verified result), inputs intact",
+                     steps[k].kind);
+            check(((st == DTR_ERR_TIMEOUT && (rank == 1 || (has(steps[k].where) && secs < T_S + 5))) ||
+                   (st == DTR_OK && verified(&j))) &&
+                      intact(&j),
+                  what);
+            snprintf(what, sizeof what, "%s: rank 1 late: its peers that need its data time out",
+                     steps[k].kind);
+            check(timeouts(rank != 1 && st == DTR_ERR_TIMEOUT) >= (k < 4 ? 3 : 2), what);
+            faulty_reset();
+            dtr_context_destroy(ctx);
+        }
+        job_free(&j);
+    }
+
+    /* Rank 3 never makes the call (its communicators exist from a first good call). */
+    job_t j;
+    check(job_init(&j, "4", "8x6", "S(0)", "R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0, "setup");
+    dtr_context_t *ctx = fresh_context(T_S);
+    double secs;
+    check(run(ctx, &j, false, &secs) == DTR_OK && verified(&j), "a first good call");
+    dtr_status_t st = rank == 3 ? DTR_OK : run(ctx, &j, false, &secs);
+    check(rank == 3 || (st == DTR_ERR_TIMEOUT && has("argument agreement over the mesh") &&
+                        secs < T_S + 5 && intact(&j) && refuses(ctx, &j)),
+          "rank 3 never calls: the others time out in the argument agreement, then refuse");
+    dtr_context_destroy(ctx);
+
+    /* The group collectives: rank 2 fails to issue the reduction after the agreement. */
+    for (int scatter = 0; scatter < 2; scatter++) {
+        const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+        ctx = fresh_context(T_S);
+        float send[8] = {1, 2, 3, 4, 5, 6, 7, 8}, keep[8], recv[8];
+        memcpy(keep, send, sizeof send);
+        faulty_reset();
+        if (rank == 2) faulty.fail_issue = 2;
+        st = scatter ? dtr_reduce_scatter(ctx, j.mesh, 1, send, recv, 2, DTR_F32, DTR_REDUCE_SUM)
+                     : dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32, DTR_REDUCE_SUM);
+        snprintf(what, sizeof what, "%s: rank 2 fails to issue: BACKEND there, TIMEOUT elsewhere",
+                 func);
+        check(rank == 2 ? st == DTR_ERR_BACKEND
+                        : st == DTR_ERR_TIMEOUT && has(func) && has("no completion within"),
+              what);
+        snprintf(what, sizeof what, "%s: send intact; a timed-out context refuses the next call",
+                 func);
+        check(memcmp(send, keep, sizeof send) == 0 &&
+                  (rank == 2 || (dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32,
+                                                DTR_REDUCE_SUM) == DTR_ERR_ABORTED)),
+              what);
+        faulty_reset();
+        dtr_context_destroy(ctx);
+    }
+    job_free(&j);
+}
+
+/* The deadline's settings: DTR_TIMEOUT_S at creation, dtr_context_set_timeout after. */
+static void timeout_settings(void) {
+    dtr_context_t *ctx = NULL;
+    unsetenv("DTR_TIMEOUT_S");
+    check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK &&
+              dtr_context_timeout(ctx) == 600.0,
+          "no DTR_TIMEOUT_S: a 600 s deadline");
+    check(dtr_context_set_timeout(ctx, -1) == DTR_ERR_INVALID_ARGUMENT && has("seconds: -1") &&
+              dtr_context_set_timeout(ctx, 0.0 / 0.0) == DTR_ERR_INVALID_ARGUMENT &&
+              dtr_context_set_timeout(ctx, 1.0 / 0.0) == DTR_ERR_INVALID_ARGUMENT &&
+              dtr_context_set_timeout(NULL, 1) == DTR_ERR_INVALID_ARGUMENT &&
+              dtr_context_timeout(ctx) == 600.0,
+          "dtr_context_set_timeout refuses negative, NaN, infinite and a NULL context");
+    check(dtr_context_set_timeout(ctx, 0) == DTR_OK && dtr_context_timeout(ctx) == 0,
+          "timeout 0: no deadline");
+    dtr_context_destroy(ctx);
+    setenv("DTR_TIMEOUT_S", "2.5", 1);
+    ctx = NULL;
+    check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK &&
+              dtr_context_timeout(ctx) == 2.5,
+          "DTR_TIMEOUT_S=2.5");
+    dtr_context_destroy(ctx);
+    const char *bad[] = {"abc", "-1", "5s", "", "inf", "nan"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        setenv("DTR_TIMEOUT_S", bad[k], 1);
+        ctx = NULL;
+        dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+        char what[96];
+        snprintf(what, sizeof what, "DTR_TIMEOUT_S=\"%s\": %s", bad[k],
+                 bad[k][0] ? "INVALID_ARGUMENT naming it, no context" : "the default");
+        if (bad[k][0])
+            check(st == DTR_ERR_INVALID_ARGUMENT && has("DTR_TIMEOUT_S") && ctx == NULL, what);
+        else
+            check(st == DTR_OK && dtr_context_timeout(ctx) == 600.0, what);
+        dtr_context_destroy(ctx);
+    }
+    unsetenv("DTR_TIMEOUT_S");
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -331,6 +478,8 @@ int main(int argc, char **argv) {
     requests(ctx);
     bystander(ctx);
     dtr_context_destroy(ctx);
+    timeout_settings();
+    deadlines(); /* last: timed-out operations stay pending on their communicators */
     int rc = mpi_check_finish("mpi executor error paths");
     MPI_Finalize();
     return rc;
