@@ -964,7 +964,7 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                                       "rank %lld rejected its arguments (see its error); this "
                                       "rank's were good",
                                       (long long)(r->agree_recv[2] - 1));
-                if (max_a + max_b != INT64_MAX)
+                if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
                     return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
                                       "plan: the ranks of the mesh hold different plans (specs, "
                                       "strategy or steps differ)");
@@ -1265,7 +1265,7 @@ static dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *f
                           "rank %lld rejected its arguments (see its error); this rank's were "
                           "good",
                           (long long)(recv[2] - 1));
-    if (recv[0] + recv[1] != INT64_MAX)
+    if (recv[0] != INT64_MAX - recv[1])
         return dtr__error(DTR_ERR_MISMATCH, func,
                           "the group's members called with different arguments (counts, "
                           "dtypes, ops, meshes or settings)");

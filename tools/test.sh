@@ -1,60 +1,105 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, runs `bazel test //...`, then sums the test
-# cases every target reported and ends with one line "N passed, N failed".
+# The whole test suite: installs what it needs, then runs
+#   1. `bazel test //...`                       (the build users get),
+#   2. `bazel test --config=asan //...`         (the same tests under AddressSanitizer and
+#                                                UndefinedBehaviorSanitizer, leaks checked),
+#   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
+# sums the test cases every part reported and ends with one line "N passed, N failed".
+# DTR_TEST_PARTS picks parts (default "plain asan fuzz"); extra arguments go to `bazel test`.
 #
 # Counting: a Criterion target reports "Synthesis: Tested: T | Passing: P | Failing: F |
 # Crashing: C"; a script target ends with "...: P passed, F failed". A target that reports
 # nothing countable, or a Criterion target that ran zero tests, counts as one failure, so a
-# suite that silently runs nothing cannot pass. Extra arguments go to `bazel test`.
+# suite that silently runs nothing cannot pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh || exit 1
 
-flags=(--noshow_progress)
-[ "${CI:-}" = true ] && flags+=(--color=no --curses=no)
-summary=$(mktemp)
-trap 'rm -f "$summary"' EXIT
-bazel test "${flags[@]}" //... "$@" 2>&1 | tee "$summary" |
-    grep -vE '^(INFO: From |\(cd |  exec env|    [A-Z]+=|  /usr/share/bazel)'
-bazel_rc=${PIPESTATUS[0]}
-
-testlogs=$(bazel info bazel-testlogs 2>/dev/null)
+parts=${DTR_TEST_PARTS:-plain asan fuzz}
 passed=0
 failed=0
-targets=0
-while IFS= read -r target; do
-    log="$testlogs/${target#//}"
-    log="${log/://}/test.log"
-    targets=$((targets + 1))
-    if [ ! -f "$log" ]; then
-        echo "test.sh: $target: no test log (did it build?)"
-        failed=$((failed + 1))
-        continue
-    fi
-    synth=$(grep -a 'Synthesis: Tested:' "$log" | tail -1)
-    plain=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
-    if [ -n "$synth" ]; then
-        read -r t p f c < <(sed -E 's/.*Tested: ([0-9]+) \| Passing: ([0-9]+) \| Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1 \2 \3 \4/' <<<"$synth")
-        if [ "$t" -eq 0 ]; then
-            echo "test.sh: $target ran no test"
-            failed=$((failed + 1))
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+
+# suite LABEL [BAZEL FLAGS...]: one `bazel test //...`, its cases added to the tally.
+suite() {
+    local label=$1
+    shift
+    local flags=(--noshow_progress "$@")
+    [ "${CI:-}" = true ] && flags+=(--color=no --curses=no)
+    echo "== $label: bazel test ${*:-} //..."
+    bazel test "${flags[@]}" //... "${extra[@]}" 2>&1 | tee "$summary" |
+        grep -vE '^(INFO: From |\(cd |  exec env|    [A-Z]+=|  /usr/share/bazel)'
+    local bazel_rc=${PIPESTATUS[0]}
+    local testlogs p=0 f=0 targets=0
+    testlogs=$(bazel info "$@" bazel-testlogs 2>/dev/null)
+    while IFS= read -r target; do
+        local log="$testlogs/${target#//}"
+        log="${log/://}/test.log"
+        targets=$((targets + 1))
+        if [ ! -f "$log" ]; then
+            echo "test.sh: $label: $target: no test log (did it build?)"
+            f=$((f + 1))
+            continue
         fi
-        passed=$((passed + p))
-        failed=$((failed + f + c))
-    elif [ -n "$plain" ]; then
-        read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$plain")
+        local synth plain
+        synth=$(grep -a 'Synthesis: Tested:' "$log" | tail -1)
+        plain=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+        if [ -n "$synth" ]; then
+            local t tp tf tc
+            read -r t tp tf tc < <(sed -E 's/.*Tested: ([0-9]+) \| Passing: ([0-9]+) \| Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1 \2 \3 \4/' <<<"$synth")
+            if [ "$t" -eq 0 ]; then
+                echo "test.sh: $label: $target ran no test"
+                f=$((f + 1))
+            fi
+            p=$((p + tp))
+            f=$((f + tf + tc))
+        elif [ -n "$plain" ]; then
+            local sp sf
+            read -r sp sf < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$plain")
+            p=$((p + sp))
+            f=$((f + sf))
+        else
+            echo "test.sh: $label: $target reported no count"
+            f=$((f + 1))
+        fi
+    done < <(grep -oE '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)' "$summary" | awk '{print $1}' | sort -u)
+    if [ "$bazel_rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "test.sh: $label: bazel test exited $bazel_rc"
+        f=1
+    fi
+    echo "== $label: $targets targets, $p passed, $f failed"
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+extra=("$@")
+for part in $parts; do
+    case $part in
+    plain) suite plain ;;
+    asan) suite asan --config=asan \
+        "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0" ;;
+    fuzz)
+        echo "== fuzz: fuzz/run.sh --seconds 60"
+        out=$(bash fuzz/run.sh --seconds 60 2>&1)
+        rc=$?
+        echo "$out" | tail -20
+        line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+        if [ -n "$line" ]; then
+            read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+        else
+            p=0 f=1
+        fi
+        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
         passed=$((passed + p))
         failed=$((failed + f))
-    else
-        echo "test.sh: $target reported no count"
+        ;;
+    *)
+        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, asan, fuzz)"
         failed=$((failed + 1))
-    fi
-done < <(grep -oE '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)' "$summary" | awk '{print $1}' | sort -u)
-
-if [ "$bazel_rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-    echo "test.sh: bazel test exited $bazel_rc"
-    failed=1
-fi
-echo "test targets: $targets; cases below"
+        ;;
+    esac
+done
+echo "parts: $parts; cases below"
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$bazel_rc" -eq 0 ]
+[ "$failed" -eq 0 ]
