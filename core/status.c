@@ -46,6 +46,9 @@ dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(text + n, sizeof text - (size_t)n, fmt, ap);
     va_end(ap);
+    /* One line, whatever the quoted input held: control characters become '?'. */
+    for (char *c = text; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     memcpy(dtr__last_error_buf, text, sizeof text);
     dtr__last_status_val = status;
     DTR_INFO("%s (%s)", dtr__last_error_buf, dtr_status_name(status));

@@ -5,8 +5,8 @@
  * failure the call leaves its outputs untouched and records a one-line detail for the
  * calling thread that names the function, the argument and the offending value, e.g.
  *   "dtr_spec_init: placements[1]: shard dim 3 out of range for a 2-d tensor"
- * The detail stays until the next failing call on the same thread (success does not clear
- * it, as with errno).
+ * The detail is always one line: control characters in quoted input show as '?'. It stays
+ * until the next failing call on the same thread (success does not clear it, as with errno).
  */
 #ifndef DTR_CORE_STATUS_H
 #define DTR_CORE_STATUS_H

@@ -11,6 +11,8 @@ packages=(
     openmpi-bin        # mpirun
     libopenmpi-dev     # mpi.h, libmpi
     libcriterion-dev   # single-process unit tests
+    clang-14           # the libFuzzer harnesses (fuzz/run.sh)
+    libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 )
 
 missing=()
