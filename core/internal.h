@@ -49,6 +49,17 @@ dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, 
         if (dtr__st != DTR_OK) return dtr__st;                                         \
     } while (0)
 
+/* Re-records the thread's last error under `func` (the public function the caller is in),
+ * replacing the callee's name, so a detail names the function the user called. */
+dtr_status_t dtr__error_as(dtr_status_t status, const char *func);
+
+/* Propagate a failure of a public callee, under this function's name. */
+#define DTR_CHECK_AS(call, func)                                                       \
+    do {                                                                               \
+        dtr_status_t dtr__st = (call);                                                 \
+        if (dtr__st != DTR_OK) return dtr__error_as(dtr__st, func);                    \
+    } while (0)
+
 /* Store a failure in st and jump to an unwind label; the first error wins. */
 #define DTR_CHECK_GOTO(call, st, label)                                                \
     do {                                                                               \

@@ -121,7 +121,8 @@ dtr_status_t dtr_mesh_parse(const char *text, const int *ranks, int64_t nranks,
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                               "text \"%s\": mesh dim %d has size 0, must be at least 1", text,
                               i);
-    return dtr_mesh_create(ndims, sizes, ranks, nranks, out);
+    DTR_CHECK_AS(dtr_mesh_create(ndims, sizes, ranks, nranks, out), __func__);
+    return DTR_OK;
 }
 
 void dtr_mesh_destroy(dtr_mesh_t *mesh) {
@@ -222,7 +223,8 @@ dtr_status_t dtr_mesh_group(const dtr_mesh_t *mesh, int rank, int dim, int *rank
 
 dtr_status_t dtr_mesh_format(const dtr_mesh_t *mesh, char *buf, size_t len) {
     DTR_CHECK_PTR(mesh, __func__);
-    return dtr_shape_format(mesh->sizes, mesh->ndims, buf, len);
+    DTR_CHECK_AS(dtr_shape_format(mesh->sizes, mesh->ndims, buf, len), __func__);
+    return DTR_OK;
 }
 
 uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh) {

@@ -66,6 +66,10 @@ dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t 
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ndim: %d, must be 0..%d", ndim,
                           DTR_MAX_TENSOR_DIMS);
     if (ndim > 0) DTR_CHECK_PTR(shape, __func__);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "shape[%d]: %lld, must be >= 0",
+                              i, (long long)shape[i]);
     char text[DTR_MAX_TENSOR_DIMS * 21 + 8];
     size_t pos = 0;
     if (ndim == 0) DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "scalar"));
@@ -206,6 +210,6 @@ dtr_status_t dtr_spec_layout(const dtr_spec_t *spec, int rank, dtr_layout_t *out
     DTR_CHECK_PTR(spec->mesh, __func__);
     DTR_CHECK_PTR(out, __func__);
     int64_t coord[DTR_MAX_MESH_DIMS];
-    DTR_CHECK(dtr_mesh_coord(spec->mesh, rank, coord));
+    DTR_CHECK_AS(dtr_mesh_coord(spec->mesh, rank, coord), __func__);
     return dtr_spec_layout_at(spec, coord, out);
 }

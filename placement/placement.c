@@ -222,7 +222,7 @@ static dtr_status_t dtr__format_one(dtr_placement_t p, char *buf, size_t len, si
 
 dtr_status_t dtr_placement_format(dtr_placement_t placement, char *buf, size_t len) {
     DTR_CHECK_PTR(buf, __func__);
-    DTR_CHECK(dtr_placement_validate(placement));
+    DTR_CHECK_AS(dtr_placement_validate(placement), __func__);
     char text[DTR_PLACEMENT_TEXT_MAX];
     size_t pos = 0;
     DTR_CHECK(dtr__format_one(placement, text, sizeof text, &pos, __func__));

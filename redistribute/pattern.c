@@ -72,7 +72,7 @@ static dtr_status_t dtr__block(const dtr_spec_t *spec, int rank, size_t bytes, i
                                dtr_layout_t *l, const char *func) {
     if (spec == NULL || spec->mesh == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "spec: must not be NULL");
-    DTR_CHECK(dtr_mesh_coord(spec->mesh, rank, coord));
+    DTR_CHECK_AS(dtr_mesh_coord(spec->mesh, rank, coord), __func__);
     DTR_CHECK(dtr_spec_layout_at(spec, coord, l));
     if ((int64_t)bytes != l->bytes)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,

@@ -89,12 +89,13 @@ dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out) {
     dtr_cost_model_t m;
     dtr_cost_model_default(&m);
     const char *names[3] = {"DTR_ALPHA_US", "DTR_BANDWIDTH_GBPS", "DTR_LOCAL_GBPS"};
-    const char *vals[3];
-    for (int k = 0; k < 3; k++) vals[k] = getenv(names[k]);
-    if (dtr_cost_model_set(&m, vals[0], vals[1], vals[2]) != DTR_OK) {
-        char detail[512];
-        snprintf(detail, sizeof detail, "%s", dtr_last_error());
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "environment: %s", detail);
+    for (int k = 0; k < 3; k++) {
+        const char *v = getenv(names[k]), *set[3] = {NULL, NULL, NULL};
+        set[k] = v;
+        if (v != NULL && dtr_cost_model_set(&m, set[0], set[1], set[2]) != DTR_OK)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "%s=\"%.40s\": a number, or a comma list per mesh dim, %s",
+                              names[k], v, k == 0 ? "each finite and >= 0" : "each finite and > 0");
     }
     *out = m;
     return DTR_OK;
@@ -254,7 +255,7 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "step: %d, the plan has %d steps",
                           step, plan->nsteps);
     int64_t coord[DTR_MAX_MESH_DIMS];
-    DTR_CHECK(dtr_mesh_coord(plan->src.mesh, rank, coord));
+    DTR_CHECK_AS(dtr_mesh_coord(plan->src.mesh, rank, coord), __func__);
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, &plan->src, &plan->cost);
     dtr__step_rank_bytes(&ctx, &plan->steps[step], coord, send, recv);

@@ -222,11 +222,6 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr__grad_plan_t p;
     rc = dtr__grad_plan(a, nd, sizes, &p);
     if (rc != DTR_EXIT_OK) goto done_mesh;
-    if (a->shard_dim >= a->ndim) {
-        rc = dtr_cli_usage_error("grad", "--shard-dim: %d, the gradient has dims 0..%d",
-                                 a->shard_dim, a->ndim - 1);
-        goto done_mesh;
-    }
     char meshtext[64];
     dtr_mesh_format(mesh, meshtext, sizeof meshtext);
 
@@ -460,6 +455,9 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
     if (*end != '\0' || sd < 0 || sd >= DTR_MAX_TENSOR_DIMS)
         return dtr_cli_usage_error("grad", "--shard-dim: '%s' is not a tensor dim", shard);
     a->shard_dim = (int)sd;
+    if (a->shard_dim >= a->ndim)
+        return dtr_cli_usage_error("grad", "--shard-dim: %d, the gradient has dims 0..%d",
+                                   a->shard_dim, a->ndim - 1);
     a->microbatches = strtol(mb, &end, 10);
     if (*end != '\0' || a->microbatches < 1 || a->microbatches > 1000000)
         return dtr_cli_usage_error("grad", "--microbatches: '%s' is not a count 1..1000000", mb);

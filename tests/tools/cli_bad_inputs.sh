@@ -60,5 +60,28 @@ expect_usage_error "unexpected argument 'extra'" layout "${ok[@]}" extra
 expect_usage_error "--ranks \"0,x,2,3\": item 1 is not an integer" layout "${ok[@]}" --ranks 0,x,2,3
 expect_usage_error "--ranks \"0,1,2,99999999999\": item 3 is not an integer" layout "${ok[@]}" --ranks 0,1,2,99999999999
 
+
+# Every other command's options: malformed, negative, overflowing, out of range, NaN,
+# control characters (the error stays one line). `dtr run` refuses before starting MPI work.
+p=(plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)')
+expect_usage_error 'dtr plan: --dtype: dtr_dtype_parse: text "f128": not a dtype' "${p[@]}" --dtype f128
+expect_usage_error 'dtr plan: --strategy: dtr_strategy_parse: text "best": not a strategy' "${p[@]}" --strategy best
+expect_usage_error 'dtr plan: --alpha-us: dtr_cost_model_set: alpha_us "-1": item 0 must be a finite number >= 0' "${p[@]}" --alpha-us -1
+expect_usage_error 'dtr plan: --bandwidth-gbps: dtr_cost_model_set: bandwidth_gbps "0": item 0 must be a finite number > 0' "${p[@]}" --bandwidth-gbps 0
+expect_usage_error 'dtr plan: --to: dtr_spec_init: placements[0]: S(9): shard dim out of range for a 2-d tensor' plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(9)'
+expect_usage_error 'dtr plan: --from: dtr_placements_parse: text "": empty placement list' plan --mesh 4 --shape 8x8 --from '' --to 'S(1)'
+expect_usage_error 'dtr plan: --mesh: dtr_mesh_parse: sizes: more than 2147483647 ranks in all' plan --mesh 99999999999 --shape 8x8 --from 'S(0)' --to 'S(1)'
+expect_usage_error 'dtr plan: --from: dtr_placements_parse: text "S(0)?R": at offset 5' plan --mesh 4 --shape 8x8 --from "$(printf 'S(0)\nR')" --to 'S(1)'
+g=(grad --dry-run --world 8)
+expect_usage_error "dtr grad: --mode: 'zzz' is not ddp, fsdp or hsdp" "${g[@]}" --mode zzz
+expect_usage_error "dtr grad: --world: '-1' is not a rank count >= 1" grad --dry-run --world -1 --mode ddp
+expect_usage_error "dtr grad: --numel: '-5' is not a count 0..2^40" "${g[@]}" --mode fsdp --numel -5
+expect_usage_error "dtr grad: --numel: '99999999999999999999' is not a count 0..2^40" "${g[@]}" --mode fsdp --numel 99999999999999999999
+expect_usage_error "dtr grad: --microbatches: '0' is not a count 1..1000000" "${g[@]}" --mode fsdp --microbatches 0
+expect_usage_error "dtr grad: --factor: 'nan' is not a number > 0" "${g[@]}" --mode fsdp --factor nan
+expect_usage_error "dtr grad: --world: 8, but --mesh 3x3 has 9 ranks" "${g[@]}" --mode hsdp --mesh 3x3
+expect_usage_error "dtr grad: --shard-dim: 5, the gradient has dims 0..1" "${g[@]}" --mode fsdp --shard-dim 5 --shape 4x4
+expect_usage_error "dtr run: --iters: '99999999999999' is not a count 0..1000000" run --mesh 4 --shape 8 --from 'S(0)' --to R --iters 99999999999999
+
 echo "cli bad inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
