@@ -321,13 +321,26 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
                         ops == NULL ? "ops" : "out");
         goto fail;
     }
-    if (ops->rank == NULL || ops->group_create == NULL || ops->group_destroy == NULL ||
-        ops->all_gather == NULL || ops->reduce_scatter == NULL || ops->all_reduce == NULL ||
-        ops->all_to_allv == NULL || ops->test == NULL || ops->wait == NULL) {
+    const struct {
+        const char *name;
+        bool missing;
+    } required[] = {
+        {"rank", ops->rank == NULL},
+        {"group_create", ops->group_create == NULL},
+        {"group_destroy", ops->group_destroy == NULL},
+        {"all_gather", ops->all_gather == NULL},
+        {"reduce_scatter", ops->reduce_scatter == NULL},
+        {"all_reduce", ops->all_reduce == NULL},
+        {"all_to_allv", ops->all_to_allv == NULL},
+        {"test", ops->test == NULL},
+        {"wait", ops->wait == NULL},
+    };
+    for (size_t k = 0; k < sizeof required / sizeof required[0]; k++) {
+        if (!required[k].missing) continue;
         st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                        "ops (%s): a required operation is NULL (only all_gatherv and "
-                        "reduce_scatterv are optional)",
-                        ops->name != NULL ? ops->name : "unnamed");
+                        "ops->%s (backend %s): NULL, but required (the optional ones are "
+                        "all_gatherv, reduce_scatterv, all_to_all, the strided forms and destroy)",
+                        required[k].name, ops->name != NULL ? ops->name : "unnamed");
         goto fail;
     }
     dtr_context_t *ctx = calloc(1, sizeof *ctx);

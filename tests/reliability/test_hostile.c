@@ -5,7 +5,7 @@
  * listed fragment (which names the argument), and leave every output and input as it was
  * (outputs are filled with a sentinel before the call and compared after).
  *
- * Calls that need a context run on a 1-rank mesh over a null backend (every operation
+ * Calls that need a context run on a 1-rank mesh over the solo backend (every operation
  * refuses), so the table needs no MPI; the multi-rank cases (specs differing between ranks,
  * a rank's buffer of the wrong size) are in tests/redistribute/mpi_exec_errors_test.c.
  */
@@ -18,53 +18,9 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "tests/reliability/solo_backend.h"
 
 /* ---- fixtures ----------------------------------------------------------------------- */
-
-static dtr_status_t refuse(void) {
-    return DTR_ERR_UNSUPPORTED;
-}
-static int n_rank(void *s) { (void)s; return 0; }
-static dtr_status_t n_group_create(void *s, const int *r, int n, int t, void **g) {
-    (void)s, (void)r, (void)n, (void)t, (void)g;
-    return refuse();
-}
-static void n_group_destroy(void *s, void *g) { (void)s, (void)g; }
-static dtr_status_t n_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)b, (void)r, (void)q;
-    return refuse();
-}
-static dtr_status_t n_reduce_scatter(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                                     dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)r, (void)n, (void)t, (void)o, (void)q;
-    return refuse();
-}
-static dtr_status_t n_all_to_allv(void *g, const void *s, const int64_t *a, const int64_t *b,
-                                  void *r, const int64_t *c, const int64_t *d,
-                                  dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)a, (void)b, (void)r, (void)c, (void)d, (void)q;
-    return refuse();
-}
-static dtr_status_t n_test(void *g, dtr_backend_req_t *q, bool *done) {
-    (void)g, (void)q, (void)done;
-    return refuse();
-}
-static dtr_status_t n_wait(void *g, dtr_backend_req_t *q) {
-    (void)g, (void)q;
-    return refuse();
-}
-static const dtr_backend_ops_t null_ops = {
-    .name = "null",
-    .rank = n_rank,
-    .group_create = n_group_create,
-    .group_destroy = n_group_destroy,
-    .all_gather = n_all_gather,
-    .reduce_scatter = n_reduce_scatter,
-    .all_reduce = n_reduce_scatter, /* the same signature */
-    .all_to_allv = n_all_to_allv,
-    .test = n_test,
-    .wait = n_wait,
-};
 
 static dtr_mesh_t *mesh_of(const char *text) {
     dtr_mesh_t *m = NULL;
@@ -90,9 +46,9 @@ static void plan_of(dtr_plan_t *plan, const dtr_mesh_t *m, const char *from, con
     cr_assert_eq(dtr_plan_create(&a, &b, NULL, plan), DTR_OK, "fixture plan");
 }
 
-static dtr_context_t *null_context(void) {
+static dtr_context_t *solo_context(void) {
     dtr_context_t *ctx = NULL;
-    cr_assert_eq(dtr_context_create(&null_ops, NULL, &ctx), DTR_OK, "fixture context");
+    cr_assert_eq(dtr_context_create(&solo_backend_ops, NULL, &ctx), DTR_OK, "fixture context");
     return ctx;
 }
 
@@ -570,7 +526,7 @@ CASE(cache_get_null_cache) {
     return SAME(p, k);
 }
 
-/* ---- contexts and execution (1-rank mesh, null backend) -------------------------------- */
+/* ---- contexts and execution (1-rank mesh, solo backend) -------------------------------- */
 
 CASE(context_null_ops) {
     dtr_context_t *c = (dtr_context_t *)(uintptr_t)0x5e;
@@ -578,7 +534,7 @@ CASE(context_null_ops) {
     return c == (dtr_context_t *)(uintptr_t)0x5e;
 }
 CASE(context_missing_operation) {
-    dtr_backend_ops_t ops = null_ops;
+    dtr_backend_ops_t ops = solo_backend_ops;
     ops.test = NULL;
     dtr_context_t *c = (dtr_context_t *)(uintptr_t)0x5e;
     *st = dtr_context_create(&ops, NULL, &c);
@@ -587,12 +543,12 @@ CASE(context_missing_operation) {
 CASE(context_bad_timeout_env) {
     setenv("DTR_TIMEOUT_S", "soon", 1);
     dtr_context_t *c = (dtr_context_t *)(uintptr_t)0x5e;
-    *st = dtr_context_create(&null_ops, NULL, &c);
+    *st = dtr_context_create(&solo_backend_ops, NULL, &c);
     unsetenv("DTR_TIMEOUT_S");
     return c == (dtr_context_t *)(uintptr_t)0x5e;
 }
 CASE(context_nan_timeout) {
-    dtr_context_t *c = null_context();
+    dtr_context_t *c = solo_context();
     double before = dtr_context_timeout(c);
     *st = dtr_context_set_timeout(c, NAN);
     bool ok = dtr_context_timeout(c) == before;
@@ -612,7 +568,7 @@ static run_t *run_setup(void) {
     memset(&r, 0, sizeof r);
     r.m = mesh_of("1");
     plan_of(&r.plan, r.m, "R", "S(0)", "8", DTR_F32);
-    r.ctx = null_context();
+    r.ctx = solo_context();
     for (int k = 0; k < 8; k++) r.in[k] = (float)k, r.out[k] = -1;
     memcpy(r.in_keep, r.in, sizeof r.in), memcpy(r.out_keep, r.out, sizeof r.out);
     return &r;
@@ -737,7 +693,7 @@ CASE(backward_placements_null) {
 }
 CASE(reducer_null_desc) {
     dtr_reducer_t *r = (dtr_reducer_t *)(uintptr_t)0x5e;
-    dtr_context_t *c = null_context();
+    dtr_context_t *c = solo_context();
     *st = dtr_reducer_create(c, NULL, &r);
     dtr_context_destroy(c);
     return r == (dtr_reducer_t *)(uintptr_t)0x5e;
@@ -745,7 +701,7 @@ CASE(reducer_null_desc) {
 CASE(tape_backward_empty) {
     dtr_tape_t *t = NULL;
     cr_assert_eq(dtr_tape_create(NULL, &t), DTR_OK);
-    dtr_context_t *c = null_context();
+    dtr_context_t *c = solo_context();
     float g[4] = {1, 2, 3, 4}, gk[4], out[4] = {-1, -1, -1, -1}, ok[4];
     memcpy(gk, g, sizeof g), memcpy(ok, out, sizeof out);
     *st = dtr_tape_backward(t, c, g, sizeof g, out, sizeof out, NULL);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "tests/reliability/solo_backend.h"
 
 #define THREADS 8
 #define ROUNDS 300
@@ -112,47 +113,12 @@ Test(threads, planning_from_eight_threads_matches_one, .init = setup, .fini = te
 
 /* ---- one context per thread: a 1-rank mesh needs no communication ----------------- */
 
-static int r_rank(void *s) { (void)s; return 0; }
-static dtr_status_t r_refuse(void) { return DTR_ERR_UNSUPPORTED; }
-static dtr_status_t r_group_create(void *s, const int *r, int n, int t, void **g) {
-    (void)s, (void)r, (void)n, (void)t, (void)g;
-    return r_refuse();
-}
-static void r_group_destroy(void *s, void *g) { (void)s, (void)g; }
-static dtr_status_t r_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)b, (void)r, (void)q;
-    return r_refuse();
-}
-static dtr_status_t r_reduce(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                             dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)r, (void)n, (void)t, (void)o, (void)q;
-    return r_refuse();
-}
-static dtr_status_t r_a2av(void *g, const void *s, const int64_t *a, const int64_t *b, void *r,
-                           const int64_t *c, const int64_t *d, dtr_backend_req_t *q) {
-    (void)g, (void)s, (void)a, (void)b, (void)r, (void)c, (void)d, (void)q;
-    return r_refuse();
-}
-static dtr_status_t r_test(void *g, dtr_backend_req_t *q, bool *done) {
-    (void)g, (void)q, (void)done;
-    return r_refuse();
-}
-static dtr_status_t r_wait(void *g, dtr_backend_req_t *q) {
-    (void)g, (void)q;
-    return r_refuse();
-}
-static const dtr_backend_ops_t solo = {
-    .name = "solo", .rank = r_rank, .group_create = r_group_create,
-    .group_destroy = r_group_destroy, .all_gather = r_gather, .reduce_scatter = r_reduce,
-    .all_reduce = r_reduce, .all_to_allv = r_a2av, .test = r_test, .wait = r_wait,
-};
-
 static void *runner(void *arg) {
     worker_t *w = arg;
     dtr_mesh_t *m = NULL;
     dtr_context_t *ctx = NULL;
     if (dtr_mesh_parse("1x1", NULL, 0, &m) != DTR_OK ||
-        dtr_context_create(&solo, NULL, &ctx) != DTR_OK) {
+        dtr_context_create(&solo_backend_ops, NULL, &ctx) != DTR_OK) {
         w->mismatches++;
         return NULL;
     }
