@@ -253,6 +253,7 @@ static const struct {
     {"2x2", "8x6", "S(0),S(0)", "R,S(0)", "exchange", "step 1 (exchange, over the whole mesh)", 2},
     {"2x2", "8x6", "S(1),R", "S(1),S(0)", "local_chunk", "argument agreement", 1},
     {"4", "8x6", "R", "P", "local_scale", "argument agreement", 1},
+    {"4", "8x6", "R", "P(max)", "local_relabel", "argument agreement", 1},
 };
 
 static double now_s(void) {
