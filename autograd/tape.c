@@ -25,7 +25,8 @@ dtr_status_t dtr_to_local_backward(const dtr_spec_t *forward, const dtr_placemen
 
 dtr_status_t dtr_from_local_backward(const dtr_spec_t *forward, const dtr_spec_t *grad,
                                      const dtr_plan_options_t *opts, dtr_plan_t *out) {
-    return dtr_plan_backward(forward, grad, opts, out);
+    DTR_CHECK_AS(dtr_plan_backward(forward, grad, opts, out), __func__);
+    return DTR_OK;
 }
 
 /* ---- the tape ----------------------------------------------------------------------- */

@@ -710,6 +710,131 @@ CASE(tape_backward_empty) {
     return SAME(g, gk) && SAME(out, ok);
 }
 
+CASE(hook_all_reduce_null_ctx) {
+    dtr_mesh_t *m = mesh_of("4");
+    float buf[4] = {1, 2, 3, 4}, keep[4];
+    memcpy(keep, buf, sizeof buf);
+    *st = dtr_hook_all_reduce(NULL, NULL, m, 0x1, buf, 4, DTR_F32);
+    dtr_mesh_destroy(m);
+    return SAME(buf, keep);
+}
+CASE(hook_fp16_integer_dtype) {
+    run_t *r = run_setup();
+    int32_t buf[4] = {1, 2, 3, 4}, keep[4];
+    memcpy(keep, buf, sizeof buf);
+    *st = dtr_hook_fp16_compress(NULL, r->ctx, r->m, 0x1, buf, 4, DTR_I32);
+    bool ok = SAME(buf, keep);
+    return run_done(r) && ok;
+}
+CASE(hook_wrapper_null_arg) {
+    run_t *r = run_setup();
+    *st = dtr_hook_compress_wrapper(NULL, r->ctx, r->m, 0x1, r->in, 8, DTR_F32);
+    return run_done(r);
+}
+CASE(fused_negative_count) {
+    run_t *r = run_setup();
+    dtr_fused_entry_t e[1] = {{.buf = r->in, .count = -3, .dims = 0x1}};
+    int64_t bytes = -9;
+    *st = dtr_fused_all_reduce(r->ctx, r->m, e, 1, DTR_F32, DTR_REDUCE_SUM, &bytes);
+    return run_done(r) && bytes == -9;
+}
+CASE(reducer_info_null) {
+    dtr_grad_factors_t f, k;
+    memset(&f, 0x66, sizeof f), k = f;
+    int64_t n = -9;
+    *st = dtr_reducer_info(NULL, &f, &n, NULL);
+    return SAME(f, k) && n == -9;
+}
+CASE(reducer_reduce_null) {
+    float g[4] = {1, 2, 3, 4}, gk[4], out[4] = {-1, -1, -1, -1}, ok[4];
+    memcpy(gk, g, sizeof g), memcpy(ok, out, sizeof out);
+    *st = dtr_reducer_reduce(NULL, g, sizeof g, true, out, sizeof out);
+    return SAME(g, gk) && SAME(out, ok);
+}
+CASE(reducer_overlapping_groups) {
+    dtr_mesh_t *m = mesh_of("2x2");
+    dtr_context_t *c = solo_context();
+    dtr_reducer_desc_t d = {.mesh = m, .shard_dims = 0x1, .replicate_dims = 0x3, .ndim = 1,
+                            .shape = {8}, .param_dtype = DTR_F32, .reduce_dtype = DTR_F32};
+    dtr_reducer_t *r = (dtr_reducer_t *)(uintptr_t)0x5e;
+    *st = dtr_reducer_create(c, &d, &r);
+    dtr_context_destroy(c);
+    dtr_mesh_destroy(m);
+    return r == (dtr_reducer_t *)(uintptr_t)0x5e;
+}
+CASE(plan_backward_null_grad) {
+    dtr_mesh_t *m = mesh_of("4");
+    dtr_spec_t a;
+    spec_of(&a, m, "S(0)", "8", DTR_F32);
+    static dtr_plan_t p, k;
+    memset(&p, 0x55, sizeof p), k = p;
+    *st = dtr_plan_backward(&a, NULL, NULL, &p);
+    dtr_mesh_destroy(m);
+    return SAME(p, k);
+}
+CASE(to_local_backward_bad_grad) {
+    dtr_mesh_t *m = mesh_of("4");
+    dtr_spec_t a, o, k;
+    spec_of(&a, m, "S(0)", "8x4", DTR_F32);
+    dtr_placement_t g = dtr_shard(5);
+    memset(&o, 0x33, sizeof o), k = o;
+    *st = dtr_to_local_backward(&a, &g, &o);
+    dtr_mesh_destroy(m);
+    return SAME(o, k);
+}
+CASE(from_local_backward_null_out) {
+    dtr_mesh_t *m = mesh_of("4");
+    dtr_spec_t a;
+    spec_of(&a, m, "S(0)", "8", DTR_F32);
+    *st = dtr_from_local_backward(&a, &a, NULL, NULL);
+    dtr_mesh_destroy(m);
+    return true;
+}
+CASE(tape_to_local_empty) {
+    dtr_tape_t *t = NULL;
+    cr_assert_eq(dtr_tape_create(NULL, &t), DTR_OK);
+    *st = dtr_tape_to_local(t, NULL);
+    bool ok = dtr_tape_length(t) == 0;
+    dtr_tape_destroy(t);
+    return ok;
+}
+CASE(tape_from_local_null_spec) {
+    dtr_tape_t *t = NULL;
+    cr_assert_eq(dtr_tape_create(NULL, &t), DTR_OK);
+    *st = dtr_tape_from_local(t, NULL);
+    bool ok = dtr_tape_length(t) == 0;
+    dtr_tape_destroy(t);
+    return ok;
+}
+CASE(tape_redistribute_null_plan) {
+    run_t *r = run_setup();
+    dtr_tape_t *t = NULL;
+    cr_assert_eq(dtr_tape_create(NULL, &t), DTR_OK);
+    *st = dtr_tape_redistribute(t, r->ctx, NULL, r->in, 32, r->out, 32);
+    bool ok = dtr_tape_length(t) == 0;
+    dtr_tape_destroy(t);
+    return run_done(r) && ok;
+}
+CASE(pattern_check_null_report) {
+    dtr_mesh_t *m = mesh_of("4");
+    dtr_spec_t s;
+    spec_of(&s, m, "S(0)", "8", DTR_F32);
+    float buf[2] = {0, 0};
+    *st = dtr_pattern_check(&s, &s, 0, buf, sizeof buf, NULL);
+    dtr_mesh_destroy(m);
+    return buf[0] == 0 && buf[1] == 0;
+}
+CASE(plan_print_json_null_plan) {
+    *st = dtr_plan_print_json(NULL, stdout);
+    return true;
+}
+CASE(mesh_group_size_null_out) {
+    dtr_mesh_t *m = mesh_of("2x2");
+    *st = dtr_mesh_group_size(m, 0x1, NULL);
+    dtr_mesh_destroy(m);
+    return true;
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 typedef struct {
