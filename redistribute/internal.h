@@ -53,6 +53,7 @@ typedef struct {
     dtr_plan_t *plan;
     bool valid;
     char why[256];
+    int scaled_at; /* the first R -> P(sum) scale step (1-based), 0 if none yet */
 } dtr__builder_t;
 
 void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);

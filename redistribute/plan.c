@@ -423,6 +423,19 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
     }
     if (check1 >= 0 && !dtr__innermost(ctx, b->cur, i, check1)) dtr__invalid(b, s, i, check1);
     if (check2 >= 0 && !dtr__innermost(ctx, b->cur, i, check2)) dtr__invalid(b, s, i, check2);
+    /* A product over n ranks of values already scaled by 1/m carries 1/m^n, not 1/m: a
+     * P(product) reduction must come before any R -> P(sum) scale of the same plan. (SUM,
+     * AVG, MAX and MIN commute with a positive scale.) */
+    if (from.kind == DTR_PARTIAL && from.op == DTR_REDUCE_PRODUCT && b->scaled_at > 0 &&
+        b->valid) {
+        b->valid = false;
+        snprintf(b->why, sizeof b->why,
+                 "step %d reduces P(product) on mesh dim %d after step %d's R -> P(sum) scale: "
+                 "each factor of the product would carry the 1/n, so the result is off by a "
+                 "power of n",
+                 b->plan->nsteps, i, b->scaled_at);
+    }
+    if (s->kind == DTR_STEP_LOCAL_SCALE && b->scaled_at == 0) b->scaled_at = b->plan->nsteps;
     b->cur[i] = to;
     s->after[i] = to;
     dtr__step_figures(ctx, s);

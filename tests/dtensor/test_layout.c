@@ -148,7 +148,7 @@ Test(layout, bad_calls_leave_outputs_untouched) {
     cr_expect_eq(dtr_spec_layout_at(&s, coord, &l), DTR_ERR_INVALID_ARGUMENT);
     cr_expect_str_eq(dtr_last_error(), "dtr_spec_layout_at: coord[1]: 2, must be 0..1");
     cr_expect_eq(dtr_spec_layout(&s, 4, &l), DTR_ERR_NOT_IN_MESH);
-    cr_expect_str_eq(dtr_last_error(), "dtr_mesh_coord: rank: 4 is not in the mesh");
+    cr_expect_str_eq(dtr_last_error(), "dtr_spec_layout: rank: 4 is not in the mesh");
     cr_expect_eq(dtr_spec_layout(NULL, 0, &l), DTR_ERR_INVALID_ARGUMENT);
     cr_expect_eq(dtr_spec_layout(&s, 0, NULL), DTR_ERR_INVALID_ARGUMENT);
     dtr_spec_t broken = s;

@@ -136,7 +136,7 @@ Test(placement, bad_calls_leave_outputs_untouched) {
     cr_expect_eq(memcmp(buf, "####", 4), 0, "buffer written on error");
     cr_expect_eq(dtr_placement_format(sentinel, buf, sizeof buf), DTR_ERR_INVALID_ARGUMENT);
     cr_expect_str_eq(dtr_last_error(),
-                     "dtr_placement_validate: placement: kind 77 is not Shard, Replicate or "
+                     "dtr_placement_format: placement: kind 77 is not Shard, Replicate or "
                      "Partial");
     dtr_placement_t bad_op = dtr_partial((dtr_reduce_op_t)9);
     cr_expect_eq(dtr_placement_format(bad_op, buf, sizeof buf), DTR_ERR_INVALID_ARGUMENT);

@@ -141,6 +141,43 @@ Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
     dtr_mesh_destroy(mesh);
 }
 
+/* Found by fuzz_plan (fuzz/regressions/plan/scale_before_product): the seed order scales
+ * R -> P(sum) on mesh dim 0 before reducing P(product) on mesh dim 1, so each of the 4 factors
+ * carries the 1/3 and the result is off by 3^3. Compat refuses it; optimal reduces first. */
+Test(plan, a_sum_scale_never_precedes_a_product_reduction) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("3x4", NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t src, dst;
+    cr_assert_eq(spec_from(mesh, "3x8x4", "R,P(product)", DTR_F64, &src), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "3x8x4", "P(sum),R", DTR_F64, &dst), DTR_OK);
+    dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_COMPAT, .cost = NULL};
+    dtr_plan_t plan;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step "
+                     "2 reduces P(product) on mesh dim 1 after step 1's R -> P(sum) scale: each "
+                     "factor of the product would carry the 1/n, so the result is off by a power "
+                     "of n; the optimal strategy handles this change");
+    bool safe = true;
+    char text[512], err[512];
+    cr_assert_eq(dtr__plan_compat_unchecked(&src, &dst, &plan, &safe), DTR_OK);
+    cr_expect_not(safe);
+    interp_t *in = interp_create(&src, 1);
+    cr_assert_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
+    cr_expect_neq(interp_check(in, &dst, err, sizeof err), 0, "the seed plan should corrupt");
+    interp_destroy(in);
+
+    opts.strategy = DTR_STRATEGY_OPTIMAL;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
+    steps_text(&plan, text, sizeof text);
+    cr_expect_str_eq(text, "1:P(product)->R:all_reduce; 0:R->P(sum):local_scale");
+    in = interp_create(&src, 1);
+    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s", err);
+    interp_destroy(in);
+    dtr_mesh_destroy(mesh);
+}
+
 typedef struct {
     const char *from, *to;
     dtr_dtype_t dtype;
@@ -249,7 +286,7 @@ Test(plan, cost_model_text_and_environment) {
     setenv("DTR_ALPHA_US", "fast", 1);
     cr_expect_eq(dtr_cost_model_from_env(&m), DTR_ERR_INVALID_ARGUMENT);
     cr_expect_str_eq(dtr_last_error(),
-                     "dtr_cost_model_from_env: environment: dtr_cost_model_set: alpha_us \"fast\": "
+                     "dtr_cost_model_from_env: DTR_ALPHA_US: alpha_us \"fast\": "
                      "item 0 must be a finite number >= 0");
     unsetenv("DTR_ALPHA_US");
     unsetenv("DTR_BANDWIDTH_GBPS");

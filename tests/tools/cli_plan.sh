@@ -54,7 +54,7 @@ check "--strategy" 0 2 "" 'dtr plan: --strategy: dtr_strategy_parse: text "fast"
     plan --mesh 2 --shape 8 --from R --to R --strategy fast
 check "--compare with --strategy" 0 2 "" 'dtr plan: --compare shows both strategies; drop --strategy' \
     plan --mesh 2 --shape 8 --from R --to R --strategy compat --compare
-DTR_BANDWIDTH_GBPS=fast check "bad environment" 0 2 "" 'dtr plan: dtr_cost_model_from_env: environment: dtr_cost_model_set: bandwidth_gbps "fast"' \
+DTR_BANDWIDTH_GBPS=fast check "bad environment" 0 2 "" 'dtr plan: dtr_cost_model_from_env: DTR_BANDWIDTH_GBPS: bandwidth_gbps "fast": item 0 must be a finite number > 0' \
     plan --mesh 2 --shape 8 --from R --to R
 check "unknown option" 0 2 "" "dtr plan: unknown option '--form'" plan --mesh 2 --shape 8 --form R --to R
 
