@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long fuzz run (not part of CI): at least 10 million executions in all, per-harness
-# figures appended to docs/fuzzing.md's log by hand from what this prints.
+# figures go in docs/reliability.md (the long-run table) from what this prints.
 #   bash fuzz/long.sh            # parse 4M, layout 4M, plan 2M executions
 #   RUNS_SCALE=2 bash fuzz/long.sh   # twice as many
 set -uo pipefail
