@@ -49,6 +49,9 @@ dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, 
         if (dtr__st != DTR_OK) return dtr__st;                                         \
     } while (0)
 
+/* The thread's last error without its "dtr_function: " prefix (dtr__error may be handed it). */
+const char *dtr__last_detail(void);
+
 /* Re-records the thread's last error under `func` (the public function the caller is in),
  * replacing the callee's name, so a detail names the function the user called. */
 dtr_status_t dtr__error_as(dtr_status_t status, const char *func);

@@ -55,11 +55,13 @@ dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, 
     return status;
 }
 
-dtr_status_t dtr__error_as(dtr_status_t status, const char *func) {
-    char detail[sizeof dtr__last_error_buf];
+const char *dtr__last_detail(void) {
     const char *rest = dtr__last_error_buf;
     const char *colon = strstr(rest, ": ");
     if (strncmp(rest, "dtr_", 4) == 0 && colon != NULL) rest = colon + 2;
-    snprintf(detail, sizeof detail, "%s", rest);
-    return dtr__error(status, func, "%s", detail);
+    return rest;
+}
+
+dtr_status_t dtr__error_as(dtr_status_t status, const char *func) {
+    return dtr__error(status, func, "%s", dtr__last_detail());
 }

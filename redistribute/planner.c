@@ -92,12 +92,9 @@ dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out) {
     for (int k = 0; k < 3; k++) {
         const char *v = getenv(names[k]), *set[3] = {NULL, NULL, NULL};
         set[k] = v;
-        if (v != NULL && dtr_cost_model_set(&m, set[0], set[1], set[2]) != DTR_OK) {
-            char detail[512]; /* "dtr_cost_model_set: alpha_us "x": item 0 must be ..." */
-            const char *colon = strstr(dtr_last_error(), ": ");
-            snprintf(detail, sizeof detail, "%s", colon != NULL ? colon + 2 : dtr_last_error());
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s: %s", names[k], detail);
-        }
+        if (v != NULL && dtr_cost_model_set(&m, set[0], set[1], set[2]) != DTR_OK)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s: %s", names[k],
+                              dtr__last_detail());
     }
     *out = m;
     return DTR_OK;

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,28 @@ int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
     return DTR_EXIT_USAGE;
+}
+
+int dtr_cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t lo,
+                      int64_t hi, const char *what, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return dtr_cli_usage_error(cmd, "%s: '%s' is not %s", flag, text, what);
+    *out = (int64_t)v;
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_parse_number(const char *cmd, const char *flag, const char *text, bool positive,
+                         const char *what, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !isfinite(v) || (positive && !(v > 0)))
+        return dtr_cli_usage_error(cmd, "%s: '%s' is not %s", flag, text, what);
+    *out = v;
+    return DTR_EXIT_OK;
 }
 
 int dtr_cli_option_error(const char *cmd, int c, char **argv) {

@@ -32,6 +32,15 @@ int dtr_cli_option_error(const char *cmd, int c, char **argv);
 /* Same, after a failed library call on a flag's value: "dtr <cmd>: <flag>: <last error>". */
 int dtr_cli_lib_error(const char *cmd, const char *flag);
 
+/* A flag's integer value in lo..hi: whole text, base 10, no overflow. On failure prints
+ * "dtr <cmd>: <flag>: '<text>' is not <what>" and returns DTR_EXIT_USAGE. */
+int dtr_cli_parse_int(const char *cmd, const char *flag, const char *text, int64_t lo,
+                      int64_t hi, const char *what, int64_t *out);
+
+/* A flag's finite number (> 0 when `positive`); errors as dtr_cli_parse_int. */
+int dtr_cli_parse_number(const char *cmd, const char *flag, const char *text, bool positive,
+                         const char *what, double *out);
+
 /* Parses "0,1,2,3" into a malloc'd array. Returns 0, or prints a usage error and returns 2. */
 int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n);
 

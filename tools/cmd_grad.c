@@ -72,10 +72,10 @@ typedef struct {
     int ndim;
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int shard_dim;
-    long microbatches;
+    int64_t microbatches;
     double factor, base, step;
     bool force_sum, verify, json, dry_run;
-    long world; /* --world, for --dry-run */
+    int64_t world; /* --world, for --dry-run */
     dtr_cli_spec_args_t spec;
 } dtr__grad_args_t;
 
@@ -404,7 +404,6 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
         }
     }
     if (optind < argc) return dtr_cli_option_error("grad", 0, argv);
-    char *end;
     a->mode = a->dry_run ? DTR__FSDP : DTR__DDP;
     if (mode == NULL && !a->dry_run)
         return dtr_cli_usage_error("grad", "--mode: missing (ddp, fsdp or hsdp)");
@@ -418,12 +417,11 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
     if (!a->dry_run && a->spec.mesh == NULL) return dtr_cli_usage_error("grad", "--mesh: missing");
     if (worldtext != NULL && !a->dry_run)
         return dtr_cli_usage_error("grad", "--world: only with --dry-run (mpirun sets the ranks)");
-    if (worldtext != NULL) {
-        a->world = strtol(worldtext, &end, 10);
-        if (*end != '\0' || a->world < 1 || a->world > INT32_MAX)
-            return dtr_cli_usage_error("grad", "--world: '%s' is not a rank count >= 1",
-                                       worldtext);
-    }
+    int rc = DTR_EXIT_OK;
+    if (worldtext != NULL &&
+        (rc = dtr_cli_parse_int("grad", "--world", worldtext, 1, INT32_MAX,
+                                "a rank count >= 1", &a->world)) != DTR_EXIT_OK)
+        return rc;
     a->dtype = DTR_F32;
     if (a->spec.dtype != NULL) {
         if (dtr_dtype_parse(a->spec.dtype, &a->dtype) != DTR_OK)
@@ -444,34 +442,28 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
     } else {
         a->ndim = 1;
         a->shape[0] = 1000003;
-        if (numel != NULL) {
-            a->shape[0] = strtoll(numel, &end, 10);
-            if (*end != '\0' || a->shape[0] < 0 || a->shape[0] > ((int64_t)1 << 40))
-                return dtr_cli_usage_error("grad", "--numel: '%s' is not a count 0..2^40",
-                                           numel);
-        }
+        if (numel != NULL &&
+            (rc = dtr_cli_parse_int("grad", "--numel", numel, 0, (int64_t)1 << 40,
+                                    "a count 0..2^40", &a->shape[0])) != DTR_EXIT_OK)
+            return rc;
     }
-    long sd = strtol(shard, &end, 10);
-    if (*end != '\0' || sd < 0 || sd >= DTR_MAX_TENSOR_DIMS)
-        return dtr_cli_usage_error("grad", "--shard-dim: '%s' is not a tensor dim", shard);
+    int64_t sd;
+    if ((rc = dtr_cli_parse_int("grad", "--shard-dim", shard, 0, DTR_MAX_TENSOR_DIMS - 1,
+                                "a tensor dim", &sd)) != DTR_EXIT_OK)
+        return rc;
     a->shard_dim = (int)sd;
     if (a->shard_dim >= a->ndim)
         return dtr_cli_usage_error("grad", "--shard-dim: %d, the gradient has dims 0..%d",
                                    a->shard_dim, a->ndim - 1);
-    a->microbatches = strtol(mb, &end, 10);
-    if (*end != '\0' || a->microbatches < 1 || a->microbatches > 1000000)
-        return dtr_cli_usage_error("grad", "--microbatches: '%s' is not a count 1..1000000", mb);
-    if (factor != NULL) {
-        a->factor = strtod(factor, &end);
-        if (*end != '\0' || !(a->factor > 0) || isinf(a->factor))
-            return dtr_cli_usage_error("grad", "--factor: '%s' is not a number > 0", factor);
-    }
-    a->base = strtod(base, &end);
-    if (*end != '\0' || !isfinite(a->base))
-        return dtr_cli_usage_error("grad", "--base: '%s' is not a number", base);
-    a->step = strtod(step, &end);
-    if (*end != '\0' || !isfinite(a->step))
-        return dtr_cli_usage_error("grad", "--step: '%s' is not a number", step);
+    if ((rc = dtr_cli_parse_int("grad", "--microbatches", mb, 1, 1000000, "a count 1..1000000",
+                                &a->microbatches)) != DTR_EXIT_OK ||
+        (factor != NULL && (rc = dtr_cli_parse_number("grad", "--factor", factor, true,
+                                                      "a number > 0", &a->factor)) != DTR_EXIT_OK) ||
+        (rc = dtr_cli_parse_number("grad", "--base", base, false, "a number", &a->base)) !=
+            DTR_EXIT_OK ||
+        (rc = dtr_cli_parse_number("grad", "--step", step, false, "a number", &a->step)) !=
+            DTR_EXIT_OK)
+        return rc;
     return DTR_EXIT_OK;
 }
 

@@ -142,12 +142,13 @@ static int dtr__plan_main(int argc, char **argv) {
         return dtr_cli_usage_error("plan", "--compare shows both strategies; drop --strategy");
     dtr_cost_model_t cost;
     if (dtr_cost_model_from_env(&cost) != DTR_OK) return dtr_cli_lib_error("plan", NULL);
-    if (dtr_cost_model_set(&cost, alpha, bw, local) != DTR_OK)
-        return dtr_cli_lib_error("plan", alpha != NULL && strstr(dtr_last_error(), "alpha")
-                                             ? "--alpha-us"
-                                         : bw != NULL && strstr(dtr_last_error(), "bandwidth")
-                                             ? "--bandwidth-gbps"
-                                             : "--local-gbps");
+    /* one flag at a time, so the error names the flag */
+    if (dtr_cost_model_set(&cost, alpha, NULL, NULL) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--alpha-us");
+    if (dtr_cost_model_set(&cost, NULL, bw, NULL) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--bandwidth-gbps");
+    if (dtr_cost_model_set(&cost, NULL, NULL, local) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--local-gbps");
 
     dtr_mesh_t *mesh;
     dtr_spec_t src, dst;

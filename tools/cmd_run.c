@@ -132,27 +132,26 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         }
     }
     if (optind < argc) return dtr_cli_option_error("run", 0, argv);
-    char *end;
-    long iters = strtol(iters_text, &end, 10);
-    if (*end != '\0' || iters < 0 || iters > 1000000)
-        return dtr_cli_usage_error("run", "--iters: '%s' is not a count 0..1000000", iters_text);
-    long warmup = strtol(warmup_text, &end, 10);
-    if (*end != '\0' || warmup < 0 || warmup > 1000000)
-        return dtr_cli_usage_error("run", "--warmup: '%s' is not a count 0..1000000", warmup_text);
-    long inject = -1;
-    if (inject_text != NULL) {
-        inject = strtol(inject_text, &end, 10);
-        if (*end != '\0' || inject < 0 || inject >= world)
-            return dtr_cli_usage_error("run", "--inject-mismatch: '%s' is not a rank 0..%d",
-                                       inject_text, world - 1);
+    int64_t iters, warmup, inject = -1;
+    int rc = dtr_cli_parse_int("run", "--iters", iters_text, 0, 1000000, "a count 0..1000000",
+                               &iters);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_parse_int("run", "--warmup", warmup_text, 0, 1000000,
+                               "a count 0..1000000", &warmup);
+    if (rc == DTR_EXIT_OK && inject_text != NULL) {
+        char what[48];
+        snprintf(what, sizeof what, "a rank 0..%d", world - 1);
+        rc = dtr_cli_parse_int("run", "--inject-mismatch", inject_text, 0, world - 1, what,
+                               &inject);
     }
+    if (rc != DTR_EXIT_OK) return rc;
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("run", "--strategy");
 
     dtr_mesh_t *mesh = NULL;
     dtr_spec_t src, dst;
-    int rc = dtr_cli_build_spec("run", &args, &mesh, &src);
+    rc = dtr_cli_build_spec("run", &args, &mesh, &src);
     if (rc != DTR_EXIT_OK) return rc;
     rc = dtr_cli_other_spec("run", "--to", to, &src, &dst);
     if (rc != DTR_EXIT_OK) goto done_mesh;

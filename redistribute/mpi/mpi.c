@@ -389,18 +389,26 @@ static dtr_status_t dtr__mpi_count(int64_t count) {
     return DTR_OK;
 }
 
-static dtr_status_t dtr__mpi_reduce_scatter(void *group, const void *send, void *recv,
-                                            int64_t count, dtr_dtype_t dtype,
-                                            dtr_reduce_op_t op, dtr_backend_req_t *req) {
+/* A reduction of `count` elements per member (reduce-scatter block, all-reduce). */
+static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const void *send,
+                                    void *recv, int64_t count, dtr_dtype_t dtype,
+                                    dtr_reduce_op_t op, dtr_backend_req_t *req) {
     dtr__mpi_group_t *g = group;
     dtr__mpi_req_t *r = dtr__req(req);
     DTR_CHECK(dtr__mpi_count(count));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
-    r->kind = DTR__OP_REDUCE_SCATTER_BLOCK;
+    r->kind = kind;
     r->send = send;
     r->recv = recv;
     r->rcount = (int)count;
     return DTR_OK;
+}
+
+static dtr_status_t dtr__mpi_reduce_scatter(void *group, const void *send, void *recv,
+                                            int64_t count, dtr_dtype_t dtype,
+                                            dtr_reduce_op_t op, dtr_backend_req_t *req) {
+    return dtr__mpi_reduce(DTR__OP_REDUCE_SCATTER_BLOCK, group, send, recv, count, dtype, op,
+                           req);
 }
 
 static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void *recv,
@@ -421,15 +429,7 @@ static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void
 static dtr_status_t dtr__mpi_all_reduce(void *group, const void *send, void *recv, int64_t count,
                                         dtr_dtype_t dtype, dtr_reduce_op_t op,
                                         dtr_backend_req_t *req) {
-    dtr__mpi_group_t *g = group;
-    dtr__mpi_req_t *r = dtr__req(req);
-    DTR_CHECK(dtr__mpi_count(count));
-    DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
-    r->kind = DTR__OP_ALLREDUCE;
-    r->send = send;
-    r->recv = recv;
-    r->rcount = (int)count;
-    return DTR_OK;
+    return dtr__mpi_reduce(DTR__OP_ALLREDUCE, group, send, recv, count, dtype, op, req);
 }
 
 static dtr_status_t dtr__mpi_all_to_all(void *group, const void *send, int64_t bytes, void *recv,

@@ -82,6 +82,11 @@ expect_usage_error "dtr grad: --factor: 'nan' is not a number > 0" "${g[@]}" --m
 expect_usage_error "dtr grad: --world: 8, but --mesh 3x3 has 9 ranks" "${g[@]}" --mode hsdp --mesh 3x3
 expect_usage_error "dtr grad: --shard-dim: 5, the gradient has dims 0..1" "${g[@]}" --mode fsdp --shard-dim 5 --shape 4x4
 expect_usage_error "dtr run: --iters: '99999999999999' is not a count 0..1000000" run --mesh 4 --shape 8 --from 'S(0)' --to R --iters 99999999999999
+# empty values were once read as 0
+expect_usage_error "dtr run: --iters: '' is not a count 0..1000000" run --mesh 4 --shape 8 --from 'S(0)' --to R --iters ''
+expect_usage_error "dtr grad: --numel: '' is not a count 0..2^40" "${g[@]}" --mode fsdp --numel ''
+expect_usage_error "dtr grad: --base: '' is not a number" "${g[@]}" --mode fsdp --base ''
+expect_usage_error 'dtr plan: --local-gbps: dtr_cost_model_set: local_gbps "0": item 0 must be a finite number > 0' "${p[@]}" --local-gbps 0
 
 echo "cli bad inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
