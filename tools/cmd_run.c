@@ -1,10 +1,12 @@
 /* dtr run: a real redistribution under mpirun, verified and timed against its bare
  * collectives. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
@@ -13,7 +15,8 @@ static void dtr__run_help(FILE *out) {
     fputs(
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
         "                [--dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
-        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
+        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--backward]\n"
+        "                [--dump DIR] [--json]\n"
         "\n"
         "Runs the redistribution on the ranks of the MPI job (the MPI backend). Each rank\n"
         "fills its source block from a deterministic global pattern (for Partial sources,\n"
@@ -34,6 +37,11 @@ static void dtr__run_help(FILE *out) {
         "  --backward           also run the backward plan: a gradient arriving in the --to\n"
         "                       placements goes back to --from's (Partial becomes R); with\n"
         "                       --verify its values are checked too\n"
+        "  --dump DIR           each rank writes its buffers to the existing directory DIR,\n"
+        "                       raw bytes in native order: rankR.in (its source block),\n"
+        "                       rankR.out (the result, after --inject-mismatch), and with\n"
+        "                       --backward rankR.grad_in and rankR.grad_out; their shapes\n"
+        "                       are those 'dtr layout' gives for R\n"
         "  --json               one JSON object on rank 0\n"
         "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
         "                       checker: --verify must then fail)\n"
@@ -81,6 +89,35 @@ static dtr_status_t dtr__once(const dtr__job_t *j) {
     return st;
 }
 
+/* --dump: writes bytes to DIR/rank<R>.<what>; prints the error and returns false on failure. */
+static bool dtr__dump(const char *dir, int rank, const char *what, const void *p, size_t n) {
+    if (dir == NULL) return true;
+    char path[4096];
+    int len = snprintf(path, sizeof path, "%s/rank%d.%s", dir, rank, what);
+    if (len < 0 || (size_t)len >= sizeof path) {
+        fprintf(stderr, "dtr run: rank %d: --dump: path too long\n", rank);
+        return false;
+    }
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL && (n == 0 || fwrite(p, 1, n, f) == n);
+    int err = errno;
+    if (f != NULL && fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok)
+        fprintf(stderr, "dtr run: rank %d: --dump: cannot write '%s': %s\n", rank, path,
+                strerror(err));
+    return ok;
+}
+
+/* Whether ok holds on every rank (collective). */
+static bool dtr__all_true(bool ok) {
+    int mine = ok, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all != 0;
+}
+
 typedef struct {
     int64_t mismatches, checked, first;
     double got, want;
@@ -101,12 +138,13 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"json", no_argument, NULL, 'j'},
         {"inject-mismatch", required_argument, NULL, 'x'},
         {"backward", no_argument, NULL, 'b'},
+        {"dump", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
-    const char *inject_text = NULL;
+    const char *inject_text = NULL, *dump = NULL;
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -123,6 +161,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'j': json = 1; break;
         case 'x': inject_text = optarg; break;
         case 'b': backward = 1; break;
+        case 'D': dump = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -145,6 +184,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                                &inject);
     }
     if (rc != DTR_EXIT_OK) return rc;
+    struct stat dump_st;
+    if (dump != NULL && (stat(dump, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
+        return dtr_cli_usage_error("run", "--dump: '%s' is not an existing directory", dump);
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("run", "--strategy");
@@ -194,6 +236,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     dtr__verdict_t v = {0};
     v.first = -1;
     if (inject == rank && out_bytes > 0) out[out_bytes - 1] ^= 0x5a; /* the checker's own test */
+    if (!dtr__all_true(!inside || (dtr__dump(dump, rank, "in", in, in_bytes) &&
+                                   dtr__dump(dump, rank, "out", out, out_bytes))))
+        goto done;
     if (verify && inside) {
         dtr_pattern_report_t rep;
         st = dtr_pattern_check(&src, &dst, rank, out, out_bytes, &rep);
@@ -240,6 +285,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             memcpy(gcopy, gin, (size_t)gl.bytes);
             st = dtr_redistribute(ctx, bplan, gin, (size_t)gl.bytes, gout, (size_t)tl.bytes);
         }
+        bool dumped = st != DTR_OK || !inside ||
+                      (dtr__dump(dump, rank, "grad_in", gin, (size_t)gl.bytes) &&
+                       dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
         int64_t v2[2] = {0, 0}, sum2[2];
         if (st == DTR_OK && verify && inside) {
             dtr_pattern_report_t rep;
@@ -250,7 +298,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         free(gin);
         free(gcopy);
         free(gout);
-        if (!dtr_cli_all_ok("run", st, rank, "backward")) goto done_all;
+        if (!dtr_cli_all_ok("run", st, rank, "backward") || !dtr__all_true(dumped)) goto done_all;
         MPI_Allreduce(v2, sum2, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
         bwd_bad = sum2[0];
         bwd_checked = sum2[1];
