@@ -185,6 +185,7 @@ dtr_status_t dtr_spec_layout_at(const dtr_spec_t *spec, const int64_t *coord,
                               "coord[%d]: %lld, must be 0..%lld", i, (long long)coord[i],
                               (long long)n - 1);
     }
+    bool sharded[DTR_MAX_TENSOR_DIMS] = {false};
     for (int i = 0; i < mesh_dims; i++) {
         dtr_placement_t p = spec->placements[i];
         if (p.kind != DTR_SHARD) continue;
@@ -197,7 +198,13 @@ dtr_status_t dtr_spec_layout_at(const dtr_spec_t *spec, const int64_t *coord,
                             &size, &offset));
         layout.local_shape[p.dim] = size;
         layout.global_offset[p.dim] += offset;
+        sharded[p.dim] = true;
     }
+    /* An empty shard sits at the dim's global length, however deeply nested (DTensor's
+     * compute_local_shape_and_global_offset): where its parent piece ends would depend on
+     * the nesting, and no element is there either way. */
+    for (int d = 0; d < spec->ndim; d++)
+        if (sharded[d] && layout.local_shape[d] == 0) layout.global_offset[d] = spec->shape[d];
     layout.numel = 1;
     for (int d = 0; d < spec->ndim; d++) layout.numel *= layout.local_shape[d];
     layout.bytes = layout.numel * info->size;

@@ -75,6 +75,25 @@ Test(layout, uneven_and_empty_shards) {
     dtr_mesh_destroy(m);
 }
 
+Test(layout, nested_empty_shard_sits_at_the_global_length) {
+    /* Found by the PyTorch comparison (bench/pytorch): DTensor puts an empty shard at the
+     * dim's global length however deeply it is nested, not where its parent piece ends.
+     * (6,) on 2x4 with S(0),S(0): the halves of 3 split 1,1,1,0; ranks 3 and 7 are empty. */
+    dtr_mesh_t *m;
+    dtr_spec_t s = make_spec("2x4", "6", "S(0),S(0)", DTR_F32, &m);
+    const int64_t want[] = {1, 0, 4, 1, 1, 4, 1, 2, 4, 0, 6, 0,
+                            1, 3, 4, 1, 4, 4, 1, 5, 4, 0, 6, 0};
+    expect_layouts(&s, want);
+    dtr_mesh_destroy(m);
+    /* (2,5) on 2x4 with S(0),S(0): the first level already leaves 1 row each, so three of
+     * four second-level pieces are empty, at 2; dim 1 is whole. */
+    s = make_spec("2x4", "2x5", "S(0),S(0)", DTR_F32, &m);
+    const int64_t want2[] = {1, 5, 0, 0, 20, 0, 5, 2, 0, 0, 0, 5, 2, 0, 0, 0, 5, 2, 0, 0,
+                             1, 5, 1, 0, 20, 0, 5, 2, 0, 0, 0, 5, 2, 0, 0, 0, 5, 2, 0, 0};
+    expect_layouts(&s, want2);
+    dtr_mesh_destroy(m);
+}
+
 Test(layout, replicate_and_partial_keep_the_whole_dim) {
     dtr_mesh_t *m;
     dtr_spec_t s = make_spec("2x3", "4x6", "P(avg),S(-1)", DTR_I64, &m);

@@ -7,7 +7,8 @@
  * The brute force does not use the chunk formula: it keeps, per tensor dim, the explicit
  * list of global indices a rank holds, and splits it the way torch.chunk splits a tensor:
  * consecutive pieces of ceil(len / n), as many as needed, missing pieces empty. The rank's
- * layout must then be that list (contiguous, starting at global_offset, local_shape long).
+ * layout must then be that list (contiguous, starting at global_offset, local_shape long;
+ * an empty list at offset = the dim's global length, as DTensor does).
  * Every element is then assigned to the ranks that hold it, and within each replica group
  * (ranks that agree on their coordinates along non-Shard mesh dims) every element must be
  * held by exactly one rank.
@@ -91,6 +92,8 @@ static void check_spec(const dtr_mesh_t *mesh, const int *msizes, int mdims,
             int ok = l.local_shape[d] == lists[d].len;
             for (int k = 0; ok && k < lists[d].len; k++)
                 ok = lists[d].idx[k] == l.global_offset[d] + k;
+            /* An empty piece has no first index: DTensor puts it at the global length. */
+            if (ok && lists[d].len == 0) ok = l.global_offset[d] == shape[d];
             if (!ok && g_fail_count++ < 10) {
                 char ptext[128], stext[64];
                 dtr_placements_format(pl, mdims, ptext, sizeof ptext);

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""Differential conformance check: dtr against PyTorch DTensor, element by element.
+
+    bash bench/pytorch/conformance.sh [--cases N] [--seed S] [--only K] [--json FILE]
+
+For N seeded random cases (a world of 4 or 8 CPU ranks; a mesh of 1 to 3 dims over it;
+a tensor of 0 to 3 dims with uneven and zero lengths; any dtype; any placements: Shard,
+Replicate, Partial with every reduce op) it runs the change A -> B and B -> A, each:
+
+  * layout: `dtr layout --json` for A and for B against PyTorch's
+    compute_local_shape_and_global_offset on every rank (local shape and global offset);
+  * forward: `mpirun -n W dtr run ... --verify --backward --dump DIR` (optimal or compat,
+    drawn per case) against DTensor.from_local(the same local bytes).redistribute(B) over
+    gloo: the local results, value for value;
+  * backward: dtr's gradient (the same gradient bytes, arriving in B's placements) against
+    DTensor autograd's x.grad: its placements and values (floating dtypes: PyTorch cannot
+    differentiate integers).
+
+Each direction ends in one of: both ran and agree; both refused; a known difference (the
+table KNOWN below: a documented semantic choice, or a PyTorch limitation, each matched by
+its condition AND PyTorch's or dtr's message, so an unrelated failure is not excused); or a
+disagreement, printed with the case and the command that reproduces it. Exit status 0 when
+there is no unexplained disagreement.
+
+fp8 has no gloo type, so fp8 data movement (no arithmetic) is compared by running PyTorch
+on the same bytes as uint8; an fp8 change that reduces or divides runs in fp8 on both sides
+(and both refuse it).
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, Pool, error_text,  # noqa: E402
+                        mesh_of, placement_text, to_torch_placements, torch_dtype)
+
+OPS = ["sum", "avg", "max", "min", "product"]
+
+# Known differences: key -> (who, why). Each is matched in classify() by a condition on
+# the case and a fragment of the refusing side's message.
+KNOWN = {
+    "torch-refuses-R-to-P": (
+        "PyTorch refuses",
+        "DTensor.redistribute refuses Replicate -> Partial ('only Shard to Partial(sum) "
+        "redistribution is supported'); dtr does it: sum divides by the mesh dim's size, "
+        "avg/max/min keep the value (DESIGN.md)"),
+    "dtr-refuses-S-to-P": (
+        "dtr refuses",
+        "dtr refuses Shard -> Partial in a forward redistribution (DESIGN.md: an error, not a "
+        "silent choice); PyTorch turns S -> P(sum) into zeros outside each rank's shard"),
+    "torch-int-avg": (
+        "PyTorch fails",
+        "PyTorch cannot reduce integers with avg (the division's float result is not cast "
+        "back); dtr divides in the integer dtype and truncates, as C and NCCL do"),
+    "torch-mixed-partial": (
+        "PyTorch refuses",
+        "PyTorch refuses placements that mix Partial ops on one tensor; dtr reduces them "
+        "mesh dim by mesh dim in plan order"),
+    "compat-refuses-corrupting-seed-plan": (
+        "dtr refuses",
+        "dtr's compat strategy reproduces the seed algorithm step for step and refuses where "
+        "that plan would corrupt data (a misaligned nested shard, docs/planner.md); PyTorch "
+        "2.15's planner handles these. The check then runs dtr's optimal plan and compares "
+        "it with PyTorch's result, so each of these was compared too"),
+    "torch-fp8-gloo": (
+        "PyTorch fails",
+        "gloo has no fp8 types, so PyTorch cannot reduce fp8 over CPU ranks; dtr refuses to "
+        "reduce fp8 at all (storage only)"),
+}
+
+
+def factorizations(n, k):
+    if k == 1:
+        return [(n,)]
+    return [(d,) + rest for d in range(1, n + 1) if n % d == 0
+            for rest in factorizations(n // d, k - 1)]
+
+
+def gen_case(rng, worlds):
+    world = rng.choice(worlds)
+    mesh = rng.choice(factorizations(world, rng.randint(1, 3)))
+    tnd = rng.choice([0, 1, 1, 2, 2, 2, 3, 3])
+    shape = [rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17])
+             if rng.random() > 0.06 else 0 for _ in range(tnd)]
+    dtype = rng.choice(DTYPES)
+    op = rng.choice(OPS)
+
+    def placement():
+        kind = rng.choices("SRP", weights=[5, 3, 2])[0]
+        if kind == "S" and tnd > 0:
+            return f"S({rng.randrange(tnd)})"
+        if kind == "P":
+            return f"P({rng.choice(OPS) if rng.random() < 0.04 else op})"
+        return "R"
+
+    src = [placement() for _ in mesh]
+    dst = [placement() for _ in mesh]
+    # Mostly keep a Partial where both sides have one (a reduction PyTorch and dtr both do),
+    # so that most directions run; the rest exercise the refusals.
+    for i in range(len(mesh)):
+        if dst[i].startswith("P") and not src[i].startswith("P") and rng.random() < 0.7:
+            dst[i] = rng.choice(["R", src[i]])
+    return {"world": world, "mesh": list(mesh), "shape": shape, "dtype": dtype,
+            "a": src, "b": dst, "strategy": rng.choice(["optimal", "compat"])}
+
+
+def text_mesh(mesh):
+    return "x".join(map(str, mesh))
+
+
+def text_shape(shape):
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def dtr_layout(dtr, case, pl):
+    cmd = [dtr, "layout", "--mesh", text_mesh(case["mesh"]), "--shape",
+           text_shape(case["shape"]), "--placements", ",".join(pl), "--dtype", case["dtype"],
+           "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": p.stderr.strip()}
+    return [[r["local_shape"], r["global_offset"]] for r in json.loads(p.stdout)["ranks"]]
+
+
+def dtr_run_cmd(dtr, case, src, dst, dump):
+    return ["mpirun", "--oversubscribe", "-n", str(case["world"]), dtr, "run", "--mesh",
+            text_mesh(case["mesh"]), "--shape", text_shape(case["shape"]), "--dtype",
+            case["dtype"], "--from", ",".join(src), "--to", ",".join(dst), "--strategy",
+            case["strategy"], "--verify", "--backward", "--iters", "0", "--warmup", "0",
+            "--json", "--dump", dump]
+
+
+def dtr_run(dtr, case, src, dst):
+    with tempfile.TemporaryDirectory(prefix="dtr-conf-") as dump:
+        cmd = dtr_run_cmd(dtr, case, src, dst, dump)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        err = "\n".join(l for l in p.stderr.splitlines() if l.startswith("dtr "))
+        res = {"rc": p.returncode, "stderr": err or p.stderr.strip()[-400:]}
+        if p.returncode == 0:
+            res["json"] = json.loads(p.stdout.strip().splitlines()[-1])
+            bufs = []
+            for r in range(case["world"]):
+                one = {}
+                for what in ("in", "out", "grad_in", "grad_out"):
+                    path = os.path.join(dump, f"rank{r}.{what}")
+                    one[what] = open(path, "rb").read() if os.path.exists(path) else None
+                bufs.append(one)
+            res["bufs"] = bufs
+        return res
+
+
+# ---- the PyTorch side: runs in every rank of the pool --------------------------------
+
+def _from_bytes(torch, data, shape, dtype):
+    n = 1
+    for s in shape:
+        n *= s
+    if data is None:
+        return torch.zeros(shape, dtype=dtype)
+    if len(data) != n * torch.empty(0, dtype=dtype).element_size():
+        raise ValueError(f"harness: {len(data)} bytes for local shape {shape}")
+    if n == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape).clone()
+
+
+def _to_bytes(t):
+    return t.contiguous().reshape(-1).view(__import__("torch").uint8).numpy().tobytes()
+
+
+def redistribute_case(a):
+    import torch
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    mesh = mesh_of(a["mesh"])
+    shape = torch.Size(a["shape"])
+    stride = torch.empty(a["shape"]).stride() if a["shape"] else ()
+    src, dst = to_torch_placements(a["src"]), to_torch_placements(a["dst"])
+    res = {}
+    for key, pl in (("layout_src", src), ("layout_dst", dst)):
+        try:
+            ls, off = compute_local_shape_and_global_offset(shape, mesh, pl)
+            res[key] = [list(ls), list(off)]
+        except Exception as e:
+            res[key] = {"error": error_text(e)}
+    if not isinstance(res["layout_src"], list) or not isinstance(res["layout_dst"], list):
+        res["fwd_error"] = "layout: " + str(res["layout_src"])
+        return res
+    dt = torch.uint8 if a["view_u8"] else torch_dtype(a["dtype"])
+    grad_on = a["dtype"] in FLOAT_DTYPES and a["grad"] is not None
+    try:
+        local = _from_bytes(torch, a["in"], res["layout_src"][0], dt)
+        # The gradient is taken at from_local's output (retain_grad), not at a detached
+        # leaf: DTensor.detach() runs sharding propagation, and on a mesh with size-1 dims
+        # it turned [P(product),S(0),S(0)] into [S(0),S(0),S(0)] (a reduce-scatter).
+        local.requires_grad_(grad_on)
+        x = DTensor.from_local(local, mesh, src, run_check=False, shape=shape, stride=stride)
+        if grad_on:
+            x.retain_grad()
+        y = x.redistribute(mesh, dst)
+        out = y.to_local()
+        res.update(out=_to_bytes(out), out_shape=list(out.shape), out_dtype=str(out.dtype),
+                   out_placements=[placement_text(p) for p in y.placements])
+    except Exception as e:
+        res["fwd_error"] = error_text(e)
+        return res
+    if grad_on:
+        try:
+            g = DTensor.from_local(_from_bytes(torch, a["grad"], res["layout_dst"][0], dt),
+                                   mesh, dst, run_check=False, shape=shape, stride=stride)
+            y.backward(g)
+            gl = x.grad.to_local()
+            res.update(grad=_to_bytes(gl), grad_shape=list(gl.shape),
+                       grad_placements=[placement_text(p) for p in x.grad.placements])
+        except Exception as e:
+            res["bwd_error"] = error_text(e)
+    return res
+
+
+def noop(a):
+    return {}
+
+
+# ---- comparing --------------------------------------------------------------------------
+
+def values_equal(torch, x, y, dtype, shape):
+    """(equal, first differing index, x value, y value): values, not bits (-0 == 0)."""
+    if len(x) != len(y):
+        return False, -1, len(x), len(y)
+    if not x:
+        return True, None, None, None
+    dt = torch_dtype(dtype)
+    a = torch.frombuffer(bytearray(x), dtype=dt).to(torch.float64)
+    b = torch.frombuffer(bytearray(y), dtype=dt).to(torch.float64)
+    same = (a == b) | (torch.isnan(a) & torch.isnan(b))
+    if bool(same.all()):
+        return True, None, None, None
+    k = int((~same).nonzero()[0])
+    return False, k, float(a[k]), float(b[k])
+
+
+def is_partial(p):
+    return p.startswith("P")
+
+
+def op_of(p):
+    return "sum" if p == "P" else p[2:-1]
+
+
+def classify(case, src, dst, d, t):
+    """Returns (category, detail) for one direction: dtr's result d, PyTorch's ranks t."""
+    fwd_err = next((r.get("fwd_error") or r.get("error") for r in t
+                    if r.get("fwd_error") or r.get("error")), None)
+    dtr_ok = d["rc"] == 0
+    torch_ok = fwd_err is None
+    r_to_p = any(s == "R" and is_partial(x) for s, x in zip(src, dst))
+    s_to_p = any(s.startswith("S") and is_partial(x) for s, x in zip(src, dst))
+    ops = {op_of(p) for p in src + dst if is_partial(p)}
+    reduces = [s for s, x in zip(src, dst) if is_partial(s) and s != x]
+    if dtr_ok and not torch_ok:
+        if r_to_p and "Can not redistribute from R to P" in fwd_err:
+            return "known:torch-refuses-R-to-P", fwd_err
+        if len({op_of(p) for p in src if is_partial(p)}) > 1 or \
+                len({op_of(p) for p in dst if is_partial(p)}) > 1:
+            if "mix" in fwd_err.lower() or "partial" in fwd_err.lower():
+                return "known:torch-mixed-partial", fwd_err
+        if case["dtype"] in ("i32", "i64", "u8") and any(op_of(s) == "avg" for s in reduces) \
+                and "can't be cast to the desired output type" in fwd_err:
+            return "known:torch-int-avg", fwd_err
+        return "DISAGREE", f"dtr ran, PyTorch failed: {fwd_err}"
+    if not dtr_ok and torch_ok:
+        if case["strategy"] == "compat" and "the seed algorithm's plan would corrupt data" \
+                in d["stderr"]:
+            return "rerun-optimal", d["stderr"]
+        if s_to_p and "a Shard cannot become Partial" in d["stderr"]:
+            return "known:dtr-refuses-S-to-P", d["stderr"]
+        return "DISAGREE", f"PyTorch ran, dtr failed (exit {d['rc']}): {d['stderr']}"
+    if not dtr_ok and not torch_ok:
+        if "dtr_plan_create" not in d["stderr"]:
+            return "DISAGREE", f"dtr failed (exit {d['rc']}), not refused: {d['stderr']}"
+        return "both-refused", f"dtr: {d['stderr']} | PyTorch: {fwd_err}"
+    return "compared", None
+
+
+def show_values(torch, case, d, t):
+    """--only: every rank's buffers as values, dtr's and PyTorch's side by side."""
+    dt = torch_dtype(case["dtype"])
+
+    def vals(b):
+        if b is None:
+            return None
+        return torch.frombuffer(bytearray(b), dtype=dt).tolist() if b else []
+    for r in range(case["world"]):
+        db = d.get("bufs", [{}] * case["world"])[r]
+        print(f"    rank {r}: in {vals(db.get('in'))}\n"
+              f"            dtr out {vals(db.get('out'))}  PyTorch out {vals(t[r].get('out'))}\n"
+              f"            grad in {vals(db.get('grad_in'))}\n"
+              f"            dtr grad {vals(db.get('grad_out'))}  PyTorch grad "
+              f"{vals(t[r].get('grad'))} {t[r].get('grad_placements', '')}")
+
+
+def compare_ran(torch, case, d, t, lay, stats):
+    """Both ran: layouts were compared already; results and gradients, rank by rank."""
+    j = d["json"]
+    if j.get("verified") is not True or j["backward"].get("verified") is not True:
+        return f"dtr's own --verify failed: {json.dumps(j)[:300]}"
+    for r in range(case["world"]):
+        tr, dr = t[r], d["bufs"][r]
+        if tr["out_shape"] != lay["dst"][r][0]:
+            return f"rank {r}: PyTorch's result has shape {tr['out_shape']}, layout says " \
+                   f"{lay['dst'][r][0]}"
+        ok, k, x, y = values_equal(torch, dr["out"], tr["out"], case["dtype"], tr["out_shape"])
+        if not ok:
+            return f"rank {r}: forward result differs at local index {k}: dtr {x}, PyTorch {y}"
+        stats["fwd_elems"] += len(dr["out"]) // ELEM_BYTES[case["dtype"]]
+        if "bwd_error" in tr:
+            return f"rank {r}: PyTorch's backward failed: {tr['bwd_error']}"
+        if "grad" in tr:
+            want_pl = j["backward"]["placements"]
+            if tr["grad_placements"] != want_pl:
+                return f"gradient placements: dtr {want_pl}, PyTorch {tr['grad_placements']}"
+            ok, k, x, y = values_equal(torch, dr["grad_out"], tr["grad"], case["dtype"],
+                                       tr["grad_shape"])
+            if not ok:
+                return f"rank {r}: gradient differs at local index {k}: dtr {x}, PyTorch {y}"
+            stats["grad_elems"] += len(dr["grad_out"]) // ELEM_BYTES[case["dtype"]]
+    stats["grads_compared"] += "grad" in t[0]
+    return None
+
+
+def run_direction(torch, pools, dtr, case, src, dst, stats):
+    t0 = time.time()
+    lay = {"src": dtr_layout(dtr, case, src), "dst": dtr_layout(dtr, case, dst)}
+    t1 = time.time()
+    d = dtr_run(dtr, case, src, dst)
+    t2 = time.time()
+    moves_only = all(s == x or not (is_partial(s) or is_partial(x)) for s, x in zip(src, dst))
+    view_u8 = case["dtype"].startswith("f8") and moves_only
+
+    def torch_run(d):
+        args = []
+        for r in range(case["world"]):
+            b = d["bufs"][r] if "bufs" in d else {}
+            args.append({"mesh": case["mesh"], "shape": case["shape"], "dtype": case["dtype"],
+                         "src": src, "dst": dst, "view_u8": view_u8, "in": b.get("in"),
+                         "grad": b.get("grad_in")})
+        return pools[case["world"]].run("redistribute_case", args)
+    t = torch_run(d)
+    stats["time_layout"] += t1 - t0
+    stats["time_dtr_run"] += t2 - t1
+    stats["time_torch"] += time.time() - t2
+    # Layouts: every rank, both specs, whatever happened to the redistribution.
+    for key, pl in (("src", src), ("dst", dst)):
+        if not isinstance(lay[key], list):
+            return "DISAGREE", f"dtr layout {','.join(pl)} failed: {lay[key]['error']}"
+        for r in range(case["world"]):
+            mine = t[r].get(f"layout_{key}")
+            if mine != lay[key][r]:
+                return "DISAGREE", (f"layout {','.join(pl)} rank {r}: dtr (shape, offset) "
+                                    f"{lay[key][r]}, PyTorch {mine}")
+        stats["layouts"] += case["world"]
+    cat, detail = classify(case, src, dst, d, t)
+    if stats.get("show"):
+        show_values(torch, case, d, t)
+    if cat == "rerun-optimal":
+        d = dtr_run(dtr, dict(case, strategy="optimal"), src, dst)
+        if d["rc"] != 0:
+            return "DISAGREE", f"compat refused and optimal failed: {d['stderr']}"
+        t = torch_run(d)  # on the same inputs as dtr's optimal run (it ran on zeros)
+        if stats.get("show"):
+            show_values(torch, case, d, t)
+        detail = compare_ran(torch, case, d, t, lay, stats)
+        return ("known:compat-refuses-corrupting-seed-plan", None) if detail is None \
+            else ("DISAGREE", "optimal instead of compat: " + detail)
+    if cat == "compared":
+        detail = compare_ran(torch, case, d, t, lay, stats)
+        if detail is not None:
+            cat = "DISAGREE"
+    return cat, detail
+
+
+def describe(case, src, dst):
+    return (f"world {case['world']}, mesh {text_mesh(case['mesh'])}, shape "
+            f"{text_shape(case['shape'])} {case['dtype']}, {','.join(src)} -> {','.join(dst)}, "
+            f"{case['strategy']}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtr", required=True, help="the dtr binary")
+    ap.add_argument("--cases", type=int, default=2000, help="random cases (default 2000)")
+    ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--ranks", default="4,8", help="world sizes to draw from (default 4,8)")
+    ap.add_argument("--only", type=int, default=None, help="run only case K (as numbered)")
+    ap.add_argument("--json", default=None, help="write the summary as JSON here")
+    args = ap.parse_args()
+    if args.cases < 1:
+        ap.error("--cases: want a count >= 1")
+    worlds = [int(w) for w in args.ranks.split(",")]
+    if any(w < 1 or w > 64 for w in worlds):
+        ap.error("--ranks: want world sizes 1..64, e.g. 4,8")
+    import torch
+    dtr = os.path.abspath(args.dtr)
+    rng = random.Random(args.seed)
+    cases = [gen_case(rng, worlds) for _ in range(args.cases)]
+    todo = range(args.cases) if args.only is None else [args.only]
+    print(f"conformance: seed {args.seed}, {len(todo)} cases, worlds {worlds}, "
+          f"torch {torch.__version__}, dtr {dtr}", flush=True)
+    pools = {}
+    stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0,
+             "time_layout": 0.0, "time_dtr_run": 0.0, "time_torch": 0.0,
+             "show": args.only is not None}
+    counts = {}
+    bad = []
+    start = time.time()
+    for n, k in enumerate(todo):
+        case = cases[k]
+        for src, dst in ((case["a"], case["b"]), (case["b"], case["a"])):
+            w = case["world"]
+            if w not in pools:
+                pools[w] = Pool(w, "conformance")
+            try:
+                cat, detail = run_direction(torch, pools, dtr, case, src, dst, stats)
+            except TimeoutError as e:
+                del pools[w]
+                cat, detail = "DISAGREE", f"PyTorch hung: {e}"
+            counts[cat] = counts.get(cat, 0) + 1
+            if cat == "DISAGREE" or args.only is not None:
+                line = f"case {k}: {describe(case, src, dst)}: {cat}: {detail}"
+                print(line, flush=True)
+                if cat == "DISAGREE":
+                    bad.append({"case": k, "what": describe(case, src, dst), "detail": detail,
+                                "rerun": " ".join(dtr_run_cmd("dtr", case, src, dst, "DIR"))})
+        if (n + 1) % 100 == 0:
+            print(f"  {n + 1} cases, {time.time() - start:.0f} s: {counts}", flush=True)
+    for p in pools.values():
+        p.close()
+    total = sum(counts.values())
+    print(f"\n{len(todo)} cases, {total} directions, {time.time() - start:.0f} s")
+    print(f"  both ran, compared:  {counts.get('compared', 0)} directions: layouts of "
+          f"{stats['layouts']} rank-specs, {stats['fwd_elems']} result elements, "
+          f"{stats['grad_elems']} gradient elements ({stats['grads_compared']} directions "
+          f"with a gradient)")
+    print(f"  both refused:        {counts.get('both-refused', 0)}")
+    for key, (who, why) in KNOWN.items():
+        c = counts.get("known:" + key, 0)
+        print(f"  known difference {key}: {c} ({who}: {why})")
+    print(f"  unexplained disagreements: {len(bad)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"seed": args.seed, "cases": len(todo), "directions": total,
+                       "torch": torch.__version__, "counts": counts, "stats": stats,
+                       "disagreements": bad,
+                       "known": {k: {"who": w, "why": y} for k, (w, y) in KNOWN.items()}},
+                      f, indent=1)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
