@@ -6,6 +6,13 @@
  * For each mesh (every dim of size 2, so 2^M ranks) and each change below, it times
  * dtr_plan_create with the optimal and with the compat strategy, and dtr_plan_cache_get on
  * a warm cache, as the median of `reps` runs (default 201) in one process, side by side.
+ *
+ *   plan_bench --mesh 2x2 --shape 8192x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' [--reps N]
+ *
+ * times one change instead and prints one JSON object: the medians (microseconds) of
+ * dtr_plan_create with each strategy and of a cache hit (bench/pytorch/speed.py compares
+ * them with PyTorch's planner).
+ *
  * Changes, on a 3-d tensor of 4096x4096x1024 f32:
  *   rotate  S(i%3) -> S((i+1)%3) on every mesh dim i (every dim changes, nested shards)
  *   reduce  P(sum) on even mesh dims, S(i%3) on odd ones -> S(i%3) everywhere
@@ -50,7 +57,76 @@ static void make_change(const char *name, int m, dtr_placement_t *src, dtr_place
     }
 }
 
+/* The median time of `reps` calls (a cache hit when cache != NULL); -1 if a call failed. */
+static double time_plan(const dtr_spec_t *src, const dtr_spec_t *dst, dtr_strategy_t strategy,
+                        const dtr_cost_model_t *cost, dtr_plan_cache_t *cache, double *t,
+                        int reps) {
+    dtr_plan_options_t opts = {.strategy = strategy, .cost = cost};
+    dtr_plan_t plan;
+    if (cache != NULL && dtr_plan_cache_get(cache, src, dst, &opts, &plan, NULL) != DTR_OK)
+        return -1;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_us();
+        dtr_status_t st = cache != NULL ? dtr_plan_cache_get(cache, src, dst, &opts, &plan, NULL)
+                                        : dtr_plan_create(src, dst, &opts, &plan);
+        t[r] = now_us() - t0;
+        if (st != DTR_OK) return -1;
+    }
+    return median(t, reps);
+}
+
+/* plan_bench --mesh M --shape S --from A --to B [--reps N]: one change, one JSON line. */
+static int one_change(int argc, char **argv) {
+    const char *mesh_text = NULL, *shape_text = NULL, *from = NULL, *to = NULL;
+    int reps = 201;
+    for (int k = 1; k + 1 < argc; k += 2) {
+        if (strcmp(argv[k], "--mesh") == 0) mesh_text = argv[k + 1];
+        else if (strcmp(argv[k], "--shape") == 0) shape_text = argv[k + 1];
+        else if (strcmp(argv[k], "--from") == 0) from = argv[k + 1];
+        else if (strcmp(argv[k], "--to") == 0) to = argv[k + 1];
+        else if (strcmp(argv[k], "--reps") == 0) reps = atoi(argv[k + 1]);
+        else {
+            fprintf(stderr, "plan_bench: unknown option %s\n", argv[k]);
+            return 2;
+        }
+    }
+    if (argc % 2 == 0 || !mesh_text || !shape_text || !from || !to || reps < 1) {
+        fprintf(stderr, "usage: plan_bench --mesh M --shape S --from A --to B [--reps N]\n");
+        return 2;
+    }
+    dtr_mesh_t *mesh = NULL;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    dtr_placement_t ps[DTR_MAX_MESH_DIMS], pd[DTR_MAX_MESH_DIMS];
+    int ndim, np, nq;
+    dtr_spec_t src, dst;
+    if (dtr_mesh_parse(mesh_text, NULL, 0, &mesh) != DTR_OK ||
+        dtr_shape_parse(shape_text, shape, DTR_MAX_TENSOR_DIMS, &ndim) != DTR_OK ||
+        dtr_placements_parse(from, ps, DTR_MAX_MESH_DIMS, &np) != DTR_OK ||
+        dtr_placements_parse(to, pd, DTR_MAX_MESH_DIMS, &nq) != DTR_OK ||
+        dtr_spec_init(&src, mesh, ps, np, shape, ndim, DTR_F32) != DTR_OK ||
+        dtr_spec_init(&dst, mesh, pd, nq, shape, ndim, DTR_F32) != DTR_OK) {
+        fprintf(stderr, "plan_bench: %s\n", dtr_last_error());
+        dtr_mesh_destroy(mesh);
+        return 2;
+    }
+    double *t = malloc((size_t)reps * sizeof *t);
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr_plan_cache_t *cache = NULL;
+    if (t == NULL || dtr_plan_cache_create(64, &cache) != DTR_OK) return 1;
+    double opt = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps);
+    double compat = time_plan(&src, &dst, DTR_STRATEGY_COMPAT, &cost, NULL, t, reps);
+    double hit = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, cache, t, reps);
+    printf("{\"reps\":%d,\"optimal_us\":%.3f,\"compat_us\":%.3f,\"cached_us\":%.3f}\n", reps,
+           opt, compat, hit);
+    dtr_plan_cache_destroy(cache);
+    dtr_mesh_destroy(mesh);
+    free(t);
+    return opt < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strncmp(argv[1], "--", 2) == 0) return one_change(argc, argv);
     int reps = argc > 1 ? atoi(argv[1]) : 201;
     if (reps < 1) reps = 1;
     double *t = malloc((size_t)reps * sizeof *t);

@@ -37,8 +37,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, Pool, error_text,  # noqa: E402
-                        mesh_of, placement_text, to_torch_placements, torch_dtype)
+from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, Pool,  # noqa: E402
+                        contiguous_stride, error_text, mesh_of, placement_text,
+                        to_torch_placements, torch_dtype)
 
 OPS = ["sum", "avg", "max", "min", "product"]
 
@@ -70,8 +71,10 @@ KNOWN = {
         "it with PyTorch's result, so each of these was compared too"),
     "torch-fp8-gloo": (
         "PyTorch fails",
-        "gloo has no fp8 types, so PyTorch cannot reduce fp8 over CPU ranks; dtr refuses to "
-        "reduce fp8 at all (storage only)"),
+        "gloo has no fp8 types: PyTorch fails on any gloo collective in fp8 (the check runs "
+        "fp8 changes that only move data on uint8 views of the same bytes; this is where "
+        "the change involves a Partial that dtr can keep or needs no reduction for, e.g. "
+        "on a size-1 mesh dim). dtr never reduces fp8 (storage only)"),
 }
 
 
@@ -180,7 +183,7 @@ def redistribute_case(a):
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
     mesh = mesh_of(a["mesh"])
     shape = torch.Size(a["shape"])
-    stride = torch.empty(a["shape"]).stride() if a["shape"] else ()
+    stride = contiguous_stride(a["shape"])
     src, dst = to_torch_placements(a["src"]), to_torch_placements(a["dst"])
     res = {}
     for key, pl in (("layout_src", src), ("layout_dst", dst)):
@@ -196,13 +199,16 @@ def redistribute_case(a):
     grad_on = a["dtype"] in FLOAT_DTYPES and a["grad"] is not None
     try:
         local = _from_bytes(torch, a["in"], res["layout_src"][0], dt)
-        # The gradient is taken at from_local's output (retain_grad), not at a detached
-        # leaf: DTensor.detach() runs sharding propagation, and on a mesh with size-1 dims
-        # it turned [P(product),S(0),S(0)] into [S(0),S(0),S(0)] (a reduce-scatter).
+        # The gradient is caught by a hook on from_local's output, as Redistribute's
+        # backward returns it. Not at a detached leaf: DTensor.detach() runs sharding
+        # propagation, and on a 4x1x1 mesh it turned [P(product),S(0),S(0)] into
+        # [S(0),S(0),S(0)] (a reduce-scatter). Not with retain_grad either: its clone of a
+        # P(product) gradient reduce-scatters it the same way.
         local.requires_grad_(grad_on)
         x = DTensor.from_local(local, mesh, src, run_check=False, shape=shape, stride=stride)
+        caught = []
         if grad_on:
-            x.retain_grad()
+            x.register_hook(lambda g: caught.append(g))
         y = x.redistribute(mesh, dst)
         out = y.to_local()
         res.update(out=_to_bytes(out), out_shape=list(out.shape), out_dtype=str(out.dtype),
@@ -215,9 +221,9 @@ def redistribute_case(a):
             g = DTensor.from_local(_from_bytes(torch, a["grad"], res["layout_dst"][0], dt),
                                    mesh, dst, run_check=False, shape=shape, stride=stride)
             y.backward(g)
-            gl = x.grad.to_local()
+            gl = caught[0].to_local()
             res.update(grad=_to_bytes(gl), grad_shape=list(gl.shape),
-                       grad_placements=[placement_text(p) for p in x.grad.placements])
+                       grad_placements=[placement_text(p) for p in caught[0].placements])
         except Exception as e:
             res["bwd_error"] = error_text(e)
     return res
@@ -270,6 +276,8 @@ def classify(case, src, dst, d, t):
                 len({op_of(p) for p in dst if is_partial(p)}) > 1:
             if "mix" in fwd_err.lower() or "partial" in fwd_err.lower():
                 return "known:torch-mixed-partial", fwd_err
+        if case["dtype"].startswith("f8") and "Invalid scalar type" in fwd_err:
+            return "known:torch-fp8-gloo", fwd_err
         if case["dtype"] in ("i32", "i64", "u8") and any(op_of(s) == "avg" for s in reduces) \
                 and "can't be cast to the desired output type" in fwd_err:
             return "known:torch-int-avg", fwd_err
@@ -282,7 +290,8 @@ def classify(case, src, dst, d, t):
             return "known:dtr-refuses-S-to-P", d["stderr"]
         return "DISAGREE", f"PyTorch ran, dtr failed (exit {d['rc']}): {d['stderr']}"
     if not dtr_ok and not torch_ok:
-        if "dtr_plan_create" not in d["stderr"]:
+        # A refusal: the planner's, or dtr run's (no test pattern for mixed Partial ops).
+        if "dtr_plan_create" not in d["stderr"] and "the pattern needs one op" not in d["stderr"]:
             return "DISAGREE", f"dtr failed (exit {d['rc']}), not refused: {d['stderr']}"
         return "both-refused", f"dtr: {d['stderr']} | PyTorch: {fwd_err}"
     return "compared", None

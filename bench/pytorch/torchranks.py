@@ -58,6 +58,15 @@ def placement_text(p):
     return repr(p)
 
 
+def contiguous_stride(shape):
+    """The strides of a contiguous tensor of this shape (without allocating one)."""
+    out, acc = [], 1
+    for s in reversed(list(shape)):
+        out.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(out))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
