@@ -167,7 +167,8 @@ DTR_API dtr_status_t dtr_plan_cache_create(int capacity, dtr_plan_cache_t **out)
 DTR_API void dtr_plan_cache_destroy(dtr_plan_cache_t *cache);
 
 /* As dtr_plan_create, through the cache. *hit (may be NULL) says whether it was cached.
- * The returned copy's specs borrow the caller's src/dst meshes. */
+ * The returned copy's specs borrow the caller's src/dst meshes. On a hit only the plan's
+ * steps in use are written (out->steps[nsteps..] keep what they held). */
 DTR_API dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
                                         const dtr_spec_t *dst, const dtr_plan_options_t *opts,
                                         dtr_plan_t *out, bool *hit);

@@ -359,7 +359,13 @@ def run_direction(torch, pools, dtr, case, src, dst, stats):
             args.append({"mesh": case["mesh"], "shape": case["shape"], "dtype": case["dtype"],
                          "src": src, "dst": dst, "view_u8": view_u8, "in": b.get("in"),
                          "grad": b.get("grad_in")})
-        return pools[case["world"]].run("redistribute_case", args)
+        t = pools[case["world"]].run("redistribute_case", args)
+        if stats.get("tamper"):  # --tamper: the checker must notice this
+            for r in t:
+                if r.get("out"):
+                    r["out"] = r["out"][:-1] + bytes([r["out"][-1] ^ 0x40])
+                    break
+        return t
     t = torch_run(d)
     stats["time_layout"] += t1 - t0
     stats["time_dtr_run"] += t2 - t1
@@ -408,6 +414,10 @@ def main():
     ap.add_argument("--ranks", default="4,8", help="world sizes to draw from (default 4,8)")
     ap.add_argument("--only", type=int, default=None, help="run only case K (as numbered)")
     ap.add_argument("--json", default=None, help="write the summary as JSON here")
+    ap.add_argument("--tamper", action="store_true",
+                    help="the checker's own test: flip one byte of PyTorch's result on the "
+                         "first non-empty rank of every direction that ran; every such "
+                         "direction must then be reported as a disagreement")
     args = ap.parse_args()
     if args.cases < 1:
         ap.error("--cases: want a count >= 1")
@@ -424,7 +434,7 @@ def main():
     pools = {}
     stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0,
              "time_layout": 0.0, "time_dtr_run": 0.0, "time_torch": 0.0,
-             "show": args.only is not None}
+             "show": args.only is not None, "tamper": args.tamper}
     counts = {}
     bad = []
     start = time.time()

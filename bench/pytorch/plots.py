@@ -115,7 +115,7 @@ def plot_bytes(rows, out):
     w = 0.27
     mib = 1 << 20
     ax.bar([i - w for i in x], [r["compat"] / mib for r in rows], w, color="tab:orange",
-           label="compat (the seed algorithm, PyTorch's greedy order)")
+           label="compat (the seed algorithm)")
     ax.bar(list(x), [r["optimal"] / mib for r in rows], w, color="tab:blue",
            label="optimal (dtr's default)")
     ax.bar([i + w for i in x], [r["lower_bound"] / mib for r in rows], w, color="tab:green",
