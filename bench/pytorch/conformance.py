@@ -474,7 +474,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"seed": args.seed, "cases": len(todo), "directions": total,
-                       "torch": torch.__version__, "counts": counts, "stats": stats,
+                       "torch": torch.__version__, "counts": counts,
+                       "stats": {k: v for k, v in stats.items() if k not in ("show", "tamper")},
                        "disagreements": bad,
                        "known": {k: {"who": w, "why": y} for k, (w, y) in KNOWN.items()}},
                       f, indent=1)
