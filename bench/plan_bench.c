@@ -57,18 +57,18 @@ static void make_change(const char *name, int m, dtr_placement_t *src, dtr_place
     }
 }
 
-/* The median time of `reps` calls (a cache hit when cache != NULL); -1 if a call failed. */
+/* The median time of `reps` calls (a cache hit when cache != NULL; the cache is warmed
+ * first); -1 if a call failed. *plan holds the last call's plan. */
 static double time_plan(const dtr_spec_t *src, const dtr_spec_t *dst, dtr_strategy_t strategy,
                         const dtr_cost_model_t *cost, dtr_plan_cache_t *cache, double *t,
-                        int reps) {
+                        int reps, dtr_plan_t *plan) {
     dtr_plan_options_t opts = {.strategy = strategy, .cost = cost};
-    dtr_plan_t plan;
-    if (cache != NULL && dtr_plan_cache_get(cache, src, dst, &opts, &plan, NULL) != DTR_OK)
+    if (cache != NULL && dtr_plan_cache_get(cache, src, dst, &opts, plan, NULL) != DTR_OK)
         return -1;
     for (int r = 0; r < reps; r++) {
         double t0 = now_us();
-        dtr_status_t st = cache != NULL ? dtr_plan_cache_get(cache, src, dst, &opts, &plan, NULL)
-                                        : dtr_plan_create(src, dst, &opts, &plan);
+        dtr_status_t st = cache != NULL ? dtr_plan_cache_get(cache, src, dst, &opts, plan, NULL)
+                                        : dtr_plan_create(src, dst, &opts, plan);
         t[r] = now_us() - t0;
         if (st != DTR_OK) return -1;
     }
@@ -114,9 +114,10 @@ static int one_change(int argc, char **argv) {
     dtr_cost_model_default(&cost);
     dtr_plan_cache_t *cache = NULL;
     if (t == NULL || dtr_plan_cache_create(64, &cache) != DTR_OK) return 1;
-    double opt = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps);
-    double compat = time_plan(&src, &dst, DTR_STRATEGY_COMPAT, &cost, NULL, t, reps);
-    double hit = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, cache, t, reps);
+    dtr_plan_t plan;
+    double opt = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps, &plan);
+    double compat = time_plan(&src, &dst, DTR_STRATEGY_COMPAT, &cost, NULL, t, reps, &plan);
+    double hit = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, cache, t, reps, &plan);
     printf("{\"reps\":%d,\"optimal_us\":%.3f,\"compat_us\":%.3f,\"cached_us\":%.3f}\n", reps,
            opt, compat, hit);
     dtr_plan_cache_destroy(cache);
@@ -151,30 +152,15 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s\n", dtr_last_error());
                 return 1;
             }
-            dtr_plan_t plan;
+            dtr_plan_t plan, compat_plan;
             double result[3];
-            const char *chosen = "";
-            int nsteps = 0;
-            for (int which = 0; which < 3; which++) {
-                dtr_plan_options_t opts = {
-                    .strategy = which == 1 ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL,
-                    .cost = &cost};
-                if (which == 2) dtr_plan_cache_get(cache, &src, &dst, &opts, &plan, NULL);
-                bool ok = true;
-                for (int r = 0; r < reps; r++) {
-                    double t0 = now_us();
-                    dtr_status_t st = which == 2
-                                          ? dtr_plan_cache_get(cache, &src, &dst, &opts, &plan, NULL)
-                                          : dtr_plan_create(&src, &dst, &opts, &plan);
-                    t[r] = now_us() - t0;
-                    ok = ok && st == DTR_OK;
-                }
-                result[which] = ok ? median(t, reps) : -1;
-                if (which == 0) {
-                    chosen = plan.chosen_by;
-                    nsteps = plan.nsteps;
-                }
-            }
+            result[0] = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps, &plan);
+            result[1] = time_plan(&src, &dst, DTR_STRATEGY_COMPAT, &cost, NULL, t, reps,
+                                  &compat_plan);
+            result[2] = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, cache, t, reps,
+                                  &compat_plan);
+            const char *chosen = result[0] >= 0 ? plan.chosen_by : "";
+            int nsteps = result[0] >= 0 ? plan.nsteps : 0;
             char compat[32];
             if (result[1] < 0)
                 snprintf(compat, sizeof compat, "refused");

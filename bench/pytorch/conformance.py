@@ -38,8 +38,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, Pool,  # noqa: E402
-                        contiguous_stride, error_text, mesh_of, placement_text,
-                        to_torch_placements, torch_dtype)
+                        contiguous_stride, dtr_run_argv, error_text, mesh_of, placement_text,
+                        text_mesh, text_shape, to_torch_placements, torch_dtype)
 
 OPS = ["sum", "avg", "max", "min", "product"]
 
@@ -113,14 +113,6 @@ def gen_case(rng, worlds):
             "a": src, "b": dst, "strategy": rng.choice(["optimal", "compat"])}
 
 
-def text_mesh(mesh):
-    return "x".join(map(str, mesh))
-
-
-def text_shape(shape):
-    return "x".join(map(str, shape)) if shape else "scalar"
-
-
 def dtr_layout(dtr, case, pl):
     cmd = [dtr, "layout", "--mesh", text_mesh(case["mesh"]), "--shape",
            text_shape(case["shape"]), "--placements", ",".join(pl), "--dtype", case["dtype"],
@@ -132,11 +124,9 @@ def dtr_layout(dtr, case, pl):
 
 
 def dtr_run_cmd(dtr, case, src, dst, dump):
-    return ["mpirun", "--oversubscribe", "-n", str(case["world"]), dtr, "run", "--mesh",
-            text_mesh(case["mesh"]), "--shape", text_shape(case["shape"]), "--dtype",
-            case["dtype"], "--from", ",".join(src), "--to", ",".join(dst), "--strategy",
-            case["strategy"], "--verify", "--backward", "--iters", "0", "--warmup", "0",
-            "--json", "--dump", dump]
+    return dtr_run_argv(dtr, case["world"], case["mesh"], case["shape"], src, dst, "--dtype",
+                        case["dtype"], "--strategy", case["strategy"], "--verify",
+                        "--backward", "--iters", "0", "--warmup", "0", "--json", "--dump", dump)
 
 
 def dtr_run(dtr, case, src, dst):

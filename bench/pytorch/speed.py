@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchranks import (Pool, contiguous_stride, mesh_of,  # noqa: E402
+from torchranks import (Pool, contiguous_stride, dtr_run_argv, mesh_of,  # noqa: E402
                         to_torch_placements)
 
 TRANSITIONS = [
@@ -79,10 +79,8 @@ def time_redistribute(a):
 # ---- the driver --------------------------------------------------------------------------
 
 def dtr_time(dtr, mesh, shape, src, dst, iters):
-    cmd = ["mpirun", "--oversubscribe", "-n", "4", dtr, "run", "--mesh",
-           "x".join(map(str, mesh)), "--shape", "x".join(map(str, shape)), "--from",
-           ",".join(src), "--to", ",".join(dst), "--iters", str(iters), "--warmup", "2",
-           "--json"]
+    cmd = dtr_run_argv(dtr, 4, mesh, shape, src, dst, "--iters", str(iters), "--warmup", "2",
+                       "--json")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr[-500:]}")

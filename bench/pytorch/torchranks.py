@@ -1,4 +1,5 @@
-"""A pool of PyTorch ranks on this machine: W processes in one gloo process group, each
+"""What conformance.py and speed.py share: the mpirun command line of `dtr run`, the names of
+placements and dtypes on both sides, and a pool of PyTorch ranks on this machine: W processes in one gloo process group, each
 running the tasks the driver sends it, so that thousands of cases pay PyTorch's start-up
 once. Used by conformance.py and speed.py.
 
@@ -56,6 +57,21 @@ def placement_text(p):
     if isinstance(p, Partial):
         return f"P({p.reduce_op})"
     return repr(p)
+
+
+def text_mesh(mesh):
+    return "x".join(map(str, mesh))
+
+
+def text_shape(shape):
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def dtr_run_argv(dtr, world, mesh, shape, src, dst, *extra):
+    """`mpirun -n world dtr run --mesh .. --shape .. --from .. --to .. extra...`."""
+    return ["mpirun", "--oversubscribe", "-n", str(world), dtr, "run", "--mesh",
+            text_mesh(mesh), "--shape", text_shape(shape), "--from", ",".join(src), "--to",
+            ",".join(dst), *extra]
 
 
 def contiguous_stride(shape):
