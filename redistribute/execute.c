@@ -68,6 +68,9 @@ typedef struct {
     bool unpack3;
     int64_t outer, inner, dst_len, piece_len, npieces;
     bool unpack_exchange;
+    /* reduce_exchange: after the reduce, start the delivery (rx_deliver); after the
+     * delivery, place the received parts (rx_unpack) */
+    bool rx_deliver, rx_divide, rx_unpack;
 } dtr__pending_t;
 
 struct dtr_request {
@@ -207,7 +210,7 @@ static int64_t dtr__prod(const int64_t *shape, int from, int to) {
  * row slo) to dst (length dlen, at row dlo). */
 static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, int64_t dlen,
                        int64_t dlo, int64_t outer, int64_t ext, int64_t inner) {
-    if (ext == 0 || inner == 0) return;
+    if (ext == 0 || inner == 0 || outer == 0) return;
     const char *s = src;
     char *d = dst;
     if (outer == 1 || (slen == ext && dlen == ext)) {
@@ -274,6 +277,41 @@ static int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const 
         count *= ext[d];
     }
     return count;
+}
+
+/* Copies elements [u, v) of a box (extent ext, row-major) between a block (shape bshape,
+ * the box at corner blo) and the contiguous `flat`; to_block picks the direction. */
+static void dtr__box_range(int nd, int64_t item, char *block, const int64_t *bshape,
+                           const int64_t *blo, const int64_t *ext, int64_t u, int64_t v,
+                           char *flat, bool to_block) {
+    if (v <= u) return;
+    /* Trailing dims the box spans whole merge into its innermost run. */
+    int64_t sh[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS], ex[DTR_MAX_TENSOR_DIMS];
+    int k = nd;
+    int64_t merged = 1;
+    while (k > 1 && ext[k - 1] == bshape[k - 1]) merged *= ext[--k];
+    for (int d = 0; d < k; d++) {
+        sh[d] = bshape[d];
+        lo[d] = blo[d];
+        ex[d] = ext[d];
+    }
+    sh[k - 1] *= merged;
+    lo[k - 1] *= merged;
+    ex[k - 1] *= merged;
+    for (int64_t f = u; f < v;) {
+        int64_t rem = f, idx[DTR_MAX_TENSOR_DIMS] = {0};
+        for (int d = k - 1; d >= 0; d--) {
+            idx[d] = rem % ex[d];
+            rem /= ex[d];
+        }
+        int64_t run = ex[k - 1] - idx[k - 1];
+        if (run > v - f) run = v - f;
+        int64_t off = 0;
+        for (int d = 0; d < k; d++) off = off * sh[d] + lo[d] + idx[d];
+        char *b = block + off * item, *c = flat + (f - u) * item;
+        memcpy(to_block ? b : c, to_block ? c : b, (size_t)(run * item));
+        f += run;
+    }
 }
 
 uint64_t dtr__fnv(uint64_t h, int64_t v) {
@@ -894,6 +932,71 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         st = ops->all_to_allv(group, ctx->stage_send, sc, sd, ctx->stage_recv, rc, rd, &r->breq);
         break;
     }
+    case DTR_STEP_REDUCE_EXCHANGE: {
+        /* Phase 1 (balance.c): member m reduces its home piece and its share of the foreign
+         * pieces; every member packs its contributions to them in member order. */
+        dtr__balance_t bal;
+        dtr__balance_init(pc, s->before, s->after, i, r->m->coord, &bal);
+        int64_t total = 0, most = 0;
+        for (int64_t m = 0; m < n; m++) {
+            __int128 h, dl, at, x;
+            dtr__balance_member(&bal, m, &h, &dl);
+            dtr__balance_share(&bal, m, &at, &x);
+            rc[m] = (int64_t)(h + x);
+            total += rc[m];
+            if (rc[m] > most) most = rc[m];
+        }
+        if (total != in_numel)
+            return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                              "step %d (reduce_exchange): the members' parts cover %lld of %lld "
+                              "elements",
+                              k + 1, (long long)total, (long long)in_numel);
+        bool padded = ops->reduce_scatterv == NULL && !dtr__all_equal(rc, n);
+        int64_t slot = padded ? most : -1;
+        DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap,
+                               (padded ? n * most : total) * item, "send staging"));
+        DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, (padded ? most : rc[ci]) * item,
+                               "receive staging"));
+        if (!bare) {
+            if (padded) memset(ctx->stage_send, 0, (size_t)(n * most * item));
+            char *at = ctx->stage_send;
+            int64_t mc[DTR_MAX_MESH_DIMS];
+            memcpy(mc, r->m->coord, sizeof mc);
+            for (int64_t m = 0; m < n; m++) {
+                char *start = at;
+                int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS],
+                    ext[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+                mc[i] = m;
+                dtr__layout(pc, s->after, mc, ts, to);
+                int64_t h = dtr__meet(nd, ioff, ish, to, ts, lo, ext);
+                if (h > 0) dtr__box_copy(nd, item, src, ish, lo, ext, at, ext, zero);
+                at += h * item;
+                __int128 sh0, x;
+                dtr__balance_share(&bal, m, &sh0, &x);
+                dtr__piece_iter_t it;
+                int64_t u, v;
+                dtr__pieces_begin(&bal, &it);
+                while (dtr__pieces_in_share(&bal, &it, sh0, x, &u, &v)) {
+                    dtr__box_range(nd, item, (char *)src, ish, it.lo, it.ext, u, v, at, false);
+                    at += (v - u) * item;
+                }
+                if (padded) at = start + most * item;
+            }
+        }
+        pend->rx_deliver = true;
+        pend->rx_divide = pend->divide;
+        pend->divide = false;
+        if (slot >= 0)
+            st = ops->reduce_scatter(group, ctx->stage_send, ctx->stage_recv, slot, dtype, op,
+                                     &r->breq);
+        else if (dtr__all_equal(rc, n))
+            st = ops->reduce_scatter(group, ctx->stage_send, ctx->stage_recv, rc[0], dtype, op,
+                                     &r->breq);
+        else
+            st = ops->reduce_scatterv(group, ctx->stage_send, ctx->stage_recv, rc, dtype, op,
+                                      &r->breq);
+        break;
+    }
     default:
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_redistribute", "plan->steps[%d].kind: %d",
                           k, (int)s->kind);
@@ -934,6 +1037,129 @@ static void dtr__exchange_unpack(dtr_request_t *r) {
     }
 }
 
+/* Steps through the coordinates of the mesh dims marked in vary; false after the last. */
+static bool dtr__step_coord(const dtr__ctx_t *pc, const bool *vary, int64_t *coord) {
+    for (int j = pc->mdims - 1; j >= 0; j--) {
+        if (!vary[j]) continue;
+        if (++coord[j] < pc->msize[j]) return true;
+        coord[j] = 0;
+    }
+    return false;
+}
+
+/*
+ * reduce_exchange, phase 2: what this rank receives from the other groups' members (the
+ * parts of its target they reduced), in the order of the source groups and their members.
+ * Fills the receive counts and displacements (bytes, by mesh position) and returns the
+ * total; with unpack, places the received parts from stage_send into the output block.
+ */
+static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, bool unpack) {
+    const dtr__ctx_t *pc = &r->pctx;
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    int i = s->mesh_dim, nd = pc->ndim;
+    int64_t item = pc->item, at = 0;
+    const int64_t *me = r->m->coord;
+    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(pc, s->after, me, osh, ooff);
+    dtr__balance_t own;
+    dtr__balance_init(pc, s->before, s->after, i, me, &own);
+    bool inner[DTR_MAX_MESH_DIMS];
+    int64_t g[DTR_MAX_MESH_DIMS];
+    memcpy(g, me, (size_t)pc->mdims * sizeof *g);
+    for (int j = 0; j < pc->mdims; j++) {
+        inner[j] = own.serve[j] && j != i;
+        if (inner[j]) g[j] = 0;
+    }
+    bool more = true;
+    for (; more; more = dtr__step_coord(pc, inner, g)) {
+        bool home = true;
+        for (int j = 0; j < pc->mdims; j++) home = home && (j == i || g[j] == me[j]);
+        if (home) continue;
+        dtr__balance_t bal;
+        dtr__balance_init(pc, s->before, s->after, i, g, &bal);
+        __int128 pos, cnt;
+        int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS], tlo[DTR_MAX_TENSOR_DIMS];
+        if (!dtr__balance_find(&bal, me, &pos, &cnt, lo, ext, tlo)) continue;
+        int64_t mc[DTR_MAX_MESH_DIMS];
+        memcpy(mc, g, sizeof mc);
+        for (int64_t m = 0; m < bal.n; m++) {
+            __int128 sh0, x;
+            dtr__balance_share(&bal, m, &sh0, &x);
+            __int128 u = pos > sh0 ? pos : sh0, v = pos + cnt < sh0 + x ? pos + cnt : sh0 + x;
+            if (v <= u) continue;
+            mc[i] = m;
+            int64_t peer = 0;
+            for (int j = 0; j < pc->mdims; j++) peer = peer * pc->msize[j] + mc[j];
+            int64_t bytes = (int64_t)(v - u) * item;
+            if (rc != NULL) {
+                rc[peer] = bytes;
+                rd[peer] = at;
+            }
+            if (unpack)
+                dtr__box_range(nd, item, r->pend.dst, osh, tlo, ext, (int64_t)(u - pos),
+                               (int64_t)(v - pos), (char *)r->ctx->stage_send + at, true);
+            at += bytes;
+        }
+    }
+    return at;
+}
+
+/* reduce_exchange, phase 2: keep the home piece, send each part of the share to its owner. */
+static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr__ctx_t *pc = &r->pctx;
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    int i = s->mesh_dim, nd = pc->ndim;
+    int64_t item = pc->item, ranks = dtr_mesh_nranks(pc->mesh);
+    const int64_t *me = r->m->coord;
+    dtr__balance_t bal;
+    dtr__balance_init(pc, s->before, s->after, i, me, &bal);
+    __int128 h, dl, sh0, x;
+    dtr__balance_member(&bal, me[i], &h, &dl);
+    dtr__balance_share(&bal, me[i], &sh0, &x);
+    if (!r->bare) {
+        if (r->pend.rx_divide)
+            dtr__divide(r->plan->src.dtype, ctx->stage_recv, ctx->stage_recv, (int64_t)(h + x),
+                        pc->msize[i]);
+        int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS],
+            ext[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+        dtr__layout(pc, s->after, me, osh, ooff);
+        if (dtr__meet(nd, ooff, osh, bal.co, bal.cs, lo, ext) > 0)
+            dtr__box_copy(nd, item, ctx->stage_recv, ext, zero, ext, r->pend.dst, osh, lo);
+    }
+    int64_t *a[6];
+    DTR_CHECK(dtr__arrays(ctx, ranks, a));
+    int64_t *sc = a[0], *sd = a[1], *rc = a[2], *rd = a[3];
+    memset(sc, 0, (size_t)ranks * sizeof *sc);
+    memset(sd, 0, (size_t)ranks * sizeof *sd);
+    memset(rc, 0, (size_t)ranks * sizeof *rc);
+    memset(rd, 0, (size_t)ranks * sizeof *rd);
+    dtr__piece_iter_t it;
+    int64_t u, v;
+    dtr__pieces_begin(&bal, &it);
+    while (dtr__pieces_in_share(&bal, &it, sh0, x, &u, &v)) {
+        int64_t peer = 0;
+        for (int j = 0; j < pc->mdims; j++) peer = peer * pc->msize[j] + it.coord[j];
+        sc[peer] = (v - u) * item;
+        sd[peer] = (int64_t)(it.pos + u - sh0) * item;
+    }
+    int64_t total = dtr__rx_receives(r, rc, rd, false);
+    if (total != (int64_t)dl * item)
+        return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                          "step %d (reduce_exchange): parts from other groups cover %lld of "
+                          "%lld bytes",
+                          r->step + 1, (long long)total, (long long)((int64_t)dl * item));
+    DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, total, "receive staging"));
+    r->pend.rx_unpack = !r->bare;
+    r->group = r->m->all;
+    dtr_status_t st = ctx->ops->all_to_allv(r->m->all, (char *)ctx->stage_recv + (int64_t)h * item,
+                                            sc, sd, ctx->stage_send, rc, rd, &r->breq);
+    if (st != DTR_OK) return dtr__step_error(r, st);
+    r->in_flight = true;
+    r->t0 = dtr__now();
+    return DTR_OK;
+}
+
 /* After the step's operation completed: unpack and divide. */
 static void dtr__step_finish(dtr_request_t *r) {
     dtr__pending_t *p = &r->pend;
@@ -954,6 +1180,7 @@ static void dtr__step_finish(dtr_request_t *r) {
         }
     }
     if (p->unpack_exchange) dtr__exchange_unpack(r);
+    if (p->rx_unpack) dtr__rx_receives(r, NULL, NULL, true);
     if (p->divide) dtr__divide(r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n);
 }
 
@@ -985,6 +1212,12 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                 r->step = 0;
             } else {
                 dtr__step_finish(r);
+                if (r->pend.rx_deliver) {
+                    r->pend.rx_deliver = false;
+                    dtr_status_t st2 = dtr__rx_deliver(r);
+                    if (st2 != DTR_OK) return st2;
+                    continue;
+                }
                 r->step++;
             }
         }

@@ -91,6 +91,54 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
 void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                           int64_t *send, int64_t *recv);
 
+/* The balanced reduction of a reduce_exchange step (balance.c): group g of mesh dim i. */
+typedef struct {
+    const dtr__ctx_t *ctx;
+    const dtr_placement_t *before, *after;
+    int i;
+    int64_t n;
+    bool serve[DTR_MAX_MESH_DIMS];  /* mesh dims over which g's targets vary */
+    int64_t g[DTR_MAX_MESH_DIMS];   /* the group's coordinates (g[i] = 0) */
+    int64_t cs[DTR_MAX_TENSOR_DIMS], co[DTR_MAX_TENSOR_DIMS]; /* the block C it reduces */
+    __int128 foreign;               /* elements of the foreign pieces */
+    __int128 level;                 /* the most elements a member receives */
+} dtr__balance_t;
+
+/* One foreign piece: its target, its box (corner relative to C in lo, to T(target) in tlo)
+ * and where it starts in the foreign sequence. */
+typedef struct {
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    int64_t lo[DTR_MAX_TENSOR_DIMS], tlo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+    __int128 pos, count;
+    bool started;
+} dtr__piece_iter_t;
+
+/* Does a step from `before` to `after` need the balanced reduction at mesh dim i? (Only i
+ * changes, P -> S(d), and a later mesh dim of more than one rank shards d.) */
+bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                          const dtr_placement_t *after, int i);
+void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                       const dtr_placement_t *after, int i, const int64_t *coord,
+                       dtr__balance_t *b);
+/* Member a (coordinate a on mesh dim i): its home piece and what other groups deliver. */
+void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered);
+/* Member a's share of the foreign sequence. */
+void dtr__balance_share(const dtr__balance_t *b, int64_t a, __int128 *start, __int128 *count);
+void dtr__pieces_begin(const dtr__balance_t *b, dtr__piece_iter_t *it);
+bool dtr__pieces_next(const dtr__balance_t *b, dtr__piece_iter_t *it);
+/* The next foreign piece that meets the share [start, start+count): the part that does is
+ * [u, v) of the piece (row-major). */
+bool dtr__pieces_in_share(const dtr__balance_t *b, dtr__piece_iter_t *it, __int128 start,
+                          __int128 count, int64_t *u, int64_t *v);
+/* A target's foreign piece in g: false when g holds none of it (or it is home in g). */
+bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 *pos,
+                       __int128 *count, int64_t *lo, int64_t *ext, int64_t *tlo);
+/* The least elements g's busiest member can receive under the step's model (plan.c's bound). */
+__int128 dtr__balance_bound(const dtr__balance_t *b);
+
+/* Appends a reduce_exchange step: mesh dim i, P -> `to` (see balance.c). */
+bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to);
+
 int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                          const dtr_placement_t *dst);
 

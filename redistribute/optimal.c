@@ -10,6 +10,9 @@
  *             common prefix of its tensor dim's nesting (innermost first), then split
  *             (outermost first);
  *   exchange  reduce, then one exchange to the target layout;
+ *   balanced  where only one mesh dim changes, P -> S(d), and a later mesh dim shards d
+ *             (no reduce-scatter is valid in place): one reduce_exchange step (balance.c),
+ *             which meets the lower bound on even shapes;
  *   compat    the seed plan, when it is safe.
  *
  * compat being a candidate is what makes optimal never worse than compat under the model.
@@ -80,6 +83,25 @@ static void dtr__candidate_exchange(const dtr__ctx_t *ctx, const dtr_placement_t
     dtr__emit_exchange(&b, tgt);
     dtr__finish_partials(&b, dst);
     plan->chosen_by = b.valid ? "exchange" : NULL;
+}
+
+static void dtr__candidate_balanced(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                                    const dtr_placement_t *dst, dtr_plan_t *plan) {
+    dtr_placement_t tgt[DTR_MAX_MESH_DIMS];
+    dtr__layout_target(ctx, src, dst, tgt);
+    plan->chosen_by = NULL;
+    int i = -1;
+    for (int k = 0; k < ctx->mdims; k++)
+        if (!dtr_placement_equal(src[k], tgt[k])) {
+            if (i >= 0) return;
+            i = k;
+        }
+    if (i < 0 || !dtr__balance_applies(ctx, src, tgt, i)) return;
+    dtr__builder_t b;
+    dtr__builder_init(&b, ctx, src, plan);
+    dtr__emit_reduce_exchange(&b, i, tgt[i]);
+    dtr__finish_partials(&b, dst);
+    plan->chosen_by = b.valid ? "balanced" : NULL;
 }
 
 /* Greedy: pending per-mesh-dim changes, run in priority order while one is valid. */
@@ -201,11 +223,12 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
     bool have = false;
     void (*const builders[])(const dtr__ctx_t *, const dtr_placement_t *,
                              const dtr_placement_t *, dtr_plan_t *) = {
-        dtr__candidate_greedy, dtr__candidate_safe, dtr__candidate_exchange};
+        dtr__candidate_greedy, dtr__candidate_safe, dtr__candidate_exchange,
+        dtr__candidate_balanced};
     for (size_t c = 0; c <= sizeof builders / sizeof builders[0]; c++) {
         if (c < sizeof builders / sizeof builders[0]) {
             builders[c](ctx, src->placements, dst->placements, &scratch);
-            if (scratch.chosen_by == NULL) continue; /* invalid: should not happen */
+            if (scratch.chosen_by == NULL) continue; /* invalid, or (balanced) not for this change */
             dtr__plan_summarize(ctx, src, dst, &scratch);
         } else if (!dtr__plan_compat(ctx, src, dst, &scratch, NULL, 0)) {
             continue;

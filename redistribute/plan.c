@@ -13,6 +13,9 @@ static const dtr_step_kind_info_t dtr__step_kinds[DTR_STEP_KIND_LAST] = {
     [DTR_STEP_EXCHANGE] = {"exchange", true,
                            "any layout change: each rank sends each peer exactly what that "
                            "peer needs and lacks (one all-to-all-v over the mesh)"},
+    [DTR_STEP_REDUCE_EXCHANGE] = {"reduce_exchange", true,
+                                  "P -> S(d) under a later shard of d: reduce balanced parts "
+                                  "over the mesh dim, then send each part to its owner"},
     [DTR_STEP_LOCAL_CHUNK] = {"local_chunk", false, "R -> S(d): keep this rank's chunk"},
     [DTR_STEP_LOCAL_SCALE] = {"local_scale", false, "R -> P(sum): divide by the mesh dim size"},
     [DTR_STEP_LOCAL_RELABEL] = {"local_relabel", false,
@@ -181,14 +184,14 @@ static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
 /* Bytes sent and received by one rank in a step, and the peers it hears from (exchange and
  * all-to-all; 0 for the others). */
 static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                           int64_t *send, int64_t *recv, int *peers_out) {
+                           int64_t *send, int64_t *recv, int *peers_out, int64_t *stage_out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->before, coord, bs, bo);
     dtr__layout(ctx, s->after, coord, as, ao);
     int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
     int a = s->tensor_dim, b = s->tensor_dim2;
-    __int128 r = 0, w = 0;
+    __int128 r = 0, w = 0, stage = -1;
     int peers = 0;
     switch (s->kind) {
     case DTR_STEP_ALL_GATHER: { /* padded to the largest chunk, as NCCL needs equal counts */
@@ -216,18 +219,52 @@ static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int
     case DTR_STEP_EXCHANGE:
         dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
         break;
+    case DTR_STEP_REDUCE_EXCHANGE: {
+        dtr__balance_t bal;
+        dtr__balance_init(ctx, s->before, s->after, s->mesh_dim, coord, &bal);
+        __int128 h, dl, at, x;
+        dtr__balance_member(&bal, coord[s->mesh_dim], &h, &dl);
+        dtr__balance_share(&bal, coord[s->mesh_dim], &at, &x);
+        /* phase 1: the other members' contributions to my part, mine to theirs; phase 2:
+         * the rest of my target in, my share out */
+        r = (__int128)(n - 1) * (h + x) + dl;
+        w = dtr__numel(ctx, bs) - (h + x) + x;
+        /* the packed contributions, then my reduced part; the delivery reuses the first */
+        stage = (dtr__numel(ctx, bs) > dl ? dtr__numel(ctx, bs) : dl) + h + x;
+        /* at most: the group, and the members of each other group holding a piece of my
+         * target */
+        int64_t g[DTR_MAX_MESH_DIMS], cs2[DTR_MAX_TENSOR_DIMS], co2[DTR_MAX_TENSOR_DIMS];
+        bool inner[DTR_MAX_MESH_DIMS];
+        memcpy(g, coord, (size_t)ctx->mdims * sizeof *g);
+        for (int j = 0; j < ctx->mdims; j++) {
+            inner[j] = bal.serve[j] && j != s->mesh_dim;
+            if (inner[j]) g[j] = 0;
+        }
+        int64_t groups = 0;
+        do {
+            bool own = true;
+            for (int j = 0; j < ctx->mdims; j++) own = own && g[j] == coord[j];
+            if (own) continue;
+            dtr__layout(ctx, s->before, g, cs2, co2);
+            groups += dtr__overlap(ctx, as, ao, cs2, co2) > 0;
+        } while (dtr__next_coord(ctx, inner, g));
+        peers = (int)((n - 1) + n * groups);
+        break;
+    }
     default:
         break;
     }
     *recv = dtr__sat(r * ctx->item);
     *send = dtr__sat(w * ctx->item);
     *peers_out = peers;
+    *stage_out = stage < 0 ? *recv : dtr__sat(stage * ctx->item);
 }
 
 void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                           int64_t *send, int64_t *recv) {
     int peers;
-    dtr__step_rank(ctx, s, coord, send, recv, &peers);
+    int64_t stage;
+    dtr__step_rank(ctx, s, coord, send, recv, &peers, &stage);
 }
 
 /* Only what one rank receives: for an exchange that is two layouts and an overlap, without
@@ -284,15 +321,17 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     s->peers_max = 0;
     bool vary[DTR_MAX_MESH_DIMS];
     dtr__relevant_dims(ctx, s, vary);
-    bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE;
+    bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE ||
+                     s->kind == DTR_STEP_REDUCE_EXCHANGE;
     do {
         int64_t send, recv;
         int peers;
-        dtr__step_rank(ctx, s, coord, &send, &recv, &peers);
+        int64_t stage;
+        dtr__step_rank(ctx, s, coord, &send, &recv, &peers, &stage);
         int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
         dtr__layout(ctx, s->after, coord, os, oo);
         int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
-        int64_t extra = dtr__sat((__int128)out + recv);
+        int64_t extra = dtr__sat((__int128)out + stage);
         if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
         if (send > s->send_bytes_max) s->send_bytes_max = send;
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
@@ -328,6 +367,19 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         /* Pieces of an exchange are boxes of the blocks: the executor packs what it sends
          * and unpacks what it receives (its own piece included), two local passes that the
          * per-mesh-dim collectives, which move whole rows, do not make. */
+        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3) +
+                     (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
+        break;
+    }
+    case DTR_STEP_REDUCE_EXCHANGE: {
+        /* Two operations (the reduce over mesh dim i, then the delivery over the mesh dims
+         * the targets vary on), their pack and unpack passes like an exchange's. */
+        double alpha = m->alpha_us[i], bw = m->bandwidth_gbps[i];
+        for (int k = 0; k < ctx->mdims; k++) {
+            if (!vary[k]) continue;
+            if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
+            if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
+        }
         s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3) +
                      (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
         break;
@@ -442,6 +494,34 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
     return true;
 }
 
+bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to) {
+    const dtr__ctx_t *ctx = b->ctx;
+    dtr_placement_t after[DTR_MAX_MESH_DIMS];
+    memcpy(after, b->cur, sizeof after);
+    after[i] = to;
+    if (!dtr__balance_applies(ctx, b->cur, after, i)) {
+        if (b->valid)
+            snprintf(b->why, sizeof b->why,
+                     "internal: no balanced reduction for mesh dim %d (only P -> S(d) under a "
+                     "later shard of d)",
+                     i);
+        b->valid = false;
+        return false;
+    }
+    dtr_step_t *s = dtr__new_step(b);
+    if (s == NULL) return false;
+    s->kind = DTR_STEP_REDUCE_EXCHANGE;
+    s->mesh_dim = i;
+    s->from = b->cur[i];
+    s->to = to;
+    s->op = s->from.op;
+    s->tensor_dim = to.dim;
+    b->cur[i] = to;
+    s->after[i] = to;
+    dtr__step_figures(ctx, s);
+    return true;
+}
+
 bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
     const dtr__ctx_t *ctx = b->ctx;
     bool same = true;
@@ -483,6 +563,15 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
  *    mesh dim's groups on their own data, as every plan here does. Replicas holding the same
  *    contributions could share that work across groups and go lower; the bound does not
  *    claim those algorithms.
+ *  - balanced reduction: when the change is P -> S(d) on mesh dim k alone and a later mesh
+ *    dim shards d, a member of r's k-group cannot have its target reduced in place. Under
+ *    the same model, with each element reduced at one member that receives the other n-1
+ *    contributions (as DESIGN.md's reduce-scatter figure counts), member a reducing z
+ *    elements receives at least (n-1)z + |T_a| - min(h_a, z) (h_a: the part of T_a in the
+ *    group's block C; every element of T_a it did not reduce arrives once), and the members
+ *    reduce all of C between them. The least level at which that is possible
+ *    (dtr__balance_bound in balance.c) bounds the busiest member; the reduce_exchange step
+ *    meets it where reducing home pieces at home costs nothing, as on even shapes.
  * Single-mesh-dim changes of even shapes meet it: all-gather (n-1)S/n, reduce-scatter
  * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
  * |T_r \ C_r| exactly (DESIGN.md's table).
@@ -518,6 +607,12 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
             __int128 u = dtr__overlap(ctx, us, uo, cs, co);
             __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
             if (moved > need) need = moved;
+            if (dtr__balance_applies(ctx, src, dst, k)) {
+                dtr__balance_t bal;
+                dtr__balance_init(ctx, src, dst, k, coord, &bal);
+                __int128 m = dtr__balance_bound(&bal);
+                if (m > need) need = m;
+            }
         }
         if (need > best) best = need;
     } while (dtr__next_coord(ctx, vary, coord));
@@ -550,7 +645,9 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
         sum_at_zero += s->recv_bytes_max;
-        if (s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE) per_coord = true;
+        if (s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE ||
+            s->kind == DTR_STEP_REDUCE_EXCHANGE)
+            per_coord = true;
         bool v[DTR_MAX_MESH_DIMS];
         dtr__relevant_dims(ctx, s, v);
         for (int i = 0; i < ctx->mdims; i++) vary[i] = vary[i] || v[i];

@@ -20,7 +20,7 @@ static void dtr__step_from_to(const dtr_step_t *s, char *a, char *b, size_t len)
 
 static const dtr_step_kind_t dtr__collective_kinds[] = {
     DTR_STEP_ALL_GATHER, DTR_STEP_REDUCE_SCATTER, DTR_STEP_ALL_REDUCE, DTR_STEP_ALL_TO_ALL,
-    DTR_STEP_EXCHANGE};
+    DTR_STEP_EXCHANGE, DTR_STEP_REDUCE_EXCHANGE};
 
 dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     DTR_CHECK_PTR(plan, __func__);

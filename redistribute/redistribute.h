@@ -39,6 +39,8 @@ typedef enum {
     DTR_STEP_ALL_REDUCE,     /* P -> R */
     DTR_STEP_ALL_TO_ALL,     /* S(a) -> S(b), a != b: gather a, scatter b */
     DTR_STEP_EXCHANGE,       /* any layout change: one all-to-all-v over the mesh's ranks */
+    DTR_STEP_REDUCE_EXCHANGE, /* P -> S(d) while a later mesh dim shards d: a balanced
+                                 reduce-scatter-v, then an all-to-all-v to the owners */
     DTR_STEP_LOCAL_CHUNK,    /* R -> S(d): keep this rank's chunk, no communication */
     DTR_STEP_LOCAL_SCALE,    /* R -> P(sum): divide by the mesh dim's size */
     DTR_STEP_LOCAL_RELABEL,  /* R -> P(avg|max|min): values kept, placement changes */

@@ -321,6 +321,21 @@ static int apply_exchange(interp_t *in, const dtr_step_t *s, block_t *next, char
 }
 
 static int apply_step(interp_t *in, const dtr_step_t *s, char *err, size_t len) {
+    if (s->kind == DTR_STEP_REDUCE_EXCHANGE) {
+        /* By its meaning, whatever parts the members reduce: the mesh dim's reduction (as an
+         * all-reduce), then every rank takes its "after" block (as an exchange). */
+        dtr_step_t reduce = *s, move = *s;
+        reduce.kind = DTR_STEP_ALL_REDUCE;
+        reduce.to = dtr_replicate();
+        reduce.after[s->mesh_dim] = dtr_replicate();
+        for (int i = 0; i < in->mdims; i++)
+            if (i != s->mesh_dim) reduce.after[i] = s->before[i];
+        move.kind = DTR_STEP_EXCHANGE;
+        move.mesh_dim = -1;
+        memcpy(move.before, reduce.after, sizeof move.before);
+        int rc = apply_step(in, &reduce, err, len);
+        return rc != 0 ? rc : apply_step(in, &move, err, len);
+    }
     block_t *next = calloc((size_t)in->nranks, sizeof *next);
     int64_t members[64];
     int rc = 0;

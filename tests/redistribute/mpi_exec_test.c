@@ -6,7 +6,10 @@
  * the test pattern and checks every element on every rank, that the input is intact and
  * that nothing is written past the output. Cases alternate between the MPI backend as is
  * and with its v-collectives removed (the executor pads), and between the blocking and
- * the non-blocking calls.
+ * the non-blocking calls. One case in three on a mesh of 2 or more dims is a reduction
+ * blocked by a later shard of its dim (P -> S(d) on mesh dim i, S(d) on a later one, the rest
+ * unchanged), planned with latency 0 so that the balanced reduce_exchange step wins where
+ * it moves fewer bytes.
  *
  * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S]
  * Prints one line per failing case (with the seed and case number to rerun it) and a
@@ -43,6 +46,7 @@ typedef struct {
     int64_t shape[3];
     dtr_placement_t src[3], dst[3];
     dtr_dtype_t dtype;
+    bool blocked; /* a reduction blocked by a later shard of its dim */
     char text[512];
 } test_case_t;
 
@@ -82,6 +86,13 @@ static void draw(test_case_t *c, int world) {
     for (int i = 0; i < c->mdims; i++) {
         c->src[i] = random_placement(c->ndim, op);
         c->dst[i] = random_placement(c->ndim, op);
+    }
+    if (c->mdims >= 2 && pick(3) == 0) {
+        int i = pick(c->mdims - 1), j = i + 1 + pick(c->mdims - 1 - i), d = pick(c->ndim);
+        for (int k = 0; k < c->mdims; k++) c->dst[k] = c->src[k];
+        c->src[i] = dtr_partial(op);
+        c->dst[i] = c->src[j] = c->dst[j] = dtr_shard(d);
+        c->blocked = true;
     }
     c->dtype = (dtr_dtype_t)pick(DTR_DTYPE_LAST);
     char m[64], sh[64], a[128], b[128];
@@ -212,7 +223,10 @@ int main(int argc, char **argv) {
         }
         for (int s = 0; s < 2; s++) {
             dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
-            dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
+            dtr_cost_model_t bytes_only;
+            dtr_cost_model_default(&bytes_only);
+            for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) bytes_only.alpha_us[i] = 0;
+            dtr_plan_options_t opts = {.strategy = strategy, .cost = c.blocked ? &bytes_only : NULL};
             dtr_plan_t *plan = malloc(sizeof *plan);
             dtr_status_t st = dtr_plan_create(&src, &dst, &opts, plan);
             if (st != DTR_OK) { /* an invalid change, or compat refusing an unsafe plan */
@@ -261,6 +275,10 @@ int main(int argc, char **argv) {
                mdims[2], mdims[3]);
         for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
             printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
+        if (world >= 4 && cases >= 100 && kinds[DTR_STEP_REDUCE_EXCHANGE] == 0) {
+            printf("\n  FAIL: no reduce_exchange step ran");
+            t.failures++;
+        }
         printf("\n  plans on %d ranks: %d passed, %d failed\n", world, t.plans - t.failures,
                t.failures);
     }

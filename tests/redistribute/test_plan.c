@@ -323,3 +323,109 @@ Test(plan, per_rank_bytes_of_uneven_shards) {
     cr_expect(s == -1 && r == -1);
     dtr_mesh_destroy(mesh);
 }
+
+/* P -> S(d) under a later shard of d: no reduce-scatter is valid in place. On 2x2 with 8
+ * rows, the mesh-dim-0 group at column j holds partial rows 4j..4j+3 and its members want
+ * rows 2i+j.. (quarters 2i+j of the tensor); the balanced step reduces home quarters at
+ * home and splits the foreign quarter between the two members. */
+Test(plan, reduce_exchange_shares_and_bound) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("2x2", NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t src, dst;
+    cr_assert_eq(spec_from(mesh, "8", "P,S(0)", DTR_F32, &src), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "8", "S(0),S(0)", DTR_F32, &dst), DTR_OK);
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, &src, &cost);
+    cr_assert(dtr__balance_applies(&ctx, src.placements, dst.placements, 0));
+    cr_assert_not(dtr__balance_applies(&ctx, src.placements, dst.placements, 1));
+    /* group of column 0: rows 0..3; member 0 wants rows 0,1 (home), member 1 rows 4,5
+     * (delivered by column 1's group); rows 2,3 belong to rank (0,1): foreign */
+    const int64_t col0[2] = {0, 0};
+    dtr__balance_t b;
+    dtr__balance_init(&ctx, src.placements, dst.placements, 0, col0, &b);
+    cr_expect(b.foreign == 2 && b.level == 3, "foreign %d level %d", (int)b.foreign, (int)b.level);
+    __int128 h, dl, at, x;
+    dtr__balance_member(&b, 0, &h, &dl);
+    cr_expect(h == 2 && dl == 0);
+    dtr__balance_member(&b, 1, &h, &dl);
+    cr_expect(h == 0 && dl == 2);
+    dtr__balance_share(&b, 0, &at, &x);
+    cr_expect(at == 0 && x == 1, "member 0 reduces row 2");
+    dtr__balance_share(&b, 1, &at, &x);
+    cr_expect(at == 1 && x == 1, "member 1 reduces row 3");
+    cr_expect(dtr__balance_bound(&b) == 3);
+    /* every rank receives 3 rows (12 bytes), the bound; compat 8 rows */
+    dtr_cost_model_t bytes_only = cost;
+    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) bytes_only.alpha_us[i] = 0;
+    dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &bytes_only};
+    dtr_plan_t plan;
+    cr_assert_eq(dtr_plan_create(&src, &dst, &oo, &plan), DTR_OK, "%s", dtr_last_error());
+    char text[256];
+    steps_text(&plan, text, sizeof text);
+    cr_expect_str_eq(text, "0:P(sum)->S(0):reduce_exchange");
+    cr_expect_str_eq(plan.chosen_by, "balanced");
+    cr_expect_eq(plan.recv_bytes_max, 12);
+    cr_expect_eq(plan.lower_bound_recv_bytes, 12);
+    for (int r = 0; r < 4; r++) {
+        int64_t send = -1, recv = -1;
+        cr_assert_eq(dtr_plan_step_bytes(&plan, 0, r, &send, &recv), DTR_OK);
+        cr_expect_eq(recv, 12, "rank %d receives 3 rows", r);
+    }
+    dtr_mesh_destroy(mesh);
+}
+
+/* The balanced step at the sizes where it wins with the default cost model, and on uneven
+ * and empty shards (latency 0), each run by the interpreter. */
+Test(plan, reduce_exchange_plans) {
+    const plan_case_t cases[] = {
+        /* 1.5 of 4 MiB-quarters; all-reduce + exchange received 3, compat 4 */
+        {"2x2", "1024x1024", "P,S(0)", "S(0),S(0)", DTR_STRATEGY_OPTIMAL,
+         "0:P(sum)->S(0):reduce_exchange", 3 * 512 * 1024},
+        /* 3.75 target blocks of 64 KiB; all-reduce + exchange received 7 */
+        {"4x4", "4096x64", "P(max),S(0)", "S(0),S(0)", DTR_STRATEGY_OPTIMAL,
+         "0:P(max)->S(0):reduce_exchange", 245764},
+        /* the group of the middle column holds no home piece: 2 blocks each */
+        {"2x3", "1200x64", "P,S(0)", "S(0),S(0)", DTR_STRATEGY_OPTIMAL,
+         "0:P(sum)->S(0):reduce_exchange", 2 * 51200},
+        /* a replicated mesh dim and a shard of another tensor dim around it */
+        {"2x2x2x2", "2048x256", "R,P(avg),S(1),S(0)", "R,S(0),S(1),S(0)", DTR_STRATEGY_OPTIMAL,
+         "1:P(avg)->S(0):reduce_exchange", 393216},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+}
+
+Test(plan, reduce_exchange_on_uneven_and_empty_shards) {
+    const char *shapes[] = {"7", "5x3", "3", "1x9", "0x4", "13x2"};
+    const char *meshes[] = {"2x2", "3x2", "2x3", "4x3", "3x2x2"};
+    const char *from[] = {"P,S(0)", "P,S(0)", "P,S(0)", "P,S(0)", "P(min),S(0),S(0)"};
+    const char *to[] = {"S(0),S(0)", "S(0),S(0)", "S(0),S(0)", "S(0),S(0)", "S(0),S(0),S(0)"};
+    int balanced = 0;
+    for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++)
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+            dtr_mesh_t *mesh;
+            cr_assert_eq(dtr_mesh_parse(meshes[m], NULL, 0, &mesh), DTR_OK);
+            dtr_spec_t src, dst;
+            cr_assert_eq(spec_from(mesh, shapes[k], from[m], DTR_F32, &src), DTR_OK);
+            cr_assert_eq(spec_from(mesh, shapes[k], to[m], DTR_F32, &dst), DTR_OK);
+            dtr_cost_model_t cost;
+            dtr_cost_model_default(&cost);
+            for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) cost.alpha_us[i] = 0;
+            dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+            dtr_plan_t plan;
+            cr_assert_eq(dtr_plan_create(&src, &dst, &oo, &plan), DTR_OK, "%s", dtr_last_error());
+            balanced += strcmp(plan.chosen_by, "balanced") == 0;
+            cr_expect_geq(plan.recv_bytes_max, plan.lower_bound_recv_bytes, "mesh %s shape %s",
+                          meshes[m], shapes[k]);
+            interp_t *in = interp_create(&src, 3);
+            char err[512];
+            cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "mesh %s shape %s: %s",
+                         meshes[m], shapes[k], err);
+            cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "mesh %s shape %s: %s",
+                         meshes[m], shapes[k], err);
+            interp_destroy(in);
+            dtr_mesh_destroy(mesh);
+        }
+    cr_expect_gt(balanced, 10, "the balanced step should win most of these (%d)", balanced);
+}

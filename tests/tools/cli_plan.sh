@@ -7,7 +7,7 @@ dtr=$1
 source "$(dirname "$0")/check_lib.sh"
 
 check "issue example, exact JSON" 0 0 \
-    '{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_to_all","from":"S(0)","to":"S(1)","tensor_dim":0,"tensor_dim2":1,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":112,"modeled_time_us":15.0048}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":1,"exchange":0},"recv_bytes_per_rank_max":48,"lower_bound_recv_bytes_per_rank":48,"peak_extra_bytes_per_rank":112,"modeled_time_us":15.0048}' "" \
+    '{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_to_all","from":"S(0)","to":"S(1)","tensor_dim":0,"tensor_dim2":1,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":112,"modeled_time_us":15.0048}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":48,"lower_bound_recv_bytes_per_rank":48,"peak_extra_bytes_per_rank":112,"modeled_time_us":15.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
 check "compare JSON has both" 0 0 '{"compat":{"strategy":"compat"' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(0)' --to 'R,S(0)' --compare --json

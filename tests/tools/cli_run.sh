@@ -42,7 +42,7 @@ check "backward: a Partial source gets a Replicate gradient" 4 0 \
     '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":1,' "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --json --iters 1
 check "backward: a Partial gradient is reduced" 4 0 \
-    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0}}' "" \
+    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0}}' "" \
     run --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --verify --json --iters 1
 check "backward text" 4 0 "backward: gradient R,S(1) -> R,S(0), 1 step; verified: all 96 elements match" "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --iters 1

@@ -1,0 +1,248 @@
+/*
+ * The balanced reduction of a reduce_exchange step: P(op) -> S(d) on mesh dim i while a
+ * later mesh dim (an "inner" one) already shards d, so the members of i's group do not end
+ * up with pieces of the block they reduce (the canonical reduce-scatter is not valid there).
+ *
+ * Terms. The group g: the n ranks that differ only on mesh dim i; they hold contributions to
+ * one block C (i is Partial "before"). The targets g serves: the ranks whose coordinates
+ * equal g's except on i and on the inner mesh dims that shard d; their "after" blocks T(t)
+ * are disjoint, and T(t) ∩ C is t's piece from g. A piece is "home" when t is a member of g
+ * (t differs from g only on i), "foreign" otherwise.
+ *
+ * The step: every member reduces its own home piece in full (it receives the other n-1
+ * contributions of each element), and the foreign pieces, laid end to end in the order of
+ * their targets' coordinates (each piece row-major), are cut into n consecutive shares, one
+ * per member; a member reduces its share and sends each part to the part's target. Member
+ * a then receives (n-1)(h_a + x_a) + d_a elements: h_a its home piece, x_a its share, d_a
+ * the rest of its own target delivered by the other groups. The shares fill the members up
+ * to one level in member order: the least level L >= max_a base_a, base_a = (n-1)h_a + d_a,
+ * at which sum_a floor((L - base_a)/(n-1)) >= F, the foreign elements.
+ *
+ * Phase 1 is a reduce-scatter-v over i's group (member a's count h_a + x_a); phase 2 an
+ * all-to-all-v over the mesh. Everything here is a function of the coordinates, the same
+ * on every rank, so planner, executor and tests agree on who sends what.
+ */
+#include <string.h>
+
+#include "redistribute/internal.h"
+
+static void dtr__meet_box(int nd, const int64_t *as, const int64_t *ao, const int64_t *bs,
+                          const int64_t *bo, int64_t *lo, int64_t *ext, __int128 *count) {
+    __int128 c = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t x0 = ao[d] > bo[d] ? ao[d] : bo[d];
+        int64_t x1 = ao[d] + as[d] < bo[d] + bs[d] ? ao[d] + as[d] : bo[d] + bs[d];
+        ext[d] = x1 > x0 ? x1 - x0 : 0;
+        lo[d] = x0;
+        c *= ext[d];
+    }
+    *count = c;
+}
+
+static __int128 dtr__box_numel(int nd, const int64_t *shape) {
+    __int128 c = 1;
+    for (int d = 0; d < nd; d++) c *= shape[d];
+    return c;
+}
+
+bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                          const dtr_placement_t *after, int i) {
+    if (i < 0 || i >= ctx->mdims || ctx->msize[i] < 2) return false;
+    if (before[i].kind != DTR_PARTIAL || after[i].kind != DTR_SHARD) return false;
+    for (int j = 0; j < ctx->mdims; j++)
+        if (j != i && !dtr_placement_equal(before[j], after[j])) return false;
+    return !dtr__innermost(ctx, before, i, after[i].dim);
+}
+
+/* Member a's target block, its home piece (box in global indices) and their sizes. */
+static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __int128 *home) {
+    int64_t coord[DTR_MAX_MESH_DIMS], ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
+    int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+    memcpy(coord, b->g, sizeof coord);
+    coord[b->i] = a;
+    dtr__layout(b->ctx, b->after, coord, ts, to);
+    *target = dtr__box_numel(b->ctx->ndim, ts);
+    dtr__meet_box(b->ctx->ndim, ts, to, b->cs, b->co, lo, ext, home);
+}
+
+void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered) {
+    __int128 t;
+    dtr__member(b, a, &t, home);
+    *delivered = t - *home;
+}
+
+void dtr__pieces_begin(const dtr__balance_t *b, dtr__piece_iter_t *it) {
+    memset(it, 0, sizeof *it);
+    memcpy(it->coord, b->g, sizeof it->coord);
+    for (int j = 0; j < b->ctx->mdims; j++)
+        if (b->serve[j]) it->coord[j] = 0;
+    it->started = false;
+}
+
+bool dtr__pieces_next(const dtr__balance_t *b, dtr__piece_iter_t *it) {
+    const dtr__ctx_t *ctx = b->ctx;
+    for (;;) {
+        if (it->started) {
+            int j = ctx->mdims - 1;
+            for (; j >= 0; j--) {
+                if (!b->serve[j]) continue;
+                if (++it->coord[j] < ctx->msize[j]) break;
+                it->coord[j] = 0;
+            }
+            if (j < 0) return false;
+            it->pos += it->count;
+        }
+        it->started = true;
+        bool home = true;
+        for (int j = 0; j < ctx->mdims; j++)
+            if (j != b->i && it->coord[j] != b->g[j]) home = false;
+        if (home) {
+            it->count = 0;
+            continue;
+        }
+        int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
+        dtr__layout(ctx, b->after, it->coord, ts, to);
+        dtr__meet_box(ctx->ndim, ts, to, b->cs, b->co, it->lo, it->ext, &it->count);
+        for (int d = 0; d < ctx->ndim; d++) it->tlo[d] = it->lo[d] - to[d];
+        for (int d = 0; d < ctx->ndim; d++) it->lo[d] -= b->co[d];
+        if (it->count > 0) return true;
+    }
+}
+
+bool dtr__pieces_in_share(const dtr__balance_t *b, dtr__piece_iter_t *it, __int128 start,
+                          __int128 count, int64_t *u, int64_t *v) {
+    while (dtr__pieces_next(b, it)) {
+        __int128 lo = it->pos > start ? it->pos : start;
+        __int128 hi = it->pos + it->count < start + count ? it->pos + it->count : start + count;
+        if (hi <= lo) continue;
+        *u = (int64_t)(lo - it->pos);
+        *v = (int64_t)(hi - it->pos);
+        return true;
+    }
+    return false;
+}
+
+/* Elements member a may take at level L (foreign share), or -1 if its base is above L. */
+static __int128 dtr__cap(__int128 L, __int128 base, int64_t n) {
+    return L < base ? -1 : (L - base) / (n - 1);
+}
+
+void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                       const dtr_placement_t *after, int i, const int64_t *coord,
+                       dtr__balance_t *b) {
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+    b->before = before;
+    b->after = after;
+    b->i = i;
+    b->n = ctx->msize[i];
+    memcpy(b->g, coord, (size_t)ctx->mdims * sizeof *coord);
+    b->g[i] = 0;
+    int d = after[i].dim;
+    for (int j = 0; j < ctx->mdims; j++)
+        b->serve[j] = j == i || (j > i && before[j].kind == DTR_SHARD && before[j].dim == d &&
+                                 ctx->msize[j] > 1);
+    dtr__layout(ctx, before, b->g, b->cs, b->co);
+    dtr__piece_iter_t it;
+    dtr__pieces_begin(b, &it);
+    while (dtr__pieces_next(b, &it)) b->foreign += it.count;
+    __int128 top = 0;
+    for (int64_t a = 0; a < b->n; a++) {
+        __int128 h, dl;
+        dtr__balance_member(b, a, &h, &dl);
+        __int128 base = (b->n - 1) * h + dl;
+        if (base > top) top = base;
+    }
+    /* The least level at which the members' caps hold the foreign elements. */
+    __int128 lo = top, hi = top + (b->n - 1) * b->foreign;
+    while (lo < hi) {
+        __int128 mid = lo + (hi - lo) / 2, room = 0;
+        for (int64_t a = 0; a < b->n && room < b->foreign; a++) {
+            __int128 h, dl;
+            dtr__balance_member(b, a, &h, &dl);
+            __int128 c = dtr__cap(mid, (b->n - 1) * h + dl, b->n);
+            if (c > 0) room += c;
+        }
+        if (room >= b->foreign)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    b->level = lo;
+}
+
+void dtr__balance_share(const dtr__balance_t *b, int64_t a, __int128 *start, __int128 *count) {
+    __int128 at = 0;
+    for (int64_t m = 0; m <= a; m++) {
+        __int128 h, dl;
+        dtr__balance_member(b, m, &h, &dl);
+        __int128 c = dtr__cap(b->level, (b->n - 1) * h + dl, b->n);
+        if (c < 0) c = 0;
+        if (c > b->foreign - at) c = b->foreign - at;
+        if (m == a) {
+            *start = at;
+            *count = c;
+            return;
+        }
+        at += c;
+    }
+}
+
+/* Where a target's piece sits in group g's foreign sequence (and its size); false if g
+ * holds none of it or it is home there. */
+bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 *pos,
+                       __int128 *count, int64_t *lo, int64_t *ext, int64_t *tlo) {
+    dtr__piece_iter_t it;
+    dtr__pieces_begin(b, &it);
+    while (dtr__pieces_next(b, &it)) {
+        if (memcmp(it.coord, target, (size_t)b->ctx->mdims * sizeof *target) != 0) continue;
+        *pos = it.pos;
+        *count = it.count;
+        memcpy(lo, it.lo, sizeof it.lo);
+        memcpy(ext, it.ext, sizeof it.ext);
+        memcpy(tlo, it.tlo, sizeof it.tlo);
+        return true;
+    }
+    return false;
+}
+
+/*
+ * The bound under the model of the step (lower_bound's derivation in plan.c): each element
+ * of C is reduced at one member, which receives the other n-1 contributions; every element
+ * of a member's target that it did not reduce itself arrives once. Member a reducing z
+ * elements receives at least (n-1)z + |T(a)| - min(h_a, z); the group must reduce |C|. The
+ * least level L at which the members' largest z under L add up to |C| bounds the busiest
+ * member. (Without the step's rule that home pieces are reduced at home, so it holds for any
+ * assignment; where that rule costs nothing, as on even shapes, the step meets it.)
+ */
+__int128 dtr__balance_bound(const dtr__balance_t *b) {
+    int64_t n = b->n;
+    __int128 need = b->foreign, top = 0;
+    for (int64_t a = 0; a < n; a++) {
+        __int128 t, h;
+        dtr__member(b, a, &t, &h);
+        need += h;
+        if (t > top) top = t;
+    }
+    __int128 lo = top, hi = top + (n - 1) * need;
+    while (lo < hi) {
+        __int128 mid = lo + (hi - lo) / 2, room = 0;
+        for (int64_t a = 0; a < n && room < need; a++) {
+            __int128 t, h, z;
+            dtr__member(b, a, &t, &h);
+            /* the largest z with (n-1)z + t - min(h, z) <= mid */
+            if (n == 2) {
+                z = h + (mid - t);
+            } else {
+                z = (mid - t) / (n - 2);
+                if (z >= h) z = (mid - t + h) / (n - 1);
+            }
+            room += z;
+        }
+        if (room >= need)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
