@@ -17,6 +17,8 @@
  *   rotate  S(i%3) -> S((i+1)%3) on every mesh dim i (every dim changes, nested shards)
  *   reduce  P(sum) on even mesh dims, S(i%3) on odd ones -> S(i%3) everywhere
  *   gather  S(i%3) on every mesh dim -> R everywhere
+ *   blocked P(sum) -> S(0) on mesh dim 0, S(0) kept on every later one (the balanced
+ *           reduce_exchange; a plain reduce-scatter on one mesh dim)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -47,6 +49,9 @@ static void make_change(const char *name, int m, dtr_placement_t *src, dtr_place
         if (strcmp(name, "rotate") == 0) {
             src[i] = dtr_shard(i % 3);
             dst[i] = dtr_shard((i + 1) % 3);
+        } else if (strcmp(name, "blocked") == 0) {
+            src[i] = i == 0 ? dtr_partial(DTR_REDUCE_SUM) : dtr_shard(0);
+            dst[i] = dtr_shard(0);
         } else if (strcmp(name, "reduce") == 0) {
             src[i] = i % 2 == 0 ? dtr_partial(DTR_REDUCE_SUM) : dtr_shard(i % 3);
             dst[i] = dtr_shard(i % 3);
@@ -131,7 +136,7 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 201;
     if (reps < 1) reps = 1;
     double *t = malloc((size_t)reps * sizeof *t);
-    const char *changes[] = {"rotate", "reduce", "gather"};
+    const char *changes[] = {"rotate", "reduce", "gather", "blocked"};
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr_plan_cache_t *cache;

@@ -56,6 +56,11 @@ bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
 
 /* Member a's target block, its home piece (box in global indices) and their sizes. */
 static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __int128 *home) {
+    if (a < b->ncached) {
+        *target = b->target[a];
+        *home = b->home[a];
+        return;
+    }
     int64_t coord[DTR_MAX_MESH_DIMS], ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
     memcpy(coord, b->g, sizeof coord);
@@ -143,14 +148,20 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
         b->serve[j] = j == i || (j > i && before[j].kind == DTR_SHARD && before[j].dim == d &&
                                  ctx->msize[j] > 1);
     dtr__layout(ctx, before, b->g, b->cs, b->co);
-    dtr__piece_iter_t it;
-    dtr__pieces_begin(b, &it);
-    while (dtr__pieces_next(b, &it)) b->foreign += it.count;
+    /* The targets g serves tile C (they split the same outer block of d finer, and agree
+     * with C on every other tensor dim), so the foreign pieces are C less the home pieces. */
     __int128 top = 0;
+    b->foreign = dtr__box_numel(ctx->ndim, b->cs);
     for (int64_t a = 0; a < b->n; a++) {
-        __int128 h, dl;
-        dtr__balance_member(b, a, &h, &dl);
-        __int128 base = (b->n - 1) * h + dl;
+        __int128 t, h;
+        dtr__member(b, a, &t, &h);
+        if (a < DTR__BALANCE_CACHE) {
+            b->target[a] = t;
+            b->home[a] = h;
+            b->ncached = a + 1;
+        }
+        b->foreign -= h;
+        __int128 base = (b->n - 1) * h + (t - h);
         if (base > top) top = base;
     }
     /* The least level at which the members' caps hold the foreign elements. */

@@ -92,6 +92,7 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
                           int64_t *send, int64_t *recv);
 
 /* The balanced reduction of a reduce_exchange step (balance.c): group g of mesh dim i. */
+#define DTR__BALANCE_CACHE 64
 typedef struct {
     const dtr__ctx_t *ctx;
     const dtr_placement_t *before, *after;
@@ -102,6 +103,8 @@ typedef struct {
     int64_t cs[DTR_MAX_TENSOR_DIMS], co[DTR_MAX_TENSOR_DIMS]; /* the block C it reduces */
     __int128 foreign;               /* elements of the foreign pieces */
     __int128 level;                 /* the most elements a member receives */
+    int64_t ncached;                /* members whose target and home sizes are below */
+    __int128 target[DTR__BALANCE_CACHE], home[DTR__BALANCE_CACHE];
 } dtr__balance_t;
 
 /* One foreign piece: its target, its box (corner relative to C in lo, to T(target) in tlo)

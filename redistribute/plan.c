@@ -607,7 +607,7 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
             __int128 u = dtr__overlap(ctx, us, uo, cs, co);
             __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
             if (moved > need) need = moved;
-            if (dtr__balance_applies(ctx, src, dst, k)) {
+            if (coord[k] == 0 && dtr__balance_applies(ctx, src, dst, k)) { /* once a group */
                 dtr__balance_t bal;
                 dtr__balance_init(ctx, src, dst, k, coord, &bal);
                 __int128 m = dtr__balance_bound(&bal);
