@@ -25,6 +25,8 @@ show layout --mesh 4 --shape 5x3 --placements 'S(0)' --json
 show plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare
 # A misaligned nested shard: one exchange at the lower bound instead of two gathers.
 show plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)'
+# A reduction blocked by a later shard of its dim: the balanced reduce_exchange, at the bound.
+show plan --mesh 2x2 --shape 1024x1024 --from 'P,S(0)' --to 'S(0),S(0)' --compare
 # A real redistribution on 4 local ranks (Open MPI): every element checked on every rank.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
