@@ -1050,17 +1050,15 @@ static bool dtr__step_coord(const dtr__ctx_t *pc, const bool *vary, int64_t *coo
 /*
  * reduce_exchange, phase 2: what this rank receives from the other groups' members (the
  * parts of its target they reduced), in the order of the source groups and their members.
- * Fills the receive counts and displacements (bytes, by mesh position) and returns the
- * total; with unpack, places the received parts from stage_send into the output block.
+ * Fills the receive counts and displacements (bytes, by mesh position) and, in first, where
+ * each part starts in the piece it belongs to (elements, row-major); returns the total.
  */
-static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, bool unpack) {
+static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, int64_t *first) {
     const dtr__ctx_t *pc = &r->pctx;
     const dtr_step_t *s = &r->plan->steps[r->step];
-    int i = s->mesh_dim, nd = pc->ndim;
+    int i = s->mesh_dim;
     int64_t item = pc->item, at = 0;
     const int64_t *me = r->m->coord;
-    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(pc, s->after, me, osh, ooff);
     dtr__balance_t own;
     dtr__balance_init(pc, s->before, s->after, i, me, &own);
     bool inner[DTR_MAX_MESH_DIMS];
@@ -1090,18 +1088,43 @@ static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, bool
             mc[i] = m;
             int64_t peer = 0;
             for (int j = 0; j < pc->mdims; j++) peer = peer * pc->msize[j] + mc[j];
-            int64_t bytes = (int64_t)(v - u) * item;
-            if (rc != NULL) {
-                rc[peer] = bytes;
-                rd[peer] = at;
-            }
-            if (unpack)
-                dtr__box_range(nd, item, r->pend.dst, osh, tlo, ext, (int64_t)(u - pos),
-                               (int64_t)(v - pos), (char *)r->ctx->stage_send + at, true);
-            at += bytes;
+            rc[peer] = (int64_t)(v - u) * item;
+            rd[peer] = at;
+            first[peer] = (int64_t)(u - pos);
+            at += rc[peer];
         }
     }
     return at;
+}
+
+/* reduce_exchange, after phase 2: each sender's part into the output block. The counts the
+ * delivery was started with are still in the context's arrays (nothing runs in between);
+ * a sender's group block meets this rank's target in the piece its part belongs to. */
+static void dtr__rx_unpack(dtr_request_t *r) {
+    const dtr__ctx_t *pc = &r->pctx;
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    int nd = pc->ndim;
+    int64_t item = pc->item, ranks = dtr_mesh_nranks(pc->mesh);
+    int64_t *a[6];
+    if (dtr__arrays(r->ctx, ranks, a) != DTR_OK) return; /* cannot fail: they hold ranks */
+    const int64_t *rc = a[2], *rd = a[3], *first = a[4];
+    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(pc, s->after, r->m->coord, osh, ooff);
+    int64_t pcoord[DTR_MAX_MESH_DIMS] = {0};
+    for (int64_t p = 0; p < ranks; p++) {
+        if (rc[p] > 0) {
+            int64_t cs[DTR_MAX_TENSOR_DIMS], co[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS],
+                ext[DTR_MAX_TENSOR_DIMS];
+            dtr__layout(pc, s->before, pcoord, cs, co);
+            dtr__meet(nd, ooff, osh, co, cs, lo, ext);
+            dtr__box_range(nd, item, r->pend.dst, osh, lo, ext, first[p], first[p] + rc[p] / item,
+                           (char *)r->ctx->stage_send + rd[p], true);
+        }
+        for (int q = pc->mdims - 1; q >= 0; q--) {
+            if (++pcoord[q] < pc->msize[q]) break;
+            pcoord[q] = 0;
+        }
+    }
 }
 
 /* reduce_exchange, phase 2: keep the home piece, send each part of the share to its owner. */
@@ -1129,7 +1152,7 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
     }
     int64_t *a[6];
     DTR_CHECK(dtr__arrays(ctx, ranks, a));
-    int64_t *sc = a[0], *sd = a[1], *rc = a[2], *rd = a[3];
+    int64_t *sc = a[0], *sd = a[1], *rc = a[2], *rd = a[3], *first = a[4];
     memset(sc, 0, (size_t)ranks * sizeof *sc);
     memset(sd, 0, (size_t)ranks * sizeof *sd);
     memset(rc, 0, (size_t)ranks * sizeof *rc);
@@ -1143,7 +1166,7 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
         sc[peer] = (v - u) * item;
         sd[peer] = (int64_t)(it.pos + u - sh0) * item;
     }
-    int64_t total = dtr__rx_receives(r, rc, rd, false);
+    int64_t total = dtr__rx_receives(r, rc, rd, first);
     if (total != (int64_t)dl * item)
         return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
                           "step %d (reduce_exchange): parts from other groups cover %lld of "
@@ -1180,7 +1203,7 @@ static void dtr__step_finish(dtr_request_t *r) {
         }
     }
     if (p->unpack_exchange) dtr__exchange_unpack(r);
-    if (p->rx_unpack) dtr__rx_receives(r, NULL, NULL, true);
+    if (p->rx_unpack) dtr__rx_unpack(r);
     if (p->divide) dtr__divide(r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n);
 }
 

@@ -23,6 +23,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/redistribute/plan_util.h"
 
 #define GUARD 64
 
@@ -224,8 +225,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 2; s++) {
             dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
             dtr_cost_model_t bytes_only;
-            dtr_cost_model_default(&bytes_only);
-            for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) bytes_only.alpha_us[i] = 0;
+            cost_bytes_only(&bytes_only);
             dtr_plan_options_t opts = {.strategy = strategy, .cost = c.blocked ? &bytes_only : NULL};
             dtr_plan_t *plan = malloc(sizeof *plan);
             dtr_status_t st = dtr_plan_create(&src, &dst, &opts, plan);

@@ -19,6 +19,22 @@ static inline dtr_status_t spec_from(const dtr_mesh_t *mesh, const char *shape_t
     return st;
 }
 
+/* A mesh from text and two specs on it, for a change from -> to. */
+static inline dtr_status_t change_from(const char *mesh_text, const char *shape, const char *from,
+                                       const char *to, dtr_dtype_t dtype, dtr_mesh_t **mesh,
+                                       dtr_spec_t *src, dtr_spec_t *dst) {
+    dtr_status_t st = dtr_mesh_parse(mesh_text, NULL, 0, mesh);
+    if (st == DTR_OK) st = spec_from(*mesh, shape, from, dtype, src);
+    if (st == DTR_OK) st = spec_from(*mesh, shape, to, dtype, dst);
+    return st;
+}
+
+/* The default cost model with no latency: plans are chosen by bytes. */
+static inline void cost_bytes_only(dtr_cost_model_t *cost) {
+    dtr_cost_model_default(cost);
+    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) cost->alpha_us[i] = 0;
+}
+
 /* "mesh_dim:from->to:kind; ..." for every step. */
 static inline void steps_text(const dtr_plan_t *plan, char *buf, size_t len) {
     size_t pos = 0;

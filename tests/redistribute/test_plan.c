@@ -19,10 +19,9 @@ typedef struct {
 
 static void check_case(const plan_case_t *c) {
     dtr_mesh_t *mesh;
-    cr_assert_eq(dtr_mesh_parse(c->mesh, NULL, 0, &mesh), DTR_OK);
     dtr_spec_t src, dst;
-    cr_assert_eq(spec_from(mesh, c->shape, c->from, DTR_F32, &src), DTR_OK, "%s", dtr_last_error());
-    cr_assert_eq(spec_from(mesh, c->shape, c->to, DTR_F32, &dst), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(change_from(c->mesh, c->shape, c->from, c->to, DTR_F32, &mesh, &src, &dst),
+                 DTR_OK, "%s", dtr_last_error());
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr_plan_options_t opts = {.strategy = c->strategy, .cost = &cost};
@@ -104,10 +103,10 @@ Test(plan, optimal_takes_the_direct_steps) {
  * plans it. */
 Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
     dtr_mesh_t *mesh;
-    cr_assert_eq(dtr_mesh_parse("2x3x2", NULL, 0, &mesh), DTR_OK);
     dtr_spec_t src, dst;
-    cr_assert_eq(spec_from(mesh, "12x4", "S(0),R,S(0)", DTR_F32, &src), DTR_OK);
-    cr_assert_eq(spec_from(mesh, "12x4", "R,S(0),S(0)", DTR_F32, &dst), DTR_OK);
+    cr_assert_eq(change_from("2x3x2", "12x4", "S(0),R,S(0)", "R,S(0),S(0)", DTR_F32, &mesh, &src,
+                             &dst),
+                 DTR_OK, "%s", dtr_last_error());
     dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_COMPAT, .cost = NULL};
     dtr_plan_t plan, keep;
     memset(&plan, 0x11, sizeof plan);
@@ -146,10 +145,10 @@ Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
  * carries the 1/3 and the result is off by 3^3. Compat refuses it; optimal reduces first. */
 Test(plan, a_sum_scale_never_precedes_a_product_reduction) {
     dtr_mesh_t *mesh;
-    cr_assert_eq(dtr_mesh_parse("3x4", NULL, 0, &mesh), DTR_OK);
     dtr_spec_t src, dst;
-    cr_assert_eq(spec_from(mesh, "3x8x4", "R,P(product)", DTR_F64, &src), DTR_OK);
-    cr_assert_eq(spec_from(mesh, "3x8x4", "P(sum),R", DTR_F64, &dst), DTR_OK);
+    cr_assert_eq(change_from("3x4", "3x8x4", "R,P(product)", "P(sum),R", DTR_F64, &mesh, &src,
+                             &dst),
+                 DTR_OK, "%s", dtr_last_error());
     dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_COMPAT, .cost = NULL};
     dtr_plan_t plan;
     cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_ERR_UNSUPPORTED);
@@ -295,10 +294,9 @@ Test(plan, cost_model_text_and_environment) {
 Test(plan, per_rank_bytes_of_uneven_shards) {
     /* 5 rows over 4 ranks: chunks 2,2,1,0; the all-gather pads to 2 rows. */
     dtr_mesh_t *mesh;
-    cr_assert_eq(dtr_mesh_parse("4", NULL, 0, &mesh), DTR_OK);
     dtr_spec_t src, dst;
-    cr_assert_eq(spec_from(mesh, "5x3", "S(0)", DTR_F32, &src), DTR_OK);
-    cr_assert_eq(spec_from(mesh, "5x3", "S(1)", DTR_F32, &dst), DTR_OK);
+    cr_assert_eq(change_from("4", "5x3", "S(0)", "S(1)", DTR_F32, &mesh, &src, &dst),
+                 DTR_OK, "%s", dtr_last_error());
     dtr_plan_t plan;
     cr_assert_eq(dtr_plan_create(&src, &dst, NULL, &plan), DTR_OK);
     cr_assert_eq(plan.nsteps, 1);
@@ -330,10 +328,9 @@ Test(plan, per_rank_bytes_of_uneven_shards) {
  * home and splits the foreign quarter between the two members. */
 Test(plan, reduce_exchange_shares_and_bound) {
     dtr_mesh_t *mesh;
-    cr_assert_eq(dtr_mesh_parse("2x2", NULL, 0, &mesh), DTR_OK);
     dtr_spec_t src, dst;
-    cr_assert_eq(spec_from(mesh, "8", "P,S(0)", DTR_F32, &src), DTR_OK);
-    cr_assert_eq(spec_from(mesh, "8", "S(0),S(0)", DTR_F32, &dst), DTR_OK);
+    cr_assert_eq(change_from("2x2", "8", "P,S(0)", "S(0),S(0)", DTR_F32, &mesh, &src, &dst),
+                 DTR_OK, "%s", dtr_last_error());
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
@@ -357,8 +354,8 @@ Test(plan, reduce_exchange_shares_and_bound) {
     cr_expect(at == 1 && x == 1, "member 1 reduces row 3");
     cr_expect(dtr__balance_bound(&b) == 3);
     /* every rank receives 3 rows (12 bytes), the bound; compat 8 rows */
-    dtr_cost_model_t bytes_only = cost;
-    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) bytes_only.alpha_us[i] = 0;
+    dtr_cost_model_t bytes_only;
+    cost_bytes_only(&bytes_only);
     dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &bytes_only};
     dtr_plan_t plan;
     cr_assert_eq(dtr_plan_create(&src, &dst, &oo, &plan), DTR_OK, "%s", dtr_last_error());
@@ -405,13 +402,12 @@ Test(plan, reduce_exchange_on_uneven_and_empty_shards) {
     for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
             dtr_mesh_t *mesh;
-            cr_assert_eq(dtr_mesh_parse(meshes[m], NULL, 0, &mesh), DTR_OK);
             dtr_spec_t src, dst;
-            cr_assert_eq(spec_from(mesh, shapes[k], from[m], DTR_F32, &src), DTR_OK);
-            cr_assert_eq(spec_from(mesh, shapes[k], to[m], DTR_F32, &dst), DTR_OK);
+            cr_assert_eq(change_from(meshes[m], shapes[k], from[m], to[m], DTR_F32, &mesh, &src,
+                                     &dst),
+                         DTR_OK, "%s", dtr_last_error());
             dtr_cost_model_t cost;
-            dtr_cost_model_default(&cost);
-            for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) cost.alpha_us[i] = 0;
+            cost_bytes_only(&cost);
             dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
             dtr_plan_t plan;
             cr_assert_eq(dtr_plan_create(&src, &dst, &oo, &plan), DTR_OK, "%s", dtr_last_error());

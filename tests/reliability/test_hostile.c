@@ -55,55 +55,28 @@ static dtr_context_t *solo_context(void) {
 #define SAME(a, b) (memcmp(&(a), &(b), sizeof(a)) == 0)
 #define CASE(name) static bool name(dtr_status_t *st)
 
-/* ---- parsers and formatters ------------------------------------------------------- */
-
-CASE(placements_null_text) {
+/* dtr_placements_parse(text) into room for cap placements: true when it wrote nothing. */
+static bool placements_untouched(const char *text, int cap, dtr_status_t *st) {
     dtr_placement_t p[2], k[2];
     memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
     int n = -9;
-    *st = dtr_placements_parse(NULL, p, 2, &n);
+    *st = dtr_placements_parse(text, p, cap, &n);
     return SAME(p, k) && n == -9;
 }
+
+/* ---- parsers and formatters ------------------------------------------------------- */
+
+CASE(placements_null_text) { return placements_untouched(NULL, 2, st); }
 CASE(placements_null_out) {
     int n = -9;
     *st = dtr_placements_parse("S(0)", NULL, 2, &n);
     return n == -9;
 }
-CASE(placements_cap_zero) {
-    dtr_placement_t p[1], k[1];
-    memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
-    int n = -9;
-    *st = dtr_placements_parse("S(0)", p, 0, &n);
-    return SAME(p, k) && n == -9;
-}
-CASE(placements_more_than_cap) {
-    dtr_placement_t p[2], k[2];
-    memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
-    int n = -9;
-    *st = dtr_placements_parse("S(0),R,R", p, 2, &n);
-    return SAME(p, k) && n == -9;
-}
-CASE(placements_huge_dim) {
-    dtr_placement_t p[2], k[2];
-    memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
-    int n = -9;
-    *st = dtr_placements_parse("S(99999999999)", p, 2, &n);
-    return SAME(p, k) && n == -9;
-}
-CASE(placements_unknown_op) {
-    dtr_placement_t p[2], k[2];
-    memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
-    int n = -9;
-    *st = dtr_placements_parse("P(median)", p, 2, &n);
-    return SAME(p, k) && n == -9;
-}
-CASE(placements_trailing_garbage) {
-    dtr_placement_t p[2], k[2];
-    memset(p, 0x11, sizeof p), memcpy(k, p, sizeof p);
-    int n = -9;
-    *st = dtr_placements_parse("R,R)", p, 2, &n);
-    return SAME(p, k) && n == -9;
-}
+CASE(placements_cap_zero) { return placements_untouched("S(0)", 0, st); }
+CASE(placements_more_than_cap) { return placements_untouched("S(0),R,R", 2, st); }
+CASE(placements_huge_dim) { return placements_untouched("S(99999999999)", 2, st); }
+CASE(placements_unknown_op) { return placements_untouched("P(median)", 2, st); }
+CASE(placements_trailing_garbage) { return placements_untouched("R,R)", 2, st); }
 CASE(placement_format_null_buf) {
     *st = dtr_placement_format(dtr_shard(0), NULL, 16);
     return true;
