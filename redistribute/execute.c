@@ -29,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "redistribute/execute.h"
 #include "redistribute/internal.h"
@@ -68,6 +71,13 @@ typedef struct {
     bool unpack3;
     int64_t outer, inner, dst_len, piece_len, npieces;
     bool unpack_exchange;
+    /* a gather in slices (dtr__slice_start): slice j covers outer rows [so, so + sno) and,
+     * when sx_whole is false, rows [sx, sx + snx) of each member's piece in one outer row */
+    bool slice;
+    bool sx_whole, even, stream;
+    int64_t so, sno, sx, snx;
+    int64_t mine;    /* this rank's piece length along the dim (dst_len: the whole dim) */
+    const void *src; /* the step's input block */
     /* reduce_exchange: after the reduce, start the delivery (rx_deliver); after the
      * delivery, place the received parts (rx_unpack) */
     bool rx_deliver, rx_divide, rx_unpack;
@@ -111,6 +121,7 @@ struct dtr_context {
     int64_t arrays_cap;
     bool busy;
     bool agree; /* DTR_AGREE=0 turns the argument agreement off */
+    int64_t slice_bytes; /* gathered bytes per slice of a non-leading gather; 0: no slices */
     double timeout_s; /* per backend operation; 0: wait forever */
     bool aborted;     /* an operation timed out and may still be pending in the backend */
     char abort_msg[384];
@@ -128,6 +139,15 @@ static pthread_mutex_t dtr__aborted_lock = PTHREAD_MUTEX_INITIALIZER;
 static dtr_context_t *dtr__aborted_list;
 
 #define DTR__DEFAULT_TIMEOUT_S 600.0
+#define DTR__DEFAULT_SLICE_BYTES (1 << 20)
+/* Sliced gathers of outputs at least this large write them with streaming stores where
+ * the CPU has them: they would not stay in cache anyway, and the stores skip reading the
+ * lines first. (Measured on 2 and 4 ranks, docs/executor-bench.md: streaming a 4 MiB output
+ * made the gather slower, a 16 MiB one faster.) */
+#define DTR__STREAM_MIN_BYTES (8 << 20)
+/* A gather is sliced when its output holds at least this many slices; smaller ones are
+ * one operation (their output stays in cache, where one pass costs little). */
+#define DTR__SLICES_MIN 8
 
 static double dtr__now(void) {
     struct timespec t;
@@ -183,6 +203,22 @@ static dtr_status_t dtr__env_timeout(double *out) {
     return DTR_OK;
 }
 
+/* The slice size a new context starts with: DTR_SLICE_BYTES, or the default. */
+static dtr_status_t dtr__env_slice(int64_t *out) {
+    const char *env = getenv("DTR_SLICE_BYTES");
+    *out = DTR__DEFAULT_SLICE_BYTES;
+    if (env == NULL || *env == '\0') return DTR_OK;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || errno != 0 || v < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create",
+                          "DTR_SLICE_BYTES: \"%.40s\" is not a byte count >= 0 (0: no slices)",
+                          env);
+    *out = v;
+    return DTR_OK;
+}
+
 /* ---- small helpers ---------------------------------------------------------------- */
 
 static dtr_status_t dtr__reserve(void **p, int64_t *cap, int64_t need, const char *what) {
@@ -220,6 +256,46 @@ static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, in
     for (int64_t o = 0; o < outer; o++)
         memcpy(d + (o * dlen + dlo) * inner, s + (o * slen + slo) * inner,
                (size_t)(ext * inner));
+}
+
+/* memcpy, with streaming (non-temporal) stores where the CPU has them: for large outputs,
+ * written once and not read back soon. Callers end a run of these with dtr__stream_fence. */
+static void dtr__stream_copy(void *dst, const void *src, int64_t n) {
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    int64_t head = (int64_t)((16 - ((uintptr_t)d & 15)) & 15);
+    if (n < head + 64) {
+        memcpy(d, s, (size_t)n);
+        return;
+    }
+    memcpy(d, s, (size_t)head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, (size_t)n);
+#else
+    memcpy(dst, src, (size_t)n);
+#endif
+}
+
+static void dtr__copy(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n); }
+
+/* Orders the streaming stores before whatever the caller does next with the memory. */
+static void dtr__stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 /* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
@@ -389,6 +465,7 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
     ctx->ops = ops;
     ctx->state = state;
     st = dtr__env_timeout(&ctx->timeout_s);
+    if (st == DTR_OK) st = dtr__env_slice(&ctx->slice_bytes);
     if (st != DTR_OK) {
         free(ctx);
         goto fail;
@@ -445,6 +522,19 @@ dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds) {
 }
 
 double dtr_context_timeout(const dtr_context_t *ctx) { return ctx != NULL ? ctx->timeout_s : 0; }
+
+dtr_status_t dtr_context_set_slice_bytes(dtr_context_t *ctx, int64_t bytes) {
+    DTR_CHECK_PTR(ctx, __func__);
+    if (bytes < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "bytes: %lld, must be >= 0 (0: no slices)", (long long)bytes);
+    ctx->slice_bytes = bytes;
+    return DTR_OK;
+}
+
+int64_t dtr_context_slice_bytes(const dtr_context_t *ctx) {
+    return ctx != NULL ? ctx->slice_bytes : 0;
+}
 
 bool dtr_context_aborted(const dtr_context_t *ctx) { return ctx != NULL && ctx->aborted; }
 
@@ -617,6 +707,117 @@ static bool dtr__noop(const dtr_request_t *r, int k) {
     return dtr_mesh_nranks(r->pctx.mesh) == 1;
 }
 
+/* ---- gathers in slices ------------------------------------------------------------- */
+
+/*
+ * A gather along a dim d that is not the block's leading one, viewed as [outer, len, inner
+ * bytes]: each member's piece is [outer, c, inner], and piece m goes to rows of[m].. of
+ * every outer row. Gathered whole, the pieces would be interleaved by a pass over the whole
+ * output (or by the backend's strided types, slower still). In slices, each slice's pieces
+ * land in stage_recv, small enough to stay in cache, and are placed before the next slice
+ * starts: the output is written once, with streaming stores when it is large. A slice is a
+ * run of whole outer rows, or (even pieces, one outer row larger than a slice) a run of
+ * rows of each member's piece within one outer row. The send side of a slice is a
+ * contiguous run of the input either way.
+ */
+static void dtr__slice_setup(dtr_request_t *r, int64_t slice_bytes, const int64_t *sz,
+                             int64_t ci, bool even) {
+    dtr__pending_t *p = &r->pend;
+    int64_t row = p->dst_len * p->inner; /* one outer row of the output */
+    p->slice = true;
+    p->even = even;
+    p->mine = sz[ci];
+    p->so = p->sx = 0;
+    p->stream = p->out_numel * r->pctx.item >= DTR__STREAM_MIN_BYTES;
+    if (row <= slice_bytes || !even) {
+        p->sx_whole = true;
+        p->sno = slice_bytes / (row > 0 ? row : 1);
+        if (p->sno < 1) p->sno = 1;
+        if (p->sno > p->outer) p->sno = p->outer;
+    } else {
+        p->sx_whole = false;
+        p->sno = 1;
+        p->snx = slice_bytes / (p->n * p->inner);
+        if (p->snx < 1) p->snx = 1;
+        if (p->snx > sz[0]) p->snx = sz[0];
+    }
+}
+
+/* The bytes of stage_recv the largest slice needs. */
+static int64_t dtr__slice_stage(const dtr__pending_t *p) {
+    return p->sx_whole ? p->sno * p->dst_len * p->inner : p->n * p->snx * p->inner;
+}
+
+/* Starts the gather of the current slice into stage_recv. */
+static dtr_status_t dtr__slice_issue(dtr_request_t *r) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr__pending_t *p = &r->pend;
+    const char *src = p->src;
+    if (!p->sx_whole) {
+        int64_t rows = p->mine - p->sx < p->snx ? p->mine - p->sx : p->snx;
+        return ctx->ops->all_gather(r->group, src + (p->so * p->mine + p->sx) * p->inner,
+                                    rows * p->inner, ctx->stage_recv, &r->breq);
+    }
+    int64_t no = p->outer - p->so < p->sno ? p->outer - p->so : p->sno;
+    const char *send = src + p->so * p->mine * p->inner;
+    if (p->even)
+        return ctx->ops->all_gather(r->group, send, no * p->mine * p->inner, ctx->stage_recv,
+                                    &r->breq);
+    int64_t *a[6];
+    DTR_CHECK(dtr__arrays(ctx, p->n, a));
+    int64_t *rc = a[2], *rd = a[3];
+    for (int64_t m = 0; m < p->n; m++) {
+        int64_t size, off;
+        dtr_chunk(p->dst_len, p->n, m, &size, &off);
+        rc[m] = no * size * p->inner;
+        rd[m] = no * off * p->inner; /* the pieces back to back */
+    }
+    return ctx->ops->all_gatherv(r->group, send, no * p->mine * p->inner, ctx->stage_recv, rc,
+                                 rd, &r->breq);
+}
+
+/* Places the current slice's pieces (back to back in stage_recv) into the output. */
+static void dtr__slice_unpack(dtr_request_t *r) {
+    const dtr__pending_t *p = &r->pend;
+    const char *at = r->ctx->stage_recv;
+    char *dst = p->dst;
+    int64_t len = p->dst_len, inner = p->inner;
+    void (*copy)(void *, const void *, int64_t) = p->stream ? dtr__stream_copy : dtr__copy;
+    if (!p->sx_whole) {
+        int64_t rows = p->mine - p->sx < p->snx ? p->mine - p->sx : p->snx;
+        for (int64_t m = 0; m < p->n; m++) {
+            int64_t size, off;
+            dtr_chunk(len, p->n, m, &size, &off);
+            copy(dst + (p->so * len + off + p->sx) * inner, at + m * rows * inner, rows * inner);
+        }
+    } else {
+        /* member m's piece is [no, size, inner] and starts at no * off * inner; write the
+         * output row by row */
+        int64_t no = p->outer - p->so < p->sno ? p->outer - p->so : p->sno;
+        for (int64_t j = 0; j < no; j++)
+            for (int64_t m = 0; m < p->n; m++) {
+                int64_t size, off;
+                dtr_chunk(len, p->n, m, &size, &off);
+                copy(dst + ((p->so + j) * len + off) * inner, at + (no * off + j * size) * inner,
+                     size * inner);
+            }
+    }
+    if (p->stream) dtr__stream_fence();
+}
+
+/* Moves to the next slice; false after the last. */
+static bool dtr__slice_next(dtr__pending_t *p) {
+    if (!p->sx_whole) {
+        p->sx += p->snx;
+        if (p->sx < p->mine) return true;
+        p->sx = 0;
+        p->so++;
+    } else {
+        p->so += p->sno;
+    }
+    return p->so < p->outer;
+}
+
 /* Starts step r->step: local steps complete here; collectives leave r->in_flight set. */
 static dtr_status_t dtr__step_start(dtr_request_t *r) {
     dtr_context_t *ctx = r->ctx;
@@ -736,6 +937,17 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         pend->inner = inner;
         pend->dst_len = len;
         pend->npieces = n;
+        if (!bare && outer > 1 && out_numel > 0 && ctx->slice_bytes > 0 &&
+            out_numel * item / DTR__SLICES_MIN >= ctx->slice_bytes &&
+            (even || ops->all_gatherv != NULL)) {
+            pend->unpack3 = false;
+            pend->src = src;
+            dtr__slice_setup(r, ctx->slice_bytes, sz, ci, even);
+            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, dtr__slice_stage(pend),
+                                   "receive staging"));
+            st = dtr__slice_issue(r);
+            break;
+        }
         if (even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL) {
             /* the members' pieces land in place, rows apart: no unpack pass */
             st = ops->all_gather_strided(group, src, outer, c * inner, len * inner, dst, &r->breq);
@@ -1202,6 +1414,7 @@ static void dtr__step_finish(dtr_request_t *r) {
             }
         }
     }
+    if (p->slice) dtr__slice_unpack(r);
     if (p->unpack_exchange) dtr__exchange_unpack(r);
     if (p->rx_unpack) dtr__rx_unpack(r);
     if (p->divide) dtr__divide(r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n);
@@ -1230,11 +1443,19 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                 if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
                     return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
                                       "plan: the ranks of the mesh hold different plans (specs, "
-                                      "strategy or steps differ)");
+                                      "strategy or steps differ) or their contexts different "
+                                      "slice sizes (DTR_SLICE_BYTES)");
                 r->phase = DTR__PHASE_STEPS;
                 r->step = 0;
             } else {
                 dtr__step_finish(r);
+                if (r->pend.slice && dtr__slice_next(&r->pend)) {
+                    dtr_status_t st2 = dtr__slice_issue(r);
+                    if (st2 != DTR_OK) return dtr__step_error(r, st2);
+                    r->in_flight = true;
+                    r->t0 = dtr__now();
+                    continue;
+                }
                 if (r->pend.rx_deliver) {
                     r->pend.rx_deliver = false;
                     dtr_status_t st2 = dtr__rx_deliver(r);
@@ -1371,7 +1592,8 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         r->phase = DTR__PHASE_STEPS;
         return DTR_OK;
     }
-    uint64_t h = dtr__plan_hash(plan);
+    /* the slice size decides how many operations a gather takes: it must agree too */
+    uint64_t h = dtr__plan_hash(plan) ^ ((uint64_t)ctx->slice_bytes * 0x9e3779b97f4a7c15ull);
     r->agree_send[0] = (int64_t)(h >> 1);
     r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
     r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;

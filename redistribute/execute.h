@@ -139,6 +139,21 @@ DTR_API dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds)
 /* The context's timeout in seconds (0 for a NULL context). */
 DTR_API double dtr_context_timeout(const dtr_context_t *ctx);
 
+/*
+ * Gathers along a dim that is not the block's leading one are done in slices of about
+ * `bytes` gathered bytes each: every slice lands in a small staging buffer (still in cache)
+ * and is placed into the output before the next starts, so the interleaving costs a pass
+ * over cache instead of one over memory. The default is DTR_SLICE_BYTES when the context is
+ * created, else 1 MiB; 0 turns slicing off (the backend's strided form, or one staged pass).
+ * Outputs smaller than 8 slices are gathered in one operation either way.
+ * Every rank of a mesh must use the same value: the argument agreement checks it.
+ * INVALID_ARGUMENT for a negative value.
+ */
+DTR_API dtr_status_t dtr_context_set_slice_bytes(dtr_context_t *ctx, int64_t bytes);
+
+/* The context's slice size in bytes (0 for a NULL context or slicing off). */
+DTR_API int64_t dtr_context_slice_bytes(const dtr_context_t *ctx);
+
 /* Whether a timeout aborted the context (every call on it then returns DTR_ERR_ABORTED). */
 DTR_API bool dtr_context_aborted(const dtr_context_t *ctx);
 

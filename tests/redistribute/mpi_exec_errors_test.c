@@ -145,6 +145,23 @@ static void mismatched_specs(dtr_context_t *ctx) {
     st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
     check(st == DTR_ERR_MISMATCH, "another dtype on rank 2: MISMATCH everywhere");
     job_free(&j);
+    /* rank 1's context gathers in other slices: the gather would take another number of
+     * operations there, so the ranks must refuse it, not hang */
+    check(job_init(&j, "4", "8x8", "S(1)", "R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0, "setup");
+    int64_t slice = dtr_context_slice_bytes(ctx);
+    check(dtr_context_set_slice_bytes(ctx, rank == 1 ? 16 : slice) == DTR_OK, "set slices");
+    st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
+    check(st == DTR_ERR_MISMATCH && has("slice sizes (DTR_SLICE_BYTES)"),
+          "another slice size on rank 1: MISMATCH everywhere");
+    check(intact(&j), "mismatched slices: inputs intact");
+    check(dtr_context_set_slice_bytes(ctx, -1) == DTR_ERR_INVALID_ARGUMENT &&
+              has("bytes: -1, must be >= 0"),
+          "a negative slice size: INVALID_ARGUMENT naming bytes");
+    check(dtr_context_set_slice_bytes(ctx, slice) == DTR_OK && dtr_context_slice_bytes(ctx) == slice,
+          "slice size restored");
+    st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
+    check(st == DTR_OK && verified(&j) && intact(&j), "equal slice sizes again: verified");
+    job_free(&j);
 }
 
 /* One plan per step kind that communicates. */

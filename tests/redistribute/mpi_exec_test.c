@@ -9,7 +9,9 @@
  * the non-blocking calls. One case in three on a mesh of 2 or more dims is a reduction
  * blocked by a later shard of its dim (P -> S(d) on mesh dim i, S(d) on a later one, the rest
  * unchanged), planned with latency 0 so that the balanced reduce_exchange step wins where
- * it moves fewer bytes.
+ * it moves fewer bytes. Each case's contexts gather non-leading dims in slices of a drawn
+ * size (0: none, 1 byte: one row of each piece at a time, 5, 48 or 4096 bytes; outputs
+ * under 8 slices are gathered whole).
  *
  * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S]
  * Prints one line per failing case (with the seed and case number to rerun it) and a
@@ -207,6 +209,7 @@ int main(int argc, char **argv) {
     tally_t t = {0};
     int kinds[DTR_STEP_KIND_LAST] = {0}, dtypes[DTR_DTYPE_LAST] = {0}, mdims[4] = {0};
     int partial_ops[DTR_REDUCE_OP_LAST] = {0};
+    int sliced = 0; /* plans with a gather along a non-leading dim, run in slices on rank 0 */
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
         test_case_t c;
@@ -248,6 +251,23 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
             bool padded = variant & 1, nonblocking = variant & 2;
+            static const int64_t slices[] = {0, 1, 5, 48, 4096};
+            int64_t slice = slices[pick(5)];
+            if (dtr_context_set_slice_bytes(ctx[padded], slice) != DTR_OK) t.failures++;
+            for (int k = 0; k < plan->nsteps; k++) {
+                /* rank 0's view: a gather along a non-leading dim whose output holds the
+                 * executor's minimum of 8 slices */
+                const dtr_step_t *step = &plan->steps[k];
+                dtr_spec_t after;
+                dtr_layout_t lay;
+                if (slice > 0 && step->kind == DTR_STEP_ALL_GATHER && step->tensor_dim > 0 &&
+                    dtr_spec_init(&after, mesh, step->after, c.mdims, c.shape, c.ndim,
+                                  c.dtype) == DTR_OK &&
+                    dtr_spec_layout(&after, 0, &lay) == DTR_OK && lay.bytes >= 8 * slice) {
+                    sliced++;
+                    break;
+                }
+            }
             char why[512] = "";
             int bad = run_plan(ctx[padded], plan, &src, &dst, rank, nonblocking, why, sizeof why);
             char how[64];
@@ -275,6 +295,11 @@ int main(int argc, char **argv) {
                mdims[2], mdims[3]);
         for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
             printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
+        printf("\n  plans with a non-leading gather run in slices: %d", sliced);
+        if (world >= 2 && cases >= 100 && sliced == 0) {
+            printf("\n  FAIL: no gather ran in slices");
+            t.failures++;
+        }
         if (world >= 4 && cases >= 100 && kinds[DTR_STEP_REDUCE_EXCHANGE] == 0) {
             printf("\n  FAIL: no reduce_exchange step ran");
             t.failures++;
