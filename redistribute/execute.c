@@ -71,8 +71,9 @@ typedef struct {
     bool unpack3;
     int64_t outer, inner, dst_len, piece_len, npieces;
     bool unpack_exchange;
-    /* a gather in slices (dtr__slice_start): slice j covers outer rows [so, so + sno) and,
-     * when sx_whole is false, rows [sx, sx + snx) of each member's piece in one outer row */
+    /* a gather in slices (dtr__slice_setup): the current slice covers outer rows
+     * [so, so + sno) and, when sx_whole is false, rows [sx, sx + snx) of each member's
+     * piece in one outer row */
     bool slice;
     bool sx_whole, even, stream;
     int64_t so, sno, sx, snx;
@@ -142,7 +143,7 @@ static dtr_context_t *dtr__aborted_list;
 #define DTR__DEFAULT_SLICE_BYTES (1 << 20)
 /* Sliced gathers of outputs at least this large write them with streaming stores where
  * the CPU has them: they would not stay in cache anyway, and the stores skip reading the
- * lines first. (Measured on 2 and 4 ranks, docs/executor-bench.md: streaming a 4 MiB output
+ * lines first. (Measured on 2 and 4 ranks, docs/executor.md: streaming a 4 MiB output
  * made the gather slower, a 16 MiB one faster.) */
 #define DTR__STREAM_MIN_BYTES (8 << 20)
 /* A gather is sliced when its output holds at least this many slices; smaller ones are
