@@ -1250,16 +1250,6 @@ static void dtr__exchange_unpack(dtr_request_t *r) {
     }
 }
 
-/* Steps through the coordinates of the mesh dims marked in vary; false after the last. */
-static bool dtr__step_coord(const dtr__ctx_t *pc, const bool *vary, int64_t *coord) {
-    for (int j = pc->mdims - 1; j >= 0; j--) {
-        if (!vary[j]) continue;
-        if (++coord[j] < pc->msize[j]) return true;
-        coord[j] = 0;
-    }
-    return false;
-}
-
 /*
  * reduce_exchange, phase 2: what this rank receives from the other groups' members (the
  * parts of its target they reduced), in the order of the source groups and their members.
@@ -1282,7 +1272,7 @@ static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, int6
         if (inner[j]) g[j] = 0;
     }
     bool more = true;
-    for (; more; more = dtr__step_coord(pc, inner, g)) {
+    for (; more; more = dtr__next_coord(pc, inner, g)) {
         bool home = true;
         for (int j = 0; j < pc->mdims; j++) home = home && (j == i || g[j] == me[j]);
         if (home) continue;

@@ -59,6 +59,10 @@ typedef struct {
 void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);
 
 /* Local shape and global offset at a coordinate for any placements (canonical nesting). */
+/* Steps through the coordinates of the mesh dims marked in vary (others keep their value);
+ * false after the last. */
+bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
+
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                  int64_t *shape, int64_t *offset);
 

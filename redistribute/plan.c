@@ -88,9 +88,7 @@ static __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int
     return n;
 }
 
-/* Steps through the coordinates of the mesh dims marked in vary (others keep their value);
- * false after the last. */
-static bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {
+bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {
     for (int i = ctx->mdims - 1; i >= 0; i--) {
         if (!vary[i]) continue;
         if (++coord[i] < ctx->msize[i]) return true;

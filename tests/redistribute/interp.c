@@ -462,3 +462,16 @@ int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t le
     }
     return 0;
 }
+
+int interp_plan(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_plan_t *plan,
+                uint64_t seed, char *err, size_t len) {
+    interp_t *in = interp_create(src, seed);
+    if (in == NULL) {
+        snprintf(err, len, "interp_create: out of memory");
+        return -2;
+    }
+    int rc = interp_run(in, plan, err, len) != 0 ? -1 : 0;
+    if (rc == 0 && interp_check(in, dst, err, len) != 0) rc = -2;
+    interp_destroy(in);
+    return rc;
+}

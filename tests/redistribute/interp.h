@@ -32,4 +32,10 @@ int interp_run(interp_t *in, const dtr_plan_t *plan, char *err, size_t len);
  * 0, or -1 with the first mismatch in err. */
 int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len);
 
+/* Runs plan on a fresh interpreter of src's layout (seed as for interp_create) and compares
+ * with dst's: 0 when the target results; -1 when a step does not fit its inputs, -2 when the
+ * result differs (or allocation failed), with the reason in err. */
+int interp_plan(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_plan_t *plan,
+                uint64_t seed, char *err, size_t len);
+
 #endif

@@ -34,11 +34,9 @@ static void check_case(const plan_case_t *c) {
     if (c->recv_bytes >= 0)
         cr_expect_eq(plan.recv_bytes_max, c->recv_bytes, "%s -> %s: recv %lld", c->from, c->to,
                      (long long)plan.recv_bytes_max);
-    interp_t *in = interp_create(&src, 7);
     char err[512];
-    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s -> %s: %s", c->from, c->to, err);
-    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s -> %s: %s", c->from, c->to, err);
-    interp_destroy(in);
+    cr_expect_eq(interp_plan(&src, &dst, &plan, 7, err, sizeof err), 0, "%s -> %s: %s", c->from,
+                 c->to, err);
     dtr_mesh_destroy(mesh);
 }
 
@@ -125,18 +123,13 @@ Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
     char text[512], err[512];
     steps_text(&plan, text, sizeof text);
     cr_expect_str_eq(text, "0:S(0)->R:all_gather; 1:R->S(0):local_chunk");
-    interp_t *in = interp_create(&src, 1);
-    cr_assert_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
-    cr_expect_neq(interp_check(in, &dst, err, sizeof err), 0, "the seed plan should corrupt");
+    cr_expect_eq(interp_plan(&src, &dst, &plan, 1, err, sizeof err), -2,
+                 "the seed plan should run and corrupt: %s", err);
     cr_log_info("seed plan result: %s", err);
-    interp_destroy(in);
 
     opts.strategy = DTR_STRATEGY_OPTIMAL;
     cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
-    in = interp_create(&src, 1);
-    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
-    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s", err);
-    interp_destroy(in);
+    cr_expect_eq(interp_plan(&src, &dst, &plan, 1, err, sizeof err), 0, "%s", err);
     dtr_mesh_destroy(mesh);
 }
 
@@ -161,19 +154,14 @@ Test(plan, a_sum_scale_never_precedes_a_product_reduction) {
     char text[512], err[512];
     cr_assert_eq(dtr__plan_compat_unchecked(&src, &dst, &plan, &safe), DTR_OK);
     cr_expect_not(safe);
-    interp_t *in = interp_create(&src, 1);
-    cr_assert_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
-    cr_expect_neq(interp_check(in, &dst, err, sizeof err), 0, "the seed plan should corrupt");
-    interp_destroy(in);
+    cr_expect_eq(interp_plan(&src, &dst, &plan, 1, err, sizeof err), -2,
+                 "the seed plan should run and corrupt: %s", err);
 
     opts.strategy = DTR_STRATEGY_OPTIMAL;
     cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
     steps_text(&plan, text, sizeof text);
     cr_expect_str_eq(text, "1:P(product)->R:all_reduce; 0:R->P(sum):local_scale");
-    in = interp_create(&src, 1);
-    cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "%s", err);
-    cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "%s", err);
-    interp_destroy(in);
+    cr_expect_eq(interp_plan(&src, &dst, &plan, 1, err, sizeof err), 0, "%s", err);
     dtr_mesh_destroy(mesh);
 }
 
@@ -414,13 +402,9 @@ Test(plan, reduce_exchange_on_uneven_and_empty_shards) {
             balanced += strcmp(plan.chosen_by, "balanced") == 0;
             cr_expect_geq(plan.recv_bytes_max, plan.lower_bound_recv_bytes, "mesh %s shape %s",
                           meshes[m], shapes[k]);
-            interp_t *in = interp_create(&src, 3);
             char err[512];
-            cr_expect_eq(interp_run(in, &plan, err, sizeof err), 0, "mesh %s shape %s: %s",
-                         meshes[m], shapes[k], err);
-            cr_expect_eq(interp_check(in, &dst, err, sizeof err), 0, "mesh %s shape %s: %s",
-                         meshes[m], shapes[k], err);
-            interp_destroy(in);
+            cr_expect_eq(interp_plan(&src, &dst, &plan, 3, err, sizeof err), 0,
+                         "mesh %s shape %s: %s", meshes[m], shapes[k], err);
             dtr_mesh_destroy(mesh);
         }
     cr_expect_gt(balanced, 10, "the balanced step should win most of these (%d)", balanced);

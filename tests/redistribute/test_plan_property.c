@@ -80,16 +80,6 @@ static void make_specs(const rcase_t *c, dtr_mesh_t **mesh, dtr_spec_t *src, dtr
                  "%s", dtr_last_error());
 }
 
-/* Runs a plan in the interpreter; 0 when the target layout results. */
-static int interpret(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_plan_t *plan,
-                     uint64_t seed, char *err, size_t len) {
-    interp_t *in = interp_create(src, seed);
-    int rc = interp_run(in, plan, err, len);
-    if (rc == 0) rc = interp_check(in, dst, err, len);
-    interp_destroy(in);
-    return rc;
-}
-
 /* The plan's total against the public per-rank counts, and its steps chain src -> dst. */
 static int consistent(const dtr_plan_t *plan, char *err, size_t len) {
     int mdims = dtr_mesh_ndims(plan->src.mesh);
@@ -177,7 +167,7 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
         }
         for (int k = 0; k < 5; k++)
             if (opt.chosen_by != NULL && strcmp(opt.chosen_by, names[k]) == 0) chosen[k]++;
-        if (interpret(&src, &dst, &opt, vseed, err, sizeof err) != 0)
+        if (interp_plan(&src, &dst, &opt, vseed, err, sizeof err) != 0)
             CASE_FAIL("optimal plan wrong: %s", n, what, err);
         if (consistent(&opt, err, sizeof err) != 0) CASE_FAIL("optimal totals: %s", n, what, err);
         if (opt.lower_bound_recv_bytes > opt.recv_bytes_max)
@@ -186,7 +176,7 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
         dtr_status_t st = dtr_plan_create(&src, &dst, &co, &compat);
         if (st == DTR_OK) {
             compat_ok++;
-            if (interpret(&src, &dst, &compat, vseed, err, sizeof err) != 0)
+            if (interp_plan(&src, &dst, &compat, vseed, err, sizeof err) != 0)
                 CASE_FAIL("compat plan wrong: %s", n, what, err);
             if (opt.time_us > compat.time_us * (1 + 1e-9))
                 CASE_FAIL("optimal %.6g us > compat %.6g us", n, what, opt.time_us, compat.time_us);
@@ -196,7 +186,7 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
             bool safe = true;
             cr_assert_eq(dtr__plan_compat_unchecked(&src, &dst, &compat, &safe), DTR_OK);
             if (safe) CASE_FAIL("compat refused a plan it calls safe", n, what);
-            if (interpret(&src, &dst, &compat, vseed, err, sizeof err) != 0)
+            if (interp_plan(&src, &dst, &compat, vseed, err, sizeof err) != 0)
                 compat_refused_corrupt++;
             else
                 compat_refused_harmless++;
