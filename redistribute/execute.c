@@ -111,6 +111,11 @@ struct dtr_context {
     const dtr_backend_ops_t *ops;
     void *state;
     int rank;
+    const dtr_memory_ops_t *mem; /* NULL: host memory, read and written here */
+    void *mem_state;
+    dtr_backend_ops_t staged_ops; /* ops points here when the backend stages through host */
+    int64_t *agree_dev;           /* 6 int64 of the memory space: an agreement's send, recv */
+    int64_t agree_cap;
     dtr__mesh_entry_t meshes[DTR__MESH_SLOTS];
     uint64_t clock;
     dtr__group_t *groups;
@@ -222,8 +227,23 @@ static dtr_status_t dtr__env_slice(int64_t *out) {
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
-static dtr_status_t dtr__reserve(void **p, int64_t *cap, int64_t need, const char *what) {
+/* Grows a scratch buffer to `need` bytes. On a memory space the old contents are not kept
+ * (no caller needs them: a buffer grows before it is filled). */
+static dtr_status_t dtr__reserve(dtr_context_t *ctx, void **p, int64_t *cap, int64_t need,
+                                 const char *what) {
     if (need <= *cap) return DTR_OK;
+    if (ctx->mem != NULL) {
+        void *q = NULL;
+        dtr_status_t st = ctx->mem->alloc(ctx->mem_state, need > 0 ? need : 1, &q);
+        if (st != DTR_OK)
+            return dtr__error(st, "dtr_redistribute", "%s: cannot grow scratch to %lld bytes of "
+                              "%s memory: %s", what, (long long)need, ctx->mem->name,
+                              dtr_last_error());
+        ctx->mem->free(ctx->mem_state, *p);
+        *p = q;
+        *cap = need;
+        return DTR_OK;
+    }
     void *q = realloc(*p, (size_t)(need > 0 ? need : 1));
     if (q == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute",
@@ -391,6 +411,102 @@ static void dtr__box_range(int nd, int64_t item, char *block, const int64_t *bsh
     }
 }
 
+/* ---- local operations on the context's memory ---------------------------------------
+ * Host memory is handled by the functions above; a memory space by its table. */
+
+static dtr_status_t dtr__m_fail(const dtr_context_t *ctx, dtr_status_t st, const char *op) {
+    char detail[400];
+    snprintf(detail, sizeof detail, "%s", dtr_last_error());
+    return dtr__error(st, "dtr_redistribute", "%s memory: %s failed: %s", ctx->mem->name, op,
+                      detail);
+}
+
+static dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *src,
+                               const int64_t *sshape, const int64_t *slo, const int64_t *ext,
+                               void *dst, const int64_t *dshape, const int64_t *dlo) {
+    if (ctx->mem == NULL) {
+        dtr__box_copy(nd, item, src, sshape, slo, ext, dst, dshape, dlo);
+        return DTR_OK;
+    }
+    for (int d = 0; d < nd; d++)
+        if (ext[d] == 0) return DTR_OK;
+    dtr_status_t st = ctx->mem->copy_box(ctx->mem_state, nd, item, src, sshape, slo, ext, dst,
+                                         dshape, dlo);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy_box");
+}
+
+/* dtr__copy3 on the context's memory: a box of [outer, ext, inner bytes]. */
+static dtr_status_t dtr__m_copy3(dtr_context_t *ctx, const void *src, int64_t slen, int64_t slo,
+                                 void *dst, int64_t dlen, int64_t dlo, int64_t outer, int64_t ext,
+                                 int64_t inner) {
+    if (ctx->mem == NULL) {
+        dtr__copy3(src, slen, slo, dst, dlen, dlo, outer, ext, inner);
+        return DTR_OK;
+    }
+    int64_t ss[3] = {outer, slen, inner}, sl[3] = {0, slo, 0}, ex[3] = {outer, ext, inner};
+    int64_t ds[3] = {outer, dlen, inner}, dl[3] = {0, dlo, 0};
+    return dtr__m_box(ctx, 3, 1, src, ss, sl, ex, dst, ds, dl);
+}
+
+static dtr_status_t dtr__m_range(dtr_context_t *ctx, int nd, int64_t item, char *block,
+                                 const int64_t *bshape, const int64_t *blo, const int64_t *ext,
+                                 int64_t u, int64_t v, char *flat, bool to_block) {
+    if (ctx->mem == NULL) {
+        dtr__box_range(nd, item, block, bshape, blo, ext, u, v, flat, to_block);
+        return DTR_OK;
+    }
+    if (v <= u) return DTR_OK;
+    dtr_status_t st = ctx->mem->copy_range(ctx->mem_state, nd, item, block, bshape, blo, ext, u,
+                                           v, flat, to_block);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy_range");
+}
+
+static dtr_status_t dtr__m_zero(dtr_context_t *ctx, void *p, int64_t bytes) {
+    if (bytes <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        memset(p, 0, (size_t)bytes);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->zero(ctx->mem_state, p, bytes);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "zero");
+}
+
+/* memcpy within the context's memory */
+static dtr_status_t dtr__m_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes) {
+    if (bytes <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        memcpy(dst, src, (size_t)bytes);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->copy(ctx->mem_state, dst, src, bytes, DTR_COPY_WITHIN);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy");
+}
+
+/* between host memory and the context's (to_host: from the space into host) */
+static dtr_status_t dtr__m_host(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes,
+                                bool to_host) {
+    if (ctx->mem == NULL) return dtr__m_copy(ctx, dst, src, bytes);
+    dtr_status_t st = ctx->mem->copy(ctx->mem_state, dst, src, bytes,
+                                     to_host ? DTR_COPY_TO_HOST : DTR_COPY_FROM_HOST);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, to_host ? "copy to host" : "copy from host");
+}
+
+static dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src,
+                                  void *dst, int64_t count, int64_t n) {
+    if (count <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__divide(dtype, src, dst, count, n);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->divide(ctx->mem_state, dtype, src, dst, count, n);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "divide");
+}
+
+static void dtr__m_free(dtr_context_t *ctx, void *p) {
+    if (ctx->mem == NULL) free(p);
+    else if (p != NULL) ctx->mem->free(ctx->mem_state, p);
+}
+
 uint64_t dtr__fnv(uint64_t h, int64_t v) {
     for (int b = 0; b < 8; b++) {
         h ^= (uint64_t)((v >> (8 * b)) & 0xff);
@@ -428,6 +544,24 @@ static uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
 }
 
 /* ---- contexts and their per-mesh groups ------------------------------------------- */
+
+/* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
+ * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */
+static dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
+                                       int64_t **drecv) {
+    if (ctx->mem == NULL) return DTR_OK;
+    DTR_CHECK(dtr__reserve(ctx, (void **)&ctx->agree_dev, &ctx->agree_cap, 6 * sizeof(int64_t),
+                           "agreement"));
+    DTR_CHECK(dtr__m_host(ctx, ctx->agree_dev, send, 3 * sizeof(int64_t), false));
+    *dsend = ctx->agree_dev;
+    *drecv = ctx->agree_dev + 3;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv) {
+    if (ctx->mem == NULL) return DTR_OK;
+    return dtr__m_host(ctx, recv, ctx->agree_dev + 3, 3 * sizeof(int64_t), true);
+}
 
 dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_context_t **out) {
     dtr_status_t st = DTR_OK;
@@ -498,13 +632,78 @@ void dtr_context_destroy(dtr_context_t *ctx) {
         ctx->ops->group_destroy(ctx->state, g->handle);
         free(g);
     }
+    dtr__m_free(ctx, ctx->buf[0]);
+    dtr__m_free(ctx, ctx->buf[1]);
+    dtr__m_free(ctx, ctx->stage_send);
+    dtr__m_free(ctx, ctx->stage_recv);
+    dtr__m_free(ctx, ctx->agree_dev);
+    free(ctx->arrays);
+    if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);
+    if (ctx->mem != NULL && ctx->mem->destroy != NULL) ctx->mem->destroy(ctx->mem_state);
+    free(ctx);
+}
+
+dtr_status_t dtr_context_set_memory(dtr_context_t *ctx, const dtr_memory_ops_t *ops,
+                                    void *state) {
+    dtr_status_t st = DTR_OK;
+    const char *bad = NULL;
+    if (ctx == NULL) bad = "ctx: must not be NULL";
+    else if (ops == NULL) bad = "ops: must not be NULL";
+    else if (ops->alloc == NULL || ops->free == NULL || ops->copy == NULL || ops->zero == NULL ||
+             ops->copy_box == NULL || ops->copy_range == NULL || ops->divide == NULL ||
+             ops->cast == NULL || ops->sync == NULL)
+        bad = "ops: every slot but destroy is required (alloc, free, copy, zero, copy_box, "
+              "copy_range, divide, cast, sync)";
+    else if (ctx->mem != NULL) bad = "ctx: already has a memory space (set once per context)";
+    else if (ctx->busy || ctx->groups != NULL || dtr_context_scratch_bytes(ctx) > 0 ||
+             ctx->aborted)
+        bad = "ctx: already used (set the memory space before the context's first call)";
+    if (bad != NULL) {
+        st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s", bad);
+        goto fail;
+    }
+    /* scratch of host memory (none yet, checked above) would be freed the wrong way */
     free(ctx->buf[0]);
     free(ctx->buf[1]);
     free(ctx->stage_send);
     free(ctx->stage_recv);
-    free(ctx->arrays);
-    if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);
-    free(ctx);
+    ctx->buf[0] = ctx->buf[1] = ctx->stage_send = ctx->stage_recv = NULL;
+    if (!(ctx->ops->caps & DTR_BACKEND_CAP_DEVICE)) {
+        void *staged = NULL;
+        st = dtr__staged_create(ctx->ops, ctx->state, ops, state, &ctx->staged_ops, &staged);
+        if (st != DTR_OK) goto fail;
+        ctx->ops = &ctx->staged_ops;
+        ctx->state = staged;
+    }
+    ctx->mem = ops;
+    ctx->mem_state = state;
+    return DTR_OK;
+fail:
+    if (ops != NULL && ops->destroy != NULL && state != NULL) ops->destroy(state);
+    return st;
+}
+
+const char *dtr_context_memory(const dtr_context_t *ctx) {
+    if (ctx == NULL) return "";
+    return ctx->mem == NULL ? "host" : ctx->mem->name != NULL ? ctx->mem->name : "unnamed";
+}
+
+dtr_status_t dtr_context_sync(dtr_context_t *ctx) {
+    DTR_CHECK_PTR(ctx, __func__);
+    if (ctx->mem == NULL) return DTR_OK;
+    dtr_status_t st = ctx->mem->sync(ctx->mem_state);
+    if (st != DTR_OK)
+        return dtr__error(st, __func__, "%s memory: %s", ctx->mem->name, dtr_last_error());
+    return DTR_OK;
+}
+
+/* A backend that only reads device memory needs the context's memory space set. */
+static dtr_status_t dtr__check_memory(const dtr_context_t *ctx, const char *func) {
+    if (!(ctx->ops->caps & DTR_BACKEND_CAP_DEVICE) || ctx->mem != NULL) return DTR_OK;
+    return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                      "ctx: backend %s works on device memory, but the context's memory is "
+                      "host (dtr_context_set_memory)",
+                      ctx->ops->name != NULL ? ctx->ops->name : "unnamed");
 }
 
 const char *dtr_context_backend(const dtr_context_t *ctx) {
@@ -778,11 +977,26 @@ static dtr_status_t dtr__slice_issue(dtr_request_t *r) {
 }
 
 /* Places the current slice's pieces (back to back in stage_recv) into the output. */
-static void dtr__slice_unpack(dtr_request_t *r) {
+static dtr_status_t dtr__slice_unpack(dtr_request_t *r) {
     const dtr__pending_t *p = &r->pend;
     const char *at = r->ctx->stage_recv;
     char *dst = p->dst;
     int64_t len = p->dst_len, inner = p->inner;
+    if (r->ctx->mem != NULL) { /* one box per member */
+        int64_t rows = p->mine - p->sx < p->snx ? p->mine - p->sx : p->snx;
+        int64_t no = p->outer - p->so < p->sno ? p->outer - p->so : p->sno;
+        for (int64_t m = 0; m < p->n; m++) {
+            int64_t size, off;
+            dtr_chunk(len, p->n, m, &size, &off);
+            if (!p->sx_whole)
+                DTR_CHECK(dtr__m_copy(r->ctx, dst + (p->so * len + off + p->sx) * inner,
+                                      at + m * rows * inner, rows * inner));
+            else
+                DTR_CHECK(dtr__m_copy3(r->ctx, at + no * off * inner, size, 0,
+                                       dst + p->so * len * inner, len, off, no, size, inner));
+        }
+        return DTR_OK;
+    }
     void (*copy)(void *, const void *, int64_t) = p->stream ? dtr__stream_copy : dtr__copy;
     if (!p->sx_whole) {
         int64_t rows = p->mine - p->sx < p->snx ? p->mine - p->sx : p->snx;
@@ -804,6 +1018,7 @@ static void dtr__slice_unpack(dtr_request_t *r) {
             }
     }
     if (p->stream) dtr__stream_fence();
+    return DTR_OK;
 }
 
 /* Moves to the next slice; false after the last. */
@@ -842,7 +1057,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         dst = r->out;
     } else {
         int b = r->cur == ctx->buf[0] ? 1 : 0;
-        DTR_CHECK(dtr__reserve(&ctx->buf[b], &ctx->buf_cap[b], out_numel * item, "step buffer"));
+        DTR_CHECK(dtr__reserve(ctx, &ctx->buf[b], &ctx->buf_cap[b], out_numel * item, "step buffer"));
         dst = ctx->buf[b];
     }
     r->cur = dst; /* where the data is once this step completes */
@@ -872,8 +1087,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                                   "block is not inside its source block",
                                   k + 1);
         }
-        dtr__box_copy(nd, item, src, ish, lo, osh, dst, osh, zero);
-        return DTR_OK;
+        return dtr__m_box(ctx, nd, item, src, ish, lo, osh, dst, osh, zero);
     }
     /* Local steps. (Steps over one rank and relabels never get here unless bare: they are
      * no-ops, skipped above.) */
@@ -884,10 +1098,10 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
             int d = s->tensor_dim;
             int64_t size, off;
             dtr_chunk(ish[d], n, ci, &size, &off);
-            dtr__copy3(src, ish[d], off, dst, size, 0, dtr__prod(ish, 0, d), size,
-                       dtr__prod(ish, d + 1, nd) * item);
+            return dtr__m_copy3(ctx, src, ish[d], off, dst, size, 0, dtr__prod(ish, 0, d), size,
+                                dtr__prod(ish, d + 1, nd) * item);
         } else if (s->kind == DTR_STEP_LOCAL_SCALE) {
-            dtr__divide(plan->src.dtype, src, dst, in_numel, n);
+            return dtr__m_divide(ctx, plan->src.dtype, src, dst, in_numel, n);
         } else {
             return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
                               "step %d (%s): a no-op step was not skipped", k + 1,
@@ -918,19 +1132,20 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         void *recv = dst;
         if (padded || outer > 1 || bare) {
             int64_t need = (even || padded) ? n * piece : outer * len * inner;
-            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
             recv = ctx->stage_recv;
             pend->unpack3 = !bare;
         }
         if (padded) {
-            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, piece, "send staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, piece, "send staging"));
             if (!bare) {
-                memset(ctx->stage_send, 0, (size_t)piece);
-                dtr__copy3(src, sz[ci], 0, ctx->stage_send, c, 0, outer, sz[ci], inner);
+                DTR_CHECK(dtr__m_zero(ctx, ctx->stage_send, piece));
+                DTR_CHECK(dtr__m_copy3(ctx, src, sz[ci], 0, ctx->stage_send, c, 0, outer, sz[ci],
+                                       inner));
             }
             send = ctx->stage_send;
         } else if (bare) {
-            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, outer * sz[ci] * inner,
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, outer * sz[ci] * inner,
                                    "send staging"));
             send = ctx->stage_send;
         }
@@ -944,7 +1159,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
             pend->unpack3 = false;
             pend->src = src;
             dtr__slice_setup(r, ctx->slice_bytes, sz, ci, even);
-            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, dtr__slice_stage(pend),
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, dtr__slice_stage(pend),
                                    "receive staging"));
             st = dtr__slice_issue(r);
             break;
@@ -986,22 +1201,22 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         void *recv = dst;
         if (padded || outer > 1 || bare) {
             int64_t need = padded ? n * outer * c * inner : in_numel * item;
-            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, need, "send staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, need, "send staging"));
             send = ctx->stage_send;
             if (!bare) {
-                if (padded) memset(ctx->stage_send, 0, (size_t)need);
+                if (padded) DTR_CHECK(dtr__m_zero(ctx, ctx->stage_send, need));
                 int64_t at = 0;
                 for (int64_t m = 0; m < n; m++) {
                     int64_t rows = padded ? c : sz[m];
-                    dtr__copy3(src, len, of[m], (char *)ctx->stage_send + at, rows, 0, outer,
-                               sz[m], inner);
+                    DTR_CHECK(dtr__m_copy3(ctx, src, len, of[m], (char *)ctx->stage_send + at,
+                                           rows, 0, outer, sz[m], inner));
                     at += outer * rows * inner;
                 }
             }
         }
         if (padded || bare) {
             int64_t need = (padded ? c : sz[ci]) * outer * inner;
-            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
             recv = ctx->stage_recv;
             if (padded && !bare) {
                 pend->unpack3 = true;
@@ -1024,8 +1239,8 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         const void *send = src;
         void *recv = dst;
         if (bare) {
-            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
-            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, in_numel * item,
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, in_numel * item,
                                    "receive staging"));
             send = ctx->stage_send;
             recv = ctx->stage_recv;
@@ -1056,21 +1271,22 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         int64_t at = 0;
         bool pack = ob > 1 || bare;
         if (pack) {
-            DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, in_numel * item, "send staging"));
             send = ctx->stage_send;
         }
         for (int64_t m = 0; m < n; m++) {
             sc[m] = ob * sz[m] * ib;
             sd[m] = pack ? at : of[m] * ib;
             if (pack && !bare)
-                dtr__copy3(src, lb, of[m], (char *)ctx->stage_send + at, sz[m], 0, ob, sz[m], ib);
+                DTR_CHECK(dtr__m_copy3(ctx, src, lb, of[m], (char *)ctx->stage_send + at, sz[m], 0,
+                                       ob, sz[m], ib));
             at += sc[m];
         }
         dtr__chunks(la, n, sz, of);
         void *recv = dst;
         bool unpack = oa > 1 || bare;
         if (unpack) {
-            DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, out_numel * item,
+            DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, out_numel * item,
                                    "receive staging"));
             recv = ctx->stage_recv;
             pend->unpack3 = !bare;
@@ -1113,8 +1329,8 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                     sc[p] = cnt;
                     if (pass == 1 && cnt > 0 && !bare) {
                         int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
-                        dtr__box_copy(nd, item, src, ish, lo, ext, (char *)ctx->stage_send + at_s,
-                                      ext, zero);
+                        DTR_CHECK(dtr__m_box(ctx, nd, item, src, ish, lo, ext,
+                                             (char *)ctx->stage_send + at_s, ext, zero));
                     }
                     /* receive: the peer's "before" block ∩ my "after" block */
                     dtr__layout(pc, s->before, pcoord, ps, po);
@@ -1132,8 +1348,8 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
             total_send = at_s;
             total_recv = at_r;
             if (pass == 0) {
-                DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, total_send, "send staging"));
-                DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, total_recv,
+                DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, total_send, "send staging"));
+                DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, total_recv,
                                        "receive staging"));
             }
         }
@@ -1166,12 +1382,12 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                               k + 1, (long long)total, (long long)in_numel);
         bool padded = ops->reduce_scatterv == NULL && !dtr__all_equal(rc, n);
         int64_t slot = padded ? most : -1;
-        DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap,
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap,
                                (padded ? n * most : total) * item, "send staging"));
-        DTR_CHECK(dtr__reserve(&ctx->stage_recv, &ctx->recv_cap, (padded ? most : rc[ci]) * item,
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, (padded ? most : rc[ci]) * item,
                                "receive staging"));
         if (!bare) {
-            if (padded) memset(ctx->stage_send, 0, (size_t)(n * most * item));
+            if (padded) DTR_CHECK(dtr__m_zero(ctx, ctx->stage_send, n * most * item));
             char *at = ctx->stage_send;
             int64_t mc[DTR_MAX_MESH_DIMS];
             memcpy(mc, r->m->coord, sizeof mc);
@@ -1182,7 +1398,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                 mc[i] = m;
                 dtr__layout(pc, s->after, mc, ts, to);
                 int64_t h = dtr__meet(nd, ioff, ish, to, ts, lo, ext);
-                if (h > 0) dtr__box_copy(nd, item, src, ish, lo, ext, at, ext, zero);
+                if (h > 0) DTR_CHECK(dtr__m_box(ctx, nd, item, src, ish, lo, ext, at, ext, zero));
                 at += h * item;
                 __int128 sh0, x;
                 dtr__balance_share(&bal, m, &sh0, &x);
@@ -1190,7 +1406,8 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
                 int64_t u, v;
                 dtr__pieces_begin(&bal, &it);
                 while (dtr__pieces_in_share(&bal, &it, sh0, x, &u, &v)) {
-                    dtr__box_range(nd, item, (char *)src, ish, it.lo, it.ext, u, v, at, false);
+                    DTR_CHECK(dtr__m_range(ctx, nd, item, (char *)src, ish, it.lo, it.ext, u, v,
+                                           at, false));
                     at += (v - u) * item;
                 }
                 if (padded) at = start + most * item;
@@ -1221,7 +1438,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
 }
 
 /* Unpacks the received pieces of an exchange into the step's output block. */
-static void dtr__exchange_unpack(dtr_request_t *r) {
+static dtr_status_t dtr__exchange_unpack(dtr_request_t *r) {
     const dtr__ctx_t *pc = &r->pctx;
     const dtr_step_t *s = &r->plan->steps[r->step];
     int nd = pc->ndim, mdims = pc->mdims;
@@ -1239,8 +1456,8 @@ static void dtr__exchange_unpack(dtr_request_t *r) {
             dtr__layout(pc, s->before, pcoord, ps, po);
             cnt *= dtr__meet(nd, ooff, osh, po, ps, lo, ext);
             if (cnt > 0)
-                dtr__box_copy(nd, item, (char *)r->ctx->stage_recv + at, ext, zero, ext,
-                              r->pend.dst, osh, lo);
+                DTR_CHECK(dtr__m_box(r->ctx, nd, item, (char *)r->ctx->stage_recv + at, ext, zero,
+                                     ext, r->pend.dst, osh, lo));
             at += cnt;
         }
         for (int q = mdims - 1; q >= 0; q--) {
@@ -1248,6 +1465,7 @@ static void dtr__exchange_unpack(dtr_request_t *r) {
             pcoord[q] = 0;
         }
     }
+    return DTR_OK;
 }
 
 /*
@@ -1303,13 +1521,13 @@ static int64_t dtr__rx_receives(dtr_request_t *r, int64_t *rc, int64_t *rd, int6
 /* reduce_exchange, after phase 2: each sender's part into the output block. The counts the
  * delivery was started with are still in the context's arrays (nothing runs in between);
  * a sender's group block meets this rank's target in the piece its part belongs to. */
-static void dtr__rx_unpack(dtr_request_t *r) {
+static dtr_status_t dtr__rx_unpack(dtr_request_t *r) {
     const dtr__ctx_t *pc = &r->pctx;
     const dtr_step_t *s = &r->plan->steps[r->step];
     int nd = pc->ndim;
     int64_t item = pc->item, ranks = dtr_mesh_nranks(pc->mesh);
     int64_t *a[6];
-    if (dtr__arrays(r->ctx, ranks, a) != DTR_OK) return; /* cannot fail: they hold ranks */
+    DTR_CHECK(dtr__arrays(r->ctx, ranks, a)); /* cannot fail: they hold ranks */
     const int64_t *rc = a[2], *rd = a[3], *first = a[4];
     int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS];
     dtr__layout(pc, s->after, r->m->coord, osh, ooff);
@@ -1320,14 +1538,16 @@ static void dtr__rx_unpack(dtr_request_t *r) {
                 ext[DTR_MAX_TENSOR_DIMS];
             dtr__layout(pc, s->before, pcoord, cs, co);
             dtr__meet(nd, ooff, osh, co, cs, lo, ext);
-            dtr__box_range(nd, item, r->pend.dst, osh, lo, ext, first[p], first[p] + rc[p] / item,
-                           (char *)r->ctx->stage_send + rd[p], true);
+            DTR_CHECK(dtr__m_range(r->ctx, nd, item, r->pend.dst, osh, lo, ext, first[p],
+                                   first[p] + rc[p] / item, (char *)r->ctx->stage_send + rd[p],
+                                   true));
         }
         for (int q = pc->mdims - 1; q >= 0; q--) {
             if (++pcoord[q] < pc->msize[q]) break;
             pcoord[q] = 0;
         }
     }
+    return DTR_OK;
 }
 
 /* reduce_exchange, phase 2: keep the home piece, send each part of the share to its owner. */
@@ -1345,13 +1565,14 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
     dtr__balance_share(&bal, me[i], &sh0, &x);
     if (!r->bare) {
         if (r->pend.rx_divide)
-            dtr__divide(r->plan->src.dtype, ctx->stage_recv, ctx->stage_recv, (int64_t)(h + x),
-                        pc->msize[i]);
+            DTR_CHECK(dtr__m_divide(ctx, r->plan->src.dtype, ctx->stage_recv, ctx->stage_recv,
+                                    (int64_t)(h + x), pc->msize[i]));
         int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS],
             ext[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
         dtr__layout(pc, s->after, me, osh, ooff);
         if (dtr__meet(nd, ooff, osh, bal.co, bal.cs, lo, ext) > 0)
-            dtr__box_copy(nd, item, ctx->stage_recv, ext, zero, ext, r->pend.dst, osh, lo);
+            DTR_CHECK(dtr__m_box(ctx, nd, item, ctx->stage_recv, ext, zero, ext, r->pend.dst, osh,
+                                 lo));
     }
     int64_t *a[6];
     DTR_CHECK(dtr__arrays(ctx, ranks, a));
@@ -1375,7 +1596,7 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
                           "step %d (reduce_exchange): parts from other groups cover %lld of "
                           "%lld bytes",
                           r->step + 1, (long long)total, (long long)((int64_t)dl * item));
-    DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, total, "receive staging"));
+    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, total, "receive staging"));
     r->pend.rx_unpack = !r->bare;
     r->group = r->m->all;
     dtr_status_t st = ctx->ops->all_to_allv(r->m->all, (char *)ctx->stage_recv + (int64_t)h * item,
@@ -1387,28 +1608,31 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
 }
 
 /* After the step's operation completed: unpack and divide. */
-static void dtr__step_finish(dtr_request_t *r) {
+static dtr_status_t dtr__step_finish(dtr_request_t *r) {
     dtr__pending_t *p = &r->pend;
     dtr_context_t *ctx = r->ctx;
     if (p->unpack3) {
         /* pieces back to back in stage_recv, each [outer, piece rows, inner] */
         const char *at = ctx->stage_recv;
         if (p->npieces == 1) { /* padded reduce-scatter: keep the first dst_len rows */
-            dtr__copy3(at, p->piece_len, 0, p->dst, p->dst_len, 0, p->outer, p->dst_len, p->inner);
+            DTR_CHECK(dtr__m_copy3(ctx, at, p->piece_len, 0, p->dst, p->dst_len, 0, p->outer,
+                                   p->dst_len, p->inner));
         } else {
             for (int64_t m = 0; m < p->npieces; m++) {
                 int64_t size, off;
                 dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
                 int64_t rows = p->piece_len >= 0 ? p->piece_len : size;
-                dtr__copy3(at, rows, 0, p->dst, p->dst_len, off, p->outer, size, p->inner);
+                DTR_CHECK(dtr__m_copy3(ctx, at, rows, 0, p->dst, p->dst_len, off, p->outer, size,
+                                       p->inner));
                 at += p->outer * rows * p->inner;
             }
         }
     }
-    if (p->slice) dtr__slice_unpack(r);
-    if (p->unpack_exchange) dtr__exchange_unpack(r);
-    if (p->rx_unpack) dtr__rx_unpack(r);
-    if (p->divide) dtr__divide(r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n);
+    if (p->slice) DTR_CHECK(dtr__slice_unpack(r));
+    if (p->unpack_exchange) DTR_CHECK(dtr__exchange_unpack(r));
+    if (p->rx_unpack) DTR_CHECK(dtr__rx_unpack(r));
+    if (p->divide) DTR_CHECK(dtr__m_divide(ctx, r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n));
+    return DTR_OK;
 }
 
 /* ---- requests --------------------------------------------------------------------- */
@@ -1423,6 +1647,8 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
             r->in_flight = false;
             if (st != DTR_OK) return dtr__step_error(r, st);
             if (r->phase == DTR__PHASE_AGREE) {
+                dtr_status_t ast = dtr__agree_result(r->ctx, r->agree_recv);
+                if (ast != DTR_OK) return dtr__step_error(r, ast);
                 int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
                 if (r->local_status != DTR_OK)
                     return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
@@ -1439,7 +1665,8 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                 r->phase = DTR__PHASE_STEPS;
                 r->step = 0;
             } else {
-                dtr__step_finish(r);
+                dtr_status_t fst = dtr__step_finish(r);
+                if (fst != DTR_OK) return fst;
                 if (r->pend.slice && dtr__slice_next(&r->pend)) {
                     dtr_status_t st2 = dtr__slice_issue(r);
                     if (st2 != DTR_OK) return dtr__step_error(r, st2);
@@ -1457,8 +1684,8 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
             }
         }
         if (r->phase == DTR__PHASE_STEPS) {
-            if (r->step == 0 && r->last_real < 0 && !r->bare && r->in_bytes > 0)
-                memcpy(r->out, r->in, r->in_bytes); /* nothing changes: the block is the input */
+            if (r->step == 0 && r->last_real < 0 && !r->bare) /* nothing changes: the input */
+                DTR_CHECK(dtr__m_copy(r->ctx, r->out, r->in, (int64_t)r->in_bytes));
             while (!r->in_flight && r->step < r->plan->nsteps) {
                 dtr_status_t st = dtr__step_start(r);
                 if (st != DTR_OK) return st;
@@ -1522,6 +1749,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
                           "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
                           "of range)");
     DTR_CHECK(dtr__check_alive(ctx, func));
+    DTR_CHECK(dtr__check_memory(ctx, func));
     if (ctx->busy)
         return dtr__error(DTR_ERR_BUSY, func,
                           "ctx: a request is still in flight (complete it with "
@@ -1545,7 +1773,18 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         if (in_bytes > 0 && (in == NULL || out == NULL))
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL",
                               in == NULL ? "in" : "out");
-        if (in_bytes > 0 && in != out) memmove(out, in, in_bytes);
+        if (in_bytes > 0 && in != out) {
+            if (ctx->mem == NULL) {
+                memmove(out, in, in_bytes);
+            } else if (dtr__overlap(in, in_bytes, out, in_bytes)) {
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                                  "out: overlaps in (rank %d is outside the mesh and copies "
+                                  "its input; on %s memory they must be equal or apart)",
+                                  ctx->rank, ctx->mem->name);
+            } else {
+                DTR_CHECK(dtr__m_copy(ctx, out, in, (int64_t)in_bytes));
+            }
+        }
         memset(&ctx->req, 0, sizeof ctx->req);
         ctx->req.ctx = ctx;
         ctx->req.phase = DTR__PHASE_DONE;
@@ -1590,8 +1829,10 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
     r->phase = DTR__PHASE_AGREE;
     r->group = r->m->all;
-    dtr_status_t st = ctx->ops->all_reduce(r->m->all, r->agree_send, r->agree_recv, 3, DTR_I64,
-                                           DTR_REDUCE_MAX, &r->breq);
+    int64_t *asend = r->agree_send, *arecv = r->agree_recv;
+    dtr_status_t st = dtr__agree_buffers(ctx, asend, &asend, &arecv);
+    if (st == DTR_OK)
+        st = ctx->ops->all_reduce(r->m->all, asend, arecv, 3, DTR_I64, DTR_REDUCE_MAX, &r->breq);
     if (st != DTR_OK) {
         ctx->busy = false;
         return dtr__step_error(r, st);
@@ -1732,13 +1973,16 @@ static dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *f
         if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
         return DTR_OK;
     }
-    int64_t *send = ctx->gsend, *recv = ctx->grecv;
+    int64_t *send = ctx->gsend, *recv = ctx->grecv, *dsend = send, *drecv = recv;
     send[0] = (int64_t)(h >> 1);
     send[1] = INT64_MAX - (int64_t)(h >> 1);
     send[2] = local != DTR_OK ? ctx->rank + 1 : 0;
-    dtr_status_t st = dtr__wait_op(
-        ctx, group,
-        ctx->ops->all_reduce(group, send, recv, 3, DTR_I64, DTR_REDUCE_MAX, &ctx->gbreq));
+    dtr_status_t st = dtr__agree_buffers(ctx, send, &dsend, &drecv);
+    if (st == DTR_OK)
+        st = dtr__wait_op(
+            ctx, group,
+            ctx->ops->all_reduce(group, dsend, drecv, 3, DTR_I64, DTR_REDUCE_MAX, &ctx->gbreq));
+    if (st == DTR_OK) st = dtr__agree_result(ctx, recv);
     if (st != DTR_OK)
         return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
     if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
@@ -1760,6 +2004,7 @@ static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh,
     if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
     DTR_CHECK(dtr__check_dims(mesh, dims, func));
     DTR_CHECK(dtr__check_alive(ctx, func));
+    DTR_CHECK(dtr__check_memory(ctx, func));
     if (ctx->busy)
         return dtr__error(DTR_ERR_BUSY, func,
                           "ctx: a request is still in flight (complete it with "
@@ -1811,13 +2056,13 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
         return dtr__error(local, func, "%s", msg);
     }
     if (group == NULL) {
-        if (count > 0 && send != recv) memcpy(recv, send, (size_t)(count * item));
+        if (send != recv) DTR_CHECK(dtr__m_copy(ctx, recv, send, count * item));
         return DTR_OK;
     }
     if (count == 0) return DTR_OK; /* every member has 0: counts are agreed, or the caller's */
     if (send == recv) {
-        DTR_CHECK(dtr__reserve(&ctx->stage_send, &ctx->send_cap, count * item, "in-place send"));
-        memcpy(ctx->stage_send, send, (size_t)(count * item));
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, count * item, "in-place send"));
+        DTR_CHECK(dtr__m_copy(ctx, ctx->stage_send, send, count * item));
         send = ctx->stage_send;
     }
     bool divide = op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG);
@@ -1827,7 +2072,7 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
                 : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &ctx->gbreq);
     st = dtr__wait_op(ctx, group, st);
     if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
-    if (divide) dtr__divide(dtype, recv, recv, count, n);
+    if (divide) DTR_CHECK(dtr__m_divide(ctx, dtype, recv, recv, count, n));
     return DTR_OK;
 }
 

@@ -41,6 +41,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
+#include "redistribute/memory.h"
 #include "redistribute/redistribute.h"
 
 /* Room a backend has for one in-flight operation's handle, owned by the executor. */
@@ -50,6 +51,10 @@ typedef struct {
 
 /* The backend reduces P(avg) itself (otherwise the executor does SUM, then divides). */
 #define DTR_BACKEND_CAP_AVG 1u
+/* The backend's operations take buffers of the context's memory space (device memory, as
+ * NCCL does), never host memory: such a context needs dtr_context_set_memory. Without it,
+ * a context on a non-host space stages each operation through host memory. */
+#define DTR_BACKEND_CAP_DEVICE 2u
 
 /*
  * A backend. Groups are ordered lists of the backend's ranks; group_create is collective
@@ -153,6 +158,26 @@ DTR_API dtr_status_t dtr_context_set_slice_bytes(dtr_context_t *ctx, int64_t byt
 
 /* The context's slice size in bytes (0 for a NULL context or slicing off). */
 DTR_API int64_t dtr_context_slice_bytes(const dtr_context_t *ctx);
+
+/*
+ * Puts the context's buffers in another memory space (redistribute/memory.h): from then on
+ * `in`, `out` and the group collectives' buffers are buffers of that space, and so is the
+ * context's scratch memory. The context takes ownership of `state` (freed through
+ * ops->destroy with the context, also when this call fails). A backend without
+ * DTR_BACKEND_CAP_DEVICE is wrapped so that each operation stages through host memory.
+ * Only before the context's first call; once per context. Every slot of ops is required.
+ */
+DTR_API dtr_status_t dtr_context_set_memory(dtr_context_t *ctx, const dtr_memory_ops_t *ops,
+                                            void *state);
+
+/* The memory space's name: "host", or the name of the one set ("cuda"). */
+DTR_API const char *dtr_context_memory(const dtr_context_t *ctx);
+
+/* Waits until the work a completed call issued on the memory space (and the backend's
+ * stream) is done: with an asynchronous space (CUDA), dtr_redistribute returns once every
+ * operation is issued, and the output is ready after this (or after the caller synchronises
+ * the stream). DTR_OK at once on host memory. */
+DTR_API dtr_status_t dtr_context_sync(dtr_context_t *ctx);
 
 /* Whether a timeout aborted the context (every call on it then returns DTR_ERR_ABORTED). */
 DTR_API bool dtr_context_aborted(const dtr_context_t *ctx);

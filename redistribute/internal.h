@@ -162,4 +162,11 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
 dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
                                         dtr_plan_t *out, bool *safe);
 
+/* staged.c: a backend running `inner` (host memory) on buffers of the memory space `mem`,
+ * staging each operation through host memory; fills *ops (the caller keeps it as long as
+ * the state) and *state. The state owns inner_state from then on (destroys it), not mem. */
+dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_state,
+                                const dtr_memory_ops_t *mem, void *mem_state,
+                                dtr_backend_ops_t *ops, void **state);
+
 #endif

@@ -17,9 +17,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/internal.h"
 #include "dtr.h"
 #include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/faulty_backend.h"
 
 
@@ -252,6 +254,131 @@ static void bystander(dtr_context_t *ctx) {
     check(st == DTR_OK && (rank == 3 ? memcmp(j.out, j.in, j.in_bytes) == 0 : verified(&j)),
           "a 3-rank mesh in a 4-rank job: members redistribute, the bystander keeps its input");
     job_free(&j);
+}
+
+/* ---- memory spaces ------------------------------------------------------------------- */
+
+/* The fake device with a divide that fails (on every rank) after `divide_ok` good ones. */
+static dtr_memory_ops_t failing_mem;
+static int divide_calls, divide_ok = 1 << 30;
+
+static dtr_status_t failing_divide(void *state, dtr_dtype_t dtype, const void *src, void *dst,
+                                   int64_t count, int64_t n) {
+    if (divide_calls++ >= divide_ok)
+        return dtr__error(DTR_ERR_INTERNAL, "failing_divide", "injected kernel failure");
+    return fake_device_ops()->divide(state, dtype, src, dst, count, n);
+}
+
+/* Runs j on the fake device: copies in, runs, copies back into j->out (and j->in, which the
+ * check then compares with j->copy). */
+static dtr_status_t run_on_device(dtr_context_t *ctx, job_t *j) {
+    const dtr_memory_ops_t *m = fake_device_ops();
+    void *din = NULL, *dout = NULL;
+    m->alloc(NULL, (int64_t)j->in_bytes + 1, &din);
+    m->alloc(NULL, (int64_t)j->out_bytes + 1, &dout);
+    m->copy(NULL, din, j->in, (int64_t)j->in_bytes, DTR_COPY_FROM_HOST);
+    dtr_status_t st = dtr_redistribute(ctx, &j->plan, din, j->in_bytes, dout, j->out_bytes);
+    m->copy(NULL, j->in, din, (int64_t)j->in_bytes, DTR_COPY_TO_HOST);
+    m->copy(NULL, j->out, dout, (int64_t)j->out_bytes, DTR_COPY_TO_HOST);
+    m->free(NULL, din);
+    m->free(NULL, dout);
+    return st;
+}
+
+static void memory_spaces(void) {
+    dtr_context_t *ctx = NULL;
+    check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK, "context");
+    check(strcmp(dtr_context_memory(ctx), "host") == 0, "a new context is on host memory");
+    check(dtr_context_set_memory(NULL, fake_device_ops(), fake_device_state()) ==
+                  DTR_ERR_INVALID_ARGUMENT && has("ctx"),
+          "set_memory(NULL ctx): INVALID_ARGUMENT naming ctx");
+    check(dtr_context_set_memory(ctx, NULL, NULL) == DTR_ERR_INVALID_ARGUMENT && has("ops"),
+          "set_memory(NULL ops): INVALID_ARGUMENT naming ops");
+    dtr_memory_ops_t holed = *fake_device_ops();
+    holed.copy_box = NULL;
+    check(dtr_context_set_memory(ctx, &holed, fake_device_state()) == DTR_ERR_INVALID_ARGUMENT &&
+              has("copy_box"),
+          "a table without copy_box: INVALID_ARGUMENT listing the required slots");
+    check(dtr_context_set_memory(ctx, fake_device_ops(), fake_device_state()) == DTR_OK &&
+              strcmp(dtr_context_memory(ctx), "fake-device") == 0,
+          "set_memory on a fresh context");
+    check(dtr_context_set_memory(ctx, fake_device_ops(), fake_device_state()) ==
+                  DTR_ERR_INVALID_ARGUMENT && has("already has"),
+          "a second set_memory: INVALID_ARGUMENT");
+    job_t j;
+    check(job_init(&j, "2x2", "9x7", "S(0),P(avg)", "R,S(1)", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0,
+          "setup");
+    check(run_on_device(ctx, &j) == DTR_OK && verified(&j) && intact(&j),
+          "a plan on the fake device (MPI staged): verified, input intact");
+    check(dtr_context_sync(ctx) == DTR_OK, "sync");
+    /* host buffers on a device context: the space refuses them (the executor passes them on) */
+    dtr_status_t st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
+    check(st != DTR_OK && intact(&j), "host buffers on a fake-device context: an error, input intact");
+    dtr_context_destroy(ctx);
+
+    dtr_context_t *used = NULL;
+    check(dtr_context_create_mpi(MPI_COMM_WORLD, &used) == DTR_OK, "context");
+    check(dtr_redistribute(used, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes) == DTR_OK,
+          "a host run");
+    check(dtr_context_set_memory(used, fake_device_ops(), fake_device_state()) ==
+                  DTR_ERR_INVALID_ARGUMENT && has("already used"),
+          "set_memory after the first call: INVALID_ARGUMENT");
+    dtr_context_destroy(used);
+
+    /* a device-only backend on host memory is refused before anything moves */
+    static dtr_backend_ops_t device_only;
+    device_only = *dtr_backend_mpi_ops();
+    device_only.name = "device-only";
+    device_only.caps |= DTR_BACKEND_CAP_DEVICE;
+    void *state = NULL;
+    dtr_context_t *dev = NULL;
+    check(dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
+              dtr_context_create(&device_only, state, &dev) == DTR_OK,
+          "a context over a device-only backend");
+    st = dtr_redistribute(dev, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
+    check(st == DTR_ERR_INVALID_ARGUMENT && has("works on device memory") && intact(&j),
+          "a device-only backend on host memory: INVALID_ARGUMENT, input intact");
+    dtr_context_destroy(dev);
+
+    /* a local operation of the space that fails: every rank returns its error */
+    dtr_context_t *fail = NULL;
+    failing_mem = *fake_device_ops();
+    failing_mem.name = "failing";
+    failing_mem.divide = failing_divide;
+    divide_calls = 0;
+    divide_ok = 0;
+    check(dtr_context_create_mpi(MPI_COMM_WORLD, &fail) == DTR_OK &&
+              dtr_context_set_memory(fail, &failing_mem, fake_device_state()) == DTR_OK,
+          "a context on a space whose divide fails");
+    job_t a;
+    check(job_init(&a, "4", "8x6", "P(avg)", "R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0, "setup");
+    st = run_on_device(fail, &a);
+    check(st == DTR_ERR_INTERNAL && has("failing memory: divide failed") &&
+              has("injected kernel failure") && intact(&a),
+          "a failing divide kernel: its error on every rank, input intact");
+    divide_ok = 1 << 30;
+    check(run_on_device(fail, &a) == DTR_OK && verified(&a), "the context works again");
+    job_free(&a);
+    dtr_context_destroy(fail);
+
+    /* a backend fault under staging: the error, and the input intact */
+    state = NULL;
+    dtr_context_t *staged = NULL;
+    check(dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
+              dtr_context_create(faulty_ops(dtr_backend_mpi_ops()), state, &staged) == DTR_OK &&
+              dtr_context_set_memory(staged, fake_device_ops(), fake_device_state()) == DTR_OK,
+          "a staged faulty context");
+    faulty_reset();
+    faulty.fail_complete = 2;
+    st = run_on_device(staged, &j);
+    check(st == DTR_ERR_BACKEND && has("step 1 (") && intact(&j),
+          "a failing collective under staging: BACKEND naming the step, input intact");
+    faulty_reset();
+    check(run_on_device(staged, &j) == DTR_OK && verified(&j), "and a good call after it");
+    dtr_context_destroy(staged);
+    job_free(&j);
+    fake_device_counts_t fc = fake_device_counts();
+    check(fc.refused >= 1, "the fake device counted the host addresses it refused");
 }
 
 /* ---- deadlines: a rank that fails, stops or is late ----------------------------------- */
@@ -496,6 +623,7 @@ int main(int argc, char **argv) {
     requests(ctx);
     bystander(ctx);
     dtr_context_destroy(ctx);
+    memory_spaces();
     timeout_settings();
     deadlines(); /* last: timed-out operations stay pending on their communicators */
     int rc = mpi_check_finish("mpi executor error paths");

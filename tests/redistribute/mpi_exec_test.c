@@ -13,7 +13,13 @@
  * size (0: none, 1 byte: one row of each piece at a time, 5, 48 or 4096 bytes; outputs
  * under 8 slices are gathered whole).
  *
- * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S]
+ * With --memory fake, every buffer (the caller's and the context's scratch) lives in the
+ * test's fake device space (tests/redistribute/fake_device.h): the executor must do all its
+ * local work through the space's table, and the MPI backend runs staged through host memory,
+ * as in the shared-GPU mode. --memory cuda does the same on the GPU (the CUDA memory space;
+ * ranks share GPU 0), and skips with the reason when no GPU is visible.
+ *
+ * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S] [--memory host|fake|cuda]
  * Prints one line per failing case (with the seed and case number to rerun it) and a
  * summary; exits non-zero on any failure.
  */
@@ -25,7 +31,11 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
+#if defined(DTR_HAVE_CUDA)
+#include "redistribute/cuda/dtr_cuda.h"
+#endif
 
 #define GUARD 64
 
@@ -123,6 +133,74 @@ static void report(int rank, uint64_t seed, int index, const char *strategy, con
     fflush(stdout);
 }
 
+/* The memory space of this run: the test's own buffers (ops NULL: host memory). */
+static const dtr_memory_ops_t *space_ops;
+static void *space_state;
+
+/* A fresh state of the run's memory space (for a context to own); NULL on host. */
+static int space_new(const char *memory, const dtr_memory_ops_t **ops, void **state,
+                     char *why, size_t len) {
+    *ops = NULL;
+    *state = NULL;
+    if (strcmp(memory, "host") == 0) return 0;
+    if (strcmp(memory, "fake") == 0) {
+        *ops = fake_device_ops();
+        *state = fake_device_state();
+        return 0;
+    }
+#if defined(DTR_HAVE_CUDA)
+    if (strcmp(memory, "cuda") == 0) {
+        if (dtr_cuda_device_count() < 1) {
+            snprintf(why, len, "no GPU visible (%s)", dtr_last_error());
+            return 1;
+        }
+        if (dtr_memory_cuda_create(0, NULL, state) != DTR_OK) {
+            snprintf(why, len, "CUDA memory: %s", dtr_last_error());
+            return 2;
+        }
+        *ops = dtr_memory_cuda_ops();
+        return 0;
+    }
+#else
+    if (strcmp(memory, "cuda") == 0) {
+        snprintf(why, len, "built without CUDA (nvcc was not found at build time)");
+        return 1;
+    }
+#endif
+    snprintf(why, len, "--memory %s: not host, fake or cuda", memory);
+    return 2;
+}
+
+/* Buffers of the run's space: a copy of host bytes in the space, and back. */
+static void *space_put(const void *host, size_t bytes) {
+    if (space_ops == NULL) {
+        void *p = malloc(bytes);
+        memcpy(p, host, bytes);
+        return p;
+    }
+    void *p = NULL;
+    if (space_ops->alloc(space_state, (int64_t)bytes, &p) != DTR_OK ||
+        space_ops->copy(space_state, p, host, (int64_t)bytes, DTR_COPY_FROM_HOST) != DTR_OK) {
+        fprintf(stderr, "space_put: %s\n", dtr_last_error());
+        abort();
+    }
+    return p;
+}
+
+static void space_get(void *host, const void *p, size_t bytes) {
+    if (space_ops == NULL) {
+        memcpy(host, p, bytes);
+    } else if (space_ops->copy(space_state, host, p, (int64_t)bytes, DTR_COPY_TO_HOST) != DTR_OK) {
+        fprintf(stderr, "space_get: %s\n", dtr_last_error());
+        abort();
+    }
+}
+
+static void space_free(void *p) {
+    if (space_ops == NULL) free(p);
+    else space_ops->free(space_state, p);
+}
+
 static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t *src,
                     const dtr_spec_t *dst, int rank, bool nonblocking, char *why, size_t len) {
     dtr_layout_t sl = {0}, dl = {0};
@@ -137,15 +215,22 @@ static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t
     else
         for (size_t k = 0; k < in_bytes; k++) in[k] = (unsigned char)(k * 3 + 1);
     memcpy(copy, in, in_bytes);
+    /* the buffers the call sees: these, or copies in the run's memory space */
+    void *din = space_put(in, in_bytes + 1), *dout = space_put(out, out_bytes + GUARD);
     dtr_status_t st;
     if (nonblocking) {
         dtr_request_t *req = NULL;
-        st = dtr_redistribute_start(ctx, plan, in, in_bytes, out, out_bytes, &req);
+        st = dtr_redistribute_start(ctx, plan, din, in_bytes, dout, out_bytes, &req);
         bool done = false;
         while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
     } else {
-        st = dtr_redistribute(ctx, plan, in, in_bytes, out, out_bytes);
+        st = dtr_redistribute(ctx, plan, din, in_bytes, dout, out_bytes);
     }
+    if (st == DTR_OK) st = dtr_context_sync(ctx);
+    space_get(in, din, in_bytes);
+    space_get(out, dout, out_bytes + GUARD);
+    space_free(din);
+    space_free(dout);
     int bad = 0;
     if (st != DTR_OK) {
         snprintf(why, len, "%s: %s", dtr_status_name(st), dtr_last_error());
@@ -189,9 +274,20 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     int cases = 100;
     uint64_t seed = 20261121;
+    const char *memory = "host";
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
         if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+        if (strcmp(argv[k], "--memory") == 0) memory = argv[k + 1];
+    }
+    char why[512] = "";
+    int sp = space_new(memory, &space_ops, &space_state, why, sizeof why);
+    if (sp != 0) {
+        if (rank == 0) printf("mpi exec (memory %s): %s: %s\n", memory,
+                              sp == 1 ? "skipped" : "FAIL", why);
+        if (rank == 0 && sp == 1) printf("  plans on %d ranks: 0 passed, 0 failed, skipped\n", world);
+        MPI_Finalize();
+        return sp == 1 ? 0 : 2;
     }
     bool verbose = getenv("DTR_TEST_VERBOSE") != NULL;
     padded_ops = *dtr_backend_mpi_ops();
@@ -205,6 +301,15 @@ int main(int argc, char **argv) {
         dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK) {
         fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int k = 0; k < 2 && space_ops != NULL; k++) {
+        const dtr_memory_ops_t *ops;
+        void *state;
+        if (space_new(memory, &ops, &state, why, sizeof why) != 0 ||
+            dtr_context_set_memory(ctx[k], ops, state) != DTR_OK) {
+            fprintf(stderr, "rank %d: memory %s: %s %s\n", rank, memory, why, dtr_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
     }
     tally_t t = {0};
     int kinds[DTR_STEP_KIND_LAST] = {0}, dtypes[DTR_DTYPE_LAST] = {0}, mdims[4] = {0};
@@ -268,7 +373,7 @@ int main(int argc, char **argv) {
                     break;
                 }
             }
-            char why[512] = "";
+            why[0] = '\0';
             int bad = run_plan(ctx[padded], plan, &src, &dst, rank, nonblocking, why, sizeof why);
             char how[64];
             snprintf(how, sizeof how, "%s, %s", padded ? "padded" : "mpi",
@@ -284,9 +389,9 @@ int main(int argc, char **argv) {
         free(c.ranks);
     }
     if (rank == 0) {
-        printf("mpi exec on %d ranks: %d cases, %d plans run, %d skipped (invalid or refused), "
+        printf("mpi exec on %d ranks (memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
                "seed %llu\n  steps run by kind:",
-               world, cases, t.plans, t.skipped, (unsigned long long)seed);
+               world, memory, cases, t.plans, t.skipped, (unsigned long long)seed);
         for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
             printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
         printf("\n  plans by dtype:");
@@ -296,6 +401,20 @@ int main(int argc, char **argv) {
         for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
             printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
         printf("\n  plans with a non-leading gather run in slices: %d", sliced);
+        if (strcmp(memory, "fake") == 0) {
+            fake_device_counts_t fc = fake_device_counts();
+            printf("\n  fake device (rank 0): %lld copy_box, %lld copy_range, %lld divide, %lld "
+                   "zero, %lld copies within, %lld to host, %lld from host, %lld refused",
+                   (long long)fc.copy_box, (long long)fc.copy_range, (long long)fc.divide,
+                   (long long)fc.zero, (long long)fc.copy_within, (long long)fc.to_host,
+                   (long long)fc.from_host, (long long)fc.refused);
+            if (fc.refused > 0 || (cases >= 100 && (fc.copy_box == 0 || fc.divide == 0 ||
+                                                     fc.zero == 0 || fc.copy_within == 0))) {
+                printf("\n  FAIL: the fake device refused an address, or some local operation "
+                       "never ran on it");
+                t.failures++;
+            }
+        }
         if (world >= 2 && cases >= 100 && sliced == 0) {
             printf("\n  FAIL: no gather ran in slices");
             t.failures++;
@@ -309,6 +428,7 @@ int main(int argc, char **argv) {
     }
     dtr_context_destroy(ctx[0]);
     dtr_context_destroy(ctx[1]);
+    if (space_ops != NULL) space_ops->destroy(space_state);
     MPI_Finalize();
     return t.failures > 0 ? 1 : 0;
 }

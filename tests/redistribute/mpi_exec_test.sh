@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Runs the executor's random-case test under mpirun on 2, 4 and 8 ranks.
-# Usage: mpi_exec_test.sh BINARY  (DTR_SEED overrides the seed)
+# Usage: mpi_exec_test.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
+# DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list)
 set -u
 bin=$1
+shift
 seed=${DTR_SEED:-20261121}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 fail=0
 passed=0
 failed=0
-for spec in 2:400 4:400 8:300; do
+for spec in ${DTR_EXEC_SPECS:-2:400 4:400 8:300}; do
     n=${spec%%:*}
     cases=${spec##*:}
-    out=$(timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    out=$(timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed" "$@")
     rc=$?
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: mpirun -n $n mpi_exec_test --cases $cases --seed $seed (exit $rc)"
+        echo "FAIL: mpirun -n $n mpi_exec_test --cases $cases --seed $seed $* (exit $rc)"
         fail=$((fail + 1))
     fi
     if [ -n "$line" ]; then
