@@ -19,7 +19,10 @@
  * as in the shared-GPU mode. --memory cuda does the same on the GPU (the CUDA memory space;
  * ranks share GPU 0), and skips with the reason when no GPU is visible.
  *
+ * --backend nccl (with --memory cuda) runs on the NCCL backend instead, one GPU per rank.
+ *
  * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S] [--memory host|fake|cuda]
+ *        [--backend mpi|nccl]
  * Prints one line per failing case (with the seed and case number to rerun it) and a
  * summary; exits non-zero on any failure.
  */
@@ -35,6 +38,9 @@
 #include "tests/redistribute/plan_util.h"
 #if defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
+#endif
+#if defined(DTR_HAVE_NCCL)
+#include "redistribute/nccl/dtr_nccl.h"
 #endif
 
 #define GUARD 64
@@ -274,11 +280,23 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     int cases = 100;
     uint64_t seed = 20261121;
-    const char *memory = "host";
+    const char *memory = "host", *backend = "mpi";
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
         if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
         if (strcmp(argv[k], "--memory") == 0) memory = argv[k + 1];
+        if (strcmp(argv[k], "--backend") == 0) backend = argv[k + 1];
+    }
+    bool nccl = strcmp(backend, "nccl") == 0;
+    if (!nccl && strcmp(backend, "mpi") != 0) {
+        if (rank == 0) printf("mpi exec: FAIL: --backend %s: not mpi or nccl\n", backend);
+        MPI_Finalize();
+        return 2;
+    }
+    if (nccl && strcmp(memory, "cuda") != 0) {
+        if (rank == 0) printf("mpi exec: FAIL: --backend nccl needs --memory cuda\n");
+        MPI_Finalize();
+        return 2;
     }
     char why[512] = "";
     int sp = space_new(memory, &space_ops, &space_state, why, sizeof why);
@@ -296,13 +314,26 @@ int main(int argc, char **argv) {
     padded_ops.reduce_scatterv = NULL;
     dtr_context_t *ctx[2] = {NULL, NULL};
     void *state = NULL;
-    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
+    if (nccl) {
+#if defined(DTR_HAVE_NCCL)
+        /* no padded variant: both kinds of case run on the one NCCL context */
+        if (dtr_context_create_nccl(MPI_COMM_WORLD, 0, NULL, &ctx[0]) != DTR_OK) {
+            fprintf(stderr, "rank %d: NCCL context: %s\n", rank, dtr_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        ctx[1] = ctx[0];
+#else
+        if (rank == 0) printf("mpi exec (backend nccl): skipped: built without NCCL\n");
+        MPI_Finalize();
+        return 0;
+#endif
+    } else if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
         dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
         dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK) {
         fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    for (int k = 0; k < 2 && space_ops != NULL; k++) {
+    for (int k = 0; k < 2 && space_ops != NULL && !nccl; k++) {
         const dtr_memory_ops_t *ops;
         void *state;
         if (space_new(memory, &ops, &state, why, sizeof why) != 0 ||
@@ -389,9 +420,9 @@ int main(int argc, char **argv) {
         free(c.ranks);
     }
     if (rank == 0) {
-        printf("mpi exec on %d ranks (memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
+        printf("mpi exec on %d ranks (%s, memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
                "seed %llu\n  steps run by kind:",
-               world, memory, cases, t.plans, t.skipped, (unsigned long long)seed);
+               world, backend, memory, cases, t.plans, t.skipped, (unsigned long long)seed);
         for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
             printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
         printf("\n  plans by dtype:");
@@ -427,7 +458,7 @@ int main(int argc, char **argv) {
                t.failures);
     }
     dtr_context_destroy(ctx[0]);
-    dtr_context_destroy(ctx[1]);
+    if (ctx[1] != ctx[0]) dtr_context_destroy(ctx[1]);
     if (space_ops != NULL) space_ops->destroy(space_state);
     MPI_Finalize();
     return t.failures > 0 ? 1 : 0;

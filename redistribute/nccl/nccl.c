@@ -1,0 +1,382 @@
+/*
+ * The NCCL backend (dtr_nccl.h): the executor's ops table over NCCL communicators, one per
+ * group, bootstrapped over MPI.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "redistribute/cuda/dtr_cuda.h"
+#include "redistribute/cuda/kernels.h"
+#include "redistribute/nccl/dtr_nccl.h"
+
+typedef struct dtr__nccl_group dtr__nccl_group_t;
+
+typedef struct {
+    MPI_Comm world;
+    int rank;
+    cudaStream_t stream;
+    dtr__nccl_group_t *groups; /* every communicator, for the asynchronous error checks */
+    bool aborted;
+    char abort_msg[256];
+} dtr__nccl_t;
+
+struct dtr__nccl_group {
+    dtr__nccl_group_t *next;
+    dtr__nccl_t *s;
+    MPI_Comm mpi;
+    ncclComm_t comm;
+    int n, index;
+};
+
+static dtr_status_t dtr__nccl_fail(dtr__nccl_group_t *g, ncclResult_t r, const char *what) {
+    const char *last = g != NULL ? ncclGetLastError(g->comm) : NULL;
+    return dtr__error(DTR_ERR_BACKEND, "nccl", "%s: %s%s%s", what, ncclGetErrorString(r),
+                      last != NULL && *last != '\0' ? ": " : "", last != NULL ? last : "");
+}
+
+static dtr_status_t dtr__nccl_mpi_fail(int rc, const char *what) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    return dtr__error(DTR_ERR_BACKEND, "nccl", "%s: %s", what, text);
+}
+
+static bool dtr__nccl_type(dtr_dtype_t d, ncclDataType_t *t) {
+    switch (d) {
+    case DTR_F32: *t = ncclFloat32; return true;
+    case DTR_F64: *t = ncclFloat64; return true;
+    case DTR_F16: *t = ncclFloat16; return true;
+    case DTR_BF16: *t = ncclBfloat16; return true;
+    case DTR_I32: *t = ncclInt32; return true;
+    case DTR_I64: *t = ncclInt64; return true;
+    case DTR_U8: *t = ncclUint8; return true;
+    case DTR_F8E4M3: *t = ncclFloat8e4m3; return true;
+    case DTR_F8E5M2: *t = ncclFloat8e5m2; return true;
+    default: return false;
+    }
+}
+
+/* NCCL's op for op on dtype; *divide when AVG must be SUM then the divide kernel. */
+static dtr_status_t dtr__nccl_op(dtr_dtype_t dtype, dtr_reduce_op_t op, ncclDataType_t *t,
+                                 ncclRedOp_t *r, bool *divide) {
+    *divide = false;
+    if (!dtr__nccl_type(dtype, t))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "nccl", "dtype: %d has no NCCL type",
+                          (int)dtype);
+    switch (op) {
+    case DTR_REDUCE_SUM: *r = ncclSum; break;
+    case DTR_REDUCE_PRODUCT: *r = ncclProd; break;
+    case DTR_REDUCE_MAX: *r = ncclMax; break;
+    case DTR_REDUCE_MIN: *r = ncclMin; break;
+    case DTR_REDUCE_AVG:
+        *divide = dtr_dtype_info(dtype)->is_float;
+        *r = *divide ? ncclSum : ncclAvg;
+        break;
+    default:
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "nccl", "op: %d is not a reduce op", (int)op);
+    }
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_alive(dtr__nccl_t *s) {
+    if (!s->aborted) return DTR_OK;
+    return dtr__error(DTR_ERR_BACKEND, "nccl", "communicators aborted after an earlier error "
+                      "(%s); destroy the context", s->abort_msg);
+}
+
+/* Checks every communicator's asynchronous error; aborts them all on a fatal one. */
+static dtr_status_t dtr__nccl_poll(void *arg) {
+    dtr__nccl_t *s = arg;
+    DTR_CHECK(dtr__nccl_alive(s));
+    for (dtr__nccl_group_t *g = s->groups; g != NULL; g = g->next) {
+        ncclResult_t a = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(g->comm, &a);
+        if (r == ncclSuccess && (a == ncclSuccess || a == ncclInProgress)) continue;
+        dtr_status_t st = dtr__nccl_fail(g, r != ncclSuccess ? r : a, "asynchronous error");
+        snprintf(s->abort_msg, sizeof s->abort_msg, "%s", dtr_last_error());
+        s->aborted = true;
+        for (dtr__nccl_group_t *h = s->groups; h != NULL; h = h->next) ncclCommAbort(h->comm);
+        return st;
+    }
+    return DTR_OK;
+}
+
+static int dtr__nccl_rank(void *state) { return ((dtr__nccl_t *)state)->rank; }
+
+static dtr_status_t dtr__nccl_group_create(void *state, const int *ranks, int n, int tag,
+                                           void **group) {
+    dtr__nccl_t *s = state;
+    DTR_CHECK(dtr__nccl_alive(s));
+    dtr__nccl_group_t *g = calloc(1, sizeof *g);
+    if (g == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "group");
+    g->s = s;
+    g->n = n;
+    g->index = -1;
+    g->mpi = MPI_COMM_NULL;
+    for (int k = 0; k < n; k++)
+        if (ranks[k] == s->rank) g->index = k;
+    MPI_Group all, sub;
+    int rc = MPI_Comm_group(s->world, &all);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_incl(all, n, ranks, &sub);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(s->world, sub, tag, &g->mpi);
+    if (rc != MPI_SUCCESS) {
+        free(g);
+        return dtr__nccl_mpi_fail(rc, "MPI_Comm_create_group (the NCCL bootstrap)");
+    }
+    MPI_Group_free(&sub);
+    MPI_Group_free(&all);
+    MPI_Comm_set_errhandler(g->mpi, MPI_ERRORS_RETURN);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r = ncclSuccess;
+    if (g->index == 0) r = ncclGetUniqueId(&id);
+    /* the id, or the first rank's failure, to every member */
+    int ok = r == ncclSuccess;
+    rc = MPI_Bcast(&ok, 1, MPI_INT, 0, g->mpi);
+    if (rc == MPI_SUCCESS && ok) rc = MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, g->mpi);
+    if (rc != MPI_SUCCESS || !ok) {
+        MPI_Comm_free(&g->mpi);
+        free(g);
+        return rc != MPI_SUCCESS ? dtr__nccl_mpi_fail(rc, "MPI_Bcast of the ncclUniqueId")
+                                 : dtr__error(DTR_ERR_BACKEND, "nccl",
+                                              "ncclGetUniqueId failed on the group's first rank");
+    }
+    r = ncclCommInitRank(&g->comm, n, id, g->index);
+    if (r != ncclSuccess) {
+        MPI_Comm_free(&g->mpi);
+        free(g);
+        return dtr__nccl_fail(NULL, r, "ncclCommInitRank");
+    }
+    g->next = s->groups;
+    s->groups = g;
+    *group = g;
+    return DTR_OK;
+}
+
+static void dtr__nccl_group_destroy(void *state, void *group) {
+    dtr__nccl_t *s = state;
+    dtr__nccl_group_t *g = group;
+    if (g == NULL) return;
+    for (dtr__nccl_group_t **p = &s->groups; *p != NULL; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            break;
+        }
+    if (s->aborted) ncclCommAbort(g->comm);
+    else ncclCommDestroy(g->comm);
+    MPI_Comm_free(&g->mpi);
+    free(g);
+}
+
+#define DTR__NCCL(g, call, what)                                                              \
+    do {                                                                                       \
+        ncclResult_t dtr__r = (call);                                                         \
+        if (dtr__r != ncclSuccess) return dtr__nccl_fail((g), dtr__r, (what));                \
+    } while (0)
+
+static dtr_status_t dtr__nccl_all_gather(void *group, const void *send, int64_t bytes,
+                                         void *recv, dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    DTR__NCCL(g, ncclAllGather(send, recv, (size_t)bytes, ncclUint8, g->comm, g->s->stream),
+              "ncclAllGather");
+    return DTR_OK;
+}
+
+/* Pieces both ways by grouped send/receive; this rank's own piece by a device copy. */
+static dtr_status_t dtr__nccl_pairs(dtr__nccl_group_t *g, const void *send,
+                                    const int64_t *sc, const int64_t *sd, void *recv,
+                                    const int64_t *rc, const int64_t *rd, const char *what) {
+    cudaStream_t st = g->s->stream;
+    int me = g->index;
+    if (rc[me] > 0) {
+        cudaError_t e = cudaMemcpyAsync((char *)recv + rd[me], (const char *)send + sd[me],
+                                        (size_t)rc[me], cudaMemcpyDeviceToDevice, st);
+        if (e != cudaSuccess)
+            return dtr__error(DTR_ERR_BACKEND, "nccl", "%s: own piece: %s", what,
+                              cudaGetErrorString(e));
+    }
+    DTR__NCCL(g, ncclGroupStart(), "ncclGroupStart");
+    for (int k = 0; k < g->n; k++) {
+        if (k == me) continue;
+        if (sc[k] > 0) {
+            ncclResult_t r = ncclSend((const char *)send + sd[k], (size_t)sc[k], ncclUint8, k,
+                                      g->comm, st);
+            if (r != ncclSuccess) {
+                ncclGroupEnd();
+                return dtr__nccl_fail(g, r, "ncclSend");
+            }
+        }
+        if (rc[k] > 0) {
+            ncclResult_t r = ncclRecv((char *)recv + rd[k], (size_t)rc[k], ncclUint8, k, g->comm,
+                                      st);
+            if (r != ncclSuccess) {
+                ncclGroupEnd();
+                return dtr__nccl_fail(g, r, "ncclRecv");
+            }
+        }
+    }
+    DTR__NCCL(g, ncclGroupEnd(), what);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_all_gatherv(void *group, const void *send, int64_t bytes,
+                                          void *recv, const int64_t *counts,
+                                          const int64_t *displs, dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    /* every member sends its piece to every other: send counts all `bytes`, from 0 */
+    int64_t *sc = malloc((size_t)g->n * 2 * sizeof *sc);
+    if (sc == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "count arrays");
+    int64_t *sd = sc + g->n;
+    for (int k = 0; k < g->n; k++) {
+        sc[k] = bytes;
+        sd[k] = 0;
+    }
+    dtr_status_t st = dtr__nccl_pairs(g, send, sc, sd, recv, counts, displs, "all_gatherv");
+    free(sc);
+    return st;
+}
+
+/* AVG of a float dtype: SUM, then the divide kernel on the result. */
+static dtr_status_t dtr__nccl_divide(dtr__nccl_group_t *g, void *recv, int64_t count,
+                                     dtr_dtype_t dtype) {
+    int e = dtr_cuda__divide(g->s->stream, (int)dtype, recv, recv, count, g->n);
+    if (e != 0)
+        return dtr__error(DTR_ERR_BACKEND, "nccl", "AVG's divide kernel: %s",
+                          e < 0 ? "no divide for this dtype" : cudaGetErrorString((cudaError_t)e));
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_reduce_scatter(void *group, const void *send, void *recv,
+                                             int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                             dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    ncclDataType_t t;
+    ncclRedOp_t r;
+    bool divide;
+    DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
+    DTR__NCCL(g, ncclReduceScatter(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
+              "ncclReduceScatter");
+    return divide ? dtr__nccl_divide(g, recv, count, dtype) : DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_all_reduce(void *group, const void *send, void *recv,
+                                         int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                         dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    ncclDataType_t t;
+    ncclRedOp_t r;
+    bool divide;
+    DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
+    DTR__NCCL(g, ncclAllReduce(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
+              "ncclAllReduce");
+    return divide ? dtr__nccl_divide(g, recv, count, dtype) : DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_all_to_all(void *group, const void *send, int64_t bytes,
+                                         void *recv, dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    DTR__NCCL(g, ncclAlltoAll(send, recv, (size_t)bytes, ncclUint8, g->comm, g->s->stream),
+              "ncclAlltoAll");
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_all_to_allv(void *group, const void *send, const int64_t *sc,
+                                          const int64_t *sd, void *recv, const int64_t *rc,
+                                          const int64_t *rd, dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    return dtr__nccl_pairs(g, send, sc, sd, recv, rc, rd, "all_to_allv");
+}
+
+/* Enqueued is complete for the executor (the stream orders what follows); an asynchronous
+ * error of any communicator fails the test. */
+static dtr_status_t dtr__nccl_test(void *group, dtr_backend_req_t *req, bool *done) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    *done = true;
+    return dtr__nccl_poll(g->s);
+}
+
+static dtr_status_t dtr__nccl_wait(void *group, dtr_backend_req_t *req) {
+    bool done;
+    return dtr__nccl_test(group, req, &done);
+}
+
+static void dtr__nccl_destroy(void *state) {
+    dtr__nccl_t *s = state;
+    if (s == NULL) return;
+    MPI_Comm_free(&s->world);
+    free(s);
+}
+
+static const dtr_backend_ops_t dtr__nccl_ops = {
+    .name = "nccl",
+    .caps = DTR_BACKEND_CAP_AVG | DTR_BACKEND_CAP_DEVICE,
+    .rank = dtr__nccl_rank,
+    .group_create = dtr__nccl_group_create,
+    .group_destroy = dtr__nccl_group_destroy,
+    .all_gather = dtr__nccl_all_gather,
+    .all_gatherv = dtr__nccl_all_gatherv,
+    .reduce_scatter = dtr__nccl_reduce_scatter,
+    .all_reduce = dtr__nccl_all_reduce,
+    .all_to_all = dtr__nccl_all_to_all,
+    .all_to_allv = dtr__nccl_all_to_allv,
+    .test = dtr__nccl_test,
+    .wait = dtr__nccl_wait,
+    .destroy = dtr__nccl_destroy,
+};
+
+dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
+                                     dtr_context_t **out) {
+    DTR_CHECK_PTR(out, __func__);
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "MPI is not initialised");
+    void *mem = NULL;
+    DTR_CHECK(dtr_memory_cuda_create(device, stream, &mem));
+    dtr__nccl_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        dtr_memory_cuda_ops()->destroy(mem);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "state");
+    }
+    int rc = MPI_Comm_dup(comm, &s->world);
+    if (rc != MPI_SUCCESS) {
+        free(s);
+        dtr_memory_cuda_ops()->destroy(mem);
+        return dtr__nccl_mpi_fail(rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(s->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(s->world, &s->rank);
+    s->stream = (cudaStream_t)dtr_memory_cuda_stream(mem);
+    dtr_context_t *ctx = NULL;
+    dtr_status_t st = dtr_context_create(&dtr__nccl_ops, s, &ctx); /* owns s, even on failure */
+    if (st != DTR_OK) {
+        dtr_memory_cuda_ops()->destroy(mem);
+        return st;
+    }
+    dtr_memory_cuda_set_poll(mem, dtr__nccl_poll, s);
+    st = dtr_context_set_memory(ctx, dtr_memory_cuda_ops(), mem); /* owns mem */
+    if (st != DTR_OK) {
+        dtr_context_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return DTR_OK;
+}
