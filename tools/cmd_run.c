@@ -10,15 +10,21 @@
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
+#if defined(DTR_HAVE_CUDA)
+#include "redistribute/cuda/dtr_cuda.h"
+#endif
+#if defined(DTR_HAVE_NCCL)
+#include "redistribute/nccl/dtr_nccl.h"
+#endif
 
 static void dtr__run_help(FILE *out) {
     fputs(
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
         "                [--dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--backward]\n"
-        "                [--dump DIR] [--json]\n"
+        "                [--dump DIR] [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "\n"
-        "Runs the redistribution on the ranks of the MPI job (the MPI backend). Each rank\n"
+        "Runs the redistribution on the ranks of the MPI job. Each rank\n"
         "fills its source block from a deterministic global pattern (for Partial sources,\n"
         "rank-dependent contributions whose reduction is the pattern, exact in every dtype),\n"
         "runs the plan, and with --verify checks every element on every rank. It then times\n"
@@ -43,6 +49,13 @@ static void dtr__run_help(FILE *out) {
         "                       --backward rankR.grad_in and rankR.grad_out; their shapes\n"
         "                       are those 'dtr layout' gives for R\n"
         "  --json               one JSON object on rank 0\n"
+        "  --backend B          mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
+        "                       --device cuda)\n"
+        "  --device D           cpu (default) or cuda: the buffers are device memory of GPU\n"
+        "                       (rank mod GPUs) and every local step runs as a CUDA kernel; with\n"
+        "                       --backend mpi several ranks may share one GPU (the operations\n"
+        "                       stage through host memory). Needs a dtr built with CUDA (and\n"
+        "                       NCCL for nccl) and a visible GPU.\n"
         "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
         "                       checker: --verify must then fail)\n"
         "  -h, --help           this help\n"
@@ -78,15 +91,82 @@ typedef struct {
     bool nonblocking;
 } dtr__job_t;
 
+/* One redistribution, complete (on a GPU: the stream synchronised). */
 static dtr_status_t dtr__once(const dtr__job_t *j) {
-    if (!j->nonblocking)
-        return dtr_redistribute(j->ctx, j->plan, j->in, j->in_bytes, j->out, j->out_bytes);
-    dtr_request_t *req = NULL;
-    dtr_status_t st = dtr_redistribute_start(j->ctx, j->plan, j->in, j->in_bytes, j->out,
-                                             j->out_bytes, &req);
-    bool done = false;
-    while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    dtr_status_t st;
+    if (!j->nonblocking) {
+        st = dtr_redistribute(j->ctx, j->plan, j->in, j->in_bytes, j->out, j->out_bytes);
+    } else {
+        dtr_request_t *req = NULL;
+        st = dtr_redistribute_start(j->ctx, j->plan, j->in, j->in_bytes, j->out, j->out_bytes,
+                                    &req);
+        bool done = false;
+        while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    }
+    return st == DTR_OK ? dtr_context_sync(j->ctx) : st;
+}
+
+static dtr_status_t dtr__baseline(dtr_context_t *ctx, const dtr_plan_t *plan) {
+    dtr_status_t st = dtr_redistribute_baseline(ctx, plan);
+    return st == DTR_OK ? dtr_context_sync(ctx) : st;
+}
+
+#define DTR__TRY(call)                                                                    \
+    do {                                                                                   \
+        dtr_status_t dtr__st = (call);                                                     \
+        if (dtr__st != DTR_OK) return dtr__st;                                             \
+    } while (0)
+
+/* --device cuda: the buffers the calls see are copies on the GPU, through the command's own
+ * CUDA memory state (ops NULL: --device cpu, the host buffers themselves). */
+static const dtr_memory_ops_t *dtr__dev_ops;
+static void *dtr__dev_state;
+
+static dtr_status_t dtr__dev_put(void *host, size_t bytes, void **p) {
+    if (dtr__dev_ops == NULL) {
+        *p = host;
+        return DTR_OK;
+    }
+    *p = NULL;
+    DTR__TRY(dtr__dev_ops->alloc(dtr__dev_state, (int64_t)bytes + 1, p));
+    DTR__TRY(dtr__dev_ops->copy(dtr__dev_state, *p, host, (int64_t)bytes, DTR_COPY_FROM_HOST));
+    return dtr__dev_ops->sync(dtr__dev_state); /* before the context's stream reads it */
+}
+
+static dtr_status_t dtr__dev_get(void *host, const void *p, size_t bytes) {
+    if (dtr__dev_ops == NULL || bytes == 0) return DTR_OK;
+    return dtr__dev_ops->copy(dtr__dev_state, host, p, (int64_t)bytes, DTR_COPY_TO_HOST);
+}
+
+static void dtr__dev_free(void *p) {
+    if (dtr__dev_ops != NULL && p != NULL) dtr__dev_ops->free(dtr__dev_state, p);
+}
+
+/* The context for --backend and --device; on a GPU, also the command's memory state. */
+static dtr_status_t dtr__context(bool nccl, bool cuda, int rank, dtr_context_t **ctx) {
+    if (!cuda) return dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
+#if defined(DTR_HAVE_CUDA)
+    int gpus = dtr_cuda_device_count();
+    if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &dtr__dev_state); /* "no GPU visible" */
+    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &dtr__dev_state));
+    dtr__dev_ops = dtr_memory_cuda_ops();
+    if (nccl) {
+#if defined(DTR_HAVE_NCCL)
+        return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
+#endif
+    }
+    void *mem = NULL;
+    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &mem));
+    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
+    if (st == DTR_OK) return dtr_context_set_memory(*ctx, dtr_memory_cuda_ops(), mem);
+    dtr_memory_cuda_ops()->destroy(mem);
     return st;
+#else
+    (void)nccl;
+    (void)rank;
+    (void)ctx;
+    return DTR_ERR_UNSUPPORTED; /* refused with the arguments */
+#endif
 }
 
 /* --dump: writes bytes to DIR/rank<R>.<what>; prints the error and returns false on failure. */
@@ -139,12 +219,14 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"inject-mismatch", required_argument, NULL, 'x'},
         {"backward", no_argument, NULL, 'b'},
         {"dump", required_argument, NULL, 'D'},
+        {"backend", required_argument, NULL, 'B'},
+        {"device", required_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
-    const char *inject_text = NULL, *dump = NULL;
+    const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -162,6 +244,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'x': inject_text = optarg; break;
         case 'b': backward = 1; break;
         case 'D': dump = optarg; break;
+        case 'B': backend = optarg; break;
+        case 'V': device = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -184,6 +268,26 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                                &inject);
     }
     if (rc != DTR_EXIT_OK) return rc;
+    bool nccl = strcmp(backend, "nccl") == 0;
+    if (!nccl && strcmp(backend, "mpi") != 0)
+        return dtr_cli_usage_error("run", "--backend: '%s' is not mpi or nccl", backend);
+    if (device == NULL) device = nccl ? "cuda" : "cpu";
+    bool cuda = strcmp(device, "cuda") == 0;
+    if (!cuda && strcmp(device, "cpu") != 0)
+        return dtr_cli_usage_error("run", "--device: '%s' is not cpu or cuda", device);
+    if (nccl && !cuda)
+        return dtr_cli_usage_error("run", "--backend nccl: runs on GPU buffers only (--device "
+                                          "cuda), not --device cpu");
+#if !defined(DTR_HAVE_CUDA)
+    if (cuda)
+        return dtr_cli_usage_error("run", "--device cuda: this dtr was built without CUDA (nvcc "
+                                          "was not found at build time)");
+#endif
+#if !defined(DTR_HAVE_NCCL)
+    if (nccl)
+        return dtr_cli_usage_error("run", "--backend nccl: this dtr was built without NCCL "
+                                          "(nccl.h was not found at build time)");
+#endif
     struct stat dump_st;
     if (dump != NULL && (stat(dump, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
         return dtr_cli_usage_error("run", "--dump: '%s' is not an existing directory", dump);
@@ -213,6 +317,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     rc = DTR_EXIT_FAIL;
     dtr_context_t *ctx = NULL;
     unsigned char *in = NULL, *copy = NULL, *out = NULL;
+    void *din = NULL, *dout = NULL;
     double *times = NULL;
     dtr_layout_t sl = {0}, dl = {0};
     bool inside = dtr_spec_layout(&src, rank, &sl) == DTR_OK;
@@ -224,13 +329,18 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     times = malloc(2 * (size_t)(iters + 1) * sizeof *times);
     dtr_status_t st = in && copy && out && times ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", rank);
-    if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    if (st == DTR_OK) st = dtr__context(nccl, cuda, rank, &ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     if (inside) st = dtr_pattern_fill(&src, rank, in, in_bytes);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     memcpy(copy, in, in_bytes);
-    dtr__job_t job = {ctx, plan, in, in_bytes, out, out_bytes, nonblocking != 0};
+    st = dtr__dev_put(in, in_bytes, &din);
+    if (st == DTR_OK) st = dtr__dev_put(out, out_bytes, &dout);
+    if (!dtr_cli_all_ok("run", st, rank, "device buffers")) goto done;
+    dtr__job_t job = {ctx, plan, din, in_bytes, dout, out_bytes, nonblocking != 0};
     st = dtr__once(&job);
+    if (st == DTR_OK) st = dtr__dev_get(out, dout, out_bytes);
+    if (st == DTR_OK) st = dtr__dev_get(in, din, in_bytes);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
 
     dtr__verdict_t v = {0};
@@ -281,10 +391,19 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         unsigned char *gout = malloc((size_t)tl.bytes + 1);
         st = gin && gcopy && gout ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
         if (st == DTR_OK && inside) st = dtr_pattern_fill(&dst, rank, gin, (size_t)gl.bytes);
+        void *dgin = NULL, *dgout = NULL;
         if (st == DTR_OK) {
             memcpy(gcopy, gin, (size_t)gl.bytes);
-            st = dtr_redistribute(ctx, bplan, gin, (size_t)gl.bytes, gout, (size_t)tl.bytes);
+            st = dtr__dev_put(gin, (size_t)gl.bytes, &dgin);
+            if (st == DTR_OK) st = dtr__dev_put(gout, (size_t)tl.bytes, &dgout);
+            if (st == DTR_OK)
+                st = dtr_redistribute(ctx, bplan, dgin, (size_t)gl.bytes, dgout, (size_t)tl.bytes);
+            if (st == DTR_OK) st = dtr_context_sync(ctx);
+            if (st == DTR_OK) st = dtr__dev_get(gout, dgout, (size_t)tl.bytes);
+            if (st == DTR_OK) st = dtr__dev_get(gin, dgin, (size_t)gl.bytes);
         }
+        if (dgin != gin) dtr__dev_free(dgin);
+        if (dgout != gout) dtr__dev_free(dgout);
         bool dumped = st != DTR_OK || !inside ||
                       (dtr__dump(dump, rank, "grad_in", gin, (size_t)gl.bytes) &&
                        dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
@@ -306,7 +425,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
 
     for (long k = 0; k < warmup; k++) {
         st = dtr__once(&job);
-        if (st == DTR_OK) st = dtr_redistribute_baseline(ctx, plan);
+        if (st == DTR_OK) st = dtr__baseline(ctx, plan);
         if (!dtr_cli_all_ok("run", st, rank, "warm-up")) goto done_all;
     }
     for (long k = 0; k < iters; k++) {
@@ -315,7 +434,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             int b = (k % 2) ? 1 - bb : bb; /* alternate which goes first */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
-            st = b == 0 ? dtr__once(&job) : dtr_redistribute_baseline(ctx, plan);
+            st = b == 0 ? dtr__once(&job) : dtr__baseline(ctx, plan);
             t[b] = (MPI_Wtime() - t0) * 1e6;
             if (!dtr_cli_all_ok("run", st, rank, b == 0 ? "redistribute" : "baseline")) goto done_all;
         }
@@ -341,11 +460,11 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":", iters,
                    (long long)plan->recv_bytes_max);
             dtr_cli_json_collectives(stdout, plan);
-            printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
-                   "\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"from\":\"%s\","
-                   "\"to\":\"%s\"",
-                   plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), world,
-                   meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
+            printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
+                   "\"ranks\":%d,\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
+                   "\"from\":\"%s\",\"to\":\"%s\"",
+                   plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), device,
+                   world, meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
             if (bplan != NULL) {
                 printf(",\"backward\":{\"placements\":");
                 dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
@@ -362,9 +481,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        all[first_bad].want);
             printf("}\n");
         } else {
-            printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend)\n",
+            printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend, "
+                   "%s buffers)\n",
                    meshtext, shape, dtr_dtype_name(src.dtype), from, tostr,
-                   dtr_strategy_name(strategy), world, dtr_context_backend(ctx));
+                   dtr_strategy_name(strategy), world, dtr_context_backend(ctx), device);
             printf("  %d step%s:", plan->nsteps, plan->nsteps == 1 ? "" : "s");
             for (int k = 0; k < plan->nsteps; k++)
                 printf("%s %s", k ? "," : "", dtr_step_kind_info(plan->steps[k].kind)->name);
@@ -412,6 +532,10 @@ done_all:
     free(bplan);
 done:
     dtr_context_destroy(ctx);
+    if (din != in) dtr__dev_free(din);
+    if (dout != out) dtr__dev_free(dout);
+    if (dtr__dev_ops != NULL) dtr__dev_ops->destroy(dtr__dev_state);
+    dtr__dev_ops = NULL;
     free(in);
     free(copy);
     free(out);

@@ -4,8 +4,13 @@
 #   2. `bazel test --config=asan //...`         (the same tests under AddressSanitizer and
 #                                                UndefinedBehaviorSanitizer, leaks checked),
 #   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
+#   4. `bazel test --config=nocuda //...`       (the build where no CUDA toolkit is found:
+#                                                the CUDA/NCCL targets drop out, the rest
+#                                                builds and passes unchanged),
 # sums the test cases every part reported and ends with one line "N passed, N failed".
-# DTR_TEST_PARTS picks parts (default "plain asan fuzz"); extra arguments go to `bazel test`.
+# DTR_TEST_PARTS picks parts (default "plain asan fuzz nocuda"); extra arguments go to
+# `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
+# its GPU tests skip (printing why) when no GPU is visible.
 #
 # Counting: a Criterion target reports "Synthesis: Tested: T | Passing: P | Failing: F |
 # Crashing: C"; a script target ends with "...: P passed, F failed". A target that reports
@@ -15,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh || exit 1
 
-parts=${DTR_TEST_PARTS:-plain asan fuzz}
+parts=${DTR_TEST_PARTS:-plain asan fuzz nocuda}
 passed=0
 failed=0
 summary=$(mktemp)
@@ -77,6 +82,7 @@ extra=("$@")
 for part in $parts; do
     case $part in
     plain) suite plain ;;
+    nocuda) suite nocuda --config=nocuda ;;
     asan) suite asan --config=asan \
         "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0" ;;
     fuzz)
@@ -95,7 +101,7 @@ for part in $parts; do
         failed=$((failed + f))
         ;;
     *)
-        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, asan, fuzz)"
+        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, asan, fuzz, nocuda)"
         failed=$((failed + 1))
         ;;
     esac
