@@ -40,6 +40,7 @@ dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t
                                  unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
     (void)arg;
     int64_t n;
+    DTR_CHECK(dtr__host_only(ctx, __func__));
     DTR_CHECK(dtr__float_arg(dtype, __func__, "dtype"));
     DTR_CHECK(dtr_mesh_group_size(mesh, dims, &n));
     /* Agree before dividing, so that an error anywhere leaves buf as it was. */
@@ -58,6 +59,7 @@ static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_d
                                     dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                     void *buf, int64_t count, dtr_dtype_t dtype,
                                     const char *func) {
+    DTR_CHECK(dtr__host_only(ctx, func));
     DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
     if (low != DTR_F16 && low != DTR_BF16)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "low: %s, must be f16 or bf16",
@@ -160,6 +162,7 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     DTR_CHECK_PTR(ctx, __func__);
     DTR_CHECK_PTR(desc, __func__);
     DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK(dtr__host_only(ctx, __func__));
     const dtr_reducer_desc_t *d = desc;
     if (d->mesh == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "desc->mesh: must not be NULL");
@@ -350,6 +353,7 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
     static const char func[] = "dtr_fused_all_reduce";
     DTR_CHECK_PTR(ctx, func);
     DTR_CHECK_PTR(mesh, func);
+    DTR_CHECK(dtr__host_only(ctx, func));
     if (n < 0 || (n > 0 && entries == NULL))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "entries/n: %d entries at %p", n,
                           (void *)entries);

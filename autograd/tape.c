@@ -4,6 +4,7 @@
 
 #include "autograd/tape.h"
 #include "core/internal.h"
+#include "redistribute/internal.h"
 
 dtr_status_t dtr_to_local_backward(const dtr_spec_t *forward, const dtr_placement_t *grad_placements,
                                    dtr_spec_t *out) {
@@ -159,6 +160,7 @@ dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void 
     static const char func[] = "dtr_tape_backward";
     DTR_CHECK_PTR(tape, func);
     DTR_CHECK_PTR(ctx, func);
+    DTR_CHECK(dtr__host_only(ctx, func));
     if (tape->n == 0) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "tape: empty");
     const dtr__record_t *last = &tape->recs[tape->n - 1];
     dtr_spec_t cur = last->kind == DTR__TO_LOCAL ? last->grad : last->out;

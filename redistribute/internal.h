@@ -169,4 +169,8 @@ dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_stat
                                 const dtr_memory_ops_t *mem, void *mem_state,
                                 dtr_backend_ops_t *ops, void **state);
 
+/* INVALID_ARGUMENT naming func unless ctx works on host memory (the gradient hooks and the
+ * tape convert, scale and stage gradients on the host). */
+dtr_status_t dtr__host_only(const dtr_context_t *ctx, const char *func);
+
 #endif

@@ -287,6 +287,7 @@ static dtr_status_t run_on_device(dtr_context_t *ctx, job_t *j) {
 
 static void memory_spaces(void) {
     dtr_context_t *ctx = NULL;
+    dtr_status_t st0;
     check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK, "context");
     check(strcmp(dtr_context_memory(ctx), "host") == 0, "a new context is on host memory");
     check(dtr_context_set_memory(NULL, fake_device_ops(), fake_device_state()) ==
@@ -311,6 +312,26 @@ static void memory_spaces(void) {
     check(run_on_device(ctx, &j) == DTR_OK && verified(&j) && intact(&j),
           "a plan on the fake device (MPI staged): verified, input intact");
     check(dtr_context_sync(ctx) == DTR_OK, "sync");
+    /* the group collectives on device buffers: AVG over the mesh's row, through the space */
+    {
+        const dtr_memory_ops_t *m = fake_device_ops();
+        float h[3] = {(float)rank, 2.0f * rank, 8.0f}, r[3] = {0, 0, 0};
+        void *d = NULL;
+        m->alloc(NULL, sizeof h, &d);
+        m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
+        int64_t idx = -1;
+        dtr_mesh_group_index(j.mesh, 0x2, rank, &idx);
+        st0 = dtr_all_reduce(ctx, j.mesh, 0x2, d, d, 3, DTR_F32, DTR_REDUCE_AVG);
+        m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
+        /* the row of rank r on a 2x2 mesh: ranks r - idx and r - idx + 1 */
+        float mean = (float)(2 * (rank - idx) + 1) / 2;
+        check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f,
+              "dtr_all_reduce(AVG) in place on fake-device buffers: the row's mean");
+        st0 = dtr_hook_all_reduce(NULL, ctx, j.mesh, 0x2, d, 3, DTR_F32);
+        check(st0 == DTR_ERR_INVALID_ARGUMENT && has("host buffers only"),
+              "a gradient hook on a device context: INVALID_ARGUMENT, not a crash");
+        m->free(NULL, d);
+    }
     /* host buffers on a device context: the space refuses them (the executor passes them on) */
     dtr_status_t st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
     check(st != DTR_OK && intact(&j), "host buffers on a fake-device context: an error, input intact");
