@@ -256,34 +256,36 @@ static dtr_status_t dtr__nccl_divide(dtr__nccl_group_t *g, void *recv, int64_t c
     return DTR_OK;
 }
 
-static dtr_status_t dtr__nccl_reduce_scatter(void *group, const void *send, void *recv,
-                                             int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
-                                             dtr_backend_req_t *req) {
-    dtr__nccl_group_t *g = group;
-    (void)req;
+/* ncclReduceScatter (scatter) or ncclAllReduce; AVG of floats divides after. */
+static dtr_status_t dtr__nccl_reduce(dtr__nccl_group_t *g, const void *send, void *recv,
+                                     int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                     bool scatter) {
     DTR_CHECK(dtr__nccl_alive(g->s));
     ncclDataType_t t;
     ncclRedOp_t r;
     bool divide;
     DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
-    DTR__NCCL(g, ncclReduceScatter(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
-              "ncclReduceScatter");
+    if (scatter)
+        DTR__NCCL(g, ncclReduceScatter(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
+                  "ncclReduceScatter");
+    else
+        DTR__NCCL(g, ncclAllReduce(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
+                  "ncclAllReduce");
     return divide ? dtr__nccl_divide(g, recv, count, dtype) : DTR_OK;
+}
+
+static dtr_status_t dtr__nccl_reduce_scatter(void *group, const void *send, void *recv,
+                                             int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                             dtr_backend_req_t *req) {
+    (void)req;
+    return dtr__nccl_reduce(group, send, recv, count, dtype, op, true);
 }
 
 static dtr_status_t dtr__nccl_all_reduce(void *group, const void *send, void *recv,
                                          int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                          dtr_backend_req_t *req) {
-    dtr__nccl_group_t *g = group;
     (void)req;
-    DTR_CHECK(dtr__nccl_alive(g->s));
-    ncclDataType_t t;
-    ncclRedOp_t r;
-    bool divide;
-    DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
-    DTR__NCCL(g, ncclAllReduce(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
-              "ncclAllReduce");
-    return divide ? dtr__nccl_divide(g, recv, count, dtype) : DTR_OK;
+    return dtr__nccl_reduce(group, send, recv, count, dtype, op, false);
 }
 
 static dtr_status_t dtr__nccl_all_to_all(void *group, const void *send, int64_t bytes,
