@@ -261,9 +261,9 @@ static dtr_status_t dtr__nccl_reduce(dtr__nccl_group_t *g, const void *send, voi
                                      int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                      bool scatter) {
     DTR_CHECK(dtr__nccl_alive(g->s));
-    ncclDataType_t t;
-    ncclRedOp_t r;
-    bool divide;
+    ncclDataType_t t = ncclUint8;
+    ncclRedOp_t r = ncclSum;
+    bool divide = false;
     DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
     if (scatter)
         DTR__NCCL(g, ncclReduceScatter(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
