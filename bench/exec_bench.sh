@@ -11,11 +11,7 @@ out=${1:-docs/executor-bench.md}
 sizes=${SIZES_MIB:-1 4 16 64 256}
 ranks=${RANKS:-2 4}
 bazel build -c opt //tools:dtr >/dev/null 2>&1
-dtr=$(pwd)/bazel-bin/tools/dtr
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-field() { grep -oE "\"$1\":[^,}]*" <<<"$2" | head -1 | cut -d: -f2 | tr -d '"'; }
+source bench/common.sh
 
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

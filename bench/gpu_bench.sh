@@ -20,11 +20,8 @@ if grep -q 'skipped' <<<"$kernels"; then
     echo "$kernels"
     exit 0
 fi
-dtr=$(pwd)/bazel-bin/tools/dtr
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+source bench/common.sh
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-field() { grep -oE "\"$1\":[^,}]*" <<<"$2" | head -1 | cut -d: -f2 | tr -d '"'; }
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 {

@@ -155,7 +155,7 @@ static dtr_context_t *dtr__aborted_list;
  * one operation (their output stays in cache, where one pass costs little). */
 #define DTR__SLICES_MIN 8
 
-static double dtr__now(void) {
+double dtr__now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
@@ -192,8 +192,7 @@ static dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t
     }
 }
 
-/* The timeout a new context starts with: DTR_TIMEOUT_S, or the default. */
-static dtr_status_t dtr__env_timeout(double *out) {
+dtr_status_t dtr__env_timeout(const char *func, double *out) {
     const char *env = getenv("DTR_TIMEOUT_S");
     *out = DTR__DEFAULT_TIMEOUT_S;
     if (env == NULL || *env == '\0') return DTR_OK;
@@ -201,7 +200,7 @@ static dtr_status_t dtr__env_timeout(double *out) {
     errno = 0;
     double v = strtod(env, &end);
     if (end == env || *end != '\0' || errno != 0 || !(v >= 0) || isinf(v))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create",
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "DTR_TIMEOUT_S: \"%.40s\" is not a number of seconds >= 0 (0: no "
                           "deadline)",
                           env);
@@ -599,7 +598,7 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
     }
     ctx->ops = ops;
     ctx->state = state;
-    st = dtr__env_timeout(&ctx->timeout_s);
+    st = dtr__env_timeout("dtr_context_create", &ctx->timeout_s);
     if (st == DTR_OK) st = dtr__env_slice(&ctx->slice_bytes);
     if (st != DTR_OK) {
         free(ctx);
@@ -662,12 +661,6 @@ dtr_status_t dtr_context_set_memory(dtr_context_t *ctx, const dtr_memory_ops_t *
         st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s", bad);
         goto fail;
     }
-    /* scratch of host memory (none yet, checked above) would be freed the wrong way */
-    free(ctx->buf[0]);
-    free(ctx->buf[1]);
-    free(ctx->stage_send);
-    free(ctx->stage_recv);
-    ctx->buf[0] = ctx->buf[1] = ctx->stage_send = ctx->stage_recv = NULL;
     if (!(ctx->ops->caps & DTR_BACKEND_CAP_DEVICE)) {
         void *staged = NULL;
         st = dtr__staged_create(ctx->ops, ctx->state, ops, state, &ctx->staged_ops, &staged);

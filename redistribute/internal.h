@@ -162,6 +162,11 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
 dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
                                         dtr_plan_t *out, bool *safe);
 
+/* execute.c: monotonic seconds, and the deadline new contexts (and the CUDA space) start
+ * with: DTR_TIMEOUT_S, else 600 s (INVALID_ARGUMENT naming func for a bad value). */
+double dtr__now(void);
+dtr_status_t dtr__env_timeout(const char *func, double *out);
+
 /* staged.c: a backend running `inner` (host memory) on buffers of the memory space `mem`,
  * staging each operation through host memory; fills *ops (the caller keeps it as long as
  * the state) and *state. The state owns inner_state from then on (destroys it), not mem. */

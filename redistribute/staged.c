@@ -259,7 +259,7 @@ dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_stat
     s->mem_state = mem_state;
     *ops = (dtr_backend_ops_t){
         .name = inner->name,
-        .caps = inner->caps & ~DTR_BACKEND_CAP_DEVICE,
+        .caps = inner->caps,
         .rank = dtr__staged_rank,
         .group_create = dtr__staged_group_create,
         .group_destroy = dtr__staged_group_destroy,

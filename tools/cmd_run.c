@@ -150,11 +150,11 @@ static dtr_status_t dtr__context(bool nccl, bool cuda, int rank, dtr_context_t *
     if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &dtr__dev_state); /* "no GPU visible" */
     DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &dtr__dev_state));
     dtr__dev_ops = dtr_memory_cuda_ops();
-    if (nccl) {
 #if defined(DTR_HAVE_NCCL)
-        return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
+    if (nccl) return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
+#else
+    (void)nccl; /* refused with the arguments */
 #endif
-    }
     void *mem = NULL;
     DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &mem));
     dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, ctx);

@@ -4,14 +4,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
-#include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/internal.h"
 #include "redistribute/cuda/dtr_cuda.h"
+#include "redistribute/internal.h"
 #include "redistribute/cuda/kernels.h"
 
 typedef struct {
@@ -35,21 +33,15 @@ static dtr_status_t dtr__cuda_launched(int e, const char *what) {
     return dtr__cuda_fail((cudaError_t)e, what);
 }
 
-static double dtr__cuda_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Waits for the stream: polls it (and the poll hook) under the deadline. */
 static dtr_status_t dtr__cuda_wait(dtr__cuda_t *c) {
-    double t0 = dtr__cuda_now();
+    double t0 = dtr__now();
     for (unsigned spin = 0;; spin++) {
         cudaError_t e = cudaStreamQuery(c->stream);
         if (e == cudaSuccess) return DTR_OK;
         if (e != cudaErrorNotReady) return dtr__cuda_fail(e, "stream");
         if (c->poll != NULL) DTR_CHECK(c->poll(c->poll_arg));
-        if (c->timeout_s > 0 && dtr__cuda_now() - t0 > c->timeout_s)
+        if (c->timeout_s > 0 && dtr__now() - t0 > c->timeout_s)
             return dtr__error(DTR_ERR_TIMEOUT, "cuda",
                               "the stream did not finish within %g s (DTR_TIMEOUT_S): a peer "
                               "failed, stopped or never made the call",
@@ -71,8 +63,7 @@ int dtr_cuda_device_count(void) {
 }
 
 static dtr_status_t dtr__cuda_alloc(void *state, int64_t bytes, void **p) {
-    dtr__cuda_t *c = state;
-    (void)c;
+    (void)state;
     cudaError_t e = cudaMalloc(p, (size_t)bytes);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -176,17 +167,8 @@ dtr_status_t dtr_memory_cuda_create(int device, void *stream, void **state) {
     if (device < 0 || device >= n)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "device: %d, but this process sees %d GPU(s)", device, n);
-    double timeout = 600;
-    const char *env = getenv("DTR_TIMEOUT_S");
-    if (env != NULL && *env != '\0') {
-        char *end = NULL;
-        errno = 0;
-        double v = strtod(env, &end);
-        if (end == env || *end != '\0' || errno != 0 || !(v >= 0) || isinf(v))
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                              "DTR_TIMEOUT_S: \"%.40s\" is not a number of seconds >= 0", env);
-        timeout = v;
-    }
+    double timeout;
+    DTR_CHECK(dtr__env_timeout(__func__, &timeout));
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess) return dtr__cuda_fail(e, "cudaSetDevice");
     dtr__cuda_t *c = calloc(1, sizeof *c);

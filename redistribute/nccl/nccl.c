@@ -13,6 +13,7 @@
 #include "core/internal.h"
 #include "redistribute/cuda/dtr_cuda.h"
 #include "redistribute/cuda/kernels.h"
+#include "redistribute/mpi/internal.h"
 #include "redistribute/nccl/dtr_nccl.h"
 
 typedef struct dtr__nccl_group dtr__nccl_group_t;
@@ -38,13 +39,6 @@ static dtr_status_t dtr__nccl_fail(dtr__nccl_group_t *g, ncclResult_t r, const c
     const char *last = g != NULL ? ncclGetLastError(g->comm) : NULL;
     return dtr__error(DTR_ERR_BACKEND, "nccl", "%s: %s%s%s", what, ncclGetErrorString(r),
                       last != NULL && *last != '\0' ? ": " : "", last != NULL ? last : "");
-}
-
-static dtr_status_t dtr__nccl_mpi_fail(int rc, const char *what) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
-    return dtr__error(DTR_ERR_BACKEND, "nccl", "%s: %s", what, text);
 }
 
 static bool dtr__nccl_type(dtr_dtype_t d, ncclDataType_t *t) {
@@ -127,7 +121,7 @@ static dtr_status_t dtr__nccl_group_create(void *state, const int *ranks, int n,
     if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(s->world, sub, tag, &g->mpi);
     if (rc != MPI_SUCCESS) {
         free(g);
-        return dtr__nccl_mpi_fail(rc, "MPI_Comm_create_group (the NCCL bootstrap)");
+        return dtr__mpi_error(rc, "MPI_Comm_create_group (the NCCL bootstrap)");
     }
     MPI_Group_free(&sub);
     MPI_Group_free(&all);
@@ -143,7 +137,7 @@ static dtr_status_t dtr__nccl_group_create(void *state, const int *ranks, int n,
     if (rc != MPI_SUCCESS || !ok) {
         MPI_Comm_free(&g->mpi);
         free(g);
-        return rc != MPI_SUCCESS ? dtr__nccl_mpi_fail(rc, "MPI_Bcast of the ncclUniqueId")
+        return rc != MPI_SUCCESS ? dtr__mpi_error(rc, "MPI_Bcast of the ncclUniqueId")
                                  : dtr__error(DTR_ERR_BACKEND, "nccl",
                                               "ncclGetUniqueId failed on the group's first rank");
     }
@@ -362,7 +356,7 @@ dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
     if (rc != MPI_SUCCESS) {
         free(s);
         dtr_memory_cuda_ops()->destroy(mem);
-        return dtr__nccl_mpi_fail(rc, "MPI_Comm_dup");
+        return dtr__mpi_error(rc, "MPI_Comm_dup");
     }
     MPI_Comm_set_errhandler(s->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(s->world, &s->rank);
