@@ -98,6 +98,8 @@ typedef struct dtr_backend_ops {
      * non-leading tensor dim), so the backend moves them without a pack or unpack pass:
      * a side is `rows` rows of `block` bytes, `row` bytes apart; member k's piece starts at
      * byte k * block of the buffer. all_gather_strided sends a contiguous rows x block.
+     * all_to_all_strided moves the other members' pieces only: the caller has copied its
+     * own before the call (with streaming stores where that pays).
      * DTR_ERR_UNSUPPORTED (sizes the backend cannot describe) makes the executor stage.
      */
     dtr_status_t (*all_gather_strided)(void *group, const void *send, int64_t rows,

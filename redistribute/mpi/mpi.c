@@ -24,8 +24,9 @@ typedef struct {
 typedef struct {
     dtr__mpi_t *mpi;
     MPI_Comm comm;
-    int n;
-    int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
+    int n, me;
+    int *ints;           /* 4n: counts and displacements as MPI wants them, alive while an op runs */
+    MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
 } dtr__mpi_group_t;
 
 typedef enum {
@@ -202,9 +203,11 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     dtr__mpi_t *m = state;
     dtr__mpi_group_t *g = calloc(1, sizeof *g);
     int *ints = malloc((size_t)n * 4 * sizeof *ints);
-    if (g == NULL || ints == NULL) {
+    MPI_Datatype *types = malloc((size_t)n * 2 * sizeof *types);
+    if (g == NULL || ints == NULL || types == NULL) {
         free(g);
         free(ints);
+        free(types);
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "group of %d ranks", n);
     }
     MPI_Group world_group = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
@@ -216,6 +219,7 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     if (rc != MPI_SUCCESS) {
         free(g);
         free(ints);
+        free(types);
         int size = 0;
         MPI_Comm_size(m->world, &size);
         return dtr__error(DTR_ERR_BACKEND, "mpi",
@@ -226,7 +230,9 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
     g->mpi = m;
     g->n = n;
+    MPI_Comm_rank(g->comm, &g->me);
     g->ints = ints;
+    g->types = types;
     *out = g;
     return DTR_OK;
 }
@@ -239,6 +245,7 @@ static void dtr__mpi_group_destroy(void *state, void *group) {
     MPI_Finalized(&finalized);
     if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
     free(g->ints);
+    free(g->types);
     free(g);
 }
 
@@ -325,12 +332,21 @@ static dtr_status_t dtr__mpi_all_gather_strided(void *group, const void *send, i
     return DTR_OK;
 }
 
+/* MPI_Alltoallw between the other members only: the caller copies its own piece (it can
+ * write it with streaming stores; Open MPI's self copy between two derived types runs
+ * through a 64 KiB bounce buffer). */
 static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, int64_t srows,
                                                 int64_t sblock, int64_t srow, void *recv,
                                                 int64_t rrows, int64_t rblock, int64_t rrow,
                                                 dtr_backend_req_t *req) {
-    if (!((dtr__mpi_group_t *)group)->mpi->strided)
+    dtr__mpi_group_t *g = group;
+    if (!g->mpi->strided)
         return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
+    int64_t last = g->n - 1;
+    if (last * sblock > INT_MAX || last * rblock > INT_MAX)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi",
+                          "strided all-to-all displacements past INT_MAX bytes (%lld, %lld)",
+                          (long long)(last * sblock), (long long)(last * rblock));
     dtr__mpi_req_t *r = dtr__req(req);
     DTR_CHECK(dtr__mpi_strided(srows, sblock, srow, &r->stype));
     dtr_status_t st = dtr__mpi_strided(rrows, rblock, rrow, &r->rtype);
@@ -341,6 +357,17 @@ static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, i
     r->kind = DTR__OP_ALLTOALL_STRIDED;
     r->send = send;
     r->recv = recv;
+    r->scounts = g->ints;
+    r->sdispls = g->ints + g->n;
+    r->rcounts = g->ints + 2 * g->n;
+    r->rdispls = g->ints + 3 * g->n;
+    for (int k = 0; k < g->n; k++) {
+        r->scounts[k] = r->rcounts[k] = k != g->me;
+        r->sdispls[k] = (int)(k * sblock);
+        r->rdispls[k] = (int)(k * rblock);
+        g->types[k] = r->stype;
+        g->types[g->n + k] = r->rtype;
+    }
     return DTR_OK;
 }
 
@@ -518,9 +545,11 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                       : MPI_Iallgather(r->send, r->scount, r->stype, r->recv, 1, r->rtype, c, q);
         break;
     case DTR__OP_ALLTOALL_STRIDED:
-        name = blocking ? "MPI_Alltoall (strided)" : "MPI_Ialltoall (strided)";
-        rc = blocking ? MPI_Alltoall(r->send, 1, r->stype, r->recv, 1, r->rtype, c)
-                      : MPI_Ialltoall(r->send, 1, r->stype, r->recv, 1, r->rtype, c, q);
+        name = blocking ? "MPI_Alltoallw" : "MPI_Ialltoallw";
+        rc = blocking ? MPI_Alltoallw(r->send, r->scounts, r->sdispls, g->types, r->recv,
+                                      r->rcounts, r->rdispls, g->types + g->n, c)
+                      : MPI_Ialltoallw(r->send, r->scounts, r->sdispls, g->types, r->recv,
+                                       r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
     default:
         return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");

@@ -45,6 +45,13 @@ check "sliced gather, uneven, u8, odd offsets" 2 0 '"verified":true' "" \
     run --mesh 2 --shape 8193x1025 --from 'S(1)' --to 'R' --dtype u8 --verify --json --iters 2
 check "sliced gather, slices within a row" 4 0 '"verified":true' "" \
     run --mesh 4 --shape 4x1048576 --from 'S(1)' --to 'R' --verify --json --iters 2
+# Strided all-to-all into outputs of 8 MiB and more: the own piece is written with streaming
+# stores (rows at odd byte offsets; a 3-d tensor whose split and gathered dims are apart),
+# the other members' pieces through the backend.
+check "strided all-to-all, f16, rows of odd bytes, 8.4 MB out" 2 0 '"verified":true' "" \
+    run --mesh 2 --shape 4098x2050 --from 'S(0)' --to 'S(1)' --dtype f16 --verify --json --iters 2
+check "strided all-to-all, 3-d, S(2) -> S(0), 8.9 MB out" 4 0 '"verified":true' "" \
+    run --mesh 4 --shape 256x17x2048 --from 'S(2)' --to 'S(0)' --verify --json --iters 2
 DTR_SLICE_BYTES=0 check "DTR_SLICE_BYTES=0: no slices" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 4096x1030 --from 'S(0),S(1)' --to 'R,R' --dtype f16 --verify --json --iters 2
 DTR_SLICE_BYTES=7 check "DTR_SLICE_BYTES=7: many slices" 4 0 '"verified":true' "" \
