@@ -392,7 +392,8 @@ static void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *
     /* Short runs far apart defeat the hardware prefetcher, which stops at each gap: fetch
      * the run about 8 KiB ahead along the innermost iterated dim while copying this one
      * (2 KiB runs 4 KiB apart copied 1.4-1.7x faster out of memory, docs/executor.md). */
-    int64_t ahead = inner > 0 && run <= DTR__PREFETCH_RUN_MAX ? (DTR__PREFETCH_RUN_MAX + run - 1) / run : 0;
+    int64_t ahead = 0;
+    if (inner > 0 && run <= DTR__PREFETCH_RUN_MAX) ahead = (DTR__PREFETCH_RUN_MAX + run - 1) / run;
     const char *sp = src;
     char *dp = dst;
     for (;;) {

@@ -25,7 +25,7 @@ typedef struct {
     dtr__mpi_t *mpi;
     MPI_Comm comm;
     int n, me;
-    int *ints;           /* 4n: counts and displacements as MPI wants them, alive while an op runs */
+    int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
     MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
 } dtr__mpi_group_t;
 
