@@ -38,18 +38,17 @@ for n in $ranks; do
             iters=20
             [ "$mib" -ge 64 ] && iters=10
             [ "$mib" -ge 256 ] && iters=5
-            runs=()
+            runs=() # "ratio k" per run; jsons[k] its output
+            jsons=()
             for ((k = 0; k < repeats; k++)); do
-                json=$(mpirun --oversubscribe -n "$n" "$dtr" run --mesh "$mesh" --shape "${rows}x1024" \
-                    --from "$from" --to "$to" --iters "$iters" --warmup 2 --json)
-                runs+=("$(field overhead_ratio "$json") $k")
-                eval "json_$k=\$json"
+                jsons[k]=$(mpirun --oversubscribe -n "$n" "$dtr" run --mesh "$mesh" \
+                    --shape "${rows}x1024" --from "$from" --to "$to" --iters "$iters" --warmup 2 --json)
+                runs+=("$(field overhead_ratio "${jsons[k]}") $k")
             done
             # the run with the median ratio
             mid=$(printf '%s\n' "${runs[@]}" | sort -n | sed -n "$(((repeats + 1) / 2))p" | cut -d' ' -f2)
-            eval "json=\$json_$mid"
+            json=${jsons[mid]}
             all=$(printf '%s\n' "${runs[@]}" | cut -d' ' -f1 | sort -n | paste -sd' ' -)
-            steps=$(grep -oE '"steps":[0-9]+' <<<"$json" | cut -d: -f2)
             kinds=$(grep -oE '"collectives":\{[^}]*\}' <<<"$json" | grep -oE '"[a-z_]+":[1-9][0-9]*' |
                 sed -E 's/"([a-z_]+)":([0-9]+)/\1 x\2/' | paste -sd, - | sed 's/,/, /g')
             printf '| %s | %s -> %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "$from" "$to" "$mesh" \

@@ -317,7 +317,8 @@ static void dtr__stream64_sse2(char *d, const char *s, int64_t n) {
     }
 }
 
-/* the loop over whole 64-byte lines, to a 64-byte aligned destination */
+/* the loop over whole 64-byte lines, to a 64-byte aligned destination; picked when the
+ * first context is created (every copy runs under a context), not per run */
 static void (*dtr__stream64)(char *, const char *, int64_t);
 static pthread_once_t dtr__stream_once = PTHREAD_ONCE_INIT;
 
@@ -342,7 +343,6 @@ static void dtr__stream_copy(void *dst, const void *src, int64_t n) {
         memcpy(d, s, (size_t)n);
         return;
     }
-    pthread_once(&dtr__stream_once, dtr__stream_pick);
     memcpy(d, s, (size_t)head);
     d += head;
     s += head;
@@ -648,6 +648,9 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
                         required[k].name, ops->name != NULL ? ops->name : "unnamed");
         goto fail;
     }
+#if defined(__SSE2__)
+    pthread_once(&dtr__stream_once, dtr__stream_pick);
+#endif
     dtr_context_t *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL) {
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "context");
