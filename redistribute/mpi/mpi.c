@@ -1,4 +1,5 @@
 /* The MPI backend behind dtr_backend_ops_t (see dtr_mpi.h). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,10 @@
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "redistribute/mpi/internal.h"
+#include "redistribute/mpi/shm.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
+#define DTR__SHM_CHUNK 32768 /* the shm path's chunk: 16 to 64 KiB measured alike */
 #define DTR__MPI_UNITS 13
 
 typedef struct {
@@ -19,6 +22,8 @@ typedef struct {
     MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
     MPI_Datatype unit[DTR__MPI_UNITS];
     bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
+    bool shm;     /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0: no) */
+    int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
 } dtr__mpi_t;
 
 typedef struct {
@@ -27,6 +32,7 @@ typedef struct {
     int n, me;
     int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
     MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
+    dtr__shm_t *shm; /* the strided all-to-all's segment, where all members share a node */
 } dtr__mpi_group_t;
 
 typedef enum {
@@ -39,6 +45,7 @@ typedef enum {
     DTR__OP_ALLTOALLV,
     DTR__OP_ALLGATHER_STRIDED,
     DTR__OP_ALLTOALL_STRIDED,
+    DTR__OP_ALLTOALL_SHM, /* the group's shm path: its state holds the operation */
 } dtr__mpi_kind_t;
 
 /* One operation, recorded when issued and run at the first test (non-blocking) or wait
@@ -147,6 +154,22 @@ static void dtr__mpi_destroy(void *state) {
     free(m);
 }
 
+/* DTR_MPI_SHM_CHUNK: the shm path's chunk bytes (small ones make tests wrap the rings). */
+static dtr_status_t dtr__mpi_env_chunk(int64_t *out) {
+    const char *env = getenv("DTR_MPI_SHM_CHUNK");
+    *out = DTR__SHM_CHUNK;
+    if (env == NULL || *env == '\0') return DTR_OK;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(env, &end, 10);
+    if (end == env || *end != '\0' || errno != 0 || v < 1 || v > (1 << 24))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_backend_mpi_state_create",
+                          "DTR_MPI_SHM_CHUNK: \"%.40s\" is not a byte count from 1 to 16 MiB",
+                          env);
+    *out = v;
+    return DTR_OK;
+}
+
 dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     DTR_CHECK_PTR(state, __func__);
     int init = 0, fin = 0;
@@ -173,8 +196,10 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     }
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->world, &m->rank);
-    const char *strided = getenv("DTR_MPI_STRIDED");
+    const char *strided = getenv("DTR_MPI_STRIDED"), *shm = getenv("DTR_MPI_SHM");
     m->strided = strided == NULL || strcmp(strided, "0") != 0;
+    m->shm = shm == NULL || strcmp(shm, "0") != 0;
+    st = dtr__mpi_env_chunk(&m->shm_chunk);
     for (int h = 0; h < 2 && st == DTR_OK; h++) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
@@ -197,6 +222,19 @@ fail:
 }
 
 static int dtr__mpi_rank(void *state) { return ((dtr__mpi_t *)state)->rank; }
+
+static void dtr__mpi_group_destroy(void *state, void *group) {
+    (void)state;
+    dtr__mpi_group_t *g = group;
+    if (g == NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+    dtr__shm_destroy(g->shm);
+    free(g->ints);
+    free(g->types);
+    free(g);
+}
 
 static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, int tag,
                                           void **out) {
@@ -233,21 +271,20 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     MPI_Comm_rank(g->comm, &g->me);
     g->ints = ints;
     g->types = types;
+    /* Here, not at the first all-to-all: this call is the one every member surely makes
+     * (a member that fails to issue an operation must not leave the others in a setup
+     * collective with no deadline). */
+    if (m->strided && m->shm) {
+        dtr_status_t st = dtr__shm_create(g->comm, n, g->me, m->shm_chunk, &g->shm);
+        if (st != DTR_OK) {
+            dtr__mpi_group_destroy(state, g);
+            return st;
+        }
+    }
     *out = g;
     return DTR_OK;
 }
 
-static void dtr__mpi_group_destroy(void *state, void *group) {
-    (void)state;
-    dtr__mpi_group_t *g = group;
-    if (g == NULL) return;
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
-    free(g->ints);
-    free(g->types);
-    free(g);
-}
 
 /* ---- byte counts -------------------------------------------------------------------- */
 
@@ -342,6 +379,15 @@ static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, i
     dtr__mpi_group_t *g = group;
     if (!g->mpi->strided)
         return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
+    if (g->shm != NULL) {
+        if (srows * sblock != rrows * rblock)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                              "strided all-to-all: pieces of %lld bytes sent, %lld received",
+                              (long long)(srows * sblock), (long long)(rrows * rblock));
+        DTR_CHECK(dtr__shm_start(g->shm, send, sblock, srow, recv, rblock, rrow, srows * sblock));
+        dtr__req(req)->kind = DTR__OP_ALLTOALL_SHM;
+        return DTR_OK;
+    }
     int64_t last = g->n - 1;
     if (last * sblock > INT_MAX || last * rblock > INT_MAX)
         return dtr__error(DTR_ERR_UNSUPPORTED, "mpi",
@@ -551,6 +597,10 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                       : MPI_Ialltoallw(r->send, r->scounts, r->sdispls, g->types, r->recv,
                                        r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
+    case DTR__OP_ALLTOALL_SHM:
+        if (blocking) dtr__shm_wait(g->shm);
+        r->started = true;
+        return DTR_OK;
     default:
         return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");
     }
@@ -564,6 +614,10 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
 static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *done) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
     if (!r->started) DTR_CHECK(dtr__mpi_run(group, r, false));
+    if (r->kind == DTR__OP_ALLTOALL_SHM) {
+        *done = dtr__shm_progress(((dtr__mpi_group_t *)group)->shm, NULL);
+        return DTR_OK;
+    }
     int flag = 0;
     DTR__MPI(MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
     *done = flag != 0;
@@ -573,6 +627,10 @@ static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *don
 static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
     if (!r->started) return dtr__mpi_run(group, r, true);
+    if (r->kind == DTR__OP_ALLTOALL_SHM) {
+        dtr__shm_wait(((dtr__mpi_group_t *)group)->shm);
+        return DTR_OK;
+    }
     DTR__MPI(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "MPI_Wait");
     return DTR_OK;
 }

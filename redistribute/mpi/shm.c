@@ -1,0 +1,240 @@
+/* The shared-memory path of the MPI backend's strided all-to-all (see shm.h). */
+#define _GNU_SOURCE
+#include "redistribute/mpi/shm.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "redistribute/mpi/internal.h"
+
+#define DTR__LINE 64
+/* Ring memory per member across its peers; a pair gets 2 to 8 chunks of it. */
+#define DTR__SHM_RING_BYTES (1 << 20)
+/* Strided runs of at most this many bytes are fetched this far ahead (as box copies do). */
+#define DTR__SHM_PREFETCH 8192
+
+/*
+ * The segment holds one region per member, the sender's: 2n cache lines of counters (for
+ * each receiver `to`: ready, the chunks the sender has written, and done, the chunks the
+ * receiver has read), then for each receiver a ring of `slots` chunks. Counters only grow;
+ * chunk q of a pair lives in slot q % slots.
+ */
+struct dtr__shm {
+    char *base;
+    size_t size;
+    int64_t region, chunk;
+    int n, me, slots;
+    uint64_t *sent_seq, *got_seq; /* [n]: chunks sent to / received from each member, ever */
+    int64_t *sent, *got;          /* [n]: chunks of the running operation */
+    int left;                     /* pieces of the running operation still moving */
+    const char *send;
+    char *recv;
+    int64_t sblock, srow, rblock, rrow, bytes, count;
+};
+
+static uint64_t *dtr__ready(dtr__shm_t *s, int from, int to) {
+    return (uint64_t *)(s->base + from * s->region + (2 * to) * DTR__LINE);
+}
+
+static uint64_t *dtr__done(dtr__shm_t *s, int from, int to) {
+    return (uint64_t *)(s->base + from * s->region + (2 * to + 1) * DTR__LINE);
+}
+
+static char *dtr__slot(dtr__shm_t *s, int from, int to, uint64_t q) {
+    int64_t at = 2 * (int64_t)s->n * DTR__LINE + ((int64_t)to * s->slots + (int64_t)(q % (uint64_t)s->slots)) * s->chunk;
+    return s->base + from * s->region + at;
+}
+
+/* Maps the segment named `name` (created by member 0, which passes create). */
+static char *dtr__map(const char *name, size_t size, bool create) {
+    int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+    if (fd < 0) return NULL;
+    /* fallocate, not ftruncate: a full /dev/shm fails here instead of with SIGBUS later */
+    if (create && posix_fallocate(fd, 0, (off_t)size) != 0) {
+        close(fd);
+        shm_unlink(name);
+        return NULL;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        if (create) shm_unlink(name);
+        return NULL;
+    }
+    return p;
+}
+
+dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__shm_t **out) {
+    *out = NULL;
+    if (n < 2 || n > DTR__SHM_MAX_MEMBERS || chunk <= 0) return DTR_OK;
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, "MPI_Comm_split_type");
+    int on_node = 0;
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    if (on_node != n) return DTR_OK; /* every member sees the same: n only when all share it */
+
+    int slots = (int)(DTR__SHM_RING_BYTES / ((int64_t)(n - 1) * chunk));
+    slots = slots < 2 ? 2 : slots > 8 ? 8 : slots;
+    int64_t region = 2 * (int64_t)n * DTR__LINE + (int64_t)n * slots * chunk;
+    region = (region + 4095) & ~(int64_t)4095;
+    size_t size = (size_t)(region * n);
+
+    /* member 0 names and creates the segment, the others open it; then it is unlinked, so
+     * that it goes away with the last mapping whatever happens to the processes */
+    char name[64] = "";
+    char *base = NULL;
+    if (me == 0) {
+        static unsigned serial;
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        snprintf(name, sizeof name, "/dtr-%ld-%u-%ld", (long)getpid(), serial++, (long)t.tv_nsec);
+        base = dtr__map(name, size, true);
+        if (base == NULL) name[0] = '\0';
+    }
+    rc = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, comm);
+    if (rc != MPI_SUCCESS) {
+        if (base != NULL) {
+            munmap(base, size);
+            shm_unlink(name);
+        }
+        return dtr__mpi_error(rc, "MPI_Bcast (shared-memory segment name)");
+    }
+    if (me != 0 && name[0] != '\0') base = dtr__map(name, size, false);
+    int mapped = base != NULL, all = 0;
+    rc = MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (me == 0 && name[0] != '\0') shm_unlink(name);
+    if (rc != MPI_SUCCESS || !all) {
+        if (base != NULL) munmap(base, size);
+        return rc != MPI_SUCCESS ? dtr__mpi_error(rc, "MPI_Allreduce (shared-memory segment)")
+                                 : DTR_OK;
+    }
+
+    dtr__shm_t *s = calloc(1, sizeof *s);
+    void *arrays = calloc((size_t)n, 2 * sizeof(uint64_t) + 2 * sizeof(int64_t));
+    if (s == NULL || arrays == NULL) {
+        free(s);
+        free(arrays);
+        munmap(base, size);
+        /* the others keep theirs: this member's every later call fails on its own */
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "shared-memory group state");
+    }
+    s->base = base;
+    s->size = size;
+    s->region = region;
+    s->chunk = chunk;
+    s->n = n;
+    s->me = me;
+    s->slots = slots;
+    s->sent_seq = arrays;
+    s->got_seq = s->sent_seq + n;
+    s->sent = (int64_t *)(s->got_seq + n);
+    s->got = s->sent + n;
+    *out = s;
+    return DTR_OK;
+}
+
+void dtr__shm_destroy(dtr__shm_t *s) {
+    if (s == NULL) return;
+    munmap(s->base, s->size);
+    free(s->sent_seq);
+    free(s);
+}
+
+dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
+                            void *recv, int64_t rblock, int64_t rrow, int64_t bytes) {
+    if (s->left > 0)
+        return dtr__error(DTR_ERR_BACKEND, "mpi",
+                          "strided all-to-all: the group's previous one never completed (its "
+                          "chunks would be taken for this one's)");
+    s->send = send;
+    s->recv = recv;
+    s->sblock = sblock;
+    s->srow = srow;
+    s->rblock = rblock;
+    s->rrow = rrow;
+    s->bytes = bytes;
+    s->count = (bytes + s->chunk - 1) / s->chunk;
+    memset(s->sent, 0, sizeof(int64_t) * (size_t)s->n);
+    memset(s->got, 0, sizeof(int64_t) * (size_t)s->n);
+    s->left = s->count > 0 ? 2 * (s->n - 1) : 0;
+    return DTR_OK;
+}
+
+/* Copies bytes [at, at + len) of a piece (rows of `block` bytes, `row` apart, from `piece`)
+ * to the contiguous `flat`, or from it (pack false). Short runs far apart are fetched ahead:
+ * the hardware prefetcher stops at each gap. */
+static void dtr__range(char *piece, int64_t block, int64_t row, int64_t at, int64_t len,
+                       char *flat, bool pack) {
+    int64_t i = at / block, c = at % block;
+    int64_t ahead = 0;
+    if (row != block && block <= DTR__SHM_PREFETCH) ahead = (DTR__SHM_PREFETCH + block - 1) / block;
+    while (len > 0) {
+        int64_t run = block - c < len ? block - c : len;
+        char *p = piece + i * row + c;
+        if (ahead > 0) {
+            const char *next = p + ahead * row;
+            for (int64_t b = 0; b < run; b += DTR__LINE) {
+                if (pack)
+                    __builtin_prefetch(next + b, 0, 3);
+                else
+                    __builtin_prefetch(next + b, 1, 3);
+            }
+        }
+        memcpy(pack ? flat : p, pack ? p : flat, (size_t)run);
+        flat += run;
+        len -= run;
+        i++;
+        c = 0;
+    }
+}
+
+bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
+    int n = s->n, me = s->me;
+    bool any = false;
+    for (int step = 1; step < n && s->left > 0; step++) {
+        int to = (me + step) % n, from = (me + n - step) % n;
+        while (s->sent[to] < s->count) {
+            uint64_t q = s->sent_seq[to];
+            /* slot q % slots is free once the receiver has read chunk q - slots */
+            if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
+                break;
+            int64_t at = s->sent[to] * s->chunk;
+            int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
+            dtr__range((char *)s->send + to * s->sblock, s->sblock, s->srow, at, len,
+                       dtr__slot(s, me, to, q), true);
+            __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
+            s->sent_seq[to] = q + 1;
+            any = true;
+            if (++s->sent[to] == s->count) s->left--;
+        }
+        while (s->got[from] < s->count) {
+            uint64_t q = s->got_seq[from];
+            if (__atomic_load_n(dtr__ready(s, from, me), __ATOMIC_ACQUIRE) <= q) break;
+            int64_t at = s->got[from] * s->chunk;
+            int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
+            dtr__range(s->recv + from * s->rblock, s->rblock, s->rrow, at, len,
+                       dtr__slot(s, from, me, q), false);
+            __atomic_store_n(dtr__done(s, from, me), q + 1, __ATOMIC_RELEASE);
+            s->got_seq[from] = q + 1;
+            any = true;
+            if (++s->got[from] == s->count) s->left--;
+        }
+    }
+    if (moved != NULL) *moved = any;
+    return s->left == 0;
+}
+
+void dtr__shm_wait(dtr__shm_t *s) {
+    bool moved;
+    while (!dtr__shm_progress(s, &moved))
+        if (!moved) sched_yield(); /* ranks may share cores: let the peer run */
+}

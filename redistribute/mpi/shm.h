@@ -1,0 +1,56 @@
+/*
+ * The MPI backend's shared-memory path for the strided all-to-all: when every member of a
+ * group runs on one node, the members map one POSIX shared-memory segment and move their
+ * pieces through it themselves. A sender reads its strided rows straight into a ring of
+ * cache-sized chunks (with software prefetch), the receiver copies each chunk to its place:
+ * the same two copies Open MPI's shared-memory transport makes for a contiguous message,
+ * where MPI_Alltoallw's datatype engine reads the strided rows with no prefetch
+ * (docs/executor.md).
+ *
+ * A group's members run one operation at a time on it, in the same order (the backend
+ * contract); the chunk counters carry over from one operation to the next.
+ */
+#ifndef DTR_REDISTRIBUTE_MPI_SHM_H
+#define DTR_REDISTRIBUTE_MPI_SHM_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct dtr__shm dtr__shm_t;
+
+/* Groups of more members than this use MPI_Alltoallw (the rings would not stay in cache). */
+#define DTR__SHM_MAX_MEMBERS 16
+
+/*
+ * Collective over comm (n members, this one `me`; the MPI backend calls it where it creates
+ * the group, which every member does): maps the group's segment with chunks of
+ * `chunk` bytes. *out is NULL, with DTR_OK, where the members do not all share a node, n is
+ * outside 2..DTR__SHM_MAX_MEMBERS or any member could not map the segment (every member
+ * then gets NULL). Errors are MPI's.
+ */
+dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__shm_t **out);
+
+/* Unmaps the segment (local: no other member takes part). NULL is a no-op. */
+void dtr__shm_destroy(dtr__shm_t *s);
+
+/*
+ * Starts an all-to-all of the other members' pieces: piece k of the send side is `bytes`
+ * bytes read as rows of sblock bytes, srow apart, from send + k * sblock; piece k of the
+ * receive side is written likewise at recv + k * rblock (rows of rblock, rrow apart). This
+ * member's own piece is not moved. DTR_ERR_BACKEND while the previous operation is not
+ * complete: the members would no longer agree on which chunk is which.
+ */
+dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
+                            void *recv, int64_t rblock, int64_t rrow, int64_t bytes);
+
+/* Moves what it can without waiting; true once the operation is complete. *moved says
+ * whether it moved anything. */
+bool dtr__shm_progress(dtr__shm_t *s, bool *moved);
+
+/* Completes the operation, yielding the CPU while peers are behind. */
+void dtr__shm_wait(dtr__shm_t *s);
+
+#endif

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The strided all-to-all of the MPI backend under mpirun: mpi_shm_test on 2, 3, 4 and 8
+# ranks with the shared-memory path's default chunks, with tiny ones, and with
+# MPI_Alltoallw (DTR_MPI_SHM=0); then `dtr run --verify` redistributions that take it.
+# Usage: mpi_shm_test.sh MPI_SHM_TEST DTR   (DTR_SEED overrides the seed)
+set -u
+bin=$1
+dtr=$2
+seed=${DTR_SEED:-20261121}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+passed=0
+failed=0
+
+# run ENV RANKS CASES: one mpi_shm_test run with ENV (a VAR=value list, or -)
+run() {
+    local env=$1 n=$2 cases=$3 out rc line p f
+    [ "$env" = - ] && env=
+    out=$(env $env timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    rc=$?
+    echo "$out"
+    line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        echo "FAIL: $env mpirun -n $n mpi_shm_test --cases $cases --seed $seed (exit $rc)"
+        failed=$((failed + 1))
+        return
+    fi
+    read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+run - 2 150
+run - 3 100
+run - 4 100
+run - 8 40
+run DTR_MPI_SHM_CHUNK=40 2 80
+run DTR_MPI_SHM_CHUNK=40 4 60
+run DTR_MPI_SHM_CHUNK=4096 3 80
+run DTR_MPI_SHM=0 4 100
+
+# check ENV RANKS DTR-RUN-ARGS...: a verified redistribution through the executor
+check() {
+    local env=$1 n=$2 out rc
+    shift 2
+    [ "$env" = - ] && env=
+    out=$(env $env timeout 120 mpirun --oversubscribe -n "$n" "$dtr" run --verify --iters 2 "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q 'all_to_all' <<<"$out" && grep -q 'verified: all' <<<"$out"; then
+        passed=$((passed + 1))
+        echo "ok: $env dtr run $* on $n ranks"
+    else
+        failed=$((failed + 1))
+        echo "$out"
+        echo "FAIL: $env mpirun -n $n dtr run --verify $* (exit $rc)"
+    fi
+}
+
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 64x48 --dtype f16 --from 'S(0)' --to 'S(1)'
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 48x64 --dtype f64 --from 'S(1)' --to 'S(0)'
+check DTR_MPI_SHM_CHUNK=24 8 --mesh 8 --shape 16x8x24 --dtype i32 --from 'S(2)' --to 'S(0)'
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype bf16 --from 'S(0),S(1)' --to 'S(0),S(2)'
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype f8e4m3 --from 'S(1),S(0)' --to 'S(2),S(0)'
+check - 2 --mesh 2 --shape 2048x512 --dtype f32 --from 'S(1)' --to 'S(0)'
+check - 4 --mesh 4 --shape 1024x1000 --dtype u8 --from 'S(0)' --to 'S(1)'
+
+echo "strided all-to-all, all runs: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
