@@ -12,8 +12,9 @@
 #include "redistribute/mpi/shm.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
-#define DTR__SHM_CHUNK 32768 /* the shm path's chunk: 16 to 64 KiB measured alike */
 #define DTR__MPI_UNITS 13
+/* The shm path's chunk bytes: 8 to 64 KiB measured alike (docs/executor.md). */
+#define DTR__SHM_CHUNK 32768
 
 typedef struct {
     MPI_Comm world;
@@ -22,7 +23,7 @@ typedef struct {
     MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
     MPI_Datatype unit[DTR__MPI_UNITS];
     bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
-    bool shm;     /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0: no) */
+    bool shm; /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0) */
     int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
 } dtr__mpi_t;
 
@@ -284,7 +285,6 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     *out = g;
     return DTR_OK;
 }
-
 
 /* ---- byte counts -------------------------------------------------------------------- */
 

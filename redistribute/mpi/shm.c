@@ -48,7 +48,8 @@ static uint64_t *dtr__done(dtr__shm_t *s, int from, int to) {
 }
 
 static char *dtr__slot(dtr__shm_t *s, int from, int to, uint64_t q) {
-    int64_t at = 2 * (int64_t)s->n * DTR__LINE + ((int64_t)to * s->slots + (int64_t)(q % (uint64_t)s->slots)) * s->chunk;
+    int64_t slot = (int64_t)(q % (uint64_t)s->slots);
+    int64_t at = 2 * (int64_t)s->n * DTR__LINE + ((int64_t)to * s->slots + slot) * s->chunk;
     return s->base + from * s->region + at;
 }
 

@@ -209,7 +209,8 @@ int main(int argc, char **argv) {
             dtr_backend_req_t req;
             char buf[64];
             st = ops->all_to_all_strided(groups[0], buf, 1, 3, 3 * n, buf, 1, 2, 2 * n, &req);
-            if (st != DTR_ERR_INVALID_ARGUMENT || strstr(dtr_last_error(), "pieces of 3 bytes sent, 2 received") == NULL) {
+            if (st != DTR_ERR_INVALID_ARGUMENT ||
+                strstr(dtr_last_error(), "pieces of 3 bytes sent, 2 received") == NULL) {
                 char what[256];
                 snprintf(what, sizeof what, "mismatched pieces gave %s: %s", dtr_status_name(st),
                          st == DTR_OK ? "(accepted)" : dtr_last_error());

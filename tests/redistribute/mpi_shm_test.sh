@@ -16,7 +16,8 @@ failed=0
 run() {
     local env=$1 n=$2 cases=$3 out rc line p f
     [ "$env" = - ] && env=
-    out=$(env $env timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    out=$(env $env timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" \
+        --seed "$seed")
     rc=$?
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
@@ -44,7 +45,8 @@ check() {
     local env=$1 n=$2 out rc
     shift 2
     [ "$env" = - ] && env=
-    out=$(env $env timeout 120 mpirun --oversubscribe -n "$n" "$dtr" run --verify --iters 2 "$@" 2>&1)
+    out=$(env $env timeout 120 mpirun --oversubscribe -n "$n" "$dtr" run --verify --iters 2 \
+        "$@" 2>&1)
     rc=$?
     if [ $rc -eq 0 ] && grep -q 'all_to_all' <<<"$out" && grep -q 'verified: all' <<<"$out"; then
         passed=$((passed + 1))
@@ -59,8 +61,10 @@ check() {
 check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 64x48 --dtype f16 --from 'S(0)' --to 'S(1)'
 check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 48x64 --dtype f64 --from 'S(1)' --to 'S(0)'
 check DTR_MPI_SHM_CHUNK=24 8 --mesh 8 --shape 16x8x24 --dtype i32 --from 'S(2)' --to 'S(0)'
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype bf16 --from 'S(0),S(1)' --to 'S(0),S(2)'
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype f8e4m3 --from 'S(1),S(0)' --to 'S(2),S(0)'
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype bf16 \
+    --from 'S(0),S(1)' --to 'S(0),S(2)'
+check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype f8e4m3 \
+    --from 'S(1),S(0)' --to 'S(2),S(0)'
 check - 2 --mesh 2 --shape 2048x512 --dtype f32 --from 'S(1)' --to 'S(0)'
 check - 4 --mesh 4 --shape 1024x1000 --dtype u8 --from 'S(0)' --to 'S(1)'
 
