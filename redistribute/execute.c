@@ -153,8 +153,6 @@ static dtr_context_t *dtr__aborted_list;
  * lines first. (Measured on 2 and 4 ranks, docs/executor.md: streaming a 4 MiB output
  * made the gather slower, a 16 MiB one faster.) */
 #define DTR__STREAM_MIN_BYTES (8 << 20)
-/* Box copies fetch runs of at most this many bytes ahead in software (dtr__box_copy). */
-#define DTR__PREFETCH_RUN_MAX 8192
 /* A gather is sliced when its output holds at least this many slices; smaller ones are
  * one operation (their output stays in cache, where one pass costs little). */
 #define DTR__SLICES_MIN 8
@@ -212,18 +210,17 @@ dtr_status_t dtr__env_timeout(const char *func, double *out) {
     return DTR_OK;
 }
 
-/* The slice size a new context starts with: DTR_SLICE_BYTES, or the default. */
-static dtr_status_t dtr__env_slice(int64_t *out) {
-    const char *env = getenv("DTR_SLICE_BYTES");
-    *out = DTR__DEFAULT_SLICE_BYTES;
+dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
+                            int64_t max, const char *what, int64_t *out) {
+    const char *env = getenv(name);
+    *out = dflt;
     if (env == NULL || *env == '\0') return DTR_OK;
     char *end = NULL;
     errno = 0;
     long long v = strtoll(env, &end, 10);
-    if (end == env || *end != '\0' || errno != 0 || v < 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create",
-                          "DTR_SLICE_BYTES: \"%.40s\" is not a byte count >= 0 (0: no slices)",
-                          env);
+    if (end == env || *end != '\0' || errno != 0 || v < min || v > max)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: \"%.40s\" is not %s", name, env,
+                          what);
     *out = v;
     return DTR_OK;
 }
@@ -659,7 +656,9 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
     ctx->ops = ops;
     ctx->state = state;
     st = dtr__env_timeout("dtr_context_create", &ctx->timeout_s);
-    if (st == DTR_OK) st = dtr__env_slice(&ctx->slice_bytes);
+    if (st == DTR_OK)
+        st = dtr__env_bytes("DTR_SLICE_BYTES", "dtr_context_create", DTR__DEFAULT_SLICE_BYTES, 0,
+                            INT64_MAX, "a byte count >= 0 (0: no slices)", &ctx->slice_bytes);
     if (st != DTR_OK) {
         free(ctx);
         goto fail;

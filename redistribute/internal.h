@@ -167,6 +167,17 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
 double dtr__now(void);
 dtr_status_t dtr__env_timeout(const char *func, double *out);
 
+/* A byte count from environment variable `name`: `dflt` when unset or empty, else an
+ * integer in [min, max]; anything else is DTR_ERR_INVALID_ARGUMENT from `func` saying
+ * "<name>: "<value>" is not <what>". */
+dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
+                            int64_t max, const char *what, int64_t *out);
+
+/* Copies of runs of at most this many bytes fetch the run about this far ahead in software:
+ * short runs far apart defeat the hardware prefetcher, which stops at each gap (2 KiB runs
+ * 4 KiB apart copied 1.4-1.7x faster out of memory, docs/executor.md). */
+#define DTR__PREFETCH_RUN_MAX 8192
+
 /* staged.c: a backend running `inner` (host memory) on buffers of the memory space `mem`,
  * staging each operation through host memory; fills *ops (the caller keeps it as long as
  * the state) and *state. The state owns inner_state from then on (destroys it), not mem. */

@@ -1,5 +1,4 @@
 /* The MPI backend behind dtr_backend_ops_t (see dtr_mpi.h). */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "redistribute/mpi/internal.h"
 #include "redistribute/mpi/shm.h"
+#include "redistribute/internal.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
 #define DTR__MPI_UNITS 13
@@ -155,22 +155,6 @@ static void dtr__mpi_destroy(void *state) {
     free(m);
 }
 
-/* DTR_MPI_SHM_CHUNK: the shm path's chunk bytes (small ones make tests wrap the rings). */
-static dtr_status_t dtr__mpi_env_chunk(int64_t *out) {
-    const char *env = getenv("DTR_MPI_SHM_CHUNK");
-    *out = DTR__SHM_CHUNK;
-    if (env == NULL || *env == '\0') return DTR_OK;
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(env, &end, 10);
-    if (end == env || *end != '\0' || errno != 0 || v < 1 || v > (1 << 24))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_backend_mpi_state_create",
-                          "DTR_MPI_SHM_CHUNK: \"%.40s\" is not a byte count from 1 to 16 MiB",
-                          env);
-    *out = v;
-    return DTR_OK;
-}
-
 dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     DTR_CHECK_PTR(state, __func__);
     int init = 0, fin = 0;
@@ -200,7 +184,9 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     const char *strided = getenv("DTR_MPI_STRIDED"), *shm = getenv("DTR_MPI_SHM");
     m->strided = strided == NULL || strcmp(strided, "0") != 0;
     m->shm = shm == NULL || strcmp(shm, "0") != 0;
-    st = dtr__mpi_env_chunk(&m->shm_chunk);
+    /* small chunks make tests wrap the rings */
+    st = dtr__env_bytes("DTR_MPI_SHM_CHUNK", "dtr_backend_mpi_state_create", DTR__SHM_CHUNK, 1,
+                        1 << 24, "a byte count from 1 to 16 MiB", &m->shm_chunk);
     for (int h = 0; h < 2 && st == DTR_OK; h++) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);

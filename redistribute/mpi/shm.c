@@ -12,13 +12,12 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "redistribute/internal.h"
 #include "redistribute/mpi/internal.h"
 
 #define DTR__LINE 64
 /* Ring memory per member across its peers; a pair gets 2 to 8 chunks of it. */
 #define DTR__SHM_RING_BYTES (1 << 20)
-/* Strided runs of at most this many bytes are fetched this far ahead (as box copies do). */
-#define DTR__SHM_PREFETCH 8192
 
 /*
  * The segment holds one region per member, the sender's: 2n cache lines of counters (for
@@ -31,8 +30,8 @@ struct dtr__shm {
     size_t size;
     int64_t region, chunk;
     int n, me, slots;
-    uint64_t *sent_seq, *got_seq; /* [n]: chunks sent to / received from each member, ever */
-    int64_t *sent, *got;          /* [n]: chunks of the running operation */
+    uint64_t earlier;     /* chunks of earlier operations, the same for every pair */
+    int64_t *sent, *got;  /* [n]: chunks of the running operation sent to / received from */
     int left;                     /* pieces of the running operation still moving */
     const char *send;
     char *recv;
@@ -120,10 +119,10 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
     }
 
     dtr__shm_t *s = calloc(1, sizeof *s);
-    void *arrays = calloc((size_t)n, 2 * sizeof(uint64_t) + 2 * sizeof(int64_t));
-    if (s == NULL || arrays == NULL) {
+    int64_t *counts = calloc((size_t)n * 2, sizeof *counts);
+    if (s == NULL || counts == NULL) {
         free(s);
-        free(arrays);
+        free(counts);
         munmap(base, size);
         /* the others keep theirs: this member's every later call fails on its own */
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "shared-memory group state");
@@ -135,10 +134,8 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
     s->n = n;
     s->me = me;
     s->slots = slots;
-    s->sent_seq = arrays;
-    s->got_seq = s->sent_seq + n;
-    s->sent = (int64_t *)(s->got_seq + n);
-    s->got = s->sent + n;
+    s->sent = counts;
+    s->got = counts + n;
     *out = s;
     return DTR_OK;
 }
@@ -146,7 +143,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
 void dtr__shm_destroy(dtr__shm_t *s) {
     if (s == NULL) return;
     munmap(s->base, s->size);
-    free(s->sent_seq);
+    free(s->sent);
     free(s);
 }
 
@@ -162,6 +159,8 @@ dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int
     s->srow = srow;
     s->rblock = rblock;
     s->rrow = rrow;
+    /* every operation moves `count` chunks each way between every pair */
+    s->earlier += (uint64_t)s->count;
     s->bytes = bytes;
     s->count = (bytes + s->chunk - 1) / s->chunk;
     memset(s->sent, 0, sizeof(int64_t) * (size_t)s->n);
@@ -177,7 +176,8 @@ static void dtr__range(char *piece, int64_t block, int64_t row, int64_t at, int6
                        char *flat, bool pack) {
     int64_t i = at / block, c = at % block;
     int64_t ahead = 0;
-    if (row != block && block <= DTR__SHM_PREFETCH) ahead = (DTR__SHM_PREFETCH + block - 1) / block;
+    if (row != block && block <= DTR__PREFETCH_RUN_MAX)
+        ahead = (DTR__PREFETCH_RUN_MAX + block - 1) / block;
     while (len > 0) {
         int64_t run = block - c < len ? block - c : len;
         char *p = piece + i * row + c;
@@ -204,7 +204,7 @@ bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
     for (int step = 1; step < n && s->left > 0; step++) {
         int to = (me + step) % n, from = (me + n - step) % n;
         while (s->sent[to] < s->count) {
-            uint64_t q = s->sent_seq[to];
+            uint64_t q = s->earlier + (uint64_t)s->sent[to];
             /* slot q % slots is free once the receiver has read chunk q - slots */
             if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
                 break;
@@ -213,19 +213,17 @@ bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
             dtr__range((char *)s->send + to * s->sblock, s->sblock, s->srow, at, len,
                        dtr__slot(s, me, to, q), true);
             __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
-            s->sent_seq[to] = q + 1;
             any = true;
             if (++s->sent[to] == s->count) s->left--;
         }
         while (s->got[from] < s->count) {
-            uint64_t q = s->got_seq[from];
+            uint64_t q = s->earlier + (uint64_t)s->got[from];
             if (__atomic_load_n(dtr__ready(s, from, me), __ATOMIC_ACQUIRE) <= q) break;
             int64_t at = s->got[from] * s->chunk;
             int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
             dtr__range(s->recv + from * s->rblock, s->rblock, s->rrow, at, len,
                        dtr__slot(s, from, me, q), false);
             __atomic_store_n(dtr__done(s, from, me), q + 1, __ATOMIC_RELEASE);
-            s->got_seq[from] = q + 1;
             any = true;
             if (++s->got[from] == s->count) s->left--;
         }
