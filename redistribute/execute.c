@@ -29,11 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h> /* the wider streaming stores, each in a function of its target */
-#elif defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "redistribute/execute.h"
 #include "redistribute/internal.h"
@@ -148,11 +143,6 @@ static dtr_context_t *dtr__aborted_list;
 
 #define DTR__DEFAULT_TIMEOUT_S 600.0
 #define DTR__DEFAULT_SLICE_BYTES (1 << 20)
-/* Sliced gathers of outputs at least this large write them with streaming stores where
- * the CPU has them: they would not stay in cache anyway, and the stores skip reading the
- * lines first. (Measured on 2 and 4 ranks, docs/executor.md: streaming a 4 MiB output
- * made the gather slower, a 16 MiB one faster.) */
-#define DTR__STREAM_MIN_BYTES (8 << 20)
 /* A gather is sliced when its output holds at least this many slices; smaller ones are
  * one operation (their output stays in cache, where one pass costs little). */
 #define DTR__SLICES_MIN 8
@@ -279,87 +269,7 @@ static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, in
                (size_t)(ext * inner));
 }
 
-/* memcpy, with streaming (non-temporal) stores where the CPU has them: for large outputs,
- * written once and not read back soon. Callers end a run of these with dtr__stream_fence.
- * The widest stores the CPU has, chosen once: on this project's AMD EPYC, 64-byte stores
- * copied 2 KiB runs 10-15% faster than 16-byte ones (docs/executor.md). */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__SSE2__)
-#define DTR__STREAM_WIDE 1
-__attribute__((target("avx512f"))) static void dtr__stream64_avx512(char *d, const char *s,
-                                                                    int64_t n) {
-    for (; n >= 64; n -= 64, d += 64, s += 64)
-        _mm512_stream_si512((void *)d, _mm512_loadu_si512((const void *)s));
-}
-__attribute__((target("avx"))) static void dtr__stream64_avx(char *d, const char *s, int64_t n) {
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)s);
-        __m256i b = _mm256_loadu_si256((const __m256i *)(s + 32));
-        _mm256_stream_si256((__m256i *)d, a);
-        _mm256_stream_si256((__m256i *)(d + 32), b);
-    }
-}
-#endif
-
-#if defined(__SSE2__)
-static void dtr__stream64_sse2(char *d, const char *s, int64_t n) {
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(d + 48), e);
-    }
-}
-
-/* the loop over whole 64-byte lines, to a 64-byte aligned destination; picked when the
- * first context is created (every copy runs under a context), not per run */
-static void (*dtr__stream64)(char *, const char *, int64_t);
-static pthread_once_t dtr__stream_once = PTHREAD_ONCE_INIT;
-
-static void dtr__stream_pick(void) {
-    dtr__stream64 = dtr__stream64_sse2;
-#ifdef DTR__STREAM_WIDE
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        dtr__stream64 = dtr__stream64_avx512;
-    else if (__builtin_cpu_supports("avx"))
-        dtr__stream64 = dtr__stream64_avx;
-#endif
-}
-#endif
-
-static void dtr__stream_copy(void *dst, const void *src, int64_t n) {
-#if defined(__SSE2__)
-    char *d = dst;
-    const char *s = src;
-    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);
-    if (n < head + 64) {
-        memcpy(d, s, (size_t)n);
-        return;
-    }
-    memcpy(d, s, (size_t)head);
-    d += head;
-    s += head;
-    n -= head;
-    int64_t lines = n & ~(int64_t)63;
-    dtr__stream64(d, s, lines);
-    memcpy(d + lines, s + lines, (size_t)(n - lines));
-#else
-    memcpy(dst, src, (size_t)n);
-#endif
-}
-
 static void dtr__copy(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n); }
-
-/* Orders the streaming stores before whatever the caller does next with the memory. */
-static void dtr__stream_fence(void) {
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}
 
 /* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
  * dst (shape dshape) at dlo, each run with `copy` (dtr__copy or dtr__stream_copy, whose
@@ -641,13 +551,12 @@ dtr_status_t dtr_context_create(const dtr_backend_ops_t *ops, void *state, dtr_c
         if (!required[k].missing) continue;
         st = dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                         "ops->%s (backend %s): NULL, but required (the optional ones are "
-                        "all_gatherv, reduce_scatterv, all_to_all, the strided forms and destroy)",
+                        "all_gatherv, reduce_scatterv, all_to_all, the strided forms, "
+                        "strided_in_place and destroy)",
                         required[k].name, ops->name != NULL ? ops->name : "unnamed");
         goto fail;
     }
-#if defined(__SSE2__)
-    pthread_once(&dtr__stream_once, dtr__stream_pick);
-#endif
+    dtr__stream_init();
     dtr_context_t *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL) {
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "context");
@@ -1190,6 +1099,16 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         int64_t c = sz[0], piece = outer * c * inner;
         const void *send = src;
         void *recv = dst;
+        if (even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL &&
+            ops->strided_in_place != NULL && ops->strided_in_place(group)) {
+            /* the backend places the members' pieces, rows apart, as fast as it gathers */
+            pend->outer = outer;
+            pend->inner = inner;
+            pend->dst_len = len;
+            pend->npieces = n;
+            st = ops->all_gather_strided(group, src, outer, c * inner, len * inner, dst, &r->breq);
+            break;
+        }
         if (padded || outer > 1 || bare) {
             int64_t need = (even || padded) ? n * piece : outer * len * inner;
             DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));

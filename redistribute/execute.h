@@ -109,6 +109,10 @@ typedef struct dtr_backend_ops {
                                        int64_t send_block, int64_t send_row, void *recv,
                                        int64_t recv_rows, int64_t recv_block, int64_t recv_row,
                                        dtr_backend_req_t *req);
+    /* optional: true where this group's all_gather_strided places pieces as fast as a
+     * contiguous gather (no datatype engine): the executor then gathers a large non-leading
+     * dim in place instead of in slices (dtr_context_set_slice_bytes) */
+    bool (*strided_in_place)(void *group);
     dtr_status_t (*all_to_allv)(void *group, const void *send, const int64_t *send_counts,
                                 const int64_t *send_displs, void *recv,
                                 const int64_t *recv_counts, const int64_t *recv_displs,

@@ -8,6 +8,21 @@
 #include "redistribute/execute.h"
 #include "redistribute/redistribute.h"
 
+/*
+ * memcpy with streaming (non-temporal) stores where the CPU has them (stream.c), for large
+ * outputs written once and not read back soon: they would not stay in cache anyway, and the
+ * stores skip reading the lines first. dtr__stream_init picks the widest stores once (every
+ * context creation calls it; so does any other user before its first copy). A run of copies
+ * ends with dtr__stream_fence, which orders them before whatever comes next.
+ */
+void dtr__stream_init(void);
+void dtr__stream_copy(void *dst, const void *src, int64_t n);
+void dtr__stream_fence(void);
+/* Outputs at least this large are written with streaming stores. (Measured on 2 and 4
+ * ranks, docs/executor.md: streaming a 4 MiB output made the sliced gather slower, a 16 MiB
+ * one faster.) */
+#define DTR__STREAM_MIN_BYTES (8 << 20)
+
 /* 64-bit FNV-1a step over what ranks must agree on (execute.c). */
 uint64_t dtr__fnv(uint64_t h, int64_t v);
 

@@ -24,6 +24,7 @@ typedef struct {
     MPI_Datatype unit[DTR__MPI_UNITS];
     bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
     bool shm; /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0) */
+    bool shm_gather; /* the strided all-gather too (DTR_MPI_SHM_GATHER=0: datatypes) */
     int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
 } dtr__mpi_t;
 
@@ -33,7 +34,7 @@ typedef struct {
     int n, me;
     int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
     MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
-    dtr__shm_t *shm; /* the strided all-to-all's segment, where all members share a node */
+    dtr__shm_t *shm; /* the strided forms' segment, where all members share a node */
 } dtr__mpi_group_t;
 
 typedef enum {
@@ -46,7 +47,7 @@ typedef enum {
     DTR__OP_ALLTOALLV,
     DTR__OP_ALLGATHER_STRIDED,
     DTR__OP_ALLTOALL_STRIDED,
-    DTR__OP_ALLTOALL_SHM, /* the group's shm path: its state holds the operation */
+    DTR__OP_SHM, /* the group's shm path: its state holds the operation */
 } dtr__mpi_kind_t;
 
 /* One operation, recorded when issued and run at the first test (non-blocking) or wait
@@ -182,8 +183,10 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->world, &m->rank);
     const char *strided = getenv("DTR_MPI_STRIDED"), *shm = getenv("DTR_MPI_SHM");
+    const char *shm_gather = getenv("DTR_MPI_SHM_GATHER");
     m->strided = strided == NULL || strcmp(strided, "0") != 0;
     m->shm = shm == NULL || strcmp(shm, "0") != 0;
+    m->shm_gather = m->shm && (shm_gather == NULL || strcmp(shm_gather, "0") != 0);
     /* small chunks make tests wrap the rings */
     st = dtr__env_bytes("DTR_MPI_SHM_CHUNK", "dtr_backend_mpi_state_create", DTR__SHM_CHUNK, 1,
                         1 << 24, "a byte count from 1 to 16 MiB", &m->shm_chunk);
@@ -337,8 +340,14 @@ static void dtr__mpi_free_types(dtr__mpi_req_t *r) {
 static dtr_status_t dtr__mpi_all_gather_strided(void *group, const void *send, int64_t rows,
                                                 int64_t block, int64_t row, void *recv,
                                                 dtr_backend_req_t *req) {
-    if (!((dtr__mpi_group_t *)group)->mpi->strided)
+    dtr__mpi_group_t *g = group;
+    if (!g->mpi->strided)
         return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
+    if (g->shm != NULL && g->mpi->shm_gather) {
+        DTR_CHECK(dtr__shm_gather_start(g->shm, send, rows * block, recv, block, row));
+        dtr__req(req)->kind = DTR__OP_SHM;
+        return DTR_OK;
+    }
     dtr__mpi_req_t *r = dtr__req(req);
     DTR_CHECK(dtr__mpi_strided(rows, block, row, &r->rtype));
     /* the send side: rows pieces of block bytes, back to back */
@@ -371,7 +380,7 @@ static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, i
                               "strided all-to-all: pieces of %lld bytes sent, %lld received",
                               (long long)(srows * sblock), (long long)(rrows * rblock));
         DTR_CHECK(dtr__shm_start(g->shm, send, sblock, srow, recv, rblock, rrow, srows * sblock));
-        dtr__req(req)->kind = DTR__OP_ALLTOALL_SHM;
+        dtr__req(req)->kind = DTR__OP_SHM;
         return DTR_OK;
     }
     int64_t last = g->n - 1;
@@ -583,7 +592,7 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                       : MPI_Ialltoallw(r->send, r->scounts, r->sdispls, g->types, r->recv,
                                        r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
-    case DTR__OP_ALLTOALL_SHM:
+    case DTR__OP_SHM:
         if (blocking) dtr__shm_wait(g->shm);
         r->started = true;
         return DTR_OK;
@@ -600,7 +609,7 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
 static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *done) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
     if (!r->started) DTR_CHECK(dtr__mpi_run(group, r, false));
-    if (r->kind == DTR__OP_ALLTOALL_SHM) {
+    if (r->kind == DTR__OP_SHM) {
         *done = dtr__shm_progress(((dtr__mpi_group_t *)group)->shm, NULL);
         return DTR_OK;
     }
@@ -613,12 +622,24 @@ static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *don
 static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
     if (!r->started) return dtr__mpi_run(group, r, true);
-    if (r->kind == DTR__OP_ALLTOALL_SHM) {
+    if (r->kind == DTR__OP_SHM) {
         dtr__shm_wait(((dtr__mpi_group_t *)group)->shm);
         return DTR_OK;
     }
     DTR__MPI(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "MPI_Wait");
     return DTR_OK;
+}
+
+/*
+ * The shared-memory gather places pieces at copy speed (the datatype engine does not): with
+ * 3 or more members it also makes fewer copies than MPI_Allgather and beats the executor's
+ * slices. With 2 it makes as many (3 per piece), and the slices, placed from cache, measured
+ * faster at 16 and 64 MiB (docs/executor.md): 2-member groups keep them for large gathers
+ * and take this gather for the small ones, which are not sliced.
+ */
+static bool dtr__mpi_strided_in_place(void *group) {
+    dtr__mpi_group_t *g = group;
+    return g->shm != NULL && g->mpi->strided && g->mpi->shm_gather && g->n >= 3;
 }
 
 static const dtr_backend_ops_t dtr__mpi_ops = {
@@ -636,6 +657,7 @@ static const dtr_backend_ops_t dtr__mpi_ops = {
     .all_to_allv = dtr__mpi_all_to_allv,
     .all_gather_strided = dtr__mpi_all_gather_strided,
     .all_to_all_strided = dtr__mpi_all_to_all_strided,
+    .strided_in_place = dtr__mpi_strided_in_place,
     .test = dtr__mpi_test,
     .wait = dtr__mpi_wait,
     .destroy = dtr__mpi_destroy,

@@ -1,11 +1,14 @@
 /*
- * The MPI backend's shared-memory path for the strided all-to-all: when every member of a
- * group runs on one node, the members map one POSIX shared-memory segment and move their
- * pieces through it themselves. A sender reads its strided rows straight into a ring of
- * cache-sized chunks (with software prefetch), the receiver copies each chunk to its place:
- * the same two copies Open MPI's shared-memory transport makes for a contiguous message,
- * where MPI_Alltoallw's datatype engine reads the strided rows with no prefetch
- * (docs/executor.md).
+ * The MPI backend's shared-memory path for the strided all-to-all and all-gather: when every
+ * member of a group runs on one node, the members map one POSIX shared-memory segment and
+ * move their pieces through it themselves.
+ * - All-to-all: a sender reads its strided rows straight into a ring of cache-sized chunks
+ *   per receiver (with software prefetch), the receiver copies each chunk to its place: the
+ *   same two copies Open MPI's shared-memory transport makes for a contiguous message, where
+ *   MPI_Alltoallw's datatype engine reads the strided rows with no prefetch.
+ * - All-gather: a sender copies its piece once into one ring that every other member reads
+ *   from, each straight to the piece's strided place: n + 1 copies of a piece per member
+ *   where Open MPI's ring all-gather makes 2n - 1, and no unpack pass (docs/executor.md).
  *
  * A group's members run one operation at a time on it, in the same order (the backend
  * contract); the chunk counters carry over from one operation to the next.
@@ -45,6 +48,14 @@ void dtr__shm_destroy(dtr__shm_t *s);
  */
 dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
                             void *recv, int64_t rblock, int64_t rrow, int64_t bytes);
+
+/*
+ * Starts an all-gather: every member sends `bytes` contiguous bytes; member k's piece is
+ * written at recv + k * block as rows of block bytes, row apart (this member's own piece
+ * too). DTR_ERR_BACKEND while the previous operation is not complete.
+ */
+dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t bytes, void *recv,
+                                   int64_t block, int64_t row);
 
 /* Moves what it can without waiting; true once the operation is complete. *moved says
  * whether it moved anything. */

@@ -75,6 +75,7 @@ static dtr_status_t w_all_to_all_strided(void *g, const void *s, int64_t sr, int
     ISSUE();
     return inner->all_to_all_strided(g, s, sr, sb, srow, r, rr, rb, rrow, q);
 }
+static bool w_strided_in_place(void *g) { return inner->strided_in_place(g); }
 static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
                                   void *r, const int64_t *rc, const int64_t *rd,
                                   dtr_backend_req_t *q) {
@@ -109,6 +110,7 @@ const dtr_backend_ops_t *faulty_ops(const dtr_backend_ops_t *in) {
         .all_to_all = in->all_to_all ? w_all_to_all : NULL,
         .all_gather_strided = in->all_gather_strided ? w_all_gather_strided : NULL,
         .all_to_all_strided = in->all_to_all_strided ? w_all_to_all_strided : NULL,
+        .strided_in_place = in->strided_in_place ? w_strided_in_place : NULL,
         .all_to_allv = w_all_to_allv,
         .test = w_test,
         .wait = w_wait,

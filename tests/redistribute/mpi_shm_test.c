@@ -1,15 +1,19 @@
 /*
- * The MPI backend's strided all-to-all, called directly through its ops table: random
- * pieces (rows of 1 byte to 20 KB, row gaps, a receive side cut into other rows than the
- * send side) over two groups of the same ranks in opposite orders, blocking and
- * non-blocking, case after case on the same groups (so the shared-memory rings' counters
- * carry over and wrap). Every byte of every other member's piece is checked, and that the
- * own piece, the gaps and the bytes past the buffer are not written and the send buffer is
- * intact. Where the shared-memory path is on (DTR_MPI_SHM unset), also: mismatched piece
- * sizes give DTR_ERR_INVALID_ARGUMENT and leave the group usable, one issued over one not
- * yet completed gives DTR_ERR_BACKEND (the first still completes right), and bad
- * DTR_MPI_SHM_CHUNK values are refused by name. Run it with DTR_MPI_SHM_CHUNK small to
- * move each piece in many chunks, and with DTR_MPI_SHM=0 for MPI_Alltoallw.
+ * The MPI backend's strided all-to-all and all-gather, called directly through its ops
+ * table: random pieces (rows of 1 byte to 20 KB, row gaps, an all-to-all's receive side cut
+ * into other rows than its send side) over two groups of the same ranks in opposite orders,
+ * blocking and non-blocking, the two operations mixed case after case on the same groups (so
+ * the shared-memory rings' counters carry over and wrap, each kind's apart from the other's).
+ * Every byte of the receive buffer is checked: the pieces moved, and that the gaps, the bytes
+ * past the buffer and (all-to-all) the own piece are not written; and that the send buffer
+ * is intact. One gather is large enough to be written with streaming stores. Where the
+ * shared-memory path is on (DTR_MPI_SHM unset), also: mismatched piece sizes give
+ * DTR_ERR_INVALID_ARGUMENT and leave the group usable; an operation issued over one not yet
+ * completed gives DTR_ERR_BACKEND (the first still completes right), for each pairing of the
+ * two kinds; strided_in_place says which groups gather in place (3 or more members, unless
+ * DTR_MPI_SHM_GATHER=0); bad DTR_MPI_SHM_CHUNK values are refused by name. Run it with
+ * DTR_MPI_SHM_CHUNK small to move each piece in many chunks, with DTR_MPI_SHM_GATHER=0 for
+ * MPI's strided gather, and with DTR_MPI_SHM=0 for MPI_Alltoallw and that gather.
  *
  * Usage: mpirun -n N mpi_shm_test [--cases N] [--seed S]
  * Prints one line per failing case (seed and case number to rerun it) and a summary;
@@ -27,6 +31,7 @@
 #define GUARD 64
 #define FILL_GAP 0xA5
 #define FILL_RECV 0x5A
+#define GATHER (-7) /* the `to` of a gathered piece's bytes: every member gets the same */
 
 static uint64_t rng_state;
 
@@ -66,26 +71,34 @@ static void fail(int rank, int c, uint64_t seed, const char *what) {
                (unsigned long long)seed, c, what);
 }
 
-/* One case: runs the op on `group` (this member is `me` of n) and checks the result. */
+/* One case: runs the op on `group` (this member is `me` of n) and checks the result. A
+ * gather sends s.rows * s.block contiguous bytes and receives every piece (its own too) as
+ * side r; an all-to-all sends side s and receives the other members' pieces as side r. */
 static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, int c,
-                     uint64_t seed, side_t s, side_t r, bool blocking, int rank) {
+                     uint64_t seed, side_t s, side_t r, bool gather, bool blocking, int rank) {
     int64_t bytes = s.rows * s.block;
-    int64_t ssize = side_bytes(s, n), rsize = side_bytes(r, n);
+    int64_t ssize = gather ? bytes : side_bytes(s, n), rsize = side_bytes(r, n);
     unsigned char *send = malloc((size_t)ssize), *keep = malloc((size_t)ssize);
     unsigned char *recv = malloc((size_t)(rsize + GUARD));
-    if (send == NULL || keep == NULL || recv == NULL) {
+    unsigned char *want = malloc((size_t)(rsize + GUARD));
+    if (send == NULL || keep == NULL || recv == NULL || want == NULL) {
         fail(rank, c, seed, "out of memory");
         goto out;
     }
     memset(send, FILL_GAP, (size_t)ssize);
-    for (int k = 0; k < n; k++)
-        for (int64_t j = 0; j < bytes; j++) send[side_at(s, k, j)] = value(me, k, j, c);
+    if (gather)
+        for (int64_t j = 0; j < bytes; j++) send[j] = value(me, GATHER, j, c);
+    else
+        for (int k = 0; k < n; k++)
+            for (int64_t j = 0; j < bytes; j++) send[side_at(s, k, j)] = value(me, k, j, c);
     memcpy(keep, send, (size_t)ssize);
     memset(recv, FILL_RECV, (size_t)(rsize + GUARD));
 
     dtr_backend_req_t req;
-    dtr_status_t st = ops->all_to_all_strided(group, send, s.rows, s.block, s.row, recv, r.rows,
-                                              r.block, r.row, &req);
+    dtr_status_t st = gather ? ops->all_gather_strided(group, send, r.rows, r.block, r.row, recv,
+                                                       &req)
+                             : ops->all_to_all_strided(group, send, s.rows, s.block, s.row, recv,
+                                                       r.rows, r.block, r.row, &req);
     if (st == DTR_OK && blocking) st = ops->wait(group, &req);
     for (bool done = false; st == DTR_OK && !blocking && !done;)
         st = ops->test(group, &req, &done);
@@ -95,33 +108,29 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         fail(rank, c, seed, what);
         goto out;
     }
-    /* every byte: the other members' pieces, and FILL_RECV everywhere else */
-    unsigned char *want = malloc((size_t)(rsize + GUARD));
-    if (want == NULL) {
-        fail(rank, c, seed, "out of memory");
-        goto out;
-    }
+    /* every byte: the pieces moved, and FILL_RECV everywhere else */
     memset(want, FILL_RECV, (size_t)(rsize + GUARD));
     for (int k = 0; k < n; k++)
-        if (k != me)
-            for (int64_t j = 0; j < bytes; j++) want[side_at(r, k, j)] = value(k, me, j, c);
+        if (gather || k != me)
+            for (int64_t j = 0; j < bytes; j++)
+                want[side_at(r, k, j)] = value(k, gather ? GATHER : me, j, c);
     for (int64_t b = 0; b < rsize + GUARD; b++)
         if (recv[b] != want[b]) {
             snprintf(what, sizeof what,
-                     "byte %lld of the receive buffer is %u, want %u (send %lldx%lld row %lld, "
-                     "receive %lldx%lld row %lld, %s)",
-                     (long long)b, recv[b], want[b], (long long)s.rows, (long long)s.block,
-                     (long long)s.row, (long long)r.rows, (long long)r.block, (long long)r.row,
-                     blocking ? "blocking" : "non-blocking");
+                     "%s: byte %lld of the receive buffer is %u, want %u (send %lldx%lld row "
+                     "%lld, receive %lldx%lld row %lld, %s)",
+                     gather ? "gather" : "all-to-all", (long long)b, recv[b], want[b],
+                     (long long)s.rows, (long long)s.block, (long long)s.row, (long long)r.rows,
+                     (long long)r.block, (long long)r.row, blocking ? "blocking" : "non-blocking");
             fail(rank, c, seed, what);
             break;
         }
-    free(want);
     if (memcmp(send, keep, (size_t)ssize) != 0) fail(rank, c, seed, "the send buffer was written");
 out:
     free(send);
     free(keep);
     free(recv);
+    free(want);
 }
 
 /* A random case's sides: the receive side cuts the same bytes into rows of another length. */
@@ -140,6 +149,55 @@ static void draw(int n, side_t *s, side_t *r) {
     r->block = bytes / r->rows;
     s->row = n * s->block + pick(3) * pick(64);
     r->row = n * r->block + pick(3) * pick(64);
+}
+
+/* An operation issued over one of the group not yet completed is refused with
+ * DTR_ERR_BACKEND; the first then completes with the right bytes. */
+static void expect_overlap_refused(const dtr_backend_ops_t *ops, void *group, int n, int rank,
+                                   bool first_gather, bool second_gather) {
+    int64_t bytes = 3000;
+    side_t one = {3, bytes / 3, n * (bytes / 3)};
+    unsigned char *in = malloc((size_t)side_bytes(one, n));
+    unsigned char *out = calloc(1, (size_t)side_bytes(one, n));
+    if (in == NULL || out == NULL) {
+        fail(rank, -1, 0, "out of memory");
+        free(in);
+        free(out);
+        return;
+    }
+    for (int k = 0; k < n; k++)
+        for (int64_t j = 0; j < bytes; j++)
+            in[first_gather ? j : side_at(one, k, j)] =
+                value(rank, first_gather ? GATHER : k, j, -1);
+    dtr_backend_req_t first, second;
+    dtr_status_t st = first_gather
+                          ? ops->all_gather_strided(group, in, one.rows, one.block, one.row, out,
+                                                    &first)
+                          : ops->all_to_all_strided(group, in, one.rows, one.block, one.row, out,
+                                                    one.rows, one.block, one.row, &first);
+    dtr_status_t again = second_gather
+                             ? ops->all_gather_strided(group, in, one.rows, one.block, one.row,
+                                                       out, &second)
+                             : ops->all_to_all_strided(group, in, one.rows, one.block, one.row,
+                                                       out, one.rows, one.block, one.row, &second);
+    bool refused = again == DTR_ERR_BACKEND && strstr(dtr_last_error(), "never completed");
+    if (st == DTR_OK) st = ops->wait(group, &first);
+    bool right = st == DTR_OK;
+    for (int k = 0; k < n && right; k++)
+        for (int64_t j = 0; j < bytes && right; j++)
+            right = (!first_gather && k == rank) ||
+                    out[side_at(one, k, j)] == value(k, first_gather ? GATHER : rank, j, -1);
+    if (!refused || !right) {
+        char what[256];
+        snprintf(what, sizeof what,
+                 "a%s over an unfinished %s: %s (want BACKEND, \"never completed\"); the "
+                 "first %s",
+                 second_gather ? " gather" : "n all-to-all", first_gather ? "gather" : "all-to-all",
+                 dtr_status_name(again), right ? "completed right" : "went wrong");
+        fail(rank, -1, 0, what);
+    }
+    free(in);
+    free(out);
 }
 
 static void expect_env_refused(const char *value, int rank) {
@@ -167,12 +225,14 @@ int main(int argc, char **argv) {
         if (strcmp(argv[a], "--cases") == 0) cases = atoi(argv[a + 1]);
         else if (strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[a + 1], NULL, 10);
     }
-    const char *env = getenv("DTR_MPI_SHM");
+    const char *env = getenv("DTR_MPI_SHM"), *genv = getenv("DTR_MPI_SHM_GATHER");
     bool shm = env == NULL || strcmp(env, "0") != 0;
+    bool shm_gather = shm && (genv == NULL || strcmp(genv, "0") != 0);
     const char *chunk = getenv("DTR_MPI_SHM_CHUNK");
     if (rank == 0)
-        printf("mpi_shm_test: %d ranks, %d cases, seed %llu, %s%s%s\n", n, cases,
-               (unsigned long long)seed, shm ? "shared-memory path" : "MPI_Alltoallw",
+        printf("mpi_shm_test: %d ranks, %d cases, seed %llu, %s, %s%s%s\n", n, cases,
+               (unsigned long long)seed, shm ? "shared-memory all-to-all" : "MPI_Alltoallw",
+               shm_gather ? "shared-memory gather" : "MPI's strided gather",
                shm && chunk != NULL ? ", chunks of " : "", shm && chunk != NULL ? chunk : "");
 
     const dtr_backend_ops_t *ops = dtr_backend_mpi_ops();
@@ -189,6 +249,14 @@ int main(int argc, char **argv) {
         printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    /* the executor gathers in place where the shared-memory gather beats its slices */
+    bool in_place = ops->strided_in_place(groups[0]);
+    if (in_place != (shm_gather && n >= 3)) {
+        char what[128];
+        snprintf(what, sizeof what, "strided_in_place is %s on %d members, want %s",
+                 in_place ? "true" : "false", n, shm_gather && n >= 3 ? "true" : "false");
+        fail(rank, -1, seed, what);
+    }
 
     int passed = 0, failed = 0;
     for (int c = 0; c < cases; c++) {
@@ -197,9 +265,21 @@ int main(int argc, char **argv) {
         side_t s, r;
         draw(n, &s, &r);
         int g = (int)pick(2);
-        bool blocking = pick(2) == 0;
+        bool blocking = pick(2) == 0, gather = pick(2) == 0;
+        if (c == cases / 3) {
+            /* a gather whose output is written with streaming stores (8 MiB or more), in
+             * rows that start and end off the 64-byte lines */
+            gather = true;
+            s.block = 4099;
+            s.rows = ((8 << 20) / n + s.block - 1) / s.block + 1;
+        }
+        if (gather) {
+            r.rows = s.rows;
+            r.block = s.block;
+            r.row = n * s.block + pick(3) * pick(64);
+        }
         int me = g == 0 ? rank : n - 1 - rank;
-        run_case(ops, groups[g], me, n, c, seed, s, r, blocking, rank);
+        run_case(ops, groups[g], me, n, c, seed, s, r, gather, blocking, rank);
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) failed++;
@@ -216,36 +296,12 @@ int main(int argc, char **argv) {
                          st == DTR_OK ? "(accepted)" : dtr_last_error());
                 fail(rank, c, seed, what);
             }
-            /* a second one issued over one not yet completed is refused; the first then
-             * completes with the right bytes */
-            int64_t bytes = 3000;
-            side_t one = {3, bytes / 3, n * (bytes / 3)};
-            unsigned char *in = malloc((size_t)side_bytes(one, n));
-            unsigned char *out = calloc(1, (size_t)side_bytes(one, n));
-            for (int k = 0; k < n; k++)
-                for (int64_t j = 0; j < bytes; j++) in[side_at(one, k, j)] = value(rank, k, j, -1);
-            dtr_backend_req_t first, second;
-            st = ops->all_to_all_strided(groups[0], in, one.rows, one.block, one.row, out,
-                                         one.rows, one.block, one.row, &first);
-            dtr_status_t again = ops->all_to_all_strided(groups[0], in, one.rows, one.block,
-                                                         one.row, out, one.rows, one.block,
-                                                         one.row, &second);
-            bool refused = again == DTR_ERR_BACKEND && strstr(dtr_last_error(), "never completed");
-            if (st == DTR_OK) st = ops->wait(groups[0], &first);
-            bool right = st == DTR_OK;
-            for (int k = 0; k < n && right; k++)
-                for (int64_t j = 0; j < bytes && right; j++)
-                    right = k == rank || out[side_at(one, k, j)] == value(k, rank, j, -1);
-            if (!refused || !right) {
-                char what[256];
-                snprintf(what, sizeof what,
-                         "an all-to-all over an unfinished one: %s (want BACKEND, \"never "
-                         "completed\"); the first %s",
-                         dtr_status_name(again), right ? "completed right" : "went wrong");
-                fail(rank, c, seed, what);
+            expect_overlap_refused(ops, groups[0], n, rank, false, false);
+            if (shm_gather) {
+                expect_overlap_refused(ops, groups[0], n, rank, true, true);
+                expect_overlap_refused(ops, groups[0], n, rank, true, false);
+                expect_overlap_refused(ops, groups[0], n, rank, false, true);
             }
-            free(in);
-            free(out);
         }
     }
     if (shm) {
@@ -264,7 +320,8 @@ int main(int argc, char **argv) {
     if (anybad && failed == 0) failed++;
     else if (!anybad) passed++;
     if (rank == 0)
-        printf("strided all-to-all on %d ranks: %d passed, %d failed\n", n, passed, failed);
+        printf("strided all-to-all and gather on %d ranks: %d passed, %d failed\n", n, passed,
+               failed);
     MPI_Finalize();
     return anybad ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The strided all-to-all of the MPI backend under mpirun: mpi_shm_test on 2, 3, 4 and 8
-# ranks with the shared-memory path's default chunks, with tiny ones, and with
-# MPI_Alltoallw (DTR_MPI_SHM=0); then `dtr run --verify` redistributions that take it.
+# The strided all-to-all and all-gather of the MPI backend under mpirun: mpi_shm_test on 2,
+# 3, 4 and 8 ranks with the shared-memory path's default chunks, with tiny ones, with MPI's
+# strided gather (DTR_MPI_SHM_GATHER=0) and with MPI_Alltoallw (DTR_MPI_SHM=0); then
+# `dtr run --verify` redistributions that take them.
 # Usage: mpi_shm_test.sh MPI_SHM_TEST DTR   (DTR_SEED overrides the seed)
 set -u
 bin=$1
@@ -38,17 +39,19 @@ run - 8 40
 run DTR_MPI_SHM_CHUNK=40 2 80
 run DTR_MPI_SHM_CHUNK=40 4 60
 run DTR_MPI_SHM_CHUNK=4096 3 80
+run DTR_MPI_SHM_GATHER=0 3 60
 run DTR_MPI_SHM=0 4 100
 
-# check ENV RANKS DTR-RUN-ARGS...: a verified redistribution through the executor
+# check ENV RANKS STEP DTR-RUN-ARGS...: a verified redistribution through the executor,
+# whose plan has a STEP (all_to_all, all_gather)
 check() {
-    local env=$1 n=$2 out rc
-    shift 2
+    local env=$1 n=$2 step=$3 out rc
+    shift 3
     [ "$env" = - ] && env=
     out=$(env $env timeout 120 mpirun --oversubscribe -n "$n" "$dtr" run --verify --iters 2 \
         "$@" 2>&1)
     rc=$?
-    if [ $rc -eq 0 ] && grep -q 'all_to_all' <<<"$out" && grep -q 'verified: all' <<<"$out"; then
+    if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then
         passed=$((passed + 1))
         echo "ok: $env dtr run $* on $n ranks"
     else
@@ -58,15 +61,30 @@ check() {
     fi
 }
 
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 64x48 --dtype f16 --from 'S(0)' --to 'S(1)'
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 4 --shape 48x64 --dtype f64 --from 'S(1)' --to 'S(0)'
-check DTR_MPI_SHM_CHUNK=24 8 --mesh 8 --shape 16x8x24 --dtype i32 --from 'S(2)' --to 'S(0)'
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype bf16 \
+check DTR_MPI_SHM_CHUNK=40 4 all_to_all --mesh 4 --shape 64x48 --dtype f16 \
+    --from 'S(0)' --to 'S(1)'
+check DTR_MPI_SHM_CHUNK=40 4 all_to_all --mesh 4 --shape 48x64 --dtype f64 \
+    --from 'S(1)' --to 'S(0)'
+check DTR_MPI_SHM_CHUNK=24 8 all_to_all --mesh 8 --shape 16x8x24 --dtype i32 \
+    --from 'S(2)' --to 'S(0)'
+check DTR_MPI_SHM_CHUNK=40 4 all_to_all --mesh 2x2 --shape 16x8x12 --dtype bf16 \
     --from 'S(0),S(1)' --to 'S(0),S(2)'
-check DTR_MPI_SHM_CHUNK=40 4 --mesh 2x2 --shape 16x8x12 --dtype f8e4m3 \
+check DTR_MPI_SHM_CHUNK=40 4 all_to_all --mesh 2x2 --shape 16x8x12 --dtype f8e4m3 \
     --from 'S(1),S(0)' --to 'S(2),S(0)'
-check - 2 --mesh 2 --shape 2048x512 --dtype f32 --from 'S(1)' --to 'S(0)'
-check - 4 --mesh 4 --shape 1024x1000 --dtype u8 --from 'S(0)' --to 'S(1)'
+check - 2 all_to_all --mesh 2 --shape 2048x512 --dtype f32 --from 'S(1)' --to 'S(0)'
+check - 4 all_to_all --mesh 4 --shape 1024x1000 --dtype u8 --from 'S(0)' --to 'S(1)'
+# gathers of a non-leading dim: in place on 3 and more members (the large ones with
+# streaming stores), in slices or through the shared-memory gather on 2, uneven pieces
+# through MPI_Allgatherv
+check DTR_MPI_SHM_CHUNK=40 4 all_gather --mesh 4 --shape 24x64 --dtype f16 --from 'S(1)' --to 'R'
+check DTR_MPI_SHM_CHUNK=24 3 all_gather --mesh 3 --shape 6x9x30 --dtype f64 \
+    --from 'S(2)' --to 'R'
+check DTR_MPI_SHM_CHUNK=40 4 all_gather --mesh 2x2 --shape 16x8x12 --dtype u8 \
+    --from 'S(1),S(2)' --to 'R,R'
+check - 4 all_gather --mesh 4 --shape 2048x1028 --dtype f32 --from 'S(1)' --to 'R'
+check - 3 all_gather --mesh 3 --shape 1024x3000 --dtype bf16 --from 'S(1)' --to 'R'
+check - 2 all_gather --mesh 2 --shape 4096x1024 --dtype f32 --from 'S(1)' --to 'R'
+check - 3 all_gather --mesh 3 --shape 2048x1000 --dtype f32 --from 'S(1)' --to 'R'
 
-echo "strided all-to-all, all runs: $passed passed, $failed failed"
+echo "strided all-to-all and gather, all runs: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
