@@ -631,15 +631,13 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
 }
 
 /*
- * The shared-memory gather places pieces at copy speed (the datatype engine does not): with
- * 3 or more members it also makes fewer copies than MPI_Allgather and beats the executor's
- * slices. With 2 it makes as many (3 per piece), and the slices, placed from cache, measured
- * faster at 16 and 64 MiB (docs/executor.md): 2-member groups keep them for large gathers
- * and take this gather for the small ones, which are not sliced.
+ * The shared-memory gather places pieces at copy speed (the datatype engine does not) and
+ * makes n + 1 copies of a piece where the slices make 2n + 1: it beat them on 2, 3 and 4
+ * members at 16 and 64 MiB (docs/executor.md).
  */
 static bool dtr__mpi_strided_in_place(void *group) {
     dtr__mpi_group_t *g = group;
-    return g->shm != NULL && g->mpi->strided && g->mpi->shm_gather && g->n >= 3;
+    return g->shm != NULL && g->mpi->strided && g->mpi->shm_gather;
 }
 
 static const dtr_backend_ops_t dtr__mpi_ops = {

@@ -10,10 +10,10 @@
  * shared-memory path is on (DTR_MPI_SHM unset), also: mismatched piece sizes give
  * DTR_ERR_INVALID_ARGUMENT and leave the group usable; an operation issued over one not yet
  * completed gives DTR_ERR_BACKEND (the first still completes right), for each pairing of the
- * two kinds; strided_in_place says which groups gather in place (3 or more members, unless
- * DTR_MPI_SHM_GATHER=0); bad DTR_MPI_SHM_CHUNK values are refused by name. Run it with
- * DTR_MPI_SHM_CHUNK small to move each piece in many chunks, with DTR_MPI_SHM_GATHER=0 for
- * MPI's strided gather, and with DTR_MPI_SHM=0 for MPI_Alltoallw and that gather.
+ * two kinds; strided_in_place says the groups gather in place (unless DTR_MPI_SHM_GATHER=0);
+ * bad DTR_MPI_SHM_CHUNK values are refused by name. Run it with DTR_MPI_SHM_CHUNK small to
+ * move each piece in many chunks, with DTR_MPI_SHM_GATHER=0 for MPI's strided gather, and
+ * with DTR_MPI_SHM=0 for MPI_Alltoallw and that gather.
  *
  * Usage: mpirun -n N mpi_shm_test [--cases N] [--seed S]
  * Prints one line per failing case (seed and case number to rerun it) and a summary;
@@ -251,10 +251,10 @@ int main(int argc, char **argv) {
     }
     /* the executor gathers in place where the shared-memory gather beats its slices */
     bool in_place = ops->strided_in_place(groups[0]);
-    if (in_place != (shm_gather && n >= 3)) {
+    if (in_place != shm_gather) {
         char what[128];
         snprintf(what, sizeof what, "strided_in_place is %s on %d members, want %s",
-                 in_place ? "true" : "false", n, shm_gather && n >= 3 ? "true" : "false");
+                 in_place ? "true" : "false", n, shm_gather ? "true" : "false");
         fail(rank, -1, seed, what);
     }
 

@@ -36,15 +36,18 @@ check "explicit ranks" 4 0 '"verified":true' "" \
     run --mesh 2x2 --ranks 3,1,0,2 --shape 8x3 --from 'S(0),S(1)' --to 'S(1),S(0)' --verify --json --iters 1
 check "non-blocking" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 33x5 --from 'S(1),P' --to 'R,S(0)' --nonblocking --verify --json --iters 1
-# Gathers along a non-leading dim into outputs of 8 MiB and more run in slices, written with
-# streaming stores: uneven pieces (gatherv) at odd byte offsets, even pieces with one outer
-# row larger than a slice (slices within a row), and slicing turned off.
+# Gathers along a non-leading dim into outputs of 8 MiB and more run in slices (even pieces
+# only with the MPI backend's shared-memory gather off), written with streaming stores:
+# uneven pieces (gatherv) at odd byte offsets, even pieces with one outer row larger than a
+# slice (slices within a row), and slicing turned off; and the shared-memory gather in place.
 check "sliced gather, uneven, f16, 8.4 MB out" 4 0 '"verified":true' "" \
     run --mesh 4 --shape 4096x1030 --from 'S(1)' --to 'R' --dtype f16 --verify --json --iters 2
 check "sliced gather, uneven, u8, odd offsets" 2 0 '"verified":true' "" \
     run --mesh 2 --shape 8193x1025 --from 'S(1)' --to 'R' --dtype u8 --verify --json --iters 2
-check "sliced gather, slices within a row" 4 0 '"verified":true' "" \
+DTR_MPI_SHM_GATHER=0 check "sliced gather, slices within a row" 4 0 '"verified":true' "" \
     run --mesh 4 --shape 4x1048576 --from 'S(1)' --to 'R' --verify --json --iters 2
+check "shared-memory gather in place, 2 rows of 4 MiB" 4 0 '"verified":true' "" \
+    run --mesh 4 --shape 2x1048576 --from 'S(1)' --to 'R' --verify --json --iters 2
 # Strided all-to-all into outputs of 8 MiB and more: the own piece is written with streaming
 # stores (rows at odd byte offsets; a 3-d tensor whose split and gathered dims are apart),
 # the other members' pieces through the backend.
@@ -54,7 +57,7 @@ check "strided all-to-all, 3-d, S(2) -> S(0), 8.9 MB out" 4 0 '"verified":true' 
     run --mesh 4 --shape 256x17x2048 --from 'S(2)' --to 'S(0)' --verify --json --iters 2
 DTR_SLICE_BYTES=0 check "DTR_SLICE_BYTES=0: no slices" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 4096x1030 --from 'S(0),S(1)' --to 'R,R' --dtype f16 --verify --json --iters 2
-DTR_SLICE_BYTES=7 check "DTR_SLICE_BYTES=7: many slices" 4 0 '"verified":true' "" \
+DTR_SLICE_BYTES=7 DTR_MPI_SHM_GATHER=0 check "DTR_SLICE_BYTES=7: many slices" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 33x70 --from 'S(0),S(1)' --to 'R,R' --dtype bf16 --verify --json --iters 2
 # a bad DTR_SLICE_BYTES fails every rank's context alike: exit 1, each rank names it
 DTR_SLICE_BYTES=lots timeout 120 mpirun --oversubscribe -n 2 "$dtr" run --mesh 2 --shape 8x8 \
