@@ -15,6 +15,12 @@
  * collectives (Open MPI's tuned algorithms), and the non-blocking form starts the MPI_I*
  * collectives at its first dtr_request_test. Open MPI progresses non-blocking collectives
  * only inside MPI calls, so call dtr_request_test now and then while computing.
+ *
+ * Where every member of a group (2 to 16) runs on one node, the group's strided all-to-all
+ * and all-gather (a non-leading dim's pieces) bypass MPI: they move through a POSIX
+ * shared-memory segment of about 2 MiB per member, mapped when the group is created and
+ * unlinked at once (docs/executor.md). DTR_MPI_SHM=0 turns that off, DTR_MPI_SHM_GATHER=0
+ * for the gather only; DTR_MPI_SHM_CHUNK sets its chunk bytes (default 32 KiB).
  */
 #ifndef DTR_REDISTRIBUTE_MPI_DTR_MPI_H
 #define DTR_REDISTRIBUTE_MPI_DTR_MPI_H

@@ -632,7 +632,7 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
 
 /*
  * The shared-memory gather places pieces at copy speed (the datatype engine does not) and
- * makes n + 1 copies of a piece where the slices make 2n + 1: it beat them on 2, 3 and 4
+ * makes n + 1 copies of a piece where the slices make 3n - 1: it beat them on 2, 3 and 4
  * members at 16 and 64 MiB (docs/executor.md).
  */
 static bool dtr__mpi_strided_in_place(void *group) {

@@ -8,7 +8,8 @@
  *   MPI_Alltoallw's datatype engine reads the strided rows with no prefetch.
  * - All-gather: a sender copies its piece once into one ring that every other member reads
  *   from, each straight to the piece's strided place: n + 1 copies of a piece per member
- *   where Open MPI's ring all-gather makes 2n - 1, and no unpack pass (docs/executor.md).
+ *   where Open MPI's all-gather makes 2n - 1 (into and out of its FIFO), and no unpack
+ *   pass (docs/executor.md).
  *
  * A group's members run one operation at a time on it, in the same order (the backend
  * contract); the chunk counters carry over from one operation to the next.
@@ -24,7 +25,8 @@
 
 typedef struct dtr__shm dtr__shm_t;
 
-/* Groups of more members than this use MPI_Alltoallw (the rings would not stay in cache). */
+/* Groups of more members than this use MPI_Alltoallw and MPI's strided gather or the slices
+ * (the rings would not stay in cache). */
 #define DTR__SHM_MAX_MEMBERS 16
 
 /*
