@@ -220,9 +220,9 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
     s->rblock = block;
     s->rrow = row;
     s->gfree = 0;
-    /* Streaming stores pay for the gather's large outputs (0.84-0.99 of the bare gather's
-     * time against 0.93-0.98 without, 4 ranks at 16 and 64 MiB), not for the all-to-all's
-     * (no gain, docs/executor.md). */
+    /* Streaming stores pay for the gather's large outputs (S(1)->R on 4 ranks at 16 and
+     * 64 MiB: 0.58-0.85 of the bare gather's time, 0.93-1.00 with ordinary stores), not for
+     * the all-to-all's (no gain, docs/executor.md). */
     s->stream = bytes * s->n >= DTR__STREAM_MIN_BYTES;
     /* this member's writes (its own piece placed on the way), then one piece per sender */
     s->left = s->count > 0 ? s->n : 0;
@@ -231,8 +231,7 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
 
 /* Copies bytes [at, at + len) of a piece (rows of `block` bytes, `row` apart, from `piece`)
  * to the contiguous `flat`, or from it (pack false; with streaming stores where `stream`).
- * Short runs far apart are fetched ahead:
- * the hardware prefetcher stops at each gap. */
+ * Short runs far apart are fetched ahead: the hardware prefetcher stops at each gap. */
 static void dtr__range(char *piece, int64_t block, int64_t row, int64_t at, int64_t len,
                        char *flat, bool pack, bool stream) {
     int64_t i = at / block, c = at % block;
