@@ -1099,17 +1099,12 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         int64_t c = sz[0], piece = outer * c * inner;
         const void *send = src;
         void *recv = dst;
-        if (even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL &&
-            ops->strided_in_place != NULL && ops->strided_in_place(group)) {
-            /* the backend places the members' pieces, rows apart, as fast as it gathers */
-            pend->outer = outer;
-            pend->inner = inner;
-            pend->dst_len = len;
-            pend->npieces = n;
-            st = ops->all_gather_strided(group, src, outer, c * inner, len * inner, dst, &r->breq);
-            break;
-        }
-        if (padded || outer > 1 || bare) {
+        /* Even pieces of a non-leading dim can land in place, rows apart, through the
+         * backend's strided form: instead of slices where the backend places them as fast as
+         * it gathers (strided_in_place), else for gathers too small to slice. */
+        bool strided = even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL;
+        bool in_place = strided && ops->strided_in_place != NULL && ops->strided_in_place(group);
+        if (!in_place && (padded || outer > 1 || bare)) {
             int64_t need = (even || padded) ? n * piece : outer * len * inner;
             DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, need, "receive staging"));
             recv = ctx->stage_recv;
@@ -1132,7 +1127,7 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
         pend->inner = inner;
         pend->dst_len = len;
         pend->npieces = n;
-        if (!bare && outer > 1 && out_numel > 0 && ctx->slice_bytes > 0 &&
+        if (!in_place && !bare && outer > 1 && out_numel > 0 && ctx->slice_bytes > 0 &&
             out_numel * item / DTR__SLICES_MIN >= ctx->slice_bytes &&
             (even || ops->all_gatherv != NULL)) {
             pend->unpack3 = false;
@@ -1143,14 +1138,14 @@ static dtr_status_t dtr__step_start(dtr_request_t *r) {
             st = dtr__slice_issue(r);
             break;
         }
-        if (even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL) {
-            /* the members' pieces land in place, rows apart: no unpack pass */
+        if (strided) {
             st = ops->all_gather_strided(group, src, outer, c * inner, len * inner, dst, &r->breq);
             if (st == DTR_OK) {
                 pend->unpack3 = false;
                 break;
             }
-            if (st != DTR_ERR_UNSUPPORTED) return dtr__step_error(r, st);
+            /* in place, nothing was staged to fall back on */
+            if (st != DTR_ERR_UNSUPPORTED || in_place) return dtr__step_error(r, st);
         }
         if (even || padded) {
             pend->piece_len = c;

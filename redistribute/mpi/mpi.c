@@ -337,13 +337,23 @@ static void dtr__mpi_free_types(dtr__mpi_req_t *r) {
     if (r->rtype != MPI_DATATYPE_NULL) MPI_Type_free(&r->rtype);
 }
 
+/*
+ * The shared-memory gather places pieces at copy speed (the datatype engine does not) and
+ * makes n + 1 copies of a piece where the slices make 3n - 1: it beat them on 2, 3 and 4
+ * members at 16 and 64 MiB (docs/executor.md).
+ */
+static bool dtr__mpi_strided_in_place(void *group) {
+    dtr__mpi_group_t *g = group;
+    return g->shm != NULL && g->mpi->shm_gather; /* (a segment means strided forms are on) */
+}
+
 static dtr_status_t dtr__mpi_all_gather_strided(void *group, const void *send, int64_t rows,
                                                 int64_t block, int64_t row, void *recv,
                                                 dtr_backend_req_t *req) {
     dtr__mpi_group_t *g = group;
     if (!g->mpi->strided)
         return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "strided forms off (DTR_MPI_STRIDED=0)");
-    if (g->shm != NULL && g->mpi->shm_gather) {
+    if (dtr__mpi_strided_in_place(g)) {
         DTR_CHECK(dtr__shm_gather_start(g->shm, send, rows * block, recv, block, row));
         dtr__req(req)->kind = DTR__OP_SHM;
         return DTR_OK;
@@ -628,16 +638,6 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
     }
     DTR__MPI(MPI_Wait(&r->req, MPI_STATUS_IGNORE), "MPI_Wait");
     return DTR_OK;
-}
-
-/*
- * The shared-memory gather places pieces at copy speed (the datatype engine does not) and
- * makes n + 1 copies of a piece where the slices make 3n - 1: it beat them on 2, 3 and 4
- * members at 16 and 64 MiB (docs/executor.md).
- */
-static bool dtr__mpi_strided_in_place(void *group) {
-    dtr__mpi_group_t *g = group;
-    return g->shm != NULL && g->mpi->strided && g->mpi->shm_gather;
 }
 
 static const dtr_backend_ops_t dtr__mpi_ops = {
