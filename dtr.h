@@ -11,6 +11,8 @@
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
  *   autograd/tape.h              from_local / to_local backward, the tape
+ * Installed (tools/install.sh), these are one file, <dtr/dtr.h>, beside <dtr/dtr_mpi.h>,
+ * <dtr/dtr_cuda.h> and <dtr/dtr_nccl.h>.
  *
  * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
  * on failure no output is written and dtr_last_error() names the argument; the caller owns
@@ -18,6 +20,8 @@
  */
 #ifndef DTR_H
 #define DTR_H
+
+#include <stddef.h>
 
 #include "autograd/autograd.h"
 #include "autograd/grad.h"
@@ -28,10 +32,49 @@
 #include "redistribute/execute.h"
 #include "redistribute/pattern.h"
 #include "redistribute/redistribute.h"
+#include "dtr_version.h"
 
-#define DTR_VERSION_MAJOR 0
-#define DTR_VERSION_MINOR 1
-#define DTR_VERSION_PATCH 0
-#define DTR_VERSION_STRING "0.1.0"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the library's identity -------------------------------------------------------- */
+
+/* The version of the library that is loaded, as DTR_VERSION_CODE spells it (MAJOR * 10000
+ * + MINOR * 100 + PATCH). It may differ from the DTR_VERSION_* macros of the headers the
+ * caller was compiled against; dtr_check_headers() says whether the two can work together. */
+DTR_API int dtr_version(void);
+
+/* The loaded library's version as text, "0.2.0". Static storage. */
+DTR_API const char *dtr_version_string(void);
+
+/*
+ * Checks that a caller compiled against headers of version header_code, in which the
+ * public value structs had the sizes sizes[0..count) (in the order dtr_check_headers
+ * lists them), can use the loaded library. DTR_OK when the major versions agree, the
+ * library is at least as new as the headers and every listed size matches; otherwise
+ * DTR_ERR_MISMATCH with a detail naming the versions or the struct whose size differs.
+ * DTR_ERR_INVALID_ARGUMENT for sizes NULL or count < 1. Call it through dtr_check_headers.
+ */
+DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int count);
+
+/* dtr_abi_check for the headers this translation unit includes: call it once at start-up,
+ * before any other dtr call, to refuse a library the program was not built for rather than
+ * corrupt memory. The list only ever grows at its end. */
+static inline dtr_status_t dtr_check_headers(void) {
+    const size_t sizes[] = {
+        sizeof(dtr_placement_t),      sizeof(dtr_dtype_info_t),     sizeof(dtr_spec_t),
+        sizeof(dtr_layout_t),         sizeof(dtr_step_kind_info_t), sizeof(dtr_cost_model_t),
+        sizeof(dtr_step_t),           sizeof(dtr_plan_t),           sizeof(dtr_plan_options_t),
+        sizeof(dtr_backend_req_t),    sizeof(dtr_backend_ops_t),    sizeof(dtr_memory_ops_t),
+        sizeof(dtr_pattern_report_t), sizeof(dtr_compress_wrapper_t), sizeof(dtr_grad_factors_t),
+        sizeof(dtr_reducer_desc_t),   sizeof(dtr_fused_entry_t),
+    };
+    return dtr_abi_check(DTR_VERSION_CODE, sizes, (int)(sizeof sizes / sizeof sizes[0]));
+}
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,10 @@
 #include "placement/placement.h"
 #include "redistribute/redistribute.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The placements the gradient is redistributed to: src's, with Partial replaced by
  * Replicate wherever grad is not Partial. n placements (1..DTR_MAX_MESH_DIMS) each; out
  * written only on success. */
@@ -44,5 +48,9 @@ DTR_API dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_
  * n = 6 gives 4 and 1.5 (post may be fractional). n >= 1; outputs written on success.
  */
 DTR_API dtr_status_t dtr_divide_factors(int64_t n, double *pre, double *post);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

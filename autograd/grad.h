@@ -22,6 +22,10 @@
 #include "dtensor/dtensor.h"
 #include "redistribute/execute.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- DDP-style hooks ------------------------------------------------------------------
  * A hook reduces `count` elements of `buf` (its dtype) in place to their mean over the
  * group `dims` of `mesh`. It is called with the hook's own `arg`. */
@@ -149,5 +153,9 @@ DTR_API dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *
 
 /* The alignment of each slice in the fused buffer. */
 #define DTR_FUSED_ALIGN 512
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

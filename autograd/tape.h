@@ -24,6 +24,10 @@
 #include "core/status.h"
 #include "redistribute/execute.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* to_local's backward: the gradient spec of the local gradient of `forward` (no data
  * moves). grad_placements NULL: forward's placements. *out written on success; it borrows
  * forward's mesh. */
@@ -70,5 +74,9 @@ DTR_API dtr_status_t dtr_tape_to_local(dtr_tape_t *tape, const dtr_placement_t *
 DTR_API dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void *grad,
                                        size_t grad_bytes, void *out, size_t out_bytes,
                                        dtr_spec_t *out_spec);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

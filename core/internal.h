@@ -39,7 +39,8 @@ dtr_status_t dtr__copy_out(char *buf, size_t len, const char *text, size_t n, co
 
 /* Records "func: <formatted detail>" as the thread's last error and returns status, so a
  * failing check reads `return dtr__error(DTR_ERR_..., __func__, "...", ...);`. */
-dtr_status_t dtr__error(dtr_status_t status, const char *func, const char *fmt, ...)
+DTR_INTERNAL_EXPORT dtr_status_t dtr__error(dtr_status_t status, const char *func,
+                                            const char *fmt, ...)
     DTR__PRINTF(3, 4);
 
 /* Propagate a failure; the callee already recorded the detail. */

@@ -13,6 +13,10 @@
 
 #include "core/api.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* X(name, value, message): the one list every status-related function is built from. */
 #define DTR_STATUS_MAP(X)                                                              \
     X(DTR_OK, 0, "success")                                                            \
@@ -49,5 +53,9 @@ DTR_API const char *dtr_last_error(void);
 
 /* The status of the calling thread's most recent failure; DTR_OK if none. */
 DTR_API dtr_status_t dtr_last_status(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

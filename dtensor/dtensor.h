@@ -18,6 +18,10 @@
 #include "core/status.h"
 #include "placement/placement.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Largest length of one tensor dim. */
 #define DTR_MAX_DIM_SIZE ((int64_t)1 << 40)
 
@@ -150,5 +154,9 @@ DTR_API dtr_status_t dtr_spec_layout(const dtr_spec_t *spec, int rank, dtr_layou
  * Needs L >= 0, n >= 1, 0 <= r < n; returns DTR_ERR_INVALID_ARGUMENT otherwise. */
 DTR_API dtr_status_t dtr_chunk(int64_t length, int64_t n, int64_t r, int64_t *size,
                                int64_t *offset);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -22,6 +22,10 @@
 #include "core/api.h"
 #include "core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     DTR_SHARD = 0,
     DTR_REPLICATE,
@@ -83,5 +87,9 @@ DTR_API dtr_status_t dtr_placement_format(dtr_placement_t placement, char *buf, 
  * brackets. buf is untouched on any error. */
 DTR_API dtr_status_t dtr_placements_format(const dtr_placement_t *placements, int count,
                                            char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

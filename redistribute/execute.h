@@ -44,9 +44,13 @@
 #include "redistribute/memory.h"
 #include "redistribute/redistribute.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Room a backend has for one in-flight operation's handle, owned by the executor. */
 typedef struct {
-    _Alignas(16) unsigned char bytes[160];
+    DTR_ALIGNAS(16) unsigned char bytes[160];
 } dtr_backend_req_t;
 
 /* The backend reduces P(avg) itself (otherwise the executor does SUM, then divides). */
@@ -255,5 +259,9 @@ DTR_API dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
 DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh,
                                         unsigned dims, const void *send, void *recv,
                                         int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

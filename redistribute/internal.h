@@ -179,8 +179,8 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
 
 /* execute.c: monotonic seconds, and the deadline new contexts (and the CUDA space) start
  * with: DTR_TIMEOUT_S, else 600 s (INVALID_ARGUMENT naming func for a bad value). */
-double dtr__now(void);
-dtr_status_t dtr__env_timeout(const char *func, double *out);
+DTR_INTERNAL_EXPORT double dtr__now(void);
+DTR_INTERNAL_EXPORT dtr_status_t dtr__env_timeout(const char *func, double *out);
 
 /* A byte count from environment variable `name`: `dflt` when unset or empty, else an
  * integer in [min, max]; anything else is DTR_ERR_INVALID_ARGUMENT from `func` saying

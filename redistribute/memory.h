@@ -24,6 +24,10 @@
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     DTR_COPY_WITHIN = 0, /* both buffers in the space */
     DTR_COPY_TO_HOST,    /* dst is host memory; complete when the call returns */
@@ -62,5 +66,9 @@ typedef struct dtr_memory_ops {
     dtr_status_t (*sync)(void *state);
     void (*destroy)(void *state); /* frees the state (with the context) */
 } dtr_memory_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -28,6 +28,10 @@
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Fills this rank's block of spec (bytes must be its exact size). DTR_ERR_NOT_IN_MESH for a
  * rank outside the mesh; DTR_ERR_UNSUPPORTED for Partial dims with different ops. */
 DTR_API dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf,
@@ -47,5 +51,9 @@ typedef struct {
 DTR_API dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
                                        const void *buf, size_t bytes,
                                        dtr_pattern_report_t *report);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

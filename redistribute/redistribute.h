@@ -30,6 +30,10 @@
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Most steps in a plan (compat needs at most 2 per mesh dim). */
 #define DTR_MAX_PLAN_STEPS 32
 
@@ -174,5 +178,9 @@ DTR_API void dtr_plan_cache_destroy(dtr_plan_cache_t *cache);
 DTR_API dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
                                         const dtr_spec_t *dst, const dtr_plan_options_t *opts,
                                         dtr_plan_t *out, bool *hit);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
         return DTR_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("dtr %s\n", DTR_VERSION_STRING);
+        printf("dtr %s\n", dtr_version_string());
         return DTR_EXIT_OK;
     }
     for (size_t i = 0; i < DTR__NCOMMANDS; i++)

@@ -22,8 +22,10 @@ int dtr_cuda__copy_range(void *stream, int nd, int64_t item, void *block, const 
                          const int64_t *blo, const int64_t *ext, int64_t u, int64_t v,
                          void *flat, int to_block);
 
-/* dst[k] = src[k] / n in the dtype's arithmetic; -1 for a dtype that has none (fp8). */
-int dtr_cuda__divide(void *stream, int dtype, const void *src, void *dst, int64_t count,
+/* dst[k] = src[k] / n in the dtype's arithmetic; -1 for a dtype that has none (fp8).
+ * Exported from libdtr_cuda.so for libdtr_nccl.so (DTR_INTERNAL_EXPORT in core/api.h, which
+ * nvcc's sandbox does not see). */
+__attribute__((visibility("default"))) int dtr_cuda__divide(void *stream, int dtype, const void *src, void *dst, int64_t count,
                      int64_t n);
 
 /* dst[k] = src[k] converted between f32, f64, f16 and bf16; -1 for another dtype. */

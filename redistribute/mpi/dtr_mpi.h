@@ -29,6 +29,10 @@
 
 #include "redistribute/execute.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A context over comm (which the context duplicates: collective over comm; MPI must be
  * initialised). Destroy it before MPI_Finalize. *out written only on success. */
 DTR_API dtr_status_t dtr_context_create_mpi(MPI_Comm comm, dtr_context_t **out);
@@ -38,5 +42,9 @@ DTR_API dtr_status_t dtr_context_create_mpi(MPI_Comm comm, dtr_context_t **out);
  * dtr_context_create, which owns it from then on. */
 DTR_API const dtr_backend_ops_t *dtr_backend_mpi_ops(void);
 DTR_API dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

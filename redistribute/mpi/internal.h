@@ -5,6 +5,6 @@
 #include "core/status.h"
 
 /* DTR_ERR_BACKEND with "<call>: <MPI's error text for rc>". */
-dtr_status_t dtr__mpi_error(int rc, const char *call);
+DTR_INTERNAL_EXPORT dtr_status_t dtr__mpi_error(int rc, const char *call);
 
 #endif

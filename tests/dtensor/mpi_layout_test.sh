@@ -2,6 +2,8 @@
 # Runs mpi_layout_test under mpirun for several world sizes and specs.
 # Usage: mpi_layout_test.sh BINARY
 set -u
+# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 bin=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Loopback only: no probing of other interfaces inside the sandbox.
@@ -11,7 +13,7 @@ fail=0
 run() {
     local n=$1
     shift
-    if mpirun --oversubscribe -n "$n" "$bin" "$@"; then
+    if "${mpirun[@]}" -n "$n" "$bin" "$@"; then
         pass=$((pass + 1))
     else
         fail=$((fail + 1))

@@ -3,6 +3,8 @@
 # Usage: mpi_exec_test.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
 # DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list)
 set -u
+# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 bin=$1
 shift
 seed=${DTR_SEED:-20261121}
@@ -14,7 +16,7 @@ failed=0
 for spec in ${DTR_EXEC_SPECS:-2:400 4:400 8:300}; do
     n=${spec%%:*}
     cases=${spec##*:}
-    out=$(timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" --seed "$seed" "$@")
+    out=$(timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed" "$@")
     rc=$?
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)

@@ -5,6 +5,8 @@
 # `dtr run --verify` redistributions that take them.
 # Usage: mpi_shm_test.sh MPI_SHM_TEST DTR   (DTR_SEED overrides the seed)
 set -u
+# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 bin=$1
 dtr=$2
 seed=${DTR_SEED:-20261121}
@@ -17,7 +19,7 @@ failed=0
 run() {
     local env=$1 n=$2 cases=$3 out rc line p f
     [ "$env" = - ] && env=
-    out=$(env $env timeout 300 mpirun --oversubscribe -n "$n" "$bin" --cases "$cases" \
+    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" \
         --seed "$seed")
     rc=$?
     echo "$out"
@@ -48,7 +50,7 @@ check() {
     local env=$1 n=$2 step=$3 out rc
     shift 3
     [ "$env" = - ] && env=
-    out=$(env $env timeout 120 mpirun --oversubscribe -n "$n" "$dtr" run --verify --iters 2 \
+    out=$(env $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify --iters 2 \
         "$@" 2>&1)
     rc=$?
     if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then

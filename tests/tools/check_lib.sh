@@ -1,5 +1,7 @@
 # Sourced by the CLI tests (cli_plan.sh, cli_run.sh, cli_grad.sh): one `check` and the tally.
 # The sourcing script sets `dtr` (the binary) first.
+# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 pass=0
 fail=0
 out=$(mktemp) err=$(mktemp)
@@ -18,7 +20,7 @@ check() {
     if [ "$n" -eq 0 ]; then
         timeout 60 "$dtr" "$@" >"$out" 2>"$err"
     else
-        timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+        timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
     fi
     local rc=$? ok=1
     [ "$rc" -eq "$want_rc" ] || ok=0

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `dtr layout` output, exactly: the JSON of DESIGN.md's examples, the table, and help.
-# Usage: cli_layout.sh DTR
+# Usage: cli_layout.sh DTR VERSION_HEADER (dtr_version.h, generated from version.bzl)
 set -u
 dtr=$1
+version=$(sed -n 's/^#define DTR_VERSION_STRING "\(.*\)"$/\1/p' "$2")
 pass=0
 fail=0
 
@@ -66,7 +67,7 @@ expect_contains "dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'" --h
 expect_contains 'usage: dtr layout --mesh MESH' layout --help
 expect_contains '--placements LIST' help layout
 expect_contains 'examples:' layout -h
-expect_contains 'dtr 0.1.0' --version
+expect_output "dtr $version" --version
 
 echo "cli layout: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

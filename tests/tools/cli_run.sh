@@ -4,6 +4,8 @@
 # (one stderr line from rank 0 only, exit 2).
 # Usage: cli_run.sh DTR
 set -u
+# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 dtr=$1
 source "$(dirname "$0")/check_lib.sh"
 
@@ -60,7 +62,7 @@ DTR_SLICE_BYTES=0 check "DTR_SLICE_BYTES=0: no slices" 4 0 '"verified":true' "" 
 DTR_SLICE_BYTES=7 DTR_MPI_SHM_GATHER=0 check "DTR_SLICE_BYTES=7: many slices" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 33x70 --from 'S(0),S(1)' --to 'R,R' --dtype bf16 --verify --json --iters 2
 # a bad DTR_SLICE_BYTES fails every rank's context alike: exit 1, each rank names it
-DTR_SLICE_BYTES=lots timeout 120 mpirun --oversubscribe -n 2 "$dtr" run --mesh 2 --shape 8x8 \
+DTR_SLICE_BYTES=lots timeout 120 "${mpirun[@]}" -n 2 "$dtr" run --mesh 2 --shape 8x8 \
     --from 'S(1)' --to 'R' >"$out" 2>"$err"
 rc=$?
 if [ $rc -eq 1 ] && [ "$(grep -c 'context: dtr_context_create: DTR_SLICE_BYTES: "lots" is not a byte count >= 0' "$err")" -eq 2 ]; then
@@ -138,7 +140,7 @@ check "--device cpu is the MPI path" 2 0 '"backend":"mpi","device":"cpu"' "" \
 gpu_check() {
     local name=$1 n=$2
     shift 2
-    timeout 120 mpirun --oversubscribe -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
     local rc=$?
     if [ $rc -eq 0 ] && grep -qF '"verified":true' "$out"; then
         pass=$((pass + 1))
