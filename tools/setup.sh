@@ -10,6 +10,11 @@ packages=(
     build-essential    # gcc
     openmpi-bin        # mpirun
     libopenmpi-dev     # mpi.h, libmpi
+    mpich              # mpirun.mpich: the MPICH build and its tests (--config=mpich)
+    libmpich-dev       # MPICH's mpi.h, libmpich
+    cmake              # the installed CMake package, tested from outside (tests/install)
+    pkgconf            # pkg-config, likewise
+    python3            # tools/install.sh writes the installed headers with it
     libcriterion-dev   # single-process unit tests
     clang-14           # the libFuzzer harnesses (fuzz/run.sh)
     libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang

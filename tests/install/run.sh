@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Checks an installed dtr tree the way its users receive it, with nothing from the source
+# tree but these test programs. Usage: run.sh PREFIX openmpi|mpich [DEB]
+#   exports    libdtr.so exports exactly the DTR_API functions of the installed headers plus
+#              the documented internal exports, all dtr_*; ldd names no CUDA library
+#   versions   pkg-config --modversion dtr, dtr --version and the CMake package agree
+#   pkgconfig  consumer.c built with `mpicc $(pkg-config --cflags --libs dtr)`, 4 ranks
+#   cmake      find_package(dtr) + dtr::dtr and dtr::dtr_static, 4 ranks each
+#   c++        every installed header in g++ -std=c++17 -Wall -Wextra -pedantic -Werror
+#   cli        the installed dtr runs from bin/ with no library path set
+#   deb        (with DEB) its file list and dependencies, `apt-get -s install` of it, and
+#              consumer.c built from its unpacked tree
+# Ends with "install: N passed, N failed".
+set -u
+prefix=$(cd "$1" && pwd) mpi=$2 deb=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+case $mpi in
+openmpi) mpicc=mpicc.openmpi launch=(mpirun.openmpi --oversubscribe) mpilib=libopenmpi3 ;;
+mpich) mpicc=mpicc.mpich launch=(mpirun.mpich) mpilib=libmpich12 ;;
+*) echo "run.sh: MPI '$mpi' is not openmpi or mpich" >&2; exit 2 ;;
+esac
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# run4 LABEL PROGRAM: runs PROGRAM on 4 ranks; passes if it printed "N passed, 0 failed".
+run4() {
+    local label=$1 out
+    shift
+    out=$(timeout 120 "${launch[@]}" -n 4 "$@" 2>&1)
+    local rc=$?
+    if [ $rc -eq 0 ] && grep -qE '^consumer: [1-9][0-9]* passed, 0 failed$' <<<"$out"; then
+        ok "$label: $(grep -E '^consumer:' <<<"$out")"
+    else
+        bad "$label (exit $rc): $out"
+    fi
+}
+
+# --- exports: the public API and nothing outside dtr_ -----------------------------------
+lib=$prefix/lib/libdtr.so.0
+nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$work/exported"
+sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
+    "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" | sort -u >"$work/declared"
+printf '%s\n' dtr__env_timeout dtr__error dtr__mpi_error dtr__now >"$work/internal"
+outside=$(grep -vc '^dtr_' "$work/exported")
+missing=$(comm -13 "$work/exported" "$work/declared")
+extra=$(comm -23 "$work/exported" "$work/declared" | comm -23 - "$work/internal")
+if [ "$outside" -eq 0 ] && [ -z "$missing" ] && [ -z "$extra" ]; then
+    ok "exports: $(wc -l <"$work/exported") symbols: $(wc -l <"$work/declared") declared DTR_API, $(wc -l <"$work/internal") internal for the companion libraries, 0 outside dtr_"
+else
+    bad "exports: $outside outside dtr_; declared but not exported: ${missing:-none}; exported but not declared: ${extra:-none}"
+fi
+if ldd "$lib" | grep -qiE 'cuda|nccl'; then bad "ldd libdtr.so.0 names CUDA: $(ldd "$lib")"; else ok "ldd libdtr.so.0: no CUDA or NCCL library"; fi
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ "$soname" = libdtr.so.0 ] && ok "SONAME $soname" || bad "SONAME '$soname', want libdtr.so.0"
+
+# --- versions agree ----------------------------------------------------------------------
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+pc_version=$(pkg-config --modversion dtr)
+cli_version=$("$prefix/bin/dtr" --version | awk '{print $2}')
+lib_version=$(basename "$(readlink -f "$lib")" | sed 's/^libdtr\.so\.//')
+mkdir -p "$work/cm"
+cmake -S "$here/cmake" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1
+cm_version=$(sed -n 's/^-- dtr \([0-9.]*\) for .*/\1/p' "$work/cmake.log")
+if [ -n "$pc_version" ] && [ "$pc_version" = "$cli_version" ] && [ "$pc_version" = "$cm_version" ] &&
+    [ "$pc_version" = "$lib_version" ]; then
+    ok "versions: pkg-config $pc_version, dtr --version $cli_version, CMake $cm_version, libdtr.so.$lib_version"
+else
+    bad "versions: pkg-config '$pc_version', dtr --version '$cli_version', CMake '$cm_version', library '$lib_version'"
+fi
+[ "$(pkg-config --variable=mpi dtr)" = "$mpi" ] && ok "dtr.pc says mpi=$mpi" || bad "dtr.pc mpi=$(pkg-config --variable=mpi dtr)"
+
+# --- a C program with mpicc and pkg-config alone ------------------------------------------
+# shellcheck disable=SC2046
+if "$mpicc" -Wall -Wextra -Werror "$here/consumer.c" $(pkg-config --cflags --libs dtr) \
+    -o "$work/consumer_pc" 2>"$work/cc.log"; then
+    LD_LIBRARY_PATH=$prefix/lib run4 "pkgconfig: $mpicc consumer.c \$(pkg-config --cflags --libs dtr)" "$work/consumer_pc"
+else
+    bad "pkgconfig: $mpicc failed: $(cat "$work/cc.log")"
+fi
+
+# --- a CMake project ----------------------------------------------------------------------
+if grep -q '^-- dtr ' "$work/cmake.log" && cmake --build "$work/cm" >"$work/build.log" 2>&1; then
+    LD_LIBRARY_PATH=$prefix/lib run4 "cmake: dtr::dtr" "$work/cm/consumer_shared"
+    run4 "cmake: dtr::dtr_static (libdtr.a)" "$work/cm/consumer_static"
+    if ldd "$work/cm/consumer_static" | grep -q libdtr; then bad "cmake: the static consumer loads libdtr.so"; else ok "cmake: the static consumer does not load libdtr.so"; fi
+else
+    bad "cmake: $(cat "$work/cmake.log" "$work/build.log" 2>/dev/null | tail -20)"
+fi
+
+# --- every header from C++ -----------------------------------------------------------------
+# MPI's own C++ bindings (removed from the standard in MPI-3, still in Open MPI's mpi.h)
+# do not pass -Werror; C++ programs that use MPI's C API skip them as both MPIs document.
+cxxdefs=(-DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX)
+[ -f "$prefix/include/dtr/dtr_cuda.h" ] && cxxdefs+=(-DDTR_TEST_CUDA)
+# shellcheck disable=SC2046
+if g++ -std=c++17 -Wall -Wextra -pedantic -Werror "${cxxdefs[@]}" "$here/all_headers.cpp" \
+    $(pkg-config --cflags --libs dtr) -o "$work/cxx" 2>"$work/cxx.log"; then
+    out=$(LD_LIBRARY_PATH=$prefix/lib "$work/cxx" 2>&1)
+    [ "$out" = "c++: dtr $pc_version, DTR_ERR_PARSE" ] && ok "c++: $(ls "$prefix/include/dtr" | wc -l) headers in g++ -std=c++17 -pedantic -Werror; ran: $out" || bad "c++ program printed: $out"
+else
+    bad "c++: $(head -20 "$work/cxx.log")"
+fi
+
+# --- the installed CLI ----------------------------------------------------------------------
+out=$(env -u LD_LIBRARY_PATH "$prefix/bin/dtr" plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --json 2>&1)
+grep -q '"steps":\[{"mesh_dim":-1,"kind":"exchange"' <<<"$out" && ok "cli: bin/dtr plan runs (libdtr.so from ../lib)" || bad "cli: $out"
+out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 4 "$prefix/bin/dtr" run --mesh 2x2 --shape 16x8 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2 2>&1)
+grep -q 'verified: all' <<<"$out" && ok "cli: mpirun -n 4 bin/dtr run --verify" || bad "cli run: $out"
+
+# --- the Debian package ---------------------------------------------------------------------
+if [ -n "$deb" ]; then
+    contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
+    want="./usr/lib/libdtr.so.0 ./usr/lib/libdtr.a ./usr/include/dtr/dtr.h ./usr/include/dtr/dtr_mpi.h ./usr/lib/pkgconfig/dtr.pc ./usr/lib/cmake/dtr/dtrConfig.cmake ./usr/bin/dtr"
+    missing=""
+    for f in $want; do grep -qx "$f" <<<"$contents" || missing="$missing $f"; done
+    outside=$(grep -vE '^\./(usr/|$)' <<<"$contents" | head -3)
+    [ -z "$missing" ] && [ -z "$outside" ] && ok "deb: $(wc -l <<<"$contents") entries, all under /usr" || bad "deb: missing:$missing outside /usr: $outside"
+    depends=$(dpkg-deb -f "$deb" Depends)
+    grep -q "$mpilib" <<<"$depends" && ! grep -qi cuda <<<"$depends" && ok "deb: Depends: $depends" || bad "deb: Depends: $depends"
+    if apt-get install -s "$deb" >"$work/apt.log" 2>&1 && grep -q '^Inst dtr' "$work/apt.log"; then
+        ok "deb: apt-get install -s: $(grep '^Inst dtr' "$work/apt.log")"
+    else
+        bad "deb: apt-get install -s: $(tail -5 "$work/apt.log")"
+    fi
+    dpkg-deb -x "$deb" "$work/root"
+    # shellcheck disable=SC2046
+    if PKG_CONFIG_PATH=$work/root/usr/lib/pkgconfig "$mpicc" "$here/consumer.c" \
+        $(PKG_CONFIG_PATH=$work/root/usr/lib/pkgconfig pkg-config --cflags --libs dtr) -o "$work/consumer_deb" 2>"$work/deb.log"; then
+        LD_LIBRARY_PATH=$work/root/usr/lib run4 "deb: consumer.c built from the unpacked package" "$work/consumer_deb"
+    else
+        bad "deb: build from the unpacked package: $(cat "$work/deb.log")"
+    fi
+fi
+
+echo "install ($mpi): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
