@@ -91,6 +91,29 @@ else
     bad "cmake: $(cat "$work/cmake.log" "$work/build.log" 2>/dev/null | tail -20)"
 fi
 
+# --- the worked example: 2x2 (DP x TP) against one rank ------------------------------------
+ex=$here/../../examples/tensor_parallel_mlp
+if cmake -S "$ex" -B "$work/mlp" -DCMAKE_PREFIX_PATH="$prefix" >"$work/mlp.log" 2>&1 &&
+    cmake --build "$work/mlp" >>"$work/mlp.log" 2>&1; then
+    dist=$(LD_LIBRARY_PATH=$prefix/lib timeout 120 "${launch[@]}" -n 4 "$work/mlp/mlp" 2x2 2>&1)
+    single=$(LD_LIBRARY_PATH=$prefix/lib timeout 120 "${launch[@]}" -n 1 "$work/mlp/mlp" 1x1 2>&1)
+    # step 0 bit for bit (its arithmetic is exact), every step within 1e-13 relative
+    verdict=$(paste -d' ' <(grep '^step' <<<"$dist") <(grep '^step' <<<"$single") | awk '
+        NF != 10 { bad = 1 } { n++ }
+        $1 == "step" && $2 == 0 && $5 != $10 { bad = 1 }
+        { d = $4 - $9; if (d < 0) d = -d; r = d / ($9 < 0 ? -$9 : $9); if (r > 1e-13) bad = 1;
+          if (r > worst) worst = r }
+        END { if (n != 4) bad = 1; printf "%s %d %.1e\n", bad ? "bad" : "ok", n, worst }')
+    read -r v nsteps worst <<<"$verdict"
+    if [ "$v" = ok ]; then
+        ok "example: tensor_parallel_mlp on 2x2 and on 1 rank: $nsteps steps, step 0 equal to the bit, largest relative difference $worst"
+    else
+        bad "example: 2x2 printed: $dist; 1 rank printed: $single"
+    fi
+else
+    bad "example: build: $(tail -20 "$work/mlp.log")"
+fi
+
 # --- every header from C++ -----------------------------------------------------------------
 # MPI's own C++ bindings (removed from the standard in MPI-3, still in Open MPI's mpi.h)
 # do not pass -Werror; C++ programs that use MPI's C API skip them as both MPIs document.
