@@ -39,6 +39,18 @@ run4() {
     fi
 }
 
+# --- tools/install.sh refuses bad arguments by name, before building anything ---------------
+inst=$here/../../tools/install.sh
+for args in "|install.sh: --prefix DIR is required" "--prefix $work/x --mpi lam|install.sh: --mpi: 'lam' is not openmpi or mpich" \
+    "--prefix $work/x --frob|install.sh: unknown argument '--frob'" "--prefix|install.sh: --prefix needs a directory"; do
+    # shellcheck disable=SC2086
+    err=$(bash "$inst" ${args%%|*} 2>&1 >/dev/null)
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF "${args#*|}" <<<"$err" && [ ! -e "$work/x" ] &&
+        ok "install.sh ${args%%|*}: exit 2, '${args#*|}', nothing written" || bad "install.sh ${args%%|*}: exit $rc: $err"
+done
+bash "$inst" --help | grep -q '^usage: bash tools/install.sh --prefix DIR' && ok "install.sh --help" || bad "install.sh --help"
+
 # --- exports: the public API and nothing outside dtr_ -----------------------------------
 lib=$prefix/lib/libdtr.so.0
 nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$work/exported"
