@@ -12,29 +12,12 @@ const char *dtr_version_string(void) {
     return DTR_VERSION_STRING;
 }
 
-/* The value structs in dtr_check_headers' order. Append only: an entry never moves. */
+/* The library's own sizes of the value structs, in DTR_ABI_STRUCTS' order. */
+#define DTR__ABI_ENTRY(type) {#type, sizeof(type)},
 static const struct {
     const char *name;
     size_t size;
-} dtr__abi_structs[] = {
-    {"dtr_placement_t", sizeof(dtr_placement_t)},
-    {"dtr_dtype_info_t", sizeof(dtr_dtype_info_t)},
-    {"dtr_spec_t", sizeof(dtr_spec_t)},
-    {"dtr_layout_t", sizeof(dtr_layout_t)},
-    {"dtr_step_kind_info_t", sizeof(dtr_step_kind_info_t)},
-    {"dtr_cost_model_t", sizeof(dtr_cost_model_t)},
-    {"dtr_step_t", sizeof(dtr_step_t)},
-    {"dtr_plan_t", sizeof(dtr_plan_t)},
-    {"dtr_plan_options_t", sizeof(dtr_plan_options_t)},
-    {"dtr_backend_req_t", sizeof(dtr_backend_req_t)},
-    {"dtr_backend_ops_t", sizeof(dtr_backend_ops_t)},
-    {"dtr_memory_ops_t", sizeof(dtr_memory_ops_t)},
-    {"dtr_pattern_report_t", sizeof(dtr_pattern_report_t)},
-    {"dtr_compress_wrapper_t", sizeof(dtr_compress_wrapper_t)},
-    {"dtr_grad_factors_t", sizeof(dtr_grad_factors_t)},
-    {"dtr_reducer_desc_t", sizeof(dtr_reducer_desc_t)},
-    {"dtr_fused_entry_t", sizeof(dtr_fused_entry_t)},
-};
+} dtr__abi_structs[] = {DTR_ABI_STRUCTS(DTR__ABI_ENTRY)};
 #define DTR__ABI_NSTRUCTS ((int)(sizeof dtr__abi_structs / sizeof dtr__abi_structs[0]))
 
 dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int count) {

@@ -51,25 +51,28 @@ DTR_API const char *dtr_version_string(void);
 /*
  * Checks that a caller compiled against headers of version header_code, in which the
  * public value structs had the sizes sizes[0..count) (in the order dtr_check_headers
- * lists them), can use the loaded library. DTR_OK when the major versions agree, the
+ * lists them: DTR_ABI_STRUCTS), can use the loaded library. DTR_OK when the major versions agree, the
  * library is at least as new as the headers and every listed size matches; otherwise
  * DTR_ERR_MISMATCH with a detail naming the versions or the struct whose size differs.
  * DTR_ERR_INVALID_ARGUMENT for sizes NULL or count < 1. Call it through dtr_check_headers.
  */
 DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int count);
 
+/* X(type) for every public value struct, in the order dtr_abi_check compares them. Append
+ * only: an entry never moves or goes. */
+#define DTR_ABI_STRUCTS(X)                                                                  \
+    X(dtr_placement_t) X(dtr_dtype_info_t) X(dtr_spec_t) X(dtr_layout_t)                    \
+    X(dtr_step_kind_info_t) X(dtr_cost_model_t) X(dtr_step_t) X(dtr_plan_t)                 \
+    X(dtr_plan_options_t) X(dtr_backend_req_t) X(dtr_backend_ops_t) X(dtr_memory_ops_t)     \
+    X(dtr_pattern_report_t) X(dtr_compress_wrapper_t) X(dtr_grad_factors_t)                 \
+    X(dtr_reducer_desc_t) X(dtr_fused_entry_t)
+#define DTR__ABI_SIZEOF(type) sizeof(type),
+
 /* dtr_abi_check for the headers this translation unit includes: call it once at start-up,
  * before any other dtr call, to refuse a library the program was not built for rather than
- * corrupt memory. The list only ever grows at its end. */
+ * corrupt memory. */
 static inline dtr_status_t dtr_check_headers(void) {
-    const size_t sizes[] = {
-        sizeof(dtr_placement_t),      sizeof(dtr_dtype_info_t),     sizeof(dtr_spec_t),
-        sizeof(dtr_layout_t),         sizeof(dtr_step_kind_info_t), sizeof(dtr_cost_model_t),
-        sizeof(dtr_step_t),           sizeof(dtr_plan_t),           sizeof(dtr_plan_options_t),
-        sizeof(dtr_backend_req_t),    sizeof(dtr_backend_ops_t),    sizeof(dtr_memory_ops_t),
-        sizeof(dtr_pattern_report_t), sizeof(dtr_compress_wrapper_t), sizeof(dtr_grad_factors_t),
-        sizeof(dtr_reducer_desc_t),   sizeof(dtr_fused_entry_t),
-    };
+    const size_t sizes[] = {DTR_ABI_STRUCTS(DTR__ABI_SIZEOF)};
     return dtr_abi_check(DTR_VERSION_CODE, sizes, (int)(sizeof sizes / sizeof sizes[0]));
 }
 
