@@ -5,8 +5,10 @@
  *   core/status.h        status codes, dtr_last_error()
  *   placement/placement.h  Shard(d), Replicate, Partial(op); text form
  *   dtensor/dtensor.h      meshes, dtypes, specs, per-rank layouts
- *   redistribute/redistribute.h  plans: steps, strategies, cost model, cache
- *   redistribute/execute.h       the executor: backends, contexts, dtr_redistribute
+ *   redistribute/planner/planner.h    plans: steps, strategies, cost model, cache
+ *   redistribute/executor/executor.h  the executor: contexts, dtr_redistribute, group
+ *                                     collectives (backend.h: the backend interface;
+ *                                     memory.h: memory spaces)
  *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
@@ -29,9 +31,8 @@
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
-#include "redistribute/execute.h"
-#include "redistribute/pattern.h"
-#include "redistribute/redistribute.h"
+#include "redistribute/executor/executor.h"
+#include "redistribute/planner/planner.h"
 #include "dtr_version.h"
 
 #ifdef __cplusplus
@@ -45,7 +46,7 @@ extern "C" {
  * caller was compiled against; dtr_check_headers() says whether the two can work together. */
 DTR_API int dtr_version(void);
 
-/* The loaded library's version as text, "0.2.0". Static storage. */
+/* The loaded library's version as text, "0.3.0". Static storage. */
 DTR_API const char *dtr_version_string(void);
 
 /*
@@ -58,13 +59,14 @@ DTR_API const char *dtr_version_string(void);
  */
 DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int count);
 
-/* X(type) for every public value struct, in the order dtr_abi_check compares them. Append
- * only: an entry never moves or goes. */
+/* X(type) for every public value struct, in the order dtr_abi_check compares them. From 1.0
+ * on, append only: an entry never moves or goes. (0.3.0 dropped dtr_pattern_report_t with
+ * the test pattern, which left the API: a program built against 0.2's list of 17 is refused.) */
 #define DTR_ABI_STRUCTS(X)                                                                  \
     X(dtr_placement_t) X(dtr_dtype_info_t) X(dtr_spec_t) X(dtr_layout_t)                    \
     X(dtr_step_kind_info_t) X(dtr_cost_model_t) X(dtr_step_t) X(dtr_plan_t)                 \
     X(dtr_plan_options_t) X(dtr_backend_req_t) X(dtr_backend_ops_t) X(dtr_memory_ops_t)     \
-    X(dtr_pattern_report_t) X(dtr_compress_wrapper_t) X(dtr_grad_factors_t)                 \
+    X(dtr_compress_wrapper_t) X(dtr_grad_factors_t)                 \
     X(dtr_reducer_desc_t) X(dtr_fused_entry_t)
 #define DTR__ABI_SIZEOF(type) sizeof(type),
 

@@ -18,7 +18,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "placement/placement.h"
-#include "redistribute/redistribute.h"
+#include "redistribute/planner/planner.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #include "autograd/grad.h"
 #include "core/internal.h"
 #include "dtensor/internal.h"
-#include "redistribute/internal.h"
+#include "redistribute/executor/group.h"
 
 static bool dtr__is_float(dtr_dtype_t t) {
     return t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16;

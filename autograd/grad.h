@@ -2,7 +2,7 @@
  * Gradient reduction (issue 5): DDP-style communication hooks, the FSDP/HSDP reducer with
  * its runtime divide factors and gradient accumulation, and the fused all-reduce. All run on
  * the executor's collectives (dtr_all_reduce / dtr_reduce_scatter in
- * redistribute/execute.h), so on any backend, and are collective over their group: every
+ * redistribute/executor/executor.h), so on any backend, and are collective over their group: every
  * member calls with the same arguments. The semantics are DESIGN.md's "Gradient reduction";
  * autograd/README.md walks through them with the numbers.
  *
@@ -20,7 +20,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/execute.h"
+#include "redistribute/executor/executor.h"
 
 #ifdef __cplusplus
 extern "C" {

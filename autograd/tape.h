@@ -22,7 +22,7 @@
 #include "autograd/autograd.h"
 #include "core/api.h"
 #include "core/status.h"
-#include "redistribute/execute.h"
+#include "redistribute/executor/executor.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,30 +11,6 @@
 #define DTR__PRINTF(fmt_idx, args_idx) __attribute__((format(printf, fmt_idx, args_idx)))
 #else
 #define DTR__PRINTF(fmt_idx, args_idx)
-/* Text scanning shared by the parsers. A cursor is a `const char **`; helpers advance it
- * only past what they accept. */
-const char *dtr__skip_space(const char *p);
-/* Parses an optionally signed decimal integer; 0 on success, -1 if none is there, -2 if it
- * does not fit in int64. */
-int dtr__scan_i64(const char **cursor, int64_t *out);
-/* Case-insensitive match of a word (letters, digits, '_') at the cursor; advances on a
- * match of the whole word. */
-int dtr__scan_word(const char **cursor, const char *word);
-/* Appends formatted text at buf+*pos like snprintf and advances *pos by the full length;
- * DTR_ERR_BUFFER_TOO_SMALL when it did not fit. Used on the *_format functions' local
- * buffers, which are then handed out with dtr__copy_out. */
-dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *func,
-                             const char *fmt, ...) DTR__PRINTF(5, 6);
-
-/* Scans dims written "2x5" ("" or "scalar": none) into out[0..cap), each 0..2^40; errors
- * name `func`. Shared by the shape and mesh parsers (dtensor/spec.c). */
-dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
-                             const char *func);
-
-/* Copies text (n chars) and a NUL into the caller's buf[0..len), or returns
- * DTR_ERR_BUFFER_TOO_SMALL without writing buf. */
-dtr_status_t dtr__copy_out(char *buf, size_t len, const char *text, size_t n, const char *func);
-
 #endif
 
 /* Records "func: <formatted detail>" as the thread's last error and returns status, so a
@@ -127,12 +103,30 @@ dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *fun
                              const char *fmt, ...) DTR__PRINTF(5, 6);
 
 /* Scans dims written "2x5" ("" or "scalar": none) into out[0..cap), each 0..2^40; errors
- * name `func`. Shared by the shape and mesh parsers (dtensor/spec.c). */
+ * name `func`. Shared by the shape and mesh parsers (dtensor/shape.c). */
 dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
                              const char *func);
 
 /* Copies text (n chars) and a NUL into the caller's buf[0..len), or returns
  * DTR_ERR_BUFFER_TOO_SMALL without writing buf. */
 dtr_status_t dtr__copy_out(char *buf, size_t len, const char *text, size_t n, const char *func);
+
+/* ---- the clock, the environment, hashing (env.c) ---------------------------------------- */
+
+/* Monotonic seconds. */
+DTR_INTERNAL_EXPORT double dtr__now(void);
+
+/* The deadline new contexts (and the CUDA space) start with: DTR_TIMEOUT_S, else 600 s
+ * (INVALID_ARGUMENT naming func for a bad value). */
+DTR_INTERNAL_EXPORT dtr_status_t dtr__env_timeout(const char *func, double *out);
+
+/* A byte count from environment variable `name`: `dflt` when unset or empty, else an
+ * integer in [min, max]; anything else is DTR_ERR_INVALID_ARGUMENT from `func` saying
+ * "<name>: "<value>" is not <what>". */
+dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
+                            int64_t max, const char *what, int64_t *out);
+
+/* 64-bit FNV-1a step over what ranks must agree on. */
+uint64_t dtr__fnv(uint64_t h, int64_t v);
 
 #endif

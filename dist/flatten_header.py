@@ -4,7 +4,7 @@
 usage: flatten_header.py OUT ROOT [--dir DIR]... [--as NAME=HEADER]...
 
 The source tree's public headers include each other by their path in the tree
-("redistribute/execute.h"); installed, the API is one file, <dtr/dtr.h>, beside the backends'
+("redistribute/executor/executor.h"); installed, the API is one file, <dtr/dtr.h>, beside the backends'
 headers. Each quoted include is looked up in the DIRs (the checkout, bazel-bin for generated
 headers) and inlined the first time it is seen, guards and all; system includes are kept.
 --as NAME=HEADER replaces an include of HEADER, and of everything HEADER itself includes,

@@ -57,7 +57,7 @@ flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer
 # The library without the MPI backend (the harnesses never communicate), plus the reference
 # interpreter, built once per run into objects.
 srcs=(core/*.c placement/*.c dtensor/*.c autograd/*.c tests/redistribute/interp.c)
-for f in redistribute/*.c; do srcs+=("$f"); done
+for f in redistribute/planner/*.c redistribute/executor/*.c; do srcs+=("$f"); done
 objs=()
 for f in "${srcs[@]}"; do
     o="$build/obj/${f//\//_}.o"

@@ -10,6 +10,7 @@
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
+#include "tools/pattern/pattern.h"
 #if defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
 #endif

@@ -9,7 +9,6 @@
 
 #include "core/internal.h"
 #include "redistribute/cuda/dtr_cuda.h"
-#include "redistribute/internal.h"
 #include "redistribute/cuda/kernels.h"
 
 typedef struct {

@@ -17,7 +17,7 @@
 
 #include "core/api.h"
 #include "core/status.h"
-#include "redistribute/memory.h"
+#include "redistribute/executor/memory.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,7 +9,6 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "redistribute/mpi/internal.h"
 #include "redistribute/mpi/shm.h"
-#include "redistribute/internal.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
 #define DTR__MPI_UNITS 13
@@ -67,13 +66,6 @@ typedef struct {
 
 _Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),
                "dtr_backend_req_t too small for the MPI backend's request");
-
-dtr_status_t dtr__mpi_error(int rc, const char *call) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
-    return dtr__error(DTR_ERR_BACKEND, "mpi", "%s: %s", call, text);
-}
 
 #define DTR__MPI(call, name)                                                             \
     do {                                                                                 \

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
-#include "redistribute/internal.h"
+#include "redistribute/executor/stream.h"
 #include "redistribute/mpi/internal.h"
 
 #define DTR__LINE 64

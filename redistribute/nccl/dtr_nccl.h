@@ -24,7 +24,7 @@
 
 #include <mpi.h>
 
-#include "redistribute/execute.h"
+#include "redistribute/executor/executor.h"
 
 #ifdef __cplusplus
 extern "C" {

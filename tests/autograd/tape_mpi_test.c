@@ -1,7 +1,7 @@
 /*
  * The tape and from_local / to_local backward under MPI on 4 ranks: chains recorded forward,
  * run backward, the input gradient's placements and every value checked (the pattern of
- * redistribute/pattern.h), a Partial source getting a Replicate gradient with no traffic,
+ * tools/pattern/pattern.h), a Partial source getting a Replicate gradient with no traffic,
  * to_local's grad_placements, and the errors.
  *
  * Usage: mpirun -n 4 tape_mpi_test. Ends with "N passed, N failed" on rank 0.
@@ -14,6 +14,7 @@
 #include "dtr.h"
 #include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tools/pattern/pattern.h"
 
 static dtr_context_t *ctx;
 

@@ -21,6 +21,7 @@
 #include "dtr.h"
 #include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tools/pattern/pattern.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/faulty_backend.h"
 

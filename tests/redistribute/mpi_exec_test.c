@@ -34,6 +34,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tools/pattern/pattern.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
 #if defined(DTR_HAVE_CUDA)

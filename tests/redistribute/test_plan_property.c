@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/planner/internal.h"
 #include "tests/redistribute/interp.h"
 #include "tests/redistribute/plan_util.h"
 

@@ -19,6 +19,7 @@
 
 #include "dtr.h"
 #include "tests/reliability/solo_backend.h"
+#include "tools/pattern/pattern.h"
 
 /* ---- fixtures ----------------------------------------------------------------------- */
 

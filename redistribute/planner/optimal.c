@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/planner/internal.h"
 
 /* What the layout phase aims at: the target, with Partial dims that are Replicate in the
  * source kept Replicate (they become Partial by a local step at the end). */

@@ -1,10 +1,11 @@
 /* The test pattern of pattern.h: fill a source block, check a target block. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
-#include "redistribute/pattern.h"
+#include "tools/pattern/pattern.h"
 
 static double dtr__t(int64_t e) { return 8.0 + (double)(e % 13); }
 
@@ -68,11 +69,23 @@ static dtr_status_t dtr__partials(const dtr_spec_t *spec, bool *partial, dtr_red
     return DTR_OK;
 }
 
+/* Records the last error again under `func` (what DTR_CHECK_AS does inside the library,
+ * through the public dtr_last_error: this file links over libdtr.so). */
+static dtr_status_t dtr__again_as(dtr_status_t st, const char *func) {
+    char detail[512];
+    const char *rest = dtr_last_error();
+    const char *colon = strstr(rest, ": ");
+    if (strncmp(rest, "dtr_", 4) == 0 && colon != NULL) rest = colon + 2;
+    snprintf(detail, sizeof detail, "%s", rest);
+    return dtr__error(st, func, "%s", detail);
+}
+
 static dtr_status_t dtr__block(const dtr_spec_t *spec, int rank, size_t bytes, int64_t *coord,
                                dtr_layout_t *l, const char *func) {
     if (spec == NULL || spec->mesh == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "spec: must not be NULL");
-    DTR_CHECK_AS(dtr_mesh_coord(spec->mesh, rank, coord), __func__);
+    dtr_status_t st = dtr_mesh_coord(spec->mesh, rank, coord);
+    if (st != DTR_OK) return dtr__again_as(st, __func__);
     DTR_CHECK(dtr_spec_layout_at(spec, coord, l));
     if ((int64_t)bytes != l->bytes)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,

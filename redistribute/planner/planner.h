@@ -18,8 +18,8 @@
  *                         and reduce-then-exchange. Ties go to less peak memory.
  * See docs/planner.md for the cost model and the lower bound's derivation.
  */
-#ifndef DTR_REDISTRIBUTE_REDISTRIBUTE_H
-#define DTR_REDISTRIBUTE_REDISTRIBUTE_H
+#ifndef DTR_REDISTRIBUTE_PLANNER_PLANNER_H
+#define DTR_REDISTRIBUTE_PLANNER_PLANNER_H
 
 #include <stdbool.h>
 #include <stdint.h>

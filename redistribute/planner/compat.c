@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/planner/internal.h"
 
 typedef struct {
     int mesh_dim;

@@ -1,63 +1,9 @@
-/* The plan builder: layouts for any placements, per-rank byte counts of each step kind,
- * step validity, costing, totals and the lower bound. */
+/* The plan builder: per-rank byte counts of each step kind, step validity, costing, totals
+ * and the lower bound (layouts at a coordinate: layout.c). */
 #include <math.h>
 #include <string.h>
 
-#include "redistribute/internal.h"
-
-static const dtr_step_kind_info_t dtr__step_kinds[DTR_STEP_KIND_LAST] = {
-    [DTR_STEP_ALL_GATHER] = {"all_gather", true, "S(d) -> R: gather the chunks of dim d"},
-    [DTR_STEP_REDUCE_SCATTER] = {"reduce_scatter", true, "P -> S(d): reduce, keep chunk of d"},
-    [DTR_STEP_ALL_REDUCE] = {"all_reduce", true, "P -> R: reduce, everyone keeps the result"},
-    [DTR_STEP_ALL_TO_ALL] = {"all_to_all", true, "S(a) -> S(b): gather a and scatter b at once"},
-    [DTR_STEP_EXCHANGE] = {"exchange", true,
-                           "any layout change: each rank sends each peer exactly what that "
-                           "peer needs and lacks (one all-to-all-v over the mesh)"},
-    [DTR_STEP_REDUCE_EXCHANGE] = {"reduce_exchange", true,
-                                  "P -> S(d) under a later shard of d: reduce balanced parts "
-                                  "over the mesh dim, then send each part to its owner"},
-    [DTR_STEP_LOCAL_CHUNK] = {"local_chunk", false, "R -> S(d): keep this rank's chunk"},
-    [DTR_STEP_LOCAL_SCALE] = {"local_scale", false, "R -> P(sum): divide by the mesh dim size"},
-    [DTR_STEP_LOCAL_RELABEL] = {"local_relabel", false,
-                                "R -> P(avg|max|min): the values already qualify"},
-};
-
-const dtr_step_kind_info_t *dtr_step_kind_info(dtr_step_kind_t kind) {
-    if ((unsigned)kind >= DTR_STEP_KIND_LAST) return NULL;
-    return &dtr__step_kinds[kind];
-}
-
-void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost) {
-    memset(ctx, 0, sizeof *ctx);
-    ctx->mesh = spec->mesh;
-    ctx->mdims = dtr_mesh_ndims(spec->mesh);
-    for (int i = 0; i < ctx->mdims; i++) ctx->msize[i] = dtr_mesh_size(spec->mesh, i);
-    ctx->ndim = spec->ndim;
-    memcpy(ctx->shape, spec->shape, sizeof ctx->shape);
-    ctx->item = dtr_dtype_info(spec->dtype)->size;
-    ctx->cost = cost;
-}
-
-void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
-                 int64_t *shape, int64_t *offset) {
-    memcpy(shape, ctx->shape, sizeof ctx->shape);
-    memset(offset, 0, sizeof ctx->shape);
-    for (int i = 0; i < ctx->mdims; i++) {
-        if (pl[i].kind != DTR_SHARD) continue;
-        int d = pl[i].dim;
-        int64_t n = ctx->msize[i], len = shape[d];
-        int64_t c = len / n + (len % n != 0), start = c * coord[i];
-        int64_t end = start + c < len ? start + c : len;
-        offset[d] += start < len ? start : len;
-        shape[d] = end > start ? end - start : 0;
-    }
-}
-
-bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int d) {
-    for (int j = i + 1; j < ctx->mdims; j++)
-        if (pl[j].kind == DTR_SHARD && pl[j].dim == d && ctx->msize[j] > 1) return false;
-    return true;
-}
+#include "redistribute/planner/internal.h"
 
 /* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
 static int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
@@ -86,15 +32,6 @@ static __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int
         n *= hi - lo;
     }
     return n;
-}
-
-bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {
-    for (int i = ctx->mdims - 1; i >= 0; i--) {
-        if (!vary[i]) continue;
-        if (++coord[i] < ctx->msize[i]) return true;
-        coord[i] = 0;
-    }
-    return false;
 }
 
 /* One tensor dim's interval [off, off+len) at a coordinate, for any placements. */

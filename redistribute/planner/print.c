@@ -1,7 +1,7 @@
 /* Plans as text and JSON: the CLI's output, and the trace DTR_DEBUG=TRACE prints. */
 #include <string.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/planner/internal.h"
 
 static void dtr__placements_text(const dtr_placement_t *pl, int n, char *buf, size_t len) {
     if (dtr_placements_format(pl, n, buf, len) != DTR_OK) snprintf(buf, len, "?");

@@ -18,8 +18,8 @@
  * (contributions + divisions + 1) units in the last place of the dtype, and is exact
  * everywhere else.
  */
-#ifndef DTR_REDISTRIBUTE_PATTERN_H
-#define DTR_REDISTRIBUTE_PATTERN_H
+#ifndef DTR_TOOLS_PATTERN_H
+#define DTR_TOOLS_PATTERN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +34,7 @@ extern "C" {
 
 /* Fills this rank's block of spec (bytes must be its exact size). DTR_ERR_NOT_IN_MESH for a
  * rank outside the mesh; DTR_ERR_UNSUPPORTED for Partial dims with different ops. */
-DTR_API dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf,
+dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf,
                                       size_t bytes);
 
 typedef struct {
@@ -48,7 +48,7 @@ typedef struct {
 
 /* Checks this rank's block of dst after redistributing src's pattern. A mismatch is not an
  * error: the call succeeds and the report counts it. */
-DTR_API dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
+dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
                                        const void *buf, size_t bytes,
                                        dtr_pattern_report_t *report);
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/executor/internal.h"
 
 typedef struct {
     const dtr_backend_ops_t *in_ops;

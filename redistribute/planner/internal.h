@@ -1,44 +1,14 @@
-/* Internals of the planner (plan.c, compat.c, optimal.c, cache.c) and of the executor's group
- * collectives (execute.c, used by autograd/grad.c). */
-#ifndef DTR_REDISTRIBUTE_INTERNAL_H
-#define DTR_REDISTRIBUTE_INTERNAL_H
+/*
+ * Internals of the planner: what its files share, and what the executor reads of a plan's
+ * geometry (the layouts at a coordinate, the balanced reduction's pieces). Includes nothing
+ * of the executor or of any backend.
+ */
+#ifndef DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
+#define DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
-#include "redistribute/execute.h"
-#include "redistribute/redistribute.h"
-
-/*
- * memcpy with streaming (non-temporal) stores where the CPU has them (stream.c), for large
- * outputs written once and not read back soon: they would not stay in cache anyway, and the
- * stores skip reading the lines first. dtr__stream_init picks the widest stores once (every
- * context creation calls it; so does any other user before its first copy). A run of copies
- * ends with dtr__stream_fence, which orders them before whatever comes next.
- */
-void dtr__stream_init(void);
-void dtr__stream_copy(void *dst, const void *src, int64_t n);
-void dtr__stream_fence(void);
-/* Outputs at least this large are written with streaming stores. (Measured on 2 and 4
- * ranks, docs/executor.md: streaming a 4 MiB output made the sliced gather slower, a 16 MiB
- * one faster.) */
-#define DTR__STREAM_MIN_BYTES (8 << 20)
-
-/* 64-bit FNV-1a step over what ranks must agree on (execute.c). */
-uint64_t dtr__fnv(uint64_t h, int64_t v);
-
-/*
- * Group collectives for a layer above the executor that checks its arguments once over a
- * wider group (autograd/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
- * the group of `dims` on `hash` (what the members must share) and this rank's verdict
- * (`local`, with `msg` for its error); dtr__group_reduce is dtr_all_reduce (scatter false) or
- * dtr_reduce_scatter, with the agreement left out when `agree` is false.
- */
-dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
-                              const char *func, uint64_t hash, dtr_status_t local,
-                              const char *msg);
-dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
-                               const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
-                               dtr_reduce_op_t op, bool scatter, bool agree);
+#include "redistribute/planner/planner.h"
 
 /* Exchange steps already costed during one planning call (they cost O(ranks) each). */
 #define DTR__MEMO_SIZE 4
@@ -177,31 +147,5 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
 dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
                                         dtr_plan_t *out, bool *safe);
 
-/* execute.c: monotonic seconds, and the deadline new contexts (and the CUDA space) start
- * with: DTR_TIMEOUT_S, else 600 s (INVALID_ARGUMENT naming func for a bad value). */
-DTR_INTERNAL_EXPORT double dtr__now(void);
-DTR_INTERNAL_EXPORT dtr_status_t dtr__env_timeout(const char *func, double *out);
-
-/* A byte count from environment variable `name`: `dflt` when unset or empty, else an
- * integer in [min, max]; anything else is DTR_ERR_INVALID_ARGUMENT from `func` saying
- * "<name>: "<value>" is not <what>". */
-dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
-                            int64_t max, const char *what, int64_t *out);
-
-/* Copies of runs of at most this many bytes fetch the run about this far ahead in software:
- * short runs far apart defeat the hardware prefetcher, which stops at each gap (2 KiB runs
- * 4 KiB apart copied 1.4-1.7x faster out of memory, docs/executor.md). */
-#define DTR__PREFETCH_RUN_MAX 8192
-
-/* staged.c: a backend running `inner` (host memory) on buffers of the memory space `mem`,
- * staging each operation through host memory; fills *ops (the caller keeps it as long as
- * the state) and *state. The state owns inner_state from then on (destroys it), not mem. */
-dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_state,
-                                const dtr_memory_ops_t *mem, void *mem_state,
-                                dtr_backend_ops_t *ops, void **state);
-
-/* INVALID_ARGUMENT naming func unless ctx works on host memory (the gradient hooks and the
- * tape convert, scale and stage gradients on the host). */
-dtr_status_t dtr__host_only(const dtr_context_t *ctx, const char *func);
 
 #endif

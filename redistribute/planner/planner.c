@@ -5,31 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/internal.h"
-
-static const char *const dtr__strategy_names[DTR_STRATEGY_LAST] = {
-    [DTR_STRATEGY_OPTIMAL] = "optimal",
-    [DTR_STRATEGY_COMPAT] = "compat",
-};
-
-const char *dtr_strategy_name(dtr_strategy_t strategy) {
-    if ((unsigned)strategy >= DTR_STRATEGY_LAST) return NULL;
-    return dtr__strategy_names[strategy];
-}
-
-dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out) {
-    DTR_CHECK_PTR(text, __func__);
-    DTR_CHECK_PTR(out, __func__);
-    for (int s = 0; s < DTR_STRATEGY_LAST; s++) {
-        const char *p = dtr__skip_space(text);
-        if (dtr__scan_word(&p, dtr__strategy_names[s]) && *dtr__skip_space(p) == '\0') {
-            *out = (dtr_strategy_t)s;
-            return DTR_OK;
-        }
-    }
-    return dtr__error(DTR_ERR_PARSE, __func__, "text \"%s\": not a strategy (optimal, compat)",
-                      text);
-}
+#include "redistribute/planner/internal.h"
 
 void dtr_cost_model_default(dtr_cost_model_t *out) {
     if (out == NULL) return;

@@ -24,7 +24,7 @@
  */
 #include <string.h>
 
-#include "redistribute/internal.h"
+#include "redistribute/planner/internal.h"
 
 static void dtr__meet_box(int nd, const int64_t *as, const int64_t *ao, const int64_t *bs,
                           const int64_t *bo, int64_t *lo, int64_t *ext, __int128 *count) {

@@ -1,0 +1,100 @@
+/*
+ * Shapes as text and the chunk rule: what both the mesh (mesh.c: "2x4" sizes, its printed
+ * form) and the spec (spec.c: local shapes) build on, so that neither needs the other.
+ */
+#include <string.h>
+
+#include "core/internal.h"
+#include "dtensor/dtensor.h"
+
+/* Scans "2x5" for dtr_shape_parse and dtr_mesh_parse; errors name `func`. */
+dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
+                             const char *func) {
+    const char *p = dtr__skip_space(text);
+    if (*p == '\0' || (dtr__scan_word(&p, "scalar") && *dtr__skip_space(p) == '\0')) {
+        *ndim = 0;
+        return DTR_OK;
+    }
+    p = dtr__skip_space(text);
+    int64_t dims[DTR_MAX_TENSOR_DIMS + 1];
+    int limit = cap < DTR_MAX_TENSOR_DIMS + 1 ? cap : DTR_MAX_TENSOR_DIMS + 1;
+    int n = 0;
+    for (;;) {
+        p = dtr__skip_space(p);
+        const char *at = p;
+        int64_t value;
+        int rc = dtr__scan_i64(&p, &value);
+        if (rc == -1)
+            return dtr__error(DTR_ERR_PARSE, func,
+                              "text \"%s\": at offset %td: expected a size (an integer)%s",
+                              text, at - text, n > 0 ? " after 'x'" : "");
+        if (rc == -2 || value > DTR_MAX_DIM_SIZE)
+            return dtr__error(DTR_ERR_OVERFLOW, func,
+                              "text \"%s\": dim %d: %.*s exceeds 2^40", text, n,
+                              (int)(p > at ? p - at : (int)strlen(at)), at);
+        if (value < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "text \"%s\": dim %d: %lld, must be >= 0", text, n,
+                              (long long)value);
+        if (n == limit)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "text \"%s\": more than %d dims", text, limit);
+        dims[n++] = value;
+        p = dtr__skip_space(p);
+        if (*p == 'x' || *p == 'X') {
+            p++;
+            continue;
+        }
+        if (*p == '\0') break;
+        return dtr__error(DTR_ERR_PARSE, func,
+                          "text \"%s\": at offset %td: expected 'x' between sizes, found '%c'",
+                          text, p - text, *p);
+    }
+    memcpy(out, dims, (size_t)n * sizeof *out);
+    *ndim = n;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim) {
+    DTR_CHECK_PTR(text, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK_PTR(ndim, __func__);
+    if (cap < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
+    return dtr__dims_parse(text, out, cap, ndim, __func__);
+}
+
+dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len) {
+    DTR_CHECK_PTR(buf, __func__);
+    if (ndim < 0 || ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ndim: %d, must be 0..%d", ndim,
+                          DTR_MAX_TENSOR_DIMS);
+    if (ndim > 0) DTR_CHECK_PTR(shape, __func__);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "shape[%d]: %lld, must be >= 0",
+                              i, (long long)shape[i]);
+    char text[DTR_MAX_TENSOR_DIMS * 21 + 8];
+    size_t pos = 0;
+    if (ndim == 0) DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "scalar"));
+    for (int i = 0; i < ndim; i++)
+        DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "%s%lld", i ? "x" : "",
+                                  (long long)shape[i]));
+    return dtr__copy_out(buf, len, text, pos, __func__);
+}
+
+dtr_status_t dtr_chunk(int64_t length, int64_t n, int64_t r, int64_t *size, int64_t *offset) {
+    DTR_CHECK_PTR(size, __func__);
+    DTR_CHECK_PTR(offset, __func__);
+    if (length < 0 || n < 1 || r < 0 || r >= n)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "length %lld, n %lld, r %lld: need length >= 0, n >= 1, 0 <= r < n",
+                          (long long)length, (long long)n, (long long)r);
+    /* c*r <= length + n, so nothing here overflows for length <= 2^62. */
+    int64_t c = length / n + (length % n != 0);
+    int64_t start = c * r;
+    *offset = start < length ? start : length;
+    int64_t end = start + c < length ? start + c : length;
+    *size = end > start ? end - start : 0;
+    return DTR_OK;
+}

@@ -1,0 +1,227 @@
+/* Element values of every dtype: half-type conversions, loads and stores as doubles, and
+ * the divide, convert and combine loops built on them. Pure functions with no state, so the
+ * tools that fill and check test data (tools/pattern) link this file alone. */
+#include <string.h>
+
+#include "dtensor/internal.h"
+
+/* ---- element values ---------------------------------------------------------------- */
+
+static inline uint32_t dtr__f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float dtr__bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+float dtr__bf16_to_f32(uint16_t h) { return dtr__bits_f32((uint32_t)h << 16); }
+
+uint16_t dtr__f32_to_bf16(float f) {
+    uint32_t u = dtr__f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+float dtr__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0x1f) return dtr__bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) { /* zero or subnormal: man * 2^-24 */
+        float v = (float)man * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return dtr__bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+uint16_t dtr__f32_to_f16(float f) {
+    uint32_t u = dtr__f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return sign | 0x7e00; /* NaN */
+    if (a >= 0x477ff000u) return sign | 0x7c00; /* rounds to >= 65520: infinity */
+    if (a < 0x38800000u) { /* below 2^-14: subnormal half (or zero) */
+        /* The value in units of 2^-24, rounded to nearest even: add the magic 0.5 (2^-1) so
+         * the FPU rounds at the right bit. */
+        float v = dtr__bits_f32(a) + 0.5f;
+        return sign | (uint16_t)(dtr__f32_bits(v) - dtr__f32_bits(0.5f));
+    }
+    uint32_t mant_odd = (a >> 13) & 1;
+    a += ((uint32_t)(15 - 127) << 23) + 0xfffu + mant_odd;
+    return sign | (uint16_t)(a >> 13);
+}
+
+double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k) {
+    switch (dtype) {
+    case DTR_F32: return ((const float *)buf)[k];
+    case DTR_F64: return ((const double *)buf)[k];
+    case DTR_F16: return dtr__f16_to_f32(((const uint16_t *)buf)[k]);
+    case DTR_BF16: return dtr__bf16_to_f32(((const uint16_t *)buf)[k]);
+    case DTR_I32: return ((const int32_t *)buf)[k];
+    case DTR_I64: return (double)((const int64_t *)buf)[k];
+    default: return ((const uint8_t *)buf)[k]; /* u8; fp8 as its raw byte */
+    }
+}
+
+void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v) {
+    switch (dtype) {
+    case DTR_F32: ((float *)buf)[k] = (float)v; break;
+    case DTR_F64: ((double *)buf)[k] = v; break;
+    case DTR_F16: ((uint16_t *)buf)[k] = dtr__f32_to_f16((float)v); break;
+    case DTR_BF16: ((uint16_t *)buf)[k] = dtr__f32_to_bf16((float)v); break;
+    case DTR_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
+    case DTR_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
+    default: ((uint8_t *)buf)[k] = (uint8_t)v; break;
+    }
+}
+
+void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, int64_t n) {
+    int64_t k;
+    switch (dtype) {
+    case DTR_F32: {
+        const float *s = src;
+        float *d = dst, fn = (float)n;
+        for (k = 0; k < count; k++) d[k] = s[k] / fn;
+        break;
+    }
+    case DTR_F64: {
+        const double *s = src;
+        double *d = dst, dn = (double)n;
+        for (k = 0; k < count; k++) d[k] = s[k] / dn;
+        break;
+    }
+    case DTR_F16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)dst)[k] =
+                dtr__f32_to_f16(dtr__f16_to_f32(((const uint16_t *)src)[k]) / (float)n);
+        break;
+    case DTR_BF16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)dst)[k] =
+                dtr__f32_to_bf16(dtr__bf16_to_f32(((const uint16_t *)src)[k]) / (float)n);
+        break;
+    case DTR_I32:
+        for (k = 0; k < count; k++) ((int32_t *)dst)[k] = ((const int32_t *)src)[k] / (int32_t)n;
+        break;
+    case DTR_I64:
+        for (k = 0; k < count; k++) ((int64_t *)dst)[k] = ((const int64_t *)src)[k] / n;
+        break;
+    default:
+        for (k = 0; k < count; k++) ((uint8_t *)dst)[k] = (uint8_t)(((const uint8_t *)src)[k] / n);
+        break;
+    }
+}
+
+void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
+    int64_t k;
+    float fd = (float)d;
+    switch (dtype) {
+    case DTR_F32:
+        for (k = 0; k < count; k++) ((float *)buf)[k] /= fd;
+        break;
+    case DTR_F64:
+        for (k = 0; k < count; k++) ((double *)buf)[k] /= d;
+        break;
+    case DTR_F16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)buf)[k] = dtr__f32_to_f16(dtr__f16_to_f32(((uint16_t *)buf)[k]) / fd);
+        break;
+    case DTR_BF16:
+        for (k = 0; k < count; k++)
+            ((uint16_t *)buf)[k] = dtr__f32_to_bf16(dtr__bf16_to_f32(((uint16_t *)buf)[k]) / fd);
+        break;
+    default:
+        for (k = 0; k < count; k++) dtr__store(dtype, buf, k, dtr__load(dtype, buf, k) / d);
+        break;
+    }
+}
+
+void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype, void *dst,
+                  int64_t count) {
+    int64_t k;
+    if (src_dtype == dst_dtype) {
+        if (src != dst) memmove(dst, src, (size_t)count * (size_t)dtr_dtype_info(src_dtype)->size);
+        return;
+    }
+    if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
+        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
+    } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
+        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_bf16(((const float *)src)[k]);
+    } else if (src_dtype == DTR_F16 && dst_dtype == DTR_F32) {
+        for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
+    } else if (src_dtype == DTR_BF16 && dst_dtype == DTR_F32) {
+        for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__bf16_to_f32(((const uint16_t *)src)[k]);
+    } else {
+        for (k = 0; k < count; k++) dtr__store(dst_dtype, dst, k, dtr__load(src_dtype, src, k));
+    }
+}
+
+#define DTR__COMBINE(a, b, op)                                                            \
+    ((op) == DTR_REDUCE_MAX   ? ((a) > (b) ? (a) : (b))                                   \
+     : (op) == DTR_REDUCE_MIN ? ((a) < (b) ? (a) : (b))                                   \
+     : (op) == DTR_REDUCE_PRODUCT ? (a) * (b)                                             \
+                                  : (a) + (b))
+
+void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *inout,
+                  int64_t count) {
+    int64_t k;
+    switch (dtype) {
+    case DTR_F16: {
+        const uint16_t *a = in;
+        uint16_t *b = inout;
+        for (k = 0; k < count; k++) {
+            float x = dtr__f16_to_f32(a[k]), y = dtr__f16_to_f32(b[k]);
+            b[k] = dtr__f32_to_f16(DTR__COMBINE(x, y, op));
+        }
+        break;
+    }
+    case DTR_BF16: {
+        const uint16_t *a = in;
+        uint16_t *b = inout;
+        for (k = 0; k < count; k++) {
+            float x = dtr__bf16_to_f32(a[k]), y = dtr__bf16_to_f32(b[k]);
+            b[k] = dtr__f32_to_bf16(DTR__COMBINE(x, y, op));
+        }
+        break;
+    }
+    case DTR_F32:
+        for (k = 0; k < count; k++) {
+            float x = ((const float *)in)[k], y = ((float *)inout)[k];
+            ((float *)inout)[k] = DTR__COMBINE(x, y, op);
+        }
+        break;
+    case DTR_F64:
+        for (k = 0; k < count; k++) {
+            double x = ((const double *)in)[k], y = ((double *)inout)[k];
+            ((double *)inout)[k] = DTR__COMBINE(x, y, op);
+        }
+        break;
+    case DTR_I32:
+        for (k = 0; k < count; k++) {
+            int32_t x = ((const int32_t *)in)[k], y = ((int32_t *)inout)[k];
+            ((int32_t *)inout)[k] = (int32_t)DTR__COMBINE((int64_t)x, (int64_t)y, op);
+        }
+        break;
+    case DTR_I64:
+        for (k = 0; k < count; k++) {
+            int64_t x = ((const int64_t *)in)[k], y = ((int64_t *)inout)[k], r;
+            if (op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN)
+                r = DTR__COMBINE(x, y, op);
+            else /* wrap on overflow, as MPI and NCCL do, without signed overflow in C */
+                r = (int64_t)(op == DTR_REDUCE_PRODUCT ? (uint64_t)x * (uint64_t)y
+                                                       : (uint64_t)x + (uint64_t)y);
+            ((int64_t *)inout)[k] = r;
+        }
+        break;
+    default:
+        for (k = 0; k < count; k++) {
+            unsigned x = ((const uint8_t *)in)[k], y = ((uint8_t *)inout)[k];
+            ((uint8_t *)inout)[k] = (uint8_t)DTR__COMBINE(x, y, op);
+        }
+        break;
+    }
+}

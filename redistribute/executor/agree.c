@@ -1,0 +1,90 @@
+/*
+ * The argument agreement: before a call moves data, the ranks of the mesh (or of a group)
+ * run one small all-reduce of [h >> 1, INT64_MAX - (h >> 1), first bad rank + 1]
+ * under MAX, where h hashes what they must share. Equal hashes everywhere make the first two
+ * maxima complements; a rank whose own arguments were bad shows in the third. So a wrong
+ * buffer size or a different plan on one rank becomes an error on every rank
+ * (DTR_ERR_MISMATCH, DTR_ERR_REMOTE) instead of a hang. DTR_AGREE=0 leaves it out.
+ */
+#include <stdio.h>
+
+#include "redistribute/executor/internal.h"
+
+static int64_t dtr__placement_key(dtr_placement_t p) {
+    int64_t detail = p.kind == DTR_SHARD ? (int64_t)p.dim : p.kind == DTR_PARTIAL ? (int64_t)p.op : 0;
+    return (int64_t)p.kind * 1000 + detail;
+}
+
+uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
+    uint64_t h = dtr__mesh_hash(plan->src.mesh);
+    const dtr_spec_t *sp[2] = {&plan->src, &plan->dst};
+    int mdims = dtr_mesh_ndims(plan->src.mesh);
+    for (int k = 0; k < 2; k++) {
+        h = dtr__fnv(h, sp[k]->ndim);
+        h = dtr__fnv(h, sp[k]->dtype);
+        for (int d = 0; d < sp[k]->ndim; d++) h = dtr__fnv(h, sp[k]->shape[d]);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(sp[k]->placements[i]));
+    }
+    h = dtr__fnv(h, plan->strategy);
+    h = dtr__fnv(h, plan->nsteps);
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *s = &plan->steps[k];
+        h = dtr__fnv(h, s->kind);
+        h = dtr__fnv(h, s->mesh_dim);
+        h = dtr__fnv(h, s->tensor_dim);
+        h = dtr__fnv(h, s->tensor_dim2);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(s->after[i]));
+    }
+    return h;
+}
+
+/* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
+ * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */
+dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
+                                int64_t **drecv) {
+    if (ctx->mem == NULL) return DTR_OK;
+    DTR_CHECK(dtr__reserve(ctx, (void **)&ctx->agree_dev, &ctx->agree_cap, 6 * sizeof(int64_t),
+                           "agreement"));
+    DTR_CHECK(dtr__m_host(ctx, ctx->agree_dev, send, 3 * sizeof(int64_t), false));
+    *dsend = ctx->agree_dev;
+    *drecv = ctx->agree_dev + 3;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv) {
+    if (ctx->mem == NULL) return DTR_OK;
+    return dtr__m_host(ctx, recv, ctx->agree_dev + 3, 3 * sizeof(int64_t), true);
+}
+
+/* The agreement over a group: every member's hash equal and every member's own argument
+ * check good, in one small all-reduce. */
+dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
+                           dtr_status_t local, const char *msg) {
+    if (group == NULL || !ctx->agree) {
+        if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+        return DTR_OK;
+    }
+    int64_t *send = ctx->gsend, *recv = ctx->grecv, *dsend = send, *drecv = recv;
+    send[0] = (int64_t)(h >> 1);
+    send[1] = INT64_MAX - (int64_t)(h >> 1);
+    send[2] = local != DTR_OK ? ctx->rank + 1 : 0;
+    dtr_status_t st = dtr__agree_buffers(ctx, send, &dsend, &drecv);
+    if (st == DTR_OK)
+        st = dtr__wait_op(
+            ctx, group,
+            ctx->ops->all_reduce(group, dsend, drecv, 3, DTR_I64, DTR_REDUCE_MAX, &ctx->gbreq));
+    if (st == DTR_OK) st = dtr__agree_result(ctx, recv);
+    if (st != DTR_OK)
+        return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
+    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+    if (recv[2] > 0)
+        return dtr__error(DTR_ERR_REMOTE, func,
+                          "rank %lld rejected its arguments (see its error); this rank's were "
+                          "good",
+                          (long long)(recv[2] - 1));
+    if (recv[0] != INT64_MAX - recv[1])
+        return dtr__error(DTR_ERR_MISMATCH, func,
+                          "the group's members called with different arguments (counts, "
+                          "dtypes, ops, meshes or settings)");
+    return DTR_OK;
+}

@@ -1,0 +1,104 @@
+/*
+ * The backend interface: what the executor asks of a communication engine (MPI, NCCL, or a
+ * framework's own), as a const table of operations plus the backend's state. A backend
+ * includes this header, the memory spaces' (memory.h) and the streaming copies (stream.h),
+ * nothing else of the executor.
+ */
+#ifndef DTR_REDISTRIBUTE_EXECUTOR_BACKEND_H
+#define DTR_REDISTRIBUTE_EXECUTOR_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/api.h"
+#include "core/status.h"
+#include "dtensor/dtensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Room a backend has for one in-flight operation's handle, owned by the executor. */
+typedef struct {
+    DTR_ALIGNAS(16) unsigned char bytes[160];
+} dtr_backend_req_t;
+
+/* The backend reduces P(avg) itself (otherwise the executor does SUM, then divides). */
+#define DTR_BACKEND_CAP_AVG 1u
+/* The backend's operations take buffers of the context's memory space (device memory, as
+ * NCCL does), never host memory: such a context needs dtr_context_set_memory. Without it,
+ * a context on a non-host space stages each operation through host memory. */
+#define DTR_BACKEND_CAP_DEVICE 2u
+
+/*
+ * A backend. Groups are ordered lists of the backend's ranks; group_create is collective
+ * over exactly the ranks it lists (all call it with the same list and tag) and returns a
+ * handle the other operations take. Counts and displacements are in bytes for the moving
+ * operations and in elements for the reducing ones; arrays have one entry per group member,
+ * in group order. Operations start and return; test/wait complete them (test sets *done and
+ * may be called again until it does). Optional slots may be NULL: the executor then pads
+ * uneven pieces to equal ones (or uses all_to_allv). The executor picks an operation from
+ * facts every member shares (chunk sizes, never one rank's counts), so all members of a
+ * group always make the same call. Errors are returned with dtr's thread-local detail set.
+ */
+typedef struct dtr_backend_ops {
+    const char *name;
+    unsigned caps; /* DTR_BACKEND_CAP_* */
+    int (*rank)(void *state); /* this process's rank in the backend's world */
+    dtr_status_t (*group_create)(void *state, const int *ranks, int n, int tag, void **group);
+    void (*group_destroy)(void *state, void *group);
+    /* every member sends `bytes`; recv holds n * bytes in member order */
+    dtr_status_t (*all_gather)(void *group, const void *send, int64_t bytes, void *recv,
+                               dtr_backend_req_t *req);
+    /* optional: member k sends counts[k] bytes, placed at recv + displs[k] */
+    dtr_status_t (*all_gatherv)(void *group, const void *send, int64_t bytes, void *recv,
+                                const int64_t *counts, const int64_t *displs,
+                                dtr_backend_req_t *req);
+    /* send holds n pieces of `count` elements; member k gets the reduction of piece k */
+    dtr_status_t (*reduce_scatter)(void *group, const void *send, void *recv, int64_t count,
+                                   dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                   dtr_backend_req_t *req);
+    /* optional: pieces of counts[k] elements, back to back */
+    dtr_status_t (*reduce_scatterv)(void *group, const void *send, void *recv,
+                                    const int64_t *counts, dtr_dtype_t dtype,
+                                    dtr_reduce_op_t op, dtr_backend_req_t *req);
+    dtr_status_t (*all_reduce)(void *group, const void *send, void *recv, int64_t count,
+                               dtr_dtype_t dtype, dtr_reduce_op_t op, dtr_backend_req_t *req);
+    /* optional: every member sends `bytes` to every member, pieces in member order both ways */
+    dtr_status_t (*all_to_all)(void *group, const void *send, int64_t bytes, void *recv,
+                               dtr_backend_req_t *req);
+    /*
+     * optional, strided forms for pieces that are not contiguous (a gather or scatter of a
+     * non-leading tensor dim), so the backend moves them without a pack or unpack pass:
+     * a side is `rows` rows of `block` bytes, `row` bytes apart; member k's piece starts at
+     * byte k * block of the buffer. all_gather_strided sends a contiguous rows x block.
+     * all_to_all_strided moves the other members' pieces only: the caller has copied its
+     * own before the call (with streaming stores where that pays).
+     * DTR_ERR_UNSUPPORTED (sizes the backend cannot describe) makes the executor stage.
+     */
+    dtr_status_t (*all_gather_strided)(void *group, const void *send, int64_t rows,
+                                       int64_t block, int64_t row, void *recv,
+                                       dtr_backend_req_t *req);
+    dtr_status_t (*all_to_all_strided)(void *group, const void *send, int64_t send_rows,
+                                       int64_t send_block, int64_t send_row, void *recv,
+                                       int64_t recv_rows, int64_t recv_block, int64_t recv_row,
+                                       dtr_backend_req_t *req);
+    /* optional: true where this group's all_gather_strided places pieces as fast as a
+     * contiguous gather (no datatype engine): the executor then gathers a large non-leading
+     * dim in place instead of in slices (dtr_context_set_slice_bytes) */
+    bool (*strided_in_place)(void *group);
+    dtr_status_t (*all_to_allv)(void *group, const void *send, const int64_t *send_counts,
+                                const int64_t *send_displs, void *recv,
+                                const int64_t *recv_counts, const int64_t *recv_displs,
+                                dtr_backend_req_t *req);
+    dtr_status_t (*test)(void *group, dtr_backend_req_t *req, bool *done);
+    dtr_status_t (*wait)(void *group, dtr_backend_req_t *req);
+    void (*destroy)(void *state); /* frees the state (with the context) */
+} dtr_backend_ops_t;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * Collectives on a mesh's groups (executor.h): dtr_all_reduce and dtr_reduce_scatter over
+ * the ranks that share this rank's coordinate outside `dims`, with the same agreement,
+ * deadlines and communicator cache as dtr_redistribute; the gradient hooks run on these.
+ */
+#include <stdlib.h>
+
+#include "redistribute/executor/internal.h"
+
+static dtr_status_t dtr__check_dims(const dtr_mesh_t *mesh, unsigned dims, const char *func) {
+    if (mesh == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "mesh: must not be NULL");
+    int nd = dtr_mesh_ndims(mesh);
+    if ((dims >> nd) != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "dims: 0x%x names a mesh dim past the %d of this mesh", dims, nd);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_mesh_group_size(const dtr_mesh_t *mesh, unsigned dims, int64_t *n) {
+    DTR_CHECK_PTR(n, __func__);
+    DTR_CHECK(dtr__check_dims(mesh, dims, __func__));
+    int64_t size = 1;
+    for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+        if (dims & (1u << i)) size *= dtr_mesh_size(mesh, i);
+    *n = size;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_mesh_group_index(const dtr_mesh_t *mesh, unsigned dims, int rank,
+                                  int64_t *index) {
+    DTR_CHECK_PTR(index, __func__);
+    DTR_CHECK(dtr__check_dims(mesh, dims, __func__));
+    int64_t coord[DTR_MAX_MESH_DIMS], k = 0;
+    if (dtr_mesh_coord(mesh, rank, coord) != DTR_OK)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "rank: %d is not on the mesh",
+                          rank);
+    for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+        if (dims & (1u << i)) k = k * dtr_mesh_size(mesh, i) + coord[i];
+    *index = k;
+    return DTR_OK;
+}
+
+/* The checks every group call starts with; *group and *n for `dims`. */
+static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                     const char *func, void **group, int64_t *n) {
+    if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
+    DTR_CHECK(dtr__check_dims(mesh, dims, func));
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    DTR_CHECK(dtr__check_memory(ctx, func));
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, func,
+                          "ctx: a request is still in flight (complete it with "
+                          "dtr_request_wait, or use another context)");
+    return dtr__dims_group(ctx, mesh, dims, func, group, n);
+}
+
+dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                              const char *func, uint64_t hash, dtr_status_t local,
+                              const char *msg) {
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__group_enter(ctx, mesh, dims, func, &group, &n));
+    return dtr__agree_on(ctx, group, func, dtr__fnv(dtr__mesh_hash(mesh), (int64_t)hash) ^ dims,
+                         local, msg);
+}
+
+dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                               const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                               dtr_reduce_op_t op, bool scatter, bool agree) {
+    const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__group_enter(ctx, mesh, dims, func, &group, &n));
+
+    /* What this rank can check alone; a bad argument still takes part in the agreement. */
+    dtr_status_t local = DTR_ERR_INVALID_ARGUMENT;
+    const char *msg = NULL;
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    int64_t item = info != NULL ? info->size : 1;
+    int64_t send_count = scatter ? count * n : count;
+    if (info == NULL) msg = "dtype: not a dtr_dtype_t";
+    else if (info->storage_only) msg = "dtype: storage only (fp8), never reduced";
+    else if ((unsigned)op >= DTR_REDUCE_OP_LAST) msg = "op: not a dtr_reduce_op_t";
+    else if (count < 0) msg = "count: must be >= 0";
+    else if (count > 0 && send == NULL) msg = "send: must not be NULL";
+    else if (count > 0 && recv == NULL) msg = "recv: must not be NULL";
+    else if (send != recv || scatter) {
+        if (dtr__overlap(send, (size_t)(send_count * item), recv, (size_t)(count * item)))
+            msg = scatter ? "recv: overlaps send" : "recv: overlaps send (pass send == recv for in place)";
+    }
+    if (msg == NULL) local = DTR_OK;
+    if (agree) {
+        uint64_t h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(dtr__mesh_hash(mesh), dims), count),
+                                       dtype),
+                              op * 2 + scatter);
+        DTR_CHECK(dtr__agree_on(ctx, group, func, h, local, msg));
+    } else if (local != DTR_OK) {
+        return dtr__error(local, func, "%s", msg);
+    }
+    if (group == NULL) {
+        if (send != recv) DTR_CHECK(dtr__m_copy(ctx, recv, send, count * item));
+        return DTR_OK;
+    }
+    if (count == 0) return DTR_OK; /* every member has 0: counts are agreed, or the caller's */
+    if (send == recv) {
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, count * item, "in-place send"));
+        DTR_CHECK(dtr__m_copy(ctx, ctx->stage_send, send, count * item));
+        send = ctx->stage_send;
+    }
+    bool divide = op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG);
+    dtr_reduce_op_t bop = divide ? DTR_REDUCE_SUM : op;
+    dtr_status_t st =
+        scatter ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &ctx->gbreq)
+                : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &ctx->gbreq);
+    st = dtr__wait_op(ctx, group, st);
+    if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
+    if (divide) DTR_CHECK(dtr__m_divide(ctx, dtype, recv, recv, count, n));
+    return DTR_OK;
+}
+
+dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                            const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                            dtr_reduce_op_t op) {
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, false, true);
+}
+
+dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
+                                dtr_reduce_op_t op) {
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, true, true);
+}

@@ -1,0 +1,287 @@
+/*
+ * The executor's local work: scratch memory that only grows, and the copies of boxes, ranges
+ * and rows a step packs and unpacks with. On host memory they run here; on a memory space
+ * (dtr_context_set_memory) through its table, so no step touches device memory itself.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/executor/internal.h"
+
+/* Grows a scratch buffer to `need` bytes. On a memory space the old contents are not kept
+ * (no caller needs them: a buffer grows before it is filled). */
+dtr_status_t dtr__reserve(dtr_context_t *ctx, void **p, int64_t *cap, int64_t need,
+                          const char *what) {
+    if (need <= *cap) return DTR_OK;
+    if (ctx->mem != NULL) {
+        void *q = NULL;
+        dtr_status_t st = ctx->mem->alloc(ctx->mem_state, need > 0 ? need : 1, &q);
+        if (st != DTR_OK)
+            return dtr__error(st, "dtr_redistribute", "%s: cannot grow scratch to %lld bytes of "
+                              "%s memory: %s", what, (long long)need, ctx->mem->name,
+                              dtr_last_error());
+        ctx->mem->free(ctx->mem_state, *p);
+        *p = q;
+        *cap = need;
+        return DTR_OK;
+    }
+    void *q = realloc(*p, (size_t)(need > 0 ? need : 1));
+    if (q == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute",
+                          "%s: cannot grow scratch to %lld bytes", what, (long long)need);
+    /* Touch the new pages now: the first run pays for the page faults, later runs do not,
+     * and the baseline does not read the kernel's shared zero page (which stays in cache
+     * and would make it look faster than any real buffer). */
+    memset((char *)q + *cap, 0, (size_t)(need - *cap));
+    *p = q;
+    *cap = need;
+    return DTR_OK;
+}
+
+int64_t dtr__prod(const int64_t *shape, int from, int to) {
+    int64_t p = 1;
+    for (int d = from; d < to; d++) p *= shape[d];
+    return p;
+}
+
+/* Copies ext rows of a 3-d view: [outer, *, inner bytes] from src (dim length slen, from
+ * row slo) to dst (length dlen, at row dlo). */
+static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, int64_t dlen,
+                       int64_t dlo, int64_t outer, int64_t ext, int64_t inner) {
+    if (ext == 0 || inner == 0 || outer == 0) return;
+    const char *s = src;
+    char *d = dst;
+    if (outer == 1 || (slen == ext && dlen == ext)) {
+        memcpy(d + dlo * inner, s + slo * inner, (size_t)(outer * ext * inner));
+        return;
+    }
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(d + (o * dlen + dlo) * inner, s + (o * slen + slo) * inner,
+               (size_t)(ext * inner));
+}
+
+void dtr__copy(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n); }
+
+/* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
+ * dst (shape dshape) at dlo, each run with `copy` (dtr__copy or dtr__stream_copy, whose
+ * caller fences). Trailing dims the box spans whole are copied as one run. */
+void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *sshape,
+            const int64_t *slo, const int64_t *ext, void *dst,
+            const int64_t *dshape, const int64_t *dlo,
+            void (*copy)(void *, const void *, int64_t)) {
+    for (int d = 0; d < nd; d++)
+        if (ext[d] == 0) return;
+    /* The run: the innermost dims where both blocks are spanned whole, plus one more. */
+    int inner = nd;
+    int64_t run = item;
+    while (inner > 0 && ext[inner - 1] == sshape[inner - 1] && ext[inner - 1] == dshape[inner - 1]) {
+        run *= ext[inner - 1];
+        inner--;
+    }
+    if (inner > 0) run *= ext[--inner];
+    int64_t sst[DTR_MAX_TENSOR_DIMS], dst_st[DTR_MAX_TENSOR_DIMS], idx[DTR_MAX_TENSOR_DIMS] = {0};
+    int64_t s = item, t = item;
+    for (int d = nd - 1; d >= 0; d--) {
+        sst[d] = s;
+        dst_st[d] = t;
+        s *= sshape[d];
+        t *= dshape[d];
+    }
+    /* Short runs far apart defeat the hardware prefetcher, which stops at each gap: fetch
+     * the run about 8 KiB ahead along the innermost iterated dim while copying this one
+     * (2 KiB runs 4 KiB apart copied 1.4-1.7x faster out of memory, docs/executor.md). */
+    int64_t ahead = 0;
+    if (inner > 0 && run <= DTR__PREFETCH_RUN_MAX) ahead = (DTR__PREFETCH_RUN_MAX + run - 1) / run;
+    const char *sp = src;
+    char *dp = dst;
+    for (;;) {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < nd; d++) {
+            int64_t extra = d < inner ? idx[d] : 0;
+            so += (slo[d] + extra) * sst[d];
+            doff += (dlo[d] + extra) * dst_st[d];
+        }
+        if (ahead > 0 && idx[inner - 1] + ahead < ext[inner - 1]) {
+            const char *next = sp + so + ahead * sst[inner - 1];
+            for (int64_t b = 0; b < run; b += 64) __builtin_prefetch(next + b, 0, 3);
+        }
+        copy(dp + doff, sp + so, run);
+        int d = inner - 1;
+        for (; d >= 0; d--) {
+            if (++idx[d] < ext[d]) break;
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+}
+
+/* The box where block a (offset aoff, shape ash) meets block b: its corner relative to a
+ * in lo, its extent in ext; returns its element count (0 when they do not meet). */
+int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const int64_t *boff,
+                  const int64_t *bsh, int64_t *lo, int64_t *ext) {
+    int64_t count = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t b0 = aoff[d] > boff[d] ? aoff[d] : boff[d];
+        int64_t b1 = aoff[d] + ash[d] < boff[d] + bsh[d] ? aoff[d] + ash[d] : boff[d] + bsh[d];
+        ext[d] = b1 > b0 ? b1 - b0 : 0;
+        lo[d] = b0 - aoff[d];
+        count *= ext[d];
+    }
+    return count;
+}
+
+/* Copies elements [u, v) of a box (extent ext, row-major) between a block (shape bshape,
+ * the box at corner blo) and the contiguous `flat`; to_block picks the direction. */
+static void dtr__box_range(int nd, int64_t item, char *block, const int64_t *bshape,
+                           const int64_t *blo, const int64_t *ext, int64_t u, int64_t v,
+                           char *flat, bool to_block) {
+    if (v <= u) return;
+    /* Trailing dims the box spans whole merge into its innermost run. */
+    int64_t sh[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS], ex[DTR_MAX_TENSOR_DIMS];
+    int k = nd;
+    int64_t merged = 1;
+    while (k > 1 && ext[k - 1] == bshape[k - 1]) merged *= ext[--k];
+    for (int d = 0; d < k; d++) {
+        sh[d] = bshape[d];
+        lo[d] = blo[d];
+        ex[d] = ext[d];
+    }
+    sh[k - 1] *= merged;
+    lo[k - 1] *= merged;
+    ex[k - 1] *= merged;
+    for (int64_t f = u; f < v;) {
+        int64_t rem = f, idx[DTR_MAX_TENSOR_DIMS] = {0};
+        for (int d = k - 1; d >= 0; d--) {
+            idx[d] = rem % ex[d];
+            rem /= ex[d];
+        }
+        int64_t run = ex[k - 1] - idx[k - 1];
+        if (run > v - f) run = v - f;
+        int64_t off = 0;
+        for (int d = 0; d < k; d++) off = off * sh[d] + lo[d] + idx[d];
+        char *b = block + off * item, *c = flat + (f - u) * item;
+        memcpy(to_block ? b : c, to_block ? c : b, (size_t)(run * item));
+        f += run;
+    }
+}
+
+/* ---- local operations on the context's memory ---------------------------------------
+ * Host memory is handled by the functions above; a memory space by its table. */
+
+static dtr_status_t dtr__m_fail(const dtr_context_t *ctx, dtr_status_t st, const char *op) {
+    char detail[400];
+    snprintf(detail, sizeof detail, "%s", dtr_last_error());
+    return dtr__error(st, "dtr_redistribute", "%s memory: %s failed: %s", ctx->mem->name, op,
+                      detail);
+}
+
+dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *src,
+                        const int64_t *sshape, const int64_t *slo, const int64_t *ext,
+                        void *dst, const int64_t *dshape, const int64_t *dlo) {
+    if (ctx->mem == NULL) {
+        dtr__box_copy(nd, item, src, sshape, slo, ext, dst, dshape, dlo, dtr__copy);
+        return DTR_OK;
+    }
+    for (int d = 0; d < nd; d++)
+        if (ext[d] == 0) return DTR_OK;
+    dtr_status_t st = ctx->mem->copy_box(ctx->mem_state, nd, item, src, sshape, slo, ext, dst,
+                                         dshape, dlo);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy_box");
+}
+
+/* dtr__copy3 on the context's memory: a box of [outer, ext, inner bytes]. */
+dtr_status_t dtr__m_copy3(dtr_context_t *ctx, const void *src, int64_t slen, int64_t slo,
+                          void *dst, int64_t dlen, int64_t dlo, int64_t outer, int64_t ext,
+                          int64_t inner) {
+    if (ctx->mem == NULL) {
+        dtr__copy3(src, slen, slo, dst, dlen, dlo, outer, ext, inner);
+        return DTR_OK;
+    }
+    int64_t ss[3] = {outer, slen, inner}, sl[3] = {0, slo, 0}, ex[3] = {outer, ext, inner};
+    int64_t ds[3] = {outer, dlen, inner}, dl[3] = {0, dlo, 0};
+    return dtr__m_box(ctx, 3, 1, src, ss, sl, ex, dst, ds, dl);
+}
+
+dtr_status_t dtr__m_range(dtr_context_t *ctx, int nd, int64_t item, char *block,
+                          const int64_t *bshape, const int64_t *blo, const int64_t *ext,
+                          int64_t u, int64_t v, char *flat, bool to_block) {
+    if (ctx->mem == NULL) {
+        dtr__box_range(nd, item, block, bshape, blo, ext, u, v, flat, to_block);
+        return DTR_OK;
+    }
+    if (v <= u) return DTR_OK;
+    dtr_status_t st = ctx->mem->copy_range(ctx->mem_state, nd, item, block, bshape, blo, ext, u,
+                                           v, flat, to_block);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy_range");
+}
+
+dtr_status_t dtr__m_zero(dtr_context_t *ctx, void *p, int64_t bytes) {
+    if (bytes <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        memset(p, 0, (size_t)bytes);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->zero(ctx->mem_state, p, bytes);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "zero");
+}
+
+/* memcpy within the context's memory */
+dtr_status_t dtr__m_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes) {
+    if (bytes <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        memcpy(dst, src, (size_t)bytes);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->copy(ctx->mem_state, dst, src, bytes, DTR_COPY_WITHIN);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy");
+}
+
+/* between host memory and the context's (to_host: from the space into host) */
+dtr_status_t dtr__m_host(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes,
+                         bool to_host) {
+    if (ctx->mem == NULL) return dtr__m_copy(ctx, dst, src, bytes);
+    dtr_status_t st = ctx->mem->copy(ctx->mem_state, dst, src, bytes,
+                                     to_host ? DTR_COPY_TO_HOST : DTR_COPY_FROM_HOST);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, to_host ? "copy to host" : "copy from host");
+}
+
+dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src,
+                           void *dst, int64_t count, int64_t n) {
+    if (count <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__divide(dtype, src, dst, count, n);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->divide(ctx->mem_state, dtype, src, dst, count, n);
+    return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "divide");
+}
+
+void dtr__m_free(dtr_context_t *ctx, void *p) {
+    if (ctx->mem == NULL) free(p);
+    else if (p != NULL) ctx->mem->free(ctx->mem_state, p);
+}
+
+/* int64 arrays from the context: 6 of n each. */
+dtr_status_t dtr__arrays(dtr_context_t *ctx, int64_t n, int64_t **a) {
+    if (n > ctx->arrays_cap) {
+        int64_t *p = realloc(ctx->arrays, (size_t)n * 6 * sizeof *p);
+        if (p == NULL)
+            return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute", "count arrays for %lld ranks",
+                              (long long)n);
+        ctx->arrays = p;
+        ctx->arrays_cap = n;
+    }
+    for (int k = 0; k < 6; k++) a[k] = ctx->arrays + k * ctx->arrays_cap;
+    return DTR_OK;
+}
+
+void dtr__chunks(int64_t len, int64_t n, int64_t *size, int64_t *off) {
+    for (int64_t k = 0; k < n; k++) dtr_chunk(len, n, k, &size[k], &off[k]);
+}
+
+bool dtr__all_equal(const int64_t *v, int64_t n) {
+    for (int64_t k = 1; k < n; k++)
+        if (v[k] != v[0]) return false;
+    return true;
+}

@@ -1,0 +1,303 @@
+/*
+ * Internals of the executor: the one header its files share. It may include the planner's
+ * headers (a plan's geometry: layouts at a coordinate, the balanced reduction) and the
+ * executor's own; never a backend's.
+ *
+ * The files, by what they own:
+ *   context.c      contexts: creation, settings, memory space, destruction, aborted ones
+ *   comms.c        the communicator cache: per-mesh entries and the groups they hold
+ *   agree.c        the argument agreement: the plan's hash and the one small all-reduce
+ *   copy.c         scratch memory and the local copies (boxes, ranges, rows) through the
+ *                  context's memory space
+ *   request.c      the request state machine, deadlines, dtr_redistribute and friends
+ *   steps.c        the table of step kinds and what every step's start and finish share
+ *   step_*.c       one step kind each: its start, finish and bare (baseline) form
+ *   collectives.c  dtr_all_reduce, dtr_reduce_scatter and the group queries
+ *   staged.c       a host backend run on another memory space through host staging
+ *   stream.c       streaming copies (stream.h)
+ */
+#ifndef DTR_REDISTRIBUTE_EXECUTOR_INTERNAL_H
+#define DTR_REDISTRIBUTE_EXECUTOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/internal.h"
+#include "dtensor/internal.h"
+#include "redistribute/executor/executor.h"
+#include "redistribute/executor/group.h"
+#include "redistribute/executor/stream.h"
+#include "redistribute/planner/internal.h"
+
+#define DTR__MESH_SLOTS 8
+/* Tags of the groups a context creates: a whole mesh, one mesh dim, a dims mask. */
+#define DTR__TAG_MESH 0x4d00
+#define DTR__TAG_DIM 0x4d10
+#define DTR__TAG_MASK 0x4d20
+
+/* ---- the context and its request ---------------------------------------------------- */
+
+typedef struct dtr__group {
+    struct dtr__group *next;
+    uint64_t hash;
+    void *handle;
+    int n;
+    int ranks[]; /* in group order */
+} dtr__group_t;
+
+/* A mesh this context ran plans on: this rank's coordinate and groups (owned by the
+ * context's group list, not by the entry). */
+typedef struct {
+    dtr_mesh_t *mesh; /* the context's own copy; NULL for a free slot */
+    uint64_t hash;
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    void *dim_group[DTR_MAX_MESH_DIMS]; /* NULL where the mesh dim has one rank */
+    void *all;                          /* every rank of the mesh, by position */
+    uint64_t used;
+} dtr__mesh_entry_t;
+
+typedef enum { DTR__PHASE_AGREE = 0, DTR__PHASE_STEPS, DTR__PHASE_DONE } dtr__phase_t;
+
+/* What the step in flight still has to do when its operation completes. */
+typedef struct {
+    void *dst;            /* the step's output block */
+    int64_t out_numel;
+    int64_t n;            /* group size */
+    bool divide;          /* AVG done as SUM: divide by n */
+    /* unpack from stage_recv: pieces in a 3-d view [outer, len, inner bytes] */
+    bool unpack3;
+    int64_t outer, inner, dst_len, piece_len, npieces;
+    bool unpack_exchange;
+    /* a gather in slices (step_all_gather.c): the current slice covers outer rows
+     * [so, so + sno) and, when sx_whole is false, rows [sx, sx + snx) of each member's
+     * piece in one outer row */
+    bool slice;
+    bool sx_whole, even, stream;
+    int64_t so, sno, sx, snx;
+    int64_t mine;    /* this rank's piece length along the dim (dst_len: the whole dim) */
+    const void *src; /* the step's input block */
+    /* reduce_exchange: after the reduce, start the delivery (rx_deliver); after the
+     * delivery, place the received parts (rx_unpack) */
+    bool rx_deliver, rx_divide, rx_unpack;
+} dtr__pending_t;
+
+struct dtr_request {
+    dtr_context_t *ctx;
+    const dtr_plan_t *plan;
+    const void *in;
+    void *out;
+    size_t in_bytes;
+    dtr__mesh_entry_t *m;
+    dtr__ctx_t pctx;
+    bool bare;
+    dtr__phase_t phase;
+    int step;
+    int last_real;   /* the last step that is not a no-op; -1 if none */
+    const void *cur; /* where the block is now: in, or a step buffer */
+    bool in_flight;
+    void *group;
+    dtr_backend_req_t breq;
+    dtr__pending_t pend;
+    double t0; /* when the operation in flight started (monotonic seconds) */
+    int64_t agree_send[3], agree_recv[3];
+    dtr_status_t local_status; /* an argument error found before the agreement */
+    char local_msg[512];
+};
+
+struct dtr_context {
+    const dtr_backend_ops_t *ops;
+    void *state;
+    int rank;
+    const dtr_memory_ops_t *mem; /* NULL: host memory, read and written here */
+    void *mem_state;
+    dtr_backend_ops_t staged_ops; /* ops points here when the backend stages through host */
+    int64_t *agree_dev;           /* 6 int64 of the memory space: an agreement's send, recv */
+    int64_t agree_cap;
+    dtr__mesh_entry_t meshes[DTR__MESH_SLOTS];
+    uint64_t clock;
+    dtr__group_t *groups;
+    void *buf[2];
+    int64_t buf_cap[2];
+    void *stage_send, *stage_recv;
+    int64_t send_cap, recv_cap;
+    int64_t *arrays; /* send counts, send displs, recv counts, recv displs, sizes, offsets */
+    int64_t arrays_cap;
+    bool busy;
+    bool agree; /* DTR_AGREE=0 turns the argument agreement off */
+    int64_t slice_bytes; /* gathered bytes per slice of a non-leading gather; 0: no slices */
+    double timeout_s; /* per backend operation; 0: wait forever */
+    bool aborted;     /* an operation timed out and may still be pending in the backend */
+    char abort_msg[384];
+    struct dtr_context *next_aborted;
+    dtr_request_t req;
+    /* the group collectives' one operation in flight (kept here, not on the stack, so a
+     * timed-out operation never points into a dead frame) */
+    int64_t gsend[3], grecv[3];
+    dtr_backend_req_t gbreq;
+};
+
+/* ---- context.c ---------------------------------------------------------------------- */
+
+/* DTR_ERR_ABORTED for a context an earlier timeout aborted. */
+dtr_status_t dtr__check_alive(const dtr_context_t *ctx, const char *func);
+/* A backend that only reads device memory needs the context's memory space set. */
+dtr_status_t dtr__check_memory(const dtr_context_t *ctx, const char *func);
+
+/* ---- comms.c ------------------------------------------------------------------------ */
+
+/* The communicator of an ordered rank list, created (collectively) the first time. */
+dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag, void **out);
+/* This rank's groups on a mesh (collective over each group the first time). */
+dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh, const int64_t *coord,
+                             dtr__mesh_entry_t **out);
+/* This rank's group for the mesh dims in `dims` (dtr_all_reduce's groups): NULL for a
+ * group of one; *n its size. */
+dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                             const char *func, void **group, int64_t *n);
+/* Frees the mesh entries and every group (the context's destruction). */
+void dtr__comms_destroy(dtr_context_t *ctx);
+
+/* ---- agree.c ------------------------------------------------------------------------ */
+
+/* What every rank's plan must share, hashed. */
+uint64_t dtr__plan_hash(const dtr_plan_t *plan);
+/* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
+ * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */
+dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
+                                int64_t **drecv);
+dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv);
+/* The agreement over a group, blocking: every member's hash equal and every member's own
+ * argument check good, in one small all-reduce. */
+dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
+                           dtr_status_t local, const char *msg);
+
+/* ---- copy.c ------------------------------------------------------------------------- */
+
+/* Grows a scratch buffer to `need` bytes (contents not kept on a memory space). */
+dtr_status_t dtr__reserve(dtr_context_t *ctx, void **p, int64_t *cap, int64_t need,
+                          const char *what);
+/* int64 arrays from the context: 6 of n each (send counts, send displs, recv counts, recv
+ * displs, sizes, offsets). */
+dtr_status_t dtr__arrays(dtr_context_t *ctx, int64_t n, int64_t **a);
+int64_t dtr__prod(const int64_t *shape, int from, int to);
+void dtr__chunks(int64_t len, int64_t n, int64_t *size, int64_t *off);
+bool dtr__all_equal(const int64_t *v, int64_t n);
+/* memcpy as a run copier for dtr__box_copy (dtr__stream_copy is the other). */
+void dtr__copy(void *dst, const void *src, int64_t n);
+/* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
+ * dst (shape dshape) at dlo, each run with `copy`; host memory. */
+void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *sshape,
+                   const int64_t *slo, const int64_t *ext, void *dst, const int64_t *dshape,
+                   const int64_t *dlo, void (*copy)(void *, const void *, int64_t));
+/* The box where block a (offset aoff, shape ash) meets block b: its corner relative to a
+ * in lo, its extent in ext; returns its element count (0 when they do not meet). */
+int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const int64_t *boff,
+                  const int64_t *bsh, int64_t *lo, int64_t *ext);
+
+/* Local work on the context's memory: host memory directly, a memory space by its table. */
+dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *src,
+                        const int64_t *sshape, const int64_t *slo, const int64_t *ext,
+                        void *dst, const int64_t *dshape, const int64_t *dlo);
+/* A box of [outer, ext, inner bytes]: ext rows from src (dim length slen, from row slo) to
+ * dst (length dlen, at row dlo). */
+dtr_status_t dtr__m_copy3(dtr_context_t *ctx, const void *src, int64_t slen, int64_t slo,
+                          void *dst, int64_t dlen, int64_t dlo, int64_t outer, int64_t ext,
+                          int64_t inner);
+/* Elements [u, v) of a box (row-major) between a block and the contiguous `flat`. */
+dtr_status_t dtr__m_range(dtr_context_t *ctx, int nd, int64_t item, char *block,
+                          const int64_t *bshape, const int64_t *blo, const int64_t *ext,
+                          int64_t u, int64_t v, char *flat, bool to_block);
+dtr_status_t dtr__m_zero(dtr_context_t *ctx, void *p, int64_t bytes);
+/* memcpy within the context's memory */
+dtr_status_t dtr__m_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes);
+/* between host memory and the context's (to_host: from the space into host) */
+dtr_status_t dtr__m_host(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes,
+                         bool to_host);
+dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
+                           int64_t count, int64_t n);
+void dtr__m_free(dtr_context_t *ctx, void *p);
+
+/* ---- request.c ---------------------------------------------------------------------- */
+
+/* Completes (block) or tests one backend operation started at t0, under the context's
+ * deadline; a timeout aborts the context and returns DTR_ERR_TIMEOUT. */
+dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq, double t0,
+                       bool block, bool *done);
+/* One blocking backend operation (the context's gbreq), under the deadline; `started` is
+ * what starting it returned. */
+dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started);
+/* Wraps a backend failure with the step it happened in. */
+dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st);
+bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb);
+
+/* ---- steps.c and step_*.c: the step kinds ------------------------------------------- */
+
+/* What a step kind's start gets: the step and this rank's side of it. */
+typedef struct {
+    const dtr_step_t *s;
+    int k;        /* the step's index in the plan */
+    int nd;       /* tensor dims */
+    int64_t item; /* bytes per element */
+    int64_t ish[DTR_MAX_TENSOR_DIMS], ioff[DTR_MAX_TENSOR_DIMS]; /* input block, offset */
+    int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS]; /* output block, offset */
+    int64_t in_numel, out_numel;
+    const void *src; /* the input block */
+    void *dst;       /* the output block: `out`, or a step buffer */
+    int i;           /* mesh dim; -1 for the whole mesh */
+    int64_t n, ci;   /* the group's size and this rank's place in it */
+    void *group;     /* NULL where n is 1 */
+    dtr_reduce_op_t op; /* what the backend reduces with (AVG as SUM where it lacks AVG) */
+    dtr_dtype_t dtype;
+    bool bare;       /* the baseline: the same operations on scratch, nothing else */
+} dtr__step_args_t;
+
+/* One row of the table: what a step kind does on this rank. */
+typedef struct {
+    /* Starts the step: a local one completes here; a collective starts its operation and
+     * sets r->in_flight (through dtr__step_issued). */
+    dtr_status_t (*start)(dtr_request_t *r, const dtr__step_args_t *a);
+    /* After the operation completed: unpacks and divides, or starts the step's next
+     * operation (r->in_flight set again). NULL for local kinds. */
+    dtr_status_t (*finish)(dtr_request_t *r);
+    /* The step leaves every rank's block as it is (a relabel): skipped. */
+    bool keeps_block;
+} dtr__step_impl_t;
+
+/* A step that leaves every rank's block as it is: a relabel, or over one rank. */
+bool dtr__step_noop(const dtr_request_t *r, int k);
+/* Starts step r->step (steps.c): works out this rank's side of it (the dtr__step_args_t),
+ * skips a no-op, and calls the kind's start. */
+dtr_status_t dtr__step_start(dtr_request_t *r);
+
+/* Indexed by dtr_step_kind_t; every kind has a row. */
+extern const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST];
+
+/* The end of a collective's start: st is what starting the operation returned. */
+dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st);
+/* What every collective's finish ends with: the pieces from stage_recv into the output
+ * (unpack3) and the divide of AVG done as SUM. */
+dtr_status_t dtr__step_done(dtr_request_t *r);
+
+dtr_status_t dtr__all_gather_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__all_gather_finish(dtr_request_t *r);
+dtr_status_t dtr__reduce_scatter_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__all_reduce_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__all_to_all_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__exchange_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__exchange_finish(dtr_request_t *r);
+dtr_status_t dtr__reduce_exchange_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__reduce_exchange_finish(dtr_request_t *r);
+dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
+
+/* ---- staged.c ----------------------------------------------------------------------- */
+
+/* A backend running `inner` (host memory) on buffers of the memory space `mem`, staging
+ * each operation through host memory; fills *ops (the caller keeps it as long as the
+ * state) and *state. The state owns inner_state from then on (destroys it), not mem. */
+dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_state,
+                                const dtr_memory_ops_t *mem, void *mem_state,
+                                dtr_backend_ops_t *ops, void **state);
+
+#endif

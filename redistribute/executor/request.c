@@ -1,0 +1,315 @@
+/*
+ * Requests: a request is a small state machine. Phase "agree" runs one all-reduce of the
+ * plan's hash and of the ranks' argument checks over the mesh (agree.c); then one phase per
+ * step, started and finished through the table of step kinds (steps.c), which this file
+ * knows no kind of by name. A collective step's operation completes under the context's
+ * deadline: polled here with the backend's test, so a peer that never joins makes this
+ * rank fail with DTR_ERR_TIMEOUT instead of waiting forever. The operation is then still
+ * pending in the backend, which may write into its buffers whenever the peer joins: the
+ * context is marked aborted and refuses further calls (context.c).
+ *
+ * Buffers of a run: step k reads `in` (k = 0) or scratch buf[(k-1)%2], and writes `out`
+ * (last step) or buf[k%2], so `in` is only read and `out` only written.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "redistribute/executor/internal.h"
+
+/*
+ * Completes (block) or tests one backend operation started at t0, under the context's
+ * deadline. With no timeout it is the backend's own wait or test. A timeout aborts the
+ * context and returns DTR_ERR_TIMEOUT; the caller adds which operation it was.
+ */
+dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq, double t0,
+                       bool block, bool *done) {
+    const dtr_backend_ops_t *ops = ctx->ops;
+    if (ctx->timeout_s <= 0) {
+        if (!block) return ops->test(group, breq, done);
+        *done = true;
+        return ops->wait(group, breq);
+    }
+    for (unsigned spin = 0;; spin++) {
+        *done = false;
+        DTR_CHECK(ops->test(group, breq, done));
+        if (*done) return DTR_OK;
+        double waited = dtr__now() - t0;
+        if (waited > ctx->timeout_s) {
+            ctx->aborted = true;
+            snprintf(ctx->abort_msg, sizeof ctx->abort_msg,
+                     "no completion within %g s (DTR_TIMEOUT_S or dtr_context_set_timeout); a "
+                     "peer failed, stopped or never made this call",
+                     ctx->timeout_s);
+            return dtr__error(DTR_ERR_TIMEOUT, "deadline", "%s", ctx->abort_msg);
+        }
+        if (!block) return DTR_OK;
+        if (spin >= 64) sched_yield(); /* ranks may share cores: let the peer run */
+    }
+}
+
+/* One blocking backend operation (the context's gbreq), under the deadline. */
+dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started) {
+    if (started != DTR_OK) return started;
+    bool done;
+    return dtr__poll(ctx, group, &ctx->gbreq, dtr__now(), true, &done);
+}
+
+/* Wraps a backend failure with the step it happened in. */
+dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", dtr_last_error());
+    if (r->phase == DTR__PHASE_AGREE)
+        return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
+    const dtr_step_t *s = &r->plan->steps[r->step];
+    if (s->mesh_dim < 0)
+        return dtr__error(st, "dtr_redistribute", "step %d (%s, over the whole mesh): %s",
+                          r->step + 1, dtr_step_kind_info(s->kind)->name, detail);
+    return dtr__error(st, "dtr_redistribute", "step %d (%s, mesh dim %d): %s", r->step + 1,
+                      dtr_step_kind_info(s->kind)->name, s->mesh_dim, detail);
+}
+
+/* Advances as far as possible without blocking (or, with block, to the end). */
+static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
+    for (;;) {
+        if (r->in_flight) {
+            bool done = false;
+            dtr_status_t st = dtr__poll(r->ctx, r->group, &r->breq, r->t0, block, &done);
+            if (st == DTR_OK && !done) return DTR_OK;
+            r->in_flight = false;
+            if (st != DTR_OK) return dtr__step_error(r, st);
+            if (r->phase == DTR__PHASE_AGREE) {
+                dtr_status_t ast = dtr__agree_result(r->ctx, r->agree_recv);
+                if (ast != DTR_OK) return dtr__step_error(r, ast);
+                int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
+                if (r->local_status != DTR_OK)
+                    return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
+                if (r->agree_recv[2] > 0)
+                    return dtr__error(DTR_ERR_REMOTE, "dtr_redistribute",
+                                      "rank %lld rejected its arguments (see its error); this "
+                                      "rank's were good",
+                                      (long long)(r->agree_recv[2] - 1));
+                if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
+                    return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
+                                      "plan: the ranks of the mesh hold different plans (specs, "
+                                      "strategy or steps differ) or their contexts different "
+                                      "slice sizes (DTR_SLICE_BYTES)");
+                r->phase = DTR__PHASE_STEPS;
+                r->step = 0;
+            } else {
+                /* the step's kind finishes it, or starts its next operation */
+                const dtr__step_impl_t *impl = &dtr__step_impls[r->plan->steps[r->step].kind];
+                dtr_status_t fst = impl->finish != NULL ? impl->finish(r) : DTR_OK;
+                if (fst != DTR_OK) return fst;
+                if (r->in_flight) continue;
+                r->step++;
+            }
+        }
+        if (r->phase == DTR__PHASE_STEPS) {
+            if (r->step == 0 && r->last_real < 0 && !r->bare) /* nothing changes: the input */
+                DTR_CHECK(dtr__m_copy(r->ctx, r->out, r->in, (int64_t)r->in_bytes));
+            while (!r->in_flight && r->step < r->plan->nsteps) {
+                dtr_status_t st = dtr__step_start(r);
+                if (st != DTR_OK) return st;
+                if (!r->in_flight) r->step++;
+            }
+            if (!r->in_flight) {
+                r->phase = DTR__PHASE_DONE;
+                return DTR_OK;
+            }
+        } else if (r->phase == DTR__PHASE_DONE) {
+            return DTR_OK;
+        }
+    }
+}
+
+bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb) {
+    if (na == 0 || nb == 0) return false;
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + nb && y < x + na;
+}
+
+/* Checks the arguments a rank can check alone; the message goes to r->local_msg. */
+static dtr_status_t dtr__check_local(dtr_request_t *r, const void *in, size_t in_bytes,
+                                     void *out, size_t out_bytes, const dtr_layout_t *src,
+                                     const dtr_layout_t *dst) {
+    const char *what = NULL;
+    dtr_status_t st = DTR_ERR_INVALID_ARGUMENT;
+    char buf[sizeof r->local_msg];
+    if ((int64_t)in_bytes != src->bytes) {
+        snprintf(buf, sizeof buf, "in_bytes: %zu, but this rank's source block is %lld bytes",
+                 in_bytes, (long long)src->bytes);
+        what = buf;
+    } else if ((int64_t)out_bytes < dst->bytes) {
+        st = DTR_ERR_BUFFER_TOO_SMALL;
+        snprintf(buf, sizeof buf, "out_bytes: %zu, but this rank's target block is %lld bytes",
+                 out_bytes, (long long)dst->bytes);
+        what = buf;
+    } else if (in == NULL && in_bytes > 0) {
+        what = "in: must not be NULL";
+    } else if (out == NULL && dst->bytes > 0) {
+        what = "out: must not be NULL";
+    } else if (dtr__overlap(in, in_bytes, out, (size_t)dst->bytes)) {
+        what = "out: overlaps in (the input is never written, so they must be apart)";
+    }
+    if (what == NULL) return DTR_OK;
+    snprintf(r->local_msg, sizeof r->local_msg, "%s", what);
+    r->local_status = st;
+    return st;
+}
+
+static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                               size_t in_bytes, void *out, size_t out_bytes, bool bare,
+                               dtr_request_t **req) {
+    const char *func = bare ? "dtr_redistribute_baseline" : "dtr_redistribute";
+    if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
+    if (plan == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "plan: must not be NULL");
+    if (plan->src.mesh == NULL || plan->nsteps < 0 || plan->nsteps > DTR_MAX_PLAN_STEPS ||
+        plan->src.ndim < 0 || plan->src.ndim > DTR_MAX_TENSOR_DIMS ||
+        (unsigned)plan->src.dtype >= DTR_DTYPE_LAST || plan->dst.mesh == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
+                          "of range)");
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    DTR_CHECK(dtr__check_memory(ctx, func));
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, func,
+                          "ctx: a request is still in flight (complete it with "
+                          "dtr_request_wait, or use another context)");
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    if (dtr_mesh_coord(plan->src.mesh, ctx->rank, coord) != DTR_OK) {
+        /* A bystander: the input is the result. */
+        if (bare) {
+            memset(&ctx->req, 0, sizeof ctx->req);
+            ctx->req.ctx = ctx;
+            ctx->req.phase = DTR__PHASE_DONE;
+            ctx->busy = true;
+            *req = &ctx->req;
+            return DTR_OK;
+        }
+        if (in_bytes > out_bytes)
+            return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, func,
+                              "out_bytes: %zu; rank %d is outside the mesh and returns its "
+                              "input (%zu bytes)",
+                              out_bytes, ctx->rank, in_bytes);
+        if (in_bytes > 0 && (in == NULL || out == NULL))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL",
+                              in == NULL ? "in" : "out");
+        if (in_bytes > 0 && in != out) {
+            if (ctx->mem == NULL) {
+                memmove(out, in, in_bytes);
+            } else if (dtr__overlap(in, in_bytes, out, in_bytes)) {
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                                  "out: overlaps in (rank %d is outside the mesh and copies "
+                                  "its input; on %s memory they must be equal or apart)",
+                                  ctx->rank, ctx->mem->name);
+            } else {
+                DTR_CHECK(dtr__m_copy(ctx, out, in, (int64_t)in_bytes));
+            }
+        }
+        memset(&ctx->req, 0, sizeof ctx->req);
+        ctx->req.ctx = ctx;
+        ctx->req.phase = DTR__PHASE_DONE;
+        ctx->busy = true;
+        *req = &ctx->req;
+        return DTR_OK;
+    }
+    dtr_request_t *r = &ctx->req;
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->plan = plan;
+    r->in = in;
+    r->out = out;
+    r->in_bytes = in_bytes;
+    r->bare = bare;
+    r->cur = in;
+    dtr__ctx_init(&r->pctx, &plan->src, &plan->cost);
+    r->last_real = -1;
+    for (int k = 0; k < plan->nsteps; k++)
+        if (!dtr__step_noop(r, k)) r->last_real = k;
+    DTR_CHECK(dtr__mesh_entry(ctx, plan->src.mesh, coord, &r->m));
+    if (!bare) {
+        dtr_layout_t sl, dl;
+        dtr_spec_layout_at(&plan->src, coord, &sl);
+        dtr_spec_layout_at(&plan->dst, coord, &dl);
+        dtr__check_local(r, in, in_bytes, out, out_bytes, &sl, &dl);
+    }
+    ctx->busy = true;
+    *req = r;
+    if (bare || r->m->all == NULL || !ctx->agree) {
+        if (r->local_status != DTR_OK) {
+            ctx->busy = false;
+            return dtr__error(r->local_status, func, "%s", r->local_msg);
+        }
+        r->phase = DTR__PHASE_STEPS;
+        return DTR_OK;
+    }
+    /* the slice size decides how many operations a gather takes: it must agree too */
+    uint64_t h = dtr__plan_hash(plan) ^ ((uint64_t)ctx->slice_bytes * 0x9e3779b97f4a7c15ull);
+    r->agree_send[0] = (int64_t)(h >> 1);
+    r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
+    r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
+    r->phase = DTR__PHASE_AGREE;
+    r->group = r->m->all;
+    int64_t *asend = r->agree_send, *arecv = r->agree_recv;
+    dtr_status_t st = dtr__agree_buffers(ctx, asend, &asend, &arecv);
+    if (st == DTR_OK)
+        st = ctx->ops->all_reduce(r->m->all, asend, arecv, 3, DTR_I64, DTR_REDUCE_MAX, &r->breq);
+    if (st != DTR_OK) {
+        ctx->busy = false;
+        return dtr__step_error(r, st);
+    }
+    r->in_flight = true;
+    r->t0 = dtr__now();
+    return DTR_OK;
+}
+
+dtr_status_t dtr_redistribute_start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                                    size_t in_bytes, void *out, size_t out_bytes,
+                                    dtr_request_t **req) {
+    DTR_CHECK_PTR(req, __func__);
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, in, in_bytes, out, out_bytes, false, &r));
+    *req = r;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_request_test(dtr_request_t *req, bool *done) {
+    DTR_CHECK_PTR(req, __func__);
+    DTR_CHECK_PTR(done, __func__);
+    if (req->ctx == NULL || !req->ctx->busy)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "req: not in flight (already completed and released)");
+    dtr_status_t st = dtr__progress(req, false);
+    if (st != DTR_OK || req->phase == DTR__PHASE_DONE) {
+        req->ctx->busy = false;
+        *done = true;
+        return st;
+    }
+    *done = false;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_request_wait(dtr_request_t *req) {
+    DTR_CHECK_PTR(req, __func__);
+    if (req->ctx == NULL || !req->ctx->busy)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "req: not in flight (already completed and released)");
+    dtr_status_t st = dtr__progress(req, true);
+    req->ctx->busy = false;
+    return st;
+}
+
+dtr_status_t dtr_redistribute(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
+                              size_t in_bytes, void *out, size_t out_bytes) {
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, in, in_bytes, out, out_bytes, false, &r));
+    return dtr_request_wait(r);
+}
+
+dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *plan) {
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__start(ctx, plan, NULL, 0, NULL, 0, true, &r));
+    return dtr_request_wait(r);
+}

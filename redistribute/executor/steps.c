@@ -1,0 +1,120 @@
+/*
+ * The table of step kinds, and what every step shares: working out this rank's side of a
+ * step (its blocks, buffers, group), and the end of a collective (unpack, divide). A kind's
+ * own logic lives in its step_*.c; adding a kind is one file and one row here.
+ */
+#include <string.h>
+
+#include "redistribute/executor/internal.h"
+
+const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST] = {
+    [DTR_STEP_ALL_GATHER] = {.start = dtr__all_gather_start, .finish = dtr__all_gather_finish},
+    [DTR_STEP_REDUCE_SCATTER] = {.start = dtr__reduce_scatter_start, .finish = dtr__step_done},
+    [DTR_STEP_ALL_REDUCE] = {.start = dtr__all_reduce_start, .finish = dtr__step_done},
+    [DTR_STEP_ALL_TO_ALL] = {.start = dtr__all_to_all_start, .finish = dtr__step_done},
+    [DTR_STEP_EXCHANGE] = {.start = dtr__exchange_start, .finish = dtr__exchange_finish},
+    [DTR_STEP_REDUCE_EXCHANGE] = {.start = dtr__reduce_exchange_start,
+                                  .finish = dtr__reduce_exchange_finish},
+    [DTR_STEP_LOCAL_CHUNK] = {.start = dtr__local_chunk_start},
+    [DTR_STEP_LOCAL_SCALE] = {.start = dtr__local_scale_start},
+    [DTR_STEP_LOCAL_RELABEL] = {.start = dtr__local_relabel_start, .keeps_block = true},
+};
+
+/* A step that leaves every rank's block as it is. */
+bool dtr__step_noop(const dtr_request_t *r, int k) {
+    const dtr_step_t *s = &r->plan->steps[k];
+    if ((unsigned)s->kind < DTR_STEP_KIND_LAST && dtr__step_impls[s->kind].keeps_block)
+        return true;
+    if (s->mesh_dim >= 0) return r->pctx.msize[s->mesh_dim] == 1;
+    return dtr_mesh_nranks(r->pctx.mesh) == 1;
+}
+
+dtr_status_t dtr__step_start(dtr_request_t *r) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr_plan_t *plan = r->plan;
+    const dtr__ctx_t *pc = &r->pctx;
+    int k = r->step;
+    /* Steps that change nothing (a mesh dim of one rank, a relabel) pass the current
+     * buffer on; the last step that changes something writes the output. */
+    if (!r->bare && (k > r->last_real || dtr__step_noop(r, k))) return DTR_OK;
+    dtr__step_args_t a;
+    a.s = &plan->steps[k];
+    a.k = k;
+    a.nd = pc->ndim;
+    a.item = pc->item;
+    a.bare = r->bare;
+    a.dtype = plan->src.dtype;
+    dtr__layout(pc, a.s->before, r->m->coord, a.ish, a.ioff);
+    dtr__layout(pc, a.s->after, r->m->coord, a.osh, a.ooff);
+    a.in_numel = dtr__prod(a.ish, 0, a.nd);
+    a.out_numel = dtr__prod(a.osh, 0, a.nd);
+    a.src = r->cur;
+    if (k == r->last_real) {
+        a.dst = r->out;
+    } else {
+        int b = r->cur == ctx->buf[0] ? 1 : 0;
+        DTR_CHECK(dtr__reserve(ctx, &ctx->buf[b], &ctx->buf_cap[b], a.out_numel * a.item,
+                               "step buffer"));
+        a.dst = ctx->buf[b];
+    }
+    r->cur = a.dst; /* where the data is once this step completes */
+    a.i = a.s->mesh_dim;
+    a.n = a.i >= 0 ? pc->msize[a.i] : dtr_mesh_nranks(pc->mesh);
+    a.ci = a.i >= 0 ? r->m->coord[a.i] : 0;
+    a.group = a.i >= 0 ? r->m->dim_group[a.i] : r->m->all;
+    dtr__pending_t *pend = &r->pend;
+    memset(pend, 0, sizeof *pend);
+    pend->dst = a.dst;
+    pend->out_numel = a.out_numel;
+    pend->n = a.n;
+    /* Steps over one rank never get here unless bare: they are no-ops, skipped above. */
+    if (a.n == 1) {
+        if (a.bare) return DTR_OK;
+        return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                          "step %d (%s): a no-op step was not skipped", k + 1,
+                          dtr_step_kind_info(a.s->kind)->name);
+    }
+    if ((unsigned)a.s->kind >= DTR_STEP_KIND_LAST)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_redistribute", "plan->steps[%d].kind: %d",
+                          k, (int)a.s->kind);
+    a.op = a.s->op;
+    if (a.op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG)) {
+        a.op = DTR_REDUCE_SUM;
+        pend->divide = !a.bare;
+    }
+    r->group = a.group;
+    return dtr__step_impls[a.s->kind].start(r, &a);
+}
+
+dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st) {
+    if (st != DTR_OK) return dtr__step_error(r, st);
+    r->in_flight = true;
+    r->t0 = dtr__now();
+    return DTR_OK;
+}
+
+/* After the step's operation completed: unpack and divide. */
+dtr_status_t dtr__step_done(dtr_request_t *r) {
+    dtr__pending_t *p = &r->pend;
+    dtr_context_t *ctx = r->ctx;
+    if (p->unpack3) {
+        /* pieces back to back in stage_recv, each [outer, piece rows, inner] */
+        const char *at = ctx->stage_recv;
+        if (p->npieces == 1) { /* padded reduce-scatter: keep the first dst_len rows */
+            DTR_CHECK(dtr__m_copy3(ctx, at, p->piece_len, 0, p->dst, p->dst_len, 0, p->outer,
+                                   p->dst_len, p->inner));
+        } else {
+            for (int64_t m = 0; m < p->npieces; m++) {
+                int64_t size, off;
+                dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
+                int64_t rows = p->piece_len >= 0 ? p->piece_len : size;
+                DTR_CHECK(dtr__m_copy3(ctx, at, rows, 0, p->dst, p->dst_len, off, p->outer, size,
+                                       p->inner));
+                at += p->outer * rows * p->inner;
+            }
+        }
+    }
+    if (p->divide)
+        DTR_CHECK(dtr__m_divide(ctx, r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n));
+    return DTR_OK;
+}

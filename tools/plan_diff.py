@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Checks that two builds of the CLI print the same plans, byte for byte.
+
+usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K]
+
+BEFORE and AFTER are two `dtr` executables (say, one built at the commit before a
+restructuring and one after). Each case is a random change (mesh, shape, dtype, source and
+target placements, strategy, cost model) that both run as `dtr plan ... --compare --json`
+or `--strategy ... --json`; their stdout, stderr and exit status must be equal. Prints the
+seed, the number of cases, how many planned, were refused or were bad input, and every
+differing case with its command line (at most --show of them). Exit status 0 when all
+agree, 1 when any differs, 2 for bad arguments.
+
+Rerun: bazel build //tools:dtr && cp bazel-bin/tools/dtr /tmp/dtr.after, the same at the
+older commit into /tmp/dtr.before, then tools/plan_diff.py /tmp/dtr.before /tmp/dtr.after.
+"""
+import argparse
+import random
+import subprocess
+import sys
+
+OPS = ["sum", "avg", "max", "min"]
+DTYPES = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8"]
+
+
+def placement(rng, ndim, partial):
+    r = rng.random()
+    if r < 0.55 and ndim > 0:
+        return "S(%d)" % rng.randrange(ndim)
+    if r < 1 - partial:
+        return "R"
+    return "P(%s)" % rng.choice(OPS)
+
+
+def case(rng):
+    mdims = rng.choice([1, 1, 2, 2, 2, 3])
+    mesh = [rng.choice([1, 2, 2, 3, 4]) for _ in range(mdims)]
+    ndim = rng.choice([1, 2, 2, 3])
+    shape = [rng.choice([1, 2, 3, 5, 7, 8, 12, 13, 16, 64, 100, 1000]) for _ in range(ndim)]
+    src = [placement(rng, ndim, 0.3) for _ in range(mdims)]
+    dst = [placement(rng, ndim, 0.08) for _ in range(mdims)]
+    # keep the Partial ops of the source where the target keeps a Partial, so that most
+    # changes are valid (an invalid one is still a case: both must refuse it alike)
+    if rng.random() < 0.8:
+        for i in range(mdims):
+            if src[i].startswith("P") and dst[i].startswith("P"):
+                dst[i] = src[i]
+    args = ["plan", "--mesh", "x".join(map(str, mesh)), "--shape", "x".join(map(str, shape)),
+            "--dtype", rng.choice(DTYPES), "--from", ",".join(src), "--to", ",".join(dst),
+            "--json"]
+    r = rng.random()
+    if r < 0.5:
+        args.append("--compare")
+    elif r < 0.6:
+        args += ["--strategy", "compat"]
+    if rng.random() < 0.3:
+        args += ["--alpha-us", ",".join(str(rng.choice([1, 5, 20])) for _ in range(mdims))]
+        args += ["--bandwidth-gbps", ",".join(str(rng.choice([1, 10, 100])) for _ in range(mdims))]
+    return args
+
+
+def run(exe, args):
+    p = subprocess.run([exe] + args, capture_output=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("before")
+    ap.add_argument("after")
+    ap.add_argument("--cases", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--show", type=int, default=5)
+    a = ap.parse_args()
+    if a.cases < 1:
+        ap.error("--cases: must be >= 1")
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    rng = random.Random(seed)
+    counts = {0: 0, 1: 0, 2: 0}
+    bad = []
+    for _ in range(a.cases):
+        args = case(rng)
+        b, n = run(a.before, args), run(a.after, args)
+        counts[b[0]] = counts.get(b[0], 0) + 1
+        if b != n:
+            bad.append((args, b, n))
+    print("seed %d: %d cases (%d planned, %d refused, %d bad input), %d differ"
+          % (seed, a.cases, counts[0], counts[1], counts[2], len(bad)))
+    for args, b, n in bad[:a.show]:
+        print("differs: dtr " + " ".join("'%s'" % x for x in args))
+        print("  before: exit %d\n%s%s" % (b[0], b[1].decode(), b[2].decode()))
+        print("  after:  exit %d\n%s%s" % (n[0], n[1].decode(), n[2].decode()))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
