@@ -4,6 +4,7 @@
  * deadlines and communicator cache as dtr_redistribute; the gradient hooks run on these.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "redistribute/executor/internal.h"
 
@@ -38,6 +39,36 @@ dtr_status_t dtr_mesh_group_index(const dtr_mesh_t *mesh, unsigned dims, int ran
         if (dims & (1u << i)) k = k * dtr_mesh_size(mesh, i) + coord[i];
     *index = k;
     return DTR_OK;
+}
+
+/* This rank's group for `dims`: NULL for a group of one. */
+static dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    const char *func, void **group, int64_t *n) {
+    int64_t coord[DTR_MAX_MESH_DIMS], c[DTR_MAX_MESH_DIMS];
+    int nd = dtr_mesh_ndims(mesh);
+    if (dtr_mesh_coord(mesh, ctx->rank, coord) != DTR_OK)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "mesh: rank %d (this process) is not on the mesh", ctx->rank);
+    DTR_CHECK(dtr_mesh_group_size(mesh, dims, n));
+    *group = NULL;
+    if (*n == 1) return DTR_OK;
+    int *ranks = malloc((size_t)*n * sizeof *ranks);
+    if (ranks == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "rank list of %lld", (long long)*n);
+    memcpy(c, coord, sizeof c);
+    for (int i = 0; i < nd; i++)
+        if (dims & (1u << i)) c[i] = 0;
+    for (int64_t p = 0; p < *n; p++) {
+        dtr_mesh_rank_at(mesh, c, &ranks[p]);
+        for (int i = nd - 1; i >= 0; i--) {
+            if (!(dims & (1u << i))) continue;
+            if (++c[i] < dtr_mesh_size(mesh, i)) break;
+            c[i] = 0;
+        }
+    }
+    dtr_status_t st = dtr__group(ctx, ranks, (int)*n, DTR__TAG_MASK + (int)dims, group);
+    free(ranks);
+    return st;
 }
 
 /* The checks every group call starts with; *group and *n for `dims`. */

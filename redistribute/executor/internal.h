@@ -9,8 +9,10 @@
  *   agree.c        the argument agreement: the plan's hash and the one small all-reduce
  *   copy.c         scratch memory and the local copies (boxes, ranges, rows) through the
  *                  context's memory space
- *   request.c      the request state machine, deadlines, dtr_redistribute and friends
- *   steps.c        the table of step kinds and what every step's start and finish share
+ *   deadline.c     completing a backend operation under the context's deadline
+ *   request.c      the request state machine, dtr_redistribute and friends
+ *   steps.c        the table of step kinds; a step's start (this rank's side of it)
+ *   step_common.c  what the step kinds share: the end of a start and of a finish
  *   step_*.c       one step kind each: its start, finish and bare (baseline) form
  *   collectives.c  dtr_all_reduce, dtr_reduce_scatter and the group queries
  *   staged.c       a host backend run on another memory space through host staging
@@ -150,10 +152,6 @@ dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag, vo
 /* This rank's groups on a mesh (collective over each group the first time). */
 dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh, const int64_t *coord,
                              dtr__mesh_entry_t **out);
-/* This rank's group for the mesh dims in `dims` (dtr_all_reduce's groups): NULL for a
- * group of one; *n its size. */
-dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
-                             const char *func, void **group, int64_t *n);
 /* Frees the mesh entries and every group (the context's destruction). */
 void dtr__comms_destroy(dtr_context_t *ctx);
 
@@ -217,7 +215,10 @@ dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *sr
                            int64_t count, int64_t n);
 void dtr__m_free(dtr_context_t *ctx, void *p);
 
-/* ---- request.c ---------------------------------------------------------------------- */
+/* Do [a, a+na) and [b, b+nb) overlap? */
+bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb);
+
+/* ---- deadline.c --------------------------------------------------------------------- */
 
 /* Completes (block) or tests one backend operation started at t0, under the context's
  * deadline; a timeout aborts the context and returns DTR_ERR_TIMEOUT. */
@@ -226,9 +227,6 @@ dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq,
 /* One blocking backend operation (the context's gbreq), under the deadline; `started` is
  * what starting it returned. */
 dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started);
-/* Wraps a backend failure with the step it happened in. */
-dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st);
-bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb);
 
 /* ---- steps.c and step_*.c: the step kinds ------------------------------------------- */
 
@@ -272,6 +270,9 @@ dtr_status_t dtr__step_start(dtr_request_t *r);
 /* Indexed by dtr_step_kind_t; every kind has a row. */
 extern const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST];
 
+/* step_common.c: a backend failure wrapped with the step it happened in (or the
+ * agreement, in that phase). */
+dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st);
 /* The end of a collective's start: st is what starting the operation returned. */
 dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st);
 /* What every collective's finish ends with: the pieces from stage_recv into the output

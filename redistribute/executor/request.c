@@ -11,64 +11,10 @@
  * Buffers of a run: step k reads `in` (k = 0) or scratch buf[(k-1)%2], and writes `out`
  * (last step) or buf[k%2], so `in` is only read and `out` only written.
  */
-#define _POSIX_C_SOURCE 200809L
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "redistribute/executor/internal.h"
-
-/*
- * Completes (block) or tests one backend operation started at t0, under the context's
- * deadline. With no timeout it is the backend's own wait or test. A timeout aborts the
- * context and returns DTR_ERR_TIMEOUT; the caller adds which operation it was.
- */
-dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq, double t0,
-                       bool block, bool *done) {
-    const dtr_backend_ops_t *ops = ctx->ops;
-    if (ctx->timeout_s <= 0) {
-        if (!block) return ops->test(group, breq, done);
-        *done = true;
-        return ops->wait(group, breq);
-    }
-    for (unsigned spin = 0;; spin++) {
-        *done = false;
-        DTR_CHECK(ops->test(group, breq, done));
-        if (*done) return DTR_OK;
-        double waited = dtr__now() - t0;
-        if (waited > ctx->timeout_s) {
-            ctx->aborted = true;
-            snprintf(ctx->abort_msg, sizeof ctx->abort_msg,
-                     "no completion within %g s (DTR_TIMEOUT_S or dtr_context_set_timeout); a "
-                     "peer failed, stopped or never made this call",
-                     ctx->timeout_s);
-            return dtr__error(DTR_ERR_TIMEOUT, "deadline", "%s", ctx->abort_msg);
-        }
-        if (!block) return DTR_OK;
-        if (spin >= 64) sched_yield(); /* ranks may share cores: let the peer run */
-    }
-}
-
-/* One blocking backend operation (the context's gbreq), under the deadline. */
-dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started) {
-    if (started != DTR_OK) return started;
-    bool done;
-    return dtr__poll(ctx, group, &ctx->gbreq, dtr__now(), true, &done);
-}
-
-/* Wraps a backend failure with the step it happened in. */
-dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st) {
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", dtr_last_error());
-    if (r->phase == DTR__PHASE_AGREE)
-        return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
-    const dtr_step_t *s = &r->plan->steps[r->step];
-    if (s->mesh_dim < 0)
-        return dtr__error(st, "dtr_redistribute", "step %d (%s, over the whole mesh): %s",
-                          r->step + 1, dtr_step_kind_info(s->kind)->name, detail);
-    return dtr__error(st, "dtr_redistribute", "step %d (%s, mesh dim %d): %s", r->step + 1,
-                      dtr_step_kind_info(s->kind)->name, s->mesh_dim, detail);
-}
 
 /* Advances as far as possible without blocking (or, with block, to the end). */
 static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
@@ -122,12 +68,6 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
             return DTR_OK;
         }
     }
-}
-
-bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb) {
-    if (na == 0 || nb == 0) return false;
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + nb && y < x + na;
 }
 
 /* Checks the arguments a rank can check alone; the message goes to r->local_msg. */

@@ -85,36 +85,3 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
     r->group = a.group;
     return dtr__step_impls[a.s->kind].start(r, &a);
 }
-
-dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st) {
-    if (st != DTR_OK) return dtr__step_error(r, st);
-    r->in_flight = true;
-    r->t0 = dtr__now();
-    return DTR_OK;
-}
-
-/* After the step's operation completed: unpack and divide. */
-dtr_status_t dtr__step_done(dtr_request_t *r) {
-    dtr__pending_t *p = &r->pend;
-    dtr_context_t *ctx = r->ctx;
-    if (p->unpack3) {
-        /* pieces back to back in stage_recv, each [outer, piece rows, inner] */
-        const char *at = ctx->stage_recv;
-        if (p->npieces == 1) { /* padded reduce-scatter: keep the first dst_len rows */
-            DTR_CHECK(dtr__m_copy3(ctx, at, p->piece_len, 0, p->dst, p->dst_len, 0, p->outer,
-                                   p->dst_len, p->inner));
-        } else {
-            for (int64_t m = 0; m < p->npieces; m++) {
-                int64_t size, off;
-                dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
-                int64_t rows = p->piece_len >= 0 ? p->piece_len : size;
-                DTR_CHECK(dtr__m_copy3(ctx, at, rows, 0, p->dst, p->dst_len, off, p->outer, size,
-                                       p->inner));
-                at += p->outer * rows * p->inner;
-            }
-        }
-    }
-    if (p->divide)
-        DTR_CHECK(dtr__m_divide(ctx, r->plan->src.dtype, p->dst, p->dst, p->out_numel, p->n));
-    return DTR_OK;
-}
