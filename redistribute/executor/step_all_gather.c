@@ -138,10 +138,9 @@ static bool dtr__slice_next(dtr__pending_t *p) {
     return p->so < p->outer;
 }
 
-
 dtr_status_t dtr__all_gather_start(dtr_request_t *r, const dtr__step_args_t *a) {
     dtr_context_t *ctx = r->ctx;
-    const dtr_backend_ops_t *ops = r->ctx->ops;
+    const dtr_backend_ops_t *ops = ctx->ops;
     const dtr_step_t *s = a->s;
     int nd = a->nd;
     int64_t item = a->item;
@@ -155,7 +154,7 @@ dtr_status_t dtr__all_gather_start(dtr_request_t *r, const dtr__step_args_t *a) 
     bool bare = a->bare;
     dtr__pending_t *pend = &r->pend;
     int64_t *arrays[6];
-    DTR_CHECK(dtr__arrays(r->ctx, n, arrays));
+    DTR_CHECK(dtr__arrays(ctx, n, arrays));
     int64_t *rc = arrays[2], *rd = arrays[3], *sz = arrays[4], *of = arrays[5];
     dtr_status_t st = DTR_OK;
     int d = s->tensor_dim;

@@ -4,7 +4,7 @@
 
 dtr_status_t dtr__all_reduce_start(dtr_request_t *r, const dtr__step_args_t *a) {
     dtr_context_t *ctx = r->ctx;
-    const dtr_backend_ops_t *ops = r->ctx->ops;
+    const dtr_backend_ops_t *ops = ctx->ops;
     int64_t item = a->item;
     int64_t in_numel = a->in_numel;
     const void *src = a->src;

@@ -10,7 +10,7 @@
 
 dtr_status_t dtr__exchange_start(dtr_request_t *r, const dtr__step_args_t *a) {
     dtr_context_t *ctx = r->ctx;
-    const dtr_backend_ops_t *ops = r->ctx->ops;
+    const dtr_backend_ops_t *ops = ctx->ops;
     const dtr_step_t *s = a->s;
     const dtr__ctx_t *pc = &r->pctx;
     int nd = a->nd;
@@ -41,7 +41,7 @@ dtr_status_t dtr__exchange_start(dtr_request_t *r, const dtr__step_args_t *a) {
         return dtr__m_box(ctx, nd, item, a->src, ish, lo, osh, a->dst, osh, zero);
     }
     int64_t *arrays[6];
-    DTR_CHECK(dtr__arrays(r->ctx, n, arrays));
+    DTR_CHECK(dtr__arrays(ctx, n, arrays));
     int64_t *sc = arrays[0], *sd = arrays[1], *rc = arrays[2], *rd = arrays[3];
     dtr_status_t st = DTR_OK;
     /* Peers: the ranks that agree with me on every mesh dim "before" does not shard. */
@@ -127,7 +127,6 @@ static dtr_status_t dtr__exchange_unpack(dtr_request_t *r) {
     }
     return DTR_OK;
 }
-
 
 dtr_status_t dtr__exchange_finish(dtr_request_t *r) {
     if (r->pend.unpack_exchange) DTR_CHECK(dtr__exchange_unpack(r));

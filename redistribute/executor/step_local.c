@@ -14,14 +14,15 @@ dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a)
 /* local_scale (R -> P(sum)): divide by the mesh dim's size, so the sum is the value. */
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a) {
     if (a->bare) return DTR_OK;
-    return dtr__m_divide(r->ctx, r->plan->src.dtype, a->src, a->dst, a->in_numel, a->n);
+    return dtr__m_divide(r->ctx, a->dtype, a->src, a->dst, a->in_numel, a->n);
 }
 
 /* local_relabel (R -> P(avg|max|min)): the values already qualify; the step keeps every
  * block (its row's keeps_block), so only the baseline gets here. */
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a) {
+    (void)r; /* the table's signature */
     if (a->bare) return DTR_OK;
     return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
                       "step %d (%s): a no-op step was not skipped", a->k + 1,
-                      dtr_step_kind_info(r->plan->steps[a->k].kind)->name);
+                      dtr_step_kind_info(a->s->kind)->name);
 }

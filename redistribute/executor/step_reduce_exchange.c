@@ -11,7 +11,7 @@
 
 dtr_status_t dtr__reduce_exchange_start(dtr_request_t *r, const dtr__step_args_t *a) {
     dtr_context_t *ctx = r->ctx;
-    const dtr_backend_ops_t *ops = r->ctx->ops;
+    const dtr_backend_ops_t *ops = ctx->ops;
     const dtr_step_t *s = a->s;
     const dtr__ctx_t *pc = &r->pctx;
     int nd = a->nd;
@@ -30,7 +30,7 @@ dtr_status_t dtr__reduce_exchange_start(dtr_request_t *r, const dtr__step_args_t
     bool bare = a->bare;
     dtr__pending_t *pend = &r->pend;
     int64_t *arrays[6];
-    DTR_CHECK(dtr__arrays(r->ctx, n, arrays));
+    DTR_CHECK(dtr__arrays(ctx, n, arrays));
     int64_t *rc = arrays[2];
     dtr_status_t st = DTR_OK;
     /* Phase 1 (balance.c): member m reduces its home piece and its share of the foreign
@@ -234,7 +234,6 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
                                                      (char *)ctx->stage_recv + (int64_t)h * item,
                                                      sc, sd, ctx->stage_send, rc, rd, &r->breq));
 }
-
 
 dtr_status_t dtr__reduce_exchange_finish(dtr_request_t *r) {
     if (r->pend.rx_unpack) DTR_CHECK(dtr__rx_unpack(r));

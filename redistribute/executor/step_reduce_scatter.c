@@ -8,7 +8,7 @@
 
 dtr_status_t dtr__reduce_scatter_start(dtr_request_t *r, const dtr__step_args_t *a) {
     dtr_context_t *ctx = r->ctx;
-    const dtr_backend_ops_t *ops = r->ctx->ops;
+    const dtr_backend_ops_t *ops = ctx->ops;
     const dtr_step_t *s = a->s;
     int nd = a->nd;
     int64_t item = a->item;
@@ -24,7 +24,7 @@ dtr_status_t dtr__reduce_scatter_start(dtr_request_t *r, const dtr__step_args_t 
     bool bare = a->bare;
     dtr__pending_t *pend = &r->pend;
     int64_t *arrays[6];
-    DTR_CHECK(dtr__arrays(r->ctx, n, arrays));
+    DTR_CHECK(dtr__arrays(ctx, n, arrays));
     int64_t *rc = arrays[2], *sz = arrays[4], *of = arrays[5];
     dtr_status_t st = DTR_OK;
     int d = s->tensor_dim;
