@@ -2,6 +2,7 @@
 #ifndef DTR_DTENSOR_INTERNAL_H
 #define DTR_DTENSOR_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dtensor/dtensor.h"
@@ -39,5 +40,18 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
  * halves combine in f32 and round once per combination. */
 void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *inout,
                   int64_t count);
+
+/*
+ * out[k] = ((in[0][k] op in[1][k]) op in[2][k]) ... op in[n-1][k] for count elements, in
+ * exactly that order whatever the CPU (reduce.c): the kernel of the shared-memory
+ * reductions. Halves are widened to f32, combined there and rounded once; integers wrap.
+ * AVG is not an op here (callers sum, then divide). out may be one of the inputs.
+ */
+void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
+                   void *out, int64_t count);
+
+/* Tests: false makes dtr__reduce_n use its generic build even where AVX2 is there; true
+ * returns to picking by CPU. */
+void dtr__reduce_simd(bool on);
 
 #endif

@@ -17,10 +17,14 @@
  * only inside MPI calls, so call dtr_request_test now and then while computing.
  *
  * Where every member of a group (2 to 16) runs on one node, the group's strided all-to-all
- * and all-gather (a non-leading dim's pieces) bypass MPI: they move through a POSIX
- * shared-memory segment of about 2 MiB per member, mapped when the group is created and
- * unlinked at once (docs/executor.md). DTR_MPI_SHM=0 turns that off, DTR_MPI_SHM_GATHER=0
- * for the gather only; DTR_MPI_SHM_CHUNK sets its chunk bytes (default 32 KiB).
+ * and all-gather (a non-leading dim's pieces), reduce-scatters and all-reduces bypass MPI:
+ * they move through a POSIX shared-memory segment of about 6 MiB per member, mapped when the
+ * group is created and unlinked at once (docs/executor.md). The reductions combine in member
+ * order (halves in f32, rounded once), so a result does not depend on timing and every
+ * member of an all-reduce holds the same bits. DTR_MPI_SHM=0 turns that off,
+ * DTR_MPI_SHM_GATHER=0 for the gather only, DTR_MPI_SHM_REDUCE=0 for the reductions only;
+ * DTR_MPI_SHM_CHUNK sets its chunk bytes (default 32 KiB), DTR_MPI_SHM_RING the reduction
+ * ring's bytes per member (default 4 MiB).
  */
 #ifndef DTR_REDISTRIBUTE_MPI_DTR_MPI_H
 #define DTR_REDISTRIBUTE_MPI_DTR_MPI_H

@@ -14,6 +14,12 @@
 #define DTR__MPI_UNITS 13
 /* The shm path's chunk bytes: 8 to 64 KiB measured alike (docs/executor.md). */
 #define DTR__SHM_CHUNK 32768
+/*
+ * The reduction ring's bytes per member. Larger rings let members that are not scheduled
+ * together (more ranks than cores) fall less in step: on 4 ranks of 2 cores an f32 16 MiB
+ * reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
+ */
+#define DTR__SHM_RING (4 << 20)
 
 typedef struct {
     MPI_Comm world;
@@ -24,7 +30,9 @@ typedef struct {
     bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
     bool shm; /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0) */
     bool shm_gather; /* the strided all-gather too (DTR_MPI_SHM_GATHER=0: datatypes) */
+    bool shm_reduce; /* reductions through it too (DTR_MPI_SHM_REDUCE=0: MPI's calls) */
     int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
+    int64_t shm_ring;  /* its reduction ring's bytes per member (DTR_MPI_SHM_RING) */
 } dtr__mpi_t;
 
 typedef struct {
@@ -176,12 +184,18 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     MPI_Comm_rank(m->world, &m->rank);
     const char *strided = getenv("DTR_MPI_STRIDED"), *shm = getenv("DTR_MPI_SHM");
     const char *shm_gather = getenv("DTR_MPI_SHM_GATHER");
+    const char *shm_reduce = getenv("DTR_MPI_SHM_REDUCE");
     m->strided = strided == NULL || strcmp(strided, "0") != 0;
     m->shm = shm == NULL || strcmp(shm, "0") != 0;
     m->shm_gather = m->shm && (shm_gather == NULL || strcmp(shm_gather, "0") != 0);
+    m->shm_reduce = m->shm && (shm_reduce == NULL || strcmp(shm_reduce, "0") != 0);
     /* small chunks make tests wrap the rings */
     st = dtr__env_bytes("DTR_MPI_SHM_CHUNK", "dtr_backend_mpi_state_create", DTR__SHM_CHUNK, 1,
                         1 << 24, "a byte count from 1 to 16 MiB", &m->shm_chunk);
+    if (st == DTR_OK)
+        st = dtr__env_bytes("DTR_MPI_SHM_RING", "dtr_backend_mpi_state_create", DTR__SHM_RING,
+                            4096, (int64_t)1 << 30, "a byte count from 4 KiB to 1 GiB",
+                            &m->shm_ring);
     for (int h = 0; h < 2 && st == DTR_OK; h++) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
@@ -257,7 +271,7 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
      * (a member that fails to issue an operation must not leave the others in a setup
      * collective with no deadline). */
     if (m->strided && m->shm) {
-        dtr_status_t st = dtr__shm_create(g->comm, n, g->me, m->shm_chunk, &g->shm);
+        dtr_status_t st = dtr__shm_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, &g->shm);
         if (st != DTR_OK) {
             dtr__mpi_group_destroy(state, g);
             return st;
@@ -460,6 +474,11 @@ static dtr_status_t dtr__mpi_count(int64_t count) {
     return DTR_OK;
 }
 
+/* Whether a group's reductions go through its segment (which needs the strided forms on). */
+static bool dtr__mpi_shm_reduces(dtr__mpi_group_t *g) {
+    return g->shm != NULL && g->mpi->shm_reduce;
+}
+
 /* A reduction of `count` elements per member (reduce-scatter block, all-reduce). */
 static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const void *send,
                                     void *recv, int64_t count, dtr_dtype_t dtype,
@@ -468,6 +487,18 @@ static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const voi
     dtr__mpi_req_t *r = dtr__req(req);
     DTR_CHECK(dtr__mpi_count(count));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
+    if (dtr__mpi_shm_reduces(g)) {
+        int64_t esize = dtr_dtype_info(dtype)->size;
+        if (kind == DTR__OP_ALLREDUCE) {
+            DTR_CHECK(dtr__shm_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));
+        } else {
+            int64_t counts[DTR__SHM_MAX_MEMBERS];
+            for (int k = 0; k < g->n; k++) counts[k] = count;
+            DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize));
+        }
+        r->kind = DTR__OP_SHM;
+        return DTR_OK;
+    }
     r->kind = kind;
     r->send = send;
     r->recv = recv;
@@ -489,6 +520,12 @@ static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void
     dtr__mpi_req_t *r = dtr__req(req);
     for (int k = 0; k < g->n; k++) DTR_CHECK(dtr__mpi_count(counts[k]));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
+    if (dtr__mpi_shm_reduces(g)) {
+        DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op,
+                                                dtr_dtype_info(dtype)->size));
+        r->kind = DTR__OP_SHM;
+        return DTR_OK;
+    }
     r->kind = DTR__OP_REDUCE_SCATTER;
     r->send = send;
     r->recv = recv;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "dtensor/internal.h"
 #include "redistribute/executor/stream.h"
 #include "redistribute/mpi/internal.h"
 
@@ -22,6 +23,8 @@
 /* A member's gather ring (read by every other member): 2 to 64 chunks of about this much. */
 #define DTR__SHM_GATHER_BYTES (1 << 20)
 #define DTR__SHM_GATHER_SLOTS_MAX 64
+/* A member's reduction ring: `ring` bytes in 2 to this many slots of about a chunk. */
+#define DTR__SHM_REDUCE_SLOTS_MAX 1024
 
 /*
  * The segment holds one region per member, the sender's. For the all-to-all: 2n cache
@@ -29,23 +32,37 @@
  * done, the chunks the receiver has read), and for each receiver a ring of `slots` chunks;
  * chunk q of a pair lives in slot q % slots. For the gather, whose chunks every other
  * member reads: one line `gready`, one line `gdone` per reader, and one ring of `gslots`
- * chunks; chunk q lives in slot q % gslots. Counters only grow, and the two kinds keep
- * apart (counters and rings), so that an operation of one kind never waits on the other's.
+ * chunks; chunk q lives in slot q % gslots. For the reductions: one line `rready` (chunks
+ * whose inputs are written), one line `rout` (chunks whose all-reduce result is written),
+ * one line `rdone` per reader, and one ring of `rslots` slots of n sub-pieces of `rsub`
+ * bytes: sub-piece k of slot q holds the sender's contribution to member k's piece, and
+ * for an all-reduce sub-piece `from` holds the sender's reduced result. Counters only grow,
+ * and the kinds keep apart (counters and rings), so that an operation of one kind never
+ * waits on another's.
  */
+typedef enum { DTR__SHM_A2A, DTR__SHM_GATHER, DTR__SHM_REDUCE } dtr__shm_mode_t;
+
 struct dtr__shm {
     char *base;
     size_t size;
-    int64_t region, chunk;
-    int n, me, slots, gslots;
-    uint64_t earlier, gearlier; /* chunks of earlier all-to-alls / gathers, alike per pair */
-    uint64_t gfree;             /* lowest gdone over the readers, as last seen */
-    bool gather;                /* the running (or last) operation is a gather */
+    int64_t region, chunk, rsub;
+    int n, me, slots, gslots, rslots;
+    uint64_t earlier, gearlier, rearlier; /* chunks of earlier operations of each kind */
+    uint64_t gfree, rfree; /* lowest gdone / rdone over the readers, as last seen */
+    dtr__shm_mode_t mode;  /* the running (or last) operation's kind */
     bool stream; /* the gather writes its output with streaming stores (a large one) */
     int64_t *sent, *got;  /* [n]: chunks of the running operation sent to / received from */
     int left;                     /* pieces of the running operation still moving */
     const char *send;
     char *recv;
     int64_t sblock, srow, rblock, rrow, bytes, count;
+    /* the running reduction: each member's piece (bytes), where it sits in send and recv */
+    int64_t *rlen, *soff, *roff;
+    int64_t reduced; /* chunks of this member's piece reduced */
+    bool all;        /* an all-reduce: results go back to every member */
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op;
+    int64_t esize;
 };
 
 static uint64_t *dtr__ready(dtr__shm_t *s, int from, int to) {
@@ -77,6 +94,30 @@ static char *dtr__gslot(dtr__shm_t *s, int from, uint64_t q) {
     return s->base + from * s->region + at;
 }
 
+/* The reductions' counters follow the gather ring, and their ring follows them. */
+static int64_t dtr__rbase(dtr__shm_t *s) {
+    return (3 * (int64_t)s->n + 1) * DTR__LINE + ((int64_t)s->n * s->slots + s->gslots) * s->chunk;
+}
+
+static uint64_t *dtr__rready(dtr__shm_t *s, int from) {
+    return (uint64_t *)(s->base + from * s->region + dtr__rbase(s));
+}
+
+static uint64_t *dtr__rout(dtr__shm_t *s, int from) {
+    return (uint64_t *)(s->base + from * s->region + dtr__rbase(s) + DTR__LINE);
+}
+
+static uint64_t *dtr__rdone(dtr__shm_t *s, int from, int to) {
+    return (uint64_t *)(s->base + from * s->region + dtr__rbase(s) + (2 + (int64_t)to) * DTR__LINE);
+}
+
+/* Sub-piece k of slot q % rslots of member from's reduction ring. */
+static char *dtr__rslot(dtr__shm_t *s, int from, uint64_t q, int k) {
+    int64_t slot = (int64_t)(q % (uint64_t)s->rslots);
+    int64_t at = dtr__rbase(s) + (2 + (int64_t)s->n) * DTR__LINE + (slot * s->n + k) * s->rsub;
+    return s->base + from * s->region + at;
+}
+
 /* Maps the segment named `name` (created by member 0, which passes create). */
 static char *dtr__map(const char *name, size_t size, bool create) {
     int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
@@ -96,7 +137,8 @@ static char *dtr__map(const char *name, size_t size, bool create) {
     return p;
 }
 
-dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__shm_t **out) {
+dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
+                             dtr__shm_t **out) {
     *out = NULL;
     if (n < 2 || n > DTR__SHM_MAX_MEMBERS || chunk <= 0) return DTR_OK;
     dtr__stream_init(); /* the backend runs without a context in tests */
@@ -113,7 +155,13 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
     int64_t gslots = DTR__SHM_GATHER_BYTES / chunk;
     if (gslots > DTR__SHM_GATHER_SLOTS_MAX) gslots = DTR__SHM_GATHER_SLOTS_MAX;
     if (gslots < 2) gslots = 2;
-    int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk;
+    /* a reduction slot holds n sub-pieces of whole cache lines, about a chunk in all */
+    int64_t rsub = (chunk / n) & ~(int64_t)(DTR__LINE - 1);
+    if (rsub < DTR__LINE) rsub = DTR__LINE;
+    int64_t rslots = ring / (n * rsub);
+    rslots = rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX : rslots;
+    int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk +
+                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub;
     region = (region + 4095) & ~(int64_t)4095;
     size_t size = (size_t)(region * n);
 
@@ -148,7 +196,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
     }
 
     dtr__shm_t *s = calloc(1, sizeof *s);
-    int64_t *counts = calloc((size_t)n * 2, sizeof *counts);
+    int64_t *counts = calloc((size_t)n * 5, sizeof *counts);
     if (s == NULL || counts == NULL) {
         free(s);
         free(counts);
@@ -164,8 +212,13 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__s
     s->me = me;
     s->slots = slots;
     s->gslots = (int)gslots;
+    s->rsub = rsub;
+    s->rslots = (int)rslots;
     s->sent = counts;
     s->got = counts + n;
+    s->rlen = counts + 2 * n;
+    s->soff = counts + 3 * n;
+    s->roff = counts + 4 * n;
     *out = s;
     return DTR_OK;
 }
@@ -177,23 +230,32 @@ void dtr__shm_destroy(dtr__shm_t *s) {
     free(s);
 }
 
-/* Refuses a start over an unfinished operation, then counts the last one's chunks as
- * earlier ones of its kind. */
-static dtr_status_t dtr__begin(dtr__shm_t *s, bool gather, int64_t bytes) {
+/* DTR_ERR_BACKEND while the group's previous operation is not complete. */
+static dtr_status_t dtr__busy(dtr__shm_t *s, dtr__shm_mode_t mode) {
+    static const char *const names[] = {"all-to-all", "gather", "reduction"};
     if (s->left > 0)
         return dtr__error(DTR_ERR_BACKEND, "mpi",
                           "shared-memory %s: the group's previous operation never completed "
                           "(its chunks would be taken for this one's)",
-                          gather ? "gather" : "all-to-all");
+                          names[mode]);
+    return DTR_OK;
+}
+
+/* Refuses a start over an unfinished operation, then counts the last one's chunks as
+ * earlier ones of its kind. */
+static dtr_status_t dtr__begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t bytes) {
+    DTR_CHECK(dtr__busy(s, mode));
     /* every operation moves `count` chunks each way between every pair */
-    if (s->gather)
+    if (s->mode == DTR__SHM_GATHER)
         s->gearlier += (uint64_t)s->count;
+    else if (s->mode == DTR__SHM_REDUCE)
+        s->rearlier += (uint64_t)s->count;
     else
         s->earlier += (uint64_t)s->count;
-    s->gather = gather;
+    s->mode = mode;
     s->stream = false;
     s->bytes = bytes;
-    s->count = (bytes + s->chunk - 1) / s->chunk;
+    s->count = mode == DTR__SHM_REDUCE ? 0 : (bytes + s->chunk - 1) / s->chunk;
     memset(s->sent, 0, sizeof(int64_t) * (size_t)s->n);
     memset(s->got, 0, sizeof(int64_t) * (size_t)s->n);
     return DTR_OK;
@@ -201,7 +263,7 @@ static dtr_status_t dtr__begin(dtr__shm_t *s, bool gather, int64_t bytes) {
 
 dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
                             void *recv, int64_t rblock, int64_t rrow, int64_t bytes) {
-    DTR_CHECK(dtr__begin(s, false, bytes));
+    DTR_CHECK(dtr__begin(s, DTR__SHM_A2A, bytes));
     s->send = send;
     s->recv = recv;
     s->sblock = sblock;
@@ -214,7 +276,7 @@ dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int
 
 dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t bytes, void *recv,
                                    int64_t block, int64_t row) {
-    DTR_CHECK(dtr__begin(s, true, bytes));
+    DTR_CHECK(dtr__begin(s, DTR__SHM_GATHER, bytes));
     s->send = send;
     s->recv = recv;
     s->rblock = block;
@@ -345,10 +407,163 @@ static bool dtr__gather_progress(dtr__shm_t *s) {
     return any;
 }
 
+/*
+ * Starts a reduction of n pieces: member k's piece is len[k] bytes at send + soff[k] on
+ * every member, reduced into recv + roff[k] on member k (all: on every member).
+ */
+static dtr_status_t dtr__reduce_start(dtr__shm_t *s, const void *send, void *recv,
+                                      dtr_dtype_t dtype, dtr_reduce_op_t op, int64_t esize,
+                                      bool all) {
+    DTR_CHECK(dtr__begin(s, DTR__SHM_REDUCE, 0));
+    int64_t most = 0;
+    for (int k = 0; k < s->n; k++)
+        if (s->rlen[k] > most) most = s->rlen[k];
+    s->send = send;
+    s->recv = recv;
+    s->dtype = dtype;
+    s->op = op;
+    s->esize = esize;
+    s->all = all;
+    s->reduced = 0;
+    s->rfree = 0;
+    s->count = (most + s->rsub - 1) / s->rsub; /* the same on every member */
+    s->left = s->count > 0;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
+                                           const int64_t *counts, dtr_dtype_t dtype,
+                                           dtr_reduce_op_t op, int64_t esize) {
+    DTR_CHECK(dtr__busy(s, DTR__SHM_REDUCE)); /* before the running one's pieces change */
+    int64_t at = 0;
+    for (int k = 0; k < s->n; k++) {
+        s->rlen[k] = counts[k] * esize;
+        s->soff[k] = at;
+        s->roff[k] = 0;
+        at += s->rlen[k];
+    }
+    return dtr__reduce_start(s, send, recv, dtype, op, esize, false);
+}
+
+dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+                                       int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                       int64_t esize) {
+    DTR_CHECK(dtr__busy(s, DTR__SHM_REDUCE));
+    int64_t piece = (count + s->n - 1) / s->n;
+    for (int k = 0; k < s->n; k++) {
+        int64_t first = k * piece, end = first + piece < count ? first + piece : count;
+        s->rlen[k] = (end > first ? end - first : 0) * esize;
+        s->soff[k] = s->roff[k] = (first < count ? first : count) * esize;
+    }
+    return dtr__reduce_start(s, send, recv, dtype, op, esize, true);
+}
+
+/* The bytes of member k's piece in chunk c: [*at, *at + return). */
+static int64_t dtr__rpart(dtr__shm_t *s, int k, int64_t c, int64_t *at) {
+    *at = c * s->rsub;
+    int64_t left = s->rlen[k] - *at;
+    return left <= 0 ? 0 : left < s->rsub ? left : s->rsub;
+}
+
+/* Tells member `from` how far this one is done with its ring: the chunks reduced (their
+ * inputs read) and, for an all-reduce, also those of from's results copied. */
+static void dtr__reduce_release(dtr__shm_t *s, int from) {
+    int64_t d = s->reduced;
+    if (s->all && s->got[from] < d) d = s->got[from];
+    __atomic_store_n(dtr__rdone(s, from, s->me), s->rearlier + (uint64_t)d, __ATOMIC_RELEASE);
+}
+
+/* The lowest chunk count every reader of this member's reduction ring is done with. */
+static uint64_t dtr__reduce_read(dtr__shm_t *s) {
+    uint64_t low = UINT64_MAX;
+    for (int to = 0; to < s->n; to++) {
+        if (to == s->me) continue;
+        uint64_t d = __atomic_load_n(dtr__rdone(s, s->me, to), __ATOMIC_ACQUIRE);
+        if (d < low) low = d;
+    }
+    return low;
+}
+
+/*
+ * A reduction's three moves, each as far as it can go: write this member's contributions
+ * to the others' pieces into its ring; reduce its own piece from every member's ring in
+ * member order (dtr__reduce_n: the order is fixed whoever arrives first); for an
+ * all-reduce, publish the result and copy the other members' results out of their rings.
+ * Every result is computed once, by its piece's owner, so the replicas agree bit for bit.
+ */
+static bool dtr__reduce_progress(dtr__shm_t *s) {
+    int n = s->n, me = s->me;
+    bool any = false;
+    while (s->sent[me] < s->count) {
+        int64_t c = s->sent[me], at;
+        uint64_t q = s->rearlier + (uint64_t)c;
+        if (q >= s->rfree + (uint64_t)s->rslots) {
+            s->rfree = dtr__reduce_read(s);
+            if (q >= s->rfree + (uint64_t)s->rslots) break;
+        }
+        for (int k = 0; k < n; k++) {
+            if (k == me) continue;
+            int64_t len = dtr__rpart(s, k, c, &at);
+            if (len > 0) memcpy(dtr__rslot(s, me, q, k), s->send + s->soff[k] + at, (size_t)len);
+        }
+        __atomic_store_n(dtr__rready(s, me), q + 1, __ATOMIC_RELEASE);
+        s->sent[me]++;
+        any = true;
+    }
+    while (s->reduced < s->sent[me]) {
+        int64_t c = s->reduced, at;
+        uint64_t q = s->rearlier + (uint64_t)c;
+        const void *in[DTR__SHM_MAX_MEMBERS];
+        int64_t len = dtr__rpart(s, me, c, &at);
+        int k = 0;
+        for (; k < n; k++) {
+            if (k == me) {
+                in[k] = s->send + s->soff[me] + at;
+                continue;
+            }
+            if (__atomic_load_n(dtr__rready(s, k), __ATOMIC_ACQUIRE) <= q) break;
+            in[k] = dtr__rslot(s, k, q, me);
+        }
+        if (k < n) break;
+        char *out = s->recv + s->roff[me] + at;
+        if (len > 0) dtr__reduce_n(s->dtype, s->op, in, n, out, len / s->esize);
+        if (s->all) {
+            if (len > 0) memcpy(dtr__rslot(s, me, q, me), out, (size_t)len);
+            __atomic_store_n(dtr__rout(s, me), q + 1, __ATOMIC_RELEASE);
+        }
+        s->reduced++;
+        for (k = 0; k < n; k++)
+            if (k != me) dtr__reduce_release(s, k);
+        any = true;
+    }
+    bool done = s->reduced == s->count;
+    for (int step = 1; step < n && s->all; step++) {
+        int from = (me + n - step) % n;
+        bool moved = false;
+        while (s->got[from] < s->count) {
+            int64_t c = s->got[from], at;
+            uint64_t q = s->rearlier + (uint64_t)c;
+            if (__atomic_load_n(dtr__rout(s, from), __ATOMIC_ACQUIRE) <= q) break;
+            int64_t len = dtr__rpart(s, from, c, &at);
+            if (len > 0)
+                memcpy(s->recv + s->roff[from] + at, dtr__rslot(s, from, q, from), (size_t)len);
+            s->got[from]++;
+            moved = true;
+        }
+        if (moved) dtr__reduce_release(s, from);
+        any |= moved;
+        done &= s->got[from] == s->count;
+    }
+    if (done && s->sent[me] == s->count) s->left = 0;
+    return any;
+}
+
 bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
     bool any = false;
     if (s->left > 0) {
-        any = s->gather ? dtr__gather_progress(s) : dtr__all_to_all_progress(s);
+        any = s->mode == DTR__SHM_GATHER   ? dtr__gather_progress(s)
+              : s->mode == DTR__SHM_REDUCE ? dtr__reduce_progress(s)
+                                           : dtr__all_to_all_progress(s);
         if (s->left == 0 && s->stream) dtr__stream_fence();
     }
     if (moved != NULL) *moved = any;

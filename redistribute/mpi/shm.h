@@ -1,7 +1,7 @@
 /*
- * The MPI backend's shared-memory path for the strided all-to-all and all-gather: when every
- * member of a group runs on one node, the members map one POSIX shared-memory segment and
- * move their pieces through it themselves.
+ * The MPI backend's shared-memory path for the strided all-to-all and all-gather and for the
+ * reductions: when every member of a group runs on one node, the members map one POSIX
+ * shared-memory segment and move their pieces through it themselves.
  * - All-to-all: a sender reads its strided rows straight into a ring of cache-sized chunks
  *   per receiver (with software prefetch), the receiver copies each chunk to its place: the
  *   same two copies Open MPI's shared-memory transport makes for a contiguous message, where
@@ -10,6 +10,10 @@
  *   from, each straight to the piece's strided place: n + 1 copies of a piece per member
  *   where Open MPI's all-gather makes 2n - 1 (into and out of its FIFO), and no unpack
  *   pass (docs/executor.md).
+ * - Reduce-scatter and all-reduce: a member copies its contributions to every other
+ *   member's piece into its ring, chunk by chunk; each member reduces its own piece from
+ *   every ring in one pass (each input read once, widened halves rounded once) in member
+ *   order; an all-reduce's owner puts its result back in its ring for the others to copy.
  *
  * A group's members run one operation at a time on it, in the same order (the backend
  * contract); the chunk counters carry over from one operation to the next.
@@ -22,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "dtensor/dtensor.h"
 
 typedef struct dtr__shm dtr__shm_t;
 
@@ -32,11 +37,12 @@ typedef struct dtr__shm dtr__shm_t;
 /*
  * Collective over comm (n members, this one `me`; the MPI backend calls it where it creates
  * the group, which every member does): maps the group's segment with chunks of
- * `chunk` bytes. *out is NULL, with DTR_OK, where the members do not all share a node, n is
+ * `chunk` bytes and a reduction ring of about `ring` bytes per member. *out is NULL, with DTR_OK, where the members do not all share a node, n is
  * outside 2..DTR__SHM_MAX_MEMBERS or any member could not map the segment (every member
  * then gets NULL). Errors are MPI's.
  */
-dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, dtr__shm_t **out);
+dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
+                             dtr__shm_t **out);
 
 /* Unmaps the segment (local: no other member takes part). NULL is a no-op. */
 void dtr__shm_destroy(dtr__shm_t *s);
@@ -58,6 +64,26 @@ dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int
  */
 dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t bytes, void *recv,
                                    int64_t block, int64_t row);
+
+/*
+ * Starts a reduce-scatter: member k's piece is counts[k] elements of esize bytes, the
+ * pieces back to back in every member's send; this member's reduced piece goes to recv.
+ * The elements are combined in member order (dtr__reduce_n), so the result is the same
+ * whatever the timing. op is SUM, MAX, MIN or PRODUCT. DTR_ERR_BACKEND while the previous
+ * operation is not complete.
+ */
+dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
+                                           const int64_t *counts, dtr_dtype_t dtype,
+                                           dtr_reduce_op_t op, int64_t esize);
+
+/*
+ * Starts an all-reduce of count elements: member k reduces the k-th of n near-equal pieces
+ * (in member order, as the reduce-scatter) and every other member copies that result, so
+ * all members hold the same bits. send may equal recv.
+ */
+dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+                                       int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                       int64_t esize);
 
 /* Moves what it can without waiting; true once the operation is complete. *moved says
  * whether it moved anything. */

@@ -1,0 +1,239 @@
+/*
+ * dtr__reduce_n, the n-way reduction loop of the shared-memory reductions: its result is
+ * ((in[0] op in[1]) op in[2]) ... op in[n-1] element by element, halves combined in f32 and
+ * rounded once, integers wrapping, bit for bit the same in the AVX2 build and the generic
+ * one. The data are chosen so that another order or a rounding per step gives other bits
+ * (the fixed cases below show each such mutation changing the answer), and random cases
+ * compare against a one-element-at-a-time reference written from that definition.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtensor/internal.h"
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void reduce_f32(dtr_reduce_op_t op, const float *const *in, int n, float *out, int64_t c) {
+    dtr__reduce_n(DTR_F32, op, (const void *const *)in, n, out, c);
+}
+
+/* Absorption and cancellation: left to right, 1e8 + 1 is 1e8 in f32, so the answer is 1;
+ * right to left, or pairwise, it is 0 or 2. */
+Test(reduce, f32_sum_goes_left_to_right) {
+    float a[1] = {1e8f}, b[1] = {1.0f}, c[1] = {-1e8f}, d[1] = {1.0f}, out[1];
+    const float *in[4] = {a, b, c, d};
+    for (int simd = 0; simd < 2; simd++) {
+        dtr__reduce_simd(simd);
+        reduce_f32(DTR_REDUCE_SUM, in, 4, out, 1);
+        cr_expect_eq(out[0], 1.0f, "((1e8 + 1) - 1e8) + 1 = 1 in f32, got %g (simd %d)",
+                     out[0], simd);
+        const float *rev[4] = {d, c, b, a};
+        reduce_f32(DTR_REDUCE_SUM, rev, 4, out, 1);
+        cr_expect_eq(out[0], 1e8f - 1e8f + 0.0f + 0.0f, "((1 - 1e8) + 1) + 1e8 = 0, got %g",
+                     out[0]);
+    }
+    dtr__reduce_simd(true);
+}
+
+/* Halves round once: 2048 + 1 + 1 is 2050 in f16 when summed in f32 (2048 + 1 alone would
+ * round back to 2048 at each step, ending at 2048). */
+Test(reduce, halves_round_once) {
+    uint16_t a[1] = {dtr__f32_to_f16(2048.0f)}, b[1] = {dtr__f32_to_f16(1.0f)}, out[1];
+    const void *in[3] = {a, b, b};
+    uint16_t x[1] = {dtr__f32_to_bf16(256.0f)}, y[1] = {dtr__f32_to_bf16(1.0f)}, o2[1];
+    const void *in2[3] = {x, y, y};
+    for (int simd = 0; simd < 2; simd++) {
+        dtr__reduce_simd(simd);
+        dtr__reduce_n(DTR_F16, DTR_REDUCE_SUM, in, 3, out, 1);
+        cr_expect_eq(dtr__f16_to_f32(out[0]), 2050.0f, "f16 2048 + 1 + 1, got %g (simd %d)",
+                     dtr__f16_to_f32(out[0]), simd);
+        dtr__reduce_n(DTR_BF16, DTR_REDUCE_SUM, in2, 3, o2, 1);
+        cr_expect_eq(dtr__bf16_to_f32(o2[0]), 258.0f, "bf16 256 + 1 + 1, got %g (simd %d)",
+                     dtr__bf16_to_f32(o2[0]), simd);
+    }
+    dtr__reduce_simd(true);
+}
+
+Test(reduce, integers_wrap_and_compare_signed) {
+    int32_t a[3] = {INT32_MAX, -5, 7}, b[3] = {1, -9, -3}, out[3];
+    const void *in[2] = {a, b};
+    dtr__reduce_n(DTR_I32, DTR_REDUCE_SUM, in, 2, out, 1);
+    cr_expect_eq(out[0], INT32_MIN, "sum wraps");
+    dtr__reduce_n(DTR_I32, DTR_REDUCE_MAX, in, 2, out, 3);
+    cr_expect(out[0] == INT32_MAX && out[1] == -5 && out[2] == 7, "signed max");
+    uint8_t u[1] = {200}, v[1] = {100}, w[1];
+    const void *in8[2] = {u, v};
+    dtr__reduce_n(DTR_U8, DTR_REDUCE_SUM, in8, 2, w, 1);
+    cr_expect_eq(w[0], 44, "u8 wraps");
+    dtr__reduce_n(DTR_U8, DTR_REDUCE_PRODUCT, in8, 2, w, 1);
+    cr_expect_eq(w[0], (uint8_t)(200 * 100), "u8 product wraps");
+    int64_t p[1] = {INT64_MAX}, q[1] = {2}, r[1];
+    const void *in64[2] = {p, q};
+    dtr__reduce_n(DTR_I64, DTR_REDUCE_PRODUCT, in64, 2, r, 1);
+    cr_expect_eq(r[0], -2, "i64 product wraps");
+}
+
+/* ---- random cases against a reference -------------------------------------------- */
+
+static uint64_t state;
+
+static uint64_t rng(void) {
+    uint64_t x = (state += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* A value whose sums depend on their order: a random sign, mantissa and exponent. */
+static double value(dtr_dtype_t dtype) {
+    double m = (double)(rng() >> 11) * 0x1p-52, e = (double)((int)(rng() % 17) - 8);
+    double v = (rng() & 1 ? -1 : 1) * m * pow(2.0, dtype == DTR_F32 || dtype == DTR_F64 ? 3 * e : e);
+    switch (dtype) {
+    case DTR_I32: return (double)(int32_t)rng();
+    case DTR_I64: return (double)(int64_t)(rng() >> 12) * (rng() & 1 ? -1 : 1);
+    case DTR_U8: return (double)(rng() % 256);
+    default: return v;
+    }
+}
+
+#define OP(a, b)                                                                           \
+    (op == DTR_REDUCE_MAX   ? ((a) > (b) ? (a) : (b))                                       \
+     : op == DTR_REDUCE_MIN ? ((a) < (b) ? (a) : (b))                                       \
+     : op == DTR_REDUCE_PRODUCT ? (a) * (b)                                                 \
+                                : (a) + (b))
+
+/* Element k by the definition: left to right, one element at a time. */
+static void reference(dtr_dtype_t dtype, dtr_reduce_op_t op, void *const *in, int n, void *out,
+                      int64_t k) {
+    if (dtype == DTR_F32 || dtype == DTR_F16 || dtype == DTR_BF16) {
+        float acc = 0;
+        for (int j = 0; j < n; j++) {
+            float x = (float)dtr__load(dtype, in[j], k);
+            acc = j == 0 ? x : OP(acc, x);
+        }
+        dtr__store(dtype, out, k, acc); /* f32 -> the dtype, rounded once */
+    } else if (dtype == DTR_F64) {
+        double acc = 0;
+        for (int j = 0; j < n; j++) {
+            double x = ((double *)in[j])[k];
+            acc = j == 0 ? x : OP(acc, x);
+        }
+        ((double *)out)[k] = acc;
+    } else if (dtype == DTR_I64) {
+        int64_t acc = 0;
+        for (int j = 0; j < n; j++) {
+            int64_t x = ((int64_t *)in[j])[k];
+            if (j == 0 || op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN)
+                acc = j == 0 ? x : OP(acc, x);
+            else
+                acc = (int64_t)(op == DTR_REDUCE_PRODUCT ? (uint64_t)acc * (uint64_t)x
+                                                         : (uint64_t)acc + (uint64_t)x);
+        }
+        ((int64_t *)out)[k] = acc;
+    } else if (dtype == DTR_I32) {
+        int32_t acc = 0;
+        for (int j = 0; j < n; j++) {
+            int32_t x = ((int32_t *)in[j])[k];
+            if (j == 0 || op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN)
+                acc = j == 0 ? x : OP(acc, x);
+            else
+                acc = (int32_t)(op == DTR_REDUCE_PRODUCT ? (uint32_t)acc * (uint32_t)x
+                                                         : (uint32_t)acc + (uint32_t)x);
+        }
+        ((int32_t *)out)[k] = acc;
+    } else {
+        unsigned acc = 0;
+        for (int j = 0; j < n; j++) {
+            unsigned x = ((uint8_t *)in[j])[k];
+            acc = j == 0 ? x : (uint8_t)OP(acc, x);
+        }
+        ((uint8_t *)out)[k] = (uint8_t)acc;
+    }
+}
+
+Test(reduce, random_against_reference) {
+    static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16,
+                                         DTR_I32, DTR_I64, DTR_U8};
+    static const dtr_reduce_op_t ops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
+                                          DTR_REDUCE_PRODUCT};
+    static const int64_t counts[] = {1, 7, 8, 9, 1023, 1024, 1025, 3001};
+    uint64_t seed = 20261123;
+    state = seed;
+    int bad = 0, cases = 0, sum_changed = 0, sums = 0;
+    for (int c = 0; c < 300; c++) {
+        dtr_dtype_t dtype = dtypes[rng() % 7];
+        dtr_reduce_op_t op = ops[rng() % 4];
+        int n = 1 + (int)(rng() % 16);
+        int64_t count = counts[rng() % 8];
+        int64_t es = dtr_dtype_info(dtype)->size;
+        void *in[16];
+        for (int j = 0; j < n; j++) {
+            in[j] = malloc((size_t)(count * es));
+            for (int64_t k = 0; k < count; k++) dtr__store(dtype, in[j], k, value(dtype));
+        }
+        char *want = malloc((size_t)(count * es)), *got = malloc((size_t)(count * es));
+        char *rev = malloc((size_t)(count * es));
+        for (int64_t k = 0; k < count; k++) reference(dtype, op, in, n, want, k);
+        /* The mutations the data must catch: the same inputs in reverse order (f32, f64),
+         * and a rounding to the half type after every step (f16, bf16). */
+        if (op == DTR_REDUCE_SUM && n >= 3 && count >= 8 && dtype != DTR_I32 &&
+            dtype != DTR_I64 && dtype != DTR_U8) {
+            if (dtype == DTR_F16 || dtype == DTR_BF16) {
+                memcpy(rev, in[0], (size_t)(count * es));
+                for (int j = 1; j < n; j++) dtr__combine(dtype, op, in[j], rev, count);
+            } else {
+                void *back[16];
+                for (int j = 0; j < n; j++) back[j] = in[n - 1 - j];
+                for (int64_t k = 0; k < count; k++) reference(dtype, op, back, n, rev, k);
+            }
+            sums++;
+            sum_changed += memcmp(want, rev, (size_t)(count * es)) != 0;
+        }
+        for (int simd = 0; simd < 2; simd++) {
+            dtr__reduce_simd(simd);
+            memset(got, 0xA5, (size_t)(count * es));
+            dtr__reduce_n(dtype, op, (const void *const *)in, n, got, count);
+            for (int64_t k = 0; k < count; k++)
+                if (memcmp(got + k * es, want + k * es, (size_t)es) != 0) {
+                    if (bad++ < 10)
+                        printf("FAIL seed %llu case %d: %s %s n %d count %lld simd %d: "
+                               "element %lld is %.17g, want %.17g\n",
+                               (unsigned long long)seed, c, dtr_dtype_name(dtype),
+                               dtr_reduce_op_name(op), n, (long long)count, simd, (long long)k,
+                               dtr__load(dtype, got, k), dtr__load(dtype, want, k));
+                    break;
+                }
+            /* in place: out is the first input */
+            if (simd == 1) {
+                char *first = malloc((size_t)(count * es));
+                memcpy(first, in[0], (size_t)(count * es));
+                void *saved = in[0];
+                in[0] = first;
+                dtr__reduce_n(dtype, op, (const void *const *)in, n, first, count);
+                if (memcmp(first, want, (size_t)(count * es)) != 0 && bad++ < 10)
+                    printf("FAIL seed %llu case %d: in place differs\n",
+                           (unsigned long long)seed, c);
+                in[0] = saved;
+                free(first);
+            }
+        }
+        cases++;
+        for (int j = 0; j < n; j++) free(in[j]);
+        free(want);
+        free(got);
+        free(rev);
+    }
+    dtr__reduce_simd(true);
+    cr_expect_eq(bad, 0, "%d of %d cases differ from the reference (seed %llu)", bad, cases,
+                 (unsigned long long)seed);
+    cr_expect(sums >= 5 && sum_changed == sums,
+              "%d of %d float sums of 3 or more change with the order (or, for halves, "
+              "with a rounding per step): the data would not catch that mutation", sum_changed, sums);
+}

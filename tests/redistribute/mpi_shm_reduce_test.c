@@ -1,0 +1,318 @@
+/*
+ * The MPI backend's reductions, called directly through its ops table: reduce-scatter,
+ * reduce-scatter-v (uneven pieces, some empty) and all-reduce of every reducible dtype and
+ * of SUM, MAX, MIN and PRODUCT, over two groups of the same ranks in opposite orders,
+ * blocking and non-blocking, mixed with strided all-to-alls on the same groups (so that the
+ * shared-memory rings' counters carry over and wrap, each kind's apart). Contributions are
+ * random values whose sums depend on their order and precision. Where the shared-memory path
+ * is on, every result must equal, bit for bit, the reduction in member order (halves summed
+ * in f32 and rounded once) that each rank computes itself from every member's data; an
+ * all-reduce must give every member the same bits; bytes past the output and the send
+ * buffer must be untouched; an operation started over an unfinished reduction is refused
+ * (DTR_ERR_BACKEND) and the first still completes right. With DTR_MPI_SHM_REDUCE=0 (MPI's
+ * calls, whose order is MPI's) the results are checked against an f64 reference within
+ * a tolerance instead, and every member's all-reduce must still agree.
+ *
+ * Usage: mpirun -n N mpi_shm_reduce_test [--cases N] [--seed S]
+ * Prints one line per failing case (seed and case number to rerun it) and a summary; exits
+ * non-zero on any failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtensor/internal.h"
+#include "dtr.h"
+#include "redistribute/mpi/dtr_mpi.h"
+
+#define GUARD 64
+
+static uint64_t rng_state;
+
+/* MPI's calls: u8 sums and products kept from overflowing, because Open MPI 4.1's AVX
+ * reduction (op/avx) saturates 8-bit sums where C and NCCL wrap (open-mpi/ompi#8045, closed
+ * as won't fix); the shared-memory path wraps and is checked with any values. */
+static int u8_members;
+
+static uint64_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rng(void) { return mix(rng_state += 0x9e3779b97f4a7c15ull); }
+
+static int64_t pick(int64_t n) { return (int64_t)(rng() % (uint64_t)n); }
+
+/* Element k of member `from`'s contribution in case c: random sign, mantissa and exponent
+ * (products stay near 1 so that they neither overflow nor vanish). */
+static double value(dtr_dtype_t dtype, dtr_reduce_op_t op, int from, int64_t k, int c) {
+    uint64_t x = mix((uint64_t)from * 0x100000001b3ull ^ (uint64_t)k * 0x9e3779b97f4a7c15ull ^
+                     (uint64_t)c << 40);
+    double m = (double)(x >> 11) * 0x1p-53 + 0.5; /* [0.5, 1.5) */
+    int e = (int)(x % 13) - 6;
+    double sign = x & (1ull << 7) ? -1 : 1;
+    switch (dtype) {
+    case DTR_I32: return (double)(int32_t)(x >> 17);
+    case DTR_I64: return (double)((int64_t)(x >> 20) - (1ll << 43));
+    case DTR_U8:
+        if (u8_members > 0)
+            return (double)(op == DTR_REDUCE_PRODUCT ? x % 2 : x % (uint64_t)(256 / u8_members));
+        return (double)(x % 256);
+    default:
+        if (op == DTR_REDUCE_PRODUCT) return sign * (0.75 + 0.5 * (m - 0.5));
+        return sign * ldexp(m, e);
+    }
+}
+
+typedef struct {
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op;
+    int kind; /* 0 reduce-scatter, 1 reduce-scatter-v, 2 all-reduce */
+    int64_t count; /* per member (reduce-scatter), in all (all-reduce) */
+    int64_t counts[16];
+    bool blocking;
+} case_t;
+
+static int failures;
+
+static void fail(int rank, int c, uint64_t seed, const char *what) {
+    if (failures++ < 10)
+        printf("FAIL rank %d case %d (rerun: --seed %llu, case %d): %s\n", rank, c,
+               (unsigned long long)seed, c, what);
+}
+
+static const char *kind_name(int kind) {
+    return kind == 0 ? "reduce_scatter" : kind == 1 ? "reduce_scatterv" : "all_reduce";
+}
+
+/* Element k (of the send layout) reduced in member order, as dtr__reduce_n defines it. */
+static void expected(const case_t *t, int n, int c, int64_t k, void *out, int64_t at) {
+    int64_t es = dtr_dtype_info(t->dtype)->size;
+    char in[16][8];
+    const void *ptrs[16];
+    for (int j = 0; j < n; j++) {
+        dtr__store(t->dtype, in[j], 0, value(t->dtype, t->op, j, k, c));
+        ptrs[j] = in[j];
+    }
+    dtr__reduce_n(t->dtype, t->op, ptrs, n, (char *)out + at * es, 1);
+}
+
+/* The f64 reduction of element k, and the tolerance for the MPI path (its order is MPI's). */
+static double loose(const case_t *t, int n, int c, int64_t k, double *tol) {
+    double acc = 0, mag = 0;
+    for (int j = 0; j < n; j++) {
+        char b[8];
+        dtr__store(t->dtype, b, 0, value(t->dtype, t->op, j, k, c));
+        double v = dtr__load(t->dtype, b, 0);
+        acc = j == 0 ? v
+              : t->op == DTR_REDUCE_MAX ? fmax(acc, v)
+              : t->op == DTR_REDUCE_MIN ? fmin(acc, v)
+              : t->op == DTR_REDUCE_PRODUCT ? acc * v
+                                            : acc + v;
+        mag += fabs(v);
+    }
+    double eps = t->dtype == DTR_F16 ? 0x1p-10 : t->dtype == DTR_BF16 ? 0x1p-7
+                 : t->dtype == DTR_F32 ? 0x1p-23 : 0x1p-52;
+    *tol = t->op == DTR_REDUCE_PRODUCT ? 2 * n * eps * fabs(acc) : 2 * n * eps * mag;
+    return acc;
+}
+
+static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, int c,
+                     uint64_t seed, const case_t *t, bool shm, int rank) {
+    int64_t es = dtr_dtype_info(t->dtype)->size;
+    int64_t counts[16], total = 0, mine;
+    for (int k = 0; k < n; k++) {
+        counts[k] = t->kind == 1 ? t->counts[k] : t->count;
+        total += counts[k];
+    }
+    if (t->kind == 2) total = t->count;
+    int64_t first = 0;
+    for (int k = 0; k < me && t->kind != 2; k++) first += counts[k];
+    mine = t->kind == 2 ? total : counts[me];
+    char *send = malloc((size_t)(total * es + GUARD)), *copy = malloc((size_t)(total * es + GUARD));
+    char *recv = malloc((size_t)(mine * es + GUARD));
+    for (int64_t k = 0; k < total; k++)
+        dtr__store(t->dtype, send, k, value(t->dtype, t->op, me, k, c));
+    memset(send + total * es, 0x33, GUARD);
+    memcpy(copy, send, (size_t)(total * es + GUARD));
+    memset(recv, 0x5A, (size_t)(mine * es + GUARD));
+
+    dtr_backend_req_t req, extra;
+    dtr_status_t st = t->kind == 0 ? ops->reduce_scatter(group, send, recv, t->count, t->dtype,
+                                                         t->op, &req)
+                      : t->kind == 1 ? ops->reduce_scatterv(group, send, recv, counts, t->dtype,
+                                                            t->op, &req)
+                                     : ops->all_reduce(group, send, recv, t->count, t->dtype,
+                                                       t->op, &req);
+    char what[512];
+    if (st != DTR_OK) {
+        snprintf(what, sizeof what, "%s issue: %s: %s", kind_name(t->kind), dtr_status_name(st),
+                 dtr_last_error());
+        fail(rank, c, seed, what);
+        goto out;
+    }
+    if (shm && c % 7 == 3 && total > 0) {
+        /* a second operation over the running one: refused, and the first completes */
+        char b[8 * 16];
+        st = ops->all_reduce(group, b, b, 1, DTR_F32, DTR_REDUCE_SUM, &extra);
+        if (st != DTR_ERR_BACKEND || strstr(dtr_last_error(), "never completed") == NULL) {
+            snprintf(what, sizeof what, "all_reduce over a running %s gave %s",
+                     kind_name(t->kind), dtr_status_name(st));
+            fail(rank, c, seed, what);
+        }
+        st = DTR_OK;
+    }
+    if (t->blocking) {
+        st = ops->wait(group, &req);
+    } else {
+        bool done = false;
+        while (st == DTR_OK && !done) st = ops->test(group, &req, &done);
+    }
+    if (st != DTR_OK) {
+        snprintf(what, sizeof what, "%s: %s: %s", kind_name(t->kind), dtr_status_name(st),
+                 dtr_last_error());
+        fail(rank, c, seed, what);
+        goto out;
+    }
+    if (memcmp(send, copy, (size_t)(total * es + GUARD)) != 0)
+        fail(rank, c, seed, "the send buffer was written");
+    for (int64_t b = 0; b < GUARD; b++)
+        if ((unsigned char)recv[mine * es + b] != 0x5A) {
+            fail(rank, c, seed, "bytes past the output were written");
+            break;
+        }
+    char want[8];
+    for (int64_t k = 0; k < mine; k++) {
+        int64_t at = t->kind == 2 ? k : first + k;
+        double got = dtr__load(t->dtype, recv, k);
+        bool ok;
+        double ref = 0, tol = 0;
+        if (shm) {
+            expected(t, n, c, at, want, 0);
+            ok = memcmp(want, recv + k * es, (size_t)es) == 0;
+            ref = dtr__load(t->dtype, want, 0);
+        } else {
+            ref = loose(t, n, c, at, &tol);
+            ok = t->dtype == DTR_I32 || t->dtype == DTR_I64 || t->dtype == DTR_U8
+                     ? (expected(t, n, c, at, want, 0), memcmp(want, recv + k * es, (size_t)es) == 0)
+                     : fabs(got - ref) <= tol;
+        }
+        if (!ok) {
+            snprintf(what, sizeof what,
+                     "%s %s %s of %lld (%s): element %lld is %.17g, want %.17g (tolerance %g)",
+                     kind_name(t->kind), dtr_dtype_name(t->dtype), dtr_reduce_op_name(t->op),
+                     (long long)total, t->blocking ? "blocking" : "non-blocking", (long long)k,
+                     got, ref, tol);
+            fail(rank, c, seed, what);
+            break;
+        }
+    }
+    if (t->kind == 2) {
+        /* the replicas agree bit for bit: every member's hash of its result is the same */
+        uint64_t h = 1469598103934665603ull, lo = 0, hi = 0;
+        for (int64_t b = 0; b < mine * es; b++) h = (h ^ (unsigned char)recv[b]) * 1099511628211ull;
+        MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        if (lo != hi) fail(rank, c, seed, "the all-reduce's members hold different bits");
+    }
+out:
+    free(send);
+    free(copy);
+    free(recv);
+}
+
+/* An all-to-all between the reductions, so that the kinds' rings and counters interleave. */
+static void shuffle(const dtr_backend_ops_t *ops, void *group, int n, int c, uint64_t seed,
+                    int rank) {
+    int64_t bytes = 1 + pick(5000);
+    char *send = malloc((size_t)(bytes * n)), *recv = malloc((size_t)(bytes * n));
+    memset(send, rank, (size_t)(bytes * n));
+    memset(recv, 0, (size_t)(bytes * n));
+    dtr_backend_req_t req;
+    dtr_status_t st = ops->all_to_all_strided(group, send, 1, bytes, bytes * n, recv, 1, bytes,
+                                              bytes * n, &req);
+    if (st == DTR_OK) st = ops->wait(group, &req);
+    if (st != DTR_OK) fail(rank, c, seed, "the all-to-all between reductions failed");
+    free(send);
+    free(recv);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int cases = 100;
+    uint64_t seed = 20261123;
+    for (int a = 1; a + 1 < argc; a += 2) {
+        if (strcmp(argv[a], "--cases") == 0) cases = atoi(argv[a + 1]);
+        else if (strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[a + 1], NULL, 10);
+    }
+    if (n > 16) {
+        if (rank == 0) printf("mpi_shm_reduce_test: at most 16 ranks\n");
+        MPI_Finalize();
+        return 2;
+    }
+    const char *env = getenv("DTR_MPI_SHM"), *renv = getenv("DTR_MPI_SHM_REDUCE");
+    bool shm = n >= 2 && (env == NULL || strcmp(env, "0") != 0) &&
+               (renv == NULL || strcmp(renv, "0") != 0);
+    if (rank == 0)
+        printf("mpi_shm_reduce_test: %d ranks, %d cases, seed %llu, %s\n", n, cases,
+               (unsigned long long)seed,
+               shm ? "shared-memory reductions (exact member order)" : "MPI's reductions");
+
+    if (!shm) u8_members = n;
+    const dtr_backend_ops_t *ops = dtr_backend_mpi_ops();
+    void *state = NULL, *groups[2] = {NULL, NULL};
+    int ranks[32];
+    dtr_status_t st = dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state);
+    for (int k = 0; k < n; k++) {
+        ranks[k] = k;
+        ranks[n + k] = n - 1 - k;
+    }
+    for (int g = 0; g < 2 && st == DTR_OK; g++)
+        st = ops->group_create(state, ranks + g * n, n, 200 + g, &groups[g]);
+    if (st != DTR_OK) {
+        printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16,
+                                         DTR_I32, DTR_I64, DTR_U8};
+    static const dtr_reduce_op_t rops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
+                                           DTR_REDUCE_PRODUCT};
+    int passed = 0, failed = 0;
+    for (int c = 0; c < cases; c++) {
+        int before = failures;
+        rng_state = seed * 1000003u + (uint64_t)c;
+        case_t t;
+        memset(&t, 0, sizeof t);
+        t.dtype = dtypes[pick(7)];
+        t.op = pick(3) == 0 ? rops[pick(4)] : DTR_REDUCE_SUM;
+        t.kind = (int)pick(3);
+        t.blocking = pick(2) == 0;
+        /* 1 element to about 300 KB: one chunk to many, the rings wrapping */
+        int64_t scale = pick(4);
+        t.count = scale == 0 ? 1 + pick(8) : scale == 1 ? 1 + pick(600) : scale == 2 ? 1 + pick(6000) : 1 + pick(40000);
+        for (int k = 0; k < n; k++) t.counts[k] = pick(4) == 0 ? 0 : pick(t.count + 1);
+        int g = (int)pick(2);
+        int me = g == 0 ? rank : n - 1 - rank;
+        run_case(ops, groups[g], me, n, c, seed, &t, shm, rank);
+        if (pick(3) == 0) shuffle(ops, groups[g], n, c, seed, rank);
+        int mine = failures > before, any = 0;
+        MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) failed++;
+        else passed++;
+    }
+    for (int g = 0; g < 2; g++) ops->group_destroy(state, groups[g]);
+    ops->destroy(state);
+    int bad = failures > 0, anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("reductions on %d ranks: %d passed, %d failed\n", n, passed, failed);
+    MPI_Finalize();
+    return anybad ? 1 : 0;
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The MPI backend's reductions under mpirun: mpi_shm_reduce_test on 2, 3, 4 and 8 ranks with
+# the shared-memory path's defaults, with tiny sub-pieces and rings (every operation many
+# chunks, the rings wrapping), and with MPI's calls (DTR_MPI_SHM_REDUCE=0, DTR_MPI_SHM=0);
+# then `dtr run --verify` redistributions whose plans reduce.
+# Usage: mpi_shm_reduce_test.sh MPI_SHM_REDUCE_TEST DTR   (DTR_SEED overrides the seed)
+set -u
+read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
+bin=$1
+dtr=$2
+seed=${DTR_SEED:-20261123}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passed=0
+failed=0
+
+# run ENV RANKS CASES: one mpi_shm_reduce_test run with ENV (a VAR=value list, or -)
+run() {
+    local env=$1 n=$2 cases=$3 out rc line p f
+    [ "$env" = - ] && env=
+    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    rc=$?
+    echo "$out"
+    line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+    if [ $rc -ne 0 ] || [ -z "$line" ]; then
+        echo "FAIL: $env mpirun -n $n mpi_shm_reduce_test --cases $cases --seed $seed (exit $rc)"
+        failed=$((failed + 1))
+        return
+    fi
+    read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+run - 2 120
+run - 3 80
+run - 4 80
+run - 8 30
+run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 2 60
+run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 4 40
+run "DTR_MPI_SHM_CHUNK=1000 DTR_MPI_SHM_RING=8192" 3 40
+run DTR_MPI_SHM_REDUCE=0 4 60
+run DTR_MPI_SHM=0 3 40
+
+# check ENV RANKS STEP DTR-RUN-ARGS...: a verified redistribution whose plan has STEP
+check() {
+    local env=$1 n=$2 step=$3 out rc
+    shift 3
+    [ "$env" = - ] && env=
+    out=$(env $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify --iters 2 "$@" 2>&1)
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then
+        passed=$((passed + 1))
+        echo "ok: $env dtr run $* on $n ranks"
+    else
+        failed=$((failed + 1))
+        echo "$out"
+        echo "FAIL: $env mpirun -n $n dtr run --verify $* (exit $rc)"
+    fi
+}
+
+small="DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096"
+for dtype in f32 f64 f16 bf16 i32 i64 u8; do
+    check "$small" 4 reduce_scatter --mesh 4 --shape 37x19 --dtype $dtype --from 'P' --to 'S(0)'
+    check - 3 all_reduce --mesh 3 --shape 64x50 --dtype $dtype --from 'P(max)' --to 'R'
+done
+check "$small" 4 all_reduce --mesh 2x2 --shape 30x7 --dtype f32 --from 'P(max),P(max)' --to 'R,R'
+check - 4 reduce_scatter --mesh 4 --shape 1024x1000 --dtype bf16 --from 'P' --to 'S(1)'
+check - 2 all_reduce --mesh 2 --shape 2048x512 --dtype f16 --from 'P(avg)' --to 'R'
+check - 8 reduce_scatter --mesh 8 --shape 100x30 --dtype f32 --from 'P(product)' --to 'S(0)'
+
+echo "reductions, all runs: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
