@@ -56,7 +56,8 @@
 
 /*
  * A dtype whose elements combine in their own type T (integers through the unsigned type U,
- * which wraps as MPI and NCCL do, without signed overflow in C; max and min compare as T).
+ * which wraps as MPI and NCCL do, without signed overflow in C; max and min compare as T;
+ * floats pass T as U).
  */
 #define DTR__REDUCE_PLAIN(name, T, U)                                                       \
     static inline __attribute__((always_inline)) void name(                                 \
@@ -79,25 +80,11 @@
         }                                                                                  \
     }
 
+DTR__REDUCE_PLAIN(dtr__reduce_f32, float, float)
 DTR__REDUCE_PLAIN(dtr__reduce_f64, double, double)
 DTR__REDUCE_PLAIN(dtr__reduce_i32, int32_t, uint32_t)
 DTR__REDUCE_PLAIN(dtr__reduce_i64, int64_t, uint64_t)
 DTR__REDUCE_PLAIN(dtr__reduce_u8, uint8_t, uint8_t)
-
-/* f32: combined in f32 (the unsigned path above is for integers only). */
-static inline __attribute__((always_inline)) void dtr__reduce_f32(
-    dtr_reduce_op_t op, const void *const *in, int n, void *out, int64_t count) {
-    for (int64_t base = 0; base < count; base += DTR__TILE) {
-        int64_t len = count - base < DTR__TILE ? count - base : DTR__TILE;
-        float acc[DTR__TILE];
-        memcpy(acc, (const float *)in[0] + base, (size_t)len * sizeof(float));
-        for (int j = 1; j < n; j++) {
-            const float *x = (const float *)in[j] + base;
-            DTR__TILE_STEP(acc, x, len, op, float);
-        }
-        memcpy((float *)out + base, acc, (size_t)len * sizeof(float));
-    }
-}
 
 /* bf16: the high half of an f32, so widening is a shift and rounding integer arithmetic,
  * both of which vectorise; the same rounding as dtr__f32_to_bf16 (NaN stays a quiet NaN). */

@@ -359,12 +359,13 @@ static bool dtr__all_to_all_progress(dtr__shm_t *s) {
     return any;
 }
 
-/* The lowest chunk count every reader of this member's gather ring has read. */
-static uint64_t dtr__gather_read(dtr__shm_t *s) {
+/* The lowest chunk count every reader of this member's ring is done with, by the readers'
+ * counters `done` (dtr__gdone for the gather ring, dtr__rdone for the reduction ring). */
+static uint64_t dtr__ring_read(dtr__shm_t *s, uint64_t *(*done)(dtr__shm_t *, int, int)) {
     uint64_t low = UINT64_MAX;
     for (int to = 0; to < s->n; to++) {
         if (to == s->me) continue;
-        uint64_t d = __atomic_load_n(dtr__gdone(s, s->me, to), __ATOMIC_ACQUIRE);
+        uint64_t d = __atomic_load_n(done(s, s->me, to), __ATOMIC_ACQUIRE);
         if (d < low) low = d;
     }
     return low;
@@ -378,7 +379,7 @@ static bool dtr__gather_progress(dtr__shm_t *s) {
         uint64_t q = s->gearlier + (uint64_t)s->sent[me];
         /* slot q % gslots is free once every reader has read chunk q - gslots */
         if (q >= s->gfree + (uint64_t)s->gslots) {
-            s->gfree = dtr__gather_read(s);
+            s->gfree = dtr__ring_read(s, dtr__gdone);
             if (q >= s->gfree + (uint64_t)s->gslots) break;
         }
         int64_t at = s->sent[me] * s->chunk;
@@ -473,17 +474,6 @@ static void dtr__reduce_release(dtr__shm_t *s, int from) {
     __atomic_store_n(dtr__rdone(s, from, s->me), s->rearlier + (uint64_t)d, __ATOMIC_RELEASE);
 }
 
-/* The lowest chunk count every reader of this member's reduction ring is done with. */
-static uint64_t dtr__reduce_read(dtr__shm_t *s) {
-    uint64_t low = UINT64_MAX;
-    for (int to = 0; to < s->n; to++) {
-        if (to == s->me) continue;
-        uint64_t d = __atomic_load_n(dtr__rdone(s, s->me, to), __ATOMIC_ACQUIRE);
-        if (d < low) low = d;
-    }
-    return low;
-}
-
 /*
  * A reduction's three moves, each as far as it can go: write this member's contributions
  * to the others' pieces into its ring; reduce its own piece from every member's ring in
@@ -498,7 +488,7 @@ static bool dtr__reduce_progress(dtr__shm_t *s) {
         int64_t c = s->sent[me], at;
         uint64_t q = s->rearlier + (uint64_t)c;
         if (q >= s->rfree + (uint64_t)s->rslots) {
-            s->rfree = dtr__reduce_read(s);
+            s->rfree = dtr__ring_read(s, dtr__rdone);
             if (q >= s->rfree + (uint64_t)s->rslots) break;
         }
         for (int k = 0; k < n; k++) {
