@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +24,13 @@ static void dtr__run_help(FILE *out) {
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
         "                [--dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--backward]\n"
-        "                [--dump DIR] [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
+        "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
+        "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "\n"
-        "Runs the redistribution on the ranks of the MPI job. Each rank\n"
-        "fills its source block from a deterministic global pattern (for Partial sources,\n"
-        "rank-dependent contributions whose reduction is the pattern, exact in every dtype),\n"
-        "runs the plan, and with --verify checks every element on every rank. It then times\n"
+        "Runs the redistribution on the ranks of the MPI job. Each rank fills its source\n"
+        "block (--fill, or reads it with --input), runs the plan, and with --verify checks\n"
+        "every element on every rank against a reference computed from every rank's source\n"
+        "values: reductions in long double (floats) or exactly (integers). It then times\n"
         "the redistribution over --iters iterations, alternating with the baseline: the same\n"
         "plan's collectives called bare on preallocated contiguous buffers of the same sizes,\n"
         "so the executor's overhead shows as a ratio. Times are the slowest rank's, medians\n"
@@ -39,7 +41,22 @@ static void dtr__run_help(FILE *out) {
         "  --strategy S         optimal (default) or compat, as for 'dtr plan'\n"
         "  --iters N            timed iterations (default 20; 0 skips timing)\n"
         "  --warmup N           untimed iterations first (default 3)\n"
-        "  --verify             check every element on every rank after the first run\n"
+        "  --verify             check every element on every rank after the first run: moves,\n"
+        "                       max, min and integers exactly; float sums, averages, products\n"
+        "                       and divisions within |got - want| <= K u scale, K = n + d + 1\n"
+        "                       (n contributions reduced, d divisions), u the dtype's unit\n"
+        "                       roundoff (f64 2^-53, f32 2^-24, f16 2^-11, bf16 2^-8), scale\n"
+        "                       the sum of the contributions' magnitudes (sum, avg) or |want|;\n"
+        "                       the output prints K, u and the largest error seen\n"
+        "  --fill F             pattern (default): small integers exact in every dtype and\n"
+        "                       order (for Partial sources, contributions reducing to them);\n"
+        "                       random: random values over the dtype's useful range, Partial\n"
+        "                       sources as random contributions, so that reduction order and\n"
+        "                       precision show (tools/pattern/pattern.h says how they are drawn)\n"
+        "  --seed S             the random fill's seed (default 1; printed with the result)\n"
+        "  --input DIR          each rank reads its source block from DIR/rankR.in, raw bytes as\n"
+        "                       --dump writes them (with --backward the gradient from\n"
+        "                       DIR/rankR.grad_in); with --verify every rank reads every file\n"
         "  --nonblocking        use dtr_redistribute_start and dtr_request_test\n"
         "  --backward           also run the backward plan: a gradient arriving in the --to\n"
         "                       placements goes back to --from's (Partial becomes R); with\n"
@@ -204,7 +221,73 @@ typedef struct {
     double got, want;
     int64_t global[DTR_MAX_TENSOR_DIMS];
     int64_t input_changed;
+    double tolerance, unit, worst;
+    int64_t sum_scale;
 } dtr__verdict_t;
+
+/* Where the source values come from: --fill, or --input (every rank's block loaded for
+ * --verify). */
+typedef struct {
+    dtr_fill_t fill;
+    const char *input;       /* --input DIR, or NULL */
+    dtr_fill_blocks_t *blocks; /* every rank's block, for --verify with --input */
+} dtr__data_t;
+
+/* Fills this rank's block of spec (the forward source, or the gradient with suffix
+ * "grad_in"), and with verify loads what the check needs. */
+static dtr_status_t dtr__source_fill(dtr__data_t *d, const dtr_spec_t *spec, const char *suffix,
+                                     int rank, bool verify, void *buf, size_t bytes) {
+    if (d->input == NULL) return dtr_fill(spec, &d->fill, rank, buf, bytes);
+    dtr_status_t st = dtr_fill_read(d->input, suffix, rank, buf, bytes);
+    if (st != DTR_OK || !verify) return st;
+    dtr_fill_blocks_destroy(d->blocks);
+    d->blocks = NULL;
+    st = dtr_fill_load(spec, d->input, suffix, &d->blocks);
+    d->fill.given = d->blocks;
+    return st;
+}
+
+/* "verified: ..." for a check that passed: how close, against what tolerance. */
+static void dtr__print_tolerance(FILE *out, const dtr__verdict_t *v, dtr_dtype_t dtype) {
+    if (v->tolerance == 0) {
+        fprintf(out, "exactly");
+        return;
+    }
+    fprintf(out, "within |got - want| <= %.0f u %s (u = 2^%d for %s); largest error %.3g u %s",
+            v->tolerance / v->unit, v->sum_scale ? "sum|x|" : "|want|", (int)log2(v->unit),
+            dtr_dtype_name(dtype), v->worst / v->unit, v->sum_scale ? "sum|x|" : "|want|");
+}
+
+static void dtr__json_tolerance(FILE *out, const dtr__verdict_t *v) {
+    fprintf(out, "{\"exact\":%s,\"factor\":%.0f,\"u\":%.9g,\"scale\":\"%s\",\"worst_u\":%.6g}",
+            v->tolerance == 0 ? "true" : "false", v->unit > 0 ? v->tolerance / v->unit : 0,
+            v->unit, v->tolerance == 0 ? "none" : v->sum_scale ? "sum|x|" : "|want|",
+            v->unit > 0 ? v->worst / v->unit : 0);
+}
+
+/* The verdicts of every rank folded into one: counts summed, tolerances the largest. */
+static void dtr__fold(dtr__verdict_t *sum, const dtr__verdict_t *v) {
+    sum->mismatches += v->mismatches;
+    sum->checked += v->checked;
+    sum->input_changed += v->input_changed;
+    if (v->tolerance > sum->tolerance) sum->tolerance = v->tolerance;
+    if (v->unit > sum->unit) sum->unit = v->unit;
+    if (v->worst > sum->worst || isnan(v->worst)) sum->worst = v->worst;
+    sum->sum_scale |= v->sum_scale;
+}
+
+static void dtr__verdict_from(dtr__verdict_t *v, const dtr_pattern_report_t *rep) {
+    v->mismatches = rep->mismatches;
+    v->checked = rep->checked;
+    v->first = rep->first;
+    v->got = rep->got;
+    v->want = rep->want;
+    memcpy(v->global, rep->first_global, sizeof v->global);
+    v->tolerance = rep->tolerance;
+    v->unit = rep->unit;
+    v->worst = rep->worst;
+    v->sum_scale = rep->sum_scale;
+}
 
 static int dtr__run(int argc, char **argv, int rank, int world) {
     static const struct option options[] = {
@@ -222,12 +305,16 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"dump", required_argument, NULL, 'D'},
         {"backend", required_argument, NULL, 'B'},
         {"device", required_argument, NULL, 'V'},
+        {"fill", required_argument, NULL, 'F'},
+        {"seed", required_argument, NULL, 'E'},
+        {"input", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
+    const char *fill_text = "pattern", *seed_text = NULL, *input = NULL;
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -247,6 +334,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'D': dump = optarg; break;
         case 'B': backend = optarg; break;
         case 'V': device = optarg; break;
+        case 'F': fill_text = optarg; break;
+        case 'E': seed_text = optarg; break;
+        case 'I': input = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -268,7 +358,25 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         rc = dtr_cli_parse_int("run", "--inject-mismatch", inject_text, 0, world - 1, what,
                                &inject);
     }
+    dtr__data_t data = {.fill = {.kind = DTR_FILL_PATTERN, .seed = 1}, .input = input};
+    if (rc == DTR_EXIT_OK && seed_text != NULL) {
+        int64_t seed;
+        rc = dtr_cli_parse_int("run", "--seed", seed_text, 0, INT64_MAX, "a seed 0..2^63-1",
+                               &seed);
+        data.fill.seed = (uint64_t)seed;
+    }
     if (rc != DTR_EXIT_OK) return rc;
+    if (strcmp(fill_text, "random") == 0)
+        data.fill.kind = DTR_FILL_RANDOM;
+    else if (strcmp(fill_text, "pattern") != 0)
+        return dtr_cli_usage_error("run", "--fill: '%s' is not pattern or random", fill_text);
+    if (seed_text != NULL && data.fill.kind != DTR_FILL_RANDOM)
+        return dtr_cli_usage_error("run", "--seed: seeds the random fill only (add --fill "
+                                          "random)");
+    if (input != NULL && data.fill.kind == DTR_FILL_RANDOM)
+        return dtr_cli_usage_error("run", "--input: reads the source blocks; --fill random "
+                                          "fills them: pick one");
+    if (input != NULL) data.fill.kind = DTR_FILL_GIVEN;
     bool nccl = strcmp(backend, "nccl") == 0;
     if (!nccl && strcmp(backend, "mpi") != 0)
         return dtr_cli_usage_error("run", "--backend: '%s' is not mpi or nccl", backend);
@@ -292,6 +400,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     struct stat dump_st;
     if (dump != NULL && (stat(dump, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
         return dtr_cli_usage_error("run", "--dump: '%s' is not an existing directory", dump);
+    if (input != NULL && (stat(input, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
+        return dtr_cli_usage_error("run", "--input: '%s' is not an existing directory", input);
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("run", "--strategy");
@@ -332,8 +442,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", rank);
     if (st == DTR_OK) st = dtr__context(nccl, cuda, rank, &ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
-    if (inside) st = dtr_pattern_fill(&src, rank, in, in_bytes);
-    if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
+    if (inside) st = dtr__source_fill(&data, &src, "in", rank, verify, in, in_bytes);
+    if (!dtr_cli_all_ok("run", st, rank, input != NULL ? "--input" : "fill")) goto done;
     memcpy(copy, in, in_bytes);
     st = dtr__dev_put(in, in_bytes, &din);
     if (st == DTR_OK) st = dtr__dev_put(out, out_bytes, &dout);
@@ -352,33 +462,28 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         goto done;
     if (verify && inside) {
         dtr_pattern_report_t rep;
-        st = dtr_pattern_check(&src, &dst, rank, out, out_bytes, &rep);
-        v.mismatches = rep.mismatches;
-        v.checked = rep.checked;
-        v.first = rep.first;
-        v.got = rep.got;
-        v.want = rep.want;
-        memcpy(v.global, rep.first_global, sizeof v.global);
+        st = dtr_fill_check(&src, &dst, &data.fill, rank, out, out_bytes, &rep);
+        dtr__verdict_from(&v, &rep);
         v.input_changed = memcmp(in, copy, in_bytes) != 0;
     }
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     /* Rank 0 gathers the verdicts to name the first failing rank. */
     dtr__verdict_t *all = rank == 0 ? calloc((size_t)world, sizeof *all) : NULL;
     MPI_Gather(&v, (int)sizeof v, MPI_BYTE, all, (int)sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD);
-    int64_t mismatches = 0, checked = 0, changed = 0;
+    dtr__verdict_t fwd = {0};
     int first_bad = -1;
     if (rank == 0) {
         for (int r = 0; r < world; r++) {
-            mismatches += all[r].mismatches;
-            checked += all[r].checked;
-            changed += all[r].input_changed;
+            dtr__fold(&fwd, &all[r]);
             if (first_bad < 0 && (all[r].mismatches > 0 || all[r].input_changed)) first_bad = r;
         }
     }
+    int64_t mismatches = fwd.mismatches, checked = fwd.checked, changed = fwd.input_changed;
 
     /* The backward plan: a gradient in dst's placements goes back to src's (autograd.h). */
     dtr_plan_t *bplan = NULL;
     int64_t bwd_bad = 0, bwd_checked = 0;
+    dtr__verdict_t bwd = {0};
     if (backward) {
         bplan = malloc(sizeof *bplan);
         st = bplan != NULL ? dtr_plan_backward(&src, &dst, &opts, bplan) : DTR_ERR_OUT_OF_MEMORY;
@@ -391,7 +496,11 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         unsigned char *gin = malloc((size_t)gl.bytes + 1), *gcopy = malloc((size_t)gl.bytes + 1);
         unsigned char *gout = malloc((size_t)tl.bytes + 1);
         st = gin && gcopy && gout ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-        if (st == DTR_OK && inside) st = dtr_pattern_fill(&dst, rank, gin, (size_t)gl.bytes);
+        /* the gradient: other random values than the forward's */
+        data.fill.seed ^= 0x5bd1e995u;
+        if (st == DTR_OK && inside)
+            st = dtr__source_fill(&data, &dst, "grad_in", rank, verify, gin, (size_t)gl.bytes);
+        data.fill.seed ^= 0x5bd1e995u;
         void *dgin = NULL, *dgout = NULL;
         if (st == DTR_OK) {
             memcpy(gcopy, gin, (size_t)gl.bytes);
@@ -408,20 +517,26 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         bool dumped = st != DTR_OK || !inside ||
                       (dtr__dump(dump, rank, "grad_in", gin, (size_t)gl.bytes) &&
                        dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
-        int64_t v2[2] = {0, 0}, sum2[2];
+        dtr__verdict_t bv = {0};
         if (st == DTR_OK && verify && inside) {
             dtr_pattern_report_t rep;
-            st = dtr_pattern_check(&dst, &bplan->dst, rank, gout, (size_t)tl.bytes, &rep);
-            v2[0] = rep.mismatches + (memcmp(gin, gcopy, (size_t)gl.bytes) != 0);
-            v2[1] = rep.checked;
+            data.fill.seed ^= 0x5bd1e995u;
+            st = dtr_fill_check(&dst, &bplan->dst, &data.fill, rank, gout, (size_t)tl.bytes, &rep);
+            data.fill.seed ^= 0x5bd1e995u;
+            dtr__verdict_from(&bv, &rep);
+            bv.mismatches += memcmp(gin, gcopy, (size_t)gl.bytes) != 0;
         }
         free(gin);
         free(gcopy);
         free(gout);
         if (!dtr_cli_all_ok("run", st, rank, "backward") || !dtr__all_true(dumped)) goto done_all;
-        MPI_Allreduce(v2, sum2, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-        bwd_bad = sum2[0];
-        bwd_checked = sum2[1];
+        dtr__verdict_t *ball = rank == 0 ? calloc((size_t)world, sizeof *ball) : NULL;
+        MPI_Gather(&bv, (int)sizeof bv, MPI_BYTE, ball, (int)sizeof bv, MPI_BYTE, 0,
+                   MPI_COMM_WORLD);
+        for (int r = 0; rank == 0 && r < world; r++) dtr__fold(&bwd, &ball[r]);
+        free(ball);
+        bwd_bad = bwd.mismatches;
+        bwd_checked = bwd.checked;
     }
 
     for (long k = 0; k < warmup; k++) {
@@ -456,6 +571,14 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,",
                    verify ? (ok ? "true" : "false") : "null", (long long)mismatches,
                    (long long)checked, changed == 0 ? "true" : "false");
+            printf("\"fill\":\"%s\",", fill_text);
+            if (data.fill.kind == DTR_FILL_RANDOM)
+                printf("\"seed\":%llu,", (unsigned long long)data.fill.seed);
+            if (verify) {
+                printf("\"tolerance\":");
+                dtr__json_tolerance(stdout, &fwd);
+                printf(",");
+            }
             printf("\"median_us\":%.3f,\"baseline_median_us\":%.3f,\"overhead_ratio\":%.4f,", med,
                    base, base > 0 ? med / base : 0.0);
             printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":", iters,
@@ -474,6 +597,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        verify ? (bwd_bad == 0 ? "true" : "false") : "null", (long long)bwd_bad,
                        (long long)bwd_checked, bplan->nsteps);
                 dtr_cli_json_collectives(stdout, bplan);
+                if (verify) {
+                    printf(",\"tolerance\":");
+                    dtr__json_tolerance(stdout, &bwd);
+                }
                 printf("}");
             }
             if (first_bad >= 0)
@@ -490,17 +617,25 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             for (int k = 0; k < plan->nsteps; k++)
                 printf("%s %s", k ? "," : "", dtr_step_kind_info(plan->steps[k].kind)->name);
             printf("; most bytes one rank receives: %lld\n", (long long)plan->recv_bytes_max);
-            if (verify && ok)
-                printf("  verified: all %lld elements on every rank match; inputs intact\n",
-                       (long long)checked);
+            if (data.fill.kind == DTR_FILL_RANDOM)
+                printf("  fill: random, seed %llu\n", (unsigned long long)data.fill.seed);
+            else
+                printf("  fill: %s\n", input != NULL ? input : "pattern");
+            if (verify && fwd_ok) {
+                printf("  verified: all %lld elements on every rank match ", (long long)checked);
+                dtr__print_tolerance(stdout, &fwd, src.dtype);
+                printf("; inputs intact\n");
+            }
             if (bplan != NULL) {
                 char bp[128], gp[128];
                 dtr_placements_format(bplan->dst.placements, dtr_mesh_ndims(mesh), bp, sizeof bp);
                 dtr_placements_format(dst.placements, dtr_mesh_ndims(mesh), gp, sizeof gp);
                 printf("  backward: gradient %s -> %s, %d step%s", gp, bp, bplan->nsteps,
                        bplan->nsteps == 1 ? "" : "s");
-                if (verify && bwd_bad == 0)
-                    printf("; verified: all %lld elements match", (long long)bwd_checked);
+                if (verify && bwd_bad == 0) {
+                    printf("; verified: all %lld elements match ", (long long)bwd_checked);
+                    dtr__print_tolerance(stdout, &bwd, src.dtype);
+                }
                 printf("\n");
             }
             if (iters > 0)
@@ -514,12 +649,16 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                     (long long)bwd_bad);
         if (!fwd_ok) {
             const dtr__verdict_t *b = &all[first_bad];
+            char held[96] = "compared exactly";
+            if (fwd.tolerance > 0)
+                snprintf(held, sizeof held, "allowed: |got - want| <= %.0f u %s",
+                         fwd.tolerance / fwd.unit, fwd.sum_scale ? "sum|x|" : "|want|");
             if (b->mismatches > 0)
                 fprintf(stderr,
                         "dtr run: verification failed: %lld of %lld elements wrong; first on "
-                        "rank %d at local index %lld: got %.9g, want %.9g\n",
+                        "rank %d at local index %lld: got %.9g, want %.9g (%s)\n",
                         (long long)mismatches, (long long)checked, first_bad,
-                        (long long)b->first, b->got, b->want);
+                        (long long)b->first, b->got, b->want, held);
             else
                 fprintf(stderr, "dtr run: verification failed: rank %d's input was written\n",
                         first_bad);
@@ -532,6 +671,7 @@ done_all:
     free(all);
     free(bplan);
 done:
+    dtr_fill_blocks_destroy(data.blocks);
     dtr_context_destroy(ctx);
     if (din != in) dtr__dev_free(din);
     if (dout != out) dtr__dev_free(dout);

@@ -65,7 +65,8 @@ typedef struct {
     void *dst;            /* the step's output block */
     int64_t out_numel;
     int64_t n;            /* group size */
-    bool divide;          /* AVG done as SUM: divide by n */
+    bool divide;          /* AVG done as SUM: divide by divisor */
+    int64_t divisor;      /* n, or for a plan reducing AVG in several steps, their product */
     /* unpack from stage_recv: pieces in a 3-d view [outer, len, inner bytes] */
     bool unpack3;
     int64_t outer, inner, dst_len, piece_len, npieces;
@@ -263,6 +264,7 @@ typedef struct {
 
 /* A step that leaves every rank's block as it is: a relabel, or over one rank. */
 bool dtr__step_noop(const dtr_request_t *r, int k);
+bool dtr__step_avg_reduces(const dtr_step_t *s);
 /* Starts step r->step (steps.c): works out this rank's side of it (the dtr__step_args_t),
  * skips a no-op, and calls the kind's start. */
 dtr_status_t dtr__step_start(dtr_request_t *r);

@@ -20,6 +20,13 @@ const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST] = {
     [DTR_STEP_LOCAL_RELABEL] = {.start = dtr__local_relabel_start, .keeps_block = true},
 };
 
+/* A step that reduces Partial(avg) contributions (its mesh dim leaves Partial). */
+bool dtr__step_avg_reduces(const dtr_step_t *s) {
+    return s->op == DTR_REDUCE_AVG && s->from.kind == DTR_PARTIAL && s->to.kind != DTR_PARTIAL &&
+           (s->kind == DTR_STEP_REDUCE_SCATTER || s->kind == DTR_STEP_ALL_REDUCE ||
+            s->kind == DTR_STEP_REDUCE_EXCHANGE);
+}
+
 /* A step that leaves every rank's block as it is. */
 bool dtr__step_noop(const dtr_request_t *r, int k) {
     const dtr_step_t *s = &r->plan->steps[k];
@@ -78,9 +85,23 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_redistribute", "plan->steps[%d].kind: %d",
                           k, (int)a.s->kind);
     a.op = a.s->op;
-    if (a.op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG)) {
-        a.op = DTR_REDUCE_SUM;
-        pend->divide = !a.bare;
+    if (a.op == DTR_REDUCE_AVG) {
+        /* AVG over several mesh dims is their SUM divided once by the product of their
+         * sizes (DESIGN.md): per-step divides would truncate integers at every step and
+         * round floats more than once. One AVG step alone may use the backend's AVG. */
+        int64_t divisor = 1, last = -1, steps = 0;
+        for (int j = 0; j < plan->nsteps; j++) {
+            const dtr_step_t *s = &plan->steps[j];
+            if (!dtr__step_avg_reduces(s) || dtr__step_noop(r, j)) continue;
+            divisor *= s->mesh_dim >= 0 ? pc->msize[s->mesh_dim] : dtr_mesh_nranks(pc->mesh);
+            last = j;
+            steps++;
+        }
+        if (steps > 1 || !(ctx->ops->caps & DTR_BACKEND_CAP_AVG)) {
+            a.op = DTR_REDUCE_SUM;
+            pend->divide = !a.bare && (steps <= 1 || k == last);
+            pend->divisor = steps > 1 ? divisor : a.n;
+        }
     }
     r->group = a.group;
     return dtr__step_impls[a.s->kind].start(r, &a);

@@ -2,9 +2,11 @@
  * The executor on real MPI, random cases: every rank draws the same case from the seed
  * (a mesh of 1 to 3 dims over up to the world's ranks, sometimes with an explicit shuffled
  * rank list and bystanders; a shape of 1 to 3 dims with uneven and zero lengths; random
- * placements of every kind; every dtype), plans it with both strategies, runs the plan on
- * the test pattern and checks every element on every rank, that the input is intact and
- * that nothing is written past the output. Cases alternate between the MPI backend as is
+ * placements of every kind; every dtype), plans it with both strategies, runs the plan and
+ * checks every element on every rank, that the input is intact and that nothing is written
+ * past the output. Even cases fill the source with the exact test pattern, odd ones with
+ * random values (seed: the case's, printed as "fill random S"), where the reductions' order
+ * and precision show and the check compares with pattern.h's tolerance. Cases alternate between the MPI backend as is
  * and with its v-collectives removed (the executor pads), and between the blocking and
  * the non-blocking calls. One case in three on a mesh of 2 or more dims is a reduction
  * blocked by a later shard of its dim (P -> S(d) on mesh dim i, S(d) on a later one, the rest
@@ -209,7 +211,8 @@ static void space_free(void *p) {
 }
 
 static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t *src,
-                    const dtr_spec_t *dst, int rank, bool nonblocking, char *why, size_t len) {
+                    const dtr_spec_t *dst, const dtr_fill_t *fill, int rank, bool nonblocking,
+                    char *why, size_t len) {
     dtr_layout_t sl = {0}, dl = {0};
     bool inside = dtr_spec_layout(src, rank, &sl) == DTR_OK;
     if (inside) dtr_spec_layout(dst, rank, &dl);
@@ -218,7 +221,7 @@ static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t
     unsigned char *out = malloc(out_bytes + GUARD);
     memset(out, 0xab, out_bytes + GUARD);
     if (inside)
-        dtr_pattern_fill(src, rank, in, in_bytes);
+        dtr_fill(src, fill, rank, in, in_bytes);
     else
         for (size_t k = 0; k < in_bytes; k++) in[k] = (unsigned char)(k * 3 + 1);
     memcpy(copy, in, in_bytes);
@@ -254,14 +257,15 @@ static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t
     }
     if (!bad && inside) {
         dtr_pattern_report_t rep;
-        st = dtr_pattern_check(src, dst, rank, out, out_bytes, &rep);
+        st = dtr_fill_check(src, dst, fill, rank, out, out_bytes, &rep);
         if (st != DTR_OK) {
             snprintf(why, len, "check: %s", dtr_last_error());
             bad = 1;
         } else if (rep.mismatches > 0) {
-            snprintf(why, len, "%lld of %lld elements wrong; first at local %lld: got %.9g, want %.9g",
+            snprintf(why, len, "%lld of %lld elements wrong; first at local %lld: got %.9g, want "
+                     "%.9g (tolerance %g x scale)",
                      (long long)rep.mismatches, (long long)rep.checked, (long long)rep.first,
-                     rep.got, rep.want);
+                     rep.got, rep.want, rep.tolerance);
             bad = 1;
         }
     } else if (!bad && memcmp(out, in, in_bytes) != 0) {
@@ -346,6 +350,7 @@ int main(int argc, char **argv) {
     tally_t t = {0};
     int kinds[DTR_STEP_KIND_LAST] = {0}, dtypes[DTR_DTYPE_LAST] = {0}, mdims[4] = {0};
     int partial_ops[DTR_REDUCE_OP_LAST] = {0};
+    int fills[2] = {0, 0}; /* plans run on the pattern, on random values */
     int sliced = 0; /* plans with a gather along a non-leading dim, run in slices on rank 0 */
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
@@ -406,10 +411,15 @@ int main(int argc, char **argv) {
                 }
             }
             why[0] = '\0';
-            int bad = run_plan(ctx[padded], plan, &src, &dst, rank, nonblocking, why, sizeof why);
-            char how[64];
-            snprintf(how, sizeof how, "%s, %s", padded ? "padded" : "mpi",
-                     nonblocking ? "non-blocking" : "blocking");
+            dtr_fill_t fill = {.kind = index % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN,
+                               .seed = seed * 1000003ull + (uint64_t)index};
+            fills[fill.kind]++;
+            int bad = run_plan(ctx[padded], plan, &src, &dst, &fill, rank, nonblocking, why,
+                               sizeof why);
+            char how[96];
+            snprintf(how, sizeof how, "%s, %s, fill %s", padded ? "padded" : "mpi",
+                     nonblocking ? "non-blocking" : "blocking",
+                     fill.kind == DTR_FILL_RANDOM ? "random" : "pattern");
             if (bad) report(rank, seed, index, dtr_strategy_name(strategy), how, &c, why);
             int any = 0;
             MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -433,6 +443,11 @@ int main(int argc, char **argv) {
         for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
             printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
         printf("\n  plans with a non-leading gather run in slices: %d", sliced);
+        printf("\n  plans on the pattern %d, on random values %d", fills[0], fills[1]);
+        if (cases >= 100 && (fills[0] == 0 || fills[1] == 0)) {
+            printf("\n  FAIL: one of the fills never ran");
+            t.failures++;
+        }
         if (strcmp(memory, "fake") == 0) {
             fake_device_counts_t fc = fake_device_counts();
             printf("\n  fake device (rank 0): %lld copy_box, %lld copy_range, %lld divide, %lld "

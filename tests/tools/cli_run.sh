@@ -16,7 +16,7 @@ for key in '"median_us":' '"baseline_median_us":' '"recv_bytes_per_rank_max":409
     check "JSON has $key" 4 0 "$key" "" \
         run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --json --iters 3
 done
-check "text summary" 4 0 "verified: all 8192 elements on every rank match; inputs intact" "" \
+check "text summary" 4 0 "verified: all 8192 elements on every rank match exactly; inputs intact" "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2
 check "overhead ratio printed" 4 0 "overhead ratio" "" \
     run --mesh 4 --shape 64x64 --from 'P' --to 'S(1)' --iters 2
@@ -78,7 +78,7 @@ check "backward: a Partial source gets a Replicate gradient" 4 0 \
     '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":1,' "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --json --iters 1
 check "backward: a Partial gradient is reduced" 4 0 \
-    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0}}' "" \
+    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,' "" \
     run --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --verify --json --iters 1
 check "backward text" 4 0 "backward: gradient R,S(1) -> R,S(0), 1 step; verified: all 96 elements match" "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --iters 1

@@ -1,11 +1,62 @@
-/* The test pattern of pattern.h: fill a source block, check a target block. */
+/* The fills of pattern.h: fill a source block, check a target block against a reference. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
+#include "tools/pattern/internal.h"
 #include "tools/pattern/pattern.h"
+
+/* One contribution of one element: its value as the dtype holds it. */
+typedef struct {
+    long double f; /* floats (and integers, as a number) */
+    int64_t i;     /* integers, exactly */
+    uint8_t byte;  /* storage-only dtypes */
+} dtr__value_t;
+
+/* Where the values come from, for one source spec. */
+typedef struct {
+    const dtr_fill_t *fill; /* never NULL */
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op; /* the source's Partial op (sum where it has none) */
+    int64_t count;      /* contributions per element */
+    int emax;           /* random floats: the largest exponent */
+    int64_t ilim;       /* random integers: the largest magnitude */
+} dtr__source_t;
+
+static bool dtr__is_int(dtr_dtype_t t) { return t == DTR_I32 || t == DTR_I64 || t == DTR_U8; }
+
+static int64_t dtr__iwrap(dtr_dtype_t t, uint64_t v) {
+    switch (t) {
+    case DTR_I32: return (int32_t)(uint32_t)v;
+    case DTR_U8: return (uint8_t)v;
+    default: return (int64_t)v;
+    }
+}
+
+static int64_t dtr__iload(dtr_dtype_t t, const void *b, int64_t k) {
+    switch (t) {
+    case DTR_I32: return ((const int32_t *)b)[k];
+    case DTR_U8: return ((const uint8_t *)b)[k];
+    default: return ((const int64_t *)b)[k];
+    }
+}
+
+static void dtr__istore(dtr_dtype_t t, void *b, int64_t k, int64_t v) {
+    switch (t) {
+    case DTR_I32: ((int32_t *)b)[k] = (int32_t)dtr__iwrap(t, (uint64_t)v); break;
+    case DTR_U8: ((uint8_t *)b)[k] = (uint8_t)v; break;
+    default: ((int64_t *)b)[k] = v; break;
+    }
+}
+
+static int64_t dtr__imax(dtr_dtype_t t) {
+    return t == DTR_I32 ? INT32_MAX : t == DTR_U8 ? UINT8_MAX : INT64_MAX;
+}
+
+/* ---- the pattern ---------------------------------------------------------------------- */
 
 static double dtr__t(int64_t e) { return 8.0 + (double)(e % 13); }
 
@@ -39,14 +90,102 @@ static double dtr__contribution(dtr_reduce_op_t op, dtr_dtype_t dtype, int64_t e
     }
 }
 
-static double dtr__reduce2(dtr_reduce_op_t op, double a, double b) {
-    switch (op) {
-    case DTR_REDUCE_MAX: return a > b ? a : b;
-    case DTR_REDUCE_MIN: return a < b ? a : b;
-    case DTR_REDUCE_PRODUCT: return a * b;
-    default: return a + b;
+/* ---- random values -------------------------------------------------------------------- */
+
+static uint64_t dtr__mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t dtr__hash(uint64_t seed, int64_t e, int64_t q) {
+    return dtr__mix(dtr__mix(dtr__mix(seed) ^ (uint64_t)e) ^ (uint64_t)q);
+}
+
+static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                 int64_t count) {
+    dtr__source_t s = {.fill = fill, .dtype = dtype, .op = op, .count = count, .emax = 6};
+    int bits = 0;
+    while (bits < 62 && (INT64_C(1) << bits) < count) bits++;
+    if (dtype == DTR_F16 && 13 - bits < s.emax) s.emax = 13 - bits;
+    int64_t m = dtr__imax(dtype);
+    if (op == DTR_REDUCE_PRODUCT) {
+        /* the largest b with b^count <= m */
+        int64_t b = count <= 1 ? (m < 1000000 ? m : 1000000) : (int64_t)pow((double)m, 1.0 / (double)count);
+        for (;; b--) {
+            __int128 p = 1;
+            int64_t k = 0;
+            for (; k < count && p <= m; k++) p *= b;
+            if (p <= m || b <= 1) break;
+        }
+        s.ilim = b < 1 ? 1 : b;
+    } else {
+        s.ilim = m / count;
+    }
+    return s;
+}
+
+/* Random contribution q of element e, as stored in the dtype. */
+static dtr__value_t dtr__random(const dtr__source_t *s, int64_t e, int64_t q) {
+    uint64_t h = dtr__hash(s->fill->seed, e, q), h2 = dtr__mix(h);
+    dtr__value_t v = {0};
+    v.byte = (uint8_t)h;
+    if (dtr__is_int(s->dtype)) {
+        bool sign = s->dtype != DTR_U8 && (h2 & 1);
+        uint64_t lim = (uint64_t)s->ilim;
+        if (s->op == DTR_REDUCE_MAX || s->op == DTR_REDUCE_MIN)
+            v.i = dtr__iwrap(s->dtype, h);
+        else if (s->op == DTR_REDUCE_PRODUCT)
+            v.i = (int64_t)(1 + h % lim) * (sign ? -1 : 1);
+        else if (s->dtype == DTR_U8)
+            v.i = (int64_t)(h % (lim + 1));
+        else
+            v.i = (int64_t)(h % (2 * lim + 1)) - (int64_t)lim;
+        v.f = (long double)v.i;
+        return v;
+    }
+    double f = (double)(h >> 11) * 0x1p-53, x;
+    if (s->op == DTR_REDUCE_PRODUCT) {
+        double a = s->count > 8 ? 8.0 / (double)s->count : 1.0;
+        x = exp2((2 * f - 1) * a);
+    } else {
+        x = ldexp(1 + f, s->emax - (int)((h2 >> 1) % 13));
+    }
+    if (h2 & 1) x = -x;
+    unsigned char tmp[8];
+    dtr__store(s->dtype, tmp, 0, x);
+    v.f = dtr__load(s->dtype, tmp, 0);
+    return v;
+}
+
+/* Contribution q of element e, whichever the fill. */
+static dtr__value_t dtr__value(const dtr__source_t *s, int64_t e, int64_t q) {
+    dtr__value_t v = {0};
+    switch (s->fill->kind) {
+    case DTR_FILL_RANDOM: return dtr__random(s, e, q);
+    case DTR_FILL_GIVEN: {
+        const dtr_fill_blocks_t *b = s->fill->given;
+        const unsigned char *p = b->data + ((size_t)(q * b->numel + e)) * b->esize;
+        v.byte = p[0];
+        if (dtr_dtype_info(s->dtype)->storage_only) return v;
+        if (dtr__is_int(s->dtype)) {
+            v.i = dtr__iload(s->dtype, p, 0);
+            v.f = (long double)v.i;
+        } else {
+            v.f = dtr__load(s->dtype, p, 0);
+        }
+        return v;
+    }
+    default:
+        v.byte = dtr__code(e);
+        v.f = dtr__contribution(s->op, s->dtype, e, q, s->count);
+        v.i = (int64_t)v.f;
+        return v;
     }
 }
+
+/* ---- fill and check ------------------------------------------------------------------- */
 
 /* The source's Partial mesh dims and their common op. */
 static dtr_status_t dtr__partials(const dtr_spec_t *spec, bool *partial, dtr_reduce_op_t *op,
@@ -94,46 +233,70 @@ static dtr_status_t dtr__block(const dtr_spec_t *spec, int rank, size_t bytes, i
     return DTR_OK;
 }
 
-/* Global row-major index of local element k, stepping idx (local coordinates). */
-static int64_t dtr__global(const dtr_spec_t *spec, const dtr_layout_t *l, const int64_t *idx) {
-    int64_t e = 0;
-    for (int d = 0; d < spec->ndim; d++) e = e * spec->shape[d] + l->global_offset[d] + idx[d];
-    return e;
+static const dtr_fill_t dtr__the_pattern = {.kind = DTR_FILL_PATTERN};
+
+/* fill (NULL: the pattern) checked against spec. */
+static dtr_status_t dtr__fill_arg(const dtr_fill_t **fill, const dtr_spec_t *spec,
+                                  const char *func) {
+    if (*fill == NULL) *fill = &dtr__the_pattern;
+    const dtr_fill_t *f = *fill;
+    if (f->kind != DTR_FILL_PATTERN && f->kind != DTR_FILL_RANDOM && f->kind != DTR_FILL_GIVEN)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "fill: kind %d is not a fill",
+                          (int)f->kind);
+    if (f->kind != DTR_FILL_GIVEN) return DTR_OK;
+    const dtr_fill_blocks_t *b = f->given;
+    if (b == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "fill: given blocks are NULL");
+    if (b->dtype != spec->dtype || b->ndim != spec->ndim ||
+        memcmp(b->shape, spec->shape, (size_t)spec->ndim * sizeof *b->shape) != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "fill: the given blocks were loaded for another shape or dtype");
+    return DTR_OK;
 }
 
-static void dtr__next(const dtr_layout_t *l, int64_t *idx) {
-    for (int d = l->ndim - 1; d >= 0; d--) {
-        if (++idx[d] < l->local_shape[d]) break;
-        idx[d] = 0;
-    }
-}
-
-dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf, size_t bytes) {
+/* dtr_fill, its errors under func (the function the caller called). */
+static dtr_status_t dtr__fill(const dtr_spec_t *spec, const dtr_fill_t *fill, int rank,
+                              void *buf, size_t bytes, const char *func) {
     int64_t coord[DTR_MAX_MESH_DIMS];
     dtr_layout_t l;
-    DTR_CHECK(dtr__block(spec, rank, bytes, coord, &l, __func__));
+    DTR_CHECK(dtr__block(spec, rank, bytes, coord, &l, func));
     if (buf == NULL && bytes > 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "buf: must not be NULL");
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
+    DTR_CHECK(dtr__fill_arg(&fill, spec, func));
     bool partial[DTR_MAX_MESH_DIMS];
     dtr_reduce_op_t op;
     int64_t count;
-    DTR_CHECK(dtr__partials(spec, partial, &op, &count, __func__));
-    int64_t q = 0;
-    for (int i = 0; i < dtr_mesh_ndims(spec->mesh); i++)
-        if (partial[i]) q = q * dtr_mesh_size(spec->mesh, i) + coord[i];
-    bool bytewise = dtr_dtype_info(spec->dtype)->storage_only;
+    DTR_CHECK(dtr__partials(spec, partial, &op, &count, func));
+    if (fill->kind == DTR_FILL_GIVEN && fill->given->count != count)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "fill: the given blocks have %lld contributions, spec %lld",
+                          (long long)fill->given->count, (long long)count);
+    int64_t q = dtr__contribution_index(spec, coord, NULL);
+    dtr__source_t s = dtr__source(fill, spec->dtype, op, count);
+    bool bytewise = dtr_dtype_info(spec->dtype)->storage_only, ints = dtr__is_int(spec->dtype);
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
     for (int64_t k = 0; k < l.numel; k++, dtr__next(&l, idx)) {
-        int64_t e = dtr__global(spec, &l, idx);
+        dtr__value_t v = dtr__value(&s, dtr__global(spec, &l, idx), q);
         if (bytewise)
-            ((uint8_t *)buf)[k] = dtr__code(e);
+            ((uint8_t *)buf)[k] = v.byte;
+        else if (ints)
+            dtr__istore(spec->dtype, buf, k, v.i);
         else
-            dtr__store(spec->dtype, buf, k, dtr__contribution(op, spec->dtype, e, q, count));
+            dtr__store(spec->dtype, buf, k, (double)v.f);
     }
     return DTR_OK;
 }
 
-/* Units in the last place, relative: 2^-(mantissa bits + 1). */
+dtr_status_t dtr_fill(const dtr_spec_t *spec, const dtr_fill_t *fill, int rank, void *buf,
+                      size_t bytes) {
+    return dtr__fill(spec, fill, rank, buf, bytes, __func__);
+}
+
+dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf, size_t bytes) {
+    return dtr__fill(spec, NULL, rank, buf, bytes, __func__);
+}
+
+/* Units in the last place at 1, relative: 2^-(mantissa bits) (the pattern's tolerance). */
 static double dtr__ulp(dtr_dtype_t dtype) {
     switch (dtype) {
     case DTR_F64: return 0x1p-52;
@@ -143,23 +306,109 @@ static double dtr__ulp(dtr_dtype_t dtype) {
     }
 }
 
-dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
-                               const void *buf, size_t bytes, dtr_pattern_report_t *report) {
-    DTR_CHECK_PTR(report, __func__);
-    DTR_CHECK_PTR(src, __func__);
-    int64_t coord[DTR_MAX_MESH_DIMS];
-    dtr_layout_t l;
-    DTR_CHECK(dtr__block(dst, rank, bytes, coord, &l, __func__));
+/* The smallest positive (subnormal) value of a float dtype. */
+static double dtr__tiny(dtr_dtype_t dtype) {
+    switch (dtype) {
+    case DTR_F64: return 0x1p-1074;
+    case DTR_F16: return 0x1p-24;
+    case DTR_BF16: return 0x1p-133;
+    default: return 0x1p-149;
+    }
+}
+
+/* What the check compares one element with. */
+typedef struct {
+    const dtr__source_t *s;
+    const dtr_spec_t *src;
+    const bool *reduced;
+    int64_t nreduced, divisor;
+} dtr__reference_t;
+
+typedef struct {
+    long double f, abs; /* the reduction; the sum of the magnitudes */
+    int64_t i;
+} dtr__want_t;
+
+/* Reduces element e's contributions over the reduced mesh dims (the others at coord). */
+static dtr__want_t dtr__want(const dtr__reference_t *r, int64_t e, const int64_t *coord) {
+    const dtr_spec_t *src = r->src;
+    int mdims = dtr_mesh_ndims(src->mesh);
+    dtr_reduce_op_t op = r->s->op;
+    dtr_dtype_t t = src->dtype;
+    int64_t c[DTR_MAX_MESH_DIMS];
+    memcpy(c, coord, sizeof c);
+    for (int i = 0; i < mdims; i++)
+        if (r->reduced[i]) c[i] = 0;
+    dtr__want_t w = {0};
+    bool first = true;
+    for (;;) {
+        dtr__value_t v = dtr__value(r->s, e, dtr__contribution_index(src, c, NULL));
+        w.abs += fabsl(v.f);
+        if (first) {
+            w.f = v.f;
+            w.i = v.i;
+        } else if (op == DTR_REDUCE_MAX) {
+            w.f = v.f > w.f ? v.f : w.f;
+            w.i = v.i > w.i ? v.i : w.i;
+        } else if (op == DTR_REDUCE_MIN) {
+            w.f = v.f < w.f ? v.f : w.f;
+            w.i = v.i < w.i ? v.i : w.i;
+        } else if (op == DTR_REDUCE_PRODUCT) {
+            w.f *= v.f;
+            w.i = dtr__iwrap(t, (uint64_t)w.i * (uint64_t)v.i);
+        } else {
+            w.f += v.f;
+            w.i = dtr__iwrap(t, (uint64_t)w.i + (uint64_t)v.i);
+        }
+        first = false;
+        int i = mdims - 1;
+        for (; i >= 0; i--) {
+            if (!r->reduced[i]) continue;
+            if (++c[i] < dtr_mesh_size(src->mesh, i)) break;
+            c[i] = 0;
+        }
+        if (i < 0) break;
+    }
+    if (op == DTR_REDUCE_AVG) {
+        w.f /= (long double)r->nreduced;
+        w.abs /= (long double)r->nreduced;
+        w.i = dtr__iwrap(t, (uint64_t)(w.i / r->nreduced));
+    }
+    w.f /= (long double)r->divisor;
+    w.abs /= (long double)r->divisor;
+    return w;
+}
+
+static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                    const dtr_fill_t **fill, const void *buf, size_t bytes,
+                                    const char *func) {
     if (buf == NULL && bytes > 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "buf: must not be NULL");
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
     if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) || src->dtype != dst->dtype ||
         src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "src, dst: must share the mesh, shape and dtype");
+    return dtr__fill_arg(fill, src, func);
+}
+
+/* dtr_fill_check, its errors under func. */
+static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
+                               const dtr_fill_t *fill, int rank, const void *buf, size_t bytes,
+                               dtr_pattern_report_t *report, const char *func) {
+    DTR_CHECK_PTR(report, func);
+    DTR_CHECK_PTR(src, func);
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    dtr_layout_t l;
+    DTR_CHECK(dtr__block(dst, rank, bytes, coord, &l, func));
+    DTR_CHECK(dtr__check_args(src, dst, &fill, buf, bytes, func));
     bool partial[DTR_MAX_MESH_DIMS];
     dtr_reduce_op_t op;
     int64_t count;
-    DTR_CHECK(dtr__partials(src, partial, &op, &count, __func__));
+    DTR_CHECK(dtr__partials(src, partial, &op, &count, func));
+    if (fill->kind == DTR_FILL_GIVEN && fill->given->count != count)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "fill: the given blocks have %lld contributions, src %lld",
+                          (long long)fill->given->count, (long long)count);
     int mdims = dtr_mesh_ndims(src->mesh);
     /* Mesh dims reduced (Partial in src only) are enumerated; the ones Partial in both keep
      * this rank's coordinate; R -> P(sum) dims divide. */
@@ -177,49 +426,61 @@ dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int
             divisions++;
         }
     }
-    bool bytewise = dtr_dtype_info(src->dtype)->storage_only;
+    if (op == DTR_REDUCE_AVG && nreduced > 1) divisions++;
+    dtr__source_t s = dtr__source(fill, src->dtype, op, count);
+    dtr__reference_t ref = {&s, src, reduced, nreduced, divisor};
+    dtr_dtype_t t = src->dtype;
+    bool bytewise = dtr_dtype_info(t)->storage_only, ints = dtr__is_int(t);
+    bool pattern = fill->kind == DTR_FILL_PATTERN;
+    bool selects = op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN;
     dtr_pattern_report_t rep = {0};
     rep.first = -1;
-    rep.tolerance = divisions > 0 && !bytewise ? (double)(count + divisions + 1) * dtr__ulp(src->dtype) : 0;
+    double k = (double)(nreduced + divisions + 1), tiny = 0;
+    if (pattern) {
+        /* exact but for the divisions (the pattern's sum splits are exact) */
+        rep.tolerance = divisor > 1 && !bytewise ? (double)(count + divisions + 1) * dtr__ulp(t) : 0;
+        rep.unit = dtr__ulp(t) / 2;
+    } else if (!bytewise && !ints) {
+        rep.unit = dtr__ulp(t) / 2;
+        bool exact = (nreduced == 1 || selects) && divisor == 1;
+        rep.tolerance = exact ? 0 : k * rep.unit;
+        rep.sum_scale = !exact && (op == DTR_REDUCE_SUM || op == DTR_REDUCE_AVG);
+        tiny = exact ? 0 : k * dtr__tiny(t);
+    }
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
-    for (int64_t k = 0; k < l.numel; k++, dtr__next(&l, idx)) {
+    for (int64_t j = 0; j < l.numel; j++, dtr__next(&l, idx)) {
         int64_t e = dtr__global(dst, &l, idx);
         double want, got;
+        bool bad;
         if (bytewise) {
-            want = dtr__code(e);
-            got = ((const uint8_t *)buf)[k];
+            /* storage-only dtypes are never reduced: Partial dims are kept */
+            want = dtr__value(&s, e, dtr__contribution_index(src, coord, NULL)).byte;
+            got = ((const uint8_t *)buf)[j];
+            bad = got != want;
+        } else if (ints && !pattern) {
+            dtr__want_t w = dtr__want(&ref, e, coord);
+            int64_t g = dtr__iload(t, buf, j);
+            want = (double)w.i;
+            got = (double)g;
+            bad = g != w.i;
         } else {
-            int64_t c[DTR_MAX_MESH_DIMS];
-            memcpy(c, coord, sizeof c);
-            for (int i = 0; i < mdims; i++)
-                if (reduced[i]) c[i] = 0;
-            double acc = 0;
-            bool first = true;
-            for (;;) {
-                int64_t q = 0;
-                for (int i = 0; i < mdims; i++)
-                    if (partial[i]) q = q * dtr_mesh_size(src->mesh, i) + c[i];
-                double v = dtr__contribution(op, src->dtype, e, q, count);
-                acc = first ? v : dtr__reduce2(op, acc, v);
-                first = false;
-                int i = mdims - 1;
-                for (; i >= 0; i--) {
-                    if (!reduced[i]) continue;
-                    if (++c[i] < dtr_mesh_size(src->mesh, i)) break;
-                    c[i] = 0;
-                }
-                if (i < 0) break;
+            dtr__want_t w = dtr__want(&ref, e, coord);
+            want = (double)w.f;
+            got = dtr__load(t, buf, j);
+            if (rep.tolerance == 0) {
+                bad = !(got == want) && !(isnan(got) && isnan(want));
+            } else {
+                long double scale = rep.sum_scale ? w.abs : fabsl(w.f);
+                long double err = fabsl((long double)got - w.f);
+                bad = !(err <= rep.tolerance * scale + tiny) && !(got == want);
+                double ratio = scale > 0 ? (double)(err / scale) : (err > 0 ? INFINITY : 0);
+                if (ratio > rep.worst || isnan(ratio)) rep.worst = ratio;
             }
-            if (op == DTR_REDUCE_AVG) acc /= (double)nreduced;
-            want = acc / (double)divisor;
-            got = dtr__load(src->dtype, buf, k);
         }
         rep.checked++;
-        bool bad = rep.tolerance > 0 ? !(fabs(got - want) <= rep.tolerance * fabs(want))
-                                     : !(got == want);
         if (bad) {
             if (rep.mismatches == 0) {
-                rep.first = k;
+                rep.first = j;
                 for (int d = 0; d < dst->ndim; d++) rep.first_global[d] = l.global_offset[d] + idx[d];
                 rep.got = got;
                 rep.want = want;
@@ -229,4 +490,15 @@ dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int
     }
     *report = rep;
     return DTR_OK;
+}
+
+dtr_status_t dtr_fill_check(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_fill_t *fill,
+                            int rank, const void *buf, size_t bytes,
+                            dtr_pattern_report_t *report) {
+    return dtr__check(src, dst, fill, rank, buf, bytes, report, __func__);
+}
+
+dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
+                               const void *buf, size_t bytes, dtr_pattern_report_t *report) {
+    return dtr__check(src, dst, NULL, rank, buf, bytes, report, __func__);
 }
