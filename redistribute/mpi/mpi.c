@@ -20,6 +20,8 @@
  * reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
  */
 #define DTR__SHM_RING (4 << 20)
+/* Reductions exact in any order up to this many bytes per member keep MPI's calls. */
+#define DTR__SHM_REDUCE_EXACT_MAX 1024
 
 typedef struct {
     MPI_Comm world;
@@ -475,8 +477,18 @@ static dtr_status_t dtr__mpi_count(int64_t count) {
 }
 
 /* Whether a group's reductions go through its segment (which needs the strided forms on). */
-static bool dtr__mpi_shm_reduces(dtr__mpi_group_t *g) {
-    return g->shm != NULL && g->mpi->shm_reduce;
+/* Whether a reduction of `bytes` per member goes through the segment. Small ones whose
+ * result is exact in any order (max and min; sums and products of i32 and i64, which wrap)
+ * keep MPI's call: its few-byte all-reduce is as fast alone and, next to a segment gather or
+ * all-to-all (the argument agreement before one), faster, and exactness keeps every member's
+ * bits equal. u8 sums stay on the segment (Open MPI's saturate, open-mpi/ompi#8045). */
+static bool dtr__mpi_shm_reduces(dtr__mpi_group_t *g, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                 int64_t bytes) {
+    if (g->shm == NULL || !g->mpi->shm_reduce) return false;
+    bool exact = op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN ||
+                 ((dtype == DTR_I32 || dtype == DTR_I64) &&
+                  (op == DTR_REDUCE_SUM || op == DTR_REDUCE_PRODUCT));
+    return !(exact && bytes <= DTR__SHM_REDUCE_EXACT_MAX);
 }
 
 /* A reduction of `count` elements per member (reduce-scatter block, all-reduce). */
@@ -487,8 +499,8 @@ static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const voi
     dtr__mpi_req_t *r = dtr__req(req);
     DTR_CHECK(dtr__mpi_count(count));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
-    if (dtr__mpi_shm_reduces(g)) {
-        int64_t esize = dtr_dtype_info(dtype)->size;
+    int64_t esize = dtr_dtype_info(dtype)->size;
+    if (dtr__mpi_shm_reduces(g, dtype, op, count * esize * (kind == DTR__OP_ALLREDUCE ? 1 : g->n))) {
         if (kind == DTR__OP_ALLREDUCE) {
             DTR_CHECK(dtr__shm_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));
         } else {
@@ -520,9 +532,10 @@ static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void
     dtr__mpi_req_t *r = dtr__req(req);
     for (int k = 0; k < g->n; k++) DTR_CHECK(dtr__mpi_count(counts[k]));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
-    if (dtr__mpi_shm_reduces(g)) {
-        DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op,
-                                                dtr_dtype_info(dtype)->size));
+    int64_t total = 0, esize = dtr_dtype_info(dtype)->size;
+    for (int k = 0; k < g->n; k++) total += counts[k];
+    if (dtr__mpi_shm_reduces(g, dtype, op, total * esize)) { /* counts are every member's */
+        DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize));
         r->kind = DTR__OP_SHM;
         return DTR_OK;
     }
