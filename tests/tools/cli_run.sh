@@ -72,6 +72,21 @@ else
     echo "FAIL: DTR_SLICE_BYTES not a number (exit $rc, want 1 and the error on both ranks)"
     head -5 "$err"
 fi
+# bad shared-memory sizes fail every rank's context alike, naming the variable and the range
+for bad in 'DTR_MPI_SHM_RING=1000:DTR_MPI_SHM_RING: "1000" is not a byte count from 4 KiB to 1 GiB' \
+    'DTR_MPI_SHM_RING=2GiB:DTR_MPI_SHM_RING: "2GiB" is not a byte count from 4 KiB to 1 GiB' \
+    'DTR_MPI_SHM_CHUNK=0:DTR_MPI_SHM_CHUNK: "0" is not a byte count from 1 to 16 MiB'; do
+    env "${bad%%:*}" timeout 120 "${mpirun[@]}" -n 2 "$dtr" run --mesh 2 --shape 8x8 \
+        --from P --to R >"$out" 2>"$err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(grep -cF "context: dtr_backend_mpi_state_create: ${bad#*:}" "$err")" -eq 2 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: ${bad%%:*} (exit $rc, want 1 and the error on both ranks)"
+        head -5 "$err"
+    fi
+done
 check "compat" 4 0 '"strategy":"compat"' "" \
     run --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --strategy compat --verify --json --iters 1
 check "backward: a Partial source gets a Replicate gradient" 4 0 \

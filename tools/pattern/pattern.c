@@ -141,7 +141,7 @@ static dtr__value_t dtr__random(const dtr__source_t *s, int64_t e, int64_t q) {
         else if (s->dtype == DTR_U8)
             v.i = (int64_t)(h % (lim + 1));
         else
-            v.i = (int64_t)(h % (2 * lim + 1)) - (int64_t)lim;
+            v.i = (int64_t)(h % (2 * lim + 1) - lim); /* in [-lim, lim], unsigned on the way */
         v.f = (long double)v.i;
         return v;
     }
