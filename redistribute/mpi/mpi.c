@@ -27,6 +27,8 @@ typedef struct {
     MPI_Comm world;
     int rank;
     MPI_Datatype half[2];       /* f16, bf16: 2 opaque bytes each */
+    MPI_Op u8_op[2];            /* u8 max, min through dtr's loop, where the MPI compares u8
+                                   as signed (MPICH 4.0.2: pmodels/mpich#6083); else NULL */
     MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
     MPI_Datatype unit[DTR__MPI_UNITS];
     bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
@@ -98,6 +100,8 @@ DTR__HALF_FN(dtr__bf16_sum, DTR_BF16, DTR_REDUCE_SUM)
 DTR__HALF_FN(dtr__bf16_max, DTR_BF16, DTR_REDUCE_MAX)
 DTR__HALF_FN(dtr__bf16_min, DTR_BF16, DTR_REDUCE_MIN)
 DTR__HALF_FN(dtr__bf16_prod, DTR_BF16, DTR_REDUCE_PRODUCT)
+DTR__HALF_FN(dtr__u8_max, DTR_U8, DTR_REDUCE_MAX)
+DTR__HALF_FN(dtr__u8_min, DTR_U8, DTR_REDUCE_MIN)
 
 static MPI_User_function *const dtr__half_fns[2][4] = {
     {dtr__f16_sum, dtr__f16_max, dtr__f16_min, dtr__f16_prod},
@@ -123,7 +127,10 @@ static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_red
     case DTR_F64: *type = MPI_DOUBLE; break;
     case DTR_I32: *type = MPI_INT32_T; break;
     case DTR_I64: *type = MPI_INT64_T; break;
-    case DTR_U8: *type = MPI_UINT8_T; break;
+    case DTR_U8:
+        *type = MPI_UINT8_T;
+        if ((slot == 1 || slot == 2) && m->u8_op[slot - 1] != MPI_OP_NULL) *mop = m->u8_op[slot - 1];
+        break;
     case DTR_F16:
     case DTR_BF16: {
         int h = dtype == DTR_BF16;
@@ -140,6 +147,24 @@ static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_red
 
 /* ---- state and groups ------------------------------------------------------------- */
 
+/* Asks this MPI whether it orders u8 as unsigned under MAX and MIN (MPI_Reduce_local runs
+ * the same op code as the collectives); where it does not, u8 max and min go through dtr's
+ * own loop as user ops. Every rank runs the same library, so all pick the same op. */
+static dtr_status_t dtr__mpi_u8_ops(dtr__mpi_t *m) {
+    static MPI_User_function *const fns[2] = {dtr__u8_max, dtr__u8_min};
+    const MPI_Op ops[2] = {MPI_MAX, MPI_MIN};
+    for (int k = 0; k < 2; k++) {
+        uint8_t in = k == 0 ? 238 : 9, inout = k == 0 ? 9 : 238;
+        int rc = MPI_Reduce_local(&in, &inout, 1, MPI_UINT8_T, ops[k]);
+        if (rc == MPI_SUCCESS && inout == in) continue;
+        rc = MPI_Op_create(fns[k], 1, &m->u8_op[k]);
+        if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, "MPI_Op_create (u8 max, min)");
+        DTR_INFO("mpi: this MPI orders MPI_UINT8_T as signed under %s; u8 %s runs as a user op",
+                 k == 0 ? "MPI_MAX" : "MPI_MIN", k == 0 ? "max" : "min");
+    }
+    return DTR_OK;
+}
+
 static void dtr__mpi_destroy(void *state) {
     dtr__mpi_t *m = state;
     if (m == NULL) return;
@@ -153,6 +178,8 @@ static void dtr__mpi_destroy(void *state) {
         }
         for (int u = 0; u < DTR__MPI_UNITS; u++)
             if (m->unit[u] != MPI_DATATYPE_NULL) MPI_Type_free(&m->unit[u]);
+        for (int k = 0; k < 2; k++)
+            if (m->u8_op[k] != MPI_OP_NULL) MPI_Op_free(&m->u8_op[k]);
         if (m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
     }
     free(m);
@@ -176,6 +203,7 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
         for (int k = 0; k < 4; k++) m->half_op[h][k] = MPI_OP_NULL;
     }
     for (int u = 0; u < DTR__MPI_UNITS; u++) m->unit[u] = MPI_DATATYPE_NULL;
+    m->u8_op[0] = m->u8_op[1] = MPI_OP_NULL;
     dtr_status_t st = DTR_OK;
     int rc = MPI_Comm_dup(comm, &m->world);
     if (rc != MPI_SUCCESS) {
@@ -205,6 +233,7 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
             rc = MPI_Op_create(dtr__half_fns[h][k], 1, &m->half_op[h][k]);
         if (rc != MPI_SUCCESS) st = dtr__mpi_error(rc, "MPI_Op_create (half types)");
     }
+    if (st == DTR_OK) st = dtr__mpi_u8_ops(m);
     for (int u = 1; u < DTR__MPI_UNITS && st == DTR_OK; u++) {
         rc = MPI_Type_contiguous(1 << u, MPI_BYTE, &m->unit[u]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->unit[u]);
