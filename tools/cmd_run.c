@@ -216,13 +216,10 @@ static bool dtr__all_true(bool ok) {
     return all != 0;
 }
 
+/* One rank's check: its report, and whether its input was written. */
 typedef struct {
-    int64_t mismatches, checked, first;
-    double got, want;
-    int64_t global[DTR_MAX_TENSOR_DIMS];
+    dtr_pattern_report_t rep;
     int64_t input_changed;
-    double tolerance, unit, worst;
-    int64_t sum_scale;
 } dtr__verdict_t;
 
 /* Where the source values come from: --fill, or --input (every rank's block loaded for
@@ -248,45 +245,33 @@ static dtr_status_t dtr__source_fill(dtr__data_t *d, const dtr_spec_t *spec, con
 }
 
 /* "verified: ..." for a check that passed: how close, against what tolerance. */
-static void dtr__print_tolerance(FILE *out, const dtr__verdict_t *v, dtr_dtype_t dtype) {
-    if (v->tolerance == 0) {
+static void dtr__print_tolerance(FILE *out, const dtr_pattern_report_t *r, dtr_dtype_t dtype) {
+    if (r->tolerance == 0) {
         fprintf(out, "exactly");
         return;
     }
+    const char *scale = r->sum_scale ? "sum|x|" : "|want|";
     fprintf(out, "within |got - want| <= %.0f u %s (u = 2^%d for %s); largest error %.3g u %s",
-            v->tolerance / v->unit, v->sum_scale ? "sum|x|" : "|want|", (int)log2(v->unit),
-            dtr_dtype_name(dtype), v->worst / v->unit, v->sum_scale ? "sum|x|" : "|want|");
+            r->tolerance / r->unit, scale, (int)log2(r->unit), dtr_dtype_name(dtype),
+            r->worst / r->unit, scale);
 }
 
-static void dtr__json_tolerance(FILE *out, const dtr__verdict_t *v) {
+static void dtr__json_tolerance(FILE *out, const dtr_pattern_report_t *r) {
+    double u = r->unit > 0 ? r->unit : 1;
     fprintf(out, "{\"exact\":%s,\"factor\":%.0f,\"u\":%.9g,\"scale\":\"%s\",\"worst_u\":%.6g}",
-            v->tolerance == 0 ? "true" : "false", v->unit > 0 ? v->tolerance / v->unit : 0,
-            v->unit, v->tolerance == 0 ? "none" : v->sum_scale ? "sum|x|" : "|want|",
-            v->unit > 0 ? v->worst / v->unit : 0);
+            r->tolerance == 0 ? "true" : "false", r->tolerance / u, r->unit,
+            r->tolerance == 0 ? "none" : r->sum_scale ? "sum|x|" : "|want|", r->worst / u);
 }
 
 /* The verdicts of every rank folded into one: counts summed, tolerances the largest. */
 static void dtr__fold(dtr__verdict_t *sum, const dtr__verdict_t *v) {
-    sum->mismatches += v->mismatches;
-    sum->checked += v->checked;
+    sum->rep.mismatches += v->rep.mismatches;
+    sum->rep.checked += v->rep.checked;
     sum->input_changed += v->input_changed;
-    if (v->tolerance > sum->tolerance) sum->tolerance = v->tolerance;
-    if (v->unit > sum->unit) sum->unit = v->unit;
-    if (v->worst > sum->worst || isnan(v->worst)) sum->worst = v->worst;
-    sum->sum_scale |= v->sum_scale;
-}
-
-static void dtr__verdict_from(dtr__verdict_t *v, const dtr_pattern_report_t *rep) {
-    v->mismatches = rep->mismatches;
-    v->checked = rep->checked;
-    v->first = rep->first;
-    v->got = rep->got;
-    v->want = rep->want;
-    memcpy(v->global, rep->first_global, sizeof v->global);
-    v->tolerance = rep->tolerance;
-    v->unit = rep->unit;
-    v->worst = rep->worst;
-    v->sum_scale = rep->sum_scale;
+    if (v->rep.tolerance > sum->rep.tolerance) sum->rep.tolerance = v->rep.tolerance;
+    if (v->rep.unit > sum->rep.unit) sum->rep.unit = v->rep.unit;
+    if (v->rep.worst > sum->rep.worst || isnan(v->rep.worst)) sum->rep.worst = v->rep.worst;
+    sum->rep.sum_scale |= v->rep.sum_scale;
 }
 
 static int dtr__run(int argc, char **argv, int rank, int world) {
@@ -455,15 +440,13 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
 
     dtr__verdict_t v = {0};
-    v.first = -1;
+    v.rep.first = -1;
     if (inject == rank && out_bytes > 0) out[out_bytes - 1] ^= 0x5a; /* the checker's own test */
     if (!dtr__all_true(!inside || (dtr__dump(dump, rank, "in", in, in_bytes) &&
                                    dtr__dump(dump, rank, "out", out, out_bytes))))
         goto done;
     if (verify && inside) {
-        dtr_pattern_report_t rep;
-        st = dtr_fill_check(&src, &dst, &data.fill, rank, out, out_bytes, &rep);
-        dtr__verdict_from(&v, &rep);
+        st = dtr_fill_check(&src, &dst, &data.fill, rank, out, out_bytes, &v.rep);
         v.input_changed = memcmp(in, copy, in_bytes) != 0;
     }
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
@@ -475,10 +458,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (rank == 0) {
         for (int r = 0; r < world; r++) {
             dtr__fold(&fwd, &all[r]);
-            if (first_bad < 0 && (all[r].mismatches > 0 || all[r].input_changed)) first_bad = r;
+            if (first_bad < 0 && (all[r].rep.mismatches > 0 || all[r].input_changed)) first_bad = r;
         }
     }
-    int64_t mismatches = fwd.mismatches, checked = fwd.checked, changed = fwd.input_changed;
+    int64_t mismatches = fwd.rep.mismatches, checked = fwd.rep.checked, changed = fwd.input_changed;
 
     /* The backward plan: a gradient in dst's placements goes back to src's (autograd.h). */
     dtr_plan_t *bplan = NULL;
@@ -488,6 +471,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         bplan = malloc(sizeof *bplan);
         st = bplan != NULL ? dtr_plan_backward(&src, &dst, &opts, bplan) : DTR_ERR_OUT_OF_MEMORY;
         if (!dtr_cli_all_ok("run", st, rank, "backward plan")) goto done_all;
+        /* the gradient's values: other random values than the forward's, or the files' */
+        dtr__data_t grad = {.fill = data.fill, .input = input};
+        grad.fill.seed ^= 0x5bd1e995u;
         dtr_layout_t gl = {0}, tl = {0};
         if (inside) {
             dtr_spec_layout(&dst, rank, &gl);
@@ -496,11 +482,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         unsigned char *gin = malloc((size_t)gl.bytes + 1), *gcopy = malloc((size_t)gl.bytes + 1);
         unsigned char *gout = malloc((size_t)tl.bytes + 1);
         st = gin && gcopy && gout ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-        /* the gradient: other random values than the forward's */
-        data.fill.seed ^= 0x5bd1e995u;
         if (st == DTR_OK && inside)
-            st = dtr__source_fill(&data, &dst, "grad_in", rank, verify, gin, (size_t)gl.bytes);
-        data.fill.seed ^= 0x5bd1e995u;
+            st = dtr__source_fill(&grad, &dst, "grad_in", rank, verify, gin, (size_t)gl.bytes);
         void *dgin = NULL, *dgout = NULL;
         if (st == DTR_OK) {
             memcpy(gcopy, gin, (size_t)gl.bytes);
@@ -519,24 +502,22 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
         dtr__verdict_t bv = {0};
         if (st == DTR_OK && verify && inside) {
-            dtr_pattern_report_t rep;
-            data.fill.seed ^= 0x5bd1e995u;
-            st = dtr_fill_check(&dst, &bplan->dst, &data.fill, rank, gout, (size_t)tl.bytes, &rep);
-            data.fill.seed ^= 0x5bd1e995u;
-            dtr__verdict_from(&bv, &rep);
-            bv.mismatches += memcmp(gin, gcopy, (size_t)gl.bytes) != 0;
+            st = dtr_fill_check(&dst, &bplan->dst, &grad.fill, rank, gout, (size_t)tl.bytes,
+                                &bv.rep);
+            bv.rep.mismatches += memcmp(gin, gcopy, (size_t)gl.bytes) != 0;
         }
         free(gin);
         free(gcopy);
         free(gout);
+        dtr_fill_blocks_destroy(grad.blocks);
         if (!dtr_cli_all_ok("run", st, rank, "backward") || !dtr__all_true(dumped)) goto done_all;
         dtr__verdict_t *ball = rank == 0 ? calloc((size_t)world, sizeof *ball) : NULL;
         MPI_Gather(&bv, (int)sizeof bv, MPI_BYTE, ball, (int)sizeof bv, MPI_BYTE, 0,
                    MPI_COMM_WORLD);
         for (int r = 0; rank == 0 && r < world; r++) dtr__fold(&bwd, &ball[r]);
         free(ball);
-        bwd_bad = bwd.mismatches;
-        bwd_checked = bwd.checked;
+        bwd_bad = bwd.rep.mismatches;
+        bwd_checked = bwd.rep.checked;
     }
 
     for (long k = 0; k < warmup; k++) {
@@ -576,7 +557,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 printf("\"seed\":%llu,", (unsigned long long)data.fill.seed);
             if (verify) {
                 printf("\"tolerance\":");
-                dtr__json_tolerance(stdout, &fwd);
+                dtr__json_tolerance(stdout, &fwd.rep);
                 printf(",");
             }
             printf("\"median_us\":%.3f,\"baseline_median_us\":%.3f,\"overhead_ratio\":%.4f,", med,
@@ -599,14 +580,14 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 dtr_cli_json_collectives(stdout, bplan);
                 if (verify) {
                     printf(",\"tolerance\":");
-                    dtr__json_tolerance(stdout, &bwd);
+                    dtr__json_tolerance(stdout, &bwd.rep);
                 }
                 printf("}");
             }
             if (first_bad >= 0)
                 printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",
-                       first_bad, (long long)all[first_bad].first, all[first_bad].got,
-                       all[first_bad].want);
+                       first_bad, (long long)all[first_bad].rep.first, all[first_bad].rep.got,
+                       all[first_bad].rep.want);
             printf("}\n");
         } else {
             printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend, "
@@ -623,7 +604,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 printf("  fill: %s\n", input != NULL ? input : "pattern");
             if (verify && fwd_ok) {
                 printf("  verified: all %lld elements on every rank match ", (long long)checked);
-                dtr__print_tolerance(stdout, &fwd, src.dtype);
+                dtr__print_tolerance(stdout, &fwd.rep, src.dtype);
                 printf("; inputs intact\n");
             }
             if (bplan != NULL) {
@@ -634,7 +615,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        bplan->nsteps == 1 ? "" : "s");
                 if (verify && bwd_bad == 0) {
                     printf("; verified: all %lld elements match ", (long long)bwd_checked);
-                    dtr__print_tolerance(stdout, &bwd, src.dtype);
+                    dtr__print_tolerance(stdout, &bwd.rep, src.dtype);
                 }
                 printf("\n");
             }
@@ -650,15 +631,15 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         if (!fwd_ok) {
             const dtr__verdict_t *b = &all[first_bad];
             char held[96] = "compared exactly";
-            if (fwd.tolerance > 0)
+            if (fwd.rep.tolerance > 0)
                 snprintf(held, sizeof held, "allowed: |got - want| <= %.0f u %s",
-                         fwd.tolerance / fwd.unit, fwd.sum_scale ? "sum|x|" : "|want|");
-            if (b->mismatches > 0)
+                         fwd.rep.tolerance / fwd.rep.unit, fwd.rep.sum_scale ? "sum|x|" : "|want|");
+            if (b->rep.mismatches > 0)
                 fprintf(stderr,
                         "dtr run: verification failed: %lld of %lld elements wrong; first on "
                         "rank %d at local index %lld: got %.9g, want %.9g (%s)\n",
                         (long long)mismatches, (long long)checked, first_bad,
-                        (long long)b->first, b->got, b->want, held);
+                        (long long)b->rep.first, b->rep.got, b->rep.want, held);
             else
                 fprintf(stderr, "dtr run: verification failed: rank %d's input was written\n",
                         first_bad);

@@ -5,31 +5,11 @@
 # then `dtr run --verify` redistributions whose plans reduce.
 # Usage: mpi_shm_reduce_test.sh MPI_SHM_REDUCE_TEST DTR   (DTR_SEED overrides the seed)
 set -u
-read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 bin=$1
 dtr=$2
 seed=${DTR_SEED:-20261123}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-passed=0
-failed=0
-
-# run ENV RANKS CASES: one mpi_shm_reduce_test run with ENV (a VAR=value list, or -)
-run() {
-    local env=$1 n=$2 cases=$3 out rc line p f
-    [ "$env" = - ] && env=
-    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed")
-    rc=$?
-    echo "$out"
-    line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
-    if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: $env mpirun -n $n mpi_shm_reduce_test --cases $cases --seed $seed (exit $rc)"
-        failed=$((failed + 1))
-        return
-    fi
-    read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
-    passed=$((passed + p))
-    failed=$((failed + f))
-}
+name=mpi_shm_reduce_test
+source "$(dirname "$0")/shm_lib.sh"
 
 run - 2 120
 run - 3 80
@@ -40,23 +20,6 @@ run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 4 40
 run "DTR_MPI_SHM_CHUNK=1000 DTR_MPI_SHM_RING=8192" 3 40
 run DTR_MPI_SHM_REDUCE=0 4 60
 run DTR_MPI_SHM=0 3 40
-
-# check ENV RANKS STEP DTR-RUN-ARGS...: a verified redistribution whose plan has STEP
-check() {
-    local env=$1 n=$2 step=$3 out rc
-    shift 3
-    [ "$env" = - ] && env=
-    out=$(env $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify --iters 2 "$@" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then
-        passed=$((passed + 1))
-        echo "ok: $env dtr run $* on $n ranks"
-    else
-        failed=$((failed + 1))
-        echo "$out"
-        echo "FAIL: $env mpirun -n $n dtr run --verify $* (exit $rc)"
-    fi
-}
 
 small="DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096"
 for dtype in f32 f64 f16 bf16 i32 i64 u8; do

@@ -5,34 +5,11 @@
 # `dtr run --verify` redistributions that take them.
 # Usage: mpi_shm_test.sh MPI_SHM_TEST DTR   (DTR_SEED overrides the seed)
 set -u
-# The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
-read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 bin=$1
 dtr=$2
 seed=${DTR_SEED:-20261121}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-passed=0
-failed=0
-
-# run ENV RANKS CASES: one mpi_shm_test run with ENV (a VAR=value list, or -)
-run() {
-    local env=$1 n=$2 cases=$3 out rc line p f
-    [ "$env" = - ] && env=
-    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" \
-        --seed "$seed")
-    rc=$?
-    echo "$out"
-    line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
-    if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: $env mpirun -n $n mpi_shm_test --cases $cases --seed $seed (exit $rc)"
-        failed=$((failed + 1))
-        return
-    fi
-    read -r p f < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
-    passed=$((passed + p))
-    failed=$((failed + f))
-}
+name=mpi_shm_test
+source "$(dirname "$0")/shm_lib.sh"
 
 run - 2 150
 run - 3 100
@@ -43,25 +20,6 @@ run DTR_MPI_SHM_CHUNK=40 4 60
 run DTR_MPI_SHM_CHUNK=4096 3 80
 run DTR_MPI_SHM_GATHER=0 3 60
 run DTR_MPI_SHM=0 4 100
-
-# check ENV RANKS STEP DTR-RUN-ARGS...: a verified redistribution through the executor,
-# whose plan has a STEP (all_to_all, all_gather)
-check() {
-    local env=$1 n=$2 step=$3 out rc
-    shift 3
-    [ "$env" = - ] && env=
-    out=$(env $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify --iters 2 \
-        "$@" 2>&1)
-    rc=$?
-    if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then
-        passed=$((passed + 1))
-        echo "ok: $env dtr run $* on $n ranks"
-    else
-        failed=$((failed + 1))
-        echo "$out"
-        echo "FAIL: $env mpirun -n $n dtr run --verify $* (exit $rc)"
-    fi
-}
 
 check DTR_MPI_SHM_CHUNK=40 4 all_to_all --mesh 4 --shape 64x48 --dtype f16 \
     --from 'S(0)' --to 'S(1)'

@@ -97,6 +97,13 @@ else
     fail=$((fail + 1))
     echo "FAIL: --input of a dump must give the dump's result"
 fi
+mkdir -p "$dir/g"
+check "dump with --backward" 4 0 '"backward":{"placements":["R","S(1)"],"verified":true' "" \
+    run --mesh 2x2 --shape 12x6 --dtype bf16 --from 'P,S(1)' --to 'R,S(0)' --fill random \
+    --backward --verify --json --iters 0 --dump "$dir/g"
+check "--input: the gradient read from rankR.grad_in" 4 0 '"backward":{"placements":["R","S(1)"],"verified":true' "" \
+    run --mesh 2x2 --shape 12x6 --dtype bf16 --from 'P,S(1)' --to 'R,S(0)' --input "$dir/g" \
+    --backward --verify --json --iters 0
 check "--input: one element perturbed is found" 4 1 "" "dtr run: verification failed" \
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'P,S(1)' --to 'R,R' --input "$dir/a" \
     --verify --inject-mismatch 3 --iters 0
