@@ -529,6 +529,12 @@ static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const voi
     DTR_CHECK(dtr__mpi_count(count));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
     int64_t esize = dtr_dtype_info(dtype)->size;
+    if (kind == DTR__OP_ALLREDUCE && g->shm != NULL && g->mpi->shm_reduce &&
+        count * esize <= DTR__SHM_TINY_MAX) {
+        DTR_CHECK(dtr__shm_tiny_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));
+        r->kind = DTR__OP_SHM;
+        return DTR_OK;
+    }
     if (dtr__mpi_shm_reduces(g, dtype, op, count * esize * (kind == DTR__OP_ALLREDUCE ? 1 : g->n))) {
         if (kind == DTR__OP_ALLREDUCE) {
             DTR_CHECK(dtr__shm_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));

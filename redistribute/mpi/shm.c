@@ -25,6 +25,8 @@
 #define DTR__SHM_GATHER_SLOTS_MAX 64
 /* A member's reduction ring: `ring` bytes in 2 to this many slots of about a chunk. */
 #define DTR__SHM_REDUCE_SLOTS_MAX 1024
+/* A tiny all-reduce's slot: its sequence number, then up to DTR__SHM_TINY_MAX bytes. */
+#define DTR__SHM_TINY_SLOT (((int64_t)8 + DTR__SHM_TINY_MAX + DTR__LINE - 1) & ~(int64_t)(DTR__LINE - 1))
 
 /*
  * The segment holds one region per member, the sender's. For the all-to-all: 2n cache
@@ -36,11 +38,12 @@
  * whose inputs are written), one line `rout` (chunks whose all-reduce result is written),
  * one line `rdone` per reader, and one ring of `rslots` slots of n sub-pieces of `rsub`
  * bytes: sub-piece k of slot q holds the sender's contribution to member k's piece, and
- * for an all-reduce sub-piece `from` holds the sender's reduced result. Counters only grow,
- * and the kinds keep apart (counters and rings), so that an operation of one kind never
- * waits on another's.
+ * for an all-reduce sub-piece `from` holds the sender's reduced result. For the tiny
+ * all-reduce: two slots, used by the parity of the operation's number t, each its number
+ * then the member's input (dtr__tslot). Counters only grow, and the kinds keep apart
+ * (counters and rings), so that an operation of one kind never waits on another's.
  */
-typedef enum { DTR__SHM_A2A, DTR__SHM_GATHER, DTR__SHM_REDUCE } dtr__shm_mode_t;
+typedef enum { DTR__SHM_A2A, DTR__SHM_GATHER, DTR__SHM_REDUCE, DTR__SHM_TINY } dtr__shm_mode_t;
 
 struct dtr__shm {
     char *base;
@@ -48,6 +51,7 @@ struct dtr__shm {
     int64_t region, chunk, rsub;
     int n, me, slots, gslots, rslots;
     uint64_t earlier, gearlier, rearlier; /* chunks of earlier operations of each kind */
+    uint64_t tiny;                        /* tiny all-reduces started, this one included */
     uint64_t gfree, rfree; /* lowest gdone / rdone over the readers, as last seen */
     dtr__shm_mode_t mode;  /* the running (or last) operation's kind */
     bool stream; /* the gather writes its output with streaming stores (a large one) */
@@ -118,6 +122,13 @@ static char *dtr__rslot(dtr__shm_t *s, int from, uint64_t q, int k) {
     return s->base + from * s->region + at;
 }
 
+/* Tiny all-reduce t's slot of member `from`: 8 bytes of t, then the member's input. */
+static char *dtr__tslot(dtr__shm_t *s, int from, uint64_t t) {
+    int64_t at = dtr__rbase(s) + (2 + (int64_t)s->n) * DTR__LINE +
+                 (int64_t)s->rslots * s->n * s->rsub + (int64_t)(t % 2) * DTR__SHM_TINY_SLOT;
+    return s->base + from * s->region + at;
+}
+
 /* Maps the segment named `name` (created by member 0, which passes create). */
 static char *dtr__map(const char *name, size_t size, bool create) {
     int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
@@ -161,7 +172,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
     int64_t rslots = ring / (n * rsub);
     rslots = rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX : rslots;
     int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk +
-                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub;
+                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub + 2 * DTR__SHM_TINY_SLOT;
     region = (region + 4095) & ~(int64_t)4095;
     size_t size = (size_t)(region * n);
 
@@ -232,7 +243,7 @@ void dtr__shm_destroy(dtr__shm_t *s) {
 
 /* DTR_ERR_BACKEND while the group's previous operation is not complete. */
 static dtr_status_t dtr__busy(dtr__shm_t *s, dtr__shm_mode_t mode) {
-    static const char *const names[] = {"all-to-all", "gather", "reduction"};
+    static const char *const names[] = {"all-to-all", "gather", "reduction", "tiny all-reduce"};
     if (s->left > 0)
         return dtr__error(DTR_ERR_BACKEND, "mpi",
                           "shared-memory %s: the group's previous operation never completed "
@@ -250,7 +261,7 @@ static dtr_status_t dtr__begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t byte
         s->gearlier += (uint64_t)s->count;
     else if (s->mode == DTR__SHM_REDUCE)
         s->rearlier += (uint64_t)s->count;
-    else
+    else if (s->mode == DTR__SHM_A2A)
         s->earlier += (uint64_t)s->count;
     s->mode = mode;
     s->stream = false;
@@ -459,6 +470,46 @@ dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *re
     return dtr__reduce_start(s, send, recv, dtype, op, esize, true);
 }
 
+/*
+ * A tiny all-reduce in one exchange: each member writes its input and then the operation's
+ * number t into its slot t % 2, waits for every member's number and reduces all inputs
+ * itself in member order, so every member computes the same bits. A member reuses slot
+ * t % 2 only for operation t + 2, which it starts after completing t + 1, which needed every
+ * member's input t + 1, which each wrote after completing t: no slot is overwritten while
+ * read, and no counter of readers is needed.
+ */
+dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+                                            int64_t count, dtr_dtype_t dtype,
+                                            dtr_reduce_op_t op, int64_t esize) {
+    if (count * esize > DTR__SHM_TINY_MAX)
+        return dtr__error(DTR_ERR_INTERNAL, "mpi", "tiny all-reduce of %lld bytes",
+                          (long long)(count * esize));
+    DTR_CHECK(dtr__begin(s, DTR__SHM_TINY, 0));
+    uint64_t t = ++s->tiny;
+    char *slot = dtr__tslot(s, s->me, t);
+    memcpy(slot + 8, send, (size_t)(count * esize));
+    __atomic_store_n((uint64_t *)slot, t, __ATOMIC_RELEASE);
+    s->recv = recv;
+    s->count = count;
+    s->dtype = dtype;
+    s->op = op;
+    s->left = 1;
+    return DTR_OK;
+}
+
+static bool dtr__tiny_progress(dtr__shm_t *s) {
+    const void *in[DTR__SHM_MAX_MEMBERS];
+    for (int k = 0; k < s->n; k++) {
+        char *slot = dtr__tslot(s, k, s->tiny);
+        if (__atomic_load_n((uint64_t *)slot, __ATOMIC_ACQUIRE) != s->tiny) return false;
+        in[k] = slot + 8;
+    }
+    if (s->count > 0) dtr__reduce_n(s->dtype, s->op, in, s->n, s->recv, s->count);
+    s->count = 0; /* (no chunks to count as earlier ones) */
+    s->left = 0;
+    return true;
+}
+
 /* The bytes of member k's piece in chunk c: [*at, *at + return). */
 static int64_t dtr__rpart(dtr__shm_t *s, int k, int64_t c, int64_t *at) {
     *at = c * s->rsub;
@@ -553,6 +604,7 @@ bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
     if (s->left > 0) {
         any = s->mode == DTR__SHM_GATHER   ? dtr__gather_progress(s)
               : s->mode == DTR__SHM_REDUCE ? dtr__reduce_progress(s)
+              : s->mode == DTR__SHM_TINY   ? dtr__tiny_progress(s)
                                            : dtr__all_to_all_progress(s);
         if (s->left == 0 && s->stream) dtr__stream_fence();
     }

@@ -85,6 +85,20 @@ dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *re
                                        int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                        int64_t esize);
 
+/* An all-reduce of at most this many bytes per member can take the tiny form. */
+#define DTR__SHM_TINY_MAX 1024
+
+/*
+ * Starts an all-reduce of count elements (count * esize <= DTR__SHM_TINY_MAX) in one
+ * exchange: every member publishes its input and reduces every member's, in member order,
+ * itself (the same bits everywhere). For the small all-reduces (the argument agreement's,
+ * a bias gradient's) this costs one cache-line exchange where the piecewise all-reduce
+ * takes two rounds.
+ */
+dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+                                            int64_t count, dtr_dtype_t dtype,
+                                            dtr_reduce_op_t op, int64_t esize);
+
 /* Moves what it can without waiting; true once the operation is complete. *moved says
  * whether it moved anything. */
 bool dtr__shm_progress(dtr__shm_t *s, bool *moved);

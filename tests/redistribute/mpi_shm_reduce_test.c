@@ -1,7 +1,7 @@
 /*
  * The MPI backend's reductions, called directly through its ops table: reduce-scatter,
  * reduce-scatter-v (uneven pieces, some empty) and all-reduce of every reducible dtype and
- * of SUM, MAX, MIN and PRODUCT, over two groups of the same ranks in opposite orders,
+ * of SUM, MAX, MIN and PRODUCT (all-reduces of up to 1 KiB in the one-exchange form), over two groups of the same ranks in opposite orders,
  * blocking and non-blocking, mixed with strided all-to-alls on the same groups (so that the
  * shared-memory rings' counters carry over and wrap, each kind's apart). Contributions are
  * random values whose sums depend on their order and precision. Where the shared-memory path
@@ -155,12 +155,13 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         fail(rank, c, seed, what);
         goto out;
     }
-    /* the backend keeps MPI's call for small reductions exact in any order (mpi.c) */
+    /* the backend keeps MPI's call for small reduce-scatters exact in any order; all-reduces
+     * of at most 1 KiB take the segment's one-exchange form (mpi.c) */
     bool exact = t->op == DTR_REDUCE_MAX || t->op == DTR_REDUCE_MIN ||
                  ((t->dtype == DTR_I32 || t->dtype == DTR_I64) &&
                   (t->op == DTR_REDUCE_SUM || t->op == DTR_REDUCE_PRODUCT));
     int64_t bytes = total * es;
-    bool on_segment = shm && !(exact && bytes <= 1024);
+    bool on_segment = shm && ((t->kind == 2 && bytes <= 1024) || !(exact && bytes <= 1024));
     if (on_segment && c % 7 == 3 && total > 0) {
         /* a second operation over the running one: refused, and the first completes */
         char b[8 * 16];
