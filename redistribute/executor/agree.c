@@ -40,8 +40,8 @@ uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
 
 /* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
  * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */
-dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
-                                int64_t **drecv) {
+static dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
+                                       int64_t **drecv) {
     if (ctx->mem == NULL) return DTR_OK;
     DTR_CHECK(dtr__reserve(ctx, (void **)&ctx->agree_dev, &ctx->agree_cap, 6 * sizeof(int64_t),
                            "agreement"));
@@ -51,9 +51,26 @@ dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t
     return DTR_OK;
 }
 
-dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv) {
+static dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv) {
     if (ctx->mem == NULL) return DTR_OK;
     return dtr__m_host(ctx, recv, ctx->agree_dev + 3, 3 * sizeof(int64_t), true);
+}
+
+/* Starts an agreement of send into recv (host arrays) over group: the backend's own form
+ * where it has one (the MPI backend: a cache line per member through its segment), else its
+ * all-reduce. The form depends on the backend only, so every rank runs the same one. */
+dtr_status_t dtr__agree_start(dtr_context_t *ctx, void *group, int64_t *send, int64_t *recv,
+                              dtr_backend_req_t *breq) {
+    if (ctx->ops->agree != NULL) return ctx->ops->agree(group, send, recv, breq);
+    int64_t *dsend = send, *drecv = recv;
+    DTR_CHECK(dtr__agree_buffers(ctx, send, &dsend, &drecv));
+    return ctx->ops->all_reduce(group, dsend, drecv, 3, DTR_I64, DTR_REDUCE_MAX, breq);
+}
+
+/* After the agreement completed: its result in recv. */
+dtr_status_t dtr__agree_done(dtr_context_t *ctx, int64_t *recv) {
+    if (ctx->ops->agree != NULL) return DTR_OK;
+    return dtr__agree_result(ctx, recv);
 }
 
 /* The agreement over a group: every member's hash equal and every member's own argument
@@ -64,16 +81,13 @@ dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, ui
         if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
         return DTR_OK;
     }
-    int64_t *send = ctx->gsend, *recv = ctx->grecv, *dsend = send, *drecv = recv;
+    int64_t *send = ctx->gsend, *recv = ctx->grecv;
     send[0] = (int64_t)(h >> 1);
     send[1] = INT64_MAX - (int64_t)(h >> 1);
     send[2] = local != DTR_OK ? ctx->rank + 1 : 0;
-    dtr_status_t st = dtr__agree_buffers(ctx, send, &dsend, &drecv);
-    if (st == DTR_OK)
-        st = dtr__wait_op(
-            ctx, group,
-            ctx->ops->all_reduce(group, dsend, drecv, 3, DTR_I64, DTR_REDUCE_MAX, &ctx->gbreq));
-    if (st == DTR_OK) st = dtr__agree_result(ctx, recv);
+    dtr_status_t st =
+        dtr__wait_op(ctx, group, dtr__agree_start(ctx, group, send, recv, &ctx->gbreq));
+    if (st == DTR_OK) st = dtr__agree_done(ctx, recv);
     if (st != DTR_OK)
         return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
     if (local != DTR_OK) return dtr__error(local, func, "%s", msg);

@@ -95,6 +95,20 @@ typedef struct dtr_backend_ops {
     dtr_status_t (*test)(void *group, dtr_backend_req_t *req, bool *done);
     dtr_status_t (*wait)(void *group, dtr_backend_req_t *req);
     void (*destroy)(void *state); /* frees the state (with the context) */
+    /*
+     * optional, both or neither: the argument agreement beside the first operation.
+     * agree: an all-reduce under MAX of three int64 in host memory, completed with test and
+     * wait like the others, which may be in flight while one other operation of the group
+     * has been started and not yet tested. cancel: forgets such an operation, started and
+     * never tested or waited on, leaving the group as if it had never been started (every
+     * member cancels it, or every member completes it). A backend that offers them promises
+     * that starting an operation reads nothing of the other members' (it may publish this
+     * member's data); the first test or wait does. With them the executor starts a call's
+     * first operation before its agreement has completed (executor.h, docs/reliability.md).
+     */
+    dtr_status_t (*agree)(void *group, const int64_t *send, int64_t *recv,
+                          dtr_backend_req_t *req);
+    void (*cancel)(void *group, dtr_backend_req_t *req);
 } dtr_backend_ops_t;
 
 #ifdef __cplusplus

@@ -6,10 +6,13 @@
  * the scratch memory and the per-mesh communicators the executor reuses across calls.
  *
  * Every call is collective over the plan's mesh: each rank of the mesh calls it with the
- * same plan (the same specs and strategy) and its own buffers. Before moving any data the
- * ranks agree, in one small all-reduce, that their plans match and that every rank's
- * arguments are good, so a rank with a wrong buffer size or a different spec makes every
- * rank return an error instead of hanging (DTR_ERR_MISMATCH / DTR_ERR_REMOTE on the others).
+ * same plan (the same specs and strategy) and its own buffers. Before any rank reads
+ * another's data the ranks agree, in one small all-reduce, that their plans match and that
+ * every rank's arguments are good, so a rank with a wrong buffer size or a different spec
+ * makes every rank return an error instead of hanging (DTR_ERR_MISMATCH / DTR_ERR_REMOTE on
+ * the others), and the context stays usable. On a backend that can cancel (the MPI
+ * backend), a rank with good arguments starts its first operation beside the agreement and
+ * cancels it if the agreement fails (docs/reliability.md, "The argument agreement").
  * A rank outside the mesh takes part in nothing: it copies `in` to `out` and returns.
  *
  * Buffers: `in` holds this rank's block of the source spec (dtr_spec_layout: local_shape,

@@ -103,6 +103,10 @@ struct dtr_request {
     dtr__pending_t pend;
     double t0; /* when the operation in flight started (monotonic seconds) */
     int64_t agree_send[3], agree_recv[3];
+    bool agreeing; /* the agreement is in flight (abreq, on the mesh's group), perhaps beside
+                    * the first operation (request.c) */
+    dtr_backend_req_t abreq;
+    double at0;
     dtr_status_t local_status; /* an argument error found before the agreement */
     char local_msg[512];
 };
@@ -160,11 +164,12 @@ void dtr__comms_destroy(dtr_context_t *ctx);
 
 /* What every rank's plan must share, hashed. */
 uint64_t dtr__plan_hash(const dtr_plan_t *plan);
-/* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
- * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */
-dtr_status_t dtr__agree_buffers(dtr_context_t *ctx, const int64_t *send, int64_t **dsend,
-                                int64_t **drecv);
-dtr_status_t dtr__agree_result(dtr_context_t *ctx, int64_t *recv);
+/* Starts an agreement of send into recv (3 int64, host memory) over group: the backend's
+ * agree where it has one, else its all-reduce under MAX; dtr__agree_done after it completed
+ * puts the result in recv. */
+dtr_status_t dtr__agree_start(dtr_context_t *ctx, void *group, int64_t *send, int64_t *recv,
+                              dtr_backend_req_t *breq);
+dtr_status_t dtr__agree_done(dtr_context_t *ctx, int64_t *recv);
 /* The agreement over a group, blocking: every member's hash equal and every member's own
  * argument check good, in one small all-reduce. */
 dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,

@@ -16,41 +16,71 @@
 
 #include "redistribute/executor/internal.h"
 
-/* Advances as far as possible without blocking (or, with block, to the end). */
+/* The agreement's verdict once it completed: the first error of this rank's own arguments,
+ * another rank's, or different plans. */
+static dtr_status_t dtr__verdict(dtr_request_t *r) {
+    DTR_CHECK(dtr__agree_done(r->ctx, r->agree_recv));
+    int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
+    if (r->local_status != DTR_OK)
+        return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
+    if (r->agree_recv[2] > 0)
+        return dtr__error(DTR_ERR_REMOTE, "dtr_redistribute",
+                          "rank %lld rejected its arguments (see its error); this rank's were "
+                          "good",
+                          (long long)(r->agree_recv[2] - 1));
+    if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
+        return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
+                          "plan: the ranks of the mesh hold different plans (specs, "
+                          "strategy or steps differ) or their contexts different "
+                          "slice sizes (DTR_SLICE_BYTES)");
+    return DTR_OK;
+}
+
+/* Completes (block) or tests the agreement in flight. A failed one cancels the operation a
+ * fused call started beside it: no member has read another's data yet (backend.h). */
+static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
+    dtr_status_t st = dtr__poll(r->ctx, r->m->all, &r->abreq, r->at0, block, done);
+    if (st == DTR_OK && !*done) return DTR_OK;
+    r->agreeing = false;
+    *done = true;
+    if (st != DTR_OK) {
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s", dtr_last_error());
+        return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
+    }
+    st = dtr__verdict(r);
+    if (st != DTR_OK && r->in_flight) {
+        r->ctx->ops->cancel(r->group, &r->breq);
+        r->in_flight = false;
+    }
+    if (st == DTR_OK && r->phase == DTR__PHASE_AGREE) {
+        r->phase = DTR__PHASE_STEPS;
+        r->step = 0;
+    }
+    return st;
+}
+
+/* Advances as far as possible without blocking (or, with block, to the end). A fused call's
+ * operation is not tested before its agreement has completed. */
 static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
     for (;;) {
+        if (r->agreeing) {
+            bool done = false;
+            DTR_CHECK(dtr__agreement(r, block, &done));
+            if (!done) return DTR_OK;
+        }
         if (r->in_flight) {
             bool done = false;
             dtr_status_t st = dtr__poll(r->ctx, r->group, &r->breq, r->t0, block, &done);
             if (st == DTR_OK && !done) return DTR_OK;
             r->in_flight = false;
             if (st != DTR_OK) return dtr__step_error(r, st);
-            if (r->phase == DTR__PHASE_AGREE) {
-                dtr_status_t ast = dtr__agree_result(r->ctx, r->agree_recv);
-                if (ast != DTR_OK) return dtr__step_error(r, ast);
-                int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
-                if (r->local_status != DTR_OK)
-                    return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
-                if (r->agree_recv[2] > 0)
-                    return dtr__error(DTR_ERR_REMOTE, "dtr_redistribute",
-                                      "rank %lld rejected its arguments (see its error); this "
-                                      "rank's were good",
-                                      (long long)(r->agree_recv[2] - 1));
-                if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
-                    return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
-                                      "plan: the ranks of the mesh hold different plans (specs, "
-                                      "strategy or steps differ) or their contexts different "
-                                      "slice sizes (DTR_SLICE_BYTES)");
-                r->phase = DTR__PHASE_STEPS;
-                r->step = 0;
-            } else {
-                /* the step's kind finishes it, or starts its next operation */
-                const dtr__step_impl_t *impl = &dtr__step_impls[r->plan->steps[r->step].kind];
-                dtr_status_t fst = impl->finish != NULL ? impl->finish(r) : DTR_OK;
-                if (fst != DTR_OK) return fst;
-                if (r->in_flight) continue;
-                r->step++;
-            }
+            /* the step's kind finishes it, or starts its next operation */
+            const dtr__step_impl_t *impl = &dtr__step_impls[r->plan->steps[r->step].kind];
+            dtr_status_t fst = impl->finish != NULL ? impl->finish(r) : DTR_OK;
+            if (fst != DTR_OK) return fst;
+            if (r->in_flight) continue;
+            r->step++;
         }
         if (r->phase == DTR__PHASE_STEPS) {
             if (r->step == 0 && r->last_real < 0 && !r->bare) /* nothing changes: the input */
@@ -60,13 +90,11 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                 if (st != DTR_OK) return st;
                 if (!r->in_flight) r->step++;
             }
-            if (!r->in_flight) {
-                r->phase = DTR__PHASE_DONE;
-                return DTR_OK;
-            }
-        } else if (r->phase == DTR__PHASE_DONE) {
+            if (r->in_flight || r->agreeing) continue; /* (no success before the verdict) */
+            r->phase = DTR__PHASE_DONE;
             return DTR_OK;
         }
+        return DTR_OK; /* done, or (not reached) waiting for an agreement not in flight */
     }
 }
 
@@ -97,6 +125,49 @@ static dtr_status_t dtr__check_local(dtr_request_t *r, const void *in, size_t in
     snprintf(r->local_msg, sizeof r->local_msg, "%s", what);
     r->local_status = st;
     return st;
+}
+
+/*
+ * Starts the call's argument agreement over the mesh, and, where the backend can cancel
+ * (backend.h), this rank's first operation beside it ("fused"): the call then waits for its
+ * peers once instead of twice. A rank whose own arguments are bad runs nothing and waits
+ * for the verdict, which every rank then shares.
+ */
+static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr_plan_t *plan = r->plan;
+    /* the slice size decides how many operations a gather takes: it must agree too */
+    uint64_t h = dtr__plan_hash(plan) ^ ((uint64_t)ctx->slice_bytes * 0x9e3779b97f4a7c15ull);
+    r->agree_send[0] = (int64_t)(h >> 1);
+    r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
+    r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
+    r->phase = DTR__PHASE_AGREE;
+    dtr_status_t st = dtr__agree_start(ctx, r->m->all, r->agree_send, r->agree_recv, &r->abreq);
+    if (st != DTR_OK) {
+        ctx->busy = false;
+        return dtr__error(st, func, "argument agreement over the mesh: %s", dtr_last_error());
+    }
+    r->agreeing = true;
+    r->at0 = dtr__now();
+    if (ctx->ops->cancel == NULL || r->local_status != DTR_OK) return DTR_OK;
+    r->phase = DTR__PHASE_STEPS;
+    st = DTR_OK;
+    while (st == DTR_OK && !r->in_flight && r->step < plan->nsteps) {
+        if (r->step == 0 && r->last_real < 0) break; /* (progress copies the input) */
+        st = dtr__step_start(r);
+        if (st == DTR_OK && !r->in_flight) r->step++;
+    }
+    if (st != DTR_OK) {
+        /* the peers wait for this rank's agreement: complete it (which leaves the step's
+         * error in place unless it fails itself), then fail as an unfused call would */
+        if (r->in_flight) ctx->ops->cancel(r->group, &r->breq);
+        r->in_flight = false;
+        bool done = false;
+        dtr_status_t ast = dtr__poll(ctx, r->m->all, &r->abreq, r->at0, true, &done);
+        ctx->busy = false;
+        return ast != DTR_OK ? ast : st;
+    }
+    return DTR_OK;
 }
 
 static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,
@@ -185,24 +256,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         r->phase = DTR__PHASE_STEPS;
         return DTR_OK;
     }
-    /* the slice size decides how many operations a gather takes: it must agree too */
-    uint64_t h = dtr__plan_hash(plan) ^ ((uint64_t)ctx->slice_bytes * 0x9e3779b97f4a7c15ull);
-    r->agree_send[0] = (int64_t)(h >> 1);
-    r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
-    r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
-    r->phase = DTR__PHASE_AGREE;
-    r->group = r->m->all;
-    int64_t *asend = r->agree_send, *arecv = r->agree_recv;
-    dtr_status_t st = dtr__agree_buffers(ctx, asend, &asend, &arecv);
-    if (st == DTR_OK)
-        st = ctx->ops->all_reduce(r->m->all, asend, arecv, 3, DTR_I64, DTR_REDUCE_MAX, &r->breq);
-    if (st != DTR_OK) {
-        ctx->busy = false;
-        return dtr__step_error(r, st);
-    }
-    r->in_flight = true;
-    r->t0 = dtr__now();
-    return DTR_OK;
+    return dtr__start_agreement(r, func);
 }
 
 dtr_status_t dtr_redistribute_start(dtr_context_t *ctx, const dtr_plan_t *plan, const void *in,

@@ -1,5 +1,6 @@
 /* The MPI backend behind dtr_backend_ops_t (see dtr_mpi.h). */
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ typedef enum {
     DTR__OP_ALLGATHER_STRIDED,
     DTR__OP_ALLTOALL_STRIDED,
     DTR__OP_SHM, /* the group's shm path: its state holds the operation */
+    DTR__OP_AGREE, /* the argument agreement on the group's segment: number `agreement` */
 } dtr__mpi_kind_t;
 
 /* One operation, recorded when issued and run at the first test (non-blocking) or wait
@@ -74,6 +76,7 @@ typedef struct {
     MPI_Datatype stype, rtype; /* strided forms: freed once the operation is issued */
     MPI_Op op;
     int *scounts, *sdispls, *rcounts, *rdispls;
+    uint64_t agreement;
 } dtr__mpi_req_t;
 
 _Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),
@@ -473,8 +476,15 @@ static dtr_status_t dtr__mpi_equal(dtr__mpi_kind_t kind, void *group, const void
     return DTR_OK;
 }
 
+/* Through the segment where the group has one, as the strided form (one row per piece). */
 static dtr_status_t dtr__mpi_all_gather(void *group, const void *send, int64_t bytes, void *recv,
                                         dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    if (dtr__mpi_strided_in_place(g) && bytes > 0) {
+        DTR_CHECK(dtr__shm_gather_start(g->shm, send, bytes, recv, bytes, bytes));
+        dtr__req(req)->kind = DTR__OP_SHM;
+        return DTR_OK;
+    }
     return dtr__mpi_equal(DTR__OP_ALLGATHER, group, send, bytes, recv, req);
 }
 
@@ -618,6 +628,33 @@ static dtr_status_t dtr__mpi_all_to_allv(void *group, const void *send, const in
     return DTR_OK;
 }
 
+/* The argument agreement: through the segment's own lines where the group has one (it may
+ * run beside a started operation), else MPI's all-reduce, issued at the first test. */
+static dtr_status_t dtr__mpi_agree(void *group, const int64_t *send, int64_t *recv,
+                                   dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    if (g->shm == NULL)
+        return dtr__mpi_reduce(DTR__OP_ALLREDUCE, group, send, recv, 3, DTR_I64, DTR_REDUCE_MAX,
+                               req);
+    dtr__mpi_req_t *r = dtr__req(req);
+    r->kind = DTR__OP_AGREE;
+    r->recv = recv;
+    r->agreement = dtr__shm_agree_start(g->shm, send);
+    return DTR_OK;
+}
+
+/* An operation started but never tested: MPI's was only recorded; the segment's may have
+ * published this member's first chunks, which it takes back. */
+static void dtr__mpi_cancel(void *group, dtr_backend_req_t *req) {
+    dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    if (r->started) return; /* (the contract: never tested) */
+    if (r->kind == DTR__OP_SHM)
+        dtr__shm_cancel(((dtr__mpi_group_t *)group)->shm);
+    else
+        dtr__mpi_free_types(r);
+    r->kind = 0;
+}
+
 /* Runs the recorded operation: blocking, or started non-blocking. */
 static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool blocking) {
     MPI_Comm c = g->comm;
@@ -695,6 +732,10 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
 
 static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *done) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    if (r->kind == DTR__OP_AGREE) {
+        *done = dtr__shm_agree_progress(((dtr__mpi_group_t *)group)->shm, r->agreement, r->recv);
+        return DTR_OK;
+    }
     if (!r->started) DTR_CHECK(dtr__mpi_run(group, r, false));
     if (r->kind == DTR__OP_SHM) {
         *done = dtr__shm_progress(((dtr__mpi_group_t *)group)->shm, NULL);
@@ -708,6 +749,11 @@ static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *don
 
 static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
     dtr__mpi_req_t *r = (dtr__mpi_req_t *)req->bytes;
+    if (r->kind == DTR__OP_AGREE) {
+        while (!dtr__shm_agree_progress(((dtr__mpi_group_t *)group)->shm, r->agreement, r->recv))
+            sched_yield();
+        return DTR_OK;
+    }
     if (!r->started) return dtr__mpi_run(group, r, true);
     if (r->kind == DTR__OP_SHM) {
         dtr__shm_wait(((dtr__mpi_group_t *)group)->shm);
@@ -736,6 +782,8 @@ static const dtr_backend_ops_t dtr__mpi_ops = {
     .test = dtr__mpi_test,
     .wait = dtr__mpi_wait,
     .destroy = dtr__mpi_destroy,
+    .agree = dtr__mpi_agree,
+    .cancel = dtr__mpi_cancel,
 };
 
 const dtr_backend_ops_t *dtr_backend_mpi_ops(void) { return &dtr__mpi_ops; }

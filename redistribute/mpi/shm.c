@@ -40,7 +40,8 @@
  * bytes: sub-piece k of slot q holds the sender's contribution to member k's piece, and
  * for an all-reduce sub-piece `from` holds the sender's reduced result. For the tiny
  * all-reduce: two slots, used by the parity of the operation's number t, each its number
- * then the member's input (dtr__tslot). Counters only grow, and the kinds keep apart
+ * then the member's input (dtr__tslot). For the argument agreement: two lines, used by the
+ * parity of the agreement's number a, each a then three int64 (dtr__aslot). Counters only grow, and the kinds keep apart
  * (counters and rings), so that an operation of one kind never waits on another's.
  */
 typedef enum { DTR__SHM_A2A, DTR__SHM_GATHER, DTR__SHM_REDUCE, DTR__SHM_TINY } dtr__shm_mode_t;
@@ -52,6 +53,7 @@ struct dtr__shm {
     int n, me, slots, gslots, rslots;
     uint64_t earlier, gearlier, rearlier; /* chunks of earlier operations of each kind */
     uint64_t tiny;                        /* tiny all-reduces started, this one included */
+    uint64_t agreed;                      /* agreements started, likewise */
     uint64_t gfree, rfree; /* lowest gdone / rdone over the readers, as last seen */
     dtr__shm_mode_t mode;  /* the running (or last) operation's kind */
     bool stream; /* the gather writes its output with streaming stores (a large one) */
@@ -129,6 +131,12 @@ static char *dtr__tslot(dtr__shm_t *s, int from, uint64_t t) {
     return s->base + from * s->region + at;
 }
 
+/* Agreement a's line of member `from`: a, then the member's three int64. */
+static uint64_t *dtr__aslot(dtr__shm_t *s, int from, uint64_t a) {
+    return (uint64_t *)(dtr__tslot(s, from, 0) + 2 * DTR__SHM_TINY_SLOT +
+                        (int64_t)(a % 2) * DTR__LINE);
+}
+
 /* Maps the segment named `name` (created by member 0, which passes create). */
 static char *dtr__map(const char *name, size_t size, bool create) {
     int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
@@ -172,7 +180,8 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
     int64_t rslots = ring / (n * rsub);
     rslots = rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX : rslots;
     int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk +
-                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub + 2 * DTR__SHM_TINY_SLOT;
+                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub + 2 * DTR__SHM_TINY_SLOT +
+                     2 * DTR__LINE;
     region = (region + 4095) & ~(int64_t)4095;
     size_t size = (size_t)(region * n);
 
@@ -241,6 +250,12 @@ void dtr__shm_destroy(dtr__shm_t *s) {
     free(s);
 }
 
+/* A start writes this member's first chunks (below): the others read them only in their
+ * progress, after their agreement (dtr__shm_cancel). */
+static bool dtr__all_to_all_send(dtr__shm_t *s, int to);
+static bool dtr__gather_send(dtr__shm_t *s);
+static bool dtr__reduce_send(dtr__shm_t *s);
+
 /* DTR_ERR_BACKEND while the group's previous operation is not complete. */
 static dtr_status_t dtr__busy(dtr__shm_t *s, dtr__shm_mode_t mode) {
     static const char *const names[] = {"all-to-all", "gather", "reduction", "tiny all-reduce"};
@@ -282,6 +297,8 @@ dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int
     s->rblock = rblock;
     s->rrow = rrow;
     s->left = s->count > 0 ? 2 * (s->n - 1) : 0;
+    for (int to = 0; to < s->n; to++)
+        if (to != s->me) dtr__all_to_all_send(s, to);
     return DTR_OK;
 }
 
@@ -299,6 +316,7 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
     s->stream = bytes * s->n >= DTR__STREAM_MIN_BYTES;
     /* this member's writes (its own piece placed on the way), then one piece per sender */
     s->left = s->count > 0 ? s->n : 0;
+    dtr__gather_send(s);
     return DTR_OK;
 }
 
@@ -337,24 +355,32 @@ static void dtr__range(char *piece, int64_t block, int64_t row, int64_t at, int6
     }
 }
 
+/* Writes this member's chunks for `to` while the pair's ring has room. */
+static bool dtr__all_to_all_send(dtr__shm_t *s, int to) {
+    int me = s->me;
+    bool any = false;
+    while (s->sent[to] < s->count) {
+        uint64_t q = s->earlier + (uint64_t)s->sent[to];
+        /* slot q % slots is free once the receiver has read chunk q - slots */
+        if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
+            break;
+        int64_t at = s->sent[to] * s->chunk;
+        int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
+        dtr__range((char *)s->send + to * s->sblock, s->sblock, s->srow, at, len,
+                   dtr__slot(s, me, to, q), true, false);
+        __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
+        any = true;
+        if (++s->sent[to] == s->count) s->left--;
+    }
+    return any;
+}
+
 static bool dtr__all_to_all_progress(dtr__shm_t *s) {
     int n = s->n, me = s->me;
     bool any = false;
     for (int step = 1; step < n && s->left > 0; step++) {
         int to = (me + step) % n, from = (me + n - step) % n;
-        while (s->sent[to] < s->count) {
-            uint64_t q = s->earlier + (uint64_t)s->sent[to];
-            /* slot q % slots is free once the receiver has read chunk q - slots */
-            if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
-                break;
-            int64_t at = s->sent[to] * s->chunk;
-            int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
-            dtr__range((char *)s->send + to * s->sblock, s->sblock, s->srow, at, len,
-                       dtr__slot(s, me, to, q), true, false);
-            __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
-            any = true;
-            if (++s->sent[to] == s->count) s->left--;
-        }
+        any |= dtr__all_to_all_send(s, to);
         while (s->got[from] < s->count) {
             uint64_t q = s->earlier + (uint64_t)s->got[from];
             if (__atomic_load_n(dtr__ready(s, from, me), __ATOMIC_ACQUIRE) <= q) break;
@@ -382,8 +408,9 @@ static uint64_t dtr__ring_read(dtr__shm_t *s, uint64_t *(*done)(dtr__shm_t *, in
     return low;
 }
 
-static bool dtr__gather_progress(dtr__shm_t *s) {
-    int n = s->n, me = s->me;
+/* Writes this member's chunks into its ring while it has room (placing its own piece). */
+static bool dtr__gather_send(dtr__shm_t *s) {
+    int me = s->me;
     bool any = false;
     char *own = s->recv + me * s->rblock;
     while (s->sent[me] < s->count) {
@@ -402,6 +429,12 @@ static bool dtr__gather_progress(dtr__shm_t *s) {
         any = true;
         if (++s->sent[me] == s->count) s->left--;
     }
+    return any;
+}
+
+static bool dtr__gather_progress(dtr__shm_t *s) {
+    int n = s->n, me = s->me;
+    bool any = dtr__gather_send(s);
     for (int step = 1; step < n; step++) {
         int from = (me + n - step) % n;
         while (s->got[from] < s->count) {
@@ -440,6 +473,7 @@ static dtr_status_t dtr__reduce_start(dtr__shm_t *s, const void *send, void *rec
     s->rfree = 0;
     s->count = (most + s->rsub - 1) / s->rsub; /* the same on every member */
     s->left = s->count > 0;
+    dtr__reduce_send(s);
     return DTR_OK;
 }
 
@@ -532,7 +566,8 @@ static void dtr__reduce_release(dtr__shm_t *s, int from) {
  * all-reduce, publish the result and copy the other members' results out of their rings.
  * Every result is computed once, by its piece's owner, so the replicas agree bit for bit.
  */
-static bool dtr__reduce_progress(dtr__shm_t *s) {
+/* Writes this member's contributions into its ring while it has room. */
+static bool dtr__reduce_send(dtr__shm_t *s) {
     int n = s->n, me = s->me;
     bool any = false;
     while (s->sent[me] < s->count) {
@@ -551,6 +586,12 @@ static bool dtr__reduce_progress(dtr__shm_t *s) {
         s->sent[me]++;
         any = true;
     }
+    return any;
+}
+
+static bool dtr__reduce_progress(dtr__shm_t *s) {
+    int n = s->n, me = s->me;
+    bool any = dtr__reduce_send(s);
     while (s->reduced < s->sent[me]) {
         int64_t c = s->reduced, at;
         uint64_t q = s->rearlier + (uint64_t)c;
@@ -597,6 +638,64 @@ static bool dtr__reduce_progress(dtr__shm_t *s) {
     }
     if (done && s->sent[me] == s->count) s->left = 0;
     return any;
+}
+
+uint64_t dtr__shm_agree_start(dtr__shm_t *s, const int64_t *send) {
+    uint64_t a = ++s->agreed;
+    uint64_t *line = dtr__aslot(s, s->me, a);
+    memcpy(line + 1, send, 3 * sizeof(int64_t));
+    __atomic_store_n(line, a, __ATOMIC_RELEASE);
+    return a;
+}
+
+/*
+ * Agreement a completes once every member's line holds a; a member starts a + 2 only after
+ * completing a + 1, which needed every member's a + 1, written after completing a: the two
+ * lines suffice, as for the tiny all-reduce.
+ */
+bool dtr__shm_agree_progress(dtr__shm_t *s, uint64_t a, int64_t *recv) {
+    int64_t most[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+    for (int k = 0; k < s->n; k++) {
+        uint64_t *line = dtr__aslot(s, k, a);
+        if (__atomic_load_n(line, __ATOMIC_ACQUIRE) != a) return false;
+        for (int j = 0; j < 3; j++) {
+            int64_t v;
+            memcpy(&v, line + 1 + j, sizeof v);
+            if (v > most[j]) most[j] = v;
+        }
+    }
+    memcpy(recv, most, sizeof most);
+    return true;
+}
+
+/*
+ * Takes back what the start of the running operation wrote, before any member read it (the
+ * members read only after their agreement, and a failed agreement cancels everywhere): this
+ * member's ready counters go back, and the operation counts as a finished one of no chunks.
+ */
+void dtr__shm_cancel(dtr__shm_t *s) {
+    if (s->left == 0 && s->mode != DTR__SHM_TINY) return;
+    switch (s->mode) {
+    case DTR__SHM_A2A:
+        for (int to = 0; to < s->n; to++)
+            if (to != s->me) __atomic_store_n(dtr__ready(s, s->me, to), s->earlier, __ATOMIC_RELEASE);
+        break;
+    case DTR__SHM_GATHER:
+        __atomic_store_n(dtr__gready(s, s->me), s->gearlier, __ATOMIC_RELEASE);
+        if (s->stream) dtr__stream_fence();
+        break;
+    case DTR__SHM_REDUCE:
+        __atomic_store_n(dtr__rready(s, s->me), s->rearlier, __ATOMIC_RELEASE);
+        break;
+    case DTR__SHM_TINY:
+        if (s->left == 0) return;
+        /* the number is reused by the next one: no member may take these bytes for it */
+        __atomic_store_n((uint64_t *)dtr__tslot(s, s->me, s->tiny), 0, __ATOMIC_RELEASE);
+        s->tiny--;
+        break;
+    }
+    s->count = 0;
+    s->left = 0;
 }
 
 bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {

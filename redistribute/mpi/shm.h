@@ -16,7 +16,9 @@
  *   order; an all-reduce's owner puts its result back in its ring for the others to copy.
  *
  * A group's members run one operation at a time on it, in the same order (the backend
- * contract); the chunk counters carry over from one operation to the next.
+ * contract), plus at most one argument agreement; the chunk counters carry over from one
+ * operation to the next. Starting an operation writes this member's first chunks (as many as
+ * the rings take) and reads nothing of the others'; progress and wait read.
  */
 #ifndef DTR_REDISTRIBUTE_MPI_SHM_H
 #define DTR_REDISTRIBUTE_MPI_SHM_H
@@ -98,6 +100,22 @@ dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *re
 dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
                                             int64_t count, dtr_dtype_t dtype,
                                             dtr_reduce_op_t op, int64_t esize);
+
+/*
+ * The executor's argument agreement (an all-reduce under MAX of three int64) in one
+ * exchange of a cache line per member, on lines of its own: it may run while another
+ * operation of the group has been started. Returns the agreement's number for
+ * dtr__shm_agree_progress, which is true (and fills recv) once every member has written.
+ */
+uint64_t dtr__shm_agree_start(dtr__shm_t *s, const int64_t *send);
+bool dtr__shm_agree_progress(dtr__shm_t *s, uint64_t a, int64_t *recv);
+
+/*
+ * Cancels the running operation, started but never progressed: what its start wrote (this
+ * member's first chunks, published) is taken back, as if it had never started. Every member
+ * must cancel it (a failed argument agreement), none having read another's chunks.
+ */
+void dtr__shm_cancel(dtr__shm_t *s);
 
 /* Moves what it can without waiting; true once the operation is complete. *moved says
  * whether it moved anything. */

@@ -178,6 +178,59 @@ static const struct {
     {"2x2", "8x6", "S(0),S(0)", "R,S(0)", "exchange"},
 };
 
+/*
+ * The MPI backend starts a call's first operation beside the agreement and cancels it when
+ * the agreement fails (request.c): for every kind that communicates, and an all-reduce
+ * small enough for the one-exchange form, a mismatch and a rejected argument must leave the
+ * groups' shared-memory counters as they were, so that the good calls after them (twice,
+ * blocking and not) verify.
+ */
+static void cancelled_first_operations(dtr_context_t *ctx) {
+    static const char *const tiny[] = {"4", "2x2", "P", "R", "all_reduce"};
+    for (size_t k = 0; k <= sizeof kinds / sizeof kinds[0]; k++) {
+        bool last = k == sizeof kinds / sizeof kinds[0];
+        const char *mesh = last ? tiny[0] : kinds[k].mesh, *shape = last ? tiny[1] : kinds[k].shape;
+        const char *from = last ? tiny[2] : kinds[k].from, *to = last ? tiny[3] : kinds[k].to;
+        char what[160];
+        job_t bad, j;
+        check(job_init(&bad, mesh, rank == 3 ? "8x7" : shape, from, to, DTR_F32,
+                       DTR_STRATEGY_OPTIMAL) == 0 &&
+                  job_init(&j, mesh, shape, from, to, DTR_F32, DTR_STRATEGY_OPTIMAL) == 0,
+              "setup");
+        /* other values than the good calls': a chunk left published would show in them */
+        memset(bad.in, 0x3C, bad.in_bytes);
+        memcpy(bad.copy, bad.in, bad.in_bytes);
+        dtr_status_t st = dtr_redistribute(ctx, &bad.plan, bad.in, bad.in_bytes, bad.out,
+                                           bad.out_bytes);
+        snprintf(what, sizeof what, "%s -> %s: another shape on rank 3: MISMATCH everywhere",
+                 from, to);
+        check(st == DTR_ERR_MISMATCH && has("different plans") && intact(&bad), what);
+        size_t in_bytes = rank == 1 ? j.in_bytes - 4 : j.in_bytes;
+        st = dtr_redistribute(ctx, &j.plan, j.in, in_bytes, j.out, j.out_bytes);
+        snprintf(what, sizeof what, "%s -> %s: wrong in_bytes on rank 1: REMOTE elsewhere", from,
+                 to);
+        check(rank == 1 ? st == DTR_ERR_INVALID_ARGUMENT : st == DTR_ERR_REMOTE && has("rank 1"),
+              what);
+        for (int round = 0; round < 2; round++) {
+            memset(j.out, 0, j.out_bytes);
+            if (round == 0) {
+                st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
+            } else {
+                dtr_request_t *req = NULL;
+                bool done = false;
+                st = dtr_redistribute_start(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes,
+                                            &req);
+                while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+            }
+            snprintf(what, sizeof what, "%s -> %s: good call %d after the cancelled ones: verified",
+                     from, to, round + 1);
+            check(st == DTR_OK && verified(&j) && intact(&j), what);
+        }
+        job_free(&bad);
+        job_free(&j);
+    }
+}
+
 static void faults(void) {
     void *state = NULL;
     dtr_context_t *ctx = NULL;
@@ -641,6 +694,7 @@ int main(int argc, char **argv) {
     check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK, "context");
     bad_arguments(ctx);
     mismatched_specs(ctx);
+    cancelled_first_operations(ctx);
     faults();
     requests(ctx);
     bystander(ctx);
