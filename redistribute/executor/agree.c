@@ -73,6 +73,25 @@ dtr_status_t dtr__agree_done(dtr_context_t *ctx, int64_t *recv) {
     return dtr__agree_result(ctx, recv);
 }
 
+void dtr__agree_fill(int64_t *send, uint64_t h, int rank, dtr_status_t local) {
+    send[0] = (int64_t)(h >> 1);
+    send[1] = INT64_MAX - (int64_t)(h >> 1);
+    send[2] = local != DTR_OK ? rank + 1 : 0;
+}
+
+dtr_status_t dtr__agree_verdict(const int64_t *recv, const char *func, dtr_status_t local,
+                                const char *msg, const char *mismatch) {
+    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
+    if (recv[2] > 0)
+        return dtr__error(DTR_ERR_REMOTE, func,
+                          "rank %lld rejected its arguments (see its error); this rank's were "
+                          "good",
+                          (long long)(recv[2] - 1));
+    if (recv[0] != INT64_MAX - recv[1]) /* the max of h and of its complement: equal h everywhere */
+        return dtr__error(DTR_ERR_MISMATCH, func, "%s", mismatch);
+    return DTR_OK;
+}
+
 /* The agreement over a group: every member's hash equal and every member's own argument
  * check good, in one small all-reduce. */
 dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
@@ -82,23 +101,13 @@ dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, ui
         return DTR_OK;
     }
     int64_t *send = ctx->gsend, *recv = ctx->grecv;
-    send[0] = (int64_t)(h >> 1);
-    send[1] = INT64_MAX - (int64_t)(h >> 1);
-    send[2] = local != DTR_OK ? ctx->rank + 1 : 0;
+    dtr__agree_fill(send, h, ctx->rank, local);
     dtr_status_t st =
         dtr__wait_op(ctx, group, dtr__agree_start(ctx, group, send, recv, &ctx->gbreq));
     if (st == DTR_OK) st = dtr__agree_done(ctx, recv);
     if (st != DTR_OK)
         return dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
-    if (local != DTR_OK) return dtr__error(local, func, "%s", msg);
-    if (recv[2] > 0)
-        return dtr__error(DTR_ERR_REMOTE, func,
-                          "rank %lld rejected its arguments (see its error); this rank's were "
-                          "good",
-                          (long long)(recv[2] - 1));
-    if (recv[0] != INT64_MAX - recv[1])
-        return dtr__error(DTR_ERR_MISMATCH, func,
-                          "the group's members called with different arguments (counts, "
-                          "dtypes, ops, meshes or settings)");
-    return DTR_OK;
+    return dtr__agree_verdict(recv, func, local, msg,
+                              "the group's members called with different arguments (counts, "
+                              "dtypes, ops, meshes or settings)");
 }

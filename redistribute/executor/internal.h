@@ -174,6 +174,12 @@ dtr_status_t dtr__agree_done(dtr_context_t *ctx, int64_t *recv);
  * argument check good, in one small all-reduce. */
 dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
                            dtr_status_t local, const char *msg);
+/* An agreement's send: this rank's hash h, and whether its own arguments (local) were bad. */
+void dtr__agree_fill(int64_t *send, uint64_t h, int rank, dtr_status_t local);
+/* Its verdict from recv: this rank's own error (msg), then another rank's rejection
+ * (DTR_ERR_REMOTE), then different hashes (DTR_ERR_MISMATCH with `mismatch`). */
+dtr_status_t dtr__agree_verdict(const int64_t *recv, const char *func, dtr_status_t local,
+                                const char *msg, const char *mismatch);
 
 /* ---- copy.c ------------------------------------------------------------------------- */
 

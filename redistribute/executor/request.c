@@ -16,26 +16,6 @@
 
 #include "redistribute/executor/internal.h"
 
-/* The agreement's verdict once it completed: the first error of this rank's own arguments,
- * another rank's, or different plans. */
-static dtr_status_t dtr__verdict(dtr_request_t *r) {
-    DTR_CHECK(dtr__agree_done(r->ctx, r->agree_recv));
-    int64_t max_a = r->agree_recv[0], max_b = r->agree_recv[1];
-    if (r->local_status != DTR_OK)
-        return dtr__error(r->local_status, "dtr_redistribute", "%s", r->local_msg);
-    if (r->agree_recv[2] > 0)
-        return dtr__error(DTR_ERR_REMOTE, "dtr_redistribute",
-                          "rank %lld rejected its arguments (see its error); this rank's were "
-                          "good",
-                          (long long)(r->agree_recv[2] - 1));
-    if (max_a != INT64_MAX - max_b) /* the max of h and of its complement: equal h everywhere */
-        return dtr__error(DTR_ERR_MISMATCH, "dtr_redistribute",
-                          "plan: the ranks of the mesh hold different plans (specs, "
-                          "strategy or steps differ) or their contexts different "
-                          "slice sizes (DTR_SLICE_BYTES)");
-    return DTR_OK;
-}
-
 /* Completes (block) or tests the agreement in flight. A failed one cancels the operation a
  * fused call started beside it: no member has read another's data yet (backend.h). */
 static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
@@ -48,7 +28,12 @@ static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
         snprintf(detail, sizeof detail, "%s", dtr_last_error());
         return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
     }
-    st = dtr__verdict(r);
+    st = dtr__agree_done(r->ctx, r->agree_recv);
+    if (st == DTR_OK)
+        st = dtr__agree_verdict(r->agree_recv, "dtr_redistribute", r->local_status, r->local_msg,
+                                "plan: the ranks of the mesh hold different plans (specs, "
+                                "strategy or steps differ) or their contexts different slice "
+                                "sizes (DTR_SLICE_BYTES)");
     if (st != DTR_OK && r->in_flight) {
         r->ctx->ops->cancel(r->group, &r->breq);
         r->in_flight = false;
@@ -138,9 +123,7 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
     const dtr_plan_t *plan = r->plan;
     /* the slice size decides how many operations a gather takes: it must agree too */
     uint64_t h = dtr__plan_hash(plan) ^ ((uint64_t)ctx->slice_bytes * 0x9e3779b97f4a7c15ull);
-    r->agree_send[0] = (int64_t)(h >> 1);
-    r->agree_send[1] = INT64_MAX - (int64_t)(h >> 1);
-    r->agree_send[2] = r->local_status != DTR_OK ? ctx->rank + 1 : 0;
+    dtr__agree_fill(r->agree_send, h, ctx->rank, r->local_status);
     r->phase = DTR__PHASE_AGREE;
     dtr_status_t st = dtr__agree_start(ctx, r->m->all, r->agree_send, r->agree_recv, &r->abreq);
     if (st != DTR_OK) {

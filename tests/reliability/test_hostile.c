@@ -19,25 +19,10 @@
 
 #include "dtr.h"
 #include "tests/reliability/solo_backend.h"
+#include "tests/spec_fixture.h"
 #include "tools/pattern/pattern.h"
 
 /* ---- fixtures ----------------------------------------------------------------------- */
-
-static dtr_mesh_t *mesh_of(const char *text) {
-    dtr_mesh_t *m = NULL;
-    cr_assert_eq(dtr_mesh_parse(text, NULL, 0, &m), DTR_OK, "fixture mesh %s", text);
-    return m;
-}
-
-static void spec_of(dtr_spec_t *s, const dtr_mesh_t *m, const char *pl, const char *shape,
-                    dtr_dtype_t dtype) {
-    dtr_placement_t p[DTR_MAX_MESH_DIMS];
-    int np = 0, nd = 0;
-    int64_t sh[DTR_MAX_TENSOR_DIMS];
-    cr_assert_eq(dtr_placements_parse(pl, p, DTR_MAX_MESH_DIMS, &np), DTR_OK);
-    cr_assert_eq(dtr_shape_parse(shape, sh, DTR_MAX_TENSOR_DIMS, &nd), DTR_OK);
-    cr_assert_eq(dtr_spec_init(s, m, p, np, sh, nd, dtype), DTR_OK, "fixture spec");
-}
 
 static void plan_of(dtr_plan_t *plan, const dtr_mesh_t *m, const char *from, const char *to,
                     const char *shape, dtr_dtype_t dtype) {

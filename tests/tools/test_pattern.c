@@ -14,23 +14,8 @@
 
 #include "dtensor/internal.h"
 #include "dtr.h"
+#include "tests/spec_fixture.h"
 #include "tools/pattern/pattern.h"
-
-static dtr_mesh_t *mesh_of(const char *text) {
-    dtr_mesh_t *m = NULL;
-    cr_assert_eq(dtr_mesh_parse(text, NULL, 0, &m), DTR_OK, "%s", dtr_last_error());
-    return m;
-}
-
-static void spec_of(dtr_spec_t *s, dtr_mesh_t *m, const char *placements, const char *shape,
-                    dtr_dtype_t dtype) {
-    dtr_placement_t p[DTR_MAX_MESH_DIMS];
-    int np = 0, nd = 0;
-    int64_t sh[DTR_MAX_TENSOR_DIMS];
-    cr_assert_eq(dtr_placements_parse(placements, p, DTR_MAX_MESH_DIMS, &np), DTR_OK);
-    cr_assert_eq(dtr_shape_parse(shape, sh, DTR_MAX_TENSOR_DIMS, &nd), DTR_OK);
-    cr_assert_eq(dtr_spec_init(s, m, p, np, sh, nd, dtype), DTR_OK, "%s", dtr_last_error());
-}
 
 static const dtr_fill_t random7 = {.kind = DTR_FILL_RANDOM, .seed = 7};
 
