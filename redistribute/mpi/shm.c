@@ -56,7 +56,7 @@ struct dtr__shm {
     uint64_t agreed;                      /* agreements started, likewise */
     uint64_t gfree, rfree; /* lowest gdone / rdone over the readers, as last seen */
     dtr__shm_mode_t mode;  /* the running (or last) operation's kind */
-    bool stream; /* the gather writes its output with streaming stores (a large one) */
+    bool stream; /* a large gather or all-reduce writes its output with streaming stores */
     int64_t *sent, *got;  /* [n]: chunks of the running operation sent to / received from */
     int left;                     /* pieces of the running operation still moving */
     const char *send;
@@ -472,6 +472,12 @@ static dtr_status_t dtr__reduce_start(dtr__shm_t *s, const void *send, void *rec
     s->reduced = 0;
     s->rfree = 0;
     s->count = (most + s->rsub - 1) / s->rsub; /* the same on every member */
+    int64_t total = 0;
+    for (int k = 0; k < s->n; k++) total += s->rlen[k];
+    /* an all-reduce's large result is copied out of the rings with streaming stores, as
+     * the gather's is (P -> R of 16 MiB on 4 ranks: medians of 6 runs 10.9 ms against
+     * 12.2 ms with memcpy, on a machine noisy enough that runs ranged over 1.6x) */
+    s->stream = all && total >= DTR__STREAM_MIN_BYTES;
     s->left = s->count > 0;
     dtr__reduce_send(s);
     return DTR_OK;
@@ -627,7 +633,9 @@ static bool dtr__reduce_progress(dtr__shm_t *s) {
             uint64_t q = s->rearlier + (uint64_t)c;
             if (__atomic_load_n(dtr__rout(s, from), __ATOMIC_ACQUIRE) <= q) break;
             int64_t len = dtr__rpart(s, from, c, &at);
-            if (len > 0)
+            if (len > 0 && s->stream)
+                dtr__stream_copy(s->recv + s->roff[from] + at, dtr__rslot(s, from, q, from), len);
+            else if (len > 0)
                 memcpy(s->recv + s->roff[from] + at, dtr__rslot(s, from, q, from), (size_t)len);
             s->got[from]++;
             moved = true;

@@ -314,6 +314,23 @@ int main(int argc, char **argv) {
         if (any) failed++;
         else passed++;
     }
+    /* all-reduces of 9 MiB: the result is copied out with streaming stores (8 MiB and up) */
+    static const dtr_dtype_t large[] = {DTR_F32, DTR_BF16};
+    for (int i = 0; i < 2; i++) {
+        int c = cases + i, before = failures;
+        case_t t;
+        memset(&t, 0, sizeof t);
+        t.dtype = large[i];
+        t.op = DTR_REDUCE_SUM;
+        t.kind = 2;
+        t.blocking = i == 0;
+        t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
+        run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, rank);
+        int mine = failures > before, any = 0;
+        MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) failed++;
+        else passed++;
+    }
     for (int g = 0; g < 2; g++) ops->group_destroy(state, groups[g]);
     ops->destroy(state);
     int bad = failures > 0, anybad = 0;
