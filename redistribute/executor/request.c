@@ -26,6 +26,12 @@ static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
     if (st != DTR_OK) {
         char detail[512];
         snprintf(detail, sizeof detail, "%s", dtr_last_error());
+        /* the first operation goes as the agreement did: nowhere (an unfused call would not
+         * have started it), so the group is free for the next call */
+        if (r->in_flight) {
+            r->ctx->ops->cancel(r->group, &r->breq);
+            r->in_flight = false;
+        }
         return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
     }
     st = dtr__agree_done(r->ctx, r->agree_recv);

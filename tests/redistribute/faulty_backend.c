@@ -82,6 +82,14 @@ static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, con
     ISSUE();
     return inner->all_to_allv(g, s, sc, sd, r, rc, rd, q);
 }
+static dtr_status_t w_agree(void *g, const int64_t *s, int64_t *r, dtr_backend_req_t *q) {
+    ISSUE();
+    return inner->agree(g, s, r, q);
+}
+static void w_cancel(void *g, dtr_backend_req_t *q) {
+    ++faulty.cancelled;
+    inner->cancel(g, q);
+}
 static dtr_status_t w_test(void *g, dtr_backend_req_t *q, bool *done) {
     dtr_status_t st = inner->test(g, q, done);
     if (st == DTR_OK && *done && ++faulty.completed == faulty.fail_complete) return DTR_ERR_BACKEND;
@@ -115,6 +123,8 @@ const dtr_backend_ops_t *faulty_ops(const dtr_backend_ops_t *in) {
         .test = w_test,
         .wait = w_wait,
         .destroy = w_destroy,
+        .agree = in->agree ? w_agree : NULL,
+        .cancel = in->cancel ? w_cancel : NULL,
     };
     return &table;
 }

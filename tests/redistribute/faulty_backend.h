@@ -3,7 +3,9 @@
  * operation issued, or the k-th completion (after the operation really completed), or
  * sleeps before issuing the k-th operation. Settings are per process, so a test picks which
  * ranks misbehave by setting them on those ranks only. Operations are counted from the last
- * faulty_reset(); the context's argument agreement is an operation like any other.
+ * faulty_reset(); the context's argument agreement is an operation like any other. It
+ * forwards the inner backend's agree and cancel, so the executor runs its agreement beside
+ * the first operation as it does on the bare backend, and counts the cancels.
  */
 #ifndef DTR_TESTS_FAULTY_BACKEND_H
 #define DTR_TESTS_FAULTY_BACKEND_H
@@ -15,7 +17,7 @@ typedef struct {
     int fail_complete; /* fail the k-th completion; 0: never */
     int delay_at;      /* sleep delay_s before issuing the k-th operation; 0: never */
     double delay_s;
-    int issued, completed; /* counts since faulty_reset */
+    int issued, completed, cancelled; /* counts since faulty_reset */
 } faulty_settings_t;
 
 extern faulty_settings_t faulty;

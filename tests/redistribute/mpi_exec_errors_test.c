@@ -273,6 +273,19 @@ static void faults(void) {
                 check(intact(&j), what);
             }
         }
+        /* through the wrapper too, the step starts beside the agreement: a mismatch (rank 3
+         * plans another shape) cancels the started step on the ranks that planned this one */
+        job_t bad;
+        check(job_init(&bad, kinds[k].mesh, rank == 3 ? "8x7" : kinds[k].shape, kinds[k].from,
+                       kinds[k].to, DTR_F32, DTR_STRATEGY_OPTIMAL) == 0,
+              "setup: the mismatched job");
+        faulty_reset();
+        dtr_status_t bst = dtr_redistribute(ctx, &bad.plan, bad.in, bad.in_bytes, bad.out,
+                                            bad.out_bytes);
+        snprintf(what, sizeof what, "%s: a mismatch through the wrapper: MISMATCH, step cancelled",
+                 kinds[k].kind);
+        check(bst == DTR_ERR_MISMATCH && (rank == 3 || faulty.cancelled == 1), what);
+        job_free(&bad);
         /* the context still works after the faults */
         faulty_reset();
         dtr_status_t st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
