@@ -19,8 +19,8 @@ cd "$(dirname "$0")/.."
 sizes=${SIZES_MIB:-1 4 16 64 256}
 ranks=${RANKS:-2 4}
 rounds=${ROUNDS:-3}
-specs=${SPECS:-"S(0)|R" "P|R" "P|S(0)" "S(0)|S(1)" "S(1)|R" "S(0),S(1)|R,R"}
 source bench/common.sh
+specs=${SPECS:-$exec_specs}
 # the best and the median of the numbers on stdin
 stats() { sort -g | awk '{ v[NR] = $1 } END { printf "%.0f %.0f", v[1], (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'; }
 table=$(mktemp)
@@ -33,14 +33,9 @@ for n in $ranks; do
     for spec in $specs; do
         from=${spec%%|*}
         to=${spec##*|}
-        mesh=$n
-        if [[ $from == *,* ]]; then
-            if [ "$n" -eq 4 ]; then mesh=2x2; else mesh=1x2; fi
-        fi
+        mesh=$(exec_mesh "$n" "$from")
         for mib in $sizes; do
-            iters=20
-            [ "$mib" -ge 64 ] && iters=10
-            [ "$mib" -ge 256 ] && iters=5
+            iters=$(exec_iters "$mib")
             ta=() tb=()
             for _ in $(seq "$rounds"); do
                 for which in a b; do

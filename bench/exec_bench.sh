@@ -25,19 +25,13 @@ trap 'rm -f "$tmp"' EXIT
     echo "|---|---|---|---:|---|---:|---:|---:|---|"
 } >"$tmp"
 for n in $ranks; do
-    for spec in "S(0)|R" "P|R" "P|S(0)" "S(0)|S(1)" "S(1)|R" "S(0),S(1)|R,R"; do
+    for spec in $exec_specs; do
         from=${spec%%|*}
         to=${spec##*|}
-        mesh=$n
-        if [[ $from == *,* ]]; then
-            # a 2-d mesh: 2x2 on 4 ranks; on 2 ranks 1x2 (only the S(1) gather moves data)
-            if [ "$n" -eq 4 ]; then mesh=2x2; else mesh=1x2; fi
-        fi
+        mesh=$(exec_mesh "$n" "$from")
         for mib in $sizes; do
             rows=$((mib * 256)) # rows of 1024 f32 = 4 KiB: mib MiB in all
-            iters=20
-            [ "$mib" -ge 64 ] && iters=10
-            [ "$mib" -ge 256 ] && iters=5
+            iters=$(exec_iters "$mib")
             runs=() # "ratio k" per run; jsons[k] its output
             jsons=()
             for ((k = 0; k < repeats; k++)); do

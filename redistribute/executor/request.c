@@ -16,6 +16,13 @@
 
 #include "redistribute/executor/internal.h"
 
+/* Forgets the operation a fused call started beside its agreement, if one is in flight:
+ * no member has read another's data before the agreement completes (backend.h). */
+static void dtr__drop_started(dtr_request_t *r) {
+    if (r->in_flight) r->ctx->ops->cancel(r->group, &r->breq);
+    r->in_flight = false;
+}
+
 /* Completes (block) or tests the agreement in flight. A failed one cancels the operation a
  * fused call started beside it: no member has read another's data yet (backend.h). */
 static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
@@ -28,10 +35,7 @@ static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
         snprintf(detail, sizeof detail, "%s", dtr_last_error());
         /* the first operation goes as the agreement did: nowhere (an unfused call would not
          * have started it), so the group is free for the next call */
-        if (r->in_flight) {
-            r->ctx->ops->cancel(r->group, &r->breq);
-            r->in_flight = false;
-        }
+        dtr__drop_started(r);
         return dtr__error(st, "dtr_redistribute", "argument agreement over the mesh: %s", detail);
     }
     st = dtr__agree_done(r->ctx, r->agree_recv);
@@ -40,10 +44,7 @@ static dtr_status_t dtr__agreement(dtr_request_t *r, bool block, bool *done) {
                                 "plan: the ranks of the mesh hold different plans (specs, "
                                 "strategy or steps differ) or their contexts different slice "
                                 "sizes (DTR_SLICE_BYTES)");
-    if (st != DTR_OK && r->in_flight) {
-        r->ctx->ops->cancel(r->group, &r->breq);
-        r->in_flight = false;
-    }
+    if (st != DTR_OK) dtr__drop_started(r);
     if (st == DTR_OK && r->phase == DTR__PHASE_AGREE) {
         r->phase = DTR__PHASE_STEPS;
         r->step = 0;
@@ -149,8 +150,7 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
     if (st != DTR_OK) {
         /* the peers wait for this rank's agreement: complete it (which leaves the step's
          * error in place unless it fails itself), then fail as an unfused call would */
-        if (r->in_flight) ctx->ops->cancel(r->group, &r->breq);
-        r->in_flight = false;
+        dtr__drop_started(r);
         bool done = false;
         dtr_status_t ast = dtr__poll(ctx, r->m->all, &r->abreq, r->at0, true, &done);
         ctx->busy = false;
