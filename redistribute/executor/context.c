@@ -90,6 +90,12 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->stage_recv);
     dtr__m_free(ctx, ctx->agree_dev);
     free(ctx->arrays);
+    if (ctx->batch != NULL) {
+        dtr__m_free(ctx, ctx->batch->arena);
+        free(ctx->batch->mem);
+        free(ctx->batch->rm);
+        free(ctx->batch);
+    }
     if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);
     if (ctx->mem != NULL && ctx->mem->destroy != NULL) ctx->mem->destroy(ctx->mem_state);
     free(ctx);

@@ -153,6 +153,35 @@ DTR_API dtr_status_t dtr_request_wait(dtr_request_t *req);
  */
 DTR_API dtr_status_t dtr_redistribute_baseline(dtr_context_t *ctx, const dtr_plan_t *plan);
 
+/* ---- batches: many tensors at once (dtr_batch_plan_t, planner.h) ----------------------
+ *
+ * Runs a batched plan: in[t] holds this rank's block of tensor t's source (in_bytes[t], its
+ * exact size), out[t] receives its block of the target (out_bytes[t] at least). Every
+ * array has one entry per tensor; no output may overlap an input or another output. As
+ * for dtr_redistribute: collective over the mesh (every rank with the same batch), one
+ * argument agreement for the whole batch (a rank's bad buffer or different batch is an
+ * error on every rank, naming the tensor), inputs never written, deadlines per operation.
+ * A coalesced round moves all its member steps in one backend operation; the context's
+ * scratch then holds that round's packed pieces, and each member two step buffers as large
+ * as its largest intermediate block.
+ */
+DTR_API dtr_status_t dtr_redistribute_batch(dtr_context_t *ctx, const dtr_batch_plan_t *plan,
+                                            const void *const *in, const size_t *in_bytes,
+                                            void *const *out, const size_t *out_bytes);
+
+/* The non-blocking form (dtr_request_test / dtr_request_wait complete it). The plan and
+ * every buffer and array must stay valid and untouched until then. */
+DTR_API dtr_status_t dtr_redistribute_batch_start(dtr_context_t *ctx,
+                                                  const dtr_batch_plan_t *plan,
+                                                  const void *const *in, const size_t *in_bytes,
+                                                  void *const *out, const size_t *out_bytes,
+                                                  dtr_request_t **req);
+
+/* The batch's collectives alone (as dtr_redistribute_baseline): the same operations with the
+ * same counts on scratch, without packing, local steps or agreement. */
+DTR_API dtr_status_t dtr_redistribute_batch_baseline(dtr_context_t *ctx,
+                                                     const dtr_batch_plan_t *plan);
+
 /* ---- collectives on a mesh's groups (the gradient-reduction hooks run on these) -------
  *
  * The group: the ranks of `mesh` that share this rank's coordinate on every mesh dim not in

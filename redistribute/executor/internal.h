@@ -109,6 +109,12 @@ struct dtr_request {
     double at0;
     dtr_status_t local_status; /* an argument error found before the agreement */
     char local_msg[512];
+    /* a batch member's step (batch.c): the output of a step before the last goes here
+     * instead of the context's step buffers, and AVG is always SUM then a divide */
+    void *dst_next;
+    bool avg_as_sum;
+    /* a batch's request (batch.c) makes progress through this; NULL: a plan's */
+    dtr_status_t (*progress)(dtr_request_t *r, bool block);
 };
 
 struct dtr_context {
@@ -141,6 +147,7 @@ struct dtr_context {
      * timed-out operation never points into a dead frame) */
     int64_t gsend[3], grecv[3];
     dtr_backend_req_t gbreq;
+    struct dtr__batch *batch; /* a batch's state, made by its first batch call */
 };
 
 /* ---- context.c ---------------------------------------------------------------------- */
@@ -276,8 +283,10 @@ typedef struct {
 /* A step that leaves every rank's block as it is: a relabel, or over one rank. */
 bool dtr__step_noop(const dtr_request_t *r, int k);
 bool dtr__step_avg_reduces(const dtr_step_t *s);
-/* Starts step r->step (steps.c): works out this rank's side of it (the dtr__step_args_t),
- * skips a no-op, and calls the kind's start. */
+/* This rank's side of step r->step (steps.c): its blocks, buffers (r->cur moves to its
+ * output), group and op, and r->pend's divide; *skip for a no-op, which changes nothing. */
+dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *a, bool *skip);
+/* Starts step r->step: prepares it, skips a no-op, and calls the kind's start. */
 dtr_status_t dtr__step_start(dtr_request_t *r);
 
 /* Indexed by dtr_step_kind_t; every kind has a row. */
@@ -288,6 +297,10 @@ extern const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST];
 dtr_status_t dtr__step_error(const dtr_request_t *r, dtr_status_t st);
 /* The end of a collective's start: st is what starting the operation returned. */
 dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st);
+/* Drives the step in flight to its end: tests (or, with block, waits for) its operation,
+ * then runs the kind's finish, which may start the step's next operation. *done once the
+ * step has completed (r->in_flight false). */
+dtr_status_t dtr__step_poll(dtr_request_t *r, bool block, bool *done);
 /* What every collective's finish ends with: the pieces from stage_recv into the output
  * (unpack3) and the divide of AVG done as SUM. */
 dtr_status_t dtr__step_done(dtr_request_t *r);
@@ -304,6 +317,71 @@ dtr_status_t dtr__reduce_exchange_finish(dtr_request_t *r);
 dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
+
+/* ---- batches (batch.c, batch_round.c) ------------------------------------------------ */
+
+/* A member of a batch on this rank: where its block is and what it runs next. */
+typedef struct {
+    const void *cur;
+    void *buf[2]; /* its step buffers, in the batch's arena */
+    int next;     /* the next step to run */
+    int last_real;
+    dtr__ctx_t pctx;
+} dtr__member_t;
+
+/* A member step of the coalesced round in flight. */
+typedef struct {
+    dtr__step_args_t a;
+    bool divide;
+    int64_t divisor;
+} dtr__round_member_t;
+
+typedef enum { DTR__STAGE_BEFORE = 0, DTR__STAGE_ISSUE, DTR__STAGE_SOLO } dtr__stage_t;
+
+typedef struct dtr__batch {
+    const dtr_batch_plan_t *plan;
+    const void *const *in;
+    const size_t *in_bytes;
+    void *const *out;
+    bool bare;
+    dtr__mesh_entry_t *m;
+    dtr__member_t *mem;
+    int mem_cap;
+    dtr__round_member_t *rm;
+    int rm_cap;
+    void *arena; /* the members' step buffers (the context's memory) */
+    int64_t arena_cap;
+    int round, j;      /* the round under way, and the member step in it */
+    dtr__stage_t stage;
+    int tail;          /* after the rounds: the member whose last local steps run */
+    bool in_flight;    /* the round's collective */
+    void *group;
+    dtr_backend_req_t breq;
+    double t0;
+    bool padded;       /* uneven pieces padded to `pad` (no v-form in the backend) */
+    int64_t pad;
+    dtr_request_t solo; /* one member step run as in a plan (local ones, reduce_exchange) */
+    bool solo_active;
+    int solo_t;
+    bool agreeing;
+    int64_t agree_send[3], agree_recv[3];
+    dtr_backend_req_t abreq;
+    double at0;
+    dtr_status_t local_status;
+    char local_msg[512];
+} dtr__batch_t;
+
+/* ---- batch_round.c: a batch's members and its coalesced rounds ----------------------- */
+
+/* b->solo set up as member t's request at step k. */
+void dtr__member_request(dtr_context_t *ctx, dtr__batch_t *b, int t, int k);
+/* Prepares the member steps of round b->round, packs them and starts its one collective
+ * (b->in_flight). */
+dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b);
+/* After the collective completed: each member's part into its output, and its divide. */
+dtr_status_t dtr__round_finish(dtr_context_t *ctx, dtr__batch_t *b);
+/* A failure of the round's collective, naming it. */
+dtr_status_t dtr__round_error(const dtr__batch_t *b, dtr_status_t st);
 
 /* ---- staged.c ----------------------------------------------------------------------- */
 

@@ -63,15 +63,8 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
         }
         if (r->in_flight) {
             bool done = false;
-            dtr_status_t st = dtr__poll(r->ctx, r->group, &r->breq, r->t0, block, &done);
-            if (st == DTR_OK && !done) return DTR_OK;
-            r->in_flight = false;
-            if (st != DTR_OK) return dtr__step_error(r, st);
-            /* the step's kind finishes it, or starts its next operation */
-            const dtr__step_impl_t *impl = &dtr__step_impls[r->plan->steps[r->step].kind];
-            dtr_status_t fst = impl->finish != NULL ? impl->finish(r) : DTR_OK;
-            if (fst != DTR_OK) return fst;
-            if (r->in_flight) continue;
+            DTR_CHECK(dtr__step_poll(r, block, &done));
+            if (!done) return DTR_OK;
             r->step++;
         }
         if (r->phase == DTR__PHASE_STEPS) {
@@ -264,7 +257,7 @@ dtr_status_t dtr_request_test(dtr_request_t *req, bool *done) {
     if (req->ctx == NULL || !req->ctx->busy)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "req: not in flight (already completed and released)");
-    dtr_status_t st = dtr__progress(req, false);
+    dtr_status_t st = req->progress != NULL ? req->progress(req, false) : dtr__progress(req, false);
     if (st != DTR_OK || req->phase == DTR__PHASE_DONE) {
         req->ctx->busy = false;
         *done = true;
@@ -279,7 +272,7 @@ dtr_status_t dtr_request_wait(dtr_request_t *req) {
     if (req->ctx == NULL || !req->ctx->busy)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "req: not in flight (already completed and released)");
-    dtr_status_t st = dtr__progress(req, true);
+    dtr_status_t st = req->progress != NULL ? req->progress(req, true) : dtr__progress(req, true);
     req->ctx->busy = false;
     return st;
 }

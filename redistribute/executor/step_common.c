@@ -25,6 +25,22 @@ dtr_status_t dtr__step_issued(dtr_request_t *r, dtr_status_t st) {
     return DTR_OK;
 }
 
+dtr_status_t dtr__step_poll(dtr_request_t *r, bool block, bool *done) {
+    *done = false;
+    while (r->in_flight) {
+        bool finished = false;
+        dtr_status_t st = dtr__poll(r->ctx, r->group, &r->breq, r->t0, block, &finished);
+        if (st == DTR_OK && !finished) return DTR_OK;
+        r->in_flight = false;
+        if (st != DTR_OK) return dtr__step_error(r, st);
+        /* the step's kind finishes it, or starts its next operation */
+        const dtr__step_impl_t *impl = &dtr__step_impls[r->plan->steps[r->step].kind];
+        if (impl->finish != NULL) DTR_CHECK(impl->finish(r));
+    }
+    *done = true;
+    return DTR_OK;
+}
+
 /* After the step's operation completed: unpack and divide. */
 dtr_status_t dtr__step_done(dtr_request_t *r) {
     dtr__pending_t *p = &r->pend;

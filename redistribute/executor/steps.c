@@ -36,14 +36,15 @@ bool dtr__step_noop(const dtr_request_t *r, int k) {
     return dtr_mesh_nranks(r->pctx.mesh) == 1;
 }
 
-dtr_status_t dtr__step_start(dtr_request_t *r) {
+dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *skip) {
     dtr_context_t *ctx = r->ctx;
     const dtr_plan_t *plan = r->plan;
     const dtr__ctx_t *pc = &r->pctx;
     int k = r->step;
     /* Steps that change nothing (a mesh dim of one rank, a relabel) pass the current
      * buffer on; the last step that changes something writes the output. */
-    if (!r->bare && (k > r->last_real || dtr__step_noop(r, k))) return DTR_OK;
+    *skip = !r->bare && (k > r->last_real || dtr__step_noop(r, k));
+    if (*skip) return DTR_OK;
     dtr__step_args_t a;
     a.s = &plan->steps[k];
     a.k = k;
@@ -58,6 +59,8 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
     a.src = r->cur;
     if (k == r->last_real) {
         a.dst = r->out;
+    } else if (r->dst_next != NULL) { /* a batch member's own step buffer */
+        a.dst = r->dst_next;
     } else {
         int b = r->cur == ctx->buf[0] ? 1 : 0;
         DTR_CHECK(dtr__reserve(ctx, &ctx->buf[b], &ctx->buf_cap[b], a.out_numel * a.item,
@@ -74,13 +77,6 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
     pend->dst = a.dst;
     pend->out_numel = a.out_numel;
     pend->n = a.n;
-    /* Steps over one rank never get here unless bare: they are no-ops, skipped above. */
-    if (a.n == 1) {
-        if (a.bare) return DTR_OK;
-        return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
-                          "step %d (%s): a no-op step was not skipped", k + 1,
-                          dtr_step_kind_info(a.s->kind)->name);
-    }
     if ((unsigned)a.s->kind >= DTR_STEP_KIND_LAST)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_redistribute", "plan->steps[%d].kind: %d",
                           k, (int)a.s->kind);
@@ -88,7 +84,8 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
     if (a.op == DTR_REDUCE_AVG) {
         /* AVG over several mesh dims is their SUM divided once by the product of their
          * sizes (DESIGN.md): per-step divides would truncate integers at every step and
-         * round floats more than once. One AVG step alone may use the backend's AVG. */
+         * round floats more than once. One AVG step alone may use the backend's AVG
+         * (not in a batch, whose coalesced rounds reduce every member with one op). */
         int64_t divisor = 1, last = -1, steps = 0;
         for (int j = 0; j < plan->nsteps; j++) {
             const dtr_step_t *s = &plan->steps[j];
@@ -97,11 +94,27 @@ dtr_status_t dtr__step_start(dtr_request_t *r) {
             last = j;
             steps++;
         }
-        if (steps > 1 || !(ctx->ops->caps & DTR_BACKEND_CAP_AVG)) {
+        if (steps > 1 || r->avg_as_sum || !(ctx->ops->caps & DTR_BACKEND_CAP_AVG)) {
             a.op = DTR_REDUCE_SUM;
             pend->divide = !a.bare && (steps <= 1 || k == last);
             pend->divisor = steps > 1 ? divisor : a.n;
         }
+    }
+    *out = a;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__step_start(dtr_request_t *r) {
+    dtr__step_args_t a;
+    bool skip = false;
+    DTR_CHECK(dtr__step_prepare(r, &a, &skip));
+    if (skip) return DTR_OK;
+    /* Steps over one rank never get here unless bare: they are no-ops, skipped above. */
+    if (a.n == 1) {
+        if (a.bare) return DTR_OK;
+        return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute",
+                          "step %d (%s): a no-op step was not skipped", a.k + 1,
+                          dtr_step_kind_info(a.s->kind)->name);
     }
     r->group = a.group;
     return dtr__step_impls[a.s->kind].start(r, &a);

@@ -133,6 +133,15 @@ bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to);
 
 int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                          const dtr_placement_t *dst);
+/* The bound's per-rank part: bytes the rank at coord must receive in any plan, from its own
+ * blocks alone (the balanced reduction's term is per group, not per rank). */
+int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                           const dtr_placement_t *dst, const int64_t *coord);
+/* Bytes the rank at coord receives over a whole plan. */
+int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const int64_t *coord);
+/* Does some step's busiest rank depend on the coordinate (all-to-all, exchanges)? Without
+ * such steps coordinate 0 receives the most in every step. */
+bool dtr__plan_per_coord(const dtr_plan_t *plan);
 
 /* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
  * (and why not, into why). Records no error. */

@@ -511,43 +511,61 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
  * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
  * |T_r \ C_r| exactly (DESIGN.md's table).
  */
-int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                         const dtr_placement_t *dst) {
-    dtr_placement_t cl[DTR_MAX_MESH_DIMS], tl[DTR_MAX_MESH_DIMS];
-    bool vary[DTR_MAX_MESH_DIMS], reduces = false;
+/* What the rank at coord must receive in any plan, from its own blocks alone (the bound's
+ * per-rank terms; the balanced reduction adds a term per group). */
+static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst, const int64_t *coord) {
+    dtr_placement_t cl[DTR_MAX_MESH_DIMS] = {{0}}, tl[DTR_MAX_MESH_DIMS] = {{0}};
+    bool reduces = false;
     for (int i = 0; i < ctx->mdims; i++) {
         cl[i] = src[i].kind == DTR_SHARD ? src[i] : dtr_replicate();
         tl[i] = dst[i].kind == DTR_SHARD ? dst[i] : dtr_replicate();
-        vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
         if (src[i].kind == DTR_PARTIAL && dst[i].kind != DTR_PARTIAL && ctx->msize[i] > 1)
             reduces = true;
     }
+    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
+        co[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, tl, coord, ts, to);
+    dtr__layout(ctx, cl, coord, cs, co);
+    __int128 t = dtr__numel(ctx, ts);
+    __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
+    for (int k = 0; k < ctx->mdims; k++) {
+        int64_t n = ctx->msize[k];
+        if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || n == 1) continue;
+        dtr_placement_t ul[DTR_MAX_MESH_DIMS];
+        memcpy(ul, tl, sizeof ul);
+        ul[k] = dtr_replicate();
+        int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
+        dtr__layout(ctx, ul, coord, us, uo);
+        __int128 u = dtr__overlap(ctx, us, uo, cs, co);
+        __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
+        if (moved > need) need = moved;
+    }
+    return need;
+}
+
+int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                           const dtr_placement_t *dst, const int64_t *coord) {
+    return dtr__sat(dtr__need_at(ctx, src, dst, coord) * ctx->item);
+}
+
+int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                         const dtr_placement_t *dst) {
+    bool vary[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < ctx->mdims; i++)
+        vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     __int128 best = 0;
     do {
-        int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
-            co[DTR_MAX_TENSOR_DIMS];
-        dtr__layout(ctx, tl, coord, ts, to);
-        dtr__layout(ctx, cl, coord, cs, co);
-        __int128 t = dtr__numel(ctx, ts);
-        __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
+        __int128 need = dtr__need_at(ctx, src, dst, coord);
         for (int k = 0; k < ctx->mdims; k++) {
-            int64_t n = ctx->msize[k];
-            if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || n == 1) continue;
-            dtr_placement_t ul[DTR_MAX_MESH_DIMS];
-            memcpy(ul, tl, sizeof ul);
-            ul[k] = dtr_replicate();
-            int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
-            dtr__layout(ctx, ul, coord, us, uo);
-            __int128 u = dtr__overlap(ctx, us, uo, cs, co);
-            __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
-            if (moved > need) need = moved;
-            if (coord[k] == 0 && dtr__balance_applies(ctx, src, dst, k)) { /* once a group */
-                dtr__balance_t bal;
-                dtr__balance_init(ctx, src, dst, k, coord, &bal);
-                __int128 m = dtr__balance_bound(&bal);
-                if (m > need) need = m;
-            }
+            if (ctx->msize[k] == 1 || coord[k] != 0 || /* once a group */
+                !dtr__balance_applies(ctx, src, dst, k))
+                continue;
+            dtr__balance_t bal;
+            dtr__balance_init(ctx, src, dst, k, coord, &bal);
+            __int128 m = dtr__balance_bound(&bal);
+            if (m > need) need = m;
         }
         if (need > best) best = need;
     } while (dtr__next_coord(ctx, vary, coord));
@@ -570,6 +588,22 @@ void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr
         if (s->extra_bytes_max > plan->peak_extra_bytes) plan->peak_extra_bytes = s->extra_bytes_max;
         plan->time_us += s->time_us;
     }
+}
+
+int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const int64_t *coord) {
+    __int128 total = 0;
+    for (int k = 0; k < plan->nsteps; k++) total += dtr__step_rank_recv(ctx, &plan->steps[k], coord);
+    return dtr__sat(total);
+}
+
+bool dtr__plan_per_coord(const dtr_plan_t *plan) {
+    for (int k = 0; k < plan->nsteps; k++) {
+        dtr_step_kind_t kind = plan->steps[k].kind;
+        if (kind == DTR_STEP_ALL_TO_ALL || kind == DTR_STEP_EXCHANGE ||
+            kind == DTR_STEP_REDUCE_EXCHANGE)
+            return true;
+    }
+    return false;
 }
 
 void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,

@@ -179,6 +179,81 @@ DTR_API dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_
                                         const dtr_spec_t *dst, const dtr_plan_options_t *opts,
                                         dtr_plan_t *out, bool *hit);
 
+/*
+ * A batched plan: many tensors redistributed together on one mesh, each by its own plan
+ * (the members), with their collectives coalesced. The members' steps are grouped into
+ * rounds; a round is one collective of one kind on one mesh dim (or one exchange over the
+ * mesh), for reductions also of one dtype and op, that moves every member step in it at
+ * once over one packed buffer. A tensor's steps keep their order (a round takes only each
+ * tensor's next collective step, local steps run before it), so every tensor gets exactly
+ * its own plan's result; the rounds decide only how many collectives run. They are chosen
+ * greedily: the next round is the key (kind, mesh dim, dtype and op) that most tensors'
+ * next collective step has, ties to the key with more steps left in all tensors, then to the
+ * smaller key ("majority merge", a shortest-common-supersequence heuristic). Tensors with the
+ * same changes then share every round: a batch of N takes as many collectives as one of
+ * them. docs/planner.md, "Batches".
+ *
+ * Steps that change nothing on this mesh (a mesh dim of one rank, a relabel, an exchange in
+ * which no rank receives) are local; reduce_exchange steps run in rounds of their own kind
+ * but member by member (coalesced = false): their two operations depend on each member's
+ * balanced pieces.
+ */
+typedef struct {
+    int tensor; /* the member */
+    int step;   /* its step (0-based) */
+} dtr_batch_item_t;
+
+typedef struct {
+    dtr_step_kind_t kind;
+    int mesh_dim;           /* -1: over the whole mesh */
+    dtr_dtype_t dtype;      /* reductions: every member's dtype (moves: the first member's) */
+    dtr_reduce_op_t op;     /* reductions: the op of every member step */
+    bool reduces;           /* a reduction round (dtype and op are part of its key) */
+    bool coalesced;         /* one backend collective for all its member steps */
+    int first, count;       /* its member steps: items[first .. first + count) */
+    int64_t recv_bytes_max; /* the sum of its member steps' */
+    double time_us;         /* modeled: one latency term for a coalesced round */
+} dtr_batch_round_t;
+
+typedef struct {
+    int ntensors;
+    dtr_plan_t *plans; /* ntensors member plans */
+    int nrounds;
+    dtr_batch_round_t *rounds;
+    int nitems;
+    dtr_batch_item_t *items;
+    int count[DTR_STEP_KIND_LAST];  /* collectives the batch runs, by kind */
+    int member_count[DTR_STEP_KIND_LAST]; /* collectives the members would run one by one */
+    int64_t recv_bytes_max;         /* most bytes one rank receives, the members' summed per rank */
+    int64_t lower_bound_recv_bytes; /* no execution of these changes can make some rank
+                                       receive less */
+    int64_t peak_extra_bytes;       /* at most: every member's peak plus the largest round's
+                                       packed buffers */
+    double time_us;                 /* modeled, coalesced */
+    double one_by_one_time_us;      /* modeled, the members' plans one after another */
+} dtr_batch_plan_t;
+
+/*
+ * Plans src[t] -> dst[t] for t < n, every spec on one mesh (equal contents), and groups the
+ * steps into rounds. opts as for dtr_plan_create (one strategy and cost model for all);
+ * cache (may be NULL) plans the members through a plan cache. Errors name the argument and
+ * the member ("src[3]: ..."). *out (free with dtr_batch_plan_destroy) written on success;
+ * the members borrow the specs' meshes.
+ */
+DTR_API dtr_status_t dtr_batch_plan_create(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                           const dtr_plan_options_t *opts,
+                                           dtr_plan_cache_t *cache, dtr_batch_plan_t **out);
+DTR_API void dtr_batch_plan_destroy(dtr_batch_plan_t *plan);
+
+/* Bytes one rank sends and receives over the whole batch: the sums of its members'. */
+DTR_API dtr_status_t dtr_batch_plan_rank_bytes(const dtr_batch_plan_t *plan, int rank,
+                                               int64_t *send, int64_t *recv);
+
+/* Prints the batch: its rounds (kind, mesh dim, members, bytes) and totals, as a table or
+ * one JSON object. */
+DTR_API dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out);
+DTR_API dtr_status_t dtr_batch_plan_print_json(const dtr_batch_plan_t *plan, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

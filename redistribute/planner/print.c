@@ -98,3 +98,119 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
             (long long)plan->peak_extra_bytes, plan->time_us);
     return DTR_OK;
 }
+
+static void dtr__round_dim(const dtr_batch_round_t *r, char *buf, size_t len) {
+    if (r->mesh_dim >= 0)
+        snprintf(buf, len, "%d", r->mesh_dim);
+    else
+        snprintf(buf, len, "all");
+}
+
+dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (plan->ntensors <= 0 || plan->plans == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "plan: not a batch from dtr_batch_plan_create");
+    char mesh[128];
+    dtr_mesh_format(plan->plans[0].src.mesh, mesh, sizeof mesh);
+    fprintf(out, "batch %s: mesh %s, %d tensors, %d rounds\n",
+            dtr_strategy_name(plan->plans[0].strategy), mesh, plan->ntensors, plan->nrounds);
+    for (int t = 0; t < plan->ntensors; t++) {
+        const dtr_plan_t *p = &plan->plans[t];
+        char shape[256], from[160], to[160];
+        int m = dtr_mesh_ndims(p->src.mesh);
+        dtr_shape_format(p->src.shape, p->src.ndim, shape, sizeof shape);
+        dtr__placements_text(p->src.placements, m, from, sizeof from);
+        dtr__placements_text(p->dst.placements, m, to, sizeof to);
+        fprintf(out, "  tensor %-3d %s %s, %s -> %s: %d steps\n", t, shape,
+                dtr_dtype_name(p->src.dtype), from, to, p->nsteps);
+    }
+    if (plan->nrounds > 0)
+        fprintf(out, "  %-3s %-5s %-15s %-12s %8s %14s %10s  %s\n", "#", "mesh", "kind", "dtype op",
+                "members", "recv B/rank", "time us", "tensor.step");
+    for (int r = 0; r < plan->nrounds; r++) {
+        const dtr_batch_round_t *rd = &plan->rounds[r];
+        char dim[16], what[32];
+        dtr__round_dim(rd, dim, sizeof dim);
+        if (rd->reduces)
+            snprintf(what, sizeof what, "%s %s", dtr_dtype_name(rd->dtype),
+                     dtr_reduce_op_name(rd->op));
+        else
+            snprintf(what, sizeof what, "-");
+        fprintf(out, "  %-3d %-5s %-15s %-12s %8d %14lld %10.2f  ", r + 1, dim,
+                dtr_step_kind_info(rd->kind)->name, what, rd->count,
+                (long long)rd->recv_bytes_max, rd->time_us);
+        for (int j = rd->first; j < rd->first + rd->count; j++) {
+            if (j - rd->first == 8) {
+                fprintf(out, " ... (%d more)", rd->first + rd->count - j);
+                break;
+            }
+            fprintf(out, "%s%d.%d", j > rd->first ? " " : "", plan->items[j].tensor,
+                    plan->items[j].step + 1);
+        }
+        fprintf(out, "%s\n", rd->coalesced ? "" : "  (member by member)");
+    }
+    fprintf(out, "  collectives:");
+    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
+        fprintf(out, " %s %d", dtr_step_kind_info(dtr__collective_kinds[k])->name,
+                plan->count[dtr__collective_kinds[k]]);
+    fprintf(out, " (one by one:");
+    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
+        fprintf(out, " %s %d", dtr_step_kind_info(dtr__collective_kinds[k])->name,
+                plan->member_count[dtr__collective_kinds[k]]);
+    fprintf(out, ")\n  most bytes one rank receives: %lld (lower bound %lld)\n",
+            (long long)plan->recv_bytes_max, (long long)plan->lower_bound_recv_bytes);
+    fprintf(out, "  peak extra memory per rank: at most %lld bytes; modeled time %.2f us (one by "
+                 "one %.2f us)\n",
+            (long long)plan->peak_extra_bytes, plan->time_us, plan->one_by_one_time_us);
+    return DTR_OK;
+}
+
+static void dtr__counts_json(const int *count, FILE *out) {
+    fputc('{', out);
+    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
+        fprintf(out, "%s\"%s\":%d", k ? "," : "", dtr_step_kind_info(dtr__collective_kinds[k])->name,
+                count[dtr__collective_kinds[k]]);
+    fputc('}', out);
+}
+
+dtr_status_t dtr_batch_plan_print_json(const dtr_batch_plan_t *plan, FILE *out) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (plan->ntensors <= 0 || plan->plans == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "plan: not a batch from dtr_batch_plan_create");
+    fprintf(out, "{\"strategy\":\"%s\",\"tensors\":%d,\"plans\":[",
+            dtr_strategy_name(plan->plans[0].strategy), plan->ntensors);
+    for (int t = 0; t < plan->ntensors; t++) {
+        if (t) fputc(',', out);
+        DTR_CHECK(dtr_plan_print_json(&plan->plans[t], out));
+    }
+    fputs("],\"rounds\":[", out);
+    for (int r = 0; r < plan->nrounds; r++) {
+        const dtr_batch_round_t *rd = &plan->rounds[r];
+        fprintf(out, "%s{\"kind\":\"%s\",\"mesh_dim\":%d,", r ? "," : "",
+                dtr_step_kind_info(rd->kind)->name, rd->mesh_dim);
+        if (rd->reduces)
+            fprintf(out, "\"dtype\":\"%s\",\"op\":\"%s\",", dtr_dtype_name(rd->dtype),
+                    dtr_reduce_op_name(rd->op));
+        fprintf(out, "\"coalesced\":%s,\"members\":[", rd->coalesced ? "true" : "false");
+        for (int j = rd->first; j < rd->first + rd->count; j++)
+            fprintf(out, "%s[%d,%d]", j > rd->first ? "," : "", plan->items[j].tensor,
+                    plan->items[j].step);
+        fprintf(out, "],\"recv_bytes_per_rank_max\":%lld,\"modeled_time_us\":%.6g}",
+                (long long)rd->recv_bytes_max, rd->time_us);
+    }
+    fputs("],\"collectives\":", out);
+    dtr__counts_json(plan->count, out);
+    fputs(",\"one_by_one_collectives\":", out);
+    dtr__counts_json(plan->member_count, out);
+    fprintf(out,
+            ",\"recv_bytes_per_rank_max\":%lld,\"lower_bound_recv_bytes_per_rank\":%lld,"
+            "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g,"
+            "\"one_by_one_modeled_time_us\":%.6g}",
+            (long long)plan->recv_bytes_max, (long long)plan->lower_bound_recv_bytes,
+            (long long)plan->peak_extra_bytes, plan->time_us, plan->one_by_one_time_us);
+    return DTR_OK;
+}

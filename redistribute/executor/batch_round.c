@@ -1,0 +1,322 @@
+/*
+ * A batch's coalesced rounds: every member step of a round moves in one collective over one
+ * packed buffer. Pieces are packed peer-major, member after member inside a peer's piece
+ * (in the round's member order, which every rank shares), with the context's box copies:
+ *
+ *   all_gather      each member's block, back to back; one all_gather (all_gatherv when
+ *                   the members' chunks are uneven, or padded pieces without it); each
+ *                   received piece is cut into its members' chunks, placed along their dims
+ *   reduce_scatter  piece k: every member's chunk k of its reduced dim; one reduce_scatter
+ *                   (v, or padded); this rank's piece is its members' outputs back to back
+ *   all_reduce      the members' blocks back to back; one all_reduce
+ *   all_to_all,     piece for peer p: each member's box that p's target block covers; one
+ *   exchange        all_to_allv; what arrives from p is cut into the boxes p's source
+ *                   blocks give each member's target
+ *
+ * then each member's divide for AVG done as SUM. A member's step gets the same arguments as
+ * in its own plan (steps.c prepares it), so it computes the same result.
+ */
+#include <string.h>
+
+#include "redistribute/executor/internal.h"
+
+void dtr__member_request(dtr_context_t *ctx, dtr__batch_t *b, int t, int k) {
+    dtr_request_t *r = &b->solo;
+    const dtr__member_t *mm = &b->mem[t];
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->plan = &b->plan->plans[t];
+    r->in = b->in != NULL ? b->in[t] : NULL;
+    r->out = b->out != NULL ? b->out[t] : NULL;
+    r->in_bytes = b->in_bytes != NULL ? b->in_bytes[t] : 0;
+    r->m = b->m;
+    r->pctx = mm->pctx;
+    r->bare = b->bare;
+    r->phase = DTR__PHASE_STEPS;
+    r->step = k;
+    r->last_real = mm->last_real;
+    r->cur = mm->cur;
+    r->dst_next = mm->cur == mm->buf[0] ? mm->buf[1] : mm->buf[0];
+    r->avg_as_sum = true;
+}
+
+dtr_status_t dtr__round_error(const dtr__batch_t *b, dtr_status_t st) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", dtr_last_error());
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    char dim[24];
+    if (rd->mesh_dim >= 0)
+        snprintf(dim, sizeof dim, "mesh dim %d", rd->mesh_dim);
+    else
+        snprintf(dim, sizeof dim, "over the whole mesh");
+    return dtr__error(st, "dtr_redistribute_batch", "round %d (%s of %d tensors, %s): %s",
+                      b->round + 1, dtr_step_kind_info(rd->kind)->name, rd->count, dim, detail);
+}
+
+/* Peer p's coordinate: mine with mesh dim i set to p, or (i < 0) row-major over the mesh. */
+static void dtr__peer_coord(const dtr__ctx_t *pc, const int64_t *mine, int i, int64_t p,
+                            int64_t *coord) {
+    if (i >= 0) {
+        memcpy(coord, mine, sizeof(int64_t) * (size_t)pc->mdims);
+        coord[i] = p;
+        return;
+    }
+    for (int q = pc->mdims - 1; q >= 0; q--) {
+        coord[q] = p % pc->msize[q];
+        p /= pc->msize[q];
+    }
+}
+
+/* The box of member step a's block that a peer's piece covers: its input against the
+ * peer's target (send) or its output against the peer's source (receive). Elements; 0
+ * where the peer is not one of this step's (an exchange takes each element from the one
+ * peer that agrees with this rank on every mesh dim the source does not shard). */
+static int64_t dtr__box(const dtr__ctx_t *pc, const dtr__step_args_t *a, const int64_t *mine,
+                        const int64_t *pcoord, bool send, int64_t *lo, int64_t *ext) {
+    const dtr_step_t *s = a->s;
+    for (int q = 0; q < pc->mdims; q++)
+        if (s->before[q].kind != DTR_SHARD && pcoord[q] != mine[q]) return 0;
+    int64_t ps[DTR_MAX_TENSOR_DIMS], po[DTR_MAX_TENSOR_DIMS];
+    if (send) {
+        dtr__layout(pc, s->after, pcoord, ps, po);
+        return dtr__meet(a->nd, a->ioff, a->ish, po, ps, lo, ext);
+    }
+    dtr__layout(pc, s->before, pcoord, ps, po);
+    return dtr__meet(a->nd, a->ooff, a->osh, po, ps, lo, ext);
+}
+
+/* An all_to_allv round: counts and displacements (bytes), and with copy the pieces packed
+ * into stage_send. */
+static dtr_status_t dtr__moves(dtr_context_t *ctx, dtr__batch_t *b, int count, int64_t n,
+                               int64_t **arr, bool copy) {
+    int64_t at_s = 0, at_r = 0;
+    for (int64_t p = 0; p < n; p++) {
+        arr[0][p] = arr[2][p] = 0;
+        arr[1][p] = at_s;
+        arr[3][p] = at_r;
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            const dtr__ctx_t *pc = &b->mem[b->plan->items[b->plan->rounds[b->round].first + j]
+                                               .tensor].pctx;
+            int64_t pcoord[DTR_MAX_MESH_DIMS], lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+            int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
+            dtr__peer_coord(pc, b->m->coord, a->i, p, pcoord);
+            int64_t cnt = dtr__box(pc, a, b->m->coord, pcoord, true, lo, ext) * a->item;
+            if (copy && cnt > 0 && !b->bare)
+                DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, a->src, a->ish, lo, ext,
+                                     (char *)ctx->stage_send + at_s, ext, zero));
+            at_s += cnt;
+            arr[0][p] += cnt;
+            int64_t rcnt = dtr__box(pc, a, b->m->coord, pcoord, false, lo, ext) * a->item;
+            at_r += rcnt;
+            arr[2][p] += rcnt;
+        }
+    }
+    arr[4][0] = at_s;
+    arr[4][1] = at_r;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__moves_unpack(dtr_context_t *ctx, dtr__batch_t *b, int count,
+                                      int64_t n, int64_t **arr) {
+    for (int64_t p = 0; p < n; p++) {
+        int64_t at = arr[3][p];
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            const dtr__ctx_t *pc = &b->mem[b->plan->items[b->plan->rounds[b->round].first + j]
+                                               .tensor].pctx;
+            int64_t pcoord[DTR_MAX_MESH_DIMS], lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+            int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
+            dtr__peer_coord(pc, b->m->coord, a->i, p, pcoord);
+            int64_t cnt = dtr__box(pc, a, b->m->coord, pcoord, false, lo, ext) * a->item;
+            if (cnt > 0)
+                DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, (char *)ctx->stage_recv + at, ext, zero,
+                                     ext, a->dst, a->osh, lo));
+            at += cnt;
+        }
+    }
+    return DTR_OK;
+}
+
+/* Piece k of member step a along its dim d (the gathered one, or the reduced one): rows,
+ * and the [outer, rows, inner bytes] view around them. */
+static void dtr__piece(const dtr__step_args_t *a, int64_t k, int64_t *rows, int64_t *off,
+                       int64_t *outer, int64_t *inner, int64_t *len) {
+    int d = a->s->tensor_dim;
+    const int64_t *sh = a->s->kind == DTR_STEP_ALL_GATHER ? a->osh : a->ish;
+    dtr_chunk(sh[d], a->n, k, rows, off);
+    *outer = dtr__prod(sh, 0, d);
+    *inner = dtr__prod(sh, d + 1, a->nd) * a->item;
+    *len = sh[d];
+}
+
+/* A gather or reduce-scatter round: each piece's size (bytes for a gather, elements for a
+ * reduction) in arr[0], its start in arr[1]; with copy the send buffer packed. */
+static dtr_status_t dtr__pieces(dtr_context_t *ctx, dtr__batch_t *b, int count, int64_t n,
+                                int64_t **arr, bool copy) {
+    bool gather = b->plan->rounds[b->round].kind == DTR_STEP_ALL_GATHER;
+    int64_t at = 0, most = 0;
+    for (int64_t k = 0; k < n; k++) {
+        arr[0][k] = 0;
+        for (int j = 0; j < count; j++) {
+            int64_t rows, off, outer, inner, len;
+            dtr__piece(&b->rm[j].a, k, &rows, &off, &outer, &inner, &len);
+            arr[0][k] += outer * rows * inner / (gather ? 1 : b->rm[j].a.item);
+        }
+        if (arr[0][k] > most) most = arr[0][k];
+    }
+    b->padded = !dtr__all_equal(arr[0], n) &&
+                (gather ? ctx->ops->all_gatherv == NULL : ctx->ops->reduce_scatterv == NULL);
+    b->pad = most;
+    for (int64_t k = 0; k < n; k++) {
+        arr[1][k] = b->padded ? k * most : at;
+        at += arr[0][k];
+    }
+    if (!copy || b->bare) return DTR_OK;
+    if (gather) { /* this rank's piece: its members' blocks back to back */
+        char *to = ctx->stage_send;
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            DTR_CHECK(dtr__m_copy(ctx, to, a->src, a->in_numel * a->item));
+            to += a->in_numel * a->item;
+        }
+        return DTR_OK;
+    }
+    int64_t item = b->rm[0].a.item;
+    for (int64_t k = 0; k < n; k++) {
+        char *to = (char *)ctx->stage_send + arr[1][k] * item;
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            int64_t rows, off, outer, inner, len;
+            dtr__piece(a, k, &rows, &off, &outer, &inner, &len);
+            DTR_CHECK(dtr__m_copy3(ctx, a->src, len, off, to, rows, 0, outer, rows, inner));
+            to += outer * rows * inner;
+        }
+    }
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__gather_unpack(dtr_context_t *ctx, dtr__batch_t *b, int count,
+                                       int64_t n, int64_t **arr) {
+    for (int64_t k = 0; k < n; k++) {
+        const char *at = (const char *)ctx->stage_recv + arr[1][k];
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            int64_t rows, off, outer, inner, len;
+            dtr__piece(a, k, &rows, &off, &outer, &inner, &len);
+            DTR_CHECK(dtr__m_copy3(ctx, at, rows, 0, a->dst, len, off, outer, rows, inner));
+            at += outer * rows * inner;
+        }
+    }
+    return DTR_OK;
+}
+
+/* Starts the round's collective on the packed buffers. */
+static dtr_status_t dtr__round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t n,
+                                     int64_t **arr, int64_t total) {
+    const dtr_backend_ops_t *ops = ctx->ops;
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    const dtr__step_args_t *a0 = &b->rm[0].a;
+    void *s = ctx->stage_send, *r = ctx->stage_recv;
+    switch (rd->kind) {
+    case DTR_STEP_ALL_GATHER:
+        if (b->padded || dtr__all_equal(arr[0], n))
+            return ops->all_gather(b->group, s, b->padded ? b->pad : arr[0][0], r, &b->breq);
+        return ops->all_gatherv(b->group, s, arr[0][a0->ci], r, arr[0], arr[1], &b->breq);
+    case DTR_STEP_REDUCE_SCATTER:
+        if (b->padded || dtr__all_equal(arr[0], n))
+            return ops->reduce_scatter(b->group, s, r, b->padded ? b->pad : arr[0][0], rd->dtype,
+                                       a0->op, &b->breq);
+        return ops->reduce_scatterv(b->group, s, r, arr[0], rd->dtype, a0->op, &b->breq);
+    case DTR_STEP_ALL_REDUCE:
+        return ops->all_reduce(b->group, s, r, total, rd->dtype, a0->op, &b->breq);
+    default:
+        return ops->all_to_allv(b->group, s, arr[0], arr[1], r, arr[2], arr[3], &b->breq);
+    }
+}
+
+dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    int count = rd->count;
+    for (int j = 0; j < count; j++) {
+        const dtr_batch_item_t *it = &b->plan->items[rd->first + j];
+        dtr__member_request(ctx, b, it->tensor, it->step);
+        bool skip = false;
+        DTR_CHECK(dtr__step_prepare(&b->solo, &b->rm[j].a, &skip));
+        if (skip)
+            return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute_batch",
+                              "round %d: tensor %d's step %d changes nothing on this mesh",
+                              b->round + 1, it->tensor, it->step + 1);
+        b->rm[j].divide = b->solo.pend.divide;
+        b->rm[j].divisor = b->solo.pend.divisor;
+        b->mem[it->tensor].cur = b->solo.cur;
+    }
+    const dtr__step_args_t *a0 = &b->rm[0].a;
+    int64_t n = a0->n, *arr[6];
+    DTR_CHECK(dtr__arrays(ctx, n > 2 ? n : 2, arr));
+    b->group = a0->group;
+    b->padded = false;
+    int64_t send = 0, recv = 0, total = 0;
+    if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
+        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, false));
+        send = arr[4][0];
+        recv = arr[4][1];
+    } else if (rd->kind == DTR_STEP_ALL_REDUCE) {
+        for (int j = 0; j < count; j++) total += b->rm[j].a.in_numel;
+        send = recv = total * a0->item;
+    } else {
+        DTR_CHECK(dtr__pieces(ctx, b, count, n, arr, false));
+        int64_t item = rd->kind == DTR_STEP_ALL_GATHER ? 1 : a0->item, all = 0;
+        for (int64_t k = 0; k < n; k++) all += arr[0][k];
+        int64_t whole = b->padded ? n * b->pad : all, mine = b->padded ? b->pad : arr[0][a0->ci];
+        send = (rd->kind == DTR_STEP_ALL_GATHER ? mine : whole) * item;
+        recv = (rd->kind == DTR_STEP_ALL_GATHER ? whole : mine) * item;
+    }
+    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "batch send buffer"));
+    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "batch receive buffer"));
+    if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
+        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, true));
+    } else if (rd->kind == DTR_STEP_ALL_REDUCE) {
+        char *to = ctx->stage_send;
+        for (int j = 0; j < count && !b->bare; j++) {
+            DTR_CHECK(dtr__m_copy(ctx, to, b->rm[j].a.src, b->rm[j].a.in_numel * a0->item));
+            to += b->rm[j].a.in_numel * a0->item;
+        }
+    } else {
+        DTR_CHECK(dtr__pieces(ctx, b, count, n, arr, true));
+    }
+    dtr_status_t st = dtr__round_start(ctx, b, n, arr, total);
+    if (st != DTR_OK) return dtr__round_error(b, st);
+    b->in_flight = true;
+    b->t0 = dtr__now();
+    return DTR_OK;
+}
+
+dtr_status_t dtr__round_finish(dtr_context_t *ctx, dtr__batch_t *b) {
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    int count = rd->count;
+    if (b->bare) return DTR_OK;
+    const dtr__step_args_t *a0 = &b->rm[0].a;
+    int64_t n = a0->n, *arr[6];
+    DTR_CHECK(dtr__arrays(ctx, n > 2 ? n : 2, arr)); /* the counts the start left there */
+    if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
+        DTR_CHECK(dtr__moves_unpack(ctx, b, count, n, arr));
+    } else if (rd->kind == DTR_STEP_ALL_GATHER) {
+        DTR_CHECK(dtr__gather_unpack(ctx, b, count, n, arr));
+    } else { /* reductions: this rank's piece, its members' outputs back to back */
+        const char *at = ctx->stage_recv;
+        for (int j = 0; j < count; j++) {
+            const dtr__step_args_t *a = &b->rm[j].a;
+            DTR_CHECK(dtr__m_copy(ctx, a->dst, at, a->out_numel * a->item));
+            at += a->out_numel * a->item;
+        }
+    }
+    for (int j = 0; j < count; j++) {
+        const dtr__round_member_t *m = &b->rm[j];
+        if (m->divide)
+            DTR_CHECK(dtr__m_divide(ctx, m->a.dtype, m->a.dst, m->a.dst, m->a.out_numel,
+                                     m->divisor));
+        b->mem[b->plan->items[rd->first + j].tensor].next = b->plan->items[rd->first + j].step + 1;
+    }
+    return DTR_OK;
+}
