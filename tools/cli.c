@@ -173,14 +173,29 @@ bool dtr_cli_spec_option(int c, const char *value, dtr_cli_spec_args_t *args) {
     }
 }
 
-void dtr_cli_json_collectives(FILE *out, const dtr_plan_t *plan) {
+void dtr_cli_json_counts(FILE *out, const int *count) {
     const char *sep = "";
     fputc('{', out);
     for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
         const dtr_step_kind_info_t *info = dtr_step_kind_info((dtr_step_kind_t)k);
         if (!info->collective) continue;
-        fprintf(out, "%s\"%s\":%d", sep, info->name, plan->count[k]);
+        fprintf(out, "%s\"%s\":%d", sep, info->name, count[k]);
         sep = ",";
     }
     fputc('}', out);
+}
+
+void dtr_cli_json_collectives(FILE *out, const dtr_plan_t *plan) {
+    dtr_cli_json_counts(out, plan->count);
+}
+
+static int dtr__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double dtr_cli_median(double *v, int n) {
+    if (n == 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, dtr__cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }

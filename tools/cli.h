@@ -75,6 +75,18 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
 int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
                        const dtr_spec_t *like, dtr_spec_t *out);
 
+/* Reads a --batch FILE (batch_file.c): a JSON list of {"shape", "dtype", "from", "to"}
+ * into n specs on mesh each side (malloc'd; the caller frees both). On failure prints the
+ * one-line error naming the file, line and entry and returns DTR_EXIT_USAGE. */
+int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
+                       dtr_spec_t **src, dtr_spec_t **dst, int *n);
+/* The batch forms of the commands (cmd_plan.c and cmd_run_batch.c). */
+int dtr_cli_run_batch(int argc, char **argv, int rank, int world);
+/* The median of v[0..n) (sorts v); 0 for n = 0. */
+double dtr_cli_median(double *v, int n);
+/* {"all_gather":1,...} from counts by step kind (collective kinds only). */
+void dtr_cli_json_counts(FILE *out, const int *count);
+
 extern const dtr_cli_command_t dtr_cli_plan;
 extern const dtr_cli_command_t dtr_cli_run;
 

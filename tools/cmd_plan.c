@@ -10,6 +10,8 @@ static void dtr__plan_help(FILE *out) {
         "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
         "                [--ranks LIST] [--strategy optimal|compat] [--compare] [--json]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
+        "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
+        "                [cost flags]\n"
         "\n"
         "Plans a redistribution from the --from placements to the --to placements and prints\n"
         "its steps (mesh dim, from -> to, kind, bytes each rank receives), the most bytes any\n"
@@ -22,6 +24,12 @@ static void dtr__plan_help(FILE *out) {
         "                       with all-to-all and exchange steps; compat: the seed algorithm\n"
         "                       (PyTorch 2.1's) exactly, refused where it would corrupt data\n"
         "  --compare            both strategies and the lower bound, side by side\n"
+        "  --batch FILE         plan many tensors together: FILE is a JSON list of\n"
+        "                       {\"shape\": \"64x64\", \"dtype\": \"f32\", \"from\": \"S(0),R\",\n"
+        "                       \"to\": \"R,S(1)\"} (dtype optional, f32). Prints each tensor's\n"
+        "                       change, the rounds (one coalesced collective each: kind, mesh\n"
+        "                       dim, dtype and op for reductions, member tensor.step), the\n"
+        "                       collectives against one plan at a time, bytes and the bound\n"
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
         "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
         "                       dim (default 5; env DTR_ALPHA_US)\n"
@@ -34,6 +42,7 @@ static void dtr__plan_help(FILE *out) {
         "  dtr plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)'\n"
         "  dtr plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare\n"
         "  dtr plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)' --json\n"
+        "  dtr plan --mesh 2x2 --batch tensors.json\n"
         "\n"
         "Exit status: 0 planned; 2 bad arguments or an invalid change (e.g. P(sum) -> P(avg));\n"
         "1 a valid change dtr cannot plan (e.g. compat where the seed plan is unsafe).\n",
@@ -98,6 +107,34 @@ static void dtr__json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
+/* --batch: the tensors of FILE planned together. */
+static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
+                           const dtr_plan_options_t *opts, int json) {
+    dtr_mesh_t *mesh = NULL;
+    int rc = dtr_cli_build_mesh("plan", args, &mesh);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr_spec_t *src = NULL, *dst = NULL;
+    int n = 0;
+    rc = dtr_cli_batch_load("plan", path, mesh, &src, &dst, &n);
+    dtr_batch_plan_t *plan = NULL;
+    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK) {
+        fprintf(stderr, "dtr plan: --batch %s: %s\n", path, dtr_last_error());
+        rc = dtr__plan_exit(dtr_last_status());
+    }
+    if (plan != NULL) {
+        if (json)
+            dtr_batch_plan_print_json(plan, stdout);
+        else
+            dtr_batch_plan_print(plan, stdout);
+        if (json) fputc('\n', stdout);
+    }
+    dtr_batch_plan_destroy(plan);
+    free(src);
+    free(dst);
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
+
 static int dtr__plan_main(int argc, char **argv) {
     static const struct option options[] = {
         DTR_CLI_SPEC_OPTIONS,
@@ -109,11 +146,13 @@ static int dtr__plan_main(int argc, char **argv) {
         {"alpha-us", required_argument, NULL, 'a'},
         {"bandwidth-gbps", required_argument, NULL, 'b'},
         {"local-gbps", required_argument, NULL, 'l'},
+        {"batch", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
+    const char *batch = NULL;
     int json = 0, compare = 0;
     opterr = 0;
     for (;;) {
@@ -128,6 +167,7 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'a': alpha = optarg; break;
         case 'b': bw = optarg; break;
         case 'l': local = optarg; break;
+        case 'B': batch = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -150,6 +190,16 @@ static int dtr__plan_main(int argc, char **argv) {
     if (dtr_cost_model_set(&cost, NULL, NULL, local) != DTR_OK)
         return dtr_cli_lib_error("plan", "--local-gbps");
 
+    if (batch != NULL) {
+        const char *extra = args.shape != NULL ? "--shape" : args.placements != NULL ? "--from"
+                            : to != NULL ? "--to" : args.dtype != NULL ? "--dtype"
+                            : compare ? "--compare" : NULL;
+        if (extra != NULL)
+            return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
+                                               "tensor's shape, dtype and change)", extra);
+        dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
+        return dtr__plan_batch(&args, batch, &opts, json);
+    }
     dtr_mesh_t *mesh;
     dtr_spec_t src, dst;
     int rc = dtr_cli_build_spec("plan", &args, &mesh, &src);

@@ -26,6 +26,9 @@ static void dtr__run_help(FILE *out) {
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--backward]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
+        "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
+        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
+        "                [--fill pattern|random] [--seed S]\n"
         "\n"
         "Runs the redistribution on the ranks of the MPI job. Each rank fills its source\n"
         "block (--fill, or reads it with --input), runs the plan, and with --verify checks\n"
@@ -74,6 +77,13 @@ static void dtr__run_help(FILE *out) {
         "                       --backend mpi several ranks may share one GPU (the operations\n"
         "                       stage through host memory). Needs a dtr built with CUDA (and\n"
         "                       NCCL for nccl) and a visible GPU.\n"
+        "  --batch FILE         many tensors at once ('dtr plan --help' gives FILE's form):\n"
+        "                       the batched plan runs (one coalesced collective per round),\n"
+        "                       --verify checks every element of every tensor (tensor k\n"
+        "                       filled with seed S + k), and the timing alternates the batch,\n"
+        "                       the same tensors one plan at a time, and the batch's\n"
+        "                       collectives alone (--json: batched_median_us,\n"
+        "                       one_by_one_median_us, baseline_median_us). MPI on CPU buffers\n"
         "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
         "                       checker: --verify must then fail)\n"
         "  -h, --help           this help\n"
@@ -86,17 +96,6 @@ static void dtr__run_help(FILE *out) {
         "call failed (the first mismatching rank and index are printed); 2 bad arguments.\n"
         "As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.\n",
         out);
-}
-
-static int dtr__cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double dtr__median(double *v, int n) {
-    if (n == 0) return 0;
-    qsort(v, (size_t)n, sizeof *v, dtr__cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 typedef struct {
@@ -275,6 +274,13 @@ static void dtr__fold(dtr__verdict_t *sum, const dtr__verdict_t *v) {
 }
 
 static int dtr__run(int argc, char **argv, int rank, int world) {
+    /* the batch form has its own flags (cmd_run_batch.c); --help is this one's */
+    bool batch = false, help = false;
+    for (int k = 1; k < argc; k++) {
+        batch = batch || strcmp(argv[k], "--batch") == 0 || strncmp(argv[k], "--batch=", 8) == 0;
+        help = help || strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0;
+    }
+    if (batch && !help) return dtr_cli_run_batch(argc, argv, rank, world);
     static const struct option options[] = {
         DTR_CLI_SPEC_OPTIONS,
         {"from", required_argument, NULL, 'f'},
@@ -539,7 +545,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         times[k] = tmax[0];
         times[iters + k] = tmax[1];
     }
-    double med = dtr__median(times, (int)iters), base = dtr__median(times + iters, (int)iters);
+    double med = dtr_cli_median(times, (int)iters), base = dtr_cli_median(times + iters, (int)iters);
     bool fwd_ok = !verify || (mismatches == 0 && changed == 0);
     bool ok = fwd_ok && (!verify || bwd_bad == 0);
     if (rank == 0) {

@@ -1,0 +1,292 @@
+/* dtr run --batch: many tensors redistributed together under mpirun, verified element by
+ * element, and timed three ways side by side: the batch, the same tensors one plan at a
+ * time, and the batch's collectives alone. */
+#include <getopt.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redistribute/mpi/dtr_mpi.h"
+#include "tools/cli.h"
+#include "tools/pattern/pattern.h"
+
+typedef struct {
+    int n;
+    dtr_spec_t *src, *dst;
+    dtr_fill_t *fills;
+    void **in, **out, **copy;
+    size_t *in_bytes, *out_bytes;
+    dtr_plan_t *plans; /* the members, for one plan at a time */
+} dtr__tensors_t;
+
+static void dtr__tensors_free(dtr__tensors_t *t) {
+    for (int k = 0; t->in != NULL && k < t->n; k++) {
+        free(t->in[k]);
+        free(t->out[k]);
+        free(t->copy[k]);
+    }
+    free(t->in);
+    free(t->out);
+    free(t->copy);
+    free(t->in_bytes);
+    free(t->out_bytes);
+    free(t->fills);
+    free(t->src);
+    free(t->dst);
+}
+
+/* This rank's buffers, its source blocks filled (tensor k's fill seed: seed + k). */
+static dtr_status_t dtr__tensors_fill(dtr__tensors_t *t, int rank, dtr_fill_t fill) {
+    size_t n = (size_t)t->n;
+    t->in = calloc(n, sizeof *t->in);
+    t->out = calloc(n, sizeof *t->out);
+    t->copy = calloc(n, sizeof *t->copy);
+    t->in_bytes = calloc(n, sizeof *t->in_bytes);
+    t->out_bytes = calloc(n, sizeof *t->out_bytes);
+    t->fills = calloc(n, sizeof *t->fills);
+    if (!t->in || !t->out || !t->copy || !t->in_bytes || !t->out_bytes || !t->fills)
+        return DTR_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < t->n; k++) {
+        dtr_layout_t sl = {0}, dl = {0};
+        if (dtr_spec_layout(&t->src[k], rank, &sl) != DTR_OK) return DTR_OK; /* a bystander */
+        dtr_spec_layout(&t->dst[k], rank, &dl);
+        t->fills[k] = fill;
+        t->fills[k].seed = fill.seed + (uint64_t)k;
+        t->in_bytes[k] = (size_t)sl.bytes;
+        t->out_bytes[k] = (size_t)dl.bytes;
+        t->in[k] = malloc(t->in_bytes[k] + 1);
+        t->copy[k] = malloc(t->in_bytes[k] + 1);
+        t->out[k] = malloc(t->out_bytes[k] + 1);
+        if (!t->in[k] || !t->copy[k] || !t->out[k]) return DTR_ERR_OUT_OF_MEMORY;
+        dtr_status_t st = dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]);
+        if (st != DTR_OK) return st;
+        memcpy(t->copy[k], t->in[k], t->in_bytes[k]);
+    }
+    return DTR_OK;
+}
+
+/* Every element of every tensor; *bad counts the wrong ones (and written inputs). */
+static dtr_status_t dtr__tensors_check(const dtr__tensors_t *t, int rank, int64_t *bad,
+                                       int64_t *checked, int *first) {
+    *bad = *checked = 0;
+    *first = -1;
+    for (int k = 0; k < t->n; k++) {
+        if (t->in[k] == NULL) return DTR_OK;
+        dtr_pattern_report_t rep;
+        dtr_status_t st = dtr_fill_check(&t->src[k], &t->dst[k], &t->fills[k], rank, t->out[k],
+                                         t->out_bytes[k], &rep);
+        if (st != DTR_OK) return st;
+        int64_t wrong = rep.mismatches + (memcmp(t->in[k], t->copy[k], t->in_bytes[k]) != 0);
+        if (wrong > 0 && *first < 0) *first = k;
+        *bad += wrong;
+        *checked += rep.checked;
+    }
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__batched(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
+                                 const dtr__tensors_t *t, bool nonblocking) {
+    if (!nonblocking)
+        return dtr_redistribute_batch(ctx, bp, (const void *const *)t->in, t->in_bytes, t->out,
+                                      t->out_bytes);
+    dtr_request_t *req = NULL;
+    dtr_status_t st = dtr_redistribute_batch_start(ctx, bp, (const void *const *)t->in,
+                                                   t->in_bytes, t->out, t->out_bytes, &req);
+    bool done = false;
+    while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    return st;
+}
+
+static dtr_status_t dtr__one_by_one(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
+                                    const dtr__tensors_t *t) {
+    dtr_status_t st = DTR_OK;
+    for (int k = 0; k < t->n && st == DTR_OK; k++)
+        st = dtr_redistribute(ctx, &bp->plans[k], t->in[k], t->in_bytes[k], t->out[k],
+                              t->out_bytes[k]);
+    return st;
+}
+
+/* Times the three forms, alternating within each iteration; medians of the slowest rank's
+ * times into med[3] (us). */
+static dtr_status_t dtr__time(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
+                              const dtr__tensors_t *t, bool nonblocking, int64_t warmup,
+                              int64_t iters, double *med) {
+    double *v = malloc(sizeof *v * (size_t)(3 * (iters > 0 ? iters : 1)));
+    if (v == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    dtr_status_t st = DTR_OK;
+    for (int64_t it = -warmup; st == DTR_OK && it < iters; it++) {
+        for (int form = 0; st == DTR_OK && form < 3; form++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            st = form == 0   ? dtr__batched(ctx, bp, t, nonblocking)
+                 : form == 1 ? dtr__one_by_one(ctx, bp, t)
+                             : dtr_redistribute_batch_baseline(ctx, bp);
+            double dt = (MPI_Wtime() - t0) * 1e6, slowest = dt;
+            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (it >= 0) v[form * iters + it] = slowest;
+        }
+    }
+    for (int form = 0; form < 3; form++) med[form] = dtr_cli_median(v + form * iters, (int)iters);
+    free(v);
+    return st;
+}
+
+static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, bool verify, bool ok,
+                       int64_t checked, const double *med, int64_t iters, bool json) {
+    int coll = 0, one = 0;
+    for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
+        coll += bp->count[k];
+        one += bp->member_count[k];
+    }
+    if (json) {
+        printf("{\"tensors\":%d,\"mesh\":\"%s\",\"verified\":%s,\"elements_checked\":%lld,"
+               "\"rounds\":%d,\"collectives\":", bp->ntensors, mesh, verify && ok ? "true" : "false",
+               (long long)checked, bp->nrounds);
+        dtr_cli_json_counts(stdout, bp->count);
+        fputs(",\"one_by_one_collectives\":", stdout);
+        dtr_cli_json_counts(stdout, bp->member_count);
+        printf(",\"iters\":%lld", (long long)iters);
+        if (iters > 0)
+            printf(",\"batched_median_us\":%.2f,\"one_by_one_median_us\":%.2f,"
+                   "\"baseline_median_us\":%.2f,\"batched_over_baseline\":%.3f,"
+                   "\"one_by_one_over_batched\":%.3f",
+                   med[0], med[1], med[2], med[2] > 0 ? med[0] / med[2] : 0,
+                   med[0] > 0 ? med[1] / med[0] : 0);
+        printf("}\n");
+        return;
+    }
+    printf("batch of %d tensors on mesh %s: %d rounds, %d collectives (one plan at a time: %d)\n",
+           bp->ntensors, mesh, bp->nrounds, coll, one);
+    if (verify)
+        printf("  verified: %s (%lld elements checked over all ranks)\n", ok ? "yes" : "NO",
+               (long long)checked);
+    if (iters > 0)
+        printf("  batched %.1f us, one plan at a time %.1f us (%.2fx), the batch's collectives "
+               "alone %.1f us (batched %.2fx of them); slowest rank, median of %lld\n",
+               med[0], med[1], med[0] > 0 ? med[1] / med[0] : 0, med[2],
+               med[2] > 0 ? med[0] / med[2] : 0, (long long)iters);
+}
+
+/* Runs the batch once, checks it (with verify), times it; the body after the flags. */
+static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const char *mesh_text,
+                          dtr_fill_t fill, bool verify, bool nonblocking, bool json,
+                          int64_t warmup, int64_t iters, int rank) {
+    dtr_context_t *ctx = NULL;
+    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
+    int rc = DTR_EXIT_FAIL;
+    st = dtr__tensors_fill(t, rank, fill);
+    if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
+    st = dtr__batched(ctx, bp, t, nonblocking);
+    if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
+    int64_t bad = 0, checked = 0, sums[2], totals[2] = {0, 0};
+    int first = -1;
+    if (verify) st = dtr__tensors_check(t, rank, &bad, &checked, &first);
+    if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
+    if (bad > 0)
+        fprintf(stderr, "dtr run: rank %d: %lld wrong elements or written inputs, the first in "
+                        "tensor %d\n", rank, (long long)bad, first);
+    sums[0] = bad;
+    sums[1] = checked;
+    MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    double med[3] = {0, 0, 0};
+    if (iters > 0) {
+        st = dtr__time(ctx, bp, t, nonblocking, warmup, iters, med);
+        if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
+    }
+    if (rank == 0) dtr__print(bp, mesh_text, verify, totals[0] == 0, totals[1], med, iters, json);
+    rc = totals[0] == 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+done:
+    dtr_context_destroy(ctx);
+    return rc;
+}
+
+int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
+    static const struct option options[] = {
+        DTR_CLI_SPEC_OPTIONS,
+        {"batch", required_argument, NULL, 'B'},
+        {"strategy", required_argument, NULL, 'S'},
+        {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"verify", no_argument, NULL, 'v'},
+        {"nonblocking", no_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {"fill", required_argument, NULL, 'F'},
+        {"seed", required_argument, NULL, 'E'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    dtr_cli_spec_args_t args = {0};
+    const char *batch = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
+    const char *fill_text = "pattern", *seed_text = NULL;
+    int verify = 0, nonblocking = 0, json = 0;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", options, NULL);
+        if (c == -1) break;
+        switch (c) {
+        case 'B': batch = optarg; break;
+        case 'S': strategy_text = optarg; break;
+        case 'i': iters_text = optarg; break;
+        case 'w': warmup_text = optarg; break;
+        case 'v': verify = 1; break;
+        case 'n': nonblocking = 1; break;
+        case 'j': json = 1; break;
+        case 'F': fill_text = optarg; break;
+        case 'E': seed_text = optarg; break;
+        case 'h': return DTR_EXIT_OK; /* (not reached: cmd_run.c prints the help) */
+        default:
+            if (dtr_cli_spec_option(c, optarg, &args) && c != 's' && c != 'd') break;
+            if (c == 's' || c == 'd')
+                return dtr_cli_usage_error("run", "%s: not with --batch (the file gives each "
+                                                  "tensor's shape and dtype)",
+                                           c == 's' ? "--shape" : "--dtype");
+            if (c == '?' && optopt == 0)
+                return dtr_cli_usage_error("run", "%s: not with --batch (supported with it: "
+                                                  "--mesh, --ranks, --strategy, --iters, "
+                                                  "--warmup, --verify, --nonblocking, --json, "
+                                                  "--fill, --seed)",
+                                           argv[optind - 1]);
+            return dtr_cli_option_error("run", c, argv);
+        }
+    }
+    if (optind < argc) return dtr_cli_option_error("run", 0, argv);
+    int64_t iters, warmup, seed = 1;
+    int rc = dtr_cli_parse_int("run", "--iters", iters_text, 0, 1000000, "a count 0..1000000",
+                               &iters);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_parse_int("run", "--warmup", warmup_text, 0, 1000000, "a count 0..1000000",
+                               &warmup);
+    if (rc == DTR_EXIT_OK && seed_text != NULL)
+        rc = dtr_cli_parse_int("run", "--seed", seed_text, 0, INT64_MAX, "a seed 0..2^63-1", &seed);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr_fill_t fill = {.kind = DTR_FILL_PATTERN, .seed = (uint64_t)seed};
+    if (strcmp(fill_text, "random") == 0)
+        fill.kind = DTR_FILL_RANDOM;
+    else if (strcmp(fill_text, "pattern") != 0)
+        return dtr_cli_usage_error("run", "--fill: '%s' is not pattern or random", fill_text);
+    dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
+    if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
+        return dtr_cli_lib_error("run", "--strategy");
+    dtr_mesh_t *mesh = NULL;
+    rc = dtr_cli_build_mesh("run", &args, &mesh);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr__tensors_t t = {0};
+    dtr_batch_plan_t *bp = NULL;
+    rc = dtr_cli_mesh_fits("run", mesh, world);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", batch, mesh, &t.src, &t.dst, &t.n);
+    dtr_plan_options_t opts = {.strategy = strategy};
+    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK) {
+        fprintf(stderr, "dtr run: --batch %s: %s\n", batch, dtr_last_error());
+        rc = dtr_last_status() == DTR_ERR_UNSUPPORTED ? DTR_EXIT_FAIL : DTR_EXIT_USAGE;
+    }
+    if (rc == DTR_EXIT_OK) {
+        dtr_cli_restore_stderr(); /* from here on errors are per rank */
+        rc = dtr__run_batch(&t, bp, args.mesh, fill, verify, nonblocking, json, warmup, iters,
+                            rank);
+    }
+    dtr_batch_plan_destroy(bp);
+    dtr__tensors_free(&t);
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
