@@ -29,14 +29,12 @@ static uint64_t dtr__batch_hash(const dtr_context_t *ctx, const dtr_batch_plan_t
     return dtr__fnv(h, (uint64_t)ctx->slice_bytes);
 }
 
-/* This rank's own checks of member t's buffers; the message into b->local_msg. */
-static void dtr__check_member(dtr__batch_t *b, int t, const int64_t *coord) {
+/* This rank's own checks of member t's sizes and pointers; the message into b->local_msg. */
+static void dtr__check_member(dtr__batch_t *b, int t, const int64_t *coord, size_t out_bytes) {
     const dtr_plan_t *p = &b->plan->plans[t];
     dtr_layout_t sl, dl;
     dtr_spec_layout_at(&p->src, coord, &sl);
     dtr_spec_layout_at(&p->dst, coord, &dl);
-    const void *in = b->in[t];
-    void *out = b->out[t];
     size_t in_bytes = b->in_bytes[t];
     char *msg = b->local_msg;
     size_t len = sizeof b->local_msg;
@@ -44,44 +42,76 @@ static void dtr__check_member(dtr__batch_t *b, int t, const int64_t *coord) {
     if ((int64_t)in_bytes != sl.bytes) {
         snprintf(msg, len, "in_bytes[%d]: %zu, but this rank's source block of tensor %d is %lld "
                  "bytes", t, in_bytes, t, (long long)sl.bytes);
-    } else if (in == NULL && in_bytes > 0) {
+    } else if ((int64_t)out_bytes < dl.bytes) {
+        st = DTR_ERR_BUFFER_TOO_SMALL;
+        snprintf(msg, len, "out_bytes[%d]: %zu, but this rank's target block of tensor %d is %lld "
+                 "bytes", t, out_bytes, t, (long long)dl.bytes);
+    } else if (b->in[t] == NULL && in_bytes > 0) {
         snprintf(msg, len, "in[%d]: must not be NULL", t);
-    } else if (out == NULL && dl.bytes > 0) {
+    } else if (b->out[t] == NULL && dl.bytes > 0) {
         snprintf(msg, len, "out[%d]: must not be NULL", t);
-    } else {
-        for (int u = 0; u < b->plan->ntensors; u++) {
-            if (dtr__overlap(out, (size_t)dl.bytes, b->in[u], b->in_bytes[u])) {
-                snprintf(msg, len, "out[%d]: overlaps in[%d] (inputs are never written)", t, u);
-                break;
-            }
-        }
     }
     if (msg[0] != '\0') b->local_status = st;
 }
 
-/* Checks what this rank can check alone: the arrays, then every member. */
-static void dtr__check_members(dtr__batch_t *b, const size_t *out_bytes, const int64_t *coord) {
-    for (int t = 0; t < b->plan->ntensors && b->local_status == DTR_OK; t++) {
-        dtr_layout_t dl;
+/* A buffer of the call, for the overlap sweep. */
+typedef struct {
+    uintptr_t lo, hi;
+    int t;
+    bool out;
+} dtr__span_t;
+
+static int dtr__span_cmp(const void *x, const void *y) {
+    const dtr__span_t *a = x, *b = y;
+    return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+/* No output may share a byte with an input or another output (inputs may share: they are
+ * only read). One sweep over the buffers sorted by address, O(T log T): an output that
+ * starts before the furthest end seen overlaps something, and so does any buffer that
+ * starts before the furthest end of an output. */
+static void dtr__check_overlaps(dtr__batch_t *b, const int64_t *coord) {
+    int n = b->plan->ntensors, m = 0;
+    dtr__span_t *sp = malloc(sizeof *sp * 2 * (size_t)n);
+    if (sp == NULL) {
+        snprintf(b->local_msg, sizeof b->local_msg, "out of memory checking %d buffers", 2 * n);
+        b->local_status = DTR_ERR_OUT_OF_MEMORY;
+        return;
+    }
+    for (int t = 0; t < n; t++) {
+        if (b->in_bytes[t] > 0)
+            sp[m++] = (dtr__span_t){(uintptr_t)b->in[t], (uintptr_t)b->in[t] + b->in_bytes[t], t, false};
+        dtr_layout_t dl; /* the bytes the call writes */
         dtr_spec_layout_at(&b->plan->plans[t].dst, coord, &dl);
-        if ((int64_t)out_bytes[t] < dl.bytes) {
-            snprintf(b->local_msg, sizeof b->local_msg,
-                     "out_bytes[%d]: %zu, but this rank's target block of tensor %d is %lld bytes",
-                     t, out_bytes[t], t, (long long)dl.bytes);
-            b->local_status = DTR_ERR_BUFFER_TOO_SMALL;
+        if (dl.bytes > 0)
+            sp[m++] = (dtr__span_t){(uintptr_t)b->out[t], (uintptr_t)b->out[t] + (size_t)dl.bytes,
+                                    t, true};
+    }
+    qsort(sp, (size_t)m, sizeof *sp, dtr__span_cmp);
+    int far_all = -1, far_out = -1; /* the spans reaching furthest: any, and outputs */
+    for (int k = 0; k < m; k++) {
+        int other = -1;
+        if (sp[k].out && far_all >= 0 && sp[k].lo < sp[far_all].hi) other = far_all;
+        else if (far_out >= 0 && sp[k].lo < sp[far_out].hi) other = far_out;
+        if (other >= 0) {
+            const dtr__span_t *o = sp[k].out ? &sp[k] : &sp[other];
+            const dtr__span_t *x = sp[k].out ? &sp[other] : &sp[k];
+            snprintf(b->local_msg, sizeof b->local_msg, "out[%d]: overlaps %s[%d] (outputs must "
+                     "be apart from every input and output)", o->t, x->out ? "out" : "in", x->t);
+            b->local_status = DTR_ERR_INVALID_ARGUMENT;
             break;
         }
-        dtr__check_member(b, t, coord);
+        if (far_all < 0 || sp[k].hi > sp[far_all].hi) far_all = k;
+        if (sp[k].out && (far_out < 0 || sp[k].hi > sp[far_out].hi)) far_out = k;
     }
-    /* two outputs sharing bytes would corrupt each other */
-    for (int t = 0; t < b->plan->ntensors && b->local_status == DTR_OK; t++) {
-        for (int u = 0; u < t; u++)
-            if (dtr__overlap(b->out[t], out_bytes[t], b->out[u], out_bytes[u])) {
-                snprintf(b->local_msg, sizeof b->local_msg, "out[%d]: overlaps out[%d]", t, u);
-                b->local_status = DTR_ERR_INVALID_ARGUMENT;
-                break;
-            }
-    }
+    free(sp);
+}
+
+/* Checks what this rank can check alone: every member, then the overlaps. */
+static void dtr__check_members(dtr__batch_t *b, const size_t *out_bytes, const int64_t *coord) {
+    for (int t = 0; t < b->plan->ntensors && b->local_status == DTR_OK; t++)
+        dtr__check_member(b, t, coord, out_bytes[t]);
+    if (b->local_status == DTR_OK) dtr__check_overlaps(b, coord);
 }
 
 /* The members' state and step buffers (the arena: two buffers per member, as large as

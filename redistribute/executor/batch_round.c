@@ -85,55 +85,48 @@ static int64_t dtr__box(const dtr__ctx_t *pc, const dtr__step_args_t *a, const i
     return dtr__meet(a->nd, a->ooff, a->osh, po, ps, lo, ext);
 }
 
-/* An all_to_allv round: counts and displacements (bytes), and with copy the pieces packed
- * into stage_send. */
+/* What dtr__moves does besides counting. */
+typedef enum { DTR__COUNT = 0, DTR__PACK, DTR__UNPACK } dtr__pass_t;
+
+/* An all_to_allv round, peer by peer and member by member: counts and displacements
+ * (bytes) into arr[0..3] and the totals into arr[4] (DTR__COUNT, DTR__PACK), with the
+ * pieces packed into stage_send (DTR__PACK) or placed from stage_recv (DTR__UNPACK, on the
+ * displacements the count left). */
 static dtr_status_t dtr__moves(dtr_context_t *ctx, dtr__batch_t *b, int count, int64_t n,
-                               int64_t **arr, bool copy) {
-    int64_t at_s = 0, at_r = 0;
+                               int64_t **arr, dtr__pass_t pass) {
+    int64_t at_s = 0, at_r = 0, zero[DTR_MAX_TENSOR_DIMS] = {0};
     for (int64_t p = 0; p < n; p++) {
-        arr[0][p] = arr[2][p] = 0;
-        arr[1][p] = at_s;
-        arr[3][p] = at_r;
+        if (pass == DTR__UNPACK) {
+            at_r = arr[3][p];
+        } else {
+            arr[0][p] = arr[2][p] = 0;
+            arr[1][p] = at_s;
+            arr[3][p] = at_r;
+        }
         for (int j = 0; j < count; j++) {
             const dtr__step_args_t *a = &b->rm[j].a;
-            const dtr__ctx_t *pc = &b->mem[b->plan->items[b->plan->rounds[b->round].first + j]
-                                               .tensor].pctx;
+            const dtr__ctx_t *pc = b->rm[j].pc;
             int64_t pcoord[DTR_MAX_MESH_DIMS], lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
-            int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
             dtr__peer_coord(pc, b->m->coord, a->i, p, pcoord);
-            int64_t cnt = dtr__box(pc, a, b->m->coord, pcoord, true, lo, ext) * a->item;
-            if (copy && cnt > 0 && !b->bare)
-                DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, a->src, a->ish, lo, ext,
-                                     (char *)ctx->stage_send + at_s, ext, zero));
-            at_s += cnt;
-            arr[0][p] += cnt;
+            if (pass != DTR__UNPACK) {
+                int64_t cnt = dtr__box(pc, a, b->m->coord, pcoord, true, lo, ext) * a->item;
+                if (pass == DTR__PACK && cnt > 0 && !b->bare)
+                    DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, a->src, a->ish, lo, ext,
+                                         (char *)ctx->stage_send + at_s, ext, zero));
+                at_s += cnt;
+                arr[0][p] += cnt;
+            }
             int64_t rcnt = dtr__box(pc, a, b->m->coord, pcoord, false, lo, ext) * a->item;
+            if (pass == DTR__UNPACK && rcnt > 0)
+                DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, (char *)ctx->stage_recv + at_r, ext,
+                                     zero, ext, a->dst, a->osh, lo));
             at_r += rcnt;
-            arr[2][p] += rcnt;
+            if (pass != DTR__UNPACK) arr[2][p] += rcnt;
         }
     }
-    arr[4][0] = at_s;
-    arr[4][1] = at_r;
-    return DTR_OK;
-}
-
-static dtr_status_t dtr__moves_unpack(dtr_context_t *ctx, dtr__batch_t *b, int count,
-                                      int64_t n, int64_t **arr) {
-    for (int64_t p = 0; p < n; p++) {
-        int64_t at = arr[3][p];
-        for (int j = 0; j < count; j++) {
-            const dtr__step_args_t *a = &b->rm[j].a;
-            const dtr__ctx_t *pc = &b->mem[b->plan->items[b->plan->rounds[b->round].first + j]
-                                               .tensor].pctx;
-            int64_t pcoord[DTR_MAX_MESH_DIMS], lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
-            int64_t zero[DTR_MAX_TENSOR_DIMS] = {0};
-            dtr__peer_coord(pc, b->m->coord, a->i, p, pcoord);
-            int64_t cnt = dtr__box(pc, a, b->m->coord, pcoord, false, lo, ext) * a->item;
-            if (cnt > 0)
-                DTR_CHECK(dtr__m_box(ctx, a->nd, a->item, (char *)ctx->stage_recv + at, ext, zero,
-                                     ext, a->dst, a->osh, lo));
-            at += cnt;
-        }
+    if (pass != DTR__UNPACK) {
+        arr[4][0] = at_s;
+        arr[4][1] = at_r;
     }
     return DTR_OK;
 }
@@ -247,6 +240,7 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
             return dtr__error(DTR_ERR_INTERNAL, "dtr_redistribute_batch",
                               "round %d: tensor %d's step %d changes nothing on this mesh",
                               b->round + 1, it->tensor, it->step + 1);
+        b->rm[j].pc = &b->mem[it->tensor].pctx;
         b->rm[j].divide = b->solo.pend.divide;
         b->rm[j].divisor = b->solo.pend.divisor;
         b->mem[it->tensor].cur = b->solo.cur;
@@ -258,7 +252,7 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
     b->padded = false;
     int64_t send = 0, recv = 0, total = 0;
     if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
-        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, false));
+        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, DTR__COUNT));
         send = arr[4][0];
         recv = arr[4][1];
     } else if (rd->kind == DTR_STEP_ALL_REDUCE) {
@@ -275,7 +269,7 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
     DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "batch send buffer"));
     DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "batch receive buffer"));
     if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
-        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, true));
+        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, DTR__PACK));
     } else if (rd->kind == DTR_STEP_ALL_REDUCE) {
         char *to = ctx->stage_send;
         for (int j = 0; j < count && !b->bare; j++) {
@@ -300,7 +294,7 @@ dtr_status_t dtr__round_finish(dtr_context_t *ctx, dtr__batch_t *b) {
     int64_t n = a0->n, *arr[6];
     DTR_CHECK(dtr__arrays(ctx, n > 2 ? n : 2, arr)); /* the counts the start left there */
     if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
-        DTR_CHECK(dtr__moves_unpack(ctx, b, count, n, arr));
+        DTR_CHECK(dtr__moves(ctx, b, count, n, arr, DTR__UNPACK));
     } else if (rd->kind == DTR_STEP_ALL_GATHER) {
         DTR_CHECK(dtr__gather_unpack(ctx, b, count, n, arr));
     } else { /* reductions: this rank's piece, its members' outputs back to back */

@@ -332,6 +332,7 @@ typedef struct {
 /* A member step of the coalesced round in flight. */
 typedef struct {
     dtr__step_args_t a;
+    const dtr__ctx_t *pc; /* its member's geometry */
     bool divide;
     int64_t divisor;
 } dtr__round_member_t;

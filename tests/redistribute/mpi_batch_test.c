@@ -11,8 +11,8 @@
  * rounding, tools/pattern/pattern.h). Every case also runs the batch's baseline.
  *
  * Then the hostile inputs, each on every rank, each leaving every buffer as it was: a NULL
- * input in the middle of the list on one rank, a short output on one rank, one rank's list
- * differing, a bystander's short output.
+ * input in the middle of the list on one rank, a short output on one rank, an output
+ * overlapping another tensor's input, two outputs sharing bytes, one rank's list differing.
  *
  * Usage: mpirun -n N mpi_batch_test [--cases N] [--seed S]
  * Prints one line per failing case (seed and case number to rerun it) and a summary.
@@ -27,29 +27,11 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
+#include "tests/redistribute/rand_cases.h"
 #include "tools/pattern/pattern.h"
 
 #define GUARD 32
 #define MAX_TENSORS 12
-
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-    uint64_t x = (rng_state += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static int pick(int n) { return (int)(rng() % (uint64_t)n); }
-
-static dtr_placement_t random_placement(int ndim, dtr_reduce_op_t op) {
-    int k = pick(ndim > 0 ? 5 : 3);
-    if (k == 0) return dtr_replicate();
-    if (k == 1) return dtr_partial(op);
-    if (ndim == 0) return dtr_replicate();
-    return dtr_shard(pick(ndim));
-}
 
 typedef struct {
     int mdims;
@@ -326,6 +308,24 @@ static int hostile(dtr_context_t *ctx, int rank, int world) {
     fails += agree_all(expect_refusal("short out[2] on rank 0", st,
                                       rank == 0 ? DTR_ERR_BUFFER_TOO_SMALL : DTR_ERR_REMOTE,
                                       rank == 0 ? "out_bytes[2]" : NULL, &c, rank, fills, &b));
+    /* an output overlapping another tensor's input, on rank 0 */
+    void *keep_out = b.out[1];
+    if (rank == 0) b.out[1] = (char *)b.in[0] + 4;
+    st = dtr_redistribute_batch(ctx, bp, (const void *const *)b.in, b.in_bytes, b.out, b.out_bytes);
+    b.out[1] = keep_out;
+    fails += agree_all(expect_refusal("out[1] overlapping in[0] on rank 0", st,
+                                      rank == 0 ? DTR_ERR_INVALID_ARGUMENT : DTR_ERR_REMOTE,
+                                      rank == 0 ? "out[1]: overlaps in[0]" : NULL, &c, rank,
+                                      fills, &b));
+    /* two outputs sharing bytes, on the last rank */
+    keep_out = b.out[2];
+    if (rank == world - 1) b.out[2] = b.out[0];
+    st = dtr_redistribute_batch(ctx, bp, (const void *const *)b.in, b.in_bytes, b.out, b.out_bytes);
+    b.out[2] = keep_out;
+    fails += agree_all(expect_refusal("out[2] == out[0] on one rank", st,
+                                      rank == world - 1 ? DTR_ERR_INVALID_ARGUMENT : DTR_ERR_REMOTE,
+                                      rank == world - 1 ? "overlaps out[" : NULL, &c, rank,
+                                      fills, &b));
     /* rank 0 holds a batch of two tensors, the others of three */
     st = dtr_redistribute_batch(ctx, rank == 0 ? other : bp, (const void *const *)b.in, b.in_bytes,
                                 b.out, b.out_bytes);

@@ -39,6 +39,7 @@
 #include "tools/pattern/pattern.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
+#include "tests/redistribute/rand_cases.h"
 #if defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
 #endif
@@ -47,17 +48,6 @@
 #endif
 
 #define GUARD 64
-
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-    uint64_t x = (rng_state += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static int pick(int n) { return (int)(rng() % (uint64_t)n); }
 
 typedef struct {
     int mdims;
@@ -71,14 +61,6 @@ typedef struct {
     bool blocked; /* a reduction blocked by a later shard of its dim */
     char text[512];
 } test_case_t;
-
-static dtr_placement_t random_placement(int ndim, dtr_reduce_op_t op) {
-    int k = pick(ndim > 0 ? 5 : 3);
-    if (k == 0) return dtr_replicate();
-    if (k == 1) return dtr_partial(op);
-    if (ndim == 0) return dtr_replicate();
-    return dtr_shard(pick(ndim));
-}
 
 static void draw(test_case_t *c, int world) {
     memset(c, 0, sizeof *c);

@@ -1,0 +1,31 @@
+/* What the multi-rank random-case tests share (mpi_exec_test, mpi_batch_test): a seeded
+ * generator every rank runs in step (splitmix64; a case sets rng_state from the seed and its
+ * number, so it can be replayed alone), and a random placement for a tensor of ndim dims. */
+#ifndef DTR_TESTS_RAND_CASES_H
+#define DTR_TESTS_RAND_CASES_H
+
+#include <stdint.h>
+
+#include "dtr.h"
+
+static uint64_t rng_state;
+
+static inline uint64_t rng(void) {
+    uint64_t x = (rng_state += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static inline int pick(int n) { return (int)(rng() % (uint64_t)n); }
+
+/* Replicate, Partial(op), or Shard of a random dim (Replicate or Partial for 0 dims). */
+static inline dtr_placement_t random_placement(int ndim, dtr_reduce_op_t op) {
+    int k = pick(ndim > 0 ? 5 : 3);
+    if (k == 0) return dtr_replicate();
+    if (k == 1) return dtr_partial(op);
+    if (ndim == 0) return dtr_replicate();
+    return dtr_shard(pick(ndim));
+}
+
+#endif
