@@ -12,6 +12,7 @@
  *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
+ *   autograd/group.h             parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline
  *   autograd/tape.h              from_local / to_local backward, the tape
  * Installed (tools/install.sh), these are one file, <dtr/dtr.h>, beside <dtr/dtr_mpi.h>,
  * <dtr/dtr_cuda.h> and <dtr/dtr_nccl.h>.
@@ -27,6 +28,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/grad.h"
+#include "autograd/group.h"
 #include "autograd/tape.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"

@@ -54,3 +54,9 @@ uint64_t dtr__fnv(uint64_t h, int64_t v) {
     }
     return h;
 }
+
+bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb) {
+    if (na == 0 || nb == 0) return false;
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + nb && y < x + na;
+}

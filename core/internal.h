@@ -2,6 +2,7 @@
 #ifndef DTR_CORE_INTERNAL_H
 #define DTR_CORE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,9 @@ DTR_INTERNAL_EXPORT dtr_status_t dtr__env_timeout(const char *func, double *out)
  * "<name>: "<value>" is not <what>". */
 dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
                             int64_t max, const char *what, int64_t *out);
+
+/* Do [a, a+na) and [b, b+nb) overlap? */
+bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb);
 
 /* 64-bit FNV-1a step over what ranks must agree on. */
 uint64_t dtr__fnv(uint64_t h, int64_t v);

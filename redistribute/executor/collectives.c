@@ -116,7 +116,7 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
     else if (count > 0 && send == NULL) msg = "send: must not be NULL";
     else if (count > 0 && recv == NULL) msg = "recv: must not be NULL";
     else if (send != recv || scatter) {
-        if (dtr__overlap(send, (size_t)(send_count * item), recv, (size_t)(count * item)))
+        if (dtr__bytes_overlap(send, (size_t)(send_count * item), recv, (size_t)(count * item)))
             msg = scatter ? "recv: overlaps send" : "recv: overlaps send (pass send == recv for in place)";
     }
     if (msg == NULL) local = DTR_OK;
@@ -159,4 +159,63 @@ dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsi
                                 const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                                 dtr_reduce_op_t op) {
     return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, true, true);
+}
+
+/* ---- started group operations (group.h) --------------------------------------------- */
+
+dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
+                              unsigned dims, dtr__group_kind_t kind, const void *send,
+                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op) {
+    static const char *const funcs[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    const char *func = funcs[kind];
+    dtr__group_op_t *g = &ctx->gops[slot];
+    if (g->group != NULL)
+        return dtr__error(DTR_ERR_BUSY, func, "group operation slot %d is in flight", slot);
+    DTR_CHECK(dtr__check_dims(mesh, dims, func));
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+    int64_t item = kind == DTR__GROUP_ALL_GATHER ? 1 : dtr_dtype_info(dtype)->size;
+    if (group == NULL) {
+        if (count > 0) DTR_CHECK(dtr__m_copy(ctx, recv, send, count * item));
+        return DTR_OK;
+    }
+    if (count == 0) return DTR_OK;
+    dtr_status_t st =
+        kind == DTR__GROUP_ALL_REDUCE
+            ? ctx->ops->all_reduce(group, send, recv, count, dtype, op, &g->req)
+        : kind == DTR__GROUP_REDUCE_SCATTER
+            ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, op, &g->req)
+            : ctx->ops->all_gather(group, send, count, recv, &g->req);
+    if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
+    g->group = group;
+    g->started = dtr__now();
+    return DTR_OK;
+}
+
+dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done) {
+    dtr__group_op_t *g = &ctx->gops[slot];
+    *done = true;
+    if (g->group == NULL) return DTR_OK;
+    dtr_status_t st = dtr__poll(ctx, g->group, &g->req, g->started, block, done);
+    /* A failed operation is over too (a timeout aborted the context). */
+    if (st != DTR_OK || *done) g->group = NULL;
+    if (st != DTR_OK) *done = true;
+    return st;
+}
+
+bool dtr__group_busy(const dtr_context_t *ctx, int slot) {
+    return ctx->gops[slot].group != NULL;
+}
+
+bool dtr__group_has_avg(const dtr_context_t *ctx) {
+    return (ctx->ops->caps & DTR_BACKEND_CAP_AVG) != 0;
+}
+
+dtr_status_t dtr__group_scratch(dtr_context_t *ctx, int64_t bytes, void **p) {
+    DTR_CHECK(dtr__reserve(ctx, &ctx->grad_scratch, &ctx->grad_scratch_cap, bytes,
+                           "parameter group send buffer"));
+    *p = ctx->grad_scratch;
+    return DTR_OK;
 }

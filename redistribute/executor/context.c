@@ -89,6 +89,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->stage_send);
     dtr__m_free(ctx, ctx->stage_recv);
     dtr__m_free(ctx, ctx->agree_dev);
+    dtr__m_free(ctx, ctx->grad_scratch);
     free(ctx->arrays);
     if (ctx->batch != NULL) {
         dtr__m_free(ctx, ctx->batch->arena);

@@ -290,9 +290,3 @@ bool dtr__all_equal(const int64_t *v, int64_t n) {
         if (v[k] != v[0]) return false;
     return true;
 }
-
-bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb) {
-    if (na == 0 || nb == 0) return false;
-    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + nb && y < x + na;
-}

@@ -25,6 +25,43 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                                dtr_reduce_op_t op, bool scatter, bool agree);
 
+/*
+ * Started group operations, for autograd's parameter groups (autograd/group.c), which keep
+ * a reduce-scatter on one group in flight while an all-reduce runs on another. A slot of
+ * the context holds each (its backend handle lives in the context, so a timed-out operation
+ * never points into freed memory). dtr__group_start starts one without an agreement (the
+ * caller agreed over a wider group) and never in place (send and recv apart); `count` is
+ * elements for the reductions and bytes per member for the all-gather; `op` goes to the
+ * backend as is (AVG only where dtr__group_has_avg). A group of one copies and is done.
+ * dtr__group_complete tests (block false) or waits for the slot's operation under the
+ * context's deadline; *done true frees the slot.
+ */
+typedef enum {
+    DTR__GROUP_ALL_REDUCE = 0,
+    DTR__GROUP_REDUCE_SCATTER,
+    DTR__GROUP_ALL_GATHER,
+} dtr__group_kind_t;
+
+#define DTR__GROUP_SLOTS 2
+
+typedef struct {
+    void *group;     /* the backend's group; NULL: nothing in flight */
+    double started;  /* for the deadline */
+    dtr_backend_req_t req;
+} dtr__group_op_t;
+
+dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
+                              unsigned dims, dtr__group_kind_t kind, const void *send,
+                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
+dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
+/* Whether slot has an operation in flight. */
+bool dtr__group_busy(const dtr_context_t *ctx, int slot);
+/* Whether the backend reduces AVG itself (otherwise callers SUM and divide once). */
+bool dtr__group_has_avg(const dtr_context_t *ctx);
+/* A host buffer of at least `bytes` owned by the context, for packing one operation's send;
+ * valid until the next call with a larger size or the context's end. */
+dtr_status_t dtr__group_scratch(dtr_context_t *ctx, int64_t bytes, void **p);
+
 /* INVALID_ARGUMENT naming func unless ctx works on host memory (the gradient hooks and the
  * tape convert, scale and stage gradients on the host). */
 dtr_status_t dtr__host_only(const dtr_context_t *ctx, const char *func);

@@ -147,6 +147,12 @@ struct dtr_context {
      * timed-out operation never points into a dead frame) */
     int64_t gsend[3], grecv[3];
     dtr_backend_req_t gbreq;
+    /* the started group operations of autograd's parameter groups (group.h): a
+     * reduce-scatter and an all-reduce may be in flight at once, and their shared pack
+     * buffer */
+    dtr__group_op_t gops[DTR__GROUP_SLOTS];
+    void *grad_scratch;
+    int64_t grad_scratch_cap;
     struct dtr__batch *batch; /* a batch's state, made by its first batch call */
 };
 
@@ -233,9 +239,6 @@ dtr_status_t dtr__m_host(dtr_context_t *ctx, void *dst, const void *src, int64_t
 dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
                            int64_t count, int64_t n);
 void dtr__m_free(dtr_context_t *ctx, void *p);
-
-/* Do [a, a+na) and [b, b+nb) overlap? */
-bool dtr__overlap(const void *a, size_t na, const void *b, size_t nb);
 
 /* ---- deadline.c --------------------------------------------------------------------- */
 

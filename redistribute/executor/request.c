@@ -103,7 +103,7 @@ static dtr_status_t dtr__check_local(dtr_request_t *r, const void *in, size_t in
         what = "in: must not be NULL";
     } else if (out == NULL && dst->bytes > 0) {
         what = "out: must not be NULL";
-    } else if (dtr__overlap(in, in_bytes, out, (size_t)dst->bytes)) {
+    } else if (dtr__bytes_overlap(in, in_bytes, out, (size_t)dst->bytes)) {
         what = "out: overlaps in (the input is never written, so they must be apart)";
     }
     if (what == NULL) return DTR_OK;
@@ -192,7 +192,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         if (in_bytes > 0 && in != out) {
             if (ctx->mem == NULL) {
                 memmove(out, in, in_bytes);
-            } else if (dtr__overlap(in, in_bytes, out, in_bytes)) {
+            } else if (dtr__bytes_overlap(in, in_bytes, out, in_bytes)) {
                 return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                                   "out: overlaps in (rank %d is outside the mesh and copies "
                                   "its input; on %s memory they must be equal or apart)",

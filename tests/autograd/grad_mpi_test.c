@@ -18,68 +18,7 @@
 #include "tests/mpi_check.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
-
-
-
-/* ---- a recording wrapper around the MPI backend: which data collectives ran ---------- */
-
-static const dtr_backend_ops_t *inner;
-typedef struct {
-    char kind; /* 'r' reduce-scatter, 'a' all-reduce */
-    int64_t count;
-    dtr_dtype_t dtype;
-    dtr_reduce_op_t op;
-} rec_t;
-static rec_t recs[64];
-static int nrecs;
-
-static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o) {
-    /* The argument agreements (3 x i64, MAX) are not data. */
-    if (t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
-    if (nrecs < 64) recs[nrecs++] = (rec_t){kind, count, t, o};
-}
-static int w_rank(void *s) { return inner->rank(s); }
-static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void **g) {
-    return inner->group_create(s, r, n, tag, g);
-}
-static void w_group_destroy(void *s, void *g) { inner->group_destroy(s, g); }
-static dtr_status_t w_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
-    return inner->all_gather(g, s, b, r, q);
-}
-static dtr_status_t w_reduce_scatter(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                                     dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    record('r', n, t, o);
-    return inner->reduce_scatter(g, s, r, n, t, o, q);
-}
-static dtr_status_t w_all_reduce(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
-                                 dtr_reduce_op_t o, dtr_backend_req_t *q) {
-    record('a', n, t, o);
-    return inner->all_reduce(g, s, r, n, t, o, q);
-}
-static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
-                                  void *r, const int64_t *rc, const int64_t *rd,
-                                  dtr_backend_req_t *q) {
-    return inner->all_to_allv(g, s, sc, sd, r, rc, rd, q);
-}
-static dtr_status_t w_test(void *g, dtr_backend_req_t *q, bool *done) {
-    return inner->test(g, q, done);
-}
-static dtr_status_t w_wait(void *g, dtr_backend_req_t *q) { return inner->wait(g, q); }
-static void w_destroy(void *s) { inner->destroy(s); }
-
-static const dtr_backend_ops_t recording = {
-    .name = "mpi-recording",
-    .rank = w_rank,
-    .group_create = w_group_create,
-    .group_destroy = w_group_destroy,
-    .all_gather = w_all_gather,
-    .reduce_scatter = w_reduce_scatter,
-    .all_reduce = w_all_reduce,
-    .all_to_allv = w_all_to_allv,
-    .test = w_test,
-    .wait = w_wait,
-    .destroy = w_destroy,
-};
+#include "tests/autograd/recording_backend.h"
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -610,10 +549,9 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t sizes[2] = {2, 4};
     void *state = NULL;
-    inner = dtr_backend_mpi_ops();
     if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
         dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(&recording, state, &ctx) != DTR_OK) {
+        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &ctx) != DTR_OK) {
         fprintf(stderr, "rank %d: setup: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }

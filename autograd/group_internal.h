@@ -1,0 +1,54 @@
+/* What group.c and pipeline.c share: the parameter group's state and its stages. */
+#ifndef DTR_AUTOGRAD_GROUP_INTERNAL_H
+#define DTR_AUTOGRAD_GROUP_INTERNAL_H
+
+#include "autograd/group.h"
+
+/* The context's slots (redistribute/executor/group.h) the two collectives use. */
+enum { DTR__SLOT_RS = 0, DTR__SLOT_AR = 1 };
+
+/* One parameter as [outer, len, inner] around its shard dim. */
+typedef struct {
+    int64_t item;               /* its dtype's bytes */
+    int64_t outer, len, inner;
+    int64_t chunk, rows;        /* padded rows per rank; this rank's real rows */
+    int64_t piece;              /* outer * chunk * inner elements */
+    int64_t offset;             /* its view in the fused buffer (reduce dtype), bytes */
+    int64_t goffset;            /* its piece in a gathered block (its dtype), bytes */
+} dtr__gparam_t;
+
+struct dtr_param_group {
+    dtr_context_t *ctx;
+    const dtr_mesh_t *mesh;
+    unsigned shard_dims, replicate_dims;
+    int n;
+    dtr_param_desc_t *params;
+    dtr__gparam_t *m;
+    dtr_dtype_t reduce_dtype;
+    bool force_sum;
+    int64_t rs, ar, index;      /* the groups' sizes; this rank's place in the shard group */
+    dtr_grad_factors_t f;
+    dtr_reduce_op_t rs_op, ar_op; /* what the backend runs */
+    double post;                /* the one divide at the end (f.post, times D for SUM-for-AVG) */
+    int64_t fused_bytes, gather_bytes;
+    void *fused;                /* the reduce-scatter's output, 512-byte aligned views */
+    void *result;               /* the all-reduce's output (fused itself with no replicate group) */
+    void *acc;                  /* accumulated microbatches (made by the first one) */
+    bool have_acc;
+    uint64_t hash;
+    /* the reduction in progress */
+    bool pending, sync;
+    void **outs;
+};
+
+/* The stages of one reduction, in order: begin (agree, pack, start the reduce-scatter),
+ * rs_done (wait; accumulate, or add the accumulator in), ar_start and ar_done (wait, divide
+ * once, cast into the outputs) for a synced one. Each clears `pending` on an error. */
+dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
+                              const size_t *grad_bytes, bool sync, void *const *outs,
+                              const size_t *out_bytes, const char *func);
+dtr_status_t dtr__group_rs_done(dtr_param_group_t *g);
+dtr_status_t dtr__group_ar_start(dtr_param_group_t *g);
+dtr_status_t dtr__group_ar_done(dtr_param_group_t *g);
+
+#endif

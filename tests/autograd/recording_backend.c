@@ -1,0 +1,90 @@
+/* The recording wrapper (recording_backend.h). */
+#include "tests/autograd/recording_backend.h"
+
+#include <stdlib.h>
+
+rec_t recs[REC_MAX];
+int nrecs;
+
+static const dtr_backend_ops_t *inner;
+static dtr_backend_ops_t table;
+
+/* The group's size, kept beside the inner group. */
+typedef struct {
+    void *g;
+    int n;
+} wgroup_t;
+
+static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o, void *g) {
+    if (kind == 'a' && t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
+    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n};
+}
+
+static int w_rank(void *s) { return inner->rank(s); }
+static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void **g) {
+    wgroup_t *w = malloc(sizeof *w);
+    if (w == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    w->n = n;
+    dtr_status_t st = inner->group_create(s, r, n, tag, &w->g);
+    if (st != DTR_OK) {
+        free(w);
+        return st;
+    }
+    *g = w;
+    return DTR_OK;
+}
+static void w_group_destroy(void *s, void *g) {
+    inner->group_destroy(s, ((wgroup_t *)g)->g);
+    free(g);
+}
+static dtr_status_t w_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
+    record('g', b, DTR_U8, DTR_REDUCE_SUM, g);
+    return inner->all_gather(((wgroup_t *)g)->g, s, b, r, q);
+}
+static dtr_status_t w_reduce_scatter(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
+                                     dtr_reduce_op_t o, dtr_backend_req_t *q) {
+    record('r', n, t, o, g);
+    return inner->reduce_scatter(((wgroup_t *)g)->g, s, r, n, t, o, q);
+}
+static dtr_status_t w_all_reduce(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
+                                 dtr_reduce_op_t o, dtr_backend_req_t *q) {
+    record('a', n, t, o, g);
+    return inner->all_reduce(((wgroup_t *)g)->g, s, r, n, t, o, q);
+}
+static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
+                                  void *r, const int64_t *rc, const int64_t *rd,
+                                  dtr_backend_req_t *q) {
+    return inner->all_to_allv(((wgroup_t *)g)->g, s, sc, sd, r, rc, rd, q);
+}
+static dtr_status_t w_test(void *g, dtr_backend_req_t *q, bool *done) {
+    return inner->test(((wgroup_t *)g)->g, q, done);
+}
+static dtr_status_t w_wait(void *g, dtr_backend_req_t *q) {
+    return inner->wait(((wgroup_t *)g)->g, q);
+}
+static void w_destroy(void *s) { inner->destroy(s); }
+
+const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *in) {
+    inner = in;
+    table = (dtr_backend_ops_t){
+        .name = "recording",
+        .rank = w_rank,
+        .group_create = w_group_create,
+        .group_destroy = w_group_destroy,
+        .all_gather = w_all_gather,
+        .reduce_scatter = w_reduce_scatter,
+        .all_reduce = w_all_reduce,
+        .all_to_allv = w_all_to_allv,
+        .test = w_test,
+        .wait = w_wait,
+        .destroy = w_destroy,
+    };
+    return &table;
+}
+
+const char *rec_kinds(void) {
+    static char s[REC_MAX + 1];
+    for (int i = 0; i < nrecs; i++) s[i] = recs[i].kind;
+    s[nrecs] = 0;
+    return s;
+}

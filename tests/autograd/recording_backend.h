@@ -1,0 +1,29 @@
+/*
+ * A recording wrapper around a backend, for the gradient tests: it logs the data
+ * collectives issued (the argument agreements, 3 x i64 under MAX, are left out) in order,
+ * so a test asserts which operations ran, their sizes, dtypes and ops.
+ */
+#ifndef DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
+#define DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
+
+#include "redistribute/executor/executor.h"
+
+typedef struct {
+    char kind; /* 'r' reduce-scatter, 'a' all-reduce, 'g' all-gather */
+    int64_t count; /* elements; bytes for an all-gather */
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op;
+    int size; /* the group's size */
+} rec_t;
+
+#define REC_MAX 256
+extern rec_t recs[REC_MAX];
+extern int nrecs;
+
+/* The wrapper's table around `inner` (one inner backend per process). */
+const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *inner);
+
+/* The kinds recorded since nrecs was last set to 0, as a string ("rrara"). */
+const char *rec_kinds(void);
+
+#endif
