@@ -1,10 +1,13 @@
 /*
- * The --batch FILE of 'dtr plan' and 'dtr run': a JSON list of tensors,
+ * The JSON list files of the CLI, read by one strict reader of just that (a list of
+ * objects of string values, no other keys; errors name the file, the line and the entry):
  *
- *   [{"shape": "64x64", "dtype": "f32", "from": "S(0),R", "to": "R,S(1)"}, ...]
- *
- * shape, from and to required, dtype optional (f32). A strict reader of just that: objects
- * of string values, no other keys. Errors name the file, the line and the entry.
+ *   --batch FILE of 'dtr plan' and 'dtr run': tensors to redistribute,
+ *     [{"shape": "64x64", "dtype": "f32", "from": "S(0),R", "to": "R,S(1)"}, ...]
+ *     shape, from and to required, dtype optional (f32);
+ *   --model FILE of 'dtr grad': a model's parameters (f32, sharded on dim 0),
+ *     [{"shape": "768x2304", "group": "h.0"}, ...]
+ *     shape required, group optional (a parameter without one is a group of its own).
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -14,7 +17,7 @@
 #include "tools/cli.h"
 
 typedef struct {
-    const char *cmd, *path, *text;
+    const char *cmd, *flag, *path, *text;
     size_t pos;
     int entry; /* 0-based; -1 outside the list's entries */
 } dtr__reader_t;
@@ -33,9 +36,10 @@ static int dtr__bad(const dtr__reader_t *r, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (r->entry >= 0)
-        return dtr_cli_usage_error(r->cmd, "--batch %s: line %d, entry %d: %s", r->path,
+        return dtr_cli_usage_error(r->cmd, "%s %s: line %d, entry %d: %s", r->flag, r->path,
                                    dtr__line(r), r->entry, msg);
-    return dtr_cli_usage_error(r->cmd, "--batch %s: line %d: %s", r->path, dtr__line(r), msg);
+    return dtr_cli_usage_error(r->cmd, "%s %s: line %d: %s", r->flag, r->path, dtr__line(r),
+                               msg);
 }
 
 static char dtr__peek(dtr__reader_t *r) {
@@ -70,76 +74,60 @@ static int dtr__expect(dtr__reader_t *r, char c, const char *what) {
     return DTR_EXIT_OK;
 }
 
-/* One entry: {"shape": .., "dtype": .., "from": .., "to": ..} into the two specs. */
-static int dtr__entry(dtr__reader_t *r, const dtr_mesh_t *mesh, dtr_spec_t *src, dtr_spec_t *dst) {
-    static const char *const keys[4] = {"shape", "dtype", "from", "to"};
-    char val[4][256] = {"", "f32", "", ""};
-    bool seen[4] = {false, false, false, false};
+/* One object of string values under `keys` (n of them) into val[k]; seen[k] says which
+ * were given. Unknown or repeated keys are errors naming them. */
+static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char (*val)[256],
+                       bool *seen) {
+    char known[128] = "";
+    for (int k = 0; k < n; k++) {
+        strcat(known, k ? ", " : "");
+        strcat(known, keys[k]);
+    }
+    bool any = false;
     int rc = dtr__expect(r, '{', "'{' (each entry is an object)");
     while (rc == DTR_EXIT_OK && dtr__peek(r) != '}') {
         char key[64];
-        if (seen[0] || seen[1] || seen[2] || seen[3]) rc = dtr__expect(r, ',', "',' or '}'");
+        if (any) rc = dtr__expect(r, ',', "',' or '}'");
         if (rc == DTR_EXIT_OK) rc = dtr__string(r, key, sizeof key);
         if (rc == DTR_EXIT_OK) rc = dtr__expect(r, ':', "':' after a key");
         if (rc != DTR_EXIT_OK) return rc;
         int k = 0;
-        while (k < 4 && strcmp(key, keys[k]) != 0) k++;
-        if (k == 4) return dtr__bad(r, "unknown key \"%s\" (shape, dtype, from, to)", key);
+        while (k < n && strcmp(key, keys[k]) != 0) k++;
+        if (k == n) return dtr__bad(r, "unknown key \"%s\" (%s)", key, known);
         if (seen[k]) return dtr__bad(r, "\"%s\" given twice", key);
-        seen[k] = true;
+        seen[k] = any = true;
         rc = dtr__string(r, val[k], sizeof val[k]);
     }
     if (rc != DTR_EXIT_OK) return rc;
     r->pos++;
-    for (int k = 0; k < 4; k++)
-        if (k != 1 && !seen[k]) return dtr__bad(r, "\"%s\" is missing", keys[k]);
-    int64_t shape[DTR_MAX_TENSOR_DIMS];
-    int ndim, n1, n2;
-    dtr_dtype_t dtype;
-    dtr_placement_t a[DTR_MAX_MESH_DIMS], b[DTR_MAX_MESH_DIMS];
-    const char *which = "shape";
-    dtr_status_t st = dtr_shape_parse(val[0], shape, DTR_MAX_TENSOR_DIMS, &ndim);
-    if (st == DTR_OK && (which = "dtype", st = dtr_dtype_parse(val[1], &dtype)) == DTR_OK &&
-        (which = "from", st = dtr_placements_parse(val[2], a, DTR_MAX_MESH_DIMS, &n1)) == DTR_OK &&
-        (which = "to", st = dtr_placements_parse(val[3], b, DTR_MAX_MESH_DIMS, &n2)) == DTR_OK &&
-        (which = "from", st = dtr_spec_init(src, mesh, a, n1, shape, ndim, dtype)) == DTR_OK)
-        which = "to", st = dtr_spec_init(dst, mesh, b, n2, shape, ndim, dtype);
-    if (st != DTR_OK) return dtr__bad(r, "%s: %s", which, dtr_last_error());
     return DTR_EXIT_OK;
 }
 
-static int dtr__list(dtr__reader_t *r, const dtr_mesh_t *mesh, dtr_spec_t **src,
-                     dtr_spec_t **dst, int *n) {
-    int cap = 0, rc = dtr__expect(r, '[', "'[' (the file is a JSON list of tensors)");
+/* A list of entries, each read by fn(r, arg, index); *n counts them. */
+typedef int (*dtr__entry_fn)(dtr__reader_t *r, void *arg, int index);
+
+static int dtr__list(dtr__reader_t *r, dtr__entry_fn fn, void *arg, int *n, const char *what) {
+    int rc = dtr__expect(r, '[', what);
     while (rc == DTR_EXIT_OK && dtr__peek(r) != ']') {
         if (*n > 0) rc = dtr__expect(r, ',', "',' or ']'");
         if (rc != DTR_EXIT_OK) break;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            dtr_spec_t *s = realloc(*src, sizeof *s * (size_t)cap);
-            if (s != NULL) *src = s;
-            dtr_spec_t *d = realloc(*dst, sizeof *d * (size_t)cap);
-            if (d != NULL) *dst = d;
-            if (s == NULL || d == NULL) return dtr__bad(r, "out of memory");
-        }
         r->entry = *n;
-        rc = dtr__entry(r, mesh, &(*src)[*n], &(*dst)[*n]);
+        rc = fn(r, arg, *n);
         r->entry = -1;
         if (rc == DTR_EXIT_OK) (*n)++;
     }
     if (rc != DTR_EXIT_OK) return rc;
     r->pos++;
     if (dtr__peek(r) != '\0') return dtr__bad(r, "text after the list");
-    if (*n == 0) return dtr__bad(r, "the list is empty (a batch needs at least one tensor)");
+    if (*n == 0) return dtr__bad(r, "the list is empty");
     return DTR_EXIT_OK;
 }
 
-int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
-                       dtr_spec_t **src, dtr_spec_t **dst, int *n) {
-    *src = *dst = NULL;
-    *n = 0;
+/* The whole file as a NUL-terminated string (malloc'd), or a usage error. */
+static int dtr__read_file(const char *cmd, const char *flag, const char *path, char **out) {
+    *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (f == NULL) return dtr_cli_usage_error(cmd, "--batch: cannot open '%s'", path);
+    if (f == NULL) return dtr_cli_usage_error(cmd, "%s: cannot open '%s'", flag, path);
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -154,19 +142,119 @@ int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh
         if (got == 0) break;
     }
     fclose(f);
-    if (text == NULL) return dtr_cli_usage_error(cmd, "--batch: out of memory");
+    if (text == NULL) return dtr_cli_usage_error(cmd, "%s: out of memory", flag);
     text[len] = '\0';
     if (strlen(text) != len) {
         free(text);
-        return dtr_cli_usage_error(cmd, "--batch %s: a NUL byte in the file", path);
+        return dtr_cli_usage_error(cmd, "%s %s: a NUL byte in the file", flag, path);
     }
-    dtr__reader_t r = {.cmd = cmd, .path = path, .text = text, .entry = -1};
-    int rc = dtr__list(&r, mesh, src, dst, n);
+    *out = text;
+    return DTR_EXIT_OK;
+}
+
+/* Grows an array of `size`-byte items to hold index + 1: 16 at first, then doubling at
+ * each power of two. */
+static int dtr__grow(dtr__reader_t *r, void **a, int index, size_t size) {
+    if (index != 0 && (index < 16 || (index & (index - 1)) != 0)) return DTR_EXIT_OK;
+    size_t cap = index == 0 ? 16 : 2 * (size_t)index;
+    void *t = realloc(*a, cap * size);
+    if (t == NULL) return dtr__bad(r, "out of memory");
+    *a = t;
+    return DTR_EXIT_OK;
+}
+
+/* ---- --batch ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const dtr_mesh_t *mesh;
+    dtr_spec_t *src, *dst;
+} dtr__batch_arg_t;
+
+/* One entry: {"shape": .., "dtype": .., "from": .., "to": ..} into the two specs. */
+static int dtr__batch_entry(dtr__reader_t *r, void *arg, int index) {
+    static const char *const keys[4] = {"shape", "dtype", "from", "to"};
+    dtr__batch_arg_t *b = arg;
+    char val[4][256] = {"", "f32", "", ""};
+    bool seen[4] = {false, false, false, false};
+    int rc = dtr__grow(r, (void **)&b->src, index, sizeof *b->src);
+    if (rc == DTR_EXIT_OK) rc = dtr__grow(r, (void **)&b->dst, index, sizeof *b->dst);
+    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 4, val, seen);
+    if (rc != DTR_EXIT_OK) return rc;
+    for (int k = 0; k < 4; k++)
+        if (k != 1 && !seen[k]) return dtr__bad(r, "\"%s\" is missing", keys[k]);
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int ndim, n1, n2;
+    dtr_dtype_t dtype;
+    dtr_placement_t a[DTR_MAX_MESH_DIMS], c[DTR_MAX_MESH_DIMS];
+    dtr_spec_t *src = &b->src[index], *dst = &b->dst[index];
+    const char *which = "shape";
+    dtr_status_t st = dtr_shape_parse(val[0], shape, DTR_MAX_TENSOR_DIMS, &ndim);
+    if (st == DTR_OK && (which = "dtype", st = dtr_dtype_parse(val[1], &dtype)) == DTR_OK &&
+        (which = "from", st = dtr_placements_parse(val[2], a, DTR_MAX_MESH_DIMS, &n1)) == DTR_OK &&
+        (which = "to", st = dtr_placements_parse(val[3], c, DTR_MAX_MESH_DIMS, &n2)) == DTR_OK &&
+        (which = "from", st = dtr_spec_init(src, b->mesh, a, n1, shape, ndim, dtype)) == DTR_OK)
+        which = "to", st = dtr_spec_init(dst, b->mesh, c, n2, shape, ndim, dtype);
+    if (st != DTR_OK) return dtr__bad(r, "%s: %s", which, dtr_last_error());
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
+                       dtr_spec_t **src, dtr_spec_t **dst, int *n) {
+    *src = *dst = NULL;
+    *n = 0;
+    char *text;
+    int rc = dtr__read_file(cmd, "--batch", path, &text);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr__reader_t r = {.cmd = cmd, .flag = "--batch", .path = path, .text = text, .entry = -1};
+    dtr__batch_arg_t b = {.mesh = mesh};
+    rc = dtr__list(&r, dtr__batch_entry, &b, n, "'[' (the file is a JSON list of tensors)");
     free(text);
     if (rc != DTR_EXIT_OK) {
-        free(*src);
-        free(*dst);
-        *src = *dst = NULL;
+        free(b.src);
+        free(b.dst);
+        *n = 0;
+        return rc;
+    }
+    *src = b.src;
+    *dst = b.dst;
+    return DTR_EXIT_OK;
+}
+
+/* ---- --model ---------------------------------------------------------------------------- */
+
+/* One parameter: {"shape": .., "group": ..}; f32, shard dim 0. */
+static int dtr__model_entry(dtr__reader_t *r, void *arg, int index) {
+    static const char *const keys[2] = {"shape", "group"};
+    dtr_cli_param_t **ps = arg;
+    char val[2][256] = {"", ""};
+    bool seen[2] = {false, false};
+    int rc = dtr__grow(r, (void **)ps, index, sizeof **ps);
+    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 2, val, seen);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (!seen[0]) return dtr__bad(r, "\"shape\" is missing");
+    dtr_cli_param_t *p = &(*ps)[index];
+    memset(p, 0, sizeof *p);
+    p->desc.dtype = DTR_F32;
+    if (dtr_shape_parse(val[0], p->desc.shape, DTR_MAX_TENSOR_DIMS, &p->desc.ndim) != DTR_OK)
+        return dtr__bad(r, "shape: %s", dtr_last_error());
+    if (seen[1]) snprintf(p->group, sizeof p->group, "%.63s", val[1]);
+    else snprintf(p->group, sizeof p->group, "#%d", index);
+    return DTR_EXIT_OK;
+}
+
+int dtr_cli_model_load(const char *cmd, const char *path, dtr_cli_param_t **params, int *n) {
+    *params = NULL;
+    *n = 0;
+    char *text;
+    int rc = dtr__read_file(cmd, "--model", path, &text);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr__reader_t r = {.cmd = cmd, .flag = "--model", .path = path, .text = text, .entry = -1};
+    rc = dtr__list(&r, dtr__model_entry, params, n,
+                   "'[' (the file is a JSON list of parameters)");
+    free(text);
+    if (rc != DTR_EXIT_OK) {
+        free(*params);
+        *params = NULL;
         *n = 0;
     }
     return rc;

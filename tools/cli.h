@@ -80,6 +80,17 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
  * one-line error naming the file, line and entry and returns DTR_EXIT_USAGE. */
 int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
                        dtr_spec_t **src, dtr_spec_t **dst, int *n);
+/* A parameter of a --model FILE (batch_file.c): its shape (f32, shard dim 0) and its
+ * group's name ("#<index>" when none is given). */
+typedef struct {
+    dtr_param_desc_t desc;
+    char group[64];
+} dtr_cli_param_t;
+/* Reads a --model FILE: a JSON list of {"shape", "group"} into n parameters
+ * (malloc'd; the caller frees). Errors as for dtr_cli_batch_load. */
+int dtr_cli_model_load(const char *cmd, const char *path, dtr_cli_param_t **params, int *n);
+/* 'dtr grad --model' (cmd_grad_model.c). */
+int dtr_cli_grad_model(int argc, char **argv, int rank, int world);
 /* The batch forms of the commands (cmd_plan.c and cmd_run_batch.c). */
 int dtr_cli_run_batch(int argc, char **argv, int rank, int world);
 /* The median of v[0..n) (sorts v); 0 for n = 0. */

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `dtr grad --model`: a model's gradients per tensor, as parameter groups (pipelined) and by
+# the bare baseline; both real ways verified exactly in every mode and reduce dtype on 8
+# ranks; the collective counts; the built-in GPT-2 small list; the usage errors.
+# Usage: cli_grad_model.sh DTR
+set -u
+dtr=$1
+source "$(dirname "$0")/check_lib.sh"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir" "$out" "$err"' EXIT
+
+# Five parameters in three groups: uneven rows, a tiny one, an empty one (its own group).
+cat >"$dir/model.json" <<'JSON'
+[{"shape": "100x7", "group": "a"}, {"shape": "13", "group": "a"},
+ {"shape": "3x5", "group": "b"}, {"shape": "0x4"}, {"shape": "1003", "group": "b"}]
+JSON
+
+for mode in ddp fsdp hsdp; do
+    for dt in f32 bf16 f16; do
+        check "$mode $dt, 2 microbatches, both ways exact" 8 0 '"verified":true,"max_abs_err":0,' "" \
+            grad --mode $mode --mesh 2x4 --model "$dir/model.json" --dtype $dt --microbatches 2 \
+            --iters 1 --verify --json
+    done
+done
+check "hsdp JSON: params, groups, ops, collective counts" 8 0 \
+    '"mode":"hsdp","mesh":"2x4","dtype":"f32","microbatches":2,"params":5,"numel":1731,"groups":3,"ops":["reduce_scatter:avg","all_reduce:avg"],"collectives":{"per_tensor":15,"grouped":9,"baseline":3}' "" \
+    grad --mode hsdp --mesh 2x4 --model "$dir/model.json" --microbatches 2 --iters 1 --json
+check "fsdp: no all-reduce" 8 0 '"ops":["reduce_scatter:avg"],"collectives":{"per_tensor":5,"grouped":3,"baseline":1}' "" \
+    grad --mode fsdp --mesh 8 --model "$dir/model.json" --iters 1 --json
+check "text summary" 8 0 "verified: both ways, every element of every shard on every rank is the mean over 8 ranks and 2 microbatches" "" \
+    grad --mode hsdp --mesh 2x4 --model "$dir/model.json" --microbatches 2 --iters 2 --verify
+check "timings in JSON" 4 0 '"per_tensor_median_us":' "" \
+    grad --mode hsdp --mesh 2x2 --model "$dir/model.json" --iters 2 --json
+# GPT-2 small's list, on one rank (its 124M elements fit there; the 8-rank run is the
+# benchmark in docs/executor-bench.md).
+check "gpt2-small: 148 tensors, 124439808 elements, 13 groups" 1 0 \
+    '"params":148,"numel":124439808,"groups":13,' "" \
+    grad --mode fsdp --mesh 1 --model gpt2-small --iters 1 --verify --json
+
+# Usage errors: one line from rank 0, exit 2.
+check "no such file" 2 2 "" "--model: cannot open '$dir/none.json'" \
+    grad --mode fsdp --mesh 2 --model "$dir/none.json"
+echo '[{"shape": "4", "dtype": "f32"}]' >"$dir/key.json"
+check "unknown key" 2 2 "" "--model $dir/key.json: line 1, entry 0: unknown key \"dtype\" (shape, group)" \
+    grad --mode fsdp --mesh 2 --model "$dir/key.json"
+echo '[]' >"$dir/empty.json"
+check "empty list" 2 2 "" "the list is empty" grad --mode fsdp --mesh 2 --model "$dir/empty.json"
+echo '[{"shape": "4x-1"}]' >"$dir/shape.json"
+check "bad shape" 2 2 "" "entry 0: shape:" grad --mode fsdp --mesh 2 --model "$dir/shape.json"
+check "--shape with --model" 2 2 "" "--shape: not with --model" \
+    grad --mode fsdp --mesh 2 --model gpt2-small --shape 4
+check "mesh smaller than the job" 4 2 "" "--mesh: 2 ranks, the job has 4" \
+    grad --mode fsdp --mesh 2 --model "$dir/model.json"
+check "hsdp on a 1-D mesh" 2 2 "" "hsdp needs a mesh of 2 or more dims" \
+    grad --mode hsdp --mesh 2 --model "$dir/model.json"
+check "bad --dtype" 2 2 "" "--dtype: 'f64', must be f32, bf16 or f16" \
+    grad --mode fsdp --mesh 2 --model "$dir/model.json" --dtype f64
+check "bad --iters" 2 2 "" "--iters" grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters 0
+check "help lists --model" 0 0 "--model gpt2-small" "" grad --help
+
+finish "cli grad --model"
