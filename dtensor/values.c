@@ -150,7 +150,16 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
     if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
         for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
     } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
-        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_bf16(((const float *)src)[k]);
+        /* dtr__f32_to_bf16 as a select, so that the loop vectorises (gradient casts run
+         * over whole models). */
+        const unsigned char *s8 = src;
+        uint16_t *o = dst;
+        for (k = 0; k < count; k++) {
+            uint32_t u;
+            memcpy(&u, s8 + 4 * k, sizeof u);
+            uint32_t nan = (u >> 16) | 0x40, r = (u + 0x7fffu + ((u >> 16) & 1)) >> 16;
+            o[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+        }
     } else if (src_dtype == DTR_F16 && dst_dtype == DTR_F32) {
         for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
     } else if (src_dtype == DTR_BF16 && dst_dtype == DTR_F32) {
