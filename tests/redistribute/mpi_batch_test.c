@@ -14,7 +14,10 @@
  * input in the middle of the list on one rank, a short output on one rank, an output
  * overlapping another tensor's input, two outputs sharing bytes, one rank's list differing.
  *
- * Usage: mpirun -n N mpi_batch_test [--cases N] [--seed S]
+ * With --memory fake the contexts work on the fake device space and every buffer lives there
+ * (the executor's device path, where no GPU is; the hostile inputs are host-only).
+ *
+ * Usage: mpirun -n N mpi_batch_test [--cases N] [--seed S] [--memory host|fake]
  * Prints one line per failing case (seed and case number to rerun it) and a summary.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -202,16 +205,51 @@ static int buffers_check(const batch_case_t *c, int rank, const dtr_fill_t *fill
     return 0;
 }
 
-static dtr_status_t run_batch(dtr_context_t *ctx, const dtr_batch_plan_t *bp, buffers_t *b,
-                              bool nonblocking) {
+static dtr_status_t run_on(dtr_context_t *ctx, const dtr_batch_plan_t *bp, void **in,
+                           const size_t *in_bytes, void **out, const size_t *out_bytes,
+                           bool nonblocking) {
     if (!nonblocking)
-        return dtr_redistribute_batch(ctx, bp, (const void *const *)b->in, b->in_bytes, b->out,
-                                      b->out_bytes);
+        return dtr_redistribute_batch(ctx, bp, (const void *const *)in, in_bytes, out, out_bytes);
     dtr_request_t *req = NULL;
-    dtr_status_t st = dtr_redistribute_batch_start(ctx, bp, (const void *const *)b->in,
-                                                   b->in_bytes, b->out, b->out_bytes, &req);
+    dtr_status_t st = dtr_redistribute_batch_start(ctx, bp, (const void *const *)in, in_bytes,
+                                                   out, out_bytes, &req);
     bool done = false;
     while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+    return st;
+}
+
+/* --memory fake: the contexts work on the fake device space (tests/redistribute/
+ * fake_device.h), so every buffer of the batch lives there: the executor must pack,
+ * unpack and copy bystanders through the space's table only. */
+static bool fake;
+
+static dtr_status_t run_batch(dtr_context_t *ctx, const dtr_batch_plan_t *bp, buffers_t *b,
+                              bool nonblocking) {
+    if (!fake) return run_on(ctx, bp, b->in, b->in_bytes, b->out, b->out_bytes, nonblocking);
+    const dtr_memory_ops_t *m = fake_device_ops();
+    void *ms = fake_device_state();
+    void *din[MAX_TENSORS] = {NULL}, *dout[MAX_TENSORS] = {NULL};
+    dtr_status_t st = DTR_OK;
+    for (int t = 0; t < bp->ntensors && st == DTR_OK; t++) {
+        st = m->alloc(ms, (int64_t)b->in_bytes[t] + 1, &din[t]);
+        if (st == DTR_OK) st = m->alloc(ms, (int64_t)b->out_bytes[t] + GUARD, &dout[t]);
+        if (st == DTR_OK)
+            st = m->copy(ms, din[t], b->in[t], (int64_t)b->in_bytes[t], DTR_COPY_FROM_HOST);
+        if (st == DTR_OK)
+            st = m->copy(ms, dout[t], b->out[t], (int64_t)b->out_bytes[t] + GUARD,
+                         DTR_COPY_FROM_HOST);
+    }
+    if (st == DTR_OK) st = run_on(ctx, bp, din, b->in_bytes, dout, b->out_bytes, nonblocking);
+    /* Back to the host copies the checks read: the inputs too, to see they were kept. */
+    for (int t = 0; t < bp->ntensors; t++) {
+        if (din[t] != NULL)
+            m->copy(ms, b->in[t], din[t], (int64_t)b->in_bytes[t], DTR_COPY_TO_HOST);
+        if (dout[t] != NULL)
+            m->copy(ms, b->out[t], dout[t], (int64_t)b->out_bytes[t] + GUARD, DTR_COPY_TO_HOST);
+        m->free(ms, din[t]);
+        m->free(ms, dout[t]);
+    }
+    m->destroy(ms);
     return st;
 }
 
@@ -355,6 +393,7 @@ int main(int argc, char **argv) {
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
         if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+        if (strcmp(argv[k], "--memory") == 0) fake = strcmp(argv[k + 1], "fake") == 0;
     }
     padded_ops = *dtr_backend_mpi_ops();
     padded_ops.name = "mpi-padded";
@@ -364,7 +403,9 @@ int main(int argc, char **argv) {
     void *state = NULL;
     if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
         dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK) {
+        dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK ||
+        (fake && (dtr_context_set_memory(ctx[0], fake_device_ops(), fake_device_state()) != DTR_OK ||
+                  dtr_context_set_memory(ctx[1], fake_device_ops(), fake_device_state()) != DTR_OK))) {
         fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -424,7 +465,7 @@ int main(int argc, char **argv) {
         dtr_mesh_destroy(mesh);
         free(c.ranks);
     }
-    int hostile_fails = world >= 2 ? hostile(ctx[0], rank, world) : 0;
+    int hostile_fails = world >= 2 && !fake ? hostile(ctx[0], rank, world) : 0;
     if (rank == 0) {
         printf("mpi batch on %d ranks: %d cases, %d tensors, seed %llu\n  %d rounds (%d coalescing "
                "2 or more member steps) for %d member steps; %d collectives one by one\n  rounds "
