@@ -115,7 +115,6 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
     DTR_CHECK_PTR(ctx, func);
     DTR_CHECK_PTR(desc, func);
     DTR_CHECK_PTR(out, func);
-    DTR_CHECK(dtr__host_only(ctx, func));
     int64_t rs, ar, index;
     DTR_CHECK(dtr__check_desc(desc, func, &rs, &ar));
     if (dtr_mesh_group_index(desc->mesh, desc->shard_dims, dtr_context_rank(ctx), &index) !=
@@ -128,6 +127,7 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
     dtr_param_group_t *g = calloc(1, sizeof *g);
     int n = desc->nparams;
     if (g != NULL) {
+        g->ctx = ctx;
         g->params = malloc((size_t)n * sizeof *g->params);
         g->m = calloc((size_t)n, sizeof *g->m);
         g->outs = calloc((size_t)n, sizeof *g->outs);
@@ -157,14 +157,21 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->rs_op = g->ar_op = DTR_REDUCE_SUM;
         g->post = f.post * (double)f.world;
     }
-    dtr__layout(g);
-    size_t fb = (size_t)(g->fused_bytes > 0 ? g->fused_bytes : 1);
-    g->fused = calloc(fb, 1);
-    g->result = ar > 1 ? calloc(fb, 1) : g->fused;
-    if (g->fused == NULL || g->result == NULL) {
-        long long bytes = (long long)g->fused_bytes;
+    /* A memory space divides by whole numbers only (memory.h). */
+    if (dtr__group_on_space(ctx) && (f.pre != floor(f.pre) || g->post != floor(g->post))) {
         dtr_param_group_destroy(g);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "two fused buffers of %lld bytes", bytes);
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "desc->factor: %g divides by %g and %g, and %s memory divides by "
+                          "whole numbers only",
+                          f.factor, f.pre, g->post, dtr_context_memory(ctx));
+    }
+    dtr__layout(g);
+    dtr_status_t st = dtr__group_alloc(ctx, g->fused_bytes, &g->fused, func);
+    if (st == DTR_OK && ar > 1) st = dtr__group_alloc(ctx, g->fused_bytes, &g->result, func);
+    if (st == DTR_OK && ar == 1) g->result = g->fused;
+    if (st != DTR_OK) {
+        dtr_param_group_destroy(g);
+        return st;
     }
     g->hash = dtr__group_hash(g);
     *out = g;
@@ -173,9 +180,11 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
 
 void dtr_param_group_destroy(dtr_param_group_t *g) {
     if (g == NULL) return;
-    if (g->result != g->fused) free(g->result);
-    free(g->fused);
-    free(g->acc);
+    if (g->ctx != NULL) {
+        if (g->result != g->fused) dtr__group_free(g->ctx, g->result);
+        dtr__group_free(g->ctx, g->fused);
+        dtr__group_free(g->ctx, g->acc);
+    }
     free(g->params);
     free(g->m);
     free(g->outs);
@@ -211,7 +220,8 @@ dtr_status_t dtr_param_group_param(const dtr_param_group_t *g, int i, int64_t *s
 /* Packs every gradient into rs blocks of fused_bytes: block k holds each parameter's rows
  * [k * chunk, (k + 1) * chunk) of its shard dim at its view's offset, cast to the reduce
  * dtype, zero past the end of the dim and in the alignment gaps; pre-divided. */
-static void dtr__pack(dtr_param_group_t *g, const void *const *grads, char *send) {
+static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, char *send) {
+    dtr_context_t *ctx = g->ctx;
     dtr_dtype_t rt = g->reduce_dtype;
     int64_t ritem = dtr_dtype_info(rt)->size;
     for (int64_t k = 0; k < g->rs; k++) {
@@ -223,14 +233,18 @@ static void dtr__pack(dtr_param_group_t *g, const void *const *grads, char *send
             char *dst = block + m->offset;
             for (int64_t o = 0; o < m->outer; o++) {
                 const char *src = (const char *)grads[i] + (o * m->len + lo) * m->inner * m->item;
-                if (real > 0) dtr__convert(g->params[i].dtype, src, rt, dst + o * slice * ritem, real);
-                memset(dst + (o * slice + real) * ritem, 0, (size_t)((slice - real) * ritem));
+                DTR_CHECK(dtr__group_cast(ctx, g->params[i].dtype, src, rt,
+                                          dst + o * slice * ritem, real));
+                DTR_CHECK(dtr__group_zero(ctx, dst + (o * slice + real) * ritem,
+                                          (slice - real) * ritem));
             }
             int64_t end = i + 1 < g->n ? g->m[i + 1].offset : g->fused_bytes;
-            memset(dst + m->piece * ritem, 0, (size_t)(end - m->offset - m->piece * ritem));
+            DTR_CHECK(dtr__group_zero(ctx, dst + m->piece * ritem,
+                                      end - m->offset - m->piece * ritem));
         }
     }
-    if (g->f.pre != 1) dtr__divide_by(rt, send, g->rs * g->fused_bytes / ritem, g->f.pre);
+    return dtr__group_divide(ctx, rt, send, g->rs * g->fused_bytes / ritem, g->f.pre,
+                             "dtr_param_group_reduce");
 }
 
 /* The argument checks of a reduction on this rank; msg says what was wrong. */
@@ -289,12 +303,18 @@ dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
     char msg[256] = "";
     dtr_status_t local =
         dtr__check_reduce(g, grads, grad_bytes, sync, outs, out_bytes, msg, sizeof msg);
+    if (local == DTR_OK && !sync && !dtr__group_can_add(g->ctx)) {
+        local = DTR_ERR_UNSUPPORTED;
+        snprintf(msg, sizeof msg, "sync: false needs the memory space's add (memory.h) to "
+                                  "accumulate, and %s memory has none",
+                 dtr_context_memory(g->ctx));
+    }
     DTR_CHECK(dtr__group_agree(g->ctx, g->mesh, g->shard_dims | g->replicate_dims, func,
                                dtr__fnv(g->hash, sync), local, msg));
     char *send = g->fused;
     if (g->rs > 1)
         DTR_CHECK(dtr__group_scratch(g->ctx, g->rs * g->fused_bytes, (void **)&send));
-    dtr__pack(g, grads, send);
+    DTR_CHECK(dtr__pack(g, grads, send));
     if (sync) memcpy(g->outs, outs, (size_t)g->n * sizeof *g->outs);
     g->sync = sync;
     g->pending = true;
@@ -318,13 +338,14 @@ dtr_status_t dtr__group_rs_done(dtr_param_group_t *g) {
     if (!g->sync) {
         /* Keep this microbatch's output: the first becomes the accumulator itself. */
         if (g->have_acc) {
-            dtr__combine(g->reduce_dtype, DTR_REDUCE_SUM, g->fused, g->acc, count);
+            st = dtr__group_add(g->ctx, g->reduce_dtype, g->fused, g->acc, count,
+                                "dtr_param_group_reduce");
         } else {
-            if (g->acc == NULL) g->acc = calloc((size_t)(g->fused_bytes > 0 ? g->fused_bytes : 1), 1);
-            if (g->acc == NULL) {
+            if (g->acc == NULL)
+                st = dtr__group_alloc(g->ctx, g->fused_bytes, &g->acc, "dtr_param_group_reduce");
+            if (st != DTR_OK) {
                 g->pending = false;
-                return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_param_group_reduce",
-                                  "the accumulator of %lld bytes", (long long)g->fused_bytes);
+                return st;
             }
             void *t = g->acc;
             g->acc = g->fused;
@@ -333,11 +354,14 @@ dtr_status_t dtr__group_rs_done(dtr_param_group_t *g) {
             g->have_acc = true;
         }
         g->pending = false;
-        return DTR_OK;
+        return st;
     }
-    if (g->have_acc) dtr__combine(g->reduce_dtype, DTR_REDUCE_SUM, g->acc, g->fused, count);
+    if (g->have_acc)
+        st = dtr__group_add(g->ctx, g->reduce_dtype, g->acc, g->fused, count,
+                            "dtr_param_group_reduce");
     g->have_acc = false;
-    return DTR_OK;
+    if (st != DTR_OK) g->pending = false;
+    return st;
 }
 
 dtr_status_t dtr__group_ar_start(dtr_param_group_t *g) {
@@ -351,17 +375,19 @@ dtr_status_t dtr__group_ar_start(dtr_param_group_t *g) {
 }
 
 /* Copies each parameter's real rows of the reduced piece into its output, cast back. */
-static void dtr__unpack(dtr_param_group_t *g) {
+static dtr_status_t dtr__unpack(dtr_param_group_t *g) {
     dtr_dtype_t rt = g->reduce_dtype;
     int64_t ritem = dtr_dtype_info(rt)->size;
     for (int i = 0; i < g->n; i++) {
         const dtr__gparam_t *m = &g->m[i];
         const char *src = (const char *)g->result + m->offset;
         for (int64_t o = 0; o < m->outer && m->rows > 0; o++)
-            dtr__convert(rt, src + o * m->chunk * m->inner * ritem, g->params[i].dtype,
-                         (char *)g->outs[i] + o * m->rows * m->inner * m->item,
-                         m->rows * m->inner);
+            DTR_CHECK(dtr__group_cast(g->ctx, rt, src + o * m->chunk * m->inner * ritem,
+                                      g->params[i].dtype,
+                                      (char *)g->outs[i] + o * m->rows * m->inner * m->item,
+                                      m->rows * m->inner));
     }
+    return DTR_OK;
 }
 
 dtr_status_t dtr__group_ar_done(dtr_param_group_t *g) {
@@ -369,11 +395,10 @@ dtr_status_t dtr__group_ar_done(dtr_param_group_t *g) {
     dtr_status_t st = g->ar > 1 ? dtr__group_complete(g->ctx, DTR__SLOT_AR, true, &done) : DTR_OK;
     g->pending = false;
     if (st != DTR_OK) return st;
-    if (g->post != 1)
-        dtr__divide_by(g->reduce_dtype, g->result,
-                       g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size, g->post);
-    dtr__unpack(g);
-    return DTR_OK;
+    DTR_CHECK(dtr__group_divide(g->ctx, g->reduce_dtype, g->result,
+                                g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size, g->post,
+                                "dtr_param_group_reduce"));
+    return dtr__unpack(g);
 }
 
 dtr_status_t dtr_param_group_reduce(dtr_param_group_t *g, const void *const *grads,
@@ -456,11 +481,13 @@ dtr_status_t dtr_param_group_all_gather(dtr_param_group_t *g, const void *const 
         int64_t real = m->rows * m->inner * m->item, slice = m->chunk * m->inner * m->item;
         char *dst = send + m->goffset;
         for (int64_t o = 0; o < m->outer; o++) {
-            if (real > 0) memcpy(dst + o * slice, (const char *)shards[i] + o * real, (size_t)real);
-            memset(dst + o * slice + real, 0, (size_t)(slice - real));
+            DTR_CHECK(dtr__group_copy(g->ctx, dst + o * slice,
+                                      (const char *)shards[i] + o * real, real));
+            DTR_CHECK(dtr__group_zero(g->ctx, dst + o * slice + real, slice - real));
         }
         int64_t end = i + 1 < g->n ? g->m[i + 1].goffset : block;
-        memset(dst + m->outer * slice, 0, (size_t)(end - m->goffset - m->outer * slice));
+        DTR_CHECK(dtr__group_zero(g->ctx, dst + m->outer * slice,
+                                  end - m->goffset - m->outer * slice));
     }
     DTR_CHECK(dtr__group_start(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims,
                                DTR__GROUP_ALL_GATHER, send, recv, block, DTR_U8,
@@ -476,8 +503,9 @@ dtr_status_t dtr_param_group_all_gather(dtr_param_group_t *g, const void *const 
             int64_t run = (hi - lo) * m->inner * m->item, slice = m->chunk * m->inner * m->item;
             const char *src = recv + k * block + m->goffset;
             for (int64_t o = 0; o < m->outer; o++)
-                memcpy((char *)fulls[i] + (o * m->len + lo) * m->inner * m->item,
-                       src + o * slice, (size_t)run);
+                DTR_CHECK(dtr__group_copy(g->ctx,
+                                          (char *)fulls[i] + (o * m->len + lo) * m->inner * m->item,
+                                          src + o * slice, run));
         }
     return DTR_OK;
 }

@@ -22,7 +22,13 @@
  * then issues layer k-1's all-reduce; finish drains it. At most one reduce-scatter and one
  * all-reduce are in flight. All calls are collective over the shard and replicate groups
  * together, with one argument agreement per call (errors name the parameter); inputs are
- * never written, outputs only on success. Host contexts only for now (dtr__host_only).
+ * never written, outputs only on success.
+ *
+ * Any memory space: on a context with one (dtr_context_set_memory), every buffer is of the
+ * space and the packing, casts, divides and accumulation go through its table (memory.h;
+ * accumulation needs its optional `add`, divides take whole numbers, so a fractional
+ * factor is UNSUPPORTED there). A context staging a host backend holds one operation at a
+ * time, so there the pipeline completes each all-reduce before the next reduce-scatter.
  */
 #ifndef DTR_AUTOGRAD_GROUP_H
 #define DTR_AUTOGRAD_GROUP_H

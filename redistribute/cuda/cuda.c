@@ -133,6 +133,13 @@ static dtr_status_t dtr__cuda_cast(void *state, dtr_dtype_t sd, const void *src,
                               "cast kernel");
 }
 
+static dtr_status_t dtr__cuda_add(void *state, dtr_dtype_t dtype, const void *src, void *dst,
+                                  int64_t count) {
+    dtr__cuda_t *c = state;
+    return dtr__cuda_launched(dtr_cuda__add(c->stream, (int)dtype, src, dst, count),
+                              "add kernel");
+}
+
 static dtr_status_t dtr__cuda_sync(void *state) { return dtr__cuda_wait(state); }
 
 static void dtr__cuda_destroy(void *state) {
@@ -152,6 +159,7 @@ static const dtr_memory_ops_t dtr__cuda_ops = {
     .copy_range = dtr__cuda_copy_range,
     .divide = dtr__cuda_divide,
     .cast = dtr__cuda_cast,
+    .add = dtr__cuda_add,
     .sync = dtr__cuda_sync,
     .destroy = dtr__cuda_destroy,
 };

@@ -311,6 +311,37 @@ extern "C" int dtr_cuda__divide(void *stream, int dtype, const void *src, void *
     }
 }
 
+// dst[k] += src[k]: floats and halves in f32 (rounded once), f64 in f64.
+template <typename T>
+__global__ void add_kernel(const T *src, T *dst, int64_t count) {
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        if constexpr (std::is_same<T, double>::value) dst[k] = dst[k] + src[k];
+        else dst[k] = from_value<T>(to_f32(dst[k]) + to_f32(src[k]));
+    }
+}
+
+template <typename T>
+cudaError_t launch_add(cudaStream_t st, const void *src, void *dst, int64_t count) {
+    int64_t blocks = (count + kThreads - 1) / kThreads;
+    if (blocks > 65536) blocks = 65536;
+    if (blocks < 1) return cudaSuccess;
+    add_kernel<T><<<(unsigned)blocks, kThreads, 0, st>>>((const T *)src, (T *)dst, count);
+    return cudaGetLastError();
+}
+
+extern "C" int dtr_cuda__add(void *stream, int dtype, const void *src, void *dst,
+                             int64_t count) {
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (dtype) {
+    case F32: return launch_add<float>(st, src, dst, count);
+    case F64: return launch_add<double>(st, src, dst, count);
+    case F16: return launch_add<__half>(st, src, dst, count);
+    case BF16: return launch_add<__nv_bfloat16>(st, src, dst, count);
+    default: return -1;
+    }
+}
+
 extern "C" int dtr_cuda__cast(void *stream, int sd, const void *src, int dd, void *dst,
                               int64_t count) {
     cudaStream_t st = (cudaStream_t)stream;

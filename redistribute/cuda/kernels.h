@@ -28,6 +28,9 @@ int dtr_cuda__copy_range(void *stream, int nd, int64_t item, void *block, const 
 __attribute__((visibility("default"))) int dtr_cuda__divide(void *stream, int dtype, const void *src, void *dst, int64_t count,
                      int64_t n);
 
+/* dst[k] += src[k] for f32, f64, f16 and bf16 (halves in f32); -1 for another dtype. */
+int dtr_cuda__add(void *stream, int dtype, const void *src, void *dst, int64_t count);
+
 /* dst[k] = src[k] converted between f32, f64, f16 and bf16; -1 for another dtype. */
 int dtr_cuda__cast(void *stream, int src_dtype, const void *src, int dst_dtype, void *dst,
                    int64_t count);

@@ -205,6 +205,8 @@ dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool 
     return st;
 }
 
+bool dtr__group_concurrent(const dtr_context_t *ctx) { return ctx->ops != &ctx->staged_ops; }
+
 bool dtr__group_busy(const dtr_context_t *ctx, int slot) {
     return ctx->gops[slot].group != NULL;
 }
@@ -218,4 +220,83 @@ dtr_status_t dtr__group_scratch(dtr_context_t *ctx, int64_t bytes, void **p) {
                            "parameter group send buffer"));
     *p = ctx->grad_scratch;
     return DTR_OK;
+}
+
+/* ---- local work for the parameter groups (group.h) ----------------------------------- */
+
+bool dtr__group_on_space(const dtr_context_t *ctx) { return ctx->mem != NULL; }
+
+bool dtr__group_can_add(const dtr_context_t *ctx) {
+    return ctx->mem == NULL || ctx->mem->add != NULL;
+}
+
+dtr_status_t dtr__group_alloc(dtr_context_t *ctx, int64_t bytes, void **p, const char *func) {
+    if (bytes < 1) bytes = 1;
+    if (ctx->mem == NULL) {
+        *p = malloc((size_t)bytes);
+        if (*p == NULL)
+            return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "%lld bytes", (long long)bytes);
+        return DTR_OK;
+    }
+    dtr_status_t st = ctx->mem->alloc(ctx->mem_state, bytes, p);
+    if (st != DTR_OK)
+        return dtr__error(st, func, "%lld bytes of %s memory: %s", (long long)bytes,
+                          ctx->mem->name, dtr_last_error());
+    return DTR_OK;
+}
+
+void dtr__group_free(dtr_context_t *ctx, void *p) { dtr__m_free(ctx, p); }
+
+dtr_status_t dtr__group_cast(dtr_context_t *ctx, dtr_dtype_t src_dtype, const void *src,
+                             dtr_dtype_t dst_dtype, void *dst, int64_t count) {
+    if (count <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__convert(src_dtype, src, dst_dtype, dst, count);
+        return DTR_OK;
+    }
+    if (src_dtype == dst_dtype)
+        return dtr__m_copy(ctx, dst, src, count * dtr_dtype_info(src_dtype)->size);
+    dtr_status_t st = ctx->mem->cast(ctx->mem_state, src_dtype, src, dst_dtype, dst, count);
+    return st == DTR_OK ? DTR_OK
+                        : dtr__error(st, "dtr_param_group", "%s memory: cast failed: %s",
+                                     ctx->mem->name, dtr_last_error());
+}
+
+dtr_status_t dtr__group_zero(dtr_context_t *ctx, void *p, int64_t bytes) {
+    return dtr__m_zero(ctx, p, bytes);
+}
+
+dtr_status_t dtr__group_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes) {
+    return dtr__m_copy(ctx, dst, src, bytes);
+}
+
+dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
+                               int64_t count, double d, const char *func) {
+    if (count <= 0 || d == 1) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__divide_by(dtype, buf, count, d);
+        return DTR_OK;
+    }
+    if (d != (double)(int64_t)d)
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "a divide by %g on %s memory (its divide takes whole numbers)", d,
+                          ctx->mem->name);
+    return dtr__m_divide(ctx, dtype, buf, buf, count, (int64_t)d);
+}
+
+dtr_status_t dtr__group_add(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
+                            int64_t count, const char *func) {
+    if (count <= 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__combine(dtype, DTR_REDUCE_SUM, src, dst, count);
+        return DTR_OK;
+    }
+    if (ctx->mem->add == NULL)
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "%s memory has no add (memory.h): microbatches cannot accumulate there",
+                          ctx->mem->name);
+    dtr_status_t st = ctx->mem->add(ctx->mem_state, dtype, src, dst, count);
+    return st == DTR_OK ? DTR_OK
+                        : dtr__error(st, func, "%s memory: add failed: %s", ctx->mem->name,
+                                     dtr_last_error());
 }

@@ -54,6 +54,9 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
                               unsigned dims, dtr__group_kind_t kind, const void *send,
                               void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
+/* Whether the context can hold both slots in flight at once: not when it stages a host
+ * backend through host memory for a memory space (staged.c holds one operation). */
+bool dtr__group_concurrent(const dtr_context_t *ctx);
 /* Whether slot has an operation in flight. */
 bool dtr__group_busy(const dtr_context_t *ctx, int slot);
 /* Whether the backend reduces AVG itself (otherwise callers SUM and divide once). */
@@ -61,6 +64,26 @@ bool dtr__group_has_avg(const dtr_context_t *ctx);
 /* A host buffer of at least `bytes` owned by the context, for packing one operation's send;
  * valid until the next call with a larger size or the context's end. */
 dtr_status_t dtr__group_scratch(dtr_context_t *ctx, int64_t bytes, void **p);
+
+/*
+ * Local work on the context's memory for the parameter groups: host memory directly, a
+ * memory space (dtr_context_set_memory) through its table. dtr__group_divide divides by d
+ * (on a space d must be a whole number: its divide takes an integer; UNSUPPORTED
+ * otherwise); dtr__group_add is dst += src (UNSUPPORTED on a space without `add`).
+ * Errors name func.
+ */
+bool dtr__group_on_space(const dtr_context_t *ctx);
+bool dtr__group_can_add(const dtr_context_t *ctx);
+dtr_status_t dtr__group_alloc(dtr_context_t *ctx, int64_t bytes, void **p, const char *func);
+void dtr__group_free(dtr_context_t *ctx, void *p);
+dtr_status_t dtr__group_cast(dtr_context_t *ctx, dtr_dtype_t src_dtype, const void *src,
+                             dtr_dtype_t dst_dtype, void *dst, int64_t count);
+dtr_status_t dtr__group_zero(dtr_context_t *ctx, void *p, int64_t bytes);
+dtr_status_t dtr__group_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes);
+dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
+                               int64_t count, double d, const char *func);
+dtr_status_t dtr__group_add(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
+                            int64_t count, const char *func);
 
 /* INVALID_ARGUMENT naming func unless ctx works on host memory (the gradient hooks and the
  * tape convert, scale and stage gradients on the host). */

@@ -36,7 +36,7 @@ typedef enum {
 
 /*
  * A memory space. Shapes are row-major, in elements of `item` bytes; a box is `ext` elements
- * per dim starting at the corner `lo` of its block. Every slot is required.
+ * per dim starting at the corner `lo` of its block. Every slot is required but `add`.
  */
 typedef struct dtr_memory_ops {
     const char *name; /* "cuda", ... */
@@ -62,6 +62,11 @@ typedef struct dtr_memory_ops {
     /* dst[k] = src[k] converted (f32, f64, f16, bf16; halves round to nearest even) */
     dtr_status_t (*cast)(void *state, dtr_dtype_t src_dtype, const void *src,
                          dtr_dtype_t dst_dtype, void *dst, int64_t count);
+    /* optional: dst[k] += src[k] for the float dtypes (halves through f32, rounded once);
+     * parameter groups accumulate microbatches with it (autograd/group.h), and refuse
+     * accumulation on a space without it */
+    dtr_status_t (*add)(void *state, dtr_dtype_t dtype, const void *src, void *dst,
+                        int64_t count);
     /* waits until every operation issued so far completed; its error if one failed */
     dtr_status_t (*sync)(void *state);
     void (*destroy)(void *state); /* frees the state (with the context) */

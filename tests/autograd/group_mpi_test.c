@@ -3,7 +3,8 @@
  * fused buffer for FSDP, HSDP and DDP in every reduce dtype, over mixed parameters (dtypes,
  * shard dims, uneven and empty dims), with exact means; HSDP accumulation and the recorded
  * collectives; the pipeline's order of operations, recorded; the foreach all-gather; and
- * the hostile inputs, each with a named error and untouched buffers. Values are small
+ * the hostile inputs, each with a named error and untouched buffers; and the same on a
+ * context whose buffers live in the fake device space. Values are small
  * integers over powers of two, so every expected mean is exact in every dtype.
  *
  * Usage: mpirun -n 8 group_mpi_test. Ends with "N passed, N failed" on rank 0.
@@ -19,6 +20,7 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/autograd/recording_backend.h"
 #include "tests/mpi_check.h"
+#include "tests/redistribute/fake_device.h"
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
 static dtr_context_t *ctx;
@@ -499,6 +501,175 @@ static void test_errors(void) {
     dtr_param_group_destroy(g);
 }
 
+
+/* ---- device contexts: the fake device space ----------------------------------------------- */
+
+/* Copies of a group's host buffers in the fake device space. */
+typedef struct {
+    void *grads[NMIXED], *outs[NMIXED];
+} dbufs_t;
+
+static void dbufs_make(dbufs_t *d, const bufs_t *b) {
+    const dtr_memory_ops_t *m = fake_device_ops();
+    for (int i = 0; i < b->n; i++) {
+        m->alloc(NULL, (int64_t)b->grad_bytes[i] + 1, &d->grads[i]);
+        m->alloc(NULL, (int64_t)b->out_bytes[i] + 1, &d->outs[i]);
+        m->copy(NULL, d->grads[i], b->grads[i], (int64_t)b->grad_bytes[i], DTR_COPY_FROM_HOST);
+        m->copy(NULL, d->outs[i], b->outs[i], (int64_t)b->out_bytes[i] + 1, DTR_COPY_FROM_HOST);
+    }
+}
+
+/* The device buffers back into the host ones the checks read (inputs too, to see them kept). */
+static void dbufs_back(dbufs_t *d, bufs_t *b, bool free_them) {
+    const dtr_memory_ops_t *m = fake_device_ops();
+    for (int i = 0; i < b->n; i++) {
+        m->copy(NULL, b->grads[i], d->grads[i], (int64_t)b->grad_bytes[i], DTR_COPY_TO_HOST);
+        m->copy(NULL, b->outs[i], d->outs[i], (int64_t)b->out_bytes[i] + 1, DTR_COPY_TO_HOST);
+        if (free_them) {
+            m->free(NULL, d->grads[i]);
+            m->free(NULL, d->outs[i]);
+        }
+    }
+}
+
+static void test_device(void) {
+    dtr_context_t *host_ctx = ctx, *dctx = NULL;
+    void *state = NULL;
+    dtr_memory_ops_t no_add = *fake_device_ops();
+    no_add.add = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &dctx) != DTR_OK ||
+        dtr_context_set_memory(dctx, fake_device_ops(), fake_device_state()) != DTR_OK) {
+        check(0, "device: a context on the fake device space");
+        return;
+    }
+    ctx = dctx; /* make_group creates on ctx */
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    char what[200];
+    for (int ti = 0; ti < 3; ti++) {
+        dtr_param_group_t *g = make_group(mixed, NMIXED, 0x2, 0x1, types[ti], 0, false);
+        bufs_t b;
+        dbufs_t d;
+        bufs_make(&b, mixed, NMIXED, 0x2);
+        fake_device_counts_t before = fake_device_counts();
+        int ok = g != NULL;
+        for (int m = 0; m < 2 && ok; m++) {
+            bufs_fill(&b, mixed, 0, m, 2);
+            dbufs_make(&d, &b);
+            ok = dtr_param_group_reduce(g, (const void *const *)d.grads, b.grad_bytes, m == 1,
+                                        d.outs, b.out_bytes) == DTR_OK;
+            if (!ok) printf("rank %d: device reduce: %s\n", rank, dtr_last_error());
+            dbufs_back(&d, &b, true);
+            ok = ok && bufs_inputs_kept(&b);
+        }
+        fake_device_counts_t after = fake_device_counts();
+        snprintf(what, sizeof what,
+                 "device: HSDP reduce %s, 2 microbatches, 6 mixed params in the fake device "
+                 "space: exact, cast and add through the space",
+                 dtr_dtype_name(types[ti]));
+        check(ok && bufs_check(&b, mixed, 0, 2, 8, what) && after.cast > before.cast &&
+                  after.add > before.add && after.refused == before.refused,
+              what);
+        bufs_free(&b);
+        dtr_param_group_destroy(g);
+    }
+    /* The pipeline and the all-gather on the device context. */
+    {
+        dtr_param_group_t *g0 = make_group(mixed, 3, 0x2, 0x1, DTR_BF16, 0, false);
+        dtr_param_group_t *g1 = make_group(&mixed[3], 3, 0x2, 0x1, DTR_BF16, 0, false);
+        bufs_t b0, b1;
+        dbufs_t d0, d1;
+        bufs_make(&b0, mixed, 3, 0x2);
+        bufs_make(&b1, &mixed[3], 3, 0x2);
+        bufs_fill(&b0, mixed, 0, 0, 1);
+        bufs_fill(&b1, &mixed[3], 3, 0, 1);
+        dbufs_make(&d0, &b0);
+        dbufs_make(&d1, &b1);
+        dtr_grad_pipeline_t *p = NULL;
+        int ok = dtr_grad_pipeline_create(dctx, &p) == DTR_OK &&
+                 dtr_grad_pipeline_push(p, g1, (const void *const *)d1.grads, b1.grad_bytes,
+                                        true, d1.outs, b1.out_bytes) == DTR_OK &&
+                 dtr_grad_pipeline_push(p, g0, (const void *const *)d0.grads, b0.grad_bytes,
+                                        true, d0.outs, b0.out_bytes) == DTR_OK &&
+                 dtr_grad_pipeline_finish(p) == DTR_OK;
+        dbufs_back(&d0, &b0, true);
+        dbufs_back(&d1, &b1, true);
+        check(ok && bufs_check(&b0, mixed, 0, 1, 8, "device pipeline") &&
+                  bufs_check(&b1, &mixed[3], 3, 1, 8, "device pipeline"),
+              "device: the pipeline over two groups, exact");
+        dtr_grad_pipeline_destroy(p);
+        bufs_free(&b0);
+        bufs_free(&b1);
+        dtr_param_group_destroy(g0);
+        dtr_param_group_destroy(g1);
+    }
+    {
+        dtr_param_group_t *g = make_group(mixed, NMIXED, 0x3, 0, DTR_F32, 0, false);
+        const dtr_memory_ops_t *m = fake_device_ops();
+        void *in[NMIXED], *full[NMIXED];
+        size_t in_bytes[NMIXED], full_bytes[NMIXED];
+        int ok = g != NULL;
+        for (int i = 0; i < NMIXED; i++) {
+            geo_t e = geo(&mixed[i], 0x3);
+            in_bytes[i] = (size_t)e.shard * e.item;
+            full_bytes[i] = (size_t)e.numel * e.item;
+            m->alloc(NULL, (int64_t)in_bytes[i] + 1, &in[i]);
+            m->alloc(NULL, (int64_t)full_bytes[i] + 1, &full[i]);
+            void *h = fake_device_host(in[i]);
+            for (int64_t o = 0; o < e.outer; o++)
+                for (int64_t r = 0; r < e.rows; r++)
+                    for (int64_t j = 0; j < e.inner; j++)
+                        dtr__store(mixed[i].dtype, h, (o * e.rows + r) * e.inner + j,
+                                   val(i, 0, 0, (o * e.len + e.off + r) * e.inner + j));
+        }
+        ok = ok && dtr_param_group_all_gather(g, (const void *const *)in, in_bytes, full,
+                                              full_bytes) == DTR_OK;
+        for (int i = 0; i < NMIXED; i++) {
+            geo_t e = geo(&mixed[i], 0x3);
+            for (int64_t k = 0; k < e.numel && ok; k++)
+                ok = dtr__load(mixed[i].dtype, fake_device_host(full[i]), k) == val(i, 0, 0, k);
+            m->free(NULL, in[i]);
+            m->free(NULL, full[i]);
+        }
+        check(ok, "device: the foreach all-gather of 6 mixed params, exact");
+        dtr_param_group_destroy(g);
+    }
+    /* What a device space cannot do: a fractional factor; accumulating without add. */
+    dtr_param_group_t *g = NULL;
+    dtr_param_group_desc_t dd = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1,
+                                 .nparams = 2, .params = mixed, .reduce_dtype = DTR_F32,
+                                 .factor = 2.5};
+    check(dtr_param_group_create(dctx, &dd, &g) == DTR_ERR_UNSUPPORTED &&
+              strstr(dtr_last_error(), "desc->factor: 2.5") != NULL,
+          "device: a factor of 2.5: UNSUPPORTED naming desc->factor (whole-number divides)");
+    dtr_context_destroy(dctx);
+    dctx = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
+        dtr_context_create(dtr_backend_mpi_ops(), state, &dctx) == DTR_OK &&
+        dtr_context_set_memory(dctx, &no_add, fake_device_state()) == DTR_OK) {
+        ctx = dctx;
+        g = make_group(mixed, 2, 0x2, 0x1, DTR_F32, 0, false);
+        bufs_t b;
+        dbufs_t d;
+        bufs_make(&b, mixed, 2, 0x2);
+        bufs_fill(&b, mixed, 0, 0, 1);
+        dbufs_make(&d, &b);
+        dtr_status_t st = dtr_param_group_reduce(g, (const void *const *)d.grads, b.grad_bytes,
+                                                 false, NULL, NULL);
+        check(st == DTR_ERR_UNSUPPORTED && strstr(dtr_last_error(), "sync: false") != NULL,
+              "device: a space without add, sync false: UNSUPPORTED naming sync");
+        st = dtr_param_group_reduce(g, (const void *const *)d.grads, b.grad_bytes, true, d.outs,
+                                    b.out_bytes);
+        dbufs_back(&d, &b, true);
+        check(st == DTR_OK && bufs_check(&b, mixed, 0, 1, 8, "no add, sync"),
+              "device: a space without add still reduces a synced microbatch");
+        bufs_free(&b);
+        dtr_param_group_destroy(g);
+    }
+    dtr_context_destroy(dctx);
+    ctx = host_ctx;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -522,6 +693,7 @@ int main(int argc, char **argv) {
     test_pipeline();
     test_all_gather();
     test_errors();
+    test_device();
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
     int rc = mpi_check_finish("parameter groups on 8 ranks");

@@ -124,6 +124,15 @@ static dtr_status_t fd_cast(void *state, dtr_dtype_t sd, const void *src, dtr_dt
     return DTR_OK;
 }
 
+static dtr_status_t fd_add(void *state, dtr_dtype_t dtype, const void *src, void *dst,
+                           int64_t count) {
+    (void)state;
+    if (!tagged(src) || !tagged(dst)) return refuse("add: a host address");
+    counts.add++;
+    dtr__combine(dtype, DTR_REDUCE_SUM, fake_device_host(src), fake_device_host(dst), count);
+    return DTR_OK;
+}
+
 static dtr_status_t fd_sync(void *state) {
     (void)state;
     return DTR_OK;
@@ -141,6 +150,7 @@ static const dtr_memory_ops_t fake_ops = {
     .copy_range = fd_copy_range,
     .divide = fd_divide,
     .cast = fd_cast,
+    .add = fd_add,
     .sync = fd_sync,
     .destroy = fd_destroy,
 };

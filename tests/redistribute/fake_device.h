@@ -13,7 +13,7 @@
 #include "dtr.h"
 
 typedef struct {
-    int64_t alloc, copy_within, to_host, from_host, zero, copy_box, copy_range, divide, cast;
+    int64_t alloc, copy_within, to_host, from_host, zero, copy_box, copy_range, divide, cast, add;
     int64_t refused; /* calls with an address of the wrong space */
 } fake_device_counts_t;
 
