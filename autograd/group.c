@@ -159,11 +159,12 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
     }
     /* A memory space divides by whole numbers only (memory.h). */
     if (dtr__group_on_space(ctx) && (f.pre != floor(f.pre) || g->post != floor(g->post))) {
+        double post = g->post;
         dtr_param_group_destroy(g);
         return dtr__error(DTR_ERR_UNSUPPORTED, func,
                           "desc->factor: %g divides by %g and %g, and %s memory divides by "
                           "whole numbers only",
-                          f.factor, f.pre, g->post, dtr_context_memory(ctx));
+                          f.factor, f.pre, post, dtr_context_memory(ctx));
     }
     dtr__layout(g);
     dtr_status_t st = dtr__group_alloc(ctx, g->fused_bytes, &g->fused, func);
