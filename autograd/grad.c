@@ -6,16 +6,13 @@
 
 #include "autograd/autograd.h"
 #include "autograd/grad.h"
+#include "autograd/internal.h"
 #include "core/internal.h"
 #include "dtensor/internal.h"
 #include "redistribute/executor/group.h"
 
-static bool dtr__is_float(dtr_dtype_t t) {
-    return t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16;
-}
-
-static dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {
-    if (dtr__is_float(t)) return DTR_OK;
+dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {
+    if (t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16) return DTR_OK;
     const char *s = dtr_dtype_name(t);
     return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                       "%s: %s, gradients are f32, f64, f16 or bf16", name, s != NULL ? s : "?");
@@ -343,7 +340,7 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
 
 /* ---- the fused all-reduce ----------------------------------------------------------- */
 
-static int64_t dtr__align(int64_t bytes) {
+int64_t dtr__fused_align(int64_t bytes) {
     return (bytes + DTR_FUSED_ALIGN - 1) / DTR_FUSED_ALIGN * DTR_FUSED_ALIGN;
 }
 
@@ -378,7 +375,7 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
             if (entries[k].dims != dims) continue;
             if (entries[k].count < 0) bad = "entries: a count is negative";
             else if (entries[k].count > 0 && entries[k].buf == NULL) bad = "entries: a buf is NULL";
-            else total += dtr__align(entries[k].count * item);
+            else total += dtr__fused_align(entries[k].count * item);
         }
         if (bad != NULL)
             return dtr__fail_together(ctx, mesh, dims, DTR_ERR_INVALID_ARGUMENT, func, bad);
@@ -391,7 +388,7 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
             if (entries[k].dims != dims) continue;
             if (entries[k].count > 0)
                 memcpy(fused + at, entries[k].buf, (size_t)(entries[k].count * item));
-            at += dtr__align(entries[k].count * item);
+            at += dtr__fused_align(entries[k].count * item);
         }
         /* The padding is zero everywhere, so it sums to zero: reduce the whole buffer. */
         int64_t gsize, count = total / item;
@@ -405,7 +402,7 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
             if (entries[k].dims != dims) continue;
             if (entries[k].count > 0)
                 memcpy(entries[k].buf, fused + at, (size_t)(entries[k].count * item));
-            at += dtr__align(entries[k].count * item);
+            at += dtr__fused_align(entries[k].count * item);
         }
         free(fused);
         if (st != DTR_OK) return st;

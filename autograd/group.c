@@ -6,21 +6,10 @@
 #include <string.h>
 
 #include "autograd/group_internal.h"
+#include "autograd/internal.h"
 #include "core/internal.h"
 #include "dtensor/internal.h"
 #include "redistribute/executor/group.h"
-
-static int64_t dtr__align(int64_t bytes) {
-    return (bytes + DTR_FUSED_ALIGN - 1) / DTR_FUSED_ALIGN * DTR_FUSED_ALIGN;
-}
-
-static bool dtr__is_float(dtr_dtype_t t) {
-    return t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16;
-}
-
-static const char *dtr__dname(dtr_dtype_t t) {
-    return dtr_dtype_name(t) != NULL ? dtr_dtype_name(t) : "?";
-}
 
 /* One parameter's checks at create; the error names desc->params[i]'s field. */
 static dtr_status_t dtr__check_param(const dtr_param_desc_t *p, int i, const char *func) {
@@ -37,11 +26,9 @@ static dtr_status_t dtr__check_param(const dtr_param_desc_t *p, int i, const cha
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "desc->params[%d].shard_dim: %d, the parameter has dims 0..%d", i,
                           p->shard_dim, p->ndim - 1);
-    if (!dtr__is_float(p->dtype))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                          "desc->params[%d].dtype: %s, gradients are f32, f64, f16 or bf16", i,
-                          dtr__dname(p->dtype));
-    return DTR_OK;
+    char name[64];
+    snprintf(name, sizeof name, "desc->params[%d].dtype", i);
+    return dtr__float_arg(p->dtype, func, name);
 }
 
 static dtr_status_t dtr__check_desc(const dtr_param_group_desc_t *d, const char *func,
@@ -59,10 +46,7 @@ static dtr_status_t dtr__check_desc(const dtr_param_group_desc_t *d, const char 
                           "desc->nparams: %d, a group has at least one parameter", d->nparams);
     if (d->params == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "desc->params: must not be NULL");
-    if (!dtr__is_float(d->reduce_dtype))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                          "desc->reduce_dtype: %s, gradients are f32, f64, f16 or bf16",
-                          dtr__dname(d->reduce_dtype));
+    DTR_CHECK(dtr__float_arg(d->reduce_dtype, func, "desc->reduce_dtype"));
     if (isnan(d->factor) || isinf(d->factor))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "desc->factor: not finite");
     for (int i = 0; i < d->nparams; i++) DTR_CHECK(dtr__check_param(&d->params[i], i, func));
@@ -85,9 +69,9 @@ static void dtr__layout(dtr_param_group_t *g) {
         dtr_chunk(m->len, g->rs, g->index, &m->rows, &off);
         m->piece = m->outer * m->chunk * m->inner;
         m->offset = at;
-        at += dtr__align(m->piece * ritem);
+        at += dtr__fused_align(m->piece * ritem);
         m->goffset = gat;
-        gat += dtr__align(m->piece * m->item);
+        gat += dtr__fused_align(m->piece * m->item);
     }
     g->fused_bytes = at;
     g->gather_bytes = gat;

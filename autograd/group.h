@@ -28,7 +28,7 @@
  * space and the packing, casts, divides and accumulation go through its table (memory.h;
  * accumulation needs its optional `add`, divides take whole numbers, so a fractional
  * factor is UNSUPPORTED there). A context staging a host backend holds one operation at a
- * time, so there the pipeline completes each all-reduce before the next reduce-scatter.
+ * time, so there each operation completes before the next one starts.
  */
 #ifndef DTR_AUTOGRAD_GROUP_H
 #define DTR_AUTOGRAD_GROUP_H

@@ -3,15 +3,14 @@
  * reduce-scatter, completes the all-reduce before it (group k-2's), starts group k's
  * reduce-scatter, then starts group k-1's all-reduce. So group k's reduce-scatter and group
  * k-1's all-reduce are in flight together while the caller computes group k+1's gradients;
- * every rank issues the same operations in the same order. A context that stages a host
- * backend for a memory space holds one operation at a time: there the previous group's
- * all-reduce completes before the next reduce-scatter starts.
+ * every rank issues the same operations in the same order. (A context that stages a host
+ * backend for a memory space holds one operation at a time; its group operations complete
+ * one before the next starts: executor/group.h.)
  */
 #include <stdlib.h>
 
 #include "autograd/group_internal.h"
 #include "core/internal.h"
-#include "redistribute/executor/group.h"
 
 struct dtr_grad_pipeline {
     dtr_context_t *ctx;
@@ -62,14 +61,6 @@ dtr_status_t dtr_grad_pipeline_push(dtr_grad_pipeline_t *p, dtr_param_group_t *g
                           "g: made on another context than the pipeline's");
     dtr_param_group_t *prev;
     DTR_CHECK(dtr__drain_two(p, &prev));
-    if (prev != NULL && !dtr__group_concurrent(p->ctx)) {
-        /* A staged context holds one operation at a time: the previous group's all-reduce
-         * runs to completion first. */
-        dtr_status_t s2 = dtr__group_ar_start(prev);
-        if (s2 == DTR_OK) s2 = dtr__group_ar_done(prev);
-        prev = NULL;
-        DTR_CHECK(s2);
-    }
     dtr_status_t st = dtr__group_begin(g, grads, grad_bytes, sync, outs, out_bytes, func);
     if (st == DTR_OK) p->rs = g;
     /* The previous group's all-reduce runs whether or not g could start: every rank got the

@@ -129,16 +129,6 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
         if (st_ != DTR_OK) return st_;                                                     \
     } while (0)
 
-/* The most parameters one group may have here. */
-#define DTR__MAX_GROUP 4096
-
-static dtr_status_t dtr__model_error(dtr_status_t st, const char *fmt, int n) {
-    fprintf(stderr, "dtr grad: ");
-    fprintf(stderr, fmt, n);
-    fprintf(stderr, "\n");
-    return st;
-}
-
 /* Everything one rank holds for the three ways. */
 typedef struct {
     const dtr__model_args_t *a;
@@ -155,6 +145,10 @@ typedef struct {
     dtr_param_group_t **groups;
     void **grads, **outs;
     size_t *grad_bytes, *out_bytes;
+    /* the same, listed in `order`: group g's arrays start at first[g] */
+    const void **ggrads;
+    void **gouts;
+    size_t *ggrad_bytes, *gout_bytes;
     char *grad_arena, *out_arena;
     int64_t numel, base_count; /* all elements; the baseline's elements per member */
     void *base_recv, *base_out;
@@ -192,17 +186,18 @@ static dtr_status_t dtr__model_groups(dtr__model_t *s) {
 static dtr_status_t dtr__model_setup(dtr__model_t *s) {
     const dtr__model_args_t *a = s->a;
     DTR__TRY(dtr__model_groups(s));
-    for (int g = 0; g < s->ngroups; g++)
-        if (s->first[g + 1] - s->first[g] > DTR__MAX_GROUP)
-            return dtr__model_error(DTR_ERR_INVALID_ARGUMENT, "--model: a group of more than %d "
-                                    "parameters", DTR__MAX_GROUP);
     s->red = calloc((size_t)s->n, sizeof *s->red);
     s->groups = calloc((size_t)s->ngroups, sizeof *s->groups);
     s->grads = calloc((size_t)s->n, sizeof *s->grads);
     s->outs = calloc((size_t)s->n, sizeof *s->outs);
     s->grad_bytes = calloc((size_t)s->n, sizeof *s->grad_bytes);
     s->out_bytes = calloc((size_t)s->n, sizeof *s->out_bytes);
-    if (!s->red || !s->groups || !s->grads || !s->outs || !s->grad_bytes || !s->out_bytes)
+    s->ggrads = calloc((size_t)s->n, sizeof *s->ggrads);
+    s->gouts = calloc((size_t)s->n, sizeof *s->gouts);
+    s->ggrad_bytes = calloc((size_t)s->n, sizeof *s->ggrad_bytes);
+    s->gout_bytes = calloc((size_t)s->n, sizeof *s->gout_bytes);
+    if (!s->red || !s->groups || !s->grads || !s->outs || !s->grad_bytes || !s->out_bytes ||
+        !s->ggrads || !s->gouts || !s->ggrad_bytes || !s->gout_bytes)
         return DTR_ERR_OUT_OF_MEMORY;
     int64_t gtotal = 0, ototal = 0;
     s->numel = 0;
@@ -232,6 +227,13 @@ static dtr_status_t dtr__model_setup(dtr__model_t *s) {
         s->outs[i] = s->out_arena + ooff;
         goff += ((int64_t)s->grad_bytes[i] + 63) / 64 * 64;
         ooff += ((int64_t)s->out_bytes[i] + 63) / 64 * 64;
+    }
+    for (int k = 0; k < s->n; k++) {
+        int i = s->order[k];
+        s->ggrads[k] = s->grads[i];
+        s->gouts[k] = s->outs[i];
+        s->ggrad_bytes[k] = s->grad_bytes[i];
+        s->gout_bytes[k] = s->out_bytes[i];
     }
     for (int g = 0; g < s->ngroups; g++) {
         int cnt = s->first[g + 1] - s->first[g];
@@ -265,6 +267,10 @@ static void dtr__model_free(dtr__model_t *s) {
     free(s->outs);
     free(s->grad_bytes);
     free(s->out_bytes);
+    free(s->ggrads);
+    free(s->gouts);
+    free(s->ggrad_bytes);
+    free(s->gout_bytes);
     free(s->grad_arena);
     free(s->out_arena);
     free(s->base_recv);
@@ -293,20 +299,11 @@ static dtr_status_t dtr__per_tensor(dtr__model_t *s, bool sync) {
 
 /* One microbatch as groups: pushed through the pipeline in backward order. */
 static dtr_status_t dtr__grouped(dtr__model_t *s, dtr_grad_pipeline_t *p, bool sync) {
-    const void *grads[DTR__MAX_GROUP];
-    void *outs[DTR__MAX_GROUP];
-    size_t gb[DTR__MAX_GROUP], ob[DTR__MAX_GROUP];
     dtr_status_t st = DTR_OK;
     for (int g = s->ngroups - 1; g >= 0 && st == DTR_OK; g--) {
-        int cnt = s->first[g + 1] - s->first[g];
-        for (int k = 0; k < cnt; k++) {
-            int i = s->order[s->first[g] + k];
-            grads[k] = s->grads[i];
-            outs[k] = s->outs[i];
-            gb[k] = s->grad_bytes[i];
-            ob[k] = s->out_bytes[i];
-        }
-        st = dtr_grad_pipeline_push(p, s->groups[g], grads, gb, sync, outs, ob);
+        int f = s->first[g];
+        st = dtr_grad_pipeline_push(p, s->groups[g], &s->ggrads[f], &s->ggrad_bytes[f], sync,
+                                    &s->gouts[f], &s->gout_bytes[f]);
     }
     dtr_status_t fin = dtr_grad_pipeline_finish(p);
     return st != DTR_OK ? st : fin;

@@ -182,6 +182,12 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
         return DTR_OK;
     }
     if (count == 0) return DTR_OK;
+    if (ctx->ops == &ctx->staged_ops) {
+        /* The staging backend holds one operation (staged.c): the other slot's completes
+         * first, its received bytes copied back; its owner's complete then finds it done. */
+        bool done;
+        DTR_CHECK(dtr__group_complete(ctx, 1 - slot, true, &done));
+    }
     dtr_status_t st =
         kind == DTR__GROUP_ALL_REDUCE
             ? ctx->ops->all_reduce(group, send, recv, count, dtype, op, &g->req)
@@ -203,12 +209,6 @@ dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool 
     if (st != DTR_OK || *done) g->group = NULL;
     if (st != DTR_OK) *done = true;
     return st;
-}
-
-bool dtr__group_concurrent(const dtr_context_t *ctx) { return ctx->ops != &ctx->staged_ops; }
-
-bool dtr__group_busy(const dtr_context_t *ctx, int slot) {
-    return ctx->gops[slot].group != NULL;
 }
 
 bool dtr__group_has_avg(const dtr_context_t *ctx) {

@@ -34,7 +34,9 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
  * elements for the reductions and bytes per member for the all-gather; `op` goes to the
  * backend as is (AVG only where dtr__group_has_avg). A group of one copies and is done.
  * dtr__group_complete tests (block false) or waits for the slot's operation under the
- * context's deadline; *done true frees the slot.
+ * context's deadline; *done true frees the slot. A context staging a host backend for a
+ * memory space holds one operation (staged.c): there a start first completes the other
+ * slot's operation.
  */
 typedef enum {
     DTR__GROUP_ALL_REDUCE = 0,
@@ -54,11 +56,6 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
                               unsigned dims, dtr__group_kind_t kind, const void *send,
                               void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
-/* Whether the context can hold both slots in flight at once: not when it stages a host
- * backend through host memory for a memory space (staged.c holds one operation). */
-bool dtr__group_concurrent(const dtr_context_t *ctx);
-/* Whether slot has an operation in flight. */
-bool dtr__group_busy(const dtr_context_t *ctx, int slot);
 /* Whether the backend reduces AVG itself (otherwise callers SUM and divide once). */
 bool dtr__group_has_avg(const dtr_context_t *ctx);
 /* A host buffer of at least `bytes` owned by the context, for packing one operation's send;
