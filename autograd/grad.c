@@ -37,7 +37,7 @@ dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t
                                  unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
     (void)arg;
     int64_t n;
-    DTR_CHECK(dtr__host_only(ctx, __func__));
+    DTR_CHECK_PTR(ctx, __func__);
     DTR_CHECK(dtr__float_arg(dtype, __func__, "dtype"));
     DTR_CHECK(dtr_mesh_group_size(mesh, dims, &n));
     /* Agree before dividing, so that an error anywhere leaves buf as it was. */
@@ -46,7 +46,8 @@ dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t
     uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
     DTR_CHECK(dtr__group_agree(ctx, mesh, dims, __func__, h,
                                msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg));
-    if (count > 0) dtr__divide_by(dtype, buf, count, (double)n);
+    /* On a memory space the divide is its kernel (n is whole). */
+    DTR_CHECK(dtr__group_divide(ctx, dtype, buf, count, (double)n, __func__));
     return dtr__group_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM, false,
                              false);
 }
@@ -56,21 +57,25 @@ static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_d
                                     dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                     void *buf, int64_t count, dtr_dtype_t dtype,
                                     const char *func) {
-    DTR_CHECK(dtr__host_only(ctx, func));
+    DTR_CHECK_PTR(ctx, func);
     DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
     if (low != DTR_F16 && low != DTR_BF16)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "low: %s, must be f16 or bf16",
                           dtr_dtype_name(low) != NULL ? dtr_dtype_name(low) : "?");
     if (dtype == low || count <= 0 || buf == NULL)
         return hook(hook_arg, ctx, mesh, dims, buf, count, dtype);
-    void *tmp = malloc((size_t)count * 2);
-    if (tmp == NULL)
-        return dtr__fail_together(ctx, mesh, dims, DTR_ERR_OUT_OF_MEMORY, func,
-                                  "no memory for the low-precision copy");
-    dtr__convert(dtype, buf, low, tmp, count);
-    dtr_status_t st = hook(hook_arg, ctx, mesh, dims, tmp, count, low);
-    if (st == DTR_OK) dtr__convert(low, tmp, dtype, buf, count);
-    free(tmp);
+    /* The copy and both casts are of the context's memory (its space's kernels). */
+    void *tmp = NULL;
+    dtr_status_t st = dtr__group_alloc(ctx, count * 2, &tmp, func);
+    if (st == DTR_OK) st = dtr__group_cast(ctx, dtype, buf, low, tmp, count);
+    if (st != DTR_OK) {
+        dtr__group_free(ctx, tmp);
+        return dtr__fail_together(ctx, mesh, dims, st, func,
+                                  "no low-precision copy (allocation or cast failed)");
+    }
+    st = hook(hook_arg, ctx, mesh, dims, tmp, count, low);
+    if (st == DTR_OK) st = dtr__group_cast(ctx, low, tmp, dtype, buf, count);
+    dtr__group_free(ctx, tmp);
     return st;
 }
 
@@ -159,7 +164,6 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     DTR_CHECK_PTR(ctx, __func__);
     DTR_CHECK_PTR(desc, __func__);
     DTR_CHECK_PTR(out, __func__);
-    DTR_CHECK(dtr__host_only(ctx, __func__));
     const dtr_reducer_desc_t *d = desc;
     if (d->mesh == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "desc->mesh: must not be NULL");
@@ -201,6 +205,15 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
         free(r);
         return st;
     }
+    /* A memory space divides by whole numbers only (memory.h). */
+    dtr_grad_factors_t f = r->f;
+    if (dtr__group_on_space(ctx) && (f.pre != floor(f.pre) || f.post != floor(f.post))) {
+        free(r);
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "desc->factor: %g divides by %g and %g, and %s memory divides by "
+                          "whole numbers only",
+                          f.factor, f.pre, f.post, dtr_context_memory(ctx));
+    }
     r->outer = r->inner = 1;
     for (int i = 0; i < d->shard_dim; i++) r->outer *= d->shape[i];
     for (int i = d->shard_dim + 1; i < d->ndim; i++) r->inner *= d->shape[i];
@@ -209,14 +222,14 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     dtr_chunk(r->len, rs, index, &r->rows, &off);
     r->chunk = (r->len + rs - 1) / rs; /* torch.chunk's size: uneven dims pad the last pieces */
     r->piece = r->outer * r->chunk * r->inner;
+    /* The buffers are of the context's memory; the accumulator comes with the first
+     * microbatch that skips the all-reduce. */
     int64_t item = dtr__item(d->reduce_dtype);
-    r->send = calloc((size_t)(rs * r->piece > 0 ? rs * r->piece : 1), (size_t)item);
-    r->recv = calloc((size_t)(r->piece > 0 ? r->piece : 1), (size_t)item);
-    r->acc = calloc((size_t)(r->piece > 0 ? r->piece : 1), (size_t)item);
-    if (r->send == NULL || r->recv == NULL || r->acc == NULL) {
-        long long elements = (long long)((rs + 2) * r->piece);
+    st = dtr__group_alloc(ctx, rs * r->piece * item, &r->send, __func__);
+    if (st == DTR_OK) st = dtr__group_alloc(ctx, r->piece * item, &r->recv, __func__);
+    if (st != DTR_OK) {
         dtr_reducer_destroy(r);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "buffers of %lld elements", elements);
+        return st;
     }
     uint64_t h = 1469598103934665603ull;
     h = dtr__fnv(h, d->shard_dims);
@@ -233,9 +246,9 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
 
 void dtr_reducer_destroy(dtr_reducer_t *r) {
     if (r == NULL) return;
-    free(r->send);
-    free(r->recv);
-    free(r->acc);
+    dtr__group_free(r->ctx, r->send);
+    dtr__group_free(r->ctx, r->recv);
+    dtr__group_free(r->ctx, r->acc);
     free(r);
 }
 
@@ -263,30 +276,35 @@ int dtr_grad_ops(const dtr_grad_factors_t *f, const char **names, int cap) {
 
 /* Packs the gradient into rs equal pieces of the reduce dtype: piece k holds rows
  * [k * chunk, (k + 1) * chunk) of the shard dim, zero past the end; pre-divided. */
-static void dtr__pack(dtr_reducer_t *r, const void *grad) {
+static dtr_status_t dtr__pack(dtr_reducer_t *r, const void *grad) {
+    dtr_context_t *ctx = r->ctx;
     dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
     int64_t pitem = dtr__item(pt), ritem = dtr__item(rt);
     int64_t row = r->chunk * r->inner; /* elements of one outer slice of a piece */
-    memset(r->send, 0, (size_t)(r->rs * r->piece * ritem));
+    DTR_CHECK(dtr__group_zero(ctx, r->send, r->rs * r->piece * ritem));
     for (int64_t k = 0; k < r->rs; k++) {
         int64_t lo = k * r->chunk, hi = lo + r->chunk < r->len ? lo + r->chunk : r->len;
         if (hi <= lo) continue;
         for (int64_t o = 0; o < r->outer; o++) {
             const char *src = (const char *)grad + ((o * r->len + lo) * r->inner) * pitem;
             char *dst = (char *)r->send + (k * r->piece + o * row) * ritem;
-            dtr__convert(pt, src, rt, dst, (hi - lo) * r->inner);
+            DTR_CHECK(dtr__group_cast(ctx, pt, src, rt, dst, (hi - lo) * r->inner));
         }
     }
-    if (r->f.pre != 1) dtr__divide_by(rt, r->send, r->rs * r->piece, r->f.pre);
+    return dtr__group_divide(ctx, rt, r->send, r->rs * r->piece, r->f.pre,
+                             "dtr_reducer_reduce");
 }
 
 /* Copies this rank's real rows of the reduced piece into out, cast to the param dtype. */
-static void dtr__unpack(dtr_reducer_t *r, void *out) {
+static dtr_status_t dtr__unpack(dtr_reducer_t *r, void *out) {
     dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
     int64_t pitem = dtr__item(pt), ritem = dtr__item(rt);
-    for (int64_t o = 0; o < r->outer; o++)
-        dtr__convert(rt, (const char *)r->recv + o * r->chunk * r->inner * ritem, pt,
-                     (char *)out + o * r->rows * r->inner * pitem, r->rows * r->inner);
+    for (int64_t o = 0; o < r->outer && r->rows > 0; o++)
+        DTR_CHECK(dtr__group_cast(r->ctx, rt,
+                                  (const char *)r->recv + o * r->chunk * r->inner * ritem, pt,
+                                  (char *)out + o * r->rows * r->inner * pitem,
+                                  r->rows * r->inner));
+    return DTR_OK;
 }
 
 dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_bytes, bool sync,
@@ -313,29 +331,37 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
                  (long long)(shard * pitem));
     } else if (sync && out == NULL && shard > 0)
         snprintf(msg, sizeof msg, "out: must not be NULL");
-    else
+    else if (!sync && !dtr__group_can_add(r->ctx)) {
+        local = DTR_ERR_UNSUPPORTED;
+        snprintf(msg, sizeof msg, "sync: false needs the memory space's add (memory.h) to "
+                                  "accumulate, and %s memory has none",
+                 dtr_context_memory(r->ctx));
+    } else
         local = DTR_OK;
     DTR_CHECK(dtr__group_agree(r->ctx, mesh, all, func, dtr__fnv(r->hash, sync), local, msg));
 
     dtr_dtype_t rt = r->d.reduce_dtype;
-    dtr__pack(r, grad);
+    int64_t bytes = r->piece * dtr__item(rt);
+    DTR_CHECK(dtr__pack(r, grad));
     /* Both groups agreed above: the collectives skip their own agreement. */
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
                                 r->f.rs_op, true, false));
     if (!sync) {
         /* Skips the all-reduce: keep the reduce-scatter output for the synced microbatch. */
-        if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->recv, r->acc, r->piece);
-        else memcpy(r->acc, r->recv, (size_t)(r->piece * dtr__item(rt)));
+        if (r->acc == NULL) DTR_CHECK(dtr__group_alloc(r->ctx, bytes, &r->acc, func));
+        if (r->have_acc) DTR_CHECK(dtr__group_add(r->ctx, rt, r->recv, r->acc, r->piece, func));
+        else DTR_CHECK(dtr__group_copy(r->ctx, r->acc, r->recv, bytes));
         r->have_acc = true;
         return DTR_OK;
     }
-    if (r->have_acc) dtr__combine(rt, DTR_REDUCE_SUM, r->acc, r->recv, r->piece);
+    dtr_status_t st = DTR_OK;
+    if (r->have_acc) st = dtr__group_add(r->ctx, rt, r->acc, r->recv, r->piece, func);
     r->have_acc = false;
+    DTR_CHECK(st);
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece,
                                 rt, r->f.ar_op, false, false));
-    if (r->f.post != 1) dtr__divide_by(rt, r->recv, r->piece, r->f.post);
-    dtr__unpack(r, out);
-    return DTR_OK;
+    DTR_CHECK(dtr__group_divide(r->ctx, rt, r->recv, r->piece, r->f.post, func));
+    return dtr__unpack(r, out);
 }
 
 /* ---- the fused all-reduce ----------------------------------------------------------- */
@@ -350,7 +376,6 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
     static const char func[] = "dtr_fused_all_reduce";
     DTR_CHECK_PTR(ctx, func);
     DTR_CHECK_PTR(mesh, func);
-    DTR_CHECK(dtr__host_only(ctx, func));
     if (n < 0 || (n > 0 && entries == NULL))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "entries/n: %d entries at %p", n,
                           (void *)entries);
@@ -379,32 +404,34 @@ dtr_status_t dtr_fused_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh,
         }
         if (bad != NULL)
             return dtr__fail_together(ctx, mesh, dims, DTR_ERR_INVALID_ARGUMENT, func, bad);
-        char *fused = calloc((size_t)(total > 0 ? total : 1), 1);
-        if (fused == NULL)
-            return dtr__fail_together(ctx, mesh, dims, DTR_ERR_OUT_OF_MEMORY, func,
-                                      "no memory for the fused buffer");
+        /* The fused buffer, its packing and the divide are of the context's memory. */
+        char *fused = NULL;
+        dtr_status_t st = dtr__group_alloc(ctx, total, (void **)&fused, func);
+        if (st == DTR_OK) st = dtr__group_zero(ctx, fused, total);
         int64_t at = 0;
-        for (int k = first; k < n; k++) {
+        for (int k = first; k < n && st == DTR_OK; k++) {
             if (entries[k].dims != dims) continue;
-            if (entries[k].count > 0)
-                memcpy(fused + at, entries[k].buf, (size_t)(entries[k].count * item));
+            st = dtr__group_copy(ctx, fused + at, entries[k].buf, entries[k].count * item);
             at += dtr__fused_align(entries[k].count * item);
+        }
+        if (st != DTR_OK) {
+            dtr__group_free(ctx, fused);
+            return dtr__fail_together(ctx, mesh, dims, st, func,
+                                      "no fused buffer (allocation or packing failed)");
         }
         /* The padding is zero everywhere, so it sums to zero: reduce the whole buffer. */
         int64_t gsize, count = total / item;
         dtr_mesh_group_size(mesh, dims, &gsize);
-        dtr_status_t st = dtr_all_reduce(ctx, mesh, dims, fused, fused, count, dtype,
-                                         DTR_REDUCE_SUM);
+        st = dtr_all_reduce(ctx, mesh, dims, fused, fused, count, dtype, DTR_REDUCE_SUM);
         if (st == DTR_OK && op == DTR_REDUCE_AVG && gsize > 1)
-            dtr__divide(dtype, fused, fused, count, gsize);
+            st = dtr__group_divide(ctx, dtype, fused, count, (double)gsize, func);
         at = 0;
         for (int k = first; k < n && st == DTR_OK; k++) {
             if (entries[k].dims != dims) continue;
-            if (entries[k].count > 0)
-                memcpy(entries[k].buf, fused + at, (size_t)(entries[k].count * item));
+            st = dtr__group_copy(ctx, entries[k].buf, fused + at, entries[k].count * item);
             at += dtr__fused_align(entries[k].count * item);
         }
-        free(fused);
+        dtr__group_free(ctx, fused);
         if (st != DTR_OK) return st;
         if (total > largest) largest = total;
     }

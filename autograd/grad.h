@@ -9,6 +9,16 @@
  * Groups are named by a mask of mesh dims (bit i = mesh dim i), as for dtr_all_reduce: on a
  * 2x4 HSDP mesh, mesh dim 0 (mask 0x1) is the replicate group and mesh dim 1 (0x2) the
  * shard group.
+ *
+ * Any memory space: on a context with one (dtr_context_set_memory), every buffer passed in
+ * is of the space, the library's own (the low-precision copy, the reducer's pieces and
+ * accumulator, the fused buffer) are allocated there, and every cast, divide, copy and
+ * accumulation goes through the space's table (memory.h). Its divide takes whole numbers,
+ * so a reducer whose factors are fractional (a user factor of 2.5; f16 on 6 ranks: pre 4,
+ * post 1.5) is UNSUPPORTED there at create, naming desc->factor; accumulation (sync false)
+ * needs the space's optional add and is UNSUPPORTED without it, naming sync. A space that
+ * refuses a buffer (a host address on a device context) fails the call on every rank that
+ * passed one.
  */
 #ifndef DTR_AUTOGRAD_GRAD_H
 #define DTR_AUTOGRAD_GRAD_H

@@ -45,8 +45,6 @@ struct dtr_tape {
     dtr__record_t *recs;
     int n, cap;
     dtr_plan_t *plan; /* the backward plan being run */
-    void *buf[2];
-    size_t buf_cap[2];
 };
 
 dtr_status_t dtr_tape_create(const dtr_plan_options_t *opts, dtr_tape_t **out) {
@@ -68,8 +66,6 @@ void dtr_tape_destroy(dtr_tape_t *tape) {
     if (tape == NULL) return;
     free(tape->recs);
     free(tape->plan);
-    free(tape->buf[0]);
-    free(tape->buf[1]);
     free(tape);
 }
 
@@ -143,25 +139,29 @@ dtr_status_t dtr_tape_to_local(dtr_tape_t *tape, const dtr_placement_t *grad_pla
     return dtr__push(tape, &r, __func__);
 }
 
-static dtr_status_t dtr__grow(dtr_tape_t *t, int k, size_t bytes) {
-    if (bytes <= t->buf_cap[k]) return DTR_OK;
-    void *p = realloc(t->buf[k], bytes);
-    if (p == NULL)
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_tape_backward", "%zu bytes of gradient",
-                          bytes);
-    t->buf[k] = p;
-    t->buf_cap[k] = bytes;
+/* The two gradient buffers a backward alternates between, of the context's memory (host or
+ * its space), held for one call. */
+typedef struct {
+    dtr_context_t *ctx;
+    void *p[2];
+    int64_t cap[2];
+} dtr__tbufs_t;
+
+static dtr_status_t dtr__grow(dtr__tbufs_t *b, int k, int64_t bytes) {
+    if (bytes <= b->cap[k]) return DTR_OK;
+    dtr__group_free(b->ctx, b->p[k]);
+    b->p[k] = NULL;
+    b->cap[k] = 0;
+    DTR_CHECK(dtr__group_alloc(b->ctx, bytes, &b->p[k], "dtr_tape_backward"));
+    b->cap[k] = bytes;
     return DTR_OK;
 }
 
-dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void *grad,
-                               size_t grad_bytes, void *out, size_t out_bytes,
-                               dtr_spec_t *out_spec) {
+static dtr_status_t dtr__backward(dtr_tape_t *tape, dtr__tbufs_t *b, const void *grad,
+                                  size_t grad_bytes, void *out, size_t out_bytes,
+                                  dtr_spec_t *out_spec) {
     static const char func[] = "dtr_tape_backward";
-    DTR_CHECK_PTR(tape, func);
-    DTR_CHECK_PTR(ctx, func);
-    DTR_CHECK(dtr__host_only(ctx, func));
-    if (tape->n == 0) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "tape: empty");
+    dtr_context_t *ctx = b->ctx;
     const dtr__record_t *last = &tape->recs[tape->n - 1];
     dtr_spec_t cur = last->kind == DTR__TO_LOCAL ? last->grad : last->out;
     const void *at = grad;
@@ -177,14 +177,14 @@ dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void 
         dtr_layout_t l = {0};
         if (dtr_spec_layout(&tape->plan->dst, rank, &l) != DTR_OK) l.bytes = (int64_t)at_bytes;
         if (tape->plan->nsteps > 0) {
-            DTR_CHECK(dtr__grow(tape, next, (size_t)l.bytes + 1));
-            dtr_status_t st = dtr_redistribute(ctx, tape->plan, at, at_bytes, tape->buf[next],
+            DTR_CHECK(dtr__grow(b, next, l.bytes + 1));
+            dtr_status_t st = dtr_redistribute(ctx, tape->plan, at, at_bytes, b->p[next],
                                                (size_t)l.bytes);
             if (st != DTR_OK)
                 return dtr__error(st, func, "record %d (%s): %s", i + 1,
                                   r->kind == DTR__FROM_LOCAL ? "from_local" : "redistribute",
                                   dtr_last_error());
-            at = tape->buf[next];
+            at = b->p[next];
             at_bytes = (size_t)l.bytes;
             next ^= 1;
             moved = true;
@@ -207,7 +207,30 @@ dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void 
                           at_bytes);
     if (at_bytes > 0 && out == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "out: must not be NULL");
-    if (at_bytes > 0) memmove(out, at, at_bytes);
+    if (at_bytes > 0 && out != at) {
+        if (dtr__group_on_space(ctx)) {
+            if (dtr__bytes_overlap(out, at_bytes, at, at_bytes))
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                                  "out: overlaps grad partly (pass the same buffer or separate ones)");
+            DTR_CHECK(dtr__group_copy(ctx, out, at, (int64_t)at_bytes));
+        } else {
+            memmove(out, at, at_bytes);
+        }
+    }
     if (out_spec != NULL) *out_spec = cur;
     return DTR_OK;
+}
+
+dtr_status_t dtr_tape_backward(dtr_tape_t *tape, dtr_context_t *ctx, const void *grad,
+                               size_t grad_bytes, void *out, size_t out_bytes,
+                               dtr_spec_t *out_spec) {
+    static const char func[] = "dtr_tape_backward";
+    DTR_CHECK_PTR(tape, func);
+    DTR_CHECK_PTR(ctx, func);
+    if (tape->n == 0) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "tape: empty");
+    dtr__tbufs_t b = {.ctx = ctx};
+    dtr_status_t st = dtr__backward(tape, &b, grad, grad_bytes, out, out_bytes, out_spec);
+    dtr__group_free(ctx, b.p[0]);
+    dtr__group_free(ctx, b.p[1]);
+    return st;
 }

@@ -13,6 +13,10 @@
  *     executor;
  *   - from_local's backward: the gradient goes to the forward placements by the same rule
  *     (Partial becomes Replicate unless the gradient is Partial there), then it is local.
+ *
+ * The tape records specs only; the context given to dtr_tape_backward says where the
+ * gradients live: on one with a memory space, grad and out are of the space and the
+ * intermediate gradients are allocated there for the call.
  */
 #ifndef DTR_AUTOGRAD_TAPE_H
 #define DTR_AUTOGRAD_TAPE_H

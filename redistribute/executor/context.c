@@ -136,14 +136,6 @@ fail:
     return st;
 }
 
-dtr_status_t dtr__host_only(const dtr_context_t *ctx, const char *func) {
-    if (ctx == NULL || ctx->mem == NULL) return DTR_OK;
-    return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                      "ctx: its memory is %s; gradient hooks, reducers and the tape work on host "
-                      "buffers only (dtr_all_reduce and dtr_reduce_scatter take %s buffers)",
-                      ctx->mem->name, ctx->mem->name);
-}
-
 const char *dtr_context_memory(const dtr_context_t *ctx) {
     if (ctx == NULL) return "";
     return ctx->mem == NULL ? "host" : ctx->mem->name != NULL ? ctx->mem->name : "unnamed";

@@ -1,7 +1,7 @@
 /*
  * What the executor offers the layers above it (autograd/) beyond its public API: the group
- * collectives with the argument agreement apart, and the check that a context works on host
- * memory.
+ * collectives with the argument agreement apart, started operations for the parameter
+ * groups, and local work (casts, divides, copies) on the context's memory.
  */
 #ifndef DTR_REDISTRIBUTE_EXECUTOR_GROUP_H
 #define DTR_REDISTRIBUTE_EXECUTOR_GROUP_H
@@ -81,9 +81,5 @@ dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
                                int64_t count, double d, const char *func);
 dtr_status_t dtr__group_add(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
                             int64_t count, const char *func);
-
-/* INVALID_ARGUMENT naming func unless ctx works on host memory (the gradient hooks and the
- * tape convert, scale and stage gradients on the host). */
-dtr_status_t dtr__host_only(const dtr_context_t *ctx, const char *func);
 
 #endif

@@ -19,11 +19,31 @@
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/autograd/recording_backend.h"
+#include "tests/redistribute/fake_device.h"
 
 /* ---- values ------------------------------------------------------------------------- */
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
 static dtr_context_t *ctx;
+/* Set while ctx is a fake-device context: the cases copy their buffers into the space and
+ * back around each call (test_device). */
+static int on_device;
+
+/* A fake-device copy of n host bytes (on_device), or the host buffer itself. */
+static void *dev_in(const void *h, size_t n) {
+    if (!on_device) return (void *)h;
+    void *d = NULL;
+    fake_device_ops()->alloc(NULL, (int64_t)n + 1, &d);
+    fake_device_ops()->copy(NULL, d, h, (int64_t)n, DTR_COPY_FROM_HOST);
+    return d;
+}
+
+/* Copies a dev_in buffer back into h and frees it. */
+static void dev_out(void *h, void *d, size_t n) {
+    if (!on_device) return;
+    fake_device_ops()->copy(NULL, h, d, (int64_t)n, DTR_COPY_TO_HOST);
+    fake_device_ops()->free(NULL, d);
+}
 
 /* Rank p's gradient at element k of microbatch m: an integer in -8..7. */
 static double val(int p, int m, int64_t k) { return (double)((k * 7 + p * 13 + m * 5) % 16 - 8); }
@@ -60,7 +80,9 @@ static int hook_case(dtr_grad_hook_fn hook, void *arg, unsigned dims, dtr_dtype_
     size_t item = (size_t)dtr_dtype_info(t)->size;
     void *buf = malloc((size_t)count * item + 1);
     fill(t, buf, count, 0, 0, 1, 1);
-    dtr_status_t st = hook(arg, ctx, mesh, dims, buf, count, t);
+    void *d = dev_in(buf, (size_t)count * item);
+    dtr_status_t st = hook(arg, ctx, mesh, dims, d, count, t);
+    dev_out(buf, d, (size_t)count * item);
     int ok = st == DTR_OK;
     for (int64_t k = 0; k < count && ok; k++) {
         double got = dtr__load(t, buf, k), want = group_mean(dims, k, 0, 1);
@@ -178,8 +200,12 @@ static int reducer_case(const rcase_t *c, const char *what, float *wrong_out, in
     for (int m = 0; m < c->microbatches && ok; m++) {
         fill(DTR_F32, grad, numel, m, 0, 1, 1.0 / c->microbatches);
         memcpy(copy, grad, (size_t)numel * sizeof *grad);
-        st = dtr_reducer_reduce(r, grad, (size_t)numel * sizeof *grad,
-                                m == c->microbatches - 1, out, (size_t)shard_numel * sizeof *out);
+        void *dg = dev_in(grad, (size_t)numel * sizeof *grad);
+        void *dout = dev_in(out, (size_t)shard_numel * sizeof *out);
+        st = dtr_reducer_reduce(r, dg, (size_t)numel * sizeof *grad,
+                                m == c->microbatches - 1, dout, (size_t)shard_numel * sizeof *out);
+        dev_out(grad, dg, (size_t)numel * sizeof *grad);
+        dev_out(out, dout, (size_t)shard_numel * sizeof *out);
         ok = st == DTR_OK && memcmp(copy, grad, (size_t)numel * sizeof *grad) == 0;
         if (!ok) printf("rank %d: %s: microbatch %d: %s\n", rank, what, m, dtr_last_error());
     }
@@ -537,6 +563,139 @@ static void test_collectives(void) {
           "group sizes: 0x3 is 8, 0 is 1, 0x8 is INVALID_ARGUMENT");
 }
 
+/* ---- device contexts: the fake device space ------------------------------------------ */
+
+/* The fused all-reduce (AVG) of three device buffers, two groups: exact means. */
+static int fused_device_case(void) {
+    float a[3], b[130], c[7];
+    float *bufs[3] = {a, b, c};
+    int64_t counts[3] = {3, 130, 7};
+    unsigned dims[3] = {0x3, 0x3, 0x2};
+    dtr_fused_entry_t entries[3];
+    void *d[3];
+    for (int i = 0; i < 3; i++) {
+        fill(DTR_F32, bufs[i], counts[i], i, 0, 1, 1);
+        d[i] = dev_in(bufs[i], (size_t)counts[i] * sizeof(float));
+        entries[i] = (dtr_fused_entry_t){d[i], counts[i], dims[i]};
+    }
+    dtr_status_t st = dtr_fused_all_reduce(ctx, mesh, entries, 3, DTR_F32, DTR_REDUCE_AVG, NULL);
+    int ok = st == DTR_OK;
+    for (int i = 0; i < 3; i++) {
+        dev_out(bufs[i], d[i], (size_t)counts[i] * sizeof(float));
+        int members[8], n = group_of(dims[i], rank, members);
+        for (int64_t k = 0; k < counts[i] && ok; k++) {
+            double want = 0;
+            for (int q = 0; q < n; q++) want += val(members[q], i, k);
+            ok = bufs[i][k] == (float)(want / n);
+        }
+    }
+    return ok;
+}
+
+/* The hooks, the reducer and the fused all-reduce on a context whose memory is the fake
+ * device space: every buffer of the caller and of the library lives there, and the casts,
+ * divides, copies and accumulation go through the space's table (the space faults on a
+ * device address read directly, and refuses host addresses). */
+static void test_device(void) {
+    dtr_context_t *host_ctx = ctx, *dctx = NULL;
+    void *state = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &dctx) != DTR_OK ||
+        dtr_context_set_memory(dctx, fake_device_ops(), fake_device_state()) != DTR_OK) {
+        check(0, "device: a context on the fake device space");
+        return;
+    }
+    ctx = dctx;
+    on_device = 1;
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    char what[200];
+    fake_device_counts_t before = fake_device_counts();
+    for (int i = 0; i < 3; i++) {
+        snprintf(what, sizeof what, "device: all-reduce hook, %s, dims 0x3: the exact mean",
+                 dtr_dtype_name(types[i]));
+        check(hook_case(dtr_hook_all_reduce, NULL, 0x3, types[i], 1001), what);
+    }
+    check(fake_device_counts().divide > before.divide && fake_device_counts().refused == before.refused,
+          "device: the hooks divide through the space");
+    before = fake_device_counts();
+    check(hook_case(dtr_hook_fp16_compress, NULL, 0x3, DTR_F32, 777),
+          "device: fp16 compress hook on f32: the exact mean");
+    dtr_compress_wrapper_t wbf = {DTR_BF16, dtr_hook_all_reduce, NULL};
+    check(hook_case(dtr_hook_compress_wrapper, &wbf, 0x2, DTR_F32, 500),
+          "device: compress wrapper (bf16) around the all-reduce hook");
+    check(fake_device_counts().cast >= before.cast + 4,
+          "device: the compress hooks cast down and back through the space");
+
+    for (int i = 0; i < 3; i++) {
+        rcase_t acc = {.shard = 0x2, .rep = 0x1, .ndim = 3, .shape = {3, 11, 5}, .shard_dim = 1,
+                       .reduce = types[i], .microbatches = 2};
+        int differs = 0;
+        nrecs = 0;
+        before = fake_device_counts();
+        snprintf(what, sizeof what,
+                 "device: HSDP reducer, 3x11x5 on dim 1, 2 microbatches, reduce %s: exact, "
+                 "accumulated by the space's add",
+                 dtr_dtype_name(types[i]));
+        int ok = reducer_case(&acc, what, NULL, &differs);
+        check(ok && differs && nrecs == 3 && recs[2].kind == 'a' &&
+                  fake_device_counts().add > before.add &&
+                  fake_device_counts().refused == before.refused,
+              what);
+    }
+    rcase_t fsdp = {.shard = 0x3, .ndim = 1, .shape = {1003}, .reduce = DTR_F16,
+                    .microbatches = 1};
+    check(reducer_case(&fsdp, "device FSDP f16", NULL, NULL),
+          "device: FSDP reducer over 8, 1003 elements (uneven), f16 pre 4 post 2: exact");
+    check(fused_device_case(), "device: fused all-reduce AVG of 3 buffers in 2 groups: exact");
+
+    /* What a device space cannot do, and host buffers on a device context. */
+    dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1, .ndim = 1,
+                            .shape = {16}, .param_dtype = DTR_F32, .reduce_dtype = DTR_F32,
+                            .factor = 2.5};
+    dtr_reducer_t *r = NULL;
+    check(dtr_reducer_create(ctx, &d, &r) == DTR_ERR_UNSUPPORTED && r == NULL &&
+              strstr(dtr_last_error(), "desc->factor: 2.5") != NULL,
+          "device: reducer with factor 2.5: UNSUPPORTED naming desc->factor");
+    float h[16];
+    fill(DTR_F32, h, 16, 0, 0, 1, 1);
+    before = fake_device_counts();
+    dtr_status_t st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, h, 16, DTR_F32);
+    check(st != DTR_OK && fake_device_counts().refused > before.refused && h[0] == (float)val(rank, 0, 0),
+          "device: a host buffer given to the hook: refused by the space on every rank, kept");
+    on_device = 0;
+    dtr_context_destroy(dctx);
+
+    dtr_memory_ops_t no_add = *fake_device_ops();
+    no_add.add = NULL;
+    dctx = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
+        dtr_context_create(dtr_backend_mpi_ops(), state, &dctx) == DTR_OK &&
+        dtr_context_set_memory(dctx, &no_add, fake_device_state()) == DTR_OK) {
+        ctx = dctx;
+        on_device = 1;
+        d.factor = 0;
+        r = NULL;
+        float out[4];
+        void *dg = dev_in(h, sizeof h), *dout = dev_in(out, sizeof out);
+        st = dtr_reducer_create(ctx, &d, &r);
+        if (st == DTR_OK) st = dtr_reducer_reduce(r, dg, sizeof h, false, NULL, 0);
+        check(st == DTR_ERR_UNSUPPORTED && strstr(dtr_last_error(), "sync: false") != NULL,
+              "device: reducer on a space without add, sync false: UNSUPPORTED naming sync");
+        st = dtr_reducer_reduce(r, dg, sizeof h, true, dout, sizeof out);
+        dev_out(h, dg, sizeof h);
+        dev_out(out, dout, sizeof out);
+        int64_t ix;
+        dtr_mesh_group_index(mesh, 0x2, rank, &ix);
+        int ok = st == DTR_OK;
+        for (int k = 0; k < 4 && ok; k++) ok = out[k] == group_mean(0x3, ix * 4 + k, 0, 1);
+        check(ok, "device: a space without add still reduces a synced microbatch");
+        dtr_reducer_destroy(r);
+        on_device = 0;
+    }
+    dtr_context_destroy(dctx);
+    ctx = host_ctx;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -561,6 +720,7 @@ int main(int argc, char **argv) {
     test_reducer();
     test_fused();
     test_fp16_overflow();
+    test_device();
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
     int rc = mpi_check_finish("gradient reduction on 8 ranks");

@@ -14,9 +14,13 @@
 #include "dtr.h"
 #include "tests/mpi_check.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/redistribute/fake_device.h"
 #include "tools/pattern/pattern.h"
 
 static dtr_context_t *ctx;
+/* A second context whose memory is the fake device space: backward_case runs there too, its
+ * gradient and output copied into the space and back. */
+static dtr_context_t *dctx;
 
 
 static dtr_spec_t spec(const dtr_mesh_t *mesh, const char *placements, const char *shape) {
@@ -59,8 +63,23 @@ static int backward_case(dtr_tape_t *t, const dtr_spec_t *grad_spec, const char 
     memcpy(copy, g, gb);
     dtr_spec_t got;
     int ok = 1;
-    for (int pass = 0; pass < 2 && ok; pass++) { /* the tape runs backward again */
-        dtr_status_t st = dtr_tape_backward(t, ctx, g, gb, out, 4096, &got);
+    const dtr_memory_ops_t *m = fake_device_ops();
+    void *dg = NULL, *dout = NULL;
+    m->alloc(NULL, (int64_t)gb + 1, &dg);
+    m->alloc(NULL, 4096, &dout);
+    /* passes 0, 1 on the host context (the tape runs backward again), 2, 3 on the device */
+    for (int pass = 0; pass < 4 && ok; pass++) {
+        dtr_status_t st;
+        if (pass < 2) {
+            st = dtr_tape_backward(t, ctx, g, gb, out, 4096, &got);
+        } else {
+            m->copy(NULL, dg, g, (int64_t)gb, DTR_COPY_FROM_HOST);
+            memset(out, 0xff, 4096);
+            st = dtr_tape_backward(t, dctx, dg, gb, dout, 4096, &got);
+            m->copy(NULL, out, dout, 4096, DTR_COPY_TO_HOST);
+            m->copy(NULL, g, dg, (int64_t)gb, DTR_COPY_TO_HOST);
+            if (st != DTR_OK) printf("rank %d: device backward: %s\n", rank, dtr_last_error());
+        }
         ok = st == DTR_OK;
         if (!ok) break;
         char text[64];
@@ -74,6 +93,8 @@ static int backward_case(dtr_tape_t *t, const dtr_spec_t *grad_spec, const char 
              rep.mismatches == 0 && rep.checked > 0;
         ok = ok && memcmp(g, copy, gb) == 0;
     }
+    m->free(NULL, dg);
+    m->free(NULL, dout);
     free(g);
     free(copy);
     free(out);
@@ -93,7 +114,10 @@ int main(int argc, char **argv) {
     dtr_mesh_t *m4 = NULL, *m22 = NULL;
     dtr_mesh_parse("4", NULL, 0, &m4);
     dtr_mesh_parse("2x2", NULL, 0, &m22);
-    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) != DTR_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) != DTR_OK ||
+        dtr_context_create_mpi(MPI_COMM_WORLD, &dctx) != DTR_OK ||
+        dtr_context_set_memory(dctx, fake_device_ops(), fake_device_state()) != DTR_OK)
+        MPI_Abort(MPI_COMM_WORLD, 2);
     dtr_status_t st;
 
     /* from_local S(0) -> R -> S(1) -> to_local: the gradient in S(1) comes back as S(0). */
@@ -109,7 +133,8 @@ int main(int argc, char **argv) {
         check(st == DTR_OK && st2 == DTR_OK && st3 == DTR_OK && dtr_tape_length(t) == 4,
               "record from_local, two redistributions, to_local");
         check(backward_case(t, &s1, "S(0)"),
-              "S(0) -> R -> S(1) backward: S(1) gradient back to S(0), every value");
+              "S(0) -> R -> S(1) backward, on host and fake-device memory: S(1) gradient back "
+              "to S(0), every value");
         free(o1);
         free(o2);
         dtr_tape_destroy(t);
@@ -127,7 +152,8 @@ int main(int argc, char **argv) {
         dtr_status_t st2 = dtr_tape_to_local(t, gp);
         check(st == DTR_OK && st2 == DTR_OK, "record a P -> R chain");
         check(backward_case(t, &rs, "R,S(0)"),
-              "P source: the gradient stays Replicate (not Partial), values intact");
+              "P source, on host and fake-device memory: the gradient stays Replicate (not "
+              "Partial), values intact");
         free(o);
         dtr_tape_destroy(t);
     }
@@ -184,6 +210,7 @@ int main(int argc, char **argv) {
     }
 
     dtr_context_destroy(ctx);
+    dtr_context_destroy(dctx);
     dtr_mesh_destroy(m4);
     dtr_mesh_destroy(m22);
     int rc = mpi_check_finish("tape on 4 ranks");

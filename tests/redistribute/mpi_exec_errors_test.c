@@ -394,9 +394,15 @@ static void memory_spaces(void) {
         float mean = (float)(2 * (rank - idx) + 1) / 2;
         check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f,
               "dtr_all_reduce(AVG) in place on fake-device buffers: the row's mean");
+        /* the DDP hook on the same device buffer: its divide and all-reduce through the
+         * space (autograd's device path; tests/autograd/grad_mpi_test.c has the rest) */
+        fake_device_counts_t before = fake_device_counts();
+        m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
         st0 = dtr_hook_all_reduce(NULL, ctx, j.mesh, 0x2, d, 3, DTR_F32);
-        check(st0 == DTR_ERR_INVALID_ARGUMENT && has("host buffers only"),
-              "a gradient hook on a device context: INVALID_ARGUMENT, not a crash");
+        m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
+        check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f &&
+                  fake_device_counts().divide > before.divide,
+              "a gradient hook on a device context: the row's mean, divided by the space");
         m->free(NULL, d);
     }
     /* host buffers on a device context: the space refuses them (the executor passes them on) */
