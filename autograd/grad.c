@@ -288,22 +288,25 @@ static dtr_status_t dtr__pack(dtr_reducer_t *r, const void *grad) {
         for (int64_t o = 0; o < r->outer; o++) {
             const char *src = (const char *)grad + ((o * r->len + lo) * r->inner) * pitem;
             char *dst = (char *)r->send + (k * r->piece + o * row) * ritem;
-            DTR_CHECK(dtr__group_cast(ctx, pt, src, rt, dst, (hi - lo) * r->inner));
+            /* grad is not written: the pre-divide is of the cast copy */
+            DTR_CHECK(dtr__group_cast_divide(ctx, pt, (void *)src, rt, dst, (hi - lo) * r->inner,
+                                             r->f.pre, false, "dtr_reducer_reduce"));
         }
     }
-    return dtr__group_divide(ctx, rt, r->send, r->rs * r->piece, r->f.pre,
-                             "dtr_reducer_reduce");
+    return DTR_OK;
 }
 
-/* Copies this rank's real rows of the reduced piece into out, cast to the param dtype. */
+/* Copies this rank's real rows of the reduced piece into out, post-divided in the reduce
+ * dtype and cast to the param dtype. */
 static dtr_status_t dtr__unpack(dtr_reducer_t *r, void *out) {
     dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
     int64_t pitem = dtr__item(pt), ritem = dtr__item(rt);
     for (int64_t o = 0; o < r->outer && r->rows > 0; o++)
-        DTR_CHECK(dtr__group_cast(r->ctx, rt,
-                                  (const char *)r->recv + o * r->chunk * r->inner * ritem, pt,
-                                  (char *)out + o * r->rows * r->inner * pitem,
-                                  r->rows * r->inner));
+        DTR_CHECK(dtr__group_cast_divide(r->ctx, rt,
+                                         (char *)r->recv + o * r->chunk * r->inner * ritem, pt,
+                                         (char *)out + o * r->rows * r->inner * pitem,
+                                         r->rows * r->inner, r->f.post, true,
+                                         "dtr_reducer_reduce"));
     return DTR_OK;
 }
 
@@ -360,7 +363,6 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
     DTR_CHECK(st);
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece,
                                 rt, r->f.ar_op, false, false));
-    DTR_CHECK(dtr__group_divide(r->ctx, rt, r->recv, r->piece, r->f.post, func));
     return dtr__unpack(r, out);
 }
 

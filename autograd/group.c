@@ -218,8 +218,10 @@ static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, ch
             char *dst = block + m->offset;
             for (int64_t o = 0; o < m->outer; o++) {
                 const char *src = (const char *)grads[i] + (o * m->len + lo) * m->inner * m->item;
-                DTR_CHECK(dtr__group_cast(ctx, g->params[i].dtype, src, rt,
-                                          dst + o * slice * ritem, real));
+                /* grads[i] is not written: the pre-divide is of the cast copy */
+                DTR_CHECK(dtr__group_cast_divide(ctx, g->params[i].dtype, (void *)src, rt,
+                                                 dst + o * slice * ritem, real, g->f.pre, false,
+                                                 "dtr_param_group_reduce"));
                 DTR_CHECK(dtr__group_zero(ctx, dst + (o * slice + real) * ritem,
                                           (slice - real) * ritem));
             }
@@ -228,8 +230,7 @@ static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, ch
                                       end - m->offset - m->piece * ritem));
         }
     }
-    return dtr__group_divide(ctx, rt, send, g->rs * g->fused_bytes / ritem, g->f.pre,
-                             "dtr_param_group_reduce");
+    return DTR_OK;
 }
 
 /* The argument checks of a reduction on this rank; msg says what was wrong. */
@@ -359,18 +360,19 @@ dtr_status_t dtr__group_ar_start(dtr_param_group_t *g) {
     return st;
 }
 
-/* Copies each parameter's real rows of the reduced piece into its output, cast back. */
+/* Copies each parameter's real rows of the reduced piece into its output, divided by the
+ * post factor in the reduce dtype (in place in the result) and cast back. */
 static dtr_status_t dtr__unpack(dtr_param_group_t *g) {
     dtr_dtype_t rt = g->reduce_dtype;
     int64_t ritem = dtr_dtype_info(rt)->size;
     for (int i = 0; i < g->n; i++) {
         const dtr__gparam_t *m = &g->m[i];
-        const char *src = (const char *)g->result + m->offset;
+        char *src = (char *)g->result + m->offset;
         for (int64_t o = 0; o < m->outer && m->rows > 0; o++)
-            DTR_CHECK(dtr__group_cast(g->ctx, rt, src + o * m->chunk * m->inner * ritem,
-                                      g->params[i].dtype,
-                                      (char *)g->outs[i] + o * m->rows * m->inner * m->item,
-                                      m->rows * m->inner));
+            DTR_CHECK(dtr__group_cast_divide(
+                g->ctx, rt, src + o * m->chunk * m->inner * ritem, g->params[i].dtype,
+                (char *)g->outs[i] + o * m->rows * m->inner * m->item, m->rows * m->inner,
+                g->post, true, "dtr_param_group_reduce"));
     }
     return DTR_OK;
 }
@@ -380,9 +382,6 @@ dtr_status_t dtr__group_ar_done(dtr_param_group_t *g) {
     dtr_status_t st = g->ar > 1 ? dtr__group_complete(g->ctx, DTR__SLOT_AR, true, &done) : DTR_OK;
     g->pending = false;
     if (st != DTR_OK) return st;
-    DTR_CHECK(dtr__group_divide(g->ctx, g->reduce_dtype, g->result,
-                                g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size, g->post,
-                                "dtr_param_group_reduce"));
     return dtr__unpack(g);
 }
 

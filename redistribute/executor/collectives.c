@@ -284,6 +284,29 @@ dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
     return dtr__m_divide(ctx, dtype, buf, buf, count, (int64_t)d);
 }
 
+/* Elements per block of dtr__group_cast_divide: 32 KB of f64, well inside L2. */
+#define DTR__CAST_BLOCK 4096
+
+dtr_status_t dtr__group_cast_divide(dtr_context_t *ctx, dtr_dtype_t src_dtype, void *src,
+                                    dtr_dtype_t dst_dtype, void *dst, int64_t count, double d,
+                                    bool divide_first, const char *func) {
+    if (d == 1 || count <= 0) return dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count);
+    if (ctx->mem != NULL) {
+        if (divide_first) DTR_CHECK(dtr__group_divide(ctx, src_dtype, src, count, d, func));
+        DTR_CHECK(dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count));
+        return divide_first ? DTR_OK : dtr__group_divide(ctx, dst_dtype, dst, count, d, func);
+    }
+    int64_t si = dtr_dtype_info(src_dtype)->size, di = dtr_dtype_info(dst_dtype)->size;
+    for (int64_t at = 0; at < count; at += DTR__CAST_BLOCK) {
+        int64_t n = count - at < DTR__CAST_BLOCK ? count - at : DTR__CAST_BLOCK;
+        char *s = (char *)src + at * si, *o = (char *)dst + at * di;
+        if (divide_first) dtr__divide_by(src_dtype, s, n, d);
+        dtr__convert(src_dtype, s, dst_dtype, o, n);
+        if (!divide_first) dtr__divide_by(dst_dtype, o, n, d);
+    }
+    return DTR_OK;
+}
+
 dtr_status_t dtr__group_add(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
                             int64_t count, const char *func) {
     if (count <= 0) return DTR_OK;

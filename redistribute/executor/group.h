@@ -81,5 +81,15 @@ dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
                                int64_t count, double d, const char *func);
 dtr_status_t dtr__group_add(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
                             int64_t count, const char *func);
+/*
+ * A cast and a divide by d in one pass over memory: with divide_first, each element of src
+ * is divided in src_dtype (src is the caller's own buffer and is divided in place) and then
+ * cast into dst; otherwise it is cast and then divided in dst_dtype. The results are those
+ * of the two passes apart; on the host they run a cache-sized block at a time, so the data
+ * crosses memory once. d == 1: the cast alone.
+ */
+dtr_status_t dtr__group_cast_divide(dtr_context_t *ctx, dtr_dtype_t src_dtype, void *src,
+                                    dtr_dtype_t dst_dtype, void *dst, int64_t count, double d,
+                                    bool divide_first, const char *func);
 
 #endif

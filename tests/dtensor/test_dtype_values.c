@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtensor/internal.h"
@@ -96,6 +97,43 @@ Test(dtype_values, bf16_rounds_to_nearest_even) {
             return;
         }
     }
+}
+
+/* The array casts (dtr__convert; AVX2 where the CPU has it) give dtr__f32_to_bf16's bits
+ * for every bf16 top half with the low halves that decide the rounding (0, 1, just under,
+ * at and just over the tie, the most), NaNs and infinities included; from offsets 0..16 so
+ * that the vector loop and its scalar tail both run. And bf16 -> f32 for all 65536. */
+Test(dtype_values, array_casts_match_the_scalar_ones) {
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x4000, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff};
+    enum { N = 65536 * 8 };
+    uint32_t *in = malloc((N + 16) * sizeof *in);
+    uint16_t *out = malloc((N + 16) * sizeof *out);
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int l = 0; l < 8; l++) in[h * 8 + l] = h << 16 | lows[l];
+    for (int off = 0; off <= 16; off++) {
+        memset(out, 0, (N + 16) * sizeof *out);
+        dtr__convert(DTR_F32, in + off, DTR_BF16, out, N - off);
+        for (int64_t k = 0; k < N - off; k++) {
+            uint16_t want = dtr__f32_to_bf16(from_bits(in[k + off]));
+            if (out[k] != want) {
+                cr_expect_fail("f32 0x%08x (offset %d): array cast 0x%04x, scalar 0x%04x",
+                               in[k + off], off, out[k], want);
+                free(in);
+                free(out);
+                return;
+            }
+        }
+    }
+    uint16_t *h16 = malloc(65536 * sizeof *h16);
+    float *f = malloc(65536 * sizeof *f);
+    for (uint32_t h = 0; h < 65536; h++) h16[h] = (uint16_t)h;
+    dtr__convert(DTR_BF16, h16, DTR_F32, f, 65536);
+    for (uint32_t h = 0; h < 65536; h++)
+        cr_expect_eq(bits(f[h]), h << 16, "bf16 0x%04x widened to 0x%08x", h, bits(f[h]));
+    free(in);
+    free(out);
+    free(h16);
+    free(f);
 }
 
 Test(dtype_values, divide_in_the_dtype) {
