@@ -18,6 +18,15 @@ dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {
                       "%s: %s, gradients are f32, f64, f16 or bf16", name, s != NULL ? s : "?");
 }
 
+dtr_status_t dtr__space_factors(const dtr_context_t *ctx, double factor, double pre,
+                                double post, const char *func) {
+    if (!dtr__group_on_space(ctx) || (pre == floor(pre) && post == floor(post))) return DTR_OK;
+    return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                      "desc->factor: %g divides by %g and %g, and %s memory divides by whole "
+                      "numbers only",
+                      factor, pre, post, dtr_context_memory(ctx));
+}
+
 static int64_t dtr__item(dtr_dtype_t t) { return dtr_dtype_info(t)->size; }
 
 /*
@@ -67,14 +76,14 @@ static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_d
     /* The copy and both casts are of the context's memory (its space's kernels). */
     void *tmp = NULL;
     dtr_status_t st = dtr__group_alloc(ctx, count * 2, &tmp, func);
-    if (st == DTR_OK) st = dtr__group_cast(ctx, dtype, buf, low, tmp, count);
+    if (st == DTR_OK) st = dtr__group_cast(ctx, dtype, buf, low, tmp, count, func);
     if (st != DTR_OK) {
         dtr__group_free(ctx, tmp);
         return dtr__fail_together(ctx, mesh, dims, st, func,
                                   "no low-precision copy (allocation or cast failed)");
     }
     st = hook(hook_arg, ctx, mesh, dims, tmp, count, low);
-    if (st == DTR_OK) st = dtr__group_cast(ctx, low, tmp, dtype, buf, count);
+    if (st == DTR_OK) st = dtr__group_cast(ctx, low, tmp, dtype, buf, count, func);
     dtr__group_free(ctx, tmp);
     return st;
 }
@@ -201,18 +210,10 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     r->index = index;
     dtr_status_t st =
         dtr_grad_factors(rs, ar, d->reduce_dtype, d->factor, d->force_sum, &r->f);
+    if (st == DTR_OK) st = dtr__space_factors(ctx, r->f.factor, r->f.pre, r->f.post, __func__);
     if (st != DTR_OK) {
         free(r);
         return st;
-    }
-    /* A memory space divides by whole numbers only (memory.h). */
-    dtr_grad_factors_t f = r->f;
-    if (dtr__group_on_space(ctx) && (f.pre != floor(f.pre) || f.post != floor(f.post))) {
-        free(r);
-        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
-                          "desc->factor: %g divides by %g and %g, and %s memory divides by "
-                          "whole numbers only",
-                          f.factor, f.pre, f.post, dtr_context_memory(ctx));
     }
     r->outer = r->inner = 1;
     for (int i = 0; i < d->shard_dim; i++) r->outer *= d->shape[i];

@@ -141,17 +141,13 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->rs_op = g->ar_op = DTR_REDUCE_SUM;
         g->post = f.post * (double)f.world;
     }
-    /* A memory space divides by whole numbers only (memory.h). */
-    if (dtr__group_on_space(ctx) && (f.pre != floor(f.pre) || g->post != floor(g->post))) {
-        double post = g->post;
+    dtr_status_t st = dtr__space_factors(ctx, f.factor, f.pre, g->post, func);
+    if (st != DTR_OK) {
         dtr_param_group_destroy(g);
-        return dtr__error(DTR_ERR_UNSUPPORTED, func,
-                          "desc->factor: %g divides by %g and %g, and %s memory divides by "
-                          "whole numbers only",
-                          f.factor, f.pre, post, dtr_context_memory(ctx));
+        return st;
     }
     dtr__layout(g);
-    dtr_status_t st = dtr__group_alloc(ctx, g->fused_bytes, &g->fused, func);
+    st = dtr__group_alloc(ctx, g->fused_bytes, &g->fused, func);
     if (st == DTR_OK && ar > 1) st = dtr__group_alloc(ctx, g->fused_bytes, &g->result, func);
     if (st == DTR_OK && ar == 1) g->result = g->fused;
     if (st != DTR_OK) {

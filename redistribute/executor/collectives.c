@@ -248,7 +248,7 @@ dtr_status_t dtr__group_alloc(dtr_context_t *ctx, int64_t bytes, void **p, const
 void dtr__group_free(dtr_context_t *ctx, void *p) { dtr__m_free(ctx, p); }
 
 dtr_status_t dtr__group_cast(dtr_context_t *ctx, dtr_dtype_t src_dtype, const void *src,
-                             dtr_dtype_t dst_dtype, void *dst, int64_t count) {
+                             dtr_dtype_t dst_dtype, void *dst, int64_t count, const char *func) {
     if (count <= 0) return DTR_OK;
     if (ctx->mem == NULL) {
         dtr__convert(src_dtype, src, dst_dtype, dst, count);
@@ -258,7 +258,7 @@ dtr_status_t dtr__group_cast(dtr_context_t *ctx, dtr_dtype_t src_dtype, const vo
         return dtr__m_copy(ctx, dst, src, count * dtr_dtype_info(src_dtype)->size);
     dtr_status_t st = ctx->mem->cast(ctx->mem_state, src_dtype, src, dst_dtype, dst, count);
     return st == DTR_OK ? DTR_OK
-                        : dtr__error(st, "dtr_param_group", "%s memory: cast failed: %s",
+                        : dtr__error(st, func, "%s memory: cast failed: %s",
                                      ctx->mem->name, dtr_last_error());
 }
 
@@ -290,10 +290,11 @@ dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,
 dtr_status_t dtr__group_cast_divide(dtr_context_t *ctx, dtr_dtype_t src_dtype, void *src,
                                     dtr_dtype_t dst_dtype, void *dst, int64_t count, double d,
                                     bool divide_first, const char *func) {
-    if (d == 1 || count <= 0) return dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count);
+    if (d == 1 || count <= 0)
+        return dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count, func);
     if (ctx->mem != NULL) {
         if (divide_first) DTR_CHECK(dtr__group_divide(ctx, src_dtype, src, count, d, func));
-        DTR_CHECK(dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count));
+        DTR_CHECK(dtr__group_cast(ctx, src_dtype, src, dst_dtype, dst, count, func));
         return divide_first ? DTR_OK : dtr__group_divide(ctx, dst_dtype, dst, count, d, func);
     }
     int64_t si = dtr_dtype_info(src_dtype)->size, di = dtr_dtype_info(dst_dtype)->size;

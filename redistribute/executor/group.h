@@ -74,7 +74,7 @@ bool dtr__group_can_add(const dtr_context_t *ctx);
 dtr_status_t dtr__group_alloc(dtr_context_t *ctx, int64_t bytes, void **p, const char *func);
 void dtr__group_free(dtr_context_t *ctx, void *p);
 dtr_status_t dtr__group_cast(dtr_context_t *ctx, dtr_dtype_t src_dtype, const void *src,
-                             dtr_dtype_t dst_dtype, void *dst, int64_t count);
+                             dtr_dtype_t dst_dtype, void *dst, int64_t count, const char *func);
 dtr_status_t dtr__group_zero(dtr_context_t *ctx, void *p, int64_t bytes);
 dtr_status_t dtr__group_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes);
 dtr_status_t dtr__group_divide(dtr_context_t *ctx, dtr_dtype_t dtype, void *buf,

@@ -597,11 +597,9 @@ static int fused_device_case(void) {
  * divides, copies and accumulation go through the space's table (the space faults on a
  * device address read directly, and refuses host addresses). */
 static void test_device(void) {
-    dtr_context_t *host_ctx = ctx, *dctx = NULL;
-    void *state = NULL;
-    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &dctx) != DTR_OK ||
-        dtr_context_set_memory(dctx, fake_device_ops(), fake_device_state()) != DTR_OK) {
+    dtr_context_t *host_ctx = ctx;
+    dtr_context_t *dctx = recording_mpi_context(fake_device_ops(), fake_device_state());
+    if (dctx == NULL) {
         check(0, "device: a context on the fake device space");
         return;
     }
@@ -667,10 +665,8 @@ static void test_device(void) {
 
     dtr_memory_ops_t no_add = *fake_device_ops();
     no_add.add = NULL;
-    dctx = NULL;
-    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
-        dtr_context_create(dtr_backend_mpi_ops(), state, &dctx) == DTR_OK &&
-        dtr_context_set_memory(dctx, &no_add, fake_device_state()) == DTR_OK) {
+    dctx = recording_mpi_context(&no_add, fake_device_state());
+    if (dctx != NULL) {
         ctx = dctx;
         on_device = 1;
         d.factor = 0;
@@ -707,10 +703,8 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t sizes[2] = {2, 4};
-    void *state = NULL;
     if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
-        dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &ctx) != DTR_OK) {
+        (ctx = recording_mpi_context(NULL, NULL)) == NULL) {
         fprintf(stderr, "rank %d: setup: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }

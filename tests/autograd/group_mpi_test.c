@@ -534,12 +534,10 @@ static void dbufs_back(dbufs_t *d, bufs_t *b, bool free_them) {
 
 static void test_device(void) {
     dtr_context_t *host_ctx = ctx, *dctx = NULL;
-    void *state = NULL;
     dtr_memory_ops_t no_add = *fake_device_ops();
     no_add.add = NULL;
-    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &dctx) != DTR_OK ||
-        dtr_context_set_memory(dctx, fake_device_ops(), fake_device_state()) != DTR_OK) {
+    dctx = recording_mpi_context(fake_device_ops(), fake_device_state());
+    if (dctx == NULL) {
         check(0, "device: a context on the fake device space");
         return;
     }
@@ -643,10 +641,8 @@ static void test_device(void) {
               strstr(dtr_last_error(), "desc->factor: 2.5") != NULL,
           "device: a factor of 2.5: UNSUPPORTED naming desc->factor (whole-number divides)");
     dtr_context_destroy(dctx);
-    dctx = NULL;
-    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) == DTR_OK &&
-        dtr_context_create(dtr_backend_mpi_ops(), state, &dctx) == DTR_OK &&
-        dtr_context_set_memory(dctx, &no_add, fake_device_state()) == DTR_OK) {
+    dctx = recording_mpi_context(&no_add, fake_device_state());
+    if (dctx != NULL) {
         ctx = dctx;
         g = make_group(mixed, 2, 0x2, 0x1, DTR_F32, 0, false);
         bufs_t b;
@@ -681,10 +677,8 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t sizes[2] = {2, 4};
-    void *state = NULL;
     if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
-        dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &ctx) != DTR_OK) {
+        (ctx = recording_mpi_context(NULL, NULL)) == NULL) {
         fprintf(stderr, "rank %d: setup: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }

@@ -1,7 +1,10 @@
 /* The recording wrapper (recording_backend.h). */
 #include "tests/autograd/recording_backend.h"
 
+#include <mpi.h>
 #include <stdlib.h>
+
+#include "redistribute/mpi/dtr_mpi.h"
 
 rec_t recs[REC_MAX];
 int nrecs;
@@ -87,4 +90,17 @@ const char *rec_kinds(void) {
     for (int i = 0; i < nrecs; i++) s[i] = recs[i].kind;
     s[nrecs] = 0;
     return s;
+}
+
+dtr_context_t *recording_mpi_context(const dtr_memory_ops_t *mem, void *mem_state) {
+    void *state = NULL;
+    dtr_context_t *ctx = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(recording_ops(dtr_backend_mpi_ops()), state, &ctx) != DTR_OK)
+        return NULL;
+    if (mem != NULL && dtr_context_set_memory(ctx, mem, mem_state) != DTR_OK) {
+        dtr_context_destroy(ctx);
+        return NULL;
+    }
+    return ctx;
 }

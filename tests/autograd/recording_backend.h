@@ -26,4 +26,9 @@ const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *inner);
 /* The kinds recorded since nrecs was last set to 0, as a string ("rrara"). */
 const char *rec_kinds(void);
 
+/* A context on MPI_COMM_WORLD through the recording wrapper around the MPI backend; with
+ * `mem` (and its state) its memory is that space, NULL: host. NULL if any step fails (the
+ * reason is dtr_last_error()). */
+dtr_context_t *recording_mpi_context(const dtr_memory_ops_t *mem, void *mem_state);
+
 #endif
