@@ -31,6 +31,39 @@ typedef struct {
  * a context on a non-host space stages each operation through host memory. */
 #define DTR_BACKEND_CAP_DEVICE 2u
 
+/* Bytes of a buffer that need not be contiguous: `rows` rows of `run` bytes, `stride` bytes
+ * apart, from `base`. A list of spans is read or written in order as one stream of bytes. */
+typedef struct {
+    char *base;
+    int64_t rows, run, stride;
+} dtr_span_t;
+
+/* The collectives a backend may take over span lists (spans_start). */
+typedef enum {
+    DTR_SPANS_ALL_GATHER = 0,
+    DTR_SPANS_REDUCE_SCATTER,
+    DTR_SPANS_ALL_REDUCE
+} dtr_spans_kind_t;
+
+/*
+ * A gather or reduction over span lists, for the executor's batches: every member's pieces
+ * are read from, and the results written to, the members' own tensors, with no pack or
+ * unpack pass. The streams, member k's piece counts[k] (bytes for the gather, elements for
+ * the reductions; every member passes the same counts):
+ *   ALL_GATHER      send: this member's piece; recv: every member's piece, in member order
+ *   REDUCE_SCATTER  send: every member's piece, in member order; recv: this member's, reduced
+ *   ALL_REDUCE      send and recv: counts[0] elements (counts has one entry)
+ * No span of recv may overlap a span of send.
+ */
+typedef struct {
+    dtr_spans_kind_t kind;
+    const dtr_span_t *send, *recv;
+    int nsend, nrecv;
+    const int64_t *counts;
+    dtr_dtype_t dtype;
+    dtr_reduce_op_t op;
+} dtr_spans_op_t;
+
 /*
  * A backend. Groups are ordered lists of the backend's ranks; group_create is collective
  * over exactly the ranks it lists (all call it with the same list and tag) and returns a
@@ -109,6 +142,15 @@ typedef struct dtr_backend_ops {
     dtr_status_t (*agree)(void *group, const int64_t *send, int64_t *recv,
                           dtr_backend_req_t *req);
     void (*cancel)(void *group, dtr_backend_req_t *req);
+    /*
+     * optional, both or neither: collectives over span lists (dtr_spans_op_t). spans_ok says
+     * whether this group takes an operation of that kind, dtype, op and total bytes (the sum
+     * of every member's piece): facts every member shares, so all decide alike; where it says
+     * no, the executor packs into one buffer and calls the plain form.
+     */
+    bool (*spans_ok)(void *group, dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                     int64_t bytes);
+    dtr_status_t (*spans_start)(void *group, const dtr_spans_op_t *op, dtr_backend_req_t *req);
 } dtr_backend_ops_t;
 
 #ifdef __cplusplus

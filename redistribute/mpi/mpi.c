@@ -10,6 +10,7 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "redistribute/mpi/internal.h"
 #include "redistribute/mpi/shm.h"
+#include "redistribute/mpi/user_ops.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
 #define DTR__MPI_UNITS 13
@@ -90,31 +91,6 @@ _Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),
 
 /* ---- half-type reductions --------------------------------------------------------- */
 
-/* inout = in op inout, halves widened to f32 and rounded once per pair, through the
- * vectorised loop of the shared-memory reductions (f16 3x faster than one element at a
- * time; the figures, and why not f32 instead: docs/executor.md). */
-#define DTR__HALF_FN(name, dtype, op)                                                    \
-    static void name(void *in, void *inout, int *len, MPI_Datatype *type) {             \
-        (void)type;                                                                      \
-        const void *pair[2] = {in, inout};                                               \
-        dtr__reduce_n(dtype, op, pair, 2, inout, *len);                                  \
-    }
-DTR__HALF_FN(dtr__f16_sum, DTR_F16, DTR_REDUCE_SUM)
-DTR__HALF_FN(dtr__f16_max, DTR_F16, DTR_REDUCE_MAX)
-DTR__HALF_FN(dtr__f16_min, DTR_F16, DTR_REDUCE_MIN)
-DTR__HALF_FN(dtr__f16_prod, DTR_F16, DTR_REDUCE_PRODUCT)
-DTR__HALF_FN(dtr__bf16_sum, DTR_BF16, DTR_REDUCE_SUM)
-DTR__HALF_FN(dtr__bf16_max, DTR_BF16, DTR_REDUCE_MAX)
-DTR__HALF_FN(dtr__bf16_min, DTR_BF16, DTR_REDUCE_MIN)
-DTR__HALF_FN(dtr__bf16_prod, DTR_BF16, DTR_REDUCE_PRODUCT)
-DTR__HALF_FN(dtr__u8_max, DTR_U8, DTR_REDUCE_MAX)
-DTR__HALF_FN(dtr__u8_min, DTR_U8, DTR_REDUCE_MIN)
-
-static MPI_User_function *const dtr__half_fns[2][4] = {
-    {dtr__f16_sum, dtr__f16_max, dtr__f16_min, dtr__f16_prod},
-    {dtr__bf16_sum, dtr__bf16_max, dtr__bf16_min, dtr__bf16_prod},
-};
-
 /* The MPI type and op for a reduction; DTR_ERR_UNSUPPORTED for what MPI cannot reduce. */
 static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                        MPI_Datatype *type, MPI_Op *mop) {
@@ -158,7 +134,7 @@ static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_red
  * the same op code as the collectives); where it does not, u8 max and min go through dtr's
  * own loop as user ops. Every rank runs the same library, so all pick the same op. */
 static dtr_status_t dtr__mpi_u8_ops(dtr__mpi_t *m) {
-    static MPI_User_function *const fns[2] = {dtr__u8_max, dtr__u8_min};
+    MPI_User_function *const fns[2] = {dtr__mpi_user_fn(DTR_U8, 1), dtr__mpi_user_fn(DTR_U8, 2)};
     const MPI_Op ops[2] = {MPI_MAX, MPI_MIN};
     for (int k = 0; k < 2; k++) {
         uint8_t in = k == 0 ? 238 : 9, inout = k == 0 ? 9 : 238;
@@ -237,7 +213,7 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
         for (int k = 0; k < 4 && rc == MPI_SUCCESS; k++)
-            rc = MPI_Op_create(dtr__half_fns[h][k], 1, &m->half_op[h][k]);
+            rc = MPI_Op_create(dtr__mpi_user_fn(h == 0 ? DTR_F16 : DTR_BF16, k), 1, &m->half_op[h][k]);
         if (rc != MPI_SUCCESS) st = dtr__mpi_error(rc, "MPI_Op_create (half types)");
     }
     if (st == DTR_OK) st = dtr__mpi_u8_ops(m);
@@ -767,6 +743,28 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
     return DTR_OK;
 }
 
+/* Span lists go through the segment only: where a reduction would keep MPI's call, or the
+ * group has no segment, the executor packs. */
+static bool dtr__mpi_spans_ok(void *group, dtr_spans_kind_t kind, dtr_dtype_t dtype,
+                              dtr_reduce_op_t op, int64_t bytes) {
+    dtr__mpi_group_t *g = group;
+    if (kind == DTR_SPANS_ALL_GATHER) return dtr__mpi_strided_in_place(g);
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    return (kind == DTR_SPANS_REDUCE_SCATTER || bytes > DTR__SHM_TINY_MAX) &&
+           op != DTR_REDUCE_AVG && info != NULL && !info->storage_only &&
+           dtr__mpi_shm_reduces(g, dtype, op, bytes);
+}
+
+static dtr_status_t dtr__mpi_spans_start(void *group, const dtr_spans_op_t *op,
+                                         dtr_backend_req_t *req) {
+    dtr__mpi_group_t *g = group;
+    if (g->shm == NULL)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "mpi", "span lists need the shared-memory path");
+    DTR_CHECK(dtr__shm_spans_start(g->shm, op, dtr_dtype_info(op->dtype)->size));
+    dtr__req(req)->kind = DTR__OP_SHM;
+    return DTR_OK;
+}
+
 static const dtr_backend_ops_t dtr__mpi_ops = {
     .name = "mpi",
     .caps = 0, /* no AVG */
@@ -788,6 +786,8 @@ static const dtr_backend_ops_t dtr__mpi_ops = {
     .destroy = dtr__mpi_destroy,
     .agree = dtr__mpi_agree,
     .cancel = dtr__mpi_cancel,
+    .spans_ok = dtr__mpi_spans_ok,
+    .spans_start = dtr__mpi_spans_start,
 };
 
 const dtr_backend_ops_t *dtr_backend_mpi_ops(void) { return &dtr__mpi_ops; }

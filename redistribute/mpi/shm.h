@@ -29,6 +29,7 @@
 
 #include "core/status.h"
 #include "dtensor/dtensor.h"
+#include "redistribute/executor/backend.h"
 
 typedef struct dtr__shm dtr__shm_t;
 
@@ -86,6 +87,14 @@ dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void
 dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
                                        int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                        int64_t esize);
+
+/*
+ * Starts a gather or reduction whose pieces are span lists (dtr_spans_op_t, backend.h): the
+ * same moves as the forms above, reading and writing the spans in place of one buffer.
+ * esize: the dtype's bytes. DTR_ERR_INVALID_ARGUMENT where the lists' bytes differ from what
+ * the counts make; DTR_ERR_BACKEND while the previous operation is not complete.
+ */
+dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64_t esize);
 
 /* An all-reduce of at most this many bytes per member can take the tiny form. */
 #define DTR__SHM_TINY_MAX 1024
