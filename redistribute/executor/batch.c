@@ -20,13 +20,10 @@
 #define DTR__FUNC "dtr_redistribute_batch"
 #define DTR__ARENA_ALIGN 64
 
+/* The plan's hash (computed once, by dtr_batch_plan_create) and the slice size, which
+ * decides how the members' own steps run. */
 static uint64_t dtr__batch_hash(const dtr_context_t *ctx, const dtr_batch_plan_t *p) {
-    uint64_t h = dtr__fnv(0x62617463ull, (uint64_t)p->ntensors);
-    for (int t = 0; t < p->ntensors; t++) h = dtr__fnv(h, dtr__plan_hash(&p->plans[t]));
-    h = dtr__fnv(h, (uint64_t)p->nrounds);
-    for (int k = 0; k < p->nitems; k++)
-        h = dtr__fnv(dtr__fnv(h, (uint64_t)p->items[k].tensor), (uint64_t)p->items[k].step);
-    return dtr__fnv(h, (uint64_t)ctx->slice_bytes);
+    return dtr__fnv(p->hash, (uint64_t)ctx->slice_bytes);
 }
 
 /* This rank's own checks of member t's sizes and pointers; the message into b->local_msg. */
@@ -378,12 +375,14 @@ static dtr_status_t dtr__batch_start(dtr_context_t *ctx, const dtr_batch_plan_t 
     dtr__member_t *mem = b->mem;
     dtr__round_member_t *rm = b->rm;
     void *arena = b->arena;
-    int mem_cap = b->mem_cap, rm_cap = b->rm_cap;
+    dtr_span_t *span = b->span;
+    int mem_cap = b->mem_cap, rm_cap = b->rm_cap, span_cap = b->span_cap;
     int64_t arena_cap = b->arena_cap;
     memset(b, 0, sizeof *b);
     *b = (dtr__batch_t){.plan = plan, .in = in, .in_bytes = in_bytes, .out = out, .bare = bare,
                         .mem = mem, .mem_cap = mem_cap, .rm = rm, .rm_cap = rm_cap,
-                        .arena = arena, .arena_cap = arena_cap};
+                        .arena = arena, .arena_cap = arena_cap, .span = span,
+                        .span_cap = span_cap};
     DTR_CHECK(dtr__mesh_entry(ctx, mesh, coord, &b->m));
     DTR_CHECK(dtr__batch_members(ctx, b));
     if (!bare) dtr__check_members(b, out_bytes, coord);

@@ -16,6 +16,7 @@
  * then each member's divide for AVG done as SUM. A member's step gets the same arguments as
  * in its own plan (steps.c prepares it), so it computes the same result.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "redistribute/executor/internal.h"
@@ -204,6 +205,85 @@ static dtr_status_t dtr__gather_unpack(dtr_context_t *ctx, dtr__batch_t *b, int 
     return DTR_OK;
 }
 
+/* Piece k of member step a (dtr__piece) in its buffer buf, as a span (rows: its outer index). */
+static int dtr__piece_span(const dtr__step_args_t *a, int64_t k, const void *buf,
+                           dtr_span_t *to) {
+    int64_t rows, off, outer, inner, len;
+    dtr__piece(a, k, &rows, &off, &outer, &inner, &len);
+    if (outer * rows * inner == 0) return 0;
+    *to = (dtr_span_t){.base = (char *)buf + off * inner, .rows = outer, .run = rows * inner,
+                       .stride = len * inner};
+    return 1;
+}
+
+/* A member's whole block of numel elements as a span. */
+static int dtr__block_span(const dtr__step_args_t *a, const void *buf, int64_t numel,
+                           dtr_span_t *to) {
+    int64_t bytes = numel * a->item;
+    if (bytes == 0) return 0;
+    *to = (dtr_span_t){.base = (char *)buf, .rows = 1, .run = bytes, .stride = bytes};
+    return 1;
+}
+
+/*
+ * Where the backend takes span lists (backend.h) for this round's kind, dtype and size, its
+ * collective reads the members' blocks and writes their outputs in place: the pieces in the
+ * order the packed buffer would hold them (peer-major, member order inside a piece), so
+ * the bytes are the same and only the pack and unpack passes go. Sets b->spans where it
+ * started; nothing where the backend says no.
+ */
+static dtr_status_t dtr__round_spans(dtr_context_t *ctx, dtr__batch_t *b, int count, int64_t n,
+                                     int64_t **arr, int64_t total) {
+    const dtr_backend_ops_t *ops = ctx->ops;
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    const dtr__step_args_t *a0 = &b->rm[0].a;
+    if (b->bare || ops->spans_start == NULL || ops->spans_ok == NULL) return DTR_OK;
+    dtr_spans_kind_t kind;
+    int64_t bytes = 0;
+    if (rd->kind == DTR_STEP_ALL_GATHER || rd->kind == DTR_STEP_REDUCE_SCATTER) {
+        kind = rd->kind == DTR_STEP_ALL_GATHER ? DTR_SPANS_ALL_GATHER : DTR_SPANS_REDUCE_SCATTER;
+        for (int64_t k = 0; k < n; k++) bytes += arr[0][k];
+        if (kind == DTR_SPANS_REDUCE_SCATTER) bytes *= a0->item;
+    } else if (rd->kind == DTR_STEP_ALL_REDUCE) {
+        kind = DTR_SPANS_ALL_REDUCE;
+        bytes = total * a0->item;
+    } else {
+        return DTR_OK;
+    }
+    if (!ops->spans_ok(b->group, kind, rd->dtype, a0->op, bytes)) return DTR_OK;
+    int64_t need = (int64_t)count * (n + 1);
+    if (need > b->span_cap) {
+        dtr_span_t *grown = realloc(b->span, sizeof *grown * (size_t)need);
+        if (grown == NULL)
+            return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute_batch",
+                              "round %d: %lld spans", b->round + 1, (long long)need);
+        b->span = grown;
+        b->span_cap = (int)need;
+    }
+    dtr_span_t *sp = b->span;
+    int ns = 0, nr = 0;
+    if (kind != DTR_SPANS_REDUCE_SCATTER) /* the members' blocks, back to back */
+        for (int j = 0; j < count; j++)
+            ns += dtr__block_span(&b->rm[j].a, b->rm[j].a.src, b->rm[j].a.in_numel, sp + ns);
+    else /* piece k: every member's chunk k of its reduced dim */
+        for (int64_t k = 0; k < n; k++)
+            for (int j = 0; j < count; j++) ns += dtr__piece_span(&b->rm[j].a, k, b->rm[j].a.src, sp + ns);
+    dtr_span_t *rp = sp + ns;
+    if (kind != DTR_SPANS_ALL_GATHER) /* the members' outputs, back to back */
+        for (int j = 0; j < count; j++)
+            nr += dtr__block_span(&b->rm[j].a, b->rm[j].a.dst, b->rm[j].a.out_numel, rp + nr);
+    else /* piece k: each member's chunk k, placed along its dim */
+        for (int64_t k = 0; k < n; k++)
+            for (int j = 0; j < count; j++) nr += dtr__piece_span(&b->rm[j].a, k, b->rm[j].a.dst, rp + nr);
+    dtr_spans_op_t op = {.kind = kind, .send = sp, .recv = rp, .nsend = ns, .nrecv = nr,
+                         .counts = kind == DTR_SPANS_ALL_REDUCE ? &total : arr[0],
+                         .dtype = rd->dtype, .op = a0->op};
+    dtr_status_t st = ops->spans_start(b->group, &op, &b->breq);
+    if (st != DTR_OK) return dtr__round_error(b, st);
+    b->spans = true;
+    return DTR_OK;
+}
+
 /* Starts the round's collective on the packed buffers. */
 static dtr_status_t dtr__round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t n,
                                      int64_t **arr, int64_t total) {
@@ -250,6 +330,7 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
     DTR_CHECK(dtr__arrays(ctx, n > 2 ? n : 2, arr));
     b->group = a0->group;
     b->padded = false;
+    b->spans = false;
     int64_t send = 0, recv = 0, total = 0;
     if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
         DTR_CHECK(dtr__moves(ctx, b, count, n, arr, DTR__COUNT));
@@ -265,6 +346,12 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b) {
         int64_t whole = b->padded ? n * b->pad : all, mine = b->padded ? b->pad : arr[0][a0->ci];
         send = (rd->kind == DTR_STEP_ALL_GATHER ? mine : whole) * item;
         recv = (rd->kind == DTR_STEP_ALL_GATHER ? whole : mine) * item;
+    }
+    DTR_CHECK(dtr__round_spans(ctx, b, count, n, arr, total));
+    if (b->spans) {
+        b->in_flight = true;
+        b->t0 = dtr__now();
+        return DTR_OK;
     }
     DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "batch send buffer"));
     DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "batch receive buffer"));
@@ -293,7 +380,9 @@ dtr_status_t dtr__round_finish(dtr_context_t *ctx, dtr__batch_t *b) {
     const dtr__step_args_t *a0 = &b->rm[0].a;
     int64_t n = a0->n, *arr[6];
     DTR_CHECK(dtr__arrays(ctx, n > 2 ? n : 2, arr)); /* the counts the start left there */
-    if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
+    if (b->spans) {
+        /* (the collective wrote every output in place) */
+    } else if (rd->kind == DTR_STEP_ALL_TO_ALL || rd->kind == DTR_STEP_EXCHANGE) {
         DTR_CHECK(dtr__moves(ctx, b, count, n, arr, DTR__UNPACK));
     } else if (rd->kind == DTR_STEP_ALL_GATHER) {
         DTR_CHECK(dtr__gather_unpack(ctx, b, count, n, arr));

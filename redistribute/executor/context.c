@@ -95,6 +95,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
         dtr__m_free(ctx, ctx->batch->arena);
         free(ctx->batch->mem);
         free(ctx->batch->rm);
+        free(ctx->batch->span);
         free(ctx->batch);
     }
     if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);

@@ -176,7 +176,6 @@ void dtr__comms_destroy(dtr_context_t *ctx);
 /* ---- agree.c ------------------------------------------------------------------------ */
 
 /* What every rank's plan must share, hashed. */
-uint64_t dtr__plan_hash(const dtr_plan_t *plan);
 /* Starts an agreement of send into recv (3 int64, host memory) over group: the backend's
  * agree where it has one, else its all-reduce under MAX; dtr__agree_done after it completed
  * puts the result in recv. */
@@ -364,6 +363,9 @@ typedef struct dtr__batch {
     double t0;
     bool padded;       /* uneven pieces padded to `pad` (no v-form in the backend) */
     int64_t pad;
+    bool spans;        /* the round's collective runs over span lists: no pack, no unpack */
+    dtr_span_t *span;  /* its send spans, then its receive spans */
+    int span_cap;
     dtr_request_t solo; /* one member step run as in a plan (local ones, reduce_exchange) */
     bool solo_active;
     int solo_t;

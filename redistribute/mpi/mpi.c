@@ -9,79 +9,8 @@
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "redistribute/mpi/internal.h"
-#include "redistribute/mpi/shm.h"
+#include "redistribute/mpi/mpi_state.h"
 #include "redistribute/mpi/user_ops.h"
-
-/* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
-#define DTR__MPI_UNITS 13
-/* The shm path's chunk bytes: 8 to 64 KiB measured alike (docs/executor.md). */
-#define DTR__SHM_CHUNK 32768
-/*
- * The reduction ring's bytes per member. Larger rings let members that are not scheduled
- * together (more ranks than cores) fall less in step: on 4 ranks of 2 cores an f32 16 MiB
- * reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
- */
-#define DTR__SHM_RING (4 << 20)
-/* Reductions exact in any order up to this many bytes per member keep MPI's calls. */
-#define DTR__SHM_REDUCE_EXACT_MAX 1024
-
-typedef struct {
-    MPI_Comm world;
-    int rank;
-    MPI_Datatype half[2];       /* f16, bf16: 2 opaque bytes each */
-    MPI_Op u8_op[2];            /* u8 max, min through dtr's loop, where the MPI compares u8
-                                   as signed (MPICH 4.0.2: pmodels/mpich#6083); else NULL */
-    MPI_Op half_op[2][4];       /* [f16|bf16][sum, max, min, product] */
-    MPI_Datatype unit[DTR__MPI_UNITS];
-    bool strided; /* derived datatypes for strided pieces (DTR_MPI_STRIDED=0: staging) */
-    bool shm; /* the strided all-to-all through shared memory where it can (DTR_MPI_SHM=0) */
-    bool shm_gather; /* the strided all-gather too (DTR_MPI_SHM_GATHER=0: datatypes) */
-    bool shm_reduce; /* reductions through it too (DTR_MPI_SHM_REDUCE=0: MPI's calls) */
-    int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
-    int64_t shm_ring;  /* its reduction ring's bytes per member (DTR_MPI_SHM_RING) */
-} dtr__mpi_t;
-
-typedef struct {
-    dtr__mpi_t *mpi;
-    MPI_Comm comm;
-    int n, me;
-    int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
-    MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
-    dtr__shm_t *shm; /* the strided forms' segment, where all members share a node */
-} dtr__mpi_group_t;
-
-typedef enum {
-    DTR__OP_ALLGATHER = 1,
-    DTR__OP_ALLGATHERV,
-    DTR__OP_REDUCE_SCATTER_BLOCK,
-    DTR__OP_REDUCE_SCATTER,
-    DTR__OP_ALLREDUCE,
-    DTR__OP_ALLTOALL,
-    DTR__OP_ALLTOALLV,
-    DTR__OP_ALLGATHER_STRIDED,
-    DTR__OP_ALLTOALL_STRIDED,
-    DTR__OP_SHM, /* the group's shm path: its state holds the operation */
-    DTR__OP_AGREE, /* the argument agreement on the group's segment: number `agreement` */
-} dtr__mpi_kind_t;
-
-/* One operation, recorded when issued and run at the first test (non-blocking) or wait
- * (blocking). */
-typedef struct {
-    dtr__mpi_kind_t kind;
-    bool started;
-    MPI_Request req;
-    const void *send;
-    void *recv;
-    int scount, rcount;
-    MPI_Datatype type;
-    MPI_Datatype stype, rtype; /* strided forms: freed once the operation is issued */
-    MPI_Op op;
-    int *scounts, *sdispls, *rcounts, *rdispls;
-    uint64_t agreement;
-} dtr__mpi_req_t;
-
-_Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),
-               "dtr_backend_req_t too small for the MPI backend's request");
 
 #define DTR__MPI(call, name)                                                             \
     do {                                                                                 \
@@ -148,6 +77,12 @@ static dtr_status_t dtr__mpi_u8_ops(dtr__mpi_t *m) {
     return DTR_OK;
 }
 
+/* An on/off variable: on unless set to "0". */
+static bool dtr__env_on(const char *name) {
+    const char *v = getenv(name);
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
 static void dtr__mpi_destroy(void *state) {
     dtr__mpi_t *m = state;
     if (m == NULL) return;
@@ -195,13 +130,11 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     }
     MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->world, &m->rank);
-    const char *strided = getenv("DTR_MPI_STRIDED"), *shm = getenv("DTR_MPI_SHM");
-    const char *shm_gather = getenv("DTR_MPI_SHM_GATHER");
-    const char *shm_reduce = getenv("DTR_MPI_SHM_REDUCE");
-    m->strided = strided == NULL || strcmp(strided, "0") != 0;
-    m->shm = shm == NULL || strcmp(shm, "0") != 0;
-    m->shm_gather = m->shm && (shm_gather == NULL || strcmp(shm_gather, "0") != 0);
-    m->shm_reduce = m->shm && (shm_reduce == NULL || strcmp(shm_reduce, "0") != 0);
+    m->strided = dtr__env_on("DTR_MPI_STRIDED");
+    m->shm = dtr__env_on("DTR_MPI_SHM");
+    m->shm_gather = m->shm && dtr__env_on("DTR_MPI_SHM_GATHER");
+    m->shm_reduce = m->shm && dtr__env_on("DTR_MPI_SHM_REDUCE");
+    m->spans = m->shm && dtr__env_on("DTR_MPI_SPANS");
     /* small chunks make tests wrap the rings */
     st = dtr__env_bytes("DTR_MPI_SHM_CHUNK", "dtr_backend_mpi_state_create", DTR__SHM_CHUNK, 1,
                         1 << 24, "a byte count from 1 to 16 MiB", &m->shm_chunk);
@@ -495,7 +428,6 @@ static dtr_status_t dtr__mpi_count(int64_t count) {
     return DTR_OK;
 }
 
-/* Whether a group's reductions go through its segment (which needs the strided forms on). */
 /* Whether a reduction of `bytes` per member goes through the segment. Small ones whose
  * result is exact in any order (max and min; sums and products of i32 and i64, which wrap)
  * keep MPI's call: its few-byte all-reduce is as fast alone and, next to a segment gather or
@@ -748,6 +680,7 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
 static bool dtr__mpi_spans_ok(void *group, dtr_spans_kind_t kind, dtr_dtype_t dtype,
                               dtr_reduce_op_t op, int64_t bytes) {
     dtr__mpi_group_t *g = group;
+    if (!g->mpi->spans) return false;
     if (kind == DTR_SPANS_ALL_GATHER) return dtr__mpi_strided_in_place(g);
     const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
     return (kind == DTR_SPANS_REDUCE_SCATTER || bytes > DTR__SHM_TINY_MAX) &&

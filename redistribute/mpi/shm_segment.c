@@ -136,7 +136,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
 
     dtr__shm_t *s = calloc(1, sizeof *s);
     int64_t *counts = calloc((size_t)n * 5, sizeof *counts);
-    char *scratch = aligned_alloc(DTR__LINE, (size_t)(2 * rsub));
+    char *scratch = malloc((size_t)(2 * rsub));
     if (s == NULL || counts == NULL || scratch == NULL || dtr__shm_room(s, n) != DTR_OK) {
         if (s != NULL) dtr__free_spans(s);
         free(s);

@@ -267,6 +267,7 @@ dtr_status_t dtr_batch_plan_create(int n, const dtr_spec_t *src, const dtr_spec_
         dtr_batch_plan_destroy(b);
         return st;
     }
+    b->hash = dtr__batch_plan_hash(b);
     *out = b;
     return DTR_OK;
 }

@@ -157,4 +157,9 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
                                         dtr_plan_t *out, bool *safe);
 
 
+/* Hashes of what the ranks of a call must share (plan.c): a plan's specs, strategy and steps;
+ * a batch's member plans and rounds (stored in it by dtr_batch_plan_create). */
+uint64_t dtr__plan_hash(const dtr_plan_t *plan);
+uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p);
+
 #endif

@@ -637,3 +637,42 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     }
     plan->lower_bound_recv_bytes = dtr__lower_bound(ctx, src->placements, dst->placements);
 }
+
+/* ---- hashes for the ranks' argument agreement (internal.h) ---- */
+
+static int64_t dtr__placement_key(dtr_placement_t p) {
+    int64_t detail = p.kind == DTR_SHARD ? (int64_t)p.dim : p.kind == DTR_PARTIAL ? (int64_t)p.op : 0;
+    return (int64_t)p.kind * 1000 + detail;
+}
+
+uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
+    uint64_t h = dtr__mesh_hash(plan->src.mesh);
+    const dtr_spec_t *sp[2] = {&plan->src, &plan->dst};
+    int mdims = dtr_mesh_ndims(plan->src.mesh);
+    for (int k = 0; k < 2; k++) {
+        h = dtr__fnv(h, sp[k]->ndim);
+        h = dtr__fnv(h, sp[k]->dtype);
+        for (int d = 0; d < sp[k]->ndim; d++) h = dtr__fnv(h, sp[k]->shape[d]);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(sp[k]->placements[i]));
+    }
+    h = dtr__fnv(h, plan->strategy);
+    h = dtr__fnv(h, plan->nsteps);
+    for (int k = 0; k < plan->nsteps; k++) {
+        const dtr_step_t *s = &plan->steps[k];
+        h = dtr__fnv(h, s->kind);
+        h = dtr__fnv(h, s->mesh_dim);
+        h = dtr__fnv(h, s->tensor_dim);
+        h = dtr__fnv(h, s->tensor_dim2);
+        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(s->after[i]));
+    }
+    return h;
+}
+
+uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p) {
+    uint64_t h = dtr__fnv(0x62617463ull, (uint64_t)p->ntensors);
+    for (int t = 0; t < p->ntensors; t++) h = dtr__fnv(h, dtr__plan_hash(&p->plans[t]));
+    h = dtr__fnv(h, (uint64_t)p->nrounds);
+    for (int k = 0; k < p->nitems; k++)
+        h = dtr__fnv(dtr__fnv(h, (uint64_t)p->items[k].tensor), (uint64_t)p->items[k].step);
+    return h;
+}

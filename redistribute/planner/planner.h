@@ -231,6 +231,8 @@ typedef struct {
                                        packed buffers */
     double time_us;                 /* modeled, coalesced */
     double one_by_one_time_us;      /* modeled, the members' plans one after another */
+    uint64_t hash;                  /* of the members' plans and the rounds: what the ranks'
+                                       argument agreement compares (set by create) */
 } dtr_batch_plan_t;
 
 /*
