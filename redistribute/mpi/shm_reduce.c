@@ -173,11 +173,12 @@ static void dtr__reduce_own(dtr__shm_t *s, const void **in, char *slot, int64_t 
         dtr__spans_read(&s->in, src, len, own);
     }
     in[me] = own;
+    /* in place where the output is one run and no slot needs the result */
     char *out = slot != NULL ? slot : dtr__spans_ptr(&s->out, dst, len);
-    char *direct = out;
+    bool in_place = slot == NULL && out != NULL;
     if (out == NULL) out = s->scratch + s->rsub;
     dtr__reduce_n(s->dtype, s->op, (const void *const *)in, s->n, out, len / s->esize);
-    if (out != direct || slot != NULL) dtr__spans_write(&s->out, dst, len, out, s->stream);
+    if (!in_place) dtr__spans_write(&s->out, dst, len, out, s->stream);
 }
 
 bool dtr__shm_reduce_progress(dtr__shm_t *s) {

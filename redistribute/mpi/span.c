@@ -17,7 +17,8 @@ int64_t dtr__spans_index(const dtr_span_t *span, int n, int64_t *start) {
     return at;
 }
 
-/* The span holding byte `at` (the last one starting at or before it, past empty ones). */
+/* The span holding byte `at`: the last one starting at or before it (so never an empty one
+ * followed by the span that holds it). */
 static int dtr__locate(const dtr__spans_t *st, int64_t at) {
     int lo = 0, hi = st->n - 1;
     while (lo < hi) {
@@ -27,7 +28,6 @@ static int dtr__locate(const dtr__spans_t *st, int64_t at) {
         else
             hi = mid - 1;
     }
-    while (lo < st->n - 1 && st->start[lo + 1] <= at) lo++;
     return lo;
 }
 
