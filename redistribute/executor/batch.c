@@ -27,25 +27,22 @@ static uint64_t dtr__batch_hash(const dtr_context_t *ctx, const dtr_batch_plan_t
 }
 
 /* This rank's own checks of member t's sizes and pointers; the message into b->local_msg. */
-static void dtr__check_member(dtr__batch_t *b, int t, const int64_t *coord, size_t out_bytes) {
-    const dtr_plan_t *p = &b->plan->plans[t];
-    dtr_layout_t sl, dl;
-    dtr_spec_layout_at(&p->src, coord, &sl);
-    dtr_spec_layout_at(&p->dst, coord, &dl);
+static void dtr__check_member(dtr__batch_t *b, int t, size_t out_bytes) {
+    const dtr__member_t *mm = &b->mem[t];
     size_t in_bytes = b->in_bytes[t];
     char *msg = b->local_msg;
     size_t len = sizeof b->local_msg;
     dtr_status_t st = DTR_ERR_INVALID_ARGUMENT;
-    if ((int64_t)in_bytes != sl.bytes) {
+    if ((int64_t)in_bytes != mm->src_bytes) {
         snprintf(msg, len, "in_bytes[%d]: %zu, but this rank's source block of tensor %d is %lld "
-                 "bytes", t, in_bytes, t, (long long)sl.bytes);
-    } else if ((int64_t)out_bytes < dl.bytes) {
+                 "bytes", t, in_bytes, t, (long long)mm->src_bytes);
+    } else if ((int64_t)out_bytes < mm->dst_bytes) {
         st = DTR_ERR_BUFFER_TOO_SMALL;
         snprintf(msg, len, "out_bytes[%d]: %zu, but this rank's target block of tensor %d is %lld "
-                 "bytes", t, out_bytes, t, (long long)dl.bytes);
+                 "bytes", t, out_bytes, t, (long long)mm->dst_bytes);
     } else if (b->in[t] == NULL && in_bytes > 0) {
         snprintf(msg, len, "in[%d]: must not be NULL", t);
-    } else if (b->out[t] == NULL && dl.bytes > 0) {
+    } else if (b->out[t] == NULL && mm->dst_bytes > 0) {
         snprintf(msg, len, "out[%d]: must not be NULL", t);
     }
     if (msg[0] != '\0') b->local_status = st;
@@ -67,7 +64,7 @@ static int dtr__span_cmp(const void *x, const void *y) {
  * only read). One sweep over the buffers sorted by address, O(T log T): an output that
  * starts before the furthest end seen overlaps something, and so does any buffer that
  * starts before the furthest end of an output. */
-static void dtr__check_overlaps(dtr__batch_t *b, const int64_t *coord) {
+static void dtr__check_overlaps(dtr__batch_t *b) {
     int n = b->plan->ntensors, m = 0;
     dtr__span_t *sp = malloc(sizeof *sp * 2 * (size_t)n);
     if (sp == NULL) {
@@ -78,10 +75,9 @@ static void dtr__check_overlaps(dtr__batch_t *b, const int64_t *coord) {
     for (int t = 0; t < n; t++) {
         if (b->in_bytes[t] > 0)
             sp[m++] = (dtr__span_t){(uintptr_t)b->in[t], (uintptr_t)b->in[t] + b->in_bytes[t], t, false};
-        dtr_layout_t dl; /* the bytes the call writes */
-        dtr_spec_layout_at(&b->plan->plans[t].dst, coord, &dl);
-        if (dl.bytes > 0)
-            sp[m++] = (dtr__span_t){(uintptr_t)b->out[t], (uintptr_t)b->out[t] + (size_t)dl.bytes,
+        int64_t dst_bytes = b->mem[t].dst_bytes; /* the bytes the call writes */
+        if (dst_bytes > 0)
+            sp[m++] = (dtr__span_t){(uintptr_t)b->out[t], (uintptr_t)b->out[t] + (size_t)dst_bytes,
                                     t, true};
     }
     qsort(sp, (size_t)m, sizeof *sp, dtr__span_cmp);
@@ -105,16 +101,21 @@ static void dtr__check_overlaps(dtr__batch_t *b, const int64_t *coord) {
 }
 
 /* Checks what this rank can check alone: every member, then the overlaps. */
-static void dtr__check_members(dtr__batch_t *b, const size_t *out_bytes, const int64_t *coord) {
+static void dtr__check_members(dtr__batch_t *b, const size_t *out_bytes) {
     for (int t = 0; t < b->plan->ntensors && b->local_status == DTR_OK; t++)
-        dtr__check_member(b, t, coord, out_bytes[t]);
-    if (b->local_status == DTR_OK) dtr__check_overlaps(b, coord);
+        dtr__check_member(b, t, out_bytes[t]);
+    if (b->local_status == DTR_OK) dtr__check_overlaps(b);
 }
 
-/* The members' state and step buffers (the arena: two buffers per member, as large as
- * its largest intermediate block), and room for the largest round. */
-static dtr_status_t dtr__batch_members(dtr_context_t *ctx, dtr__batch_t *b) {
+/* What the plan fixes for this rank's members (dtr__member_t's fixed part, numbers only):
+ * their last real step, step buffer sizes and block sizes, and room for the largest round.
+ * Derived on the first call with a plan and kept while calls bring the same plan (the
+ * same address and hash, so the same content): a framework runs one batch plan every
+ * step. */
+static dtr_status_t dtr__batch_fix(dtr_context_t *ctx, dtr__batch_t *b, const int64_t *coord) {
     const dtr_batch_plan_t *p = b->plan;
+    if (b->fixed_plan == p && b->fixed_hash == p->hash) return DTR_OK;
+    b->fixed_plan = NULL;
     if (b->mem_cap < p->ntensors) {
         dtr__member_t *m = realloc(b->mem, sizeof *m * (size_t)p->ntensors);
         if (m == NULL)
@@ -132,9 +133,7 @@ static dtr_status_t dtr__batch_members(dtr_context_t *ctx, dtr__batch_t *b) {
         b->rm = rm;
         b->rm_cap = most;
     }
-    int64_t total = 0, *size = NULL;
-    size = malloc(sizeof *size * (size_t)p->ntensors);
-    if (size == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "buffer sizes");
+    int64_t total = 0;
     for (int t = 0; t < p->ntensors; t++) {
         dtr__member_t *mm = &b->mem[t];
         memset(mm, 0, sizeof *mm);
@@ -145,28 +144,47 @@ static dtr_status_t dtr__batch_members(dtr_context_t *ctx, dtr__batch_t *b) {
             b->solo.pctx = mm->pctx;
             if (!dtr__step_noop(&b->solo, k)) mm->last_real = k;
         }
-        size[t] = 0;
+        int64_t size = 0;
         for (int k = 0; k < mm->last_real; k++) {
             const dtr_step_t *s = &p->plans[t].steps[k];
             int64_t bytes = dtr__prod(s->shape_after, 0, p->plans[t].src.ndim) * mm->pctx.item;
-            if (bytes > size[t]) size[t] = bytes;
+            if (bytes > size) size = bytes;
         }
-        size[t] = (size[t] + DTR__ARENA_ALIGN - 1) / DTR__ARENA_ALIGN * DTR__ARENA_ALIGN;
-        total += 2 * size[t];
+        mm->buf_bytes = (size + DTR__ARENA_ALIGN - 1) / DTR__ARENA_ALIGN * DTR__ARENA_ALIGN;
+        total += 2 * mm->buf_bytes;
+        dtr_layout_t sl, dl;
+        dtr_spec_layout_at(&p->plans[t].src, coord, &sl);
+        dtr_spec_layout_at(&p->plans[t].dst, coord, &dl);
+        mm->src_bytes = sl.bytes;
+        mm->dst_bytes = dl.bytes;
     }
-    dtr_status_t st = b->bare ? DTR_OK
-                              : dtr__reserve(ctx, &b->arena, &b->arena_cap, total,
-                                             "batch step buffers");
-    for (int64_t t = 0, at = 0; st == DTR_OK && t < p->ntensors; t++) {
+    b->fixed_arena = total;
+    b->fixed_plan = p;
+    b->fixed_hash = p->hash;
+    return DTR_OK;
+}
+
+/* This call's member state: the fixed part (dtr__batch_fix), the step buffers (the arena)
+ * and where each block starts. */
+static dtr_status_t dtr__batch_members(dtr_context_t *ctx, dtr__batch_t *b, const int64_t *coord) {
+    const dtr_batch_plan_t *p = b->plan;
+    DTR_CHECK(dtr__batch_fix(ctx, b, coord));
+    if (!b->bare)
+        DTR_CHECK(dtr__reserve(ctx, &b->arena, &b->arena_cap, b->fixed_arena,
+                               "batch step buffers"));
+    int64_t at = 0;
+    for (int t = 0; t < p->ntensors; t++) {
         dtr__member_t *mm = &b->mem[t];
+        dtr__ctx_init(&mm->pctx, &p->plans[t].src, &p->plans[t].cost); /* (pointers: not kept) */
         mm->cur = b->in != NULL ? b->in[t] : NULL;
-        if (b->bare || size[t] == 0) continue;
+        mm->next = 0;
+        mm->buf[0] = mm->buf[1] = NULL;
+        if (b->bare || mm->buf_bytes == 0) continue;
         mm->buf[0] = (char *)b->arena + at;
-        mm->buf[1] = (char *)b->arena + at + size[t];
-        at += 2 * size[t];
+        mm->buf[1] = (char *)b->arena + at + mm->buf_bytes;
+        at += 2 * mm->buf_bytes;
     }
-    free(size);
-    return st;
+    return DTR_OK;
 }
 
 /* Member t runs its step k as in its own plan; b->solo_active while its operation is in
@@ -371,21 +389,16 @@ static dtr_status_t dtr__batch_start(dtr_context_t *ctx, const dtr_batch_plan_t 
         return DTR_OK;
     }
     dtr__batch_t *b = ctx->batch;
-    /* keep what the state owns (buffers), reset the rest */
-    dtr__member_t *mem = b->mem;
-    dtr__round_member_t *rm = b->rm;
-    void *arena = b->arena;
-    dtr_span_t *span = b->span;
-    int mem_cap = b->mem_cap, rm_cap = b->rm_cap, span_cap = b->span_cap;
-    int64_t arena_cap = b->arena_cap;
-    memset(b, 0, sizeof *b);
+    /* keep what the state owns (buffers) and what the plan fixed, reset the rest */
     *b = (dtr__batch_t){.plan = plan, .in = in, .in_bytes = in_bytes, .out = out, .bare = bare,
-                        .mem = mem, .mem_cap = mem_cap, .rm = rm, .rm_cap = rm_cap,
-                        .arena = arena, .arena_cap = arena_cap, .span = span,
-                        .span_cap = span_cap};
+                        .mem = b->mem, .mem_cap = b->mem_cap, .rm = b->rm, .rm_cap = b->rm_cap,
+                        .fixed_plan = b->fixed_plan, .fixed_hash = b->fixed_hash,
+                        .fixed_arena = b->fixed_arena,
+                        .arena = b->arena, .arena_cap = b->arena_cap, .span = b->span,
+                        .span_cap = b->span_cap};
     DTR_CHECK(dtr__mesh_entry(ctx, mesh, coord, &b->m));
-    DTR_CHECK(dtr__batch_members(ctx, b));
-    if (!bare) dtr__check_members(b, out_bytes, coord);
+    DTR_CHECK(dtr__batch_members(ctx, b, coord));
+    if (!bare) dtr__check_members(b, out_bytes);
     r->phase = DTR__PHASE_STEPS;
     if (bare || b->m->all == NULL || !ctx->agree) {
         if (b->local_status != DTR_OK)

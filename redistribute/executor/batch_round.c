@@ -16,6 +16,7 @@
  * then each member's divide for AVG done as SUM. A member's step gets the same arguments as
  * in its own plan (steps.c prepares it), so it computes the same result.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@
 void dtr__member_request(dtr_context_t *ctx, dtr__batch_t *b, int t, int k) {
     dtr_request_t *r = &b->solo;
     const dtr__member_t *mm = &b->mem[t];
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(dtr_request_t, local_msg) + 1); /* (the message need not be cleared) */
     r->ctx = ctx;
     r->plan = &b->plan->plans[t];
     r->in = b->in != NULL ? b->in[t] : NULL;

@@ -108,13 +108,13 @@ struct dtr_request {
     dtr_backend_req_t abreq;
     double at0;
     dtr_status_t local_status; /* an argument error found before the agreement */
-    char local_msg[512];
     /* a batch member's step (batch.c): the output of a step before the last goes here
      * instead of the context's step buffers, and AVG is always SUM then a divide */
     void *dst_next;
     bool avg_as_sum;
     /* a batch's request (batch.c) makes progress through this; NULL: a plan's */
     dtr_status_t (*progress)(dtr_request_t *r, bool block);
+    char local_msg[512]; /* last: a batch member's request clears only what comes before it */
 };
 
 struct dtr_context {
@@ -324,11 +324,16 @@ dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *
 
 /* A member of a batch on this rank: where its block is and what it runs next. */
 typedef struct {
+    /* this call's */
     const void *cur;
     void *buf[2]; /* its step buffers, in the batch's arena */
     int next;     /* the next step to run */
+    dtr__ctx_t pctx; /* its geometry (pointers into the plan: set on every call) */
+    /* what the plan fixes on this rank: derived by the first call with the plan, kept
+     * while later calls bring the same plan (batch.c, dtr__batch_fix) */
     int last_real;
-    dtr__ctx_t pctx;
+    int64_t buf_bytes;            /* each of its two step buffers, rounded up */
+    int64_t src_bytes, dst_bytes; /* this rank's source and target blocks */
 } dtr__member_t;
 
 /* A member step of the coalesced round in flight. */
@@ -350,6 +355,9 @@ typedef struct dtr__batch {
     dtr__mesh_entry_t *m;
     dtr__member_t *mem;
     int mem_cap;
+    const dtr_batch_plan_t *fixed_plan; /* mem's fixed part is this plan's (its hash) */
+    uint64_t fixed_hash;
+    int64_t fixed_arena; /* the step buffers' total */
     dtr__round_member_t *rm;
     int rm_cap;
     void *arena; /* the members' step buffers (the context's memory) */

@@ -12,6 +12,7 @@
 #define DTR_REDISTRIBUTE_EXECUTOR_STREAM_H
 
 #include <stdint.h>
+#include <string.h>
 
 void dtr__stream_init(void);
 void dtr__stream_copy(void *dst, const void *src, int64_t n);
@@ -26,5 +27,26 @@ void dtr__stream_fence(void);
  * short runs far apart defeat the hardware prefetcher, which stops at each gap (2 KiB runs
  * 4 KiB apart copied 1.4-1.7x faster out of memory, docs/executor.md). */
 #define DTR__PREFETCH_RUN_MAX 8192
+
+/* memcpy for the short runs of strided copies, inline: a call to the library's memcpy
+ * costs about what copying 128 bytes does, and a piece along a tensor's last dim is
+ * thousands of such rows. Fixed-size memcpys compile to plain vector moves. */
+#define DTR__SHORT_COPY_MAX 256
+static inline void dtr__copy_run(char *d, const char *s, int64_t n) {
+    if (n > DTR__SHORT_COPY_MAX) {
+        memcpy(d, s, (size_t)n);
+        return;
+    }
+    for (; n >= 32; n -= 32, d += 32, s += 32) memcpy(d, s, 32);
+    if (n >= 16) {
+        memcpy(d, s, 16);
+        n -= 16, d += 16, s += 16;
+    }
+    if (n >= 8) {
+        memcpy(d, s, 8);
+        n -= 8, d += 8, s += 8;
+    }
+    for (; n > 0; n--) *d++ = *s++;
+}
 
 #endif

@@ -55,11 +55,11 @@ static void dtr__range(char *base, int64_t run, int64_t stride, int64_t at, int6
             }
         }
         if (pack)
-            memcpy(flat, p, (size_t)take);
+            dtr__copy_run(flat, p, take);
         else if (stream)
             dtr__stream_copy(p, flat, take);
         else
-            memcpy(p, flat, (size_t)take);
+            dtr__copy_run(p, flat, take);
         flat += take;
         len -= take;
         i++;

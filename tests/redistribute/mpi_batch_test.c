@@ -443,6 +443,20 @@ int main(int argc, char **argv) {
                 snprintf(why, sizeof why, "baseline: %s", dtr_last_error());
                 bad = 1;
             }
+            /* the same plan again on new buffers: the context keeps what the plan fixes
+             * (batch.c, dtr__batch_fix), nothing of the last call's buffers */
+            if (!bad && (index & 4)) {
+                buffers_t again;
+                buffers_make(&c, rank, fills, &again);
+                st = run_batch(ctx[padded], bp, &again, !nonblocking);
+                if (st != DTR_OK) {
+                    snprintf(why, sizeof why, "again: %s: %s", dtr_status_name(st), dtr_last_error());
+                    bad = 1;
+                } else {
+                    bad = buffers_check(&c, rank, fills, &again, false, why, sizeof why);
+                }
+                buffers_free(&c, &again);
+            }
         }
         if (bad)
             printf("FAIL seed %llu case %d (%s, %s, fill %s): %s: rank %d: %s\n",
