@@ -16,7 +16,8 @@ static const dtr_step_kind_info_t dtr__step_kinds[DTR_STEP_KIND_LAST] = {
     [DTR_STEP_LOCAL_CHUNK] = {"local_chunk", false, "R -> S(d): keep this rank's chunk"},
     [DTR_STEP_LOCAL_SCALE] = {"local_scale", false, "R -> P(sum): divide by the mesh dim size"},
     [DTR_STEP_LOCAL_RELABEL] = {"local_relabel", false,
-                                "R -> P(avg|max|min): the values already qualify"},
+                                "R -> P(avg|max|min), or any change on mesh dims of one "
+                                "rank: every block and value stays"},
 };
 
 const dtr_step_kind_info_t *dtr_step_kind_info(dtr_step_kind_t kind) {

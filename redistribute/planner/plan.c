@@ -330,6 +330,18 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     }
 }
 
+/* A step that changes placements only on mesh dims of one rank keeps every rank's block and
+ * every value (a chunk of one piece is the whole, a reduction over one rank is the value):
+ * it is a local relabel, whatever it was built as, and moves and costs nothing. PyTorch
+ * 2.6+ counts no collective for such changes. */
+static void dtr__one_rank_relabel(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    for (int i = 0; i < ctx->mdims; i++)
+        if (ctx->msize[i] > 1 && !dtr_placement_equal(s->before[i], s->after[i])) return;
+    s->kind = DTR_STEP_LOCAL_RELABEL;
+    s->tensor_dim = s->tensor_dim2 = -1;
+    s->scale = 1.0;
+}
+
 void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_placement_t *start,
                        dtr_plan_t *plan) {
     memset(b, 0, sizeof *b);
@@ -422,9 +434,10 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
                  "power of n",
                  b->plan->nsteps, i, b->scaled_at);
     }
-    if (s->kind == DTR_STEP_LOCAL_SCALE && b->scaled_at == 0) b->scaled_at = b->plan->nsteps;
     b->cur[i] = to;
     s->after[i] = to;
+    dtr__one_rank_relabel(ctx, s);
+    if (s->kind == DTR_STEP_LOCAL_SCALE && b->scaled_at == 0) b->scaled_at = b->plan->nsteps;
     dtr__step_figures(ctx, s);
     return true;
 }
@@ -453,6 +466,7 @@ bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to) {
     s->tensor_dim = to.dim;
     b->cur[i] = to;
     s->after[i] = to;
+    dtr__one_rank_relabel(ctx, s);
     dtr__step_figures(ctx, s);
     return true;
 }
@@ -468,6 +482,7 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
     s->mesh_dim = -1;
     memcpy(s->after, to, (size_t)ctx->mdims * sizeof *to);
     memcpy(b->cur, to, (size_t)ctx->mdims * sizeof *to);
+    dtr__one_rank_relabel(ctx, s);
     /* Candidates often end in the same exchange; its figures cost O(ranks), so reuse them. */
     dtr__exchange_memo_t *memo = ctx->memo;
     for (int k = 0; memo != NULL && k < memo->n; k++)

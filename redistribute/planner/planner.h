@@ -47,7 +47,8 @@ typedef enum {
                                  reduce-scatter-v, then an all-to-all-v to the owners */
     DTR_STEP_LOCAL_CHUNK,    /* R -> S(d): keep this rank's chunk, no communication */
     DTR_STEP_LOCAL_SCALE,    /* R -> P(sum): divide by the mesh dim's size */
-    DTR_STEP_LOCAL_RELABEL,  /* R -> P(avg|max|min): values kept, placement changes */
+    DTR_STEP_LOCAL_RELABEL,  /* values and blocks kept, placement changes: R -> P(avg|max|min),
+                                and any step over mesh dims of one rank */
     DTR_STEP_KIND_LAST
 } dtr_step_kind_t;
 

@@ -95,6 +95,51 @@ Test(plan, optimal_takes_the_direct_steps) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
 
+/* A mesh dim of one rank never communicates: whatever the step was built as, it is a local
+ * relabel with no bytes, no memory and no collective in the counts (issue 27; PyTorch 2.6+
+ * asserts zero collectives for such changes, test_redistribute.py). compat keeps the seed's
+ * step list and reports what runs. R -> P(sum) on one rank divides by 1: no scale step. */
+Test(plan, one_rank_mesh_dims_are_local_relabels) {
+    const plan_case_t cases[] = {
+        {"4x1", "64x8", "S(0),P", "S(0),R", DTR_STRATEGY_OPTIMAL, "1:P(sum)->R:local_relabel", 0},
+        {"4x1", "64x8", "S(0),P", "S(0),R", DTR_STRATEGY_COMPAT, "1:P(sum)->R:local_relabel", 0},
+        {"2x1", "9x8", "R,R", "R,P", DTR_STRATEGY_OPTIMAL, "1:R->P(sum):local_relabel", 0},
+        {"2x1", "9x8", "R,R", "R,P", DTR_STRATEGY_COMPAT, "1:R->P(sum):local_relabel", 0},
+        {"1", "9x8", "S(0)", "S(1)", DTR_STRATEGY_OPTIMAL, "0:S(0)->S(1):local_relabel", 0},
+        {"1", "9x8", "S(0)", "S(1)", DTR_STRATEGY_COMPAT,
+         "0:S(0)->R:local_relabel; 0:R->S(1):local_relabel", 0},
+        /* only the 4-rank mesh dim moves bytes: 3 pieces of 9x2 f32 */
+        {"1x4", "9x8", "S(1),S(0)", "R,S(1)", DTR_STRATEGY_OPTIMAL,
+         "0:S(1)->R:local_relabel; 1:S(0)->S(1):all_to_all", 72},
+        {"1x4", "9x8", "S(1),S(0)", "R,S(1)", DTR_STRATEGY_COMPAT,
+         "1:S(0)->R:all_gather; 0:S(1)->R:local_relabel; 1:R->S(1):local_chunk", 288},
+        {"2x1", "9x8", "P,P", "S(0),S(0)", DTR_STRATEGY_OPTIMAL,
+         "0:P(sum)->S(0):reduce_scatter; 1:P(sum)->S(0):local_relabel", 160},
+        {"1x2x1", "9x8", "P,S(0),R", "R,R,S(1)", DTR_STRATEGY_COMPAT,
+         "1:S(0)->R:all_gather; 0:P(sum)->R:local_relabel; 2:R->S(1):local_relabel", 160},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+    /* the figures of the first: no collective counted, no extra memory, no time */
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    cr_assert_eq(change_from("4x1", "64x8", "S(0),P", "S(0),R", DTR_F32, &mesh, &src, &dst),
+                 DTR_OK, "%s", dtr_last_error());
+    for (int st = 0; st < DTR_STRATEGY_LAST; st++) {
+        dtr_plan_options_t opts = {.strategy = (dtr_strategy_t)st, .cost = NULL};
+        dtr_plan_t plan;
+        cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK, "%s", dtr_last_error());
+        for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
+            cr_expect_eq(plan.count[k], k == DTR_STEP_LOCAL_RELABEL ? 1 : 0, "%s: count[%s] %d",
+                         dtr_strategy_name(plan.strategy),
+                         dtr_step_kind_info((dtr_step_kind_t)k)->name, plan.count[k]);
+        cr_expect(plan.peak_extra_bytes == 0 && plan.time_us == 0 &&
+                      plan.steps[0].send_bytes_max == 0 && plan.steps[0].extra_bytes_max == 0,
+                  "%s: extra %lld, time %g", dtr_strategy_name(plan.strategy),
+                  (long long)plan.peak_extra_bytes, plan.time_us);
+    }
+    dtr_mesh_destroy(mesh);
+}
+
 /* The seed's count test misses this misalignment: mesh dim 0 would gather tensor dim 0 while
  * mesh dim 2 still shards it. On 2x3x2 with 12 rows, rank (0,0,1) would end with rows 3,4
  * instead of 2,3. compat refuses; its unchecked plan really corrupts the data; optimal
