@@ -36,10 +36,12 @@ const char *dtr_reduce_op_name(dtr_reduce_op_t op) {
     return dtr__reduce_op_names[op];
 }
 
-/* Scans a reduce op name at the cursor; returns the op or DTR_REDUCE_OP_LAST. */
+/* Scans a reduce op name at the cursor; returns the op or DTR_REDUCE_OP_LAST. "prod", the
+ * spelling PyTorch's tests use for product (Partial("prod")), is read, never printed. */
 static dtr_reduce_op_t dtr__scan_reduce_op(const char **cursor) {
     for (int op = 0; op < DTR_REDUCE_OP_LAST; op++)
         if (dtr__scan_word(cursor, dtr__reduce_op_names[op])) return (dtr_reduce_op_t)op;
+    if (dtr__scan_word(cursor, "prod")) return DTR_REDUCE_PRODUCT;
     return DTR_REDUCE_OP_LAST;
 }
 

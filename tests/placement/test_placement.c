@@ -29,6 +29,9 @@ Test(placement, every_accepted_form_parses_to_its_canonical_text) {
     expect_parse("Partial(max)", dtr_partial(DTR_REDUCE_MAX), "P(max)");
     expect_parse("p( MIN )", dtr_partial(DTR_REDUCE_MIN), "P(min)");
     expect_parse("Partial(reduce_op=product)", dtr_partial(DTR_REDUCE_PRODUCT), "P(product)");
+    /* PyTorch's spelling, read and printed as product (issue 27) */
+    expect_parse("P(prod)", dtr_partial(DTR_REDUCE_PRODUCT), "P(product)");
+    expect_parse("Partial(reduce_op=PROD)", dtr_partial(DTR_REDUCE_PRODUCT), "P(product)");
 }
 
 Test(placement, lists_round_trip_canonically) {
@@ -98,6 +101,12 @@ Test(placement, reduce_ops) {
     cr_expect_eq(op, DTR_REDUCE_PRODUCT);
     cr_expect_eq(dtr_reduce_op_parse("mean", &op), DTR_ERR_PARSE);
     cr_expect_eq(op, DTR_REDUCE_PRODUCT, "output written on error");
+    op = DTR_REDUCE_SUM;
+    cr_expect_eq(dtr_reduce_op_parse("prod", &op), DTR_OK);
+    cr_expect_eq(op, DTR_REDUCE_PRODUCT);
+    /* a word, not a prefix */
+    cr_expect_eq(dtr_reduce_op_parse("produc", &op), DTR_ERR_PARSE);
+    cr_expect_eq(dtr_reduce_op_parse("prods", &op), DTR_ERR_PARSE);
     cr_expect_str_eq(dtr_reduce_op_name(DTR_REDUCE_AVG), "avg");
     cr_expect_null(dtr_reduce_op_name(DTR_REDUCE_OP_LAST));
 }
