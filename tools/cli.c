@@ -51,6 +51,10 @@ int dtr_cli_option_error(const char *cmd, int c, char **argv) {
                                cmd);
 }
 
+int dtr_cli_plan_exit(dtr_status_t st) {
+    return st == DTR_ERR_OUT_OF_MEMORY ? DTR_EXIT_FAIL : DTR_EXIT_REFUSED;
+}
+
 int dtr_cli_lib_error(const char *cmd, const char *flag) {
     if (flag != NULL) return dtr_cli_usage_error(cmd, "%s: %s", flag, dtr_last_error());
     return dtr_cli_usage_error(cmd, "%s", dtr_last_error());

@@ -8,8 +8,15 @@
 
 #include "dtr.h"
 
-/* Exit codes: 0 success, 1 a failure while running, 2 bad usage or bad arguments. */
-enum { DTR_EXIT_OK = 0, DTR_EXIT_FAIL = 1, DTR_EXIT_USAGE = 2 };
+/* Exit codes (dtr --help lists them): 0 success; 1 a run failed or did not verify; 2 bad
+ * usage or bad arguments; 3 the change was refused: well-formed, but the planner has no
+ * plan for it (P(sum) -> P(avg), S -> P, compat where the seed plan would misplace data).
+ * A checker can tell a refusal from a crash without running dtr plan first. */
+enum { DTR_EXIT_OK = 0, DTR_EXIT_FAIL = 1, DTR_EXIT_USAGE = 2, DTR_EXIT_REFUSED = 3 };
+
+/* The exit code for a failed dtr_plan_create / dtr_batch_plan_create on specs the CLI
+ * built itself: DTR_EXIT_REFUSED, or DTR_EXIT_FAIL when memory ran out. */
+int dtr_cli_plan_exit(dtr_status_t st);
 
 typedef struct {
     const char *name;

@@ -44,13 +44,9 @@ static void dtr__plan_help(FILE *out) {
         "  dtr plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)' --json\n"
         "  dtr plan --mesh 2x2 --batch tensors.json\n"
         "\n"
-        "Exit status: 0 planned; 2 bad arguments or an invalid change (e.g. P(sum) -> P(avg));\n"
-        "1 a valid change dtr cannot plan (e.g. compat where the seed plan is unsafe).\n",
+        "Exit status: 0 planned; 2 bad arguments; 3 the change was refused: no plan for it\n"
+        "(e.g. P(sum) -> P(avg), S -> P, or compat where the seed plan would misplace data).\n",
         out);
-}
-
-static int dtr__plan_exit(dtr_status_t st) {
-    return st == DTR_ERR_UNSUPPORTED ? DTR_EXIT_FAIL : DTR_EXIT_USAGE;
 }
 
 static void dtr__compare_row(FILE *out, const char *what, const char *a, const char *b) {
@@ -119,7 +115,7 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
     dtr_batch_plan_t *plan = NULL;
     if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK) {
         fprintf(stderr, "dtr plan: --batch %s: %s\n", path, dtr_last_error());
-        rc = dtr__plan_exit(dtr_last_status());
+        rc = dtr_cli_plan_exit(dtr_last_status());
     }
     if (plan != NULL) {
         if (json)
@@ -229,10 +225,10 @@ static int dtr__plan_main(int argc, char **argv) {
     int only = strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
     if (!compare && st[only] != DTR_OK) {
         fprintf(stderr, "dtr plan: %s\n", errors[only]);
-        rc = dtr__plan_exit(st[only]);
+        rc = dtr_cli_plan_exit(st[only]);
     } else if (compare && st[1] != DTR_OK) { /* invalid for both */
         fprintf(stderr, "dtr plan: %s\n", errors[1]);
-        rc = dtr__plan_exit(st[1]);
+        rc = dtr_cli_plan_exit(st[1]);
     } else if (json && compare) {
         fputs("{\"compat\":", stdout);
         if (st[0] == DTR_OK) {

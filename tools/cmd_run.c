@@ -93,7 +93,8 @@ static void dtr__run_help(FILE *out) {
         "  mpirun -n 4 dtr run --mesh 4 --shape 4096x1024 --from 'P' --to 'S(0)' --json\n"
         "\n"
         "Exit status: 0 done (and verified with --verify); 1 verification failed or a rank's\n"
-        "call failed (the first mismatching rank and index are printed); 2 bad arguments.\n"
+        "call failed (the first mismatching rank and index are printed); 2 bad arguments;\n"
+        "3 the change was refused (no plan for it, as dtr plan would say).\n"
         "As root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.\n",
         out);
 }
@@ -408,8 +409,12 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
     dtr_plan_t *plan = malloc(sizeof *plan);
     if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {
-        rc = plan == NULL ? dtr_cli_usage_error("run", "out of memory") : dtr_cli_lib_error("run", "--to");
-        if (plan != NULL && dtr_last_status() == DTR_ERR_UNSUPPORTED) rc = DTR_EXIT_FAIL;
+        if (plan == NULL) {
+            rc = dtr_cli_usage_error("run", "out of memory");
+        } else {
+            dtr_cli_lib_error("run", "--to");
+            rc = dtr_cli_plan_exit(dtr_last_status());
+        }
         free(plan);
         goto done_mesh;
     }

@@ -278,7 +278,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     dtr_plan_options_t opts = {.strategy = strategy};
     if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK) {
         fprintf(stderr, "dtr run: --batch %s: %s\n", batch, dtr_last_error());
-        rc = dtr_last_status() == DTR_ERR_UNSUPPORTED ? DTR_EXIT_FAIL : DTR_EXIT_USAGE;
+        rc = dtr_cli_plan_exit(dtr_last_status());
     }
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */

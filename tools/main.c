@@ -38,7 +38,15 @@ static void dtr__help(FILE *out) {
           "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype bf16 --microbatches 2 --verify\n"
           "\n"
           "'dtr COMMAND --help' explains a command. Environment: DTR_DEBUG=WARN|INFO|TRACE\n"
-          "logs the library's decisions to stderr.\n",
+          "logs the library's decisions to stderr.\n"
+          "\n"
+          "exit status, every command:\n"
+          "  0  done (planned; run and, with --verify, verified)\n"
+          "  1  a run failed or did not verify (each failing rank says why)\n"
+          "  2  bad usage: an unknown flag, unreadable text, a missing or malformed argument\n"
+          "  3  the change was refused: well-formed, but no strategy plans it (P(sum) ->\n"
+          "     P(avg), S -> P) or the chosen one will not (compat where the seed plan would\n"
+          "     misplace data); the message says which\n",
           out);
 }
 

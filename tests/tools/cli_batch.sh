@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dtr plan --batch` and `dtr run --batch`: the rounds of a fixed list, a verified run on 4
 # ranks (blocking and non-blocking, pattern and random values) with the JSON fields the
-# issue asks for, and the errors of bad files and flags (one line, exit 2).
+# issue asks for, and the errors of bad files and flags (one line, exit 2; a member change
+# no plan exists for, exit 3).
 # Usage: cli_batch.sh DTR
 set -u
 dtr=$1
@@ -46,8 +47,9 @@ check "missing key, line and entry" 0 2 "" 'line 2, entry 1: "to" is missing' pl
 echo '[{"shape": "8", "from": "S(0),R", "to": "R"}]' >"$dir/dims.json"
 check "placements for another mesh" 0 2 "" "entry 0: from:" plan --mesh 2 --batch "$dir/dims.json"
 echo '[{"shape": "8", "from": "S(0)", "to": "P"}]' >"$dir/invalid.json"
-check "a change that cannot be planned names the tensor" 0 2 "" "tensor 0 (src[0] -> dst[0])" plan --mesh 2 --batch "$dir/invalid.json"
+check "a change that cannot be planned names the tensor" 0 3 "" "tensor 0 (src[0] -> dst[0])" plan --mesh 2 --batch "$dir/invalid.json"
 check "no such file" 0 2 "" "--batch: cannot open" plan --mesh 2 --batch "$dir/nothing.json"
+check "run: a change that cannot be planned" 2 3 "" "tensor 0 (src[0] -> dst[0])" run --mesh 2 --batch "$dir/invalid.json"
 check "plan: --shape with --batch" 0 2 "" "--shape: not with --batch" plan --mesh 2 --batch "$dir/mixed.json" --shape 8
 check "run: --backward with --batch" 2 2 "" "--backward: not with --batch" run --mesh 2 --batch "$dir/mixed.json" --backward
 check "run: mesh larger than the job" 2 2 "" "run under 'mpirun -n 4'" run --mesh 2x2 --batch "$dir/mixed.json"

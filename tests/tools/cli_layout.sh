@@ -62,6 +62,7 @@ expect_output 'mesh 2x2  shape 2x5  dtype f32  placements S(1),S(1)
     layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'
 
 expect_contains 'usage: dtr COMMAND' --help
+expect_contains '  3  the change was refused' --help
 expect_contains 'layout     show each rank' -h
 expect_contains "dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'" --help
 expect_contains 'usage: dtr layout --mesh MESH' layout --help

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `dtr plan`: exact JSON for the issue's example, the shape of --compare, the table, and the
-# errors (one line on stderr; exit 2 for bad arguments, 1 for a change dtr refuses).
+# errors (one line on stderr; exit 2 for bad arguments, 3 for a change dtr refuses).
 # Usage: cli_plan.sh DTR
 set -u
 dtr=$1
@@ -27,16 +27,16 @@ DTR_ALPHA_US=1 check "environment sets the model" 0 0 '"modeled_time_us":3.0048}
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
 check "help" 0 0 'usage: dtr plan --mesh MESH' "" plan --help
 
-check "compat refuses the unsafe seed plan" 0 1 "" \
+check "compat refuses the unsafe seed plan" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step 1 (mesh dim 0: S(0) -> R)" \
     plan --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
-check "P(a) -> P(b)" 0 2 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
+check "P(a) -> P(b)" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
-check "S -> P" 0 2 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
+check "S -> P" 0 3 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
     plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P'
-check "R -> P(product)" 0 1 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
+check "R -> P(product)" 0 3 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
     plan --mesh 2 --shape 8 --from R --to 'P(product)'
-check "fp8 reduction" 0 1 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \
+check "fp8 reduction" 0 3 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \
     plan --mesh 2 --shape 8 --from P --to R --dtype f8e5m2
 check "--to placements" 0 2 "" "dtr plan: --to: dtr_spec_init: placements[0]: S(3): shard dim out of range for a 2-d tensor" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),R' --to 'S(3),R'

@@ -105,8 +105,10 @@ check "a mesh larger than the job" 2 2 "" \
     run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'R,R'
 check "bad --to" 4 2 "" "dtr run: --to:" \
     run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'S(0),Q'
-check "S -> P refused" 4 2 "" "a Shard cannot become Partial" \
+check "S -> P refused" 4 3 "" "a Shard cannot become Partial" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'P'
+check "compat's unsafe seed plan refused" 12 3 "" "compat: the seed algorithm's plan would corrupt data" \
+    run --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
 check "bad --iters" 4 2 "" "dtr run: --iters: 'x' is not a count" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --iters x
 check "bad --inject-mismatch" 4 2 "" "--inject-mismatch: '9' is not a rank 0..3" \
