@@ -9,6 +9,7 @@ static void dtr__plan_help(FILE *out) {
     fputs(
         "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
         "                [--ranks LIST] [--strategy optimal|compat] [--compare] [--json]\n"
+        "                [--backward]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
@@ -24,6 +25,11 @@ static void dtr__plan_help(FILE *out) {
         "                       with all-to-all and exchange steps; compat: the seed algorithm\n"
         "                       (PyTorch 2.1's) exactly, refused where it would corrupt data\n"
         "  --compare            both strategies and the lower bound, side by side\n"
+        "  --backward           the gradient's plan instead: a gradient arriving in the --to\n"
+        "                       placements goes back to the --from ones, Partial there\n"
+        "                       becoming Replicate where the gradient is not Partial, and\n"
+        "                       R -> P a pass-through (autograd/README.md); the forward\n"
+        "                       change must itself be one dtr can plan\n"
         "  --batch FILE         plan many tensors together: FILE is a JSON list of\n"
         "                       {\"shape\": \"64x64\", \"dtype\": \"f32\", \"from\": \"S(0),R\",\n"
         "                       \"to\": \"R,S(1)\"} (dtype optional, f32). Prints each tensor's\n"
@@ -143,13 +149,14 @@ static int dtr__plan_main(int argc, char **argv) {
         {"bandwidth-gbps", required_argument, NULL, 'b'},
         {"local-gbps", required_argument, NULL, 'l'},
         {"batch", required_argument, NULL, 'B'},
+        {"backward", no_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
     const char *batch = NULL;
-    int json = 0, compare = 0;
+    int json = 0, compare = 0, backward = 0;
     opterr = 0;
     for (;;) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
@@ -164,6 +171,7 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'b': bw = optarg; break;
         case 'l': local = optarg; break;
         case 'B': batch = optarg; break;
+        case 'w': backward = 1; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -193,6 +201,9 @@ static int dtr__plan_main(int argc, char **argv) {
         if (extra != NULL)
             return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
                                                "tensor's shape, dtype and change)", extra);
+        if (backward)
+            return dtr_cli_usage_error("plan", "--backward: not with --batch (plan one tensor's "
+                                               "gradient with --shape, --from and --to)");
         dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
         return dtr__plan_batch(&args, batch, &opts, json);
     }
@@ -212,13 +223,25 @@ static int dtr__plan_main(int argc, char **argv) {
         dtr_mesh_destroy(mesh);
         return dtr_cli_usage_error("plan", "out of memory");
     }
+    /* --backward: no gradient plan for a forward change no strategy plans (S -> P has no
+     * backward, though P -> S would plan) */
+    dtr_plan_options_t forward = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+    if (backward && dtr_plan_create(&src, &dst, &forward, &plans[1]) != DTR_OK) {
+        fprintf(stderr, "dtr plan: --backward: the forward change is refused: %s\n",
+                dtr_last_error());
+        rc = dtr_cli_plan_exit(dtr_last_status());
+        free(plans);
+        dtr_mesh_destroy(mesh);
+        return rc;
+    }
     dtr_status_t st[2] = {DTR_OK, DTR_OK};
     char errors[2][600] = {"", ""};
     for (int k = 0; k < 2; k++) {
         dtr_strategy_t s = k == 0 ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL;
         if (!compare && s != strategy) continue;
         dtr_plan_options_t opts = {.strategy = s, .cost = &cost};
-        st[k] = dtr_plan_create(&src, &dst, &opts, &plans[k]);
+        st[k] = backward ? dtr_plan_backward(&src, &dst, &opts, &plans[k])
+                         : dtr_plan_create(&src, &dst, &opts, &plans[k]);
         if (st[k] != DTR_OK) snprintf(errors[k], sizeof errors[k], "%s", dtr_last_error());
     }
     rc = DTR_EXIT_OK;

@@ -26,6 +26,21 @@ check "cost flags change the model" 0 0 '"modeled_time_us":3.0048}' "" \
 DTR_ALPHA_US=1 check "environment sets the model" 0 0 '"modeled_time_us":3.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
 check "help" 0 0 'usage: dtr plan --mesh MESH' "" plan --help
+# --backward: the gradient arriving in --to goes back to --from, Partial there becoming R
+# (the same plan dtr run --backward runs, tests/tools/cli_run.sh)
+check "backward JSON" 0 0 \
+    '{"strategy":"optimal","backward":true,"chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"all_to_all","from":"S(1)","to":"S(0)","tensor_dim":1,"tensor_dim2":0,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":144,"modeled_time_us":5.0048},{"mesh_dim":0,"kind":"all_reduce","from":"P(max)","to":"R","recv_bytes_per_rank_max":96,"send_bytes_per_rank_max":96,"extra_bytes_per_rank_max":192,"modeled_time_us":10.0096}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":144,"lower_bound_recv_bytes_per_rank":96,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0144}' "" \
+    plan --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --json
+check "backward text: a P(sum) source gets a Replicate gradient" 0 0 \
+    'plan (backward) optimal (best candidate: greedy): mesh 2x2, shape 8x6 f32, R,S(1) -> R,S(0)' "" \
+    plan --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward
+check "backward compat" 0 0 '  2   1     R -> S(0)                    local_chunk' "" \
+    plan --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --strategy compat
+check "backward of R -> P(sum) on i32: the forward is refused" 0 3 "" \
+    "dtr plan: --backward: the forward change is refused: dtr_plan_create: mesh dim 0: R -> P(sum) divides by 2, which i32 cannot do exactly" \
+    plan --mesh 2 --shape 8 --from R --to P --dtype i32 --backward
+check "backward of S -> P: the forward is refused" 0 3 "" "a Shard cannot become Partial" \
+    plan --mesh 4 --shape 8 --from 'S(0)' --to P --backward
 
 check "compat refuses the unsafe seed plan" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step 1 (mesh dim 0: S(0) -> R)" \
@@ -57,5 +72,7 @@ check "--compare with --strategy" 0 2 "" 'dtr plan: --compare shows both strateg
 DTR_BANDWIDTH_GBPS=fast check "bad environment" 0 2 "" 'dtr plan: dtr_cost_model_from_env: DTR_BANDWIDTH_GBPS: bandwidth_gbps "fast": item 0 must be a finite number > 0' \
     plan --mesh 2 --shape 8 --from R --to R
 check "unknown option" 0 2 "" "dtr plan: unknown option '--form'" plan --mesh 2 --shape 8 --form R --to R
+check "--backward with --batch" 0 2 "" "dtr plan: --backward: not with --batch" \
+    plan --mesh 2 --batch /dev/null --backward
 
 finish "cli plan"
