@@ -51,8 +51,10 @@ int dtr_cli_option_error(const char *cmd, int c, char **argv) {
                                cmd);
 }
 
-int dtr_cli_plan_exit(dtr_status_t st) {
-    return st == DTR_ERR_OUT_OF_MEMORY ? DTR_EXIT_FAIL : DTR_EXIT_REFUSED;
+int dtr_cli_plan_error(const char *cmd, const char *what) {
+    fprintf(stderr, "dtr %s: %s%s%s\n", cmd, what != NULL ? what : "", what != NULL ? ": " : "",
+            dtr_last_error());
+    return dtr_last_status() == DTR_ERR_OUT_OF_MEMORY ? DTR_EXIT_FAIL : DTR_EXIT_REFUSED;
 }
 
 int dtr_cli_lib_error(const char *cmd, const char *flag) {

@@ -14,9 +14,10 @@
  * A checker can tell a refusal from a crash without running dtr plan first. */
 enum { DTR_EXIT_OK = 0, DTR_EXIT_FAIL = 1, DTR_EXIT_USAGE = 2, DTR_EXIT_REFUSED = 3 };
 
-/* The exit code for a failed dtr_plan_create / dtr_batch_plan_create on specs the CLI
- * built itself: DTR_EXIT_REFUSED, or DTR_EXIT_FAIL when memory ran out. */
-int dtr_cli_plan_exit(dtr_status_t st);
+/* After a failed dtr_plan_create / dtr_batch_plan_create on specs the CLI built itself:
+ * prints "dtr <cmd>: <what>: <the library's error>" (no "<what>: " when what is NULL) as
+ * one line on stderr and returns DTR_EXIT_REFUSED, or DTR_EXIT_FAIL when memory ran out. */
+int dtr_cli_plan_error(const char *cmd, const char *what);
 
 typedef struct {
     const char *name;

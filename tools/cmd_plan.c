@@ -119,10 +119,10 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
     int n = 0;
     rc = dtr_cli_batch_load("plan", path, mesh, &src, &dst, &n);
     dtr_batch_plan_t *plan = NULL;
-    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK) {
-        fprintf(stderr, "dtr plan: --batch %s: %s\n", path, dtr_last_error());
-        rc = dtr_cli_plan_exit(dtr_last_status());
-    }
+    char what[512];
+    snprintf(what, sizeof what, "--batch %s", path);
+    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK)
+        rc = dtr_cli_plan_error("plan", what);
     if (plan != NULL) {
         if (json)
             dtr_batch_plan_print_json(plan, stdout);
@@ -227,9 +227,7 @@ static int dtr__plan_main(int argc, char **argv) {
      * backward, though P -> S would plan) */
     dtr_plan_options_t forward = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
     if (backward && dtr_plan_create(&src, &dst, &forward, &plans[1]) != DTR_OK) {
-        fprintf(stderr, "dtr plan: --backward: the forward change is refused: %s\n",
-                dtr_last_error());
-        rc = dtr_cli_plan_exit(dtr_last_status());
+        rc = dtr_cli_plan_error("plan", "--backward: the forward change is refused");
         free(plans);
         dtr_mesh_destroy(mesh);
         return rc;
@@ -246,12 +244,10 @@ static int dtr__plan_main(int argc, char **argv) {
     }
     rc = DTR_EXIT_OK;
     int only = strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
-    if (!compare && st[only] != DTR_OK) {
-        fprintf(stderr, "dtr plan: %s\n", errors[only]);
-        rc = dtr_cli_plan_exit(st[only]);
-    } else if (compare && st[1] != DTR_OK) { /* invalid for both */
-        fprintf(stderr, "dtr plan: %s\n", errors[1]);
-        rc = dtr_cli_plan_exit(st[1]);
+    /* the plan reported is the last one made (compat alone, or optimal after compat), so
+     * the library's last error is its own */
+    if ((!compare && st[only] != DTR_OK) || (compare && st[1] != DTR_OK)) {
+        rc = dtr_cli_plan_error("plan", NULL);
     } else if (json && compare) {
         fputs("{\"compat\":", stdout);
         if (st[0] == DTR_OK) {

@@ -409,12 +409,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
     dtr_plan_t *plan = malloc(sizeof *plan);
     if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {
-        if (plan == NULL) {
-            rc = dtr_cli_usage_error("run", "out of memory");
-        } else {
-            dtr_cli_lib_error("run", "--to");
-            rc = dtr_cli_plan_exit(dtr_last_status());
-        }
+        rc = plan == NULL ? dtr_cli_usage_error("run", "out of memory")
+                          : dtr_cli_plan_error("run", "--to");
         free(plan);
         goto done_mesh;
     }

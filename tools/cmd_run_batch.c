@@ -276,10 +276,10 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     rc = dtr_cli_mesh_fits("run", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", batch, mesh, &t.src, &t.dst, &t.n);
     dtr_plan_options_t opts = {.strategy = strategy};
-    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK) {
-        fprintf(stderr, "dtr run: --batch %s: %s\n", batch, dtr_last_error());
-        rc = dtr_cli_plan_exit(dtr_last_status());
-    }
+    char what[512];
+    snprintf(what, sizeof what, "--batch %s", batch);
+    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK)
+        rc = dtr_cli_plan_error("run", what);
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */
         rc = dtr__run_batch(&t, bp, args.mesh, fill, verify, nonblocking, json, warmup, iters,

@@ -175,7 +175,6 @@ void dtr__comms_destroy(dtr_context_t *ctx);
 
 /* ---- agree.c ------------------------------------------------------------------------ */
 
-/* What every rank's plan must share, hashed. */
 /* Starts an agreement of send into recv (3 int64, host memory) over group: the backend's
  * agree where it has one, else its all-reduce under MAX; dtr__agree_done after it completed
  * puts the result in recv. */

@@ -255,6 +255,21 @@ static dtr_status_t run_batch(dtr_context_t *ctx, const dtr_batch_plan_t *bp, bu
 
 /* The rounds are a schedule of the members' plans: each member's communicating steps once,
  * in their order; coalesced rounds share kind, mesh dim (and dtype and op). */
+/* Runs the batch on b and checks every element; 1 with the reason (after `tag`) in why. */
+static int run_checked(dtr_context_t *ctx, const dtr_batch_plan_t *bp, const batch_case_t *c,
+                       int rank, const dtr_fill_t *fills, buffers_t *b, bool nonblocking,
+                       const char *tag, char *why, size_t len) {
+    dtr_status_t st = run_batch(ctx, bp, b, nonblocking);
+    if (st != DTR_OK) {
+        snprintf(why, len, "%s%s: %s", tag, dtr_status_name(st), dtr_last_error());
+        return 1;
+    }
+    char inner[1024] = "";
+    if (!buffers_check(c, rank, fills, b, false, inner, sizeof inner)) return 0;
+    snprintf(why, len, "%s%s", tag, inner);
+    return 1;
+}
+
 static int check_rounds(const dtr_batch_plan_t *bp, char *why, size_t len) {
     int next[MAX_TENSORS] = {0};
     for (int r = 0; r < bp->nrounds; r++) {
@@ -432,13 +447,8 @@ int main(int argc, char **argv) {
         buffers_t b;
         buffers_make(&c, rank, fills, &b);
         if (!bad) {
-            dtr_status_t st = run_batch(ctx[padded], bp, &b, nonblocking);
-            if (st != DTR_OK) {
-                snprintf(why, sizeof why, "%s: %s", dtr_status_name(st), dtr_last_error());
-                bad = 1;
-            } else {
-                bad = buffers_check(&c, rank, fills, &b, false, why, sizeof why);
-            }
+            bad = run_checked(ctx[padded], bp, &c, rank, fills, &b, nonblocking, "", why,
+                              sizeof why);
             if (!bad && dtr_redistribute_batch_baseline(ctx[padded], bp) != DTR_OK) {
                 snprintf(why, sizeof why, "baseline: %s", dtr_last_error());
                 bad = 1;
@@ -448,13 +458,8 @@ int main(int argc, char **argv) {
             if (!bad && (index & 4)) {
                 buffers_t again;
                 buffers_make(&c, rank, fills, &again);
-                st = run_batch(ctx[padded], bp, &again, !nonblocking);
-                if (st != DTR_OK) {
-                    snprintf(why, sizeof why, "again: %s: %s", dtr_status_name(st), dtr_last_error());
-                    bad = 1;
-                } else {
-                    bad = buffers_check(&c, rank, fills, &again, false, why, sizeof why);
-                }
+                bad = run_checked(ctx[padded], bp, &c, rank, fills, &again, !nonblocking, "again: ",
+                                  why, sizeof why);
                 buffers_free(&c, &again);
             }
         }
