@@ -12,8 +12,10 @@
  * The counts miss some misalignments: [S(0),R,S(0)] -> [R,S(0),S(0)] has equal counts on
  * mesh dim 2, so mesh dim 0 gathers tensor dim 0 while mesh dim 2 still shards it, and the
  * gathered pieces are not the chunks the all-gather assumes. The builder notices (each step
- * checks that no later mesh dim shards the tensor dims it works on) and such a plan is
- * refused rather than returned.
+ * checks that no later mesh dim shards the tensor dims it works on); such a plan is then
+ * followed for the shape at hand (seed_follow.c) and returned only where every element lands
+ * right through blocks the executor sizes as the seed does; otherwise it is refused, saying
+ * which.
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +36,7 @@ static int dtr__compat_key(const dtr__compat_entry_t *e) {
 }
 
 bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      dtr_plan_t *plan, char *why, size_t why_len) {
+                      bool follow, dtr_plan_t *plan, char *why, size_t why_len) {
     dtr__compat_entry_t entries[2 * DTR_MAX_MESH_DIMS];
     int n = 0;
     int count_cur[DTR_MAX_TENSOR_DIMS] = {0}, count_tgt[DTR_MAX_TENSOR_DIMS] = {0};
@@ -70,6 +72,22 @@ bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     plan->strategy = DTR_STRATEGY_COMPAT;
     plan->chosen_by = "compat";
     dtr__plan_summarize(ctx, src, dst, plan);
-    if (!b.valid && why != NULL) snprintf(why, why_len, "%s", b.why);
-    return b.valid;
+    if (b.valid) return true;
+    char found[320] = "";
+    dtr__seed_verdict_t v = DTR__SEED_MISPLACES;
+    if (follow && b.misaligned_only) {
+        v = dtr__seed_follow(ctx, src, dst, plan, found, sizeof found);
+        if (v == DTR__SEED_RIGHT) return true;
+    }
+    if (why == NULL) return false;
+    if (v == DTR__SEED_UNEVEN)
+        snprintf(why, why_len, "dtr's executor cannot run the seed algorithm's plan: %s: %s",
+                 b.why, found);
+    else if (v == DTR__SEED_UNDECIDED)
+        snprintf(why, why_len, "the seed algorithm's plan may corrupt data: %s (not followed: %s)",
+                 b.why, found);
+    else
+        snprintf(why, why_len, "the seed algorithm's plan would corrupt data: %s%s%s", b.why,
+                 found[0] ? ": " : "", found);
+    return false;
 }

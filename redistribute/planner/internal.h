@@ -37,6 +37,7 @@ typedef struct {
     dtr_placement_t cur[DTR_MAX_MESH_DIMS];
     dtr_plan_t *plan;
     bool valid;
+    bool misaligned_only; /* invalid only because steps work on non-canonical layouts */
     char why[256];
     int scaled_at; /* the first R -> P(sum) scale step (1-based), 0 if none yet */
 } dtr__builder_t;
@@ -62,6 +63,20 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to);
 
 /* Appends one exchange from the current placements to `to` (same Partial dims). */
 bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to);
+
+/* What following a seed plan's index ranges (seed_follow.c) found. */
+typedef enum {
+    DTR__SEED_RIGHT,     /* every element lands where the target places it */
+    DTR__SEED_MISPLACES, /* some element does not */
+    DTR__SEED_UNEVEN,    /* a step's blocks are not the lengths the executor moves */
+    DTR__SEED_UNDECIDED, /* too large to follow */
+} dtr__seed_verdict_t;
+
+/* Follows a compat plan's steps as the seed runs them (concatenate, keep the positional
+ * chunk), per tensor dim and mesh coordinate class; why says what was found otherwise. */
+dtr__seed_verdict_t dtr__seed_follow(const dtr__ctx_t *ctx, const dtr_spec_t *src,
+                                     const dtr_spec_t *dst, const dtr_plan_t *plan, char *why,
+                                     size_t len);
 
 /* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?
  * (No mesh dim after i, of more than one rank, shards d.) */
@@ -144,9 +159,11 @@ int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const
 bool dtr__plan_per_coord(const dtr_plan_t *plan);
 
 /* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
- * (and why not, into why). Records no error. */
+ * (and why not, into why). With follow, a plan whose steps work on layouts that are not
+ * canonical is followed (seed_follow.c) and safe when every element lands right; without,
+ * it is unsafe (optimal's candidate). Records no error. */
 bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      dtr_plan_t *plan, char *why, size_t why_len);
+                      bool follow, dtr_plan_t *plan, char *why, size_t why_len);
 /* The optimal plan (see optimal.c). */
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan);

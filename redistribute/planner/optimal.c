@@ -230,7 +230,7 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
             builders[c](ctx, src->placements, dst->placements, &scratch);
             if (scratch.chosen_by == NULL) continue; /* invalid, or (balanced) not for this change */
             dtr__plan_summarize(ctx, src, dst, &scratch);
-        } else if (!dtr__plan_compat(ctx, src, dst, &scratch, NULL, 0)) {
+        } else if (!dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0)) {
             continue;
         }
         if (!have || dtr__better(&scratch, plan)) {

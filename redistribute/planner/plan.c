@@ -354,8 +354,9 @@ void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_place
 
 static dtr_step_t *dtr__new_step(dtr__builder_t *b) {
     if (b->plan->nsteps == DTR_MAX_PLAN_STEPS) {
-        if (b->valid) snprintf(b->why, sizeof b->why, "more than %d steps", DTR_MAX_PLAN_STEPS);
-        b->valid = false;
+        if (b->valid || b->misaligned_only)
+            snprintf(b->why, sizeof b->why, "more than %d steps", DTR_MAX_PLAN_STEPS);
+        b->valid = b->misaligned_only = false;
         return NULL;
     }
     dtr_step_t *s = &b->plan->steps[b->plan->nsteps++];
@@ -372,6 +373,7 @@ static dtr_step_t *dtr__new_step(dtr__builder_t *b) {
 static void dtr__invalid(dtr__builder_t *b, const dtr_step_t *s, int i, int d) {
     if (!b->valid) return;
     b->valid = false;
+    b->misaligned_only = true;
     char from[DTR_PLACEMENT_TEXT_MAX], to[DTR_PLACEMENT_TEXT_MAX];
     dtr_placement_format(s->from, from, sizeof from);
     dtr_placement_format(s->to, to, sizeof to);
@@ -416,7 +418,7 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
         if (to.op == DTR_REDUCE_SUM) s->scale = 1.0 / (double)ctx->msize[i];
     } else {
         /* S -> P and P(a) -> P(b) are refused before planning. */
-        b->valid = false;
+        b->valid = b->misaligned_only = false;
         snprintf(b->why, sizeof b->why, "internal: no step for mesh dim %d", i);
         return false;
     }
@@ -426,8 +428,8 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
      * P(product) reduction must come before any R -> P(sum) scale of the same plan. (SUM,
      * AVG, MAX and MIN commute with a positive scale.) */
     if (from.kind == DTR_PARTIAL && from.op == DTR_REDUCE_PRODUCT && b->scaled_at > 0 &&
-        b->valid) {
-        b->valid = false;
+        (b->valid || b->misaligned_only)) {
+        b->valid = b->misaligned_only = false;
         snprintf(b->why, sizeof b->why,
                  "step %d reduces P(product) on mesh dim %d after step %d's R -> P(sum) scale: "
                  "each factor of the product would carry the 1/n, so the result is off by a "
@@ -453,7 +455,7 @@ bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to) {
                      "internal: no balanced reduction for mesh dim %d (only P -> S(d) under a "
                      "later shard of d)",
                      i);
-        b->valid = false;
+        b->valid = b->misaligned_only = false;
         return false;
     }
     dtr_step_t *s = dtr__new_step(b);

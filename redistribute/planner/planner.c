@@ -177,11 +177,10 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     /* Built in a local and copied out, so *out is untouched on error. */
     dtr_plan_t plan;
     if (strategy == DTR_STRATEGY_COMPAT) {
-        char why[256];
-        if (!dtr__plan_compat(&ctx, src, dst, &plan, why, sizeof why))
+        char why[640];
+        if (!dtr__plan_compat(&ctx, src, dst, true, &plan, why, sizeof why))
             return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
-                              "compat: the seed algorithm's plan would corrupt data: %s; the "
-                              "optimal strategy handles this change",
+                              "compat: %s; the optimal strategy handles this change",
                               why);
         dtr__plan_finish(&ctx, src, dst, &plan);
     } else {
@@ -215,7 +214,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, src, &cost);
-    *safe = dtr__plan_compat(&ctx, src, dst, out, NULL, 0);
+    *safe = dtr__plan_compat(&ctx, src, dst, true, out, NULL, 0);
     dtr__plan_finish(&ctx, src, dst, out);
     return DTR_OK;
 }

@@ -8,9 +8,10 @@
  *
  * Strategies:
  *   DTR_STRATEGY_COMPAT   the seed algorithm exactly (PyTorch 2.1's _decompose_reshard and
- *                         "replicate then shard" sort). Where that algorithm would gather a
- *                         tensor dim that a later mesh dim still shards, its plan corrupts
- *                         data; dtr refuses it with DTR_ERR_UNSUPPORTED instead.
+ *                         "replicate then shard" sort). Where that algorithm gathers or
+ *                         splits a tensor dim that a later mesh dim still shards, the plan
+ *                         is followed for the shape at hand and run only if every element
+ *                         lands right; otherwise DTR_ERR_UNSUPPORTED says why.
  *   DTR_STRATEGY_OPTIMAL  the default: the cheapest, under the cost model, of several plans
  *                         built in O(M^2 D) (M mesh dims, D tensor dims): compat, a safe
  *                         replicate-then-shard, a greedy plan using all-to-all where it is

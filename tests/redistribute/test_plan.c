@@ -158,8 +158,10 @@ Test(plan, compat_refuses_the_seed_plan_that_corrupts) {
     cr_expect_str_eq(dtr_last_error(),
                      "dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step "
                      "1 (mesh dim 0: S(0) -> R) works on tensor dim 0 while mesh dim 2 still "
-                     "shards it, so the pieces it moves are not the chunks it assumes; the "
-                     "optimal strategy handles this change");
+                     "shards it, so the pieces it moves are not the chunks it assumes: for this "
+                     "shape the rank at mesh coordinate (0,0,1) ends with elements 3..4 of tensor "
+                     "dim 0 where the target places 2..3 there; the optimal strategy handles this "
+                     "change");
     cr_expect_eq(memcmp(&plan, &keep, sizeof plan), 0, "plan written on error");
 
     bool safe = true;

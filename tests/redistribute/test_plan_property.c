@@ -120,13 +120,35 @@ static int consistent(const dtr_plan_t *plan, char *err, size_t len) {
     return 0;
 }
 
+/* A compat refusal against the interpreter, by what it claims: "would corrupt data" must
+ * misplace data there (1); "cannot run" (the seed's blocks have other lengths than the
+ * executor's on the way) must come out right there (2). -1 and why into err otherwise. Call
+ * right after the refusal (it reads dtr_last_error). */
+static int check_refusal(const dtr_spec_t *src, const dtr_spec_t *dst, uint64_t vseed, char *err,
+                         size_t len) {
+    char why[512], out[512];
+    snprintf(why, sizeof why, "%s", dtr_last_error());
+    bool claims_corrupt = strstr(why, "plan would corrupt data") != NULL;
+    bool claims_uneven = strstr(why, "executor cannot run") != NULL;
+    bool safe = true;
+    dtr_plan_t seed_plan;
+    cr_assert_eq(dtr__plan_compat_unchecked(src, dst, &seed_plan, &safe), DTR_OK);
+    bool corrupts = interp_plan(src, dst, &seed_plan, vseed, out, sizeof out) != 0;
+    if (!safe && corrupts && claims_corrupt) return 1;
+    if (!safe && !corrupts && claims_uneven) return 2;
+    snprintf(err, len, "compat refusal (%s), but the interpreter %s%s%s", why,
+             corrupts ? "fails the seed plan: " : "runs the seed plan right",
+             corrupts ? out : "", safe ? "; the unchecked planner calls it safe" : "");
+    return -1;
+}
+
 Test(plan_property, plans_are_correct, .timeout = 600) {
     uint64_t seed = seed_from_env(20261121);
     g_state = seed;
     printf("plans_are_correct: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
            (unsigned long long)seed);
     const int ncases = 10000;
-    int failures = 0, compat_ok = 0, compat_refused_corrupt = 0, compat_refused_harmless = 0;
+    int failures = 0, compat_ok = 0, compat_refused_corrupt = 0, compat_refused_uneven = 0;
     int chosen[5] = {0};
     const char *names[5] = {"greedy", "safe", "exchange", "compat", "balanced"};
     const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_BF16, DTR_F16};
@@ -183,27 +205,102 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
             if (compat.lower_bound_recv_bytes > compat.recv_bytes_max)
                 CASE_FAIL("lower bound above compat's bytes", n, what);
         } else if (st == DTR_ERR_UNSUPPORTED) {
-            bool safe = true;
-            cr_assert_eq(dtr__plan_compat_unchecked(&src, &dst, &compat, &safe), DTR_OK);
-            if (safe) CASE_FAIL("compat refused a plan it calls safe", n, what);
-            if (interp_plan(&src, &dst, &compat, vseed, err, sizeof err) != 0)
-                compat_refused_corrupt++;
-            else
-                compat_refused_harmless++;
+            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
+            if (kind < 0) CASE_FAIL("%s", n, what, err);
+            if (kind == 1) compat_refused_corrupt++;
+            if (kind == 2) compat_refused_uneven++;
         } else {
             CASE_FAIL("compat: %s", n, what, dtr_last_error());
         }
         dtr_mesh_destroy(mesh);
     }
     printf("plans_are_correct: %d cases, %d failures; compat planned %d, refused %d (%d of "
-           "those seed plans corrupt the data in the interpreter, %d happen to come out "
-           "right); optimal chose greedy %d, safe %d, exchange %d, compat %d, balanced %d\n",
-           ncases, failures, compat_ok, compat_refused_corrupt + compat_refused_harmless,
-           compat_refused_corrupt, compat_refused_harmless, chosen[0], chosen[1], chosen[2],
+           "those seed plans misplace data in the interpreter, %d come out right there but "
+           "hold blocks of other lengths than the executor's on the way); optimal chose "
+           "greedy %d, safe %d, exchange %d, compat %d, balanced %d\n",
+           ncases, failures, compat_ok, compat_refused_corrupt + compat_refused_uneven,
+           compat_refused_corrupt, compat_refused_uneven, chosen[0], chosen[1], chosen[2],
            chosen[3], chosen[4]);
     cr_expect_eq(failures, 0, "%d of %d cases failed (seed %llu)", failures, ncases,
                  (unsigned long long)seed);
     cr_expect_gt(compat_refused_corrupt, 0, "the seed's unsafe plans should show up");
+}
+
+/* Does some tensor dim have two or more mesh dims of more than one rank sharding it? */
+static bool nested(const rcase_t *c, const dtr_placement_t *pl) {
+    for (int d = 0; d < c->ndim; d++) {
+        int k = 0;
+        for (int i = 0; i < c->mdims; i++)
+            if (pl[i].kind == DTR_SHARD && pl[i].dim == d && c->msize[i] > 1) k++;
+        if (k >= 2) return true;
+    }
+    return false;
+}
+
+/* Nested changes (a tensor dim sharded over several mesh dims on either side): compat runs
+ * every seed plan that puts each element right (following it, seed_follow.c), and each
+ * refusal is checked against the interpreter by what it claims. */
+Test(plan_property, compat_refuses_only_seed_plans_that_misplace, .timeout = 600) {
+    uint64_t seed = seed_from_env(20261124);
+    g_state = seed;
+    printf("compat_refuses_only: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    const int ncases = 3000;
+    int failures = 0, ran = 0, followed = 0, misplace = 0, uneven = 0;
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    for (int n = 0; n < ncases;) {
+        rcase_t c;
+        memset(&c, 0, sizeof c);
+        c.mdims = 2 + rand_below(3);
+        for (int i = 0; i < c.mdims; i++) c.msize[i] = 1 + rand_below(4);
+        c.ndim = 1 + rand_below(2);
+        for (int d = 0; d < c.ndim; d++) c.shape[d] = rand_below(14);
+        dtr_reduce_op_t op = (dtr_reduce_op_t)rand_below(DTR_REDUCE_OP_LAST);
+        for (int i = 0; i < c.mdims; i++) {
+            c.src[i] = rand_below(4) ? dtr_shard(rand_below(c.ndim)) : random_placement(c.ndim, op);
+            c.dst[i] = rand_below(4) ? dtr_shard(rand_below(c.ndim)) : random_placement(c.ndim, op);
+        }
+        c.dtype = DTR_F64;
+        make_valid(&c);
+        if (!nested(&c, c.src) && !nested(&c, c.dst)) continue;
+        n++;
+        char what[512], err[1024];
+        describe(&c, what, sizeof what);
+        dtr_mesh_t *mesh;
+        dtr_spec_t src, dst;
+        make_specs(&c, &mesh, &src, &dst);
+        dtr_plan_t plan;
+        dtr_plan_options_t co = {.strategy = DTR_STRATEGY_COMPAT, .cost = &cost};
+        uint64_t vseed = next_rand();
+        dtr_status_t st = dtr_plan_create(&src, &dst, &co, &plan);
+        if (st == DTR_OK) {
+            ran++;
+            dtr__ctx_t ctx;
+            dtr__ctx_init(&ctx, &src, &cost);
+            dtr_plan_t strict;
+            if (!dtr__plan_compat(&ctx, &src, &dst, false, &strict, NULL, 0)) followed++;
+            if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0) {
+                if (failures++ < 20) cr_log_error("case %d: %s: compat plan wrong: %s", n, what, err);
+            }
+        } else if (st == DTR_ERR_UNSUPPORTED) {
+            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
+            if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
+            misplace += kind == 1;
+            uneven += kind == 2;
+        } else if (failures++ < 20) {
+            cr_log_error("case %d: %s: compat: %s", n, what, dtr_last_error());
+        }
+        dtr_mesh_destroy(mesh);
+    }
+    printf("compat_refuses_only: %d nested changes, %d failures; compat ran %d (%d of them "
+           "only by following the seed plan), refused %d: %d misplace data in the interpreter, "
+           "%d come out right there but hold blocks of other lengths than the executor's\n",
+           ncases, failures, ran, followed, misplace + uneven, misplace, uneven);
+    cr_expect_eq(failures, 0, "%d of %d cases failed (seed %llu)", failures, ncases,
+                 (unsigned long long)seed);
+    cr_expect_gt(followed, 0, "some seed plans should run only by following them");
+    cr_expect_gt(misplace, 0, "some seed plans should misplace data");
 }
 
 /* Lengths divisible by every product of up to four mesh sizes 1..4, large enough for

@@ -45,6 +45,12 @@ check "backward of S -> P: the forward is refused" 0 3 "" "a Shard cannot become
 check "compat refuses the unsafe seed plan" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step 1 (mesh dim 0: S(0) -> R)" \
     plan --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
+check "compat runs the same seed plan where every element lands right" 0 0 \
+    '  1   0     S(0) -> R                    all_gather' "" \
+    plan --mesh 2x2x3 --shape 11 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
+check "compat refuses a seed plan that lands right through blocks the executor cannot size" 0 3 "" \
+    "dtr plan: dtr_plan_create: compat: dtr's executor cannot run the seed algorithm's plan: step 1 (mesh dim 0: S(0) -> R) works on tensor dim 0 while mesh dim 2 still shards it, so the pieces it moves are not the chunks it assumes: after step 1 the rank at mesh coordinate (0,0,0) holds a block of tensor dim 0 whose length is not the one the executor sizes it by; the optimal strategy handles this change" \
+    plan --mesh 3x3x2 --shape 9x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
 check "P(a) -> P(b)" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
 check "S -> P" 0 3 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \

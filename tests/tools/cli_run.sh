@@ -107,8 +107,15 @@ check "bad --to" 4 2 "" "dtr run: --to:" \
     run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'S(0),Q'
 check "S -> P refused" 4 3 "" "a Shard cannot become Partial" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'P'
-check "compat's unsafe seed plan refused" 12 3 "" "compat: the seed algorithm's plan would corrupt data" \
+check "compat's seed plan that misplaces data refused" 12 3 "" \
+    "for this shape the rank at mesh coordinate (0,0,1) ends with elements 3..4 of tensor dim 0 where the target places 2..3 there" \
     run --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
+# The same seed plan on shapes where every element lands right (its gather works on tensor
+# dim 0 while mesh dim 2 still shards it): compat runs it, forward and backward, uneven too.
+check "compat runs a misaligned seed plan that lands right (uneven, with P(sum))" 12 0 \
+    '"verified":true' "" \
+    run --mesh 2x2x3 --shape 11x3 --from 'S(0),P(sum),S(0)' --to 'R,S(0),S(0)' --strategy compat \
+    --dtype f64 --verify --backward --json --iters 1
 check "bad --iters" 4 2 "" "dtr run: --iters: 'x' is not a count" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --iters x
 check "bad --inject-mismatch" 4 2 "" "--inject-mismatch: '9' is not a rank 0..3" \
