@@ -135,33 +135,25 @@ static void dtr__follow_step(dtr__follow_t *f, const dtr_step_t *s, int64_t *bad
     int d = f->d, i = s->mesh_dim;
     bool gather = (s->kind == DTR_STEP_ALL_GATHER || s->kind == DTR_STEP_ALL_TO_ALL) &&
                   s->tensor_dim == d;
-    f->runs = 0;
     bool chunk = ((s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_REDUCE_SCATTER) &&
                   s->tensor_dim == d) ||
                  (s->kind == DTR_STEP_ALL_TO_ALL && s->tensor_dim2 == d);
+    f->runs = 0;
     for (int64_t k = 0; k < f->nclass; k++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
         dtr__coord_of(f, k, coord);
         f->next[k].n = 0;
         if (gather) {
-            int64_t n = ctx->msize[i], total = 0, member[64];
-            int64_t *m = n <= 64 ? member : malloc((size_t)n * sizeof *m);
-            if (m == NULL) {
-                f->nomem = true;
-                return;
-            }
-            for (int64_t c = 0; c < n; c++) {
-                coord[i] = c;
-                m[c] = dtr__class_of(f, coord);
-                total += dtr__seq_len(&f->cur[m[c]]);
-            }
-            for (int64_t c = 0; c < n; c++) {
-                int64_t size, off, len = dtr__seq_len(&f->cur[m[c]]);
-                dtr_chunk(total, n, c, &size, &off);
+            int64_t n = ctx->msize[i], total = 0;
+            for (coord[i] = 0; coord[i] < n; coord[i]++)
+                total += dtr__seq_len(&f->cur[dtr__class_of(f, coord)]);
+            for (coord[i] = 0; coord[i] < n; coord[i]++) {
+                const dtr__seq_t *piece = &f->cur[dtr__class_of(f, coord)];
+                int64_t size, off, len = dtr__seq_len(piece);
+                dtr_chunk(total, n, coord[i], &size, &off);
                 if (len != size && *bad_class < 0) *bad_class = k;
-                dtr__seq_take(f, &f->cur[m[c]], 0, len, &f->next[k]);
+                dtr__seq_take(f, piece, 0, len, &f->next[k]);
             }
-            if (m != member) free(m);
         } else if (chunk) {
             int64_t size, off;
             dtr_chunk(dtr__seq_len(&f->cur[k]), ctx->msize[i], coord[i], &size, &off);
@@ -240,14 +232,15 @@ dtr__seed_verdict_t dtr__seed_follow(const dtr__ctx_t *ctx, const dtr_spec_t *sr
                                      const dtr_spec_t *dst, const dtr_plan_t *plan, char *why,
                                      size_t len) {
     dtr__seed_verdict_t verdict = DTR__SEED_RIGHT;
+    bool empty = false;
+    for (int d = 0; d < ctx->ndim; d++) empty = empty || ctx->shape[d] == 0;
     for (int d = 0; d < ctx->ndim; d++) {
         dtr__follow_t f;
         memset(&f, 0, sizeof f);
         f.ctx = ctx;
         f.d = d;
         f.nclass = 1;
-        for (int e = 0; e < ctx->ndim; e++)
-            if (ctx->shape[e] == 0) f.empty = true;
+        f.empty = empty;
         for (int i = 0; i < ctx->mdims; i++) {
             bool shards = src->placements[i].kind == DTR_SHARD && src->placements[i].dim == d;
             for (int j = 0; j < plan->nsteps && !shards; j++)
