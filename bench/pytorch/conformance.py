@@ -62,7 +62,7 @@ KNOWN = {
     "torch-mixed-partial": (
         "PyTorch refuses",
         "PyTorch refuses placements that mix Partial ops on one tensor; dtr reduces them "
-        "mesh dim by mesh dim in plan order"),
+        "innermost mesh dim first, as PyTorch 2.4 to 2.x did (docs/semantics.md)"),
     "compat-refuses-corrupting-seed-plan": (
         "dtr refuses",
         "dtr's compat strategy reproduces the seed algorithm step for step and refuses where "

@@ -72,6 +72,14 @@ bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     plan->strategy = DTR_STRATEGY_COMPAT;
     plan->chosen_by = "compat";
     dtr__plan_summarize(ctx, src, dst, plan);
+    char order[320];
+    if (!dtr__reduction_order_ok(ctx, src->placements, plan, order, sizeof order)) {
+        /* The seed reduces in its own order (mesh dim 0 first, then its sort). */
+        if (why != NULL)
+            snprintf(why, why_len, "the seed algorithm's plan would give another value: %s",
+                     order);
+        return false;
+    }
     if (b.valid) return true;
     char found[320] = "";
     dtr__seed_verdict_t v = DTR__SEED_MISPLACES;

@@ -27,6 +27,11 @@ typedef struct {
     int64_t item; /* bytes per element */
     const dtr_cost_model_t *cost;
     dtr__exchange_memo_t *memo; /* may be NULL */
+    /* Set by the optimal strategy for the change at hand (partial_order.c): kept Partial
+     * dims it must reduce and make Partial again, and whether the reductions' order
+     * matters (mixed Partial ops). */
+    unsigned partials_forced;
+    bool partials_ordered;
 } dtr__ctx_t;
 
 /* A plan under construction. Steps are checked as they are added: one whose inputs are not
@@ -157,6 +162,26 @@ int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const
 /* Does some step's busiest rank depend on the coordinate (all-to-all, exchanges)? Without
  * such steps coordinate 0 receives the most in every step. */
 bool dtr__plan_per_coord(const dtr_plan_t *plan);
+
+/* Mixed Partial ops (partial_order.c). Do ops a and b give the same result in either order? */
+bool dtr__ops_commute(dtr_reduce_op_t a, dtr_reduce_op_t b);
+/* Partial dims the target keeps that must still be reduced (and made Partial again) so that
+ * the value holds: a mesh dim before them is reduced with an op that does not commute. */
+unsigned dtr__partials_forced(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                              const dtr_placement_t *dst);
+/* Do two of the reductions (forced ones included) not commute? Then their order matters. */
+bool dtr__partials_mixed(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                         const dtr_placement_t *dst);
+/* Does the target keep the value under mixed ops? A new P(sum) (a division) must not sit
+ * outside a P(product); forced dims must be able to become Partial again: not P(product),
+ * not in a backward plan (its R -> P steps do not divide). False with why (naming the mesh
+ * dims) otherwise. Either strategy. */
+bool dtr__partials_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst, bool backward, char *why, size_t len);
+/* Does the plan reduce mixed Partial ops innermost mesh dim first, counting the Partial dims
+ * it leaves as reduced after it? If not, why (may be NULL) says which two it swaps. */
+bool dtr__reduction_order_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_plan_t *plan, char *why, size_t len);
 
 /* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
  * (and why not, into why). With follow, a plan whose steps work on layouts that are not

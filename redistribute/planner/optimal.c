@@ -15,6 +15,9 @@
  *             which meets the lower bound on even shapes;
  *   compat    the seed plan, when it is safe.
  *
+ * With mixed Partial ops (partial_order.c) only candidates that reduce innermost mesh dim
+ * first count; safe then does all its reductions that way, so one always does.
+ *
  * compat being a candidate is what makes optimal never worse than compat under the model.
  * Every candidate ends with the local Replicate -> Partial steps.
  */
@@ -23,11 +26,16 @@
 #include "redistribute/planner/internal.h"
 
 /* What the layout phase aims at: the target, with Partial dims that are Replicate in the
- * source kept Replicate (they become Partial by a local step at the end). */
+ * source, or kept Partial dims that mixed ops force into the reduction, made Replicate
+ * (they become Partial by a local step at the end). */
 static void dtr__layout_target(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                                const dtr_placement_t *dst, dtr_placement_t *out) {
-    for (int i = 0; i < ctx->mdims; i++)
-        out[i] = dst[i].kind == DTR_PARTIAL && src[i].kind != DTR_PARTIAL ? dtr_replicate() : dst[i];
+    for (int i = 0; i < ctx->mdims; i++) {
+        bool forced = ctx->partials_forced >> i & 1;
+        out[i] = dst[i].kind == DTR_PARTIAL && (src[i].kind != DTR_PARTIAL || forced)
+                     ? dtr_replicate()
+                     : dst[i];
+    }
 }
 
 static void dtr__finish_partials(dtr__builder_t *b, const dtr_placement_t *dst) {
@@ -53,6 +61,12 @@ static void dtr__candidate_safe(const dtr__ctx_t *ctx, const dtr_placement_t *sr
     dtr__layout_target(ctx, src, dst, tgt);
     dtr__builder_t b;
     dtr__builder_init(&b, ctx, src, plan);
+    if (ctx->partials_ordered) {
+        /* Mixed ops: every reduction as an all-reduce, innermost mesh dim first. */
+        for (int i = ctx->mdims - 1; i >= 0; i--)
+            if (src[i].kind == DTR_PARTIAL && tgt[i].kind != DTR_PARTIAL)
+                dtr__emit(&b, i, dtr_replicate());
+    }
     for (int i = 0; i < ctx->mdims; i++)
         if (src[i].kind == DTR_PARTIAL && tgt[i].kind == DTR_REPLICATE) dtr__emit(&b, i, tgt[i]);
     for (int i = ctx->mdims - 1; i >= 0; i--)
@@ -170,6 +184,8 @@ static void dtr__candidate_greedy(const dtr__ctx_t *ctx, const dtr_placement_t *
              * then gathers innermost first; ties by mesh dim in that direction. */
             int prio = kind;
             bool later_wins = kind == DTR__A2A || kind == DTR__AG;
+            if (ctx->partials_ordered && kind == DTR__AR) prio = DTR__RS;
+            if (ctx->partials_ordered && prio == DTR__RS) later_wins = true; /* mixed ops */
             if (prio < best_prio || (prio == best_prio && later_wins)) {
                 best = i;
                 best_kind = kind;
@@ -217,6 +233,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
     dtr__exchange_memo_t memo = {.n = 0};
     dtr__ctx_t with_memo = *ctx_in;
     with_memo.memo = &memo;
+    with_memo.partials_forced = dtr__partials_forced(ctx_in, src->placements, dst->placements);
+    with_memo.partials_ordered = dtr__partials_mixed(ctx_in, src->placements, dst->placements);
     const dtr__ctx_t *ctx = &with_memo;
     /* Candidates are built in turn in one scratch plan; the best so far is kept in *plan. */
     dtr_plan_t scratch;
@@ -229,6 +247,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
         if (c < sizeof builders / sizeof builders[0]) {
             builders[c](ctx, src->placements, dst->placements, &scratch);
             if (scratch.chosen_by == NULL) continue; /* invalid, or (balanced) not for this change */
+            if (ctx->partials_ordered || ctx->partials_forced)
+                if (!dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0)) continue;
             dtr__plan_summarize(ctx, src, dst, &scratch);
         } else if (!dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0)) {
             continue;

@@ -176,8 +176,10 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     dtr__ctx_init(&ctx, src, &cost);
     /* Built in a local and copied out, so *out is untouched on error. */
     dtr_plan_t plan;
+    char why[640];
+    if (!dtr__partials_ok(&ctx, src->placements, dst->placements, backward, why, sizeof why))
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__, "%s", why);
     if (strategy == DTR_STRATEGY_COMPAT) {
-        char why[640];
         if (!dtr__plan_compat(&ctx, src, dst, true, &plan, why, sizeof why))
             return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
                               "compat: %s; the optimal strategy handles this change",

@@ -20,6 +20,7 @@ struct interp {
     int64_t gshape[DTR_MAX_TENSOR_DIMS];
     int64_t nranks;
     block_t *ranks; /* by row-major mesh position */
+    double *want;   /* mixed Partial ops: the tensor by their order (NULL: T itself) */
 };
 
 static int fail(char *err, size_t len, const char *fmt, ...) {
@@ -92,6 +93,68 @@ static double contribution(dtr_reduce_op_t op, double t, int64_t e, int64_t q, i
     }
 }
 
+static double reduce2(dtr_reduce_op_t op, double a, double b) {
+    switch (op) {
+    case DTR_REDUCE_MAX: return a > b ? a : b;
+    case DTR_REDUCE_MIN: return a < b ? a : b;
+    case DTR_REDUCE_PRODUCT: return a * b;
+    default: return a + b;
+    }
+}
+
+/* Reduces the last axis (n values in a row) of vals[count] in place, as an all-reduce of
+ * one mesh dim does: members in coordinate order, avg divided once at the end. */
+static int64_t reduce_last_axis(double *vals, int64_t count, int64_t n, dtr_reduce_op_t op) {
+    for (int64_t g = 0; g < count / n; g++) {
+        double acc = vals[g * n];
+        for (int64_t k = 1; k < n; k++) acc = reduce2(op, acc, vals[g * n + k]);
+        vals[g] = op == DTR_REDUCE_AVG ? acc / (double)n : acc;
+    }
+    return count / n;
+}
+
+/* Do the source's Partial dims (of more than one rank) mix ops that do not commute? */
+static bool mixed_ops(const interp_t *in, const dtr_placement_t *pl) {
+    int first = -1;
+    for (int i = 0; i < in->mdims; i++) {
+        if (pl[i].kind != DTR_PARTIAL || in->msize[i] == 1) continue;
+        if (first < 0) first = i;
+        dtr_reduce_op_t a = pl[first].op, b = pl[i].op;
+        bool sums = (a == DTR_REDUCE_SUM || a == DTR_REDUCE_AVG) &&
+                    (b == DTR_REDUCE_SUM || b == DTR_REDUCE_AVG);
+        if (a != b && !sums) return true;
+    }
+    return false;
+}
+
+/* Mixed ops: contribution q of element e is a small integer (exact under every op for
+ * meshes of 1, 2 and 4 ranks per dim); want[e] is their reduction innermost mesh dim first
+ * (docs/semantics.md). */
+static double mixed_contribution(uint64_t seed, int64_t e, int64_t q) {
+    static const double values[6] = {-3, -2, -1, 1, 2, 3}; /* (no 0: it hides a product's order) */
+    return values[mix(seed ^ mix((uint64_t)e * 2654435761u + (uint64_t)q)) % 6];
+}
+
+static int fill_want(interp_t *in, const dtr_spec_t *src, int64_t count, uint64_t seed) {
+    int64_t total = numel(in->ndim, in->gshape);
+    in->want = malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    double *vals = malloc((size_t)count * sizeof(double));
+    if (in->want == NULL || vals == NULL) {
+        free(vals);
+        return -1;
+    }
+    for (int64_t e = 0; e < total; e++) {
+        for (int64_t q = 0; q < count; q++) vals[q] = mixed_contribution(seed, e, q);
+        int64_t left = count;
+        for (int i = in->mdims - 1; i >= 0; i--)
+            if (src->placements[i].kind == DTR_PARTIAL)
+                left = reduce_last_axis(vals, left, in->msize[i], src->placements[i].op);
+        in->want[e] = vals[0];
+    }
+    free(vals);
+    return 0;
+}
+
 interp_t *interp_create(const dtr_spec_t *src, uint64_t seed) {
     interp_t *in = calloc(1, sizeof *in);
     if (in == NULL) return NULL;
@@ -115,6 +178,11 @@ interp_t *interp_create(const dtr_spec_t *src, uint64_t seed) {
             count *= in->msize[i];
             if (op == DTR_REDUCE_AVG) avg_factor *= in->msize[i];
         }
+    bool mixed = mixed_ops(in, src->placements);
+    if (mixed && fill_want(in, src, count, seed) != 0) {
+        interp_destroy(in);
+        return NULL;
+    }
     for (int64_t p = 0; p < in->nranks; p++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
         coord_of(in, p, coord);
@@ -131,7 +199,10 @@ interp_t *interp_create(const dtr_spec_t *src, uint64_t seed) {
             int64_t e = 0;
             for (int d = 0; d < in->ndim; d++) e = e * in->gshape[d] + l.global_offset[d] + idx[d];
             double t = tensor_value(e);
-            b->data[k] = count > 1 ? contribution(op, t, e, q, count, seed, avg_factor) : t;
+            if (mixed)
+                b->data[k] = mixed_contribution(seed, e, q);
+            else
+                b->data[k] = count > 1 ? contribution(op, t, e, q, count, seed, avg_factor) : t;
             for (int d = in->ndim - 1; d >= 0; d--) {
                 if (++idx[d] < l.local_shape[d]) break;
                 idx[d] = 0;
@@ -143,8 +214,9 @@ interp_t *interp_create(const dtr_spec_t *src, uint64_t seed) {
 
 void interp_destroy(interp_t *in) {
     if (in == NULL) return;
-    for (int64_t p = 0; p < in->nranks; p++) free(in->ranks[p].data);
+    for (int64_t p = 0; p < in->nranks && in->ranks != NULL; p++) free(in->ranks[p].data);
     free(in->ranks);
+    free(in->want);
     free(in);
 }
 
@@ -226,15 +298,6 @@ static void take_chunk(int ndim, const block_t *whole, int d, int64_t n, int64_t
     int64_t total = numel(ndim, out->shape);
     out->data = malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
     copy_box(ndim, whole->data, whole->shape, lo, out->shape, out->data, out->shape, zero);
-}
-
-static double reduce2(dtr_reduce_op_t op, double a, double b) {
-    switch (op) {
-    case DTR_REDUCE_MAX: return a > b ? a : b;
-    case DTR_REDUCE_MIN: return a < b ? a : b;
-    case DTR_REDUCE_PRODUCT: return a * b;
-    default: return a + b;
-    }
 }
 
 /* Elementwise reduction of the group's blocks (same shapes). */
@@ -402,10 +465,44 @@ int interp_run(interp_t *in, const dtr_plan_t *plan, char *err, size_t len) {
     return 0;
 }
 
-int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len) {
-    dtr_reduce_op_t op = DTR_REDUCE_SUM;
+/* The dst Partial dims' reduction at the rank whose coordinate is 0 on them (coord): the
+ * blocks of its Partial group, reduced innermost mesh dim first, into acc (numel values). */
+static int reduce_partials(const interp_t *in, const dtr_spec_t *dst, const int64_t *coord,
+                           int64_t numel_, double *acc) {
+    int64_t count = 1;
     for (int i = 0; i < in->mdims; i++)
-        if (dst->placements[i].kind == DTR_PARTIAL) op = dst->placements[i].op;
+        if (dst->placements[i].kind == DTR_PARTIAL) count *= in->msize[i];
+    double *vals = malloc((size_t)(count > 0 ? count : 1) * sizeof(double));
+    const double **blocks = malloc((size_t)count * sizeof *blocks);
+    if (vals == NULL || blocks == NULL) {
+        free(vals);
+        free(blocks);
+        return -1;
+    }
+    int64_t pc[DTR_MAX_MESH_DIMS];
+    memcpy(pc, coord, sizeof pc);
+    for (int64_t q = 0; q < count; q++) {
+        blocks[q] = in->ranks[position_of(in, pc)].data;
+        for (int i = in->mdims - 1; i >= 0; i--) {
+            if (dst->placements[i].kind != DTR_PARTIAL) continue;
+            if (++pc[i] < in->msize[i]) break;
+            pc[i] = 0;
+        }
+    }
+    for (int64_t e = 0; e < numel_; e++) {
+        for (int64_t q = 0; q < count; q++) vals[q] = blocks[q][e];
+        int64_t left = count;
+        for (int i = in->mdims - 1; i >= 0; i--)
+            if (dst->placements[i].kind == DTR_PARTIAL)
+                left = reduce_last_axis(vals, left, in->msize[i], dst->placements[i].op);
+        acc[e] = vals[0];
+    }
+    free(vals);
+    free(blocks);
+    return 0;
+}
+
+int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len) {
     for (int64_t p = 0; p < in->nranks; p++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
         coord_of(in, p, coord);
@@ -425,29 +522,17 @@ int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t le
         if (!first) continue;
         dtr_layout_t l;
         dtr_spec_layout_at(dst, coord, &l);
-        int64_t pc[DTR_MAX_MESH_DIMS];
-        memcpy(pc, coord, sizeof pc);
         double *acc = malloc((size_t)(l.numel > 0 ? l.numel : 1) * sizeof(double));
-        int64_t count = 0;
-        for (;;) {
-            const block_t *b = &in->ranks[position_of(in, pc)];
-            for (int64_t e = 0; e < l.numel; e++)
-                acc[e] = count == 0 ? b->data[e] : reduce2(op, acc[e], b->data[e]);
-            count++;
-            int i = in->mdims - 1;
-            for (; i >= 0; i--) {
-                if (dst->placements[i].kind != DTR_PARTIAL) continue;
-                if (++pc[i] < in->msize[i]) break;
-                pc[i] = 0;
-            }
-            if (i < 0) break;
+        if (acc == NULL || reduce_partials(in, dst, coord, l.numel, acc) != 0) {
+            free(acc);
+            return fail(err, len, "interp_check: out of memory");
         }
         int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
         for (int64_t k = 0; k < l.numel; k++) {
             int64_t e = 0;
             for (int d = 0; d < in->ndim; d++) e = e * in->gshape[d] + l.global_offset[d] + idx[d];
-            double want = tensor_value(e);
-            double got = op == DTR_REDUCE_AVG ? acc[k] / (double)count : acc[k];
+            double want = in->want != NULL ? in->want[e] : tensor_value(e);
+            double got = acc[k];
             if (got != want) {
                 free(acc);
                 return fail(err, len,

@@ -7,8 +7,11 @@
  *
  * The tensor: T[e] = K * (1 + row-major index of e), K = 2^8 * 3^4, so that dividing by any
  * product of up to four mesh sizes 1..4 stays exact in double. Partial sources get
- * rank-dependent contributions whose reduction is T exactly (all Partial dims of a case
- * use one reduce op, so the order of reduction does not matter).
+ * rank-dependent contributions whose reduction is T exactly, in any order, where the Partial
+ * ops commute (one op, or sum with avg). Where they do not ([P(sum),P(max)]), contributions
+ * are small integers and the tensor is their reduction innermost mesh dim first
+ * (docs/semantics.md), computed exactly as the plans reduce (members in coordinate order,
+ * avg divided once per mesh dim): exact for mesh dims of 1, 2 and 4 ranks.
  */
 #ifndef DTR_TESTS_INTERP_H
 #define DTR_TESTS_INTERP_H
@@ -28,7 +31,8 @@ void interp_destroy(interp_t *in);
 /* Applies every step; 0, or -1 with the reason in err (a step whose inputs do not fit it). */
 int interp_run(interp_t *in, const dtr_plan_t *plan, char *err, size_t len);
 
-/* Compares with dst's layout of T: shapes, then values (Partial dims of dst reduced first).
+/* Compares with dst's layout of T: shapes, then values (Partial dims of dst reduced first,
+ * innermost mesh dim first).
  * 0, or -1 with the first mismatch in err. */
 int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len);
 

@@ -8,6 +8,9 @@
  * optimal's modeled time is at most compat's; the lower bound is at most either plan's
  * bytes; the plan's total equals the per-rank counts summed.
  *
+ * mixed_partials_reduce_innermost_first: Partial ops that do not commute, reduced in
+ * PyTorch 2.4+'s order (see the test).
+ *
  * single_dim_changes_meet_the_lower_bound: the same, with one mesh dim changed and shapes
  * evenly divisible and large (>= 1 MiB per rank), planning only: the optimal plan's bytes
  * must equal the lower bound, Partial -> Shard(d) under a later shard of d included (the
@@ -37,6 +40,15 @@ static int rand_below(int n) { return (int)(next_rand() % (uint64_t)n); }
 static uint64_t seed_from_env(uint64_t fallback) {
     const char *s = getenv("DTR_SEED");
     return s != NULL ? strtoull(s, NULL, 0) : fallback;
+}
+
+/* Seeds the generator for one test (DTR_SEED overrides) and prints how to replay it. */
+static uint64_t begin(const char *name, uint64_t fallback) {
+    uint64_t seed = seed_from_env(fallback);
+    g_state = seed;
+    printf("%s: seed %llu (DTR_SEED=%llu replays)\n", name, (unsigned long long)seed,
+           (unsigned long long)seed);
+    return seed;
 }
 
 typedef struct {
@@ -122,20 +134,26 @@ static int consistent(const dtr_plan_t *plan, char *err, size_t len) {
 
 /* A compat refusal against the interpreter, by what it claims: "would corrupt data" must
  * misplace data there (1); "cannot run" (the seed's blocks have other lengths than the
- * executor's on the way) must come out right there (2). -1 and why into err otherwise. Call
- * right after the refusal (it reads dtr_last_error). */
+ * executor's on the way) must come out right there (2); "would give another value" (mixed
+ * Partial ops reduced in another order) must give other values there (3). -1 and why into
+ * err otherwise. Call right after the refusal (it reads dtr_last_error). */
 static int check_refusal(const dtr_spec_t *src, const dtr_spec_t *dst, uint64_t vseed, char *err,
                          size_t len) {
     char why[512], out[512];
     snprintf(why, sizeof why, "%s", dtr_last_error());
     bool claims_corrupt = strstr(why, "plan would corrupt data") != NULL;
     bool claims_uneven = strstr(why, "executor cannot run") != NULL;
+    bool claims_value = strstr(why, "plan would give another value") != NULL;
     bool safe = true;
     dtr_plan_t seed_plan;
     cr_assert_eq(dtr__plan_compat_unchecked(src, dst, &seed_plan, &safe), DTR_OK);
     bool corrupts = interp_plan(src, dst, &seed_plan, vseed, out, sizeof out) != 0;
+    /* Another order may give the same values by chance: a few more fills. */
+    for (uint64_t k = 1; claims_value && !corrupts && k < 32; k++)
+        corrupts = interp_plan(src, dst, &seed_plan, vseed + k, out, sizeof out) != 0;
     if (!safe && corrupts && claims_corrupt) return 1;
     if (!safe && !corrupts && claims_uneven) return 2;
+    if (!safe && corrupts && claims_value && strstr(out, "want") != NULL) return 3;
     snprintf(err, len, "compat refusal (%s), but the interpreter %s%s%s", why,
              corrupts ? "fails the seed plan: " : "runs the seed plan right",
              corrupts ? out : "", safe ? "; the unchecked planner calls it safe" : "");
@@ -143,10 +161,7 @@ static int check_refusal(const dtr_spec_t *src, const dtr_spec_t *dst, uint64_t 
 }
 
 Test(plan_property, plans_are_correct, .timeout = 600) {
-    uint64_t seed = seed_from_env(20261121);
-    g_state = seed;
-    printf("plans_are_correct: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    uint64_t seed = begin("plans_are_correct", 20261121);
     const int ncases = 10000;
     int failures = 0, compat_ok = 0, compat_refused_corrupt = 0, compat_refused_uneven = 0;
     int chosen[5] = {0};
@@ -241,10 +256,7 @@ static bool nested(const rcase_t *c, const dtr_placement_t *pl) {
  * every seed plan that puts each element right (following it, seed_follow.c), and each
  * refusal is checked against the interpreter by what it claims. */
 Test(plan_property, compat_refuses_only_seed_plans_that_misplace, .timeout = 600) {
-    uint64_t seed = seed_from_env(20261124);
-    g_state = seed;
-    printf("compat_refuses_only: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
+    uint64_t seed = begin("compat_refuses_only", 20261124);
     const int ncases = 3000;
     int failures = 0, ran = 0, followed = 0, misplace = 0, uneven = 0;
     dtr_cost_model_t cost;
@@ -301,6 +313,125 @@ Test(plan_property, compat_refuses_only_seed_plans_that_misplace, .timeout = 600
                  (unsigned long long)seed);
     cr_expect_gt(followed, 0, "some seed plans should run only by following them");
     cr_expect_gt(misplace, 0, "some seed plans should misplace data");
+}
+
+/* Do the source's Partial dims (of more than one rank) mix ops that do not commute? */
+static bool mixed_source(const rcase_t *c) {
+    for (int a = 0; a < c->mdims; a++)
+        for (int b = a + 1; b < c->mdims; b++)
+            if (c->src[a].kind == DTR_PARTIAL && c->src[b].kind == DTR_PARTIAL &&
+                c->msize[a] > 1 && c->msize[b] > 1 && !dtr__ops_commute(c->src[a].op, c->src[b].op))
+                return true;
+    return false;
+}
+
+/* Mixed Partial ops (docs/semantics.md): the tensor is their reduction innermost mesh dim
+ * first. The interpreter fills small integers and computes that reduction (mesh dims of 1, 2
+ * and 4 ranks keep avg exact), so a plan reducing in another order gives other values.
+ * optimal must plan every change and keep the value, reducing kept Partial dims too where
+ * an outer reduction does not commute with them; compat runs the seed plan only where its
+ * order is right, and each of its refusals is checked on data. */
+Test(plan_property, mixed_partials_reduce_innermost_first, .timeout = 600) {
+    uint64_t seed = begin("mixed_partials", 20261125);
+    const int ncases = 2000;
+    const int64_t sizes[3] = {1, 2, 4};
+    int failures = 0, forced = 0, refused_product = 0, refused_divided = 0, compat_ran = 0,
+        compat_order = 0, compat_other = 0;
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    for (int n = 0; n < ncases;) {
+        rcase_t c;
+        memset(&c, 0, sizeof c);
+        c.mdims = 2 + rand_below(2);
+        for (int i = 0; i < c.mdims; i++) c.msize[i] = sizes[rand_below(3)];
+        c.ndim = rand_below(3);
+        for (int d = 0; d < c.ndim; d++) c.shape[d] = rand_below(10);
+        for (int i = 0; i < c.mdims; i++) {
+            dtr_reduce_op_t op = (dtr_reduce_op_t)rand_below(DTR_REDUCE_OP_LAST);
+            c.src[i] = rand_below(3) ? dtr_partial(op) : random_placement(c.ndim, op);
+            bool keep = c.src[i].kind == DTR_PARTIAL && rand_below(3) == 0;
+            c.dst[i] = keep ? c.src[i] : random_placement(c.ndim, op);
+            if (c.dst[i].kind == DTR_PARTIAL && c.src[i].kind == DTR_PARTIAL)
+                c.dst[i] = c.src[i]; /* (a Partial cannot change its op) */
+        }
+        c.dtype = DTR_F64;
+        make_valid(&c);
+        if (!mixed_source(&c)) continue;
+        n++;
+        char what[512], err[1024];
+        describe(&c, what, sizeof what);
+        dtr_mesh_t *mesh;
+        dtr_spec_t src, dst;
+        make_specs(&c, &mesh, &src, &dst);
+        uint64_t vseed = next_rand();
+        dtr_plan_t plan;
+        dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+        dtr_plan_options_t co = {.strategy = DTR_STRATEGY_COMPAT, .cost = &cost};
+        dtr__ctx_t ctx;
+        dtr__ctx_init(&ctx, &src, &cost);
+        unsigned forced_dims = dtr__partials_forced(&ctx, src.placements, dst.placements);
+        dtr_status_t ost = dtr_plan_create(&src, &dst, &oo, &plan);
+        bool divided_product = false; /* a new P(sum) outside a P(product) */
+        bool product_kept = false;     /* a P(product) kept that must be reduced */
+        for (int i = 0; i < c.mdims; i++) {
+            if ((forced_dims >> i & 1) && c.src[i].op == DTR_REDUCE_PRODUCT) product_kept = true;
+            for (int j = i + 1; j < c.mdims; j++)
+                if (c.src[i].kind == DTR_REPLICATE && c.dst[i].kind == DTR_PARTIAL &&
+                    c.dst[i].op == DTR_REDUCE_SUM && c.msize[i] > 1 && c.dst[j].kind == DTR_PARTIAL &&
+                    c.dst[j].op == DTR_REDUCE_PRODUCT && c.msize[j] > 1)
+                    divided_product = true;
+        }
+        if (divided_product || product_kept) {
+            /* No plan keeps the value: both strategies refuse, saying why. */
+            const char *want = divided_product ? "would multiply the divided values"
+                                               : "no partition of a value into a product";
+            refused_divided += divided_product;
+            refused_product += !divided_product;
+            for (int k = 0; k < 2; k++) {
+                dtr_status_t st = k == 0 ? ost : dtr_plan_create(&src, &dst, &co, &plan);
+                if ((st != DTR_ERR_UNSUPPORTED || !strstr(dtr_last_error(), want)) && failures++ < 20)
+                    cr_log_error("case %d: %s: %s should refuse (%s): %s", n, what,
+                                 k == 0 ? "optimal" : "compat", want,
+                                 st == DTR_OK ? "planned" : dtr_last_error());
+            }
+            dtr_mesh_destroy(mesh);
+            continue;
+        }
+        forced += forced_dims != 0;
+        if (ost != DTR_OK) {
+            if (failures++ < 20) cr_log_error("case %d: %s: optimal: %s", n, what, dtr_last_error());
+        } else if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0) {
+            if (failures++ < 20) cr_log_error("case %d: %s: optimal plan wrong: %s", n, what, err);
+        }
+        dtr_status_t st = dtr_plan_create(&src, &dst, &co, &plan);
+        if (st == DTR_OK) {
+            compat_ran++;
+            if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0 && failures++ < 20)
+                cr_log_error("case %d: %s: compat plan wrong: %s", n, what, err);
+        } else if (st == DTR_ERR_UNSUPPORTED) {
+            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
+            if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
+            compat_order += kind == 3;
+            compat_other += kind == 1 || kind == 2;
+        } else if (failures++ < 20) {
+            cr_log_error("case %d: %s: compat: %s", n, what, dtr_last_error());
+        }
+        dtr_mesh_destroy(mesh);
+    }
+    printf("mixed_partials: %d changes of mixed Partial ops, %d failures; optimal planned all "
+           "but %d that keep a P(product) it would have to reduce and %d with a new P(sum) "
+           "outside a P(product), %d of them reducing a kept Partial dim too; compat ran %d, "
+           "refused %d for their order (each gives other values in the interpreter) and %d "
+           "for their layout\n",
+           ncases, failures, refused_product, refused_divided, forced,
+           compat_ran, compat_order, compat_other);
+    cr_expect_eq(failures, 0, "%d of %d cases failed (seed %llu)", failures, ncases,
+                 (unsigned long long)seed);
+    cr_expect_gt(forced, 0, "some targets should keep a Partial dim that must be reduced");
+    cr_expect_gt(refused_product, 0, "some targets should keep a P(product) that must be reduced");
+    cr_expect_gt(refused_divided, 0, "some targets should put a new P(sum) outside a P(product)");
+    cr_expect_gt(compat_order, 0, "some seed plans should reduce in another order");
+    cr_expect_gt(compat_ran, 0, "some seed plans should reduce in the right order");
 }
 
 /* Lengths divisible by every product of up to four mesh sizes 1..4, large enough for

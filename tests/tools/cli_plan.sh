@@ -51,6 +51,22 @@ check "compat runs the same seed plan where every element lands right" 0 0 \
 check "compat refuses a seed plan that lands right through blocks the executor cannot size" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: dtr's executor cannot run the seed algorithm's plan: step 1 (mesh dim 0: S(0) -> R) works on tensor dim 0 while mesh dim 2 still shards it, so the pieces it moves are not the chunks it assumes: after step 1 the rank at mesh coordinate (0,0,0) holds a block of tensor dim 0 whose length is not the one the executor sizes it by; the optimal strategy handles this change" \
     plan --mesh 3x3x2 --shape 9x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat
+# Mixed Partial ops are reduced innermost mesh dim first (docs/semantics.md)
+check "mixed Partial ops: the max of mesh dim 1 before the sum of mesh dim 0" 0 0 \
+    '"steps":[{"mesh_dim":1,"kind":"all_reduce","from":"P(max)","to":"R",' "" \
+    plan --mesh 2x2 --shape 8x8 --from 'P(sum),P(max)' --to 'S(0),R' --json
+check "mixed Partial ops: compat refuses the seed's order" 0 3 "" \
+    "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would give another value: it reduces mesh dim 0's P(sum) before mesh dim 1's P(max), but mixed Partial ops are reduced innermost mesh dim first; the optimal strategy handles this change" \
+    plan --mesh 2x2 --shape 8x8 --from 'P(sum),P(max)' --to 'S(0),R' --strategy compat
+check "mixed Partial ops: a kept inner P(sum) is reduced too and made Partial again" 0 0 \
+    '  3   1     R -> P(sum)                  local_scale' "" \
+    plan --mesh 2x2 --shape 8x8 --from 'P(max),P(sum)' --to 'R,P(sum)'
+check "mixed Partial ops: a kept inner P(product) cannot be made Partial again" 0 3 "" \
+    "dtr plan: dtr_plan_create: mesh dim 1: P(product) stays, but mesh dim 0's P(max) is reduced, and mixed Partial ops are reduced innermost mesh dim first: keeping the value means reducing mesh dim 1 too and making it P(product) again, which no partition of a value into a product allows; make it R in the target" \
+    plan --mesh 2x2 --shape 8x8 --from 'P(max),P(product)' --to 'R,P(product)'
+check "mixed Partial ops: a new P(sum) outside a P(product)" 0 3 "" \
+    "dtr plan: dtr_plan_create: mesh dim 0: R -> P(sum) divides by 2, but mesh dim 1's P(product), reduced first (mixed Partial ops are reduced innermost mesh dim first), would multiply the divided values" \
+    plan --mesh 2x2 --shape 8x8 --from 'R,P(product)' --to 'P(sum),P(product)'
 check "P(a) -> P(b)" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
 check "S -> P" 0 3 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
