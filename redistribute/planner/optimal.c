@@ -247,8 +247,10 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
         if (c < sizeof builders / sizeof builders[0]) {
             builders[c](ctx, src->placements, dst->placements, &scratch);
             if (scratch.chosen_by == NULL) continue; /* invalid, or (balanced) not for this change */
-            if (ctx->partials_ordered || ctx->partials_forced)
-                if (!dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0)) continue;
+            /* (forced dims make the ops mixed: partials_ordered covers them) */
+            if (ctx->partials_ordered &&
+                !dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0))
+                continue;
             dtr__plan_summarize(ctx, src, dst, &scratch);
         } else if (!dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0)) {
             continue;

@@ -160,6 +160,26 @@ static int check_refusal(const dtr_spec_t *src, const dtr_spec_t *dst, uint64_t 
     return -1;
 }
 
+/* compat on a change, checked on data: 0 when it plans and its plan (into *plan) runs right
+ * in the interpreter; the kind check_refusal confirms (1..3) when it refuses; -1 with why in
+ * err otherwise. */
+static int run_compat(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_cost_model_t *cost,
+                      uint64_t vseed, dtr_plan_t *plan, char *err, size_t len) {
+    dtr_plan_options_t co = {.strategy = DTR_STRATEGY_COMPAT, .cost = cost};
+    dtr_status_t st = dtr_plan_create(src, dst, &co, plan);
+    if (st == DTR_ERR_UNSUPPORTED) return check_refusal(src, dst, vseed, err, len);
+    if (st != DTR_OK) {
+        snprintf(err, len, "compat: %s", dtr_last_error());
+        return -1;
+    }
+    char why[512];
+    if (interp_plan(src, dst, plan, vseed, why, sizeof why) != 0) {
+        snprintf(err, len, "compat plan wrong: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
 Test(plan_property, plans_are_correct, .timeout = 600) {
     uint64_t seed = begin("plans_are_correct", 20261121);
     const int ncases = 10000;
@@ -190,7 +210,6 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
         make_specs(&c, &mesh, &src, &dst);
         dtr_plan_t opt, compat;
         dtr_plan_options_t oo = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
-        dtr_plan_options_t co = {.strategy = DTR_STRATEGY_COMPAT, .cost = &cost};
         uint64_t vseed = next_rand();
 #define CASE_FAIL(...)                                                                   \
     do {                                                                                 \
@@ -210,23 +229,17 @@ Test(plan_property, plans_are_correct, .timeout = 600) {
         if (opt.lower_bound_recv_bytes > opt.recv_bytes_max)
             CASE_FAIL("lower bound %lld > optimal %lld", n, what,
                       (long long)opt.lower_bound_recv_bytes, (long long)opt.recv_bytes_max);
-        dtr_status_t st = dtr_plan_create(&src, &dst, &co, &compat);
-        if (st == DTR_OK) {
+        int kind = run_compat(&src, &dst, &cost, vseed, &compat, err, sizeof err);
+        if (kind < 0) CASE_FAIL("%s", n, what, err);
+        if (kind == 0) {
             compat_ok++;
-            if (interp_plan(&src, &dst, &compat, vseed, err, sizeof err) != 0)
-                CASE_FAIL("compat plan wrong: %s", n, what, err);
             if (opt.time_us > compat.time_us * (1 + 1e-9))
                 CASE_FAIL("optimal %.6g us > compat %.6g us", n, what, opt.time_us, compat.time_us);
             if (compat.lower_bound_recv_bytes > compat.recv_bytes_max)
                 CASE_FAIL("lower bound above compat's bytes", n, what);
-        } else if (st == DTR_ERR_UNSUPPORTED) {
-            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
-            if (kind < 0) CASE_FAIL("%s", n, what, err);
-            if (kind == 1) compat_refused_corrupt++;
-            if (kind == 2) compat_refused_uneven++;
-        } else {
-            CASE_FAIL("compat: %s", n, what, dtr_last_error());
         }
+        compat_refused_corrupt += kind == 1;
+        compat_refused_uneven += kind == 2;
         dtr_mesh_destroy(mesh);
     }
     printf("plans_are_correct: %d cases, %d failures; compat planned %d, refused %d (%d of "
@@ -283,26 +296,17 @@ Test(plan_property, compat_refuses_only_seed_plans_that_misplace, .timeout = 600
         dtr_spec_t src, dst;
         make_specs(&c, &mesh, &src, &dst);
         dtr_plan_t plan;
-        dtr_plan_options_t co = {.strategy = DTR_STRATEGY_COMPAT, .cost = &cost};
-        uint64_t vseed = next_rand();
-        dtr_status_t st = dtr_plan_create(&src, &dst, &co, &plan);
-        if (st == DTR_OK) {
+        int kind = run_compat(&src, &dst, &cost, next_rand(), &plan, err, sizeof err);
+        if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
+        if (kind == 0) {
             ran++;
             dtr__ctx_t ctx;
             dtr__ctx_init(&ctx, &src, &cost);
             dtr_plan_t strict;
             if (!dtr__plan_compat(&ctx, &src, &dst, false, &strict, NULL, 0)) followed++;
-            if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0) {
-                if (failures++ < 20) cr_log_error("case %d: %s: compat plan wrong: %s", n, what, err);
-            }
-        } else if (st == DTR_ERR_UNSUPPORTED) {
-            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
-            if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
-            misplace += kind == 1;
-            uneven += kind == 2;
-        } else if (failures++ < 20) {
-            cr_log_error("case %d: %s: compat: %s", n, what, dtr_last_error());
         }
+        misplace += kind == 1;
+        uneven += kind == 2;
         dtr_mesh_destroy(mesh);
     }
     printf("compat_refuses_only: %d nested changes, %d failures; compat ran %d (%d of them "
@@ -403,19 +407,11 @@ Test(plan_property, mixed_partials_reduce_innermost_first, .timeout = 600) {
         } else if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0) {
             if (failures++ < 20) cr_log_error("case %d: %s: optimal plan wrong: %s", n, what, err);
         }
-        dtr_status_t st = dtr_plan_create(&src, &dst, &co, &plan);
-        if (st == DTR_OK) {
-            compat_ran++;
-            if (interp_plan(&src, &dst, &plan, vseed, err, sizeof err) != 0 && failures++ < 20)
-                cr_log_error("case %d: %s: compat plan wrong: %s", n, what, err);
-        } else if (st == DTR_ERR_UNSUPPORTED) {
-            int kind = check_refusal(&src, &dst, vseed, err, sizeof err);
-            if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
-            compat_order += kind == 3;
-            compat_other += kind == 1 || kind == 2;
-        } else if (failures++ < 20) {
-            cr_log_error("case %d: %s: compat: %s", n, what, dtr_last_error());
-        }
+        int kind = run_compat(&src, &dst, &cost, vseed, &plan, err, sizeof err);
+        if (kind < 0 && failures++ < 20) cr_log_error("case %d: %s: %s", n, what, err);
+        compat_ran += kind == 0;
+        compat_order += kind == 3;
+        compat_other += kind == 1 || kind == 2;
         dtr_mesh_destroy(mesh);
     }
     printf("mixed_partials: %d changes of mixed Partial ops, %d failures; optimal planned all "
