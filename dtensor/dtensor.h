@@ -37,6 +37,8 @@ typedef enum {
     DTR_U8,
     DTR_F8E4M3,
     DTR_F8E5M2,
+    DTR_C64,  /* complex64: an f32 real part, then an f32 imaginary part */
+    DTR_C128, /* complex128: two f64 */
     DTR_DTYPE_LAST
 } dtr_dtype_t;
 
@@ -47,6 +49,7 @@ typedef struct {
     bool is_float;
     bool storage_only;   /* moved, never reduced (the fp8 types) */
     const char *desc;
+    bool is_complex;     /* (real, imag) pairs: reduced by sum and avg only, part by part */
 } dtr_dtype_info_t;
 
 /* The table entry of a dtype; NULL for a value out of range. Static storage. */

@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -15,6 +16,10 @@ static const dtr_dtype_info_t dtr__dtypes[DTR_DTYPE_LAST] = {
                     "fp8 E4M3 (storage only: moved, never reduced)"},
     [DTR_F8E5M2] = {"f8e5m2", "fp8e5m2 float8_e5m2 e5m2", 1, true, true,
                     "fp8 E5M2 (storage only: moved, never reduced)"},
+    [DTR_C64] = {"c64", "complex64 cfloat", 8, true, false,
+                 "complex of two f32 (reduced by sum and avg only)", true},
+    [DTR_C128] = {"c128", "complex128 cdouble", 16, true, false,
+                  "complex of two f64 (reduced by sum and avg only)", true},
 };
 
 const dtr_dtype_info_t *dtr_dtype_info(dtr_dtype_t dtype) {
@@ -60,8 +65,10 @@ dtr_status_t dtr_dtype_parse(const char *text, dtr_dtype_t *out) {
             }
         }
     }
-    return dtr__error(DTR_ERR_PARSE, __func__,
-                      "text \"%s\": not a dtype (f32, f64, f16, bf16, i32, i64, u8, f8e4m3, "
-                      "f8e5m2)",
-                      text);
+    char names[160];
+    size_t used = 0;
+    for (int d = 0; d < DTR_DTYPE_LAST && used < sizeof names; d++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", d > 0 ? ", " : "",
+                                 dtr__dtypes[d].name);
+    return dtr__error(DTR_ERR_PARSE, __func__, "text \"%s\": not a dtype (%s)", text, names);
 }

@@ -18,9 +18,18 @@ uint16_t dtr__f32_to_f16(float f);
 float dtr__bf16_to_f32(uint16_t h);
 uint16_t dtr__f32_to_bf16(float f);
 
+/* A complex dtype as its parts (c64: f32, c128: f64) with *count doubled; any other dtype
+ * as it is. Sum, avg and divides of complex values are those of their parts, so every loop
+ * below (and every engine) reduces complex buffers as twice as many real ones. */
+static inline dtr_dtype_t dtr__parts(dtr_dtype_t dtype, int64_t *count) {
+    if (dtype != DTR_C64 && dtype != DTR_C128) return dtype;
+    *count *= 2;
+    return dtype == DTR_C64 ? DTR_F32 : DTR_F64;
+}
+
 /* Element k of a buffer of dtype as a double (integers and halves exactly), and back
  * (rounded to the dtype; integers are truncated toward zero and wrapped as C casts do). */
-double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k);
+double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k); /* not complex: see parts */
 void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v);
 
 /* dst[k] = src[k] / n for count elements, in the dtype's own arithmetic (halves through

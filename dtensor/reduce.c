@@ -201,6 +201,7 @@ void dtr__reduce_simd(bool on) { dtr__reduce_path = on ? -1 : 0; }
 void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
                    void *out, int64_t count) {
     if (n <= 0 || count <= 0) return;
+    dtype = dtr__parts(dtype, &count);
 #ifdef DTR__X86
     int path = __atomic_load_n(&dtr__reduce_path, __ATOMIC_RELAXED);
     if (path < 0) {

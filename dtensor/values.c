@@ -87,6 +87,7 @@ void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v) {
 
 void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, int64_t n) {
     int64_t k;
+    dtype = dtr__parts(dtype, &count);
     switch (dtype) {
     case DTR_F32: {
         const float *s = src;
@@ -124,6 +125,7 @@ void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, i
 
 void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
     int64_t k;
+    dtype = dtr__parts(dtype, &count);
     float fd = (float)d;
     switch (dtype) {
     case DTR_F32:
@@ -219,6 +221,11 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
         if (src != dst) memmove(dst, src, (size_t)count * (size_t)dtr_dtype_info(src_dtype)->size);
         return;
     }
+    if (dtr_dtype_info(src_dtype)->is_complex && dtr_dtype_info(dst_dtype)->is_complex) {
+        int64_t parts = count;
+        src_dtype = dtr__parts(src_dtype, &parts);
+        dst_dtype = dtr__parts(dst_dtype, &count);
+    }
     if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
         for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
     } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
@@ -253,6 +260,7 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
 void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *inout,
                   int64_t count) {
     int64_t k;
+    dtype = dtr__parts(dtype, &count);
     switch (dtype) {
     case DTR_F16: {
         const uint16_t *a = in;

@@ -555,6 +555,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         dtr_placements_format(src.placements, dtr_mesh_ndims(mesh), from, sizeof from);
         dtr_placements_format(dst.placements, dtr_mesh_ndims(mesh), tostr, sizeof tostr);
         dtr_mesh_format(mesh, meshtext, sizeof meshtext);
+        /* the checks count values: a complex element is two */
+        const char *unit = dtr_dtype_info(src.dtype)->is_complex ? "values (real, imaginary)"
+                                                                  : "elements";
         if (json) {
             printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,",
                    verify ? (ok ? "true" : "false") : "null", (long long)mismatches,
@@ -610,7 +613,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             else
                 printf("  fill: %s\n", input != NULL ? input : "pattern");
             if (verify && fwd_ok) {
-                printf("  verified: all %lld elements on every rank match ", (long long)checked);
+                printf("  verified: all %lld %s on every rank match ", (long long)checked, unit);
                 dtr__print_tolerance(stdout, &fwd.rep, src.dtype);
                 printf("; inputs intact\n");
             }
@@ -621,7 +624,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 printf("  backward: gradient %s -> %s, %d step%s", gp, bp, bplan->nsteps,
                        bplan->nsteps == 1 ? "" : "s");
                 if (verify && bwd_bad == 0) {
-                    printf("; verified: all %lld elements match ", (long long)bwd_checked);
+                    printf("; verified: all %lld %s match ", (long long)bwd_checked, unit);
                     dtr__print_tolerance(stdout, &bwd.rep, src.dtype);
                 }
                 printf("\n");
@@ -632,9 +635,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        iters, med, base, base > 0 ? med / base : 0.0);
         }
         if (fwd_ok && !ok)
-            fprintf(stderr, "dtr run: backward verification failed: %lld elements wrong or "
+            fprintf(stderr, "dtr run: backward verification failed: %lld %s wrong or "
                             "inputs written\n",
-                    (long long)bwd_bad);
+                    (long long)bwd_bad, unit);
         if (!fwd_ok) {
             const dtr__verdict_t *b = &all[first_bad];
             char held[96] = "compared exactly";
@@ -643,9 +646,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                          fwd.rep.tolerance / fwd.rep.unit, fwd.rep.sum_scale ? "sum|x|" : "|want|");
             if (b->rep.mismatches > 0)
                 fprintf(stderr,
-                        "dtr run: verification failed: %lld of %lld elements wrong; first on "
+                        "dtr run: verification failed: %lld of %lld %s wrong; first on "
                         "rank %d at local index %lld: got %.9g, want %.9g (%s)\n",
-                        (long long)mismatches, (long long)checked, first_bad,
+                        (long long)mismatches, (long long)checked, unit, first_bad,
                         (long long)b->rep.first, b->rep.got, b->rep.want, held);
             else
                 fprintf(stderr, "dtr run: verification failed: rank %d's input was written\n",

@@ -22,6 +22,7 @@ its condition AND PyTorch's or dtr's message, so an unrelated failure is not exc
 disagreement, printed with the case and the command that reproduces it. Exit status 0 when
 there is no unexplained disagreement.
 
+Complex dtypes (c64, c128) are compared part by part (real, imaginary).
 fp8 has no gloo type, so fp8 data movement (no arithmetic) is compared by running PyTorch
 on the same bytes as uint8; an fp8 change that reduces or divides runs in fp8 on both sides
 (and both refuse it).
@@ -37,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, Pool,  # noqa: E402
+from torchranks import (DTYPES, ELEM_BYTES, FLOAT_DTYPES, PART_DTYPES, Pool,  # noqa: E402
                         contiguous_stride, dtr_run_argv, error_text, mesh_of, placement_text,
                         text_mesh, text_shape, to_torch_placements, torch_dtype)
 
@@ -74,6 +75,12 @@ KNOWN = {
         "the seed algorithm's plan puts every element right for this shape, but through "
         "blocks of other lengths than the canonical layout's, which dtr's executor cannot "
         "size yet (docs/planner.md); the check runs dtr's optimal plan and compares it"),
+    "torch-complex-partwise": (
+        "dtr refuses",
+        "a complex Partial other than sum and avg: PyTorch's reduce_scatter_tensor (no "
+        "supports_complex check, unlike its all_reduce) reduces the real and imaginary parts "
+        "apart, so P(max) of 1+5j and 2+1j gives 2+5j and P(product) gives 2+5j, not the "
+        "complex product -3+11j; dtr refuses such reductions by name (docs/semantics.md)"),
     "torch-fp8-gloo": (
         "PyTorch fails",
         "gloo has no fp8 types: PyTorch fails on any gloo collective in fp8 (the check runs "
@@ -236,7 +243,7 @@ def values_equal(torch, x, y, dtype, shape):
         return False, -1, len(x), len(y)
     if not x:
         return True, None, None, None
-    dt = torch_dtype(dtype)
+    dt = torch_dtype(PART_DTYPES.get(dtype, dtype))  # complex: real and imaginary parts
     a = torch.frombuffer(bytearray(x), dtype=dt).to(torch.float64)
     b = torch.frombuffer(bytearray(y), dtype=dt).to(torch.float64)
     same = (a == b) | (torch.isnan(a) & torch.isnan(b))
@@ -284,6 +291,9 @@ def classify(case, src, dst, d, t):
         if case["strategy"] == "compat" and "executor cannot run the seed algorithm's plan" \
                 in d["stderr"]:
             return "rerun-optimal", "compat-cannot-size-seed-plan"
+        if case["dtype"] in ("c64", "c128") and \
+                "complex values reduce by sum and avg only" in d["stderr"]:
+            return "known:torch-complex-partwise", d["stderr"]
         if s_to_p and "a Shard cannot become Partial" in d["stderr"]:
             return "known:dtr-refuses-S-to-P", d["stderr"]
         return "DISAGREE", f"PyTorch ran, dtr failed (exit {d['rc']}): {d['stderr']}"

@@ -17,10 +17,11 @@ import socket
 import traceback
 
 # dtr's names for placements and dtypes, and PyTorch's.
-DTYPES = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8", "f8e4m3", "f8e5m2"]
-FLOAT_DTYPES = ["f32", "f64", "f16", "bf16"]
+DTYPES = ["f32", "f64", "f16", "bf16", "i32", "i64", "u8", "f8e4m3", "f8e5m2", "c64", "c128"]
+FLOAT_DTYPES = ["f32", "f64", "f16", "bf16", "c64", "c128"]  # those with gradients
 ELEM_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "i64": 8, "u8": 1,
-              "f8e4m3": 1, "f8e5m2": 1}
+              "f8e4m3": 1, "f8e5m2": 1, "c64": 8, "c128": 16}
+PART_DTYPES = {"c64": "f32", "c128": "f64"}  # a complex value compared as its two parts
 
 
 def torch_dtype(name):
@@ -28,7 +29,8 @@ def torch_dtype(name):
     return {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16,
             "bf16": torch.bfloat16, "i32": torch.int32, "i64": torch.int64,
             "u8": torch.uint8, "f8e4m3": torch.float8_e4m3fn,
-            "f8e5m2": torch.float8_e5m2}[name]
+            "f8e5m2": torch.float8_e5m2, "c64": torch.complex64,
+            "c128": torch.complex128}[name]
 
 
 def to_torch_placements(texts):

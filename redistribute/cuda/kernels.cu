@@ -115,7 +115,15 @@ cudaError_t launch_range(cudaStream_t st, const Range &r, void *block, void *fla
 }
 
 // dtr_dtype_t values (dtensor/dtensor.h), repeated: this file is C++ and sees no dtr header.
-enum { F32 = 0, F64, F16, BF16, I32, I64, U8 };
+enum { F32 = 0, F64, F16, BF16, I32, I64, U8, F8E4M3, F8E5M2, C64, C128 };
+
+// A complex dtype as its parts with *count doubled (dtr__parts of dtensor/internal.h): its
+// divides, adds and casts are those of its real and imaginary parts.
+static int parts(int dtype, int64_t *count) {
+    if (dtype != C64 && dtype != C128) return dtype;
+    *count *= 2;
+    return dtype == C64 ? F32 : F64;
+}
 
 template <typename T, typename Op>
 __global__ void map_kernel(const T *src, T *dst, int64_t count, Op op) {
@@ -299,7 +307,7 @@ extern "C" int dtr_cuda__copy_range(void *stream, int nd, int64_t item, void *bl
 extern "C" int dtr_cuda__divide(void *stream, int dtype, const void *src, void *dst,
                                 int64_t count, int64_t n) {
     cudaStream_t st = (cudaStream_t)stream;
-    switch (dtype) {
+    switch (parts(dtype, &count)) {
     case F32: return launch_map<float>(st, src, dst, count, DivF32{(float)n});
     case F64: return launch_map<double>(st, src, dst, count, DivF64{(double)n});
     case F16: return launch_map<__half>(st, src, dst, count, DivF16{(float)n});
@@ -333,7 +341,7 @@ cudaError_t launch_add(cudaStream_t st, const void *src, void *dst, int64_t coun
 extern "C" int dtr_cuda__add(void *stream, int dtype, const void *src, void *dst,
                              int64_t count) {
     cudaStream_t st = (cudaStream_t)stream;
-    switch (dtype) {
+    switch (parts(dtype, &count)) {
     case F32: return launch_add<float>(st, src, dst, count);
     case F64: return launch_add<double>(st, src, dst, count);
     case F16: return launch_add<__half>(st, src, dst, count);
@@ -345,6 +353,10 @@ extern "C" int dtr_cuda__add(void *stream, int dtype, const void *src, void *dst
 extern "C" int dtr_cuda__cast(void *stream, int sd, const void *src, int dd, void *dst,
                               int64_t count) {
     cudaStream_t st = (cudaStream_t)stream;
+    if ((sd == C64 || sd == C128) != (dd == C64 || dd == C128)) return -1;
+    int64_t n = count;
+    sd = parts(sd, &n);
+    dd = parts(dd, &count);
     switch (sd) {
     case F32: return cast_from<float>(st, dd, src, dst, count);
     case F64: return cast_from<double>(st, dd, src, dst, count);

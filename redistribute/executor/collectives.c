@@ -112,6 +112,8 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
     if (info == NULL) msg = "dtype: not a dtr_dtype_t";
     else if (info->storage_only) msg = "dtype: storage only (fp8), never reduced";
     else if ((unsigned)op >= DTR_REDUCE_OP_LAST) msg = "op: not a dtr_reduce_op_t";
+    else if (info->is_complex && op != DTR_REDUCE_SUM && op != DTR_REDUCE_AVG)
+        msg = "op: complex dtypes reduce by sum and avg only";
     else if (count < 0) msg = "count: must be >= 0";
     else if (count > 0 && send == NULL) msg = "send: must not be NULL";
     else if (count > 0 && recv == NULL) msg = "recv: must not be NULL";

@@ -39,6 +39,8 @@ static dtr_status_t dtr__mpi_reduction(dtr__mpi_t *m, dtr_dtype_t dtype, dtr_red
     case DTR_F64: *type = MPI_DOUBLE; break;
     case DTR_I32: *type = MPI_INT32_T; break;
     case DTR_I64: *type = MPI_INT64_T; break;
+    case DTR_C64: *type = MPI_C_FLOAT_COMPLEX; break;
+    case DTR_C128: *type = MPI_C_DOUBLE_COMPLEX; break;
     case DTR_U8:
         *type = MPI_UINT8_T;
         if ((slot == 1 || slot == 2) && m->u8_op[slot - 1] != MPI_OP_NULL) *mop = m->u8_op[slot - 1];

@@ -93,6 +93,12 @@ static dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, co
     return DTR_OK;
 }
 
+/* A placement a complex dtype can reduce: anything but a Partial other than sum and avg
+ * (such a Partial may be kept as it is while nothing is reduced). */
+static bool dtr__complex_op(dtr_placement_t p) {
+    return p.kind != DTR_PARTIAL || p.op == DTR_REDUCE_SUM || p.op == DTR_REDUCE_AVG;
+}
+
 /* The checks every strategy shares; fills ctx. */
 static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
                                     bool backward, const char *func) {
@@ -112,11 +118,23 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
     if (src->dtype != dst->dtype)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dst: dtype %s differs from src's %s",
                           dtr_dtype_name(dst->dtype), info->name);
+    /* Does the change reduce any Partial? (A kept complex P(max) is then reduced too where
+     * the ops do not commute: partial_order.c.) */
+    bool reduces = false;
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++)
+        reduces |= src->placements[i].kind == DTR_PARTIAL &&
+                   !dtr_placement_equal(src->placements[i], dst->placements[i]);
     for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++) {
         dtr_placement_t f = src->placements[i], t = dst->placements[i];
         dtr_placement_format(f, a, sizeof a);
         dtr_placement_format(t, b, sizeof b);
         int64_t n = dtr_mesh_size(src->mesh, i);
+        if (info->is_complex && (!dtr__complex_op(f) || !dtr__complex_op(t)) &&
+            (reduces || !dtr_placement_equal(f, t)))
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                              "mesh dim %d: %s -> %s on %s: complex values reduce by sum and avg "
+                              "only (max, min and product are refused, as in PyTorch)",
+                              i, a, b, info->name);
         if (f.kind == DTR_PARTIAL && t.kind == DTR_PARTIAL && f.op != t.op)
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                               "mesh dim %d: %s -> %s: a Partial cannot change its reduce op "

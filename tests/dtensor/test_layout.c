@@ -219,8 +219,10 @@ Test(dtype, table_and_names) {
     const char *names[][2] = {{"f32", "float32"}, {"f64", "double"}, {"f16", "half"},
                               {"bf16", "bfloat16"}, {"i32", "int32"}, {"i64", "int64"},
                               {"u8", "uint8"}, {"f8e4m3", "float8_e4m3fn"},
-                              {"f8e5m2", "float8_e5m2"}};
-    const int sizes[] = {4, 8, 2, 2, 4, 8, 1, 1, 1};
+                              {"f8e5m2", "float8_e5m2"}, {"c64", "complex64"},
+                              {"c128", "complex128"}};
+    const int sizes[] = {4, 8, 2, 2, 4, 8, 1, 1, 1, 8, 16};
+    cr_assert_eq(sizeof sizes / sizeof *sizes, DTR_DTYPE_LAST, "a dtype without a row here");
     for (int d = 0; d < DTR_DTYPE_LAST; d++) {
         dtr_dtype_t t = DTR_DTYPE_LAST;
         cr_expect_str_eq(dtr_dtype_name((dtr_dtype_t)d), names[d][0]);
@@ -233,10 +235,18 @@ Test(dtype, table_and_names) {
     }
     cr_expect(dtr_dtype_info(DTR_F8E4M3)->storage_only);
     cr_expect_not(dtr_dtype_info(DTR_BF16)->storage_only);
+    for (int d = 0; d < DTR_DTYPE_LAST; d++)
+        cr_expect_eq(dtr_dtype_info((dtr_dtype_t)d)->is_complex, d == DTR_C64 || d == DTR_C128,
+                     "%s", dtr_dtype_name((dtr_dtype_t)d));
     dtr_dtype_t t = DTR_F64;
+    cr_expect_eq(dtr_dtype_parse("cdouble", &t), DTR_OK);
+    cr_expect_eq(t, DTR_C128);
     cr_expect_eq(dtr_dtype_parse(" BF16 ", &t), DTR_OK);
     cr_expect_eq(t, DTR_BF16);
     cr_expect_eq(dtr_dtype_parse("float3", &t), DTR_ERR_PARSE);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_dtype_parse: text \"float3\": not a dtype (f32, f64, f16, bf16, i32, "
+                     "i64, u8, f8e4m3, f8e5m2, c64, c128)");
     cr_expect_eq(dtr_dtype_parse("f", &t), DTR_ERR_PARSE);
     cr_expect_eq(t, DTR_BF16);
     cr_expect_null(dtr_dtype_info(DTR_DTYPE_LAST));

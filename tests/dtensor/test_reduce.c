@@ -6,6 +6,7 @@
  * (the fixed cases below show each such mutation changing the answer), and random cases
  * compare against a one-element-at-a-time reference written from that definition.
  */
+#include <complex.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -236,4 +237,70 @@ Test(reduce, random_against_reference) {
     cr_expect(sums >= 5 && sum_changed == sums,
               "%d of %d float sums of 3 or more change with the order (or, for halves, "
               "with a rounding per step): the data would not catch that mutation", sum_changed, sums);
+}
+
+/* Complex sums, avg's divide and the pairwise add against C's own complex arithmetic (its +
+ * adds the parts, its / by a real divides them): c64 as f32 pairs, c128 as f64 pairs, left
+ * to right, in both builds. The parts are drawn so another order gives other bits. */
+Test(reduce, complex_is_its_parts) {
+    uint64_t seed = 20261124;
+    state = seed;
+    int bad = 0, changed = 0;
+    for (int c = 0; c < 200; c++) {
+        bool wide = rng() & 1;
+        dtr_dtype_t dtype = wide ? DTR_C128 : DTR_C64, part = wide ? DTR_F64 : DTR_F32;
+        int n = 2 + (int)(rng() % 6);
+        int64_t count = 1 + (int64_t)(rng() % 40), es = dtr_dtype_info(dtype)->size;
+        void *in[8];
+        for (int j = 0; j < n; j++) {
+            in[j] = malloc((size_t)(count * es));
+            for (int64_t k = 0; k < 2 * count; k++) dtr__store(part, in[j], k, value(part));
+        }
+        char *got = malloc((size_t)(count * es)), *avg = malloc((size_t)(count * es));
+        char *pair = malloc((size_t)(count * es));
+        memcpy(pair, in[0], (size_t)(count * es));
+        for (int j = 1; j < n; j++) dtr__combine(dtype, DTR_REDUCE_SUM, in[j], pair, count);
+        for (int simd = 0; simd < 2; simd++) {
+            dtr__reduce_simd(simd);
+            dtr__reduce_n(dtype, DTR_REDUCE_SUM, (const void *const *)in, n, got, count);
+            dtr__divide(dtype, got, avg, count, n);
+            for (int64_t k = 0; k < count; k++) {
+                double _Complex want, back, mean;
+                if (wide) {
+                    double _Complex acc = ((double _Complex *)in[0])[k], rev = 0;
+                    for (int j = 1; j < n; j++) acc += ((double _Complex *)in[j])[k];
+                    for (int j = n - 1; j >= 0; j--) rev += ((double _Complex *)in[j])[k];
+                    want = acc, back = rev, mean = acc / (double)n;
+                } else {
+                    float _Complex acc = ((float _Complex *)in[0])[k], rev = 0;
+                    for (int j = 1; j < n; j++) acc += ((float _Complex *)in[j])[k];
+                    for (int j = n - 1; j >= 0; j--) rev += ((float _Complex *)in[j])[k];
+                    want = acc, back = rev, mean = acc / (float)n;
+                }
+                double parts[3][2] = {{creal(want), cimag(want)}, {creal(mean), cimag(mean)},
+                                      {creal(want), cimag(want)}};
+                const char *bufs[3] = {got, avg, pair}, *what[3] = {"sum", "avg", "pairwise"};
+                for (int b = 0; b < 3; b++)
+                    for (int r = 0; r < 2; r++) {
+                        double g = dtr__load(part, bufs[b], 2 * k + r);
+                        if (g != parts[b][r] && bad++ < 10)
+                            printf("FAIL seed %llu case %d: %s n %d count %lld simd %d: %s of "
+                                   "element %lld part %d is %.17g, want %.17g\n",
+                                   (unsigned long long)seed, c, dtr_dtype_name(dtype), n,
+                                   (long long)count, simd, what[b], (long long)k, r, g,
+                                   parts[b][r]);
+                    }
+                if (simd == 0) changed += want != back;
+            }
+        }
+        dtr__reduce_simd(true);
+        for (int j = 0; j < n; j++) free(in[j]);
+        free(got);
+        free(avg);
+        free(pair);
+    }
+    printf("complex: 200 cases, seed %llu; %d elements whose sum changes right to left\n",
+           (unsigned long long)seed, changed);
+    cr_expect_eq(bad, 0, "%d complex mismatches (seed %llu)", bad, (unsigned long long)seed);
+    cr_expect_gt(changed, 100, "the data must make the order matter");
 }

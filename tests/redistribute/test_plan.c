@@ -234,6 +234,12 @@ Test(plan, errors_name_the_mesh_dim_and_write_nothing) {
          "dtr_plan_create: mesh dim 1: R -> P(sum) divides by 2, which i32 cannot do exactly"},
         {"P(max),R", "R,R", DTR_F8E4M3, DTR_ERR_UNSUPPORTED,
          "dtr_plan_create: mesh dim 0: P(max) -> R reduces, and f8e4m3 is storage only"},
+        {"P(sum),P(min)", "R,P(min)", DTR_C64, DTR_ERR_UNSUPPORTED,
+         "dtr_plan_create: mesh dim 1: P(min) -> P(min) on c64: complex values reduce by sum "
+         "and avg only (max, min and product are refused, as in PyTorch)"},
+        {"R,R", "P(product),R", DTR_C128, DTR_ERR_UNSUPPORTED,
+         "dtr_plan_create: mesh dim 0: R -> P(product) on c128: complex values reduce by sum "
+         "and avg only (max, min and product are refused, as in PyTorch)"},
     };
     dtr_mesh_t *mesh;
     cr_assert_eq(dtr_mesh_parse("2x2", NULL, 0, &mesh), DTR_OK);
@@ -252,6 +258,16 @@ Test(plan, errors_name_the_mesh_dim_and_write_nothing) {
         }
         cr_expect_eq(memcmp(&plan, &keep, sizeof plan), 0, "plan written on error");
     }
+
+    /* A complex P(min) that nothing reduces is moved like any other data. */
+    dtr_spec_t ks, kd;
+    dtr_plan_t kp;
+    char kt[256];
+    cr_assert_eq(spec_from(mesh, "4x4", "S(0),P(min)", DTR_C64, &ks), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "4x4", "S(1),P(min)", DTR_C64, &kd), DTR_OK);
+    cr_assert_eq(dtr_plan_create(&ks, &kd, NULL, &kp), DTR_OK, "%s", dtr_last_error());
+    steps_text(&kp, kt, sizeof kt);
+    cr_expect_str_eq(kt, "0:S(0)->S(1):all_to_all");
 
     /* Mismatched pairs. */
     dtr_mesh_t *other, *reordered;

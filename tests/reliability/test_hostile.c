@@ -609,6 +609,11 @@ CASE(all_reduce_bad_op) {
     *st = dtr_all_reduce(r->ctx, r->m, 0x1, r->in, r->out, 8, DTR_F32, (dtr_reduce_op_t)40);
     return run_done(r);
 }
+CASE(all_reduce_complex_max) {
+    run_t *r = run_setup();
+    *st = dtr_all_reduce(r->ctx, r->m, 0x1, r->in, r->out, 4, DTR_C64, DTR_REDUCE_MAX);
+    return run_done(r);
+}
 CASE(reduce_scatter_overlap) {
     run_t *r = run_setup();
     *st = dtr_reduce_scatter(r->ctx, r->m, 0x1, r->in, r->in + 1, 4, DTR_F32, DTR_REDUCE_SUM);

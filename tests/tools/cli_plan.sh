@@ -75,6 +75,8 @@ check "R -> P(product)" 0 3 "" "mesh dim 0: R -> P(product): no partition of a v
     plan --mesh 2 --shape 8 --from R --to 'P(product)'
 check "fp8 reduction" 0 3 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \
     plan --mesh 2 --shape 8 --from P --to R --dtype f8e5m2
+check "complex max" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(max) -> R on c64: complex values reduce by sum and avg only" \
+    plan --mesh 2 --shape 8 --from 'P(max)' --to R --dtype complex64
 check "--to placements" 0 2 "" "dtr plan: --to: dtr_spec_init: placements[0]: S(3): shard dim out of range for a 2-d tensor" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),R' --to 'S(3),R'
 check "--from count" 0 2 "" "dtr plan: --from: dtr_spec_init: nplacements: 1 placements for a 2-d mesh" \

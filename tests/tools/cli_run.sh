@@ -24,6 +24,14 @@ for dt in f32 f64 f16 bf16 i32 i64 u8; do
     check "P(sum) -> S(1) in $dt" 4 0 '"verified":true' "" \
         run --mesh 2x2 --shape 9x7 --from 'P,S(0)' --to 'S(1),R' --dtype $dt --verify --json --iters 1
 done
+for dt in c64 c128; do
+    check "P(sum) -> S(1) in $dt (parts reduced)" 4 0 '"verified":true' "" \
+        run --mesh 2x2 --shape 9x7 --from 'P,S(0)' --to 'S(1),R' --dtype $dt --verify --json --iters 1
+    check "P(avg) -> R and back in $dt, random" 4 0 '"verified":true' "" \
+        run --mesh 4 --shape 13x3 --from 'P(avg)' --to 'R' --dtype $dt --fill random --backward --verify --json --iters 1
+done
+check "R -> P(sum) in c64 divides both parts" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 5x3 --from 'R,S(1)' --to 'P,S(1)' --dtype c64 --verify --json --iters 1
 for dt in f8e4m3 f8e5m2; do
     check "S -> R in $dt (storage only)" 4 0 '"verified":true' "" \
         run --mesh 2x2 --shape 9x7 --from 'S(0),S(1)' --to 'R,S(0)' --dtype $dt --verify --json --iters 1

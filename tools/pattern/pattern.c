@@ -19,7 +19,8 @@ typedef struct {
 /* Where the values come from, for one source spec. */
 typedef struct {
     const dtr_fill_t *fill; /* never NULL */
-    dtr_dtype_t dtype;
+    dtr_dtype_t dtype;  /* of one value: a complex dtype's part */
+    int lanes;          /* values per element: 2 for complex (real, imag), else 1 */
     dtr_reduce_op_t op; /* the source's Partial op (sum where it has none) */
     int64_t count;      /* contributions per element */
     int emax;           /* random floats: the largest exponent */
@@ -105,7 +106,10 @@ static uint64_t dtr__hash(uint64_t seed, int64_t e, int64_t q) {
 
 static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                  int64_t count) {
-    dtr__source_t s = {.fill = fill, .dtype = dtype, .op = op, .count = count, .emax = 6};
+    int64_t lanes = 1;
+    dtype = dtr__parts(dtype, &lanes);
+    dtr__source_t s = {.fill = fill, .dtype = dtype, .lanes = (int)lanes, .op = op,
+                       .count = count, .emax = 6};
     int bits = 0;
     while (bits < 62 && (INT64_C(1) << bits) < count) bits++;
     if (dtype == DTR_F16 && 13 - bits < s.emax) s.emax = 13 - bits;
@@ -159,14 +163,15 @@ static dtr__value_t dtr__random(const dtr__source_t *s, int64_t e, int64_t q) {
     return v;
 }
 
-/* Contribution q of element e, whichever the fill. */
+/* Contribution q of value e (element e / lanes, its part e % lanes), whichever the fill. */
 static dtr__value_t dtr__value(const dtr__source_t *s, int64_t e, int64_t q) {
     dtr__value_t v = {0};
     switch (s->fill->kind) {
     case DTR_FILL_RANDOM: return dtr__random(s, e, q);
     case DTR_FILL_GIVEN: {
         const dtr_fill_blocks_t *b = s->fill->given;
-        const unsigned char *p = b->data + ((size_t)(q * b->numel + e)) * b->esize;
+        size_t part = (size_t)b->esize / (size_t)s->lanes;
+        const unsigned char *p = b->data + ((size_t)(q * b->numel * s->lanes + e)) * part;
         v.byte = p[0];
         if (dtr_dtype_info(s->dtype)->storage_only) return v;
         if (dtr__is_int(s->dtype)) {
@@ -275,14 +280,18 @@ static dtr_status_t dtr__fill(const dtr_spec_t *spec, const dtr_fill_t *fill, in
     dtr__source_t s = dtr__source(fill, spec->dtype, op, count);
     bool bytewise = dtr_dtype_info(spec->dtype)->storage_only, ints = dtr__is_int(spec->dtype);
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
-    for (int64_t k = 0; k < l.numel; k++, dtr__next(&l, idx)) {
-        dtr__value_t v = dtr__value(&s, dtr__global(spec, &l, idx), q);
-        if (bytewise)
-            ((uint8_t *)buf)[k] = v.byte;
-        else if (ints)
-            dtr__istore(spec->dtype, buf, k, v.i);
-        else
-            dtr__store(spec->dtype, buf, k, (double)v.f);
+    for (int64_t j = 0; j < l.numel; j++, dtr__next(&l, idx)) {
+        int64_t e = dtr__global(spec, &l, idx);
+        for (int c = 0; c < s.lanes; c++) {
+            int64_t k = j * s.lanes + c;
+            dtr__value_t v = dtr__value(&s, e * s.lanes + c, q);
+            if (bytewise)
+                ((uint8_t *)buf)[k] = v.byte;
+            else if (ints)
+                dtr__istore(spec->dtype, buf, k, v.i);
+            else
+                dtr__store(s.dtype, buf, k, (double)v.f);
+        }
     }
     return DTR_OK;
 }
@@ -429,7 +438,7 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
     if (op == DTR_REDUCE_AVG && nreduced > 1) divisions++;
     dtr__source_t s = dtr__source(fill, src->dtype, op, count);
     dtr__reference_t ref = {&s, src, reduced, nreduced, divisor};
-    dtr_dtype_t t = src->dtype;
+    dtr_dtype_t t = s.dtype;
     bool bytewise = dtr_dtype_info(t)->storage_only, ints = dtr__is_int(t);
     bool pattern = fill->kind == DTR_FILL_PATTERN;
     bool selects = op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN;
@@ -448,25 +457,26 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
         tiny = exact ? 0 : k * dtr__tiny(t);
     }
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
-    for (int64_t j = 0; j < l.numel; j++, dtr__next(&l, idx)) {
-        int64_t e = dtr__global(dst, &l, idx);
+    for (int64_t jv = 0; jv < l.numel * s.lanes; jv++) {
+        /* value jv: element j, its part jv % lanes */
+        int64_t j = jv / s.lanes, e = dtr__global(dst, &l, idx) * s.lanes + jv % s.lanes;
         double want, got;
         bool bad;
         if (bytewise) {
             /* storage-only dtypes are never reduced: Partial dims are kept */
             want = dtr__value(&s, e, dtr__contribution_index(src, coord, NULL)).byte;
-            got = ((const uint8_t *)buf)[j];
+            got = ((const uint8_t *)buf)[jv];
             bad = got != want;
         } else if (ints && !pattern) {
             dtr__want_t w = dtr__want(&ref, e, coord);
-            int64_t g = dtr__iload(t, buf, j);
+            int64_t g = dtr__iload(t, buf, jv);
             want = (double)w.i;
             got = (double)g;
             bad = g != w.i;
         } else {
             dtr__want_t w = dtr__want(&ref, e, coord);
             want = (double)w.f;
-            got = dtr__load(t, buf, j);
+            got = dtr__load(t, buf, jv);
             if (rep.tolerance == 0) {
                 bad = !(got == want) && !(isnan(got) && isnan(want));
             } else {
@@ -487,6 +497,7 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
             }
             rep.mismatches++;
         }
+        if (jv % s.lanes == s.lanes - 1) dtr__next(&l, idx);
     }
     *report = rep;
     return DTR_OK;

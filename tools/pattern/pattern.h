@@ -83,8 +83,8 @@ dtr_status_t dtr_fill(const dtr_spec_t *spec, const dtr_fill_t *fill, int rank, 
                       size_t bytes);
 
 typedef struct {
-    int64_t checked;    /* elements compared */
-    int64_t mismatches; /* elements out of tolerance (or different, where exact) */
+    int64_t checked;    /* values compared (a complex element's two parts count apart) */
+    int64_t mismatches; /* values out of tolerance (or different, where exact) */
     int64_t first;      /* local index of the first mismatch, -1 if none */
     int64_t first_global[DTR_MAX_TENSOR_DIMS]; /* its global coordinates */
     double got, want;   /* its values (the raw byte for storage-only dtypes) */
