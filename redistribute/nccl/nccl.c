@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "dtensor/internal.h"
 #include "redistribute/cuda/dtr_cuda.h"
 #include "redistribute/cuda/kernels.h"
 #include "redistribute/mpi/internal.h"
@@ -258,10 +259,7 @@ static dtr_status_t dtr__nccl_reduce(dtr__nccl_group_t *g, const void *send, voi
     ncclDataType_t t = ncclUint8;
     ncclRedOp_t r = ncclSum;
     bool divide = false;
-    if (dtr_dtype_info(dtype)->is_complex) { /* NCCL has no complex type: reduce the parts */
-        dtype = dtype == DTR_C64 ? DTR_F32 : DTR_F64;
-        count *= 2;
-    }
+    dtype = dtr__parts(dtype, &count); /* NCCL has no complex type: reduce the parts */
     DTR_CHECK(dtr__nccl_op(dtype, op, &t, &r, &divide));
     if (scatter)
         DTR__NCCL(g, ncclReduceScatter(send, recv, (size_t)count, t, r, g->comm, g->s->stream),
