@@ -51,7 +51,7 @@ static void dtr__plan_help(FILE *out) {
         "  dtr plan --mesh 2x2 --batch tensors.json\n"
         "\n"
         "Exit status: 0 planned; 2 bad arguments; 3 the change was refused: no plan for it\n"
-        "(e.g. P(sum) -> P(avg), S -> P, or compat where the seed plan would misplace data).\n",
+        "(e.g. P(sum) -> P(avg), S -> P(max), or compat where the seed plan would misplace data).\n",
         out);
 }
 
@@ -223,8 +223,8 @@ static int dtr__plan_main(int argc, char **argv) {
         dtr_mesh_destroy(mesh);
         return dtr_cli_usage_error("plan", "out of memory");
     }
-    /* --backward: no gradient plan for a forward change no strategy plans (S -> P has no
-     * backward, though P -> S would plan) */
+    /* --backward: no gradient plan for a forward change no strategy plans (S -> P(max) has
+     * no backward, though P(max) -> S would plan) */
     dtr_plan_options_t forward = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
     if (backward && dtr_plan_create(&src, &dst, &forward, &plans[1]) != DTR_OK) {
         rc = dtr_cli_plan_error("plan", "--backward: the forward change is refused");

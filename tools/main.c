@@ -45,7 +45,7 @@ static void dtr__help(FILE *out) {
           "  1  a run failed or did not verify (each failing rank says why)\n"
           "  2  bad usage: an unknown flag, unreadable text, a missing or malformed argument\n"
           "  3  the change was refused: well-formed, but no strategy plans it (P(sum) ->\n"
-          "     P(avg), S -> P) or the chosen one will not (compat where the seed plan would\n"
+          "     P(avg), S -> P(max)) or the chosen one will not (compat where the seed plan would\n"
           "     misplace data); the message says which\n",
           out);
 }

@@ -52,10 +52,10 @@ KNOWN = {
         "DTensor.redistribute refuses Replicate -> Partial ('only Shard to Partial(sum) "
         "redistribution is supported'); dtr does it: sum divides by the mesh dim's size, "
         "avg/max/min keep the value (DESIGN.md)"),
-    "dtr-refuses-S-to-P": (
+    "compat-has-no-S-to-P": (
         "dtr refuses",
-        "dtr refuses Shard -> Partial in a forward redistribution (DESIGN.md: an error, not a "
-        "silent choice); PyTorch turns S -> P(sum) into zeros outside each rank's shard"),
+        "dtr's compat strategy is the seed algorithm (PyTorch 2.1), which had no Shard -> "
+        "Partial; rerun with optimal, which zero-fills as PyTorch 2.15 does, and compared"),
     "torch-int-avg": (
         "PyTorch fails",
         "PyTorch cannot reduce integers with avg (the division's float result is not cast "
@@ -81,6 +81,22 @@ KNOWN = {
         "supports_complex check, unlike its all_reduce) reduces the real and imaginary parts "
         "apart, so P(max) of 1+5j and 2+1j gives 2+5j and P(product) gives 2+5j, not the "
         "complex product -3+11j; dtr refuses such reductions by name (docs/semantics.md)"),
+    "torch-complex-max-backward": (
+        "PyTorch fails",
+        "the backward of a kept complex P(max) or P(min) (P(max) -> P(max), no reduction): "
+        "PyTorch 2.15's gradient all-reduce trips an internal assert in c10d "
+        "('Invalid other op value'); the forward agreed (compared), and dtr's gradient "
+        "verified against its own reference"),
+    "dtr-run-mixed-fill": (
+        "dtr fails",
+        "P(sum) with P(avg) on one tensor: PyTorch does not count it as mixed and runs it; "
+        "dtr plans it too, but dtr run's test pattern needs one Partial op and says so "
+        "('the pattern needs one op'), so the values are not compared"),
+    "torch-fp8-zero-fill": (
+        "PyTorch fails",
+        "PyTorch's Shard -> Partial(sum) puts the shard in zeros with index_add, whose CPU "
+        "kernels have no fp8 form ('index_add_' or 'scatter_gather_tensor_cpu' not "
+        "implemented for Float8); dtr zero-fills and copies bytes, which any dtype allows"),
     "torch-fp8-gloo": (
         "PyTorch fails",
         "gloo has no fp8 types: PyTorch fails on any gloo collective in fp8 (the check runs "
@@ -97,7 +113,7 @@ def factorizations(n, k):
             for rest in factorizations(n // d, k - 1)]
 
 
-def gen_case(rng, worlds):
+def gen_case(rng, worlds, zero_fill=False):
     world = rng.choice(worlds)
     mesh = rng.choice(factorizations(world, rng.randint(1, 3)))
     tnd = rng.choice([0, 1, 1, 2, 2, 2, 3, 3])
@@ -121,6 +137,10 @@ def gen_case(rng, worlds):
     for i in range(len(mesh)):
         if dst[i].startswith("P") and not src[i].startswith("P") and rng.random() < 0.7:
             dst[i] = rng.choice(["R", src[i]])
+    # --zero-fill: half the Shard mesh dims become P(sum) (PyTorch 2.15's zero fill).
+    for i in range(len(mesh)):
+        if zero_fill and src[i].startswith("S") and rng.random() < 0.5:
+            dst[i] = "P(sum)"
     return {"world": world, "mesh": list(mesh), "shape": shape, "dtype": dtype,
             "a": src, "b": dst, "strategy": rng.choice(["optimal", "compat"])}
 
@@ -136,9 +156,12 @@ def dtr_layout(dtr, case, pl):
 
 
 def dtr_run_cmd(dtr, case, src, dst, dump):
+    # No backward for the storage-only fp8 types: PyTorch computes no gradient for them
+    # (grad_on below), and dtr refuses to reduce them (a P(sum) gradient would need it).
+    backward = [] if case["dtype"].startswith("f8") else ["--backward"]
     return dtr_run_argv(dtr, case["world"], case["mesh"], case["shape"], src, dst, "--dtype",
-                        case["dtype"], "--strategy", case["strategy"], "--verify",
-                        "--backward", "--iters", "0", "--warmup", "0", "--json", "--dump", dump)
+                        case["dtype"], "--strategy", case["strategy"], "--verify", *backward,
+                        "--iters", "0", "--warmup", "0", "--json", "--dump", dump)
 
 
 def dtr_run(dtr, case, src, dst):
@@ -278,6 +301,8 @@ def classify(case, src, dst, d, t):
                 len({op_of(p) for p in dst if is_partial(p)}) > 1:
             if "mix" in fwd_err.lower() or "partial" in fwd_err.lower():
                 return "known:torch-mixed-partial", fwd_err
+        if case["dtype"].startswith("f8") and s_to_p and "not implemented for 'Float8" in fwd_err:
+            return "known:torch-fp8-zero-fill", fwd_err
         if case["dtype"].startswith("f8") and "Invalid scalar type" in fwd_err:
             return "known:torch-fp8-gloo", fwd_err
         if case["dtype"] in ("i32", "i64", "u8") and any(op_of(s) == "avg" for s in reduces) \
@@ -291,11 +316,14 @@ def classify(case, src, dst, d, t):
         if case["strategy"] == "compat" and "executor cannot run the seed algorithm's plan" \
                 in d["stderr"]:
             return "rerun-optimal", "compat-cannot-size-seed-plan"
+        if case["strategy"] == "compat" and s_to_p and \
+                "the seed algorithm has no Shard -> Partial" in d["stderr"]:
+            return "rerun-optimal", "compat-has-no-S-to-P"
         if case["dtype"] in ("c64", "c128") and \
                 "complex values reduce by sum and avg only" in d["stderr"]:
             return "known:torch-complex-partwise", d["stderr"]
-        if s_to_p and "a Shard cannot become Partial" in d["stderr"]:
-            return "known:dtr-refuses-S-to-P", d["stderr"]
+        if ops <= {"sum", "avg"} and len(ops) == 2 and "the pattern needs one op" in d["stderr"]:
+            return "known:dtr-run-mixed-fill", d["stderr"]
         return "DISAGREE", f"PyTorch ran, dtr failed (exit {d['rc']}): {d['stderr']}"
     if not dtr_ok and not torch_ok:
         # A refusal: the planner's, or dtr run's (no test pattern for mixed Partial ops).
@@ -325,7 +353,8 @@ def show_values(torch, case, d, t):
 def compare_ran(torch, case, d, t, lay, stats):
     """Both ran: layouts were compared already; results and gradients, rank by rank."""
     j = d["json"]
-    if j.get("verified") is not True or j["backward"].get("verified") is not True:
+    if j.get("verified") is not True or j.get("backward", {"verified": True}).get("verified") \
+            is not True:
         return f"dtr's own --verify failed: {json.dumps(j)[:300]}"
     for r in range(case["world"]):
         tr, dr = t[r], d["bufs"][r]
@@ -337,6 +366,8 @@ def compare_ran(torch, case, d, t, lay, stats):
             return f"rank {r}: forward result differs at local index {k}: dtr {x}, PyTorch {y}"
         stats["fwd_elems"] += len(dr["out"]) // ELEM_BYTES[case["dtype"]]
         if "bwd_error" in tr:
+            if case["dtype"] in ("c64", "c128") and "Invalid other op value" in tr["bwd_error"]:
+                return "known:torch-complex-max-backward"
             return f"rank {r}: PyTorch's backward failed: {tr['bwd_error']}"
         if "grad" in tr:
             want_pl = j["backward"]["placements"]
@@ -404,8 +435,13 @@ def run_direction(torch, pools, dtr, case, src, dst, stats):
             else ("DISAGREE", "optimal instead of compat: " + detail)
     if cat == "compared":
         detail = compare_ran(torch, case, d, t, lay, stats)
-        if detail is not None:
+        if detail is not None and detail.startswith("known:"):
+            cat, detail = detail, None
+        elif detail is not None:
             cat = "DISAGREE"
+        elif any(s.startswith("S") and is_partial(x) and n > 1
+                 for s, x, n in zip(src, dst, case["mesh"])):
+            stats["zero_fills"] += 1
     return cat, detail
 
 
@@ -423,6 +459,8 @@ def main():
     ap.add_argument("--ranks", default="4,8", help="world sizes to draw from (default 4,8)")
     ap.add_argument("--only", type=int, default=None, help="run only case K (as numbered)")
     ap.add_argument("--json", default=None, help="write the summary as JSON here")
+    ap.add_argument("--zero-fill", action="store_true",
+                    help="draw many Shard -> Partial(sum) changes (half the Shard mesh dims)")
     ap.add_argument("--tamper", action="store_true",
                     help="the checker's own test: flip one byte of PyTorch's result on the "
                          "first non-empty rank of every direction that ran; every such "
@@ -436,12 +474,12 @@ def main():
     import torch
     dtr = os.path.abspath(args.dtr)
     rng = random.Random(args.seed)
-    cases = [gen_case(rng, worlds) for _ in range(args.cases)]
+    cases = [gen_case(rng, worlds, args.zero_fill) for _ in range(args.cases)]
     todo = range(args.cases) if args.only is None else [args.only]
     print(f"conformance: seed {args.seed}, {len(todo)} cases, worlds {worlds}, "
           f"torch {torch.__version__}, dtr {dtr}", flush=True)
     pools = {}
-    stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0,
+    stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0, "zero_fills": 0,
              "time_layout": 0.0, "time_dtr_run": 0.0, "time_torch": 0.0,
              "show": args.only is not None, "tamper": args.tamper}
     counts = {}
@@ -474,7 +512,7 @@ def main():
     print(f"  both ran, compared:  {counts.get('compared', 0)} directions: layouts of "
           f"{stats['layouts']} rank-specs, {stats['fwd_elems']} result elements, "
           f"{stats['grad_elems']} gradient elements ({stats['grads_compared']} directions "
-          f"with a gradient)")
+          f"with a gradient, {stats['zero_fills']} with a Shard -> Partial(sum) zero fill)")
     print(f"  both refused:        {counts.get('both-refused', 0)}")
     for key, (who, why) in KNOWN.items():
         c = counts.get("known:" + key, 0)

@@ -318,6 +318,7 @@ dtr_status_t dtr__reduce_exchange_finish(dtr_request_t *r);
 dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
+dtr_status_t dtr__local_zero_fill_start(dtr_request_t *r, const dtr__step_args_t *a);
 
 /* ---- batches (batch.c, batch_round.c) ------------------------------------------------ */
 

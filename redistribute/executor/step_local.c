@@ -26,3 +26,14 @@ dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *
                       "step %d (%s): a no-op step was not skipped", a->k + 1,
                       dtr_step_kind_info(a->s->kind)->name);
 }
+
+/* local_zero_fill (S(d) -> P(sum)): this rank's chunk of dim d at its place in zeros of the
+ * extent it was cut from; the sum over the mesh dim is that extent. */
+dtr_status_t dtr__local_zero_fill_start(dtr_request_t *r, const dtr__step_args_t *a) {
+    if (a->bare) return DTR_OK;
+    int d = a->s->tensor_dim, nd = a->nd;
+    DTR_CHECK(dtr__m_zero(r->ctx, a->dst, a->out_numel * a->item));
+    return dtr__m_copy3(r->ctx, a->src, a->ish[d], 0, a->dst, a->osh[d], a->ioff[d] - a->ooff[d],
+                        dtr__prod(a->ish, 0, d), a->ish[d],
+                        dtr__prod(a->ish, d + 1, nd) * a->item);
+}

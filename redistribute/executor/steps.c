@@ -18,6 +18,7 @@ const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST] = {
     [DTR_STEP_LOCAL_CHUNK] = {.start = dtr__local_chunk_start},
     [DTR_STEP_LOCAL_SCALE] = {.start = dtr__local_scale_start},
     [DTR_STEP_LOCAL_RELABEL] = {.start = dtr__local_relabel_start, .keeps_block = true},
+    [DTR_STEP_LOCAL_ZERO_FILL] = {.start = dtr__local_zero_fill_start},
 };
 
 /* A step that reduces Partial(avg) contributions (its mesh dim leaves Partial). */

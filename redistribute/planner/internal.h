@@ -183,6 +183,24 @@ bool dtr__partials_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 bool dtr__reduction_order_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                              const dtr_plan_t *plan, char *why, size_t len);
 
+/* Shard -> Partial(sum) (zero_fill.c). The mesh dims that do it, as bits. */
+unsigned dtr__zero_fill_dims(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst);
+/* The steps every plan of such a change starts with (gathers behind them, then the
+ * local_zero_fill steps, innermost mesh dim first), into plan; mid gets the placements
+ * after them. False when the plan is full. */
+bool dtr__plan_zero_fill(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                         const dtr_placement_t *dst, dtr_plan_t *plan, dtr_placement_t *mid);
+/* The optimal plan of such a change: those steps, then the optimal plan from mid. */
+dtr_status_t dtr__plan_from_zero_fill(const dtr__ctx_t *ctx, const dtr_spec_t *src,
+                                      const dtr_spec_t *dst, dtr_plan_t *plan);
+/* For the bound: elements of the box (shape, offset) that the rank at coord keeps non-zero
+ * (it holds the other ones as zeros, which no plan needs to move); -1 when the change
+ * zero-fills nothing. */
+__int128 dtr__zero_fill_kept(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst, const int64_t *coord,
+                             const int64_t *shape, const int64_t *offset);
+
 /* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
  * (and why not, into why). With follow, a plan whose steps work on layouts that are not
  * canonical is followed (seed_follow.c) and safe when every element lands right; without,

@@ -18,6 +18,9 @@ static const dtr_step_kind_info_t dtr__step_kinds[DTR_STEP_KIND_LAST] = {
     [DTR_STEP_LOCAL_RELABEL] = {"local_relabel", false,
                                 "R -> P(avg|max|min), or any change on mesh dims of one "
                                 "rank: every block and value stays"},
+    [DTR_STEP_LOCAL_ZERO_FILL] = {"local_zero_fill", false,
+                                  "S(d) -> P(sum): this rank's chunk, zeros elsewhere in the "
+                                  "extent of d it was cut from"},
 };
 
 const dtr_step_kind_info_t *dtr_step_kind_info(dtr_step_kind_t kind) {

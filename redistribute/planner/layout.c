@@ -1,6 +1,7 @@
 /* The canonical layout of any placements at a mesh coordinate (PyTorch's chunk rule, mesh
  * dims nesting in order): what the builder (plan.c), the balanced reduction (balance.c) and
- * the executor compute every block from. */
+ * the executor compute every block from; and which elements a Shard -> P(sum) change keeps
+ * (zero_fill.c plans it). */
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
@@ -44,4 +45,63 @@ bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {
         coord[i] = 0;
     }
     return false;
+}
+
+/* ---- Shard -> P(sum) (zero_fill.c) ---- */
+
+/* (On a mesh dim of one rank the chunk is the whole: a relabel, not a zero fill.) */
+unsigned dtr__zero_fill_dims(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst) {
+    unsigned e = 0;
+    for (int i = 0; i < ctx->mdims; i++)
+        if (src[i].kind == DTR_SHARD && dst[i].kind == DTR_PARTIAL &&
+            dst[i].op == DTR_REDUCE_SUM && ctx->msize[i] > 1)
+            e |= 1u << i;
+    return e;
+}
+
+/* Elements of [lo, lo+len) of tensor dim d that the rank at coord keeps: the source's
+ * chunks of d, down to its innermost zero-filling mesh dim, that the rank's coordinates on
+ * the zero-filling mesh dims select (every coordinate of the others that stay Shard). */
+static int64_t dtr__kept_len(const dtr__ctx_t *ctx, const dtr_placement_t *src, unsigned e,
+                             int d, const int64_t *coord, int64_t lo, int64_t len) {
+    int dims[DTR_MAX_MESH_DIMS], k = 0;
+    for (int i = 0; i < ctx->mdims; i++) {
+        if (src[i].kind != DTR_SHARD || src[i].dim != d) continue;
+        dims[k++] = i;
+    }
+    while (k > 0 && !(e >> dims[k - 1] & 1)) k--;
+    if (k == 0) return len;
+    int64_t c[DTR_MAX_MESH_DIMS];
+    for (int q = 0; q < k; q++) c[q] = e >> dims[q] & 1 ? coord[dims[q]] : 0;
+    int64_t kept = 0;
+    for (;;) {
+        int64_t off = 0, size = ctx->shape[d];
+        for (int q = 0; q < k; q++) {
+            int64_t o, s;
+            dtr_chunk(size, ctx->msize[dims[q]], c[q], &s, &o);
+            off += o;
+            size = s;
+        }
+        int64_t a = off > lo ? off : lo, b = off + size < lo + len ? off + size : lo + len;
+        if (b > a) kept += b - a;
+        int q = k - 1;
+        for (; q >= 0; q--) {
+            if (e >> dims[q] & 1) continue;
+            if (++c[q] < ctx->msize[dims[q]]) break;
+            c[q] = 0;
+        }
+        if (q < 0) return kept;
+    }
+}
+
+__int128 dtr__zero_fill_kept(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst, const int64_t *coord,
+                             const int64_t *shape, const int64_t *offset) {
+    unsigned e = dtr__zero_fill_dims(ctx, src, dst);
+    if (e == 0) return -1;
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++)
+        n *= dtr__kept_len(ctx, src, e, d, coord, offset[d], shape[d]);
+    return n;
 }

@@ -321,6 +321,7 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     }
     case DTR_STEP_LOCAL_CHUNK:
     case DTR_STEP_LOCAL_SCALE:
+    case DTR_STEP_LOCAL_ZERO_FILL:
         bytes_per_us = m->local_gbps * 1e3;
         s->time_us = (double)s->extra_bytes_max / bytes_per_us;
         break;
@@ -416,8 +417,11 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
     } else if (from.kind == DTR_REPLICATE && to.kind == DTR_PARTIAL) {
         s->kind = to.op == DTR_REDUCE_SUM ? DTR_STEP_LOCAL_SCALE : DTR_STEP_LOCAL_RELABEL;
         if (to.op == DTR_REDUCE_SUM) s->scale = 1.0 / (double)ctx->msize[i];
+    } else if (from.kind == DTR_SHARD && to.kind == DTR_PARTIAL && to.op == DTR_REDUCE_SUM) {
+        s->kind = DTR_STEP_LOCAL_ZERO_FILL; /* zero_fill.c plans these */
+        s->tensor_dim = check1 = from.dim;
     } else {
-        /* S -> P and P(a) -> P(b) are refused before planning. */
+        /* S -> P(not sum) and P(a) -> P(b) are refused before planning. */
         b->valid = b->misaligned_only = false;
         snprintf(b->why, sizeof b->why, "internal: no step for mesh dim %d", i);
         return false;
@@ -544,7 +548,10 @@ static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
         co[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, tl, coord, ts, to);
     dtr__layout(ctx, cl, coord, cs, co);
-    __int128 t = dtr__numel(ctx, ts);
+    /* Shard -> P(sum): only the values the rank keeps are needed, the rest are zeros. Its
+     * own source block is among them, so the overlaps below stay as they are. */
+    __int128 kept = dtr__zero_fill_kept(ctx, src, dst, coord, ts, to);
+    __int128 t = kept >= 0 ? kept : dtr__numel(ctx, ts);
     __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
     for (int k = 0; k < ctx->mdims; k++) {
         int64_t n = ctx->msize[k];

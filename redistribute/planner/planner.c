@@ -140,10 +140,16 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
                               "mesh dim %d: %s -> %s: a Partial cannot change its reduce op "
                               "(reduce to R first)",
                               i, a, b);
-        if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL)
+        if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL && t.op != DTR_REDUCE_SUM)
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                              "mesh dim %d: %s -> %s: a Shard cannot become Partial in a forward "
-                              "redistribution",
+                              "mesh dim %d: %s -> %s: a Shard becomes Partial only as P(sum) "
+                              "(its chunk in zeros, as in PyTorch); zeros are no partition "
+                              "for %s",
+                              i, a, b, dtr_reduce_op_name(t.op));
+        if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL && backward)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "mesh dim %d: %s -> %s: a backward plan does not make a Shard "
+                              "Partial (the backward rule never asks for it)",
                               i, a, b);
         if (f.kind == DTR_REPLICATE && t.kind == DTR_PARTIAL && backward)
             continue; /* a pass-through: nothing is divided */
@@ -195,9 +201,16 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     /* Built in a local and copied out, so *out is untouched on error. */
     dtr_plan_t plan;
     char why[640];
-    if (!dtr__partials_ok(&ctx, src->placements, dst->placements, backward, why, sizeof why))
+    if (dtr__zero_fill_dims(&ctx, src->placements, dst->placements) != 0) {
+        if (strategy == DTR_STRATEGY_COMPAT)
+            return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                              "compat: the seed algorithm has no Shard -> Partial; the optimal "
+                              "strategy handles this change");
+        DTR_CHECK(dtr__plan_from_zero_fill(&ctx, src, dst, &plan));
+    } else if (!dtr__partials_ok(&ctx, src->placements, dst->placements, backward, why,
+                                 sizeof why)) {
         return dtr__error(DTR_ERR_UNSUPPORTED, __func__, "%s", why);
-    if (strategy == DTR_STRATEGY_COMPAT) {
+    } else if (strategy == DTR_STRATEGY_COMPAT) {
         if (!dtr__plan_compat(&ctx, src, dst, true, &plan, why, sizeof why))
             return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
                               "compat: %s; the optimal strategy handles this change",
@@ -234,6 +247,9 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, src, &cost);
+    if (dtr__zero_fill_dims(&ctx, src->placements, dst->placements) != 0)
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "compat: the seed algorithm has no Shard -> Partial");
     *safe = dtr__plan_compat(&ctx, src, dst, true, out, NULL, 0);
     dtr__plan_finish(&ctx, src, dst, out);
     return DTR_OK;

@@ -50,6 +50,8 @@ typedef enum {
     DTR_STEP_LOCAL_SCALE,    /* R -> P(sum): divide by the mesh dim's size */
     DTR_STEP_LOCAL_RELABEL,  /* values and blocks kept, placement changes: R -> P(avg|max|min),
                                 and any step over mesh dims of one rank */
+    DTR_STEP_LOCAL_ZERO_FILL, /* S(d) -> P(sum): this rank's chunk in zeros of the whole
+                                 extent it was cut from (PyTorch's Shard -> Partial) */
     DTR_STEP_KIND_LAST
 } dtr_step_kind_t;
 

@@ -256,7 +256,8 @@ static void pair_line(dtr_mesh_t *mesh, const char *shape, const char *src, cons
 /* Forward src -> dst with the gradient arriving in dst's placements: the gradient's target
  * placement (the rule) and the backward plan's collectives. Reviewed by hand against the
  * rule: R -> S forward gives an all-gather back; P -> R forward nothing (the gradient stays
- * Replicate); a Partial gradient is all-reduced unless the source was Partial too. */
+ * Replicate); a Partial gradient is all-reduced unless the source was Partial too; an
+ * S -> P(sum) forward (a zero fill) gives a reduce-scatter back. */
 typedef struct {
     const char *src, *dst, *want; /* want NULL: the forward plan is refused */
 } pair_t;
@@ -265,11 +266,11 @@ static const pair_t pairs_1d[] = {
     {"S(0)", "S(0)", "S(0) []"},
     {"S(0)", "S(1)", "S(0) [all_to_all]"},
     {"S(0)", "R", "S(0) []"},
-    {"S(0)", "P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0)", "P", "S(0) [reduce_scatter]"},
     {"S(1)", "S(0)", "S(1) [all_to_all]"},
     {"S(1)", "S(1)", "S(1) []"},
     {"S(1)", "R", "S(1) []"},
-    {"S(1)", "P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(1)", "P", "S(1) [reduce_scatter]"},
     {"R", "S(0)", "R [all_gather]"},
     {"R", "S(1)", "R [all_gather]"},
     {"R", "R", "R []"},
@@ -282,40 +283,40 @@ static const pair_t pairs_1d[] = {
 static const pair_t pairs_2d[] = {
     {"S(0),S(1)", "S(0),S(1)", "S(0),S(1) []"},
     {"S(0),S(1)", "S(0),R", "S(0),S(1) []"},
-    {"S(0),S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "S(0),P", "S(0),S(1) [reduce_scatter]"},
     {"S(0),S(1)", "R,S(1)", "S(0),S(1) []"},
     {"S(0),S(1)", "R,R", "S(0),S(1) []"},
-    {"S(0),S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),S(1)", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),S(1)", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),S(1)", "R,P", "S(0),S(1) [reduce_scatter]"},
+    {"S(0),S(1)", "P,S(1)", "S(0),S(1) [reduce_scatter]"},
+    {"S(0),S(1)", "P,R", "S(0),S(1) [reduce_scatter]"},
+    {"S(0),S(1)", "P,P", "S(0),S(1) [reduce_scatter+reduce_scatter]"},
     {"S(0),R", "S(0),S(1)", "S(0),R [all_gather]"},
     {"S(0),R", "S(0),R", "S(0),R []"},
     {"S(0),R", "S(0),P", "S(0),R [all_reduce]"},
     {"S(0),R", "R,S(1)", "S(0),R [all_gather]"},
     {"S(0),R", "R,R", "S(0),R []"},
     {"S(0),R", "R,P", "S(0),R [all_reduce]"},
-    {"S(0),R", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),R", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),R", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),R", "P,S(1)", "S(0),R [reduce_scatter+all_gather]"},
+    {"S(0),R", "P,R", "S(0),R [reduce_scatter]"},
+    {"S(0),R", "P,P", "S(0),R [reduce_scatter+all_reduce]"},
     {"S(0),P", "S(0),S(1)", "S(0),R [all_gather]"},
     {"S(0),P", "S(0),R", "S(0),R []"},
     {"S(0),P", "S(0),P", "S(0),P(sum) []"},
     {"S(0),P", "R,S(1)", "S(0),R [all_gather]"},
     {"S(0),P", "R,R", "S(0),R []"},
     {"S(0),P", "R,P", "S(0),P(sum) []"},
-    {"S(0),P", "P,S(1)", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),P", "P,R", NULL}, /* the forward is refused: Shard -> Partial */
-    {"S(0),P", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"S(0),P", "P,S(1)", "S(0),R [reduce_scatter+all_gather]"},
+    {"S(0),P", "P,R", "S(0),R [reduce_scatter]"},
+    {"S(0),P", "P,P", "S(0),P(sum) [reduce_scatter]"},
     {"R,S(1)", "S(0),S(1)", "R,S(1) [all_gather]"},
     {"R,S(1)", "S(0),R", "R,S(1) [all_gather]"},
-    {"R,S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "S(0),P", "R,S(1) [reduce_scatter+all_gather]"},
     {"R,S(1)", "R,S(1)", "R,S(1) []"},
     {"R,S(1)", "R,R", "R,S(1) []"},
-    {"R,S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "R,P", "R,S(1) [reduce_scatter]"},
     {"R,S(1)", "P,S(1)", "R,S(1) [all_reduce]"},
     {"R,S(1)", "P,R", "R,S(1) [all_reduce]"},
-    {"R,S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"R,S(1)", "P,P", "R,S(1) [reduce_scatter+all_reduce]"},
     {"R,R", "S(0),S(1)", "R,R [all_gather+all_gather]"},
     {"R,R", "S(0),R", "R,R [all_gather]"},
     {"R,R", "S(0),P", "R,R [all_reduce+all_gather]"},
@@ -336,13 +337,13 @@ static const pair_t pairs_2d[] = {
     {"R,P", "P,P", "R,P(sum) [all_reduce]"},
     {"P,S(1)", "S(0),S(1)", "R,S(1) [all_gather]"},
     {"P,S(1)", "S(0),R", "R,S(1) [all_gather]"},
-    {"P,S(1)", "S(0),P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,S(1)", "S(0),P", "R,S(1) [reduce_scatter+all_gather]"},
     {"P,S(1)", "R,S(1)", "R,S(1) []"},
     {"P,S(1)", "R,R", "R,S(1) []"},
-    {"P,S(1)", "R,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,S(1)", "R,P", "R,S(1) [reduce_scatter]"},
     {"P,S(1)", "P,S(1)", "P(sum),S(1) []"},
     {"P,S(1)", "P,R", "P(sum),S(1) []"},
-    {"P,S(1)", "P,P", NULL}, /* the forward is refused: Shard -> Partial */
+    {"P,S(1)", "P,P", "P(sum),S(1) [reduce_scatter]"},
     {"P,R", "S(0),S(1)", "R,R [all_gather+all_gather]"},
     {"P,R", "S(0),R", "R,R [all_gather]"},
     {"P,R", "S(0),P", "R,R [all_reduce+all_gather]"},

@@ -20,6 +20,7 @@ struct interp {
     int64_t gshape[DTR_MAX_TENSOR_DIMS];
     int64_t nranks;
     block_t *ranks; /* by row-major mesh position */
+    dtr_placement_t src[DTR_MAX_MESH_DIMS]; /* the source's placements */
     double *want;   /* mixed Partial ops: the tensor by their order (NULL: T itself) */
 };
 
@@ -164,6 +165,7 @@ interp_t *interp_create(const dtr_spec_t *src, uint64_t seed) {
     memcpy(in->gshape, src->shape, sizeof in->gshape);
     in->nranks = dtr_mesh_nranks(src->mesh);
     for (int i = 0; i < in->mdims; i++) in->msize[i] = dtr_mesh_size(src->mesh, i);
+    memcpy(in->src, src->placements, (size_t)in->mdims * sizeof *in->src);
     in->ranks = calloc((size_t)in->nranks, sizeof *in->ranks);
     if (in->ranks == NULL) {
         free(in);
@@ -433,6 +435,19 @@ static int apply_step(interp_t *in, const dtr_step_t *s, char *err, size_t len) 
             case DTR_STEP_LOCAL_CHUNK:
                 take_chunk(in->ndim, own, s->tensor_dim, n, coord[i], &next[p]);
                 break;
+            case DTR_STEP_LOCAL_ZERO_FILL: {
+                /* own block at its place in zeros of the after block */
+                int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+                int64_t ao[DTR_MAX_TENSOR_DIMS];
+                layout_for(in, s->before, coord, bs, bo);
+                layout_for(in, s->after, coord, next[p].shape, ao);
+                for (int d = 0; d < in->ndim; d++) bo[d] -= ao[d];
+                int64_t total = numel(in->ndim, next[p].shape);
+                next[p].data = calloc((size_t)(total > 0 ? total : 1), sizeof(double));
+                copy_box(in->ndim, own->data, own->shape, zero, own->shape, next[p].data,
+                         next[p].shape, bo);
+                break;
+            }
             case DTR_STEP_LOCAL_SCALE:
             case DTR_STEP_LOCAL_RELABEL: {
                 double f = s->kind == DTR_STEP_LOCAL_SCALE ? 1.0 / (double)n : 1.0;
@@ -502,6 +517,55 @@ static int reduce_partials(const interp_t *in, const dtr_spec_t *dst, const int6
     return 0;
 }
 
+/* Shard -> P(sum): does the rank at coord keep the element at global index g (else it must
+ * hold a zero)? It keeps the elements whose source holders share its coordinates on the
+ * mesh dims that become Partial (docs/semantics.md). */
+static bool kept_at(const interp_t *in, const dtr_spec_t *dst, const int64_t *coord,
+                    const int64_t *g) {
+    int64_t lo[DTR_MAX_TENSOR_DIMS] = {0}, ext[DTR_MAX_TENSOR_DIMS];
+    memcpy(ext, in->gshape, sizeof ext);
+    for (int i = 0; i < in->mdims; i++) {
+        if (in->src[i].kind != DTR_SHARD) continue;
+        int d = in->src[i].dim;
+        for (int64_t c = 0; c < in->msize[i]; c++) {
+            int64_t size, off;
+            chunk_rule(ext[d], in->msize[i], c, &size, &off);
+            if (g[d] < lo[d] + off || g[d] >= lo[d] + off + size) continue;
+            if (dst->placements[i].kind == DTR_PARTIAL && c != coord[i]) return false;
+            lo[d] += off;
+            ext[d] = size;
+            break;
+        }
+    }
+    return true;
+}
+
+/* The zeros of a Shard -> P(sum) change, rank by rank. */
+static int check_zeros(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len) {
+    bool any = false;
+    for (int i = 0; i < in->mdims; i++)
+        any |= in->src[i].kind == DTR_SHARD && dst->placements[i].kind == DTR_PARTIAL;
+    for (int64_t p = 0; any && p < in->nranks; p++) {
+        int64_t coord[DTR_MAX_MESH_DIMS], idx[DTR_MAX_TENSOR_DIMS] = {0}, g[DTR_MAX_TENSOR_DIMS];
+        coord_of(in, p, coord);
+        dtr_layout_t l;
+        dtr_spec_layout_at(dst, coord, &l);
+        for (int64_t k = 0; k < l.numel; k++) {
+            for (int d = 0; d < in->ndim; d++) g[d] = l.global_offset[d] + idx[d];
+            if (!kept_at(in, dst, coord, g) && in->ranks[p].data[k] != 0)
+                return fail(err, len,
+                            "rank at position %lld, local element %lld: %.17g where the zero "
+                            "fill keeps a zero",
+                            (long long)p, (long long)k, in->ranks[p].data[k]);
+            for (int d = in->ndim - 1; d >= 0; d--) {
+                if (++idx[d] < l.local_shape[d]) break;
+                idx[d] = 0;
+            }
+        }
+    }
+    return 0;
+}
+
 int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t len) {
     for (int64_t p = 0; p < in->nranks; p++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
@@ -512,6 +576,7 @@ int interp_check(const interp_t *in, const dtr_spec_t *dst, char *err, size_t le
             return fail(err, len, "rank at position %lld: local shape differs from the target's",
                         (long long)p);
     }
+    if (check_zeros(in, dst, err, len) != 0) return -1;
     for (int64_t p = 0; p < in->nranks; p++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
         coord_of(in, p, coord);

@@ -492,6 +492,7 @@ static const struct {
     {"2x2", "8x6", "S(1),R", "S(1),S(0)", "local_chunk", "argument agreement", 1},
     {"4", "8x6", "R", "P", "local_scale", "argument agreement", 1},
     {"4", "8x6", "R", "P(max)", "local_relabel", "argument agreement", 1},
+    {"4", "8x6", "S(1)", "P", "local_zero_fill", "argument agreement", 1},
 };
 
 static double now_s(void) {

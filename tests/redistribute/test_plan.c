@@ -140,6 +140,57 @@ Test(plan, one_rank_mesh_dims_are_local_relabels) {
     dtr_mesh_destroy(mesh);
 }
 
+/* S(d) -> P(sum) (zero_fill.c): the zero fills come first, innermost mesh dim first, after
+ * gathering a mesh dim behind them on the same tensor dim; or last where the rest of the
+ * change moves only chunks then. The interpreter checks every zero (check_zeros). */
+Test(plan, shard_to_partial_zero_fills) {
+    const plan_case_t cases[] = {
+        {"4", "8x8", "S(0)", "P", DTR_STRATEGY_OPTIMAL, "0:S(0)->P(sum):local_zero_fill", 0},
+        /* the gather brings 2 rows of 4 f32 */
+        {"2x2", "8x4", "S(0),S(0)", "P,S(0)", DTR_STRATEGY_OPTIMAL,
+         "1:S(0)->R:all_gather; 0:S(0)->P(sum):local_zero_fill; 1:R->S(0):local_chunk", 32},
+        /* zero-filled first: the gather moves the zeros too (the bound counts 32) */
+        {"2x2", "8x4", "S(0),S(0)", "R,P", DTR_STRATEGY_OPTIMAL,
+         "1:S(0)->P(sum):local_zero_fill; 0:S(0)->R:all_gather", 64},
+        /* zero-filled last: the all-reduce moves the chunk, 2 * (1/2) * 4x4 f32 */
+        {"2x2", "8x4", "P,S(0)", "R,P", DTR_STRATEGY_OPTIMAL,
+         "0:P(sum)->R:all_reduce; 1:S(0)->P(sum):local_zero_fill", 64},
+        {"2x2", "8x4", "S(0),S(1)", "P,P", DTR_STRATEGY_OPTIMAL,
+         "1:S(1)->P(sum):local_zero_fill; 0:S(0)->P(sum):local_zero_fill", 0},
+        {"2x2", "8x4", "S(0),P(max)", "P,P(max)", DTR_STRATEGY_OPTIMAL,
+         "0:S(0)->P(sum):local_zero_fill", 0},
+        /* on one rank the chunk is the whole */
+        {"4x1", "8x4", "S(0),S(0)", "S(0),P", DTR_STRATEGY_OPTIMAL,
+         "1:S(0)->P(sum):local_relabel", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    cr_assert_eq(change_from("2x2", "8x4", "S(0),S(0)", "R,P", DTR_F32, &mesh, &src, &dst),
+                 DTR_OK, "%s", dtr_last_error());
+    dtr_plan_t plan, keep;
+    memset(&keep, 0x5a, sizeof keep);
+    plan = keep;
+    cr_assert_eq(dtr_plan_create(&src, &dst, NULL, &plan), DTR_OK, "%s", dtr_last_error());
+    /* rank (0,0) keeps rows 0..1 and 4..5, holds 0..1: 2 rows of 4 f32 to receive */
+    cr_expect_eq(plan.lower_bound_recv_bytes, 32);
+    cr_expect_eq(plan.steps[0].extra_bytes_max, 4 * 4 * 4, "the zero-filled extent");
+    cr_expect_eq(plan.count[DTR_STEP_LOCAL_ZERO_FILL], 1);
+    dtr_plan_options_t compat = {.strategy = DTR_STRATEGY_COMPAT};
+    plan = keep;
+    cr_expect_eq(dtr_plan_create(&src, &dst, &compat, &plan), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: compat: the seed algorithm has no Shard -> Partial; the "
+                     "optimal strategy handles this change");
+    dtr_plan_options_t backward = {.strategy = DTR_STRATEGY_OPTIMAL, .backward = true};
+    cr_expect_eq(dtr_plan_create(&src, &dst, &backward, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_create: mesh dim 1: S(0) -> P(sum): a backward plan does not make "
+                     "a Shard Partial (the backward rule never asks for it)");
+    cr_expect(memcmp(&plan, &keep, sizeof plan) == 0, "*out written on failure");
+    dtr_mesh_destroy(mesh);
+}
+
 /* The seed's count test misses this misalignment: mesh dim 0 would gather tensor dim 0 while
  * mesh dim 2 still shards it. On 2x3x2 with 12 rows, rank (0,0,1) would end with rows 3,4
  * instead of 2,3. compat refuses; its unchecked plan really corrupts the data; optimal
@@ -224,9 +275,9 @@ Test(plan, errors_name_the_mesh_dim_and_write_nothing) {
         {"P(sum),R", "P(avg),R", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
          "dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op "
          "(reduce to R first)"},
-        {"R,S(0)", "R,P(sum)", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
-         "dtr_plan_create: mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial in a "
-         "forward redistribution"},
+        {"R,S(0)", "R,P(min)", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_plan_create: mesh dim 1: S(0) -> P(min): a Shard becomes Partial only as P(sum) "
+         "(its chunk in zeros, as in PyTorch); zeros are no partition for min"},
         {"R,R", "P(product),R", DTR_F32, DTR_ERR_UNSUPPORTED,
          "dtr_plan_create: mesh dim 0: R -> P(product): no partition of a value into a product "
          "is defined"},

@@ -418,7 +418,7 @@ CASE(plan_partial_op_change) {
     return plan_call(st, "4", "4", "P(sum)", "P(max)", "8", "8", DTR_F32, DTR_F32, NULL);
 }
 CASE(plan_shard_to_partial) {
-    return plan_call(st, "4", "4", "S(0)", "P", "8", "8", DTR_F32, DTR_F32, NULL);
+    return plan_call(st, "4", "4", "S(0)", "P(max)", "8", "8", DTR_F32, DTR_F32, NULL);
 }
 CASE(plan_replicate_to_product) {
     return plan_call(st, "4", "4", "R", "P(product)", "8", "8", DTR_F32, DTR_F32, NULL);

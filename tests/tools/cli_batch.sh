@@ -46,7 +46,7 @@ printf '[{"shape": "8", "from": "S(0)", "to": "R"},\n {"shape": "8", "from": "S(
 check "missing key, line and entry" 0 2 "" 'line 2, entry 1: "to" is missing' plan --mesh 2 --batch "$dir/missing.json"
 echo '[{"shape": "8", "from": "S(0),R", "to": "R"}]' >"$dir/dims.json"
 check "placements for another mesh" 0 2 "" "entry 0: from:" plan --mesh 2 --batch "$dir/dims.json"
-echo '[{"shape": "8", "from": "S(0)", "to": "P"}]' >"$dir/invalid.json"
+echo '[{"shape": "8", "from": "S(0)", "to": "P(max)"}]' >"$dir/invalid.json"
 check "a change that cannot be planned names the tensor" 0 3 "" "tensor 0 (src[0] -> dst[0])" plan --mesh 2 --batch "$dir/invalid.json"
 check "no such file" 0 2 "" "--batch: cannot open" plan --mesh 2 --batch "$dir/nothing.json"
 check "run: a change that cannot be planned" 2 3 "" "tensor 0 (src[0] -> dst[0])" run --mesh 2 --batch "$dir/invalid.json"

@@ -39,8 +39,8 @@ check "backward compat" 0 0 '  2   1     R -> S(0)                    local_chun
 check "backward of R -> P(sum) on i32: the forward is refused" 0 3 "" \
     "dtr plan: --backward: the forward change is refused: dtr_plan_create: mesh dim 0: R -> P(sum) divides by 2, which i32 cannot do exactly" \
     plan --mesh 2 --shape 8 --from R --to P --dtype i32 --backward
-check "backward of S -> P: the forward is refused" 0 3 "" "a Shard cannot become Partial" \
-    plan --mesh 4 --shape 8 --from 'S(0)' --to P --backward
+check "backward of S -> P(max): the forward is refused" 0 3 "" "a Shard becomes Partial only as P(sum)" \
+    plan --mesh 4 --shape 8 --from 'S(0)' --to 'P(max)' --backward
 
 check "compat refuses the unsafe seed plan" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm's plan would corrupt data: step 1 (mesh dim 0: S(0) -> R)" \
@@ -69,8 +69,8 @@ check "mixed Partial ops: a new P(sum) outside a P(product)" 0 3 "" \
     plan --mesh 2x2 --shape 8x8 --from 'R,P(product)' --to 'P(sum),P(product)'
 check "P(a) -> P(b)" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op" \
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
-check "S -> P" 0 3 "" "mesh dim 1: S(0) -> P(sum): a Shard cannot become Partial" \
-    plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P'
+check "S -> P(avg)" 0 3 "" "mesh dim 1: S(0) -> P(avg): a Shard becomes Partial only as P(sum) (its chunk in zeros, as in PyTorch); zeros are no partition for avg" \
+    plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P(avg)'
 check "R -> P(product)" 0 3 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
     plan --mesh 2 --shape 8 --from R --to 'P(product)'
 check "fp8 reduction" 0 3 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \

@@ -32,6 +32,15 @@ for dt in c64 c128; do
 done
 check "R -> P(sum) in c64 divides both parts" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 5x3 --from 'R,S(1)' --to 'P,S(1)' --dtype c64 --verify --json --iters 1
+# S -> P(sum): zeros outside the kept chunks, checked element by element (pattern.c)
+for dt in f32 i32 c64 f8e4m3; do
+    check "S(0),S(0) -> R,P(sum) in $dt: zero fill, then gather" 4 0 '"verified":true' "" \
+        run --mesh 2x2 --shape 7x3 --from 'S(0),S(0)' --to 'R,P' --dtype $dt --verify --json --iters 1
+done
+check "S(0),S(0) -> P(sum),S(0): gather behind, zero fill, chunk" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 9x2 --from 'S(0),S(0)' --to 'P,S(0)' --verify --json --iters 1 --backward
+check "P,S(0) -> R,P: reduce first, zero fill last" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --shape 9x2 --from 'P,S(0)' --to 'R,P' --verify --json --iters 1 --fill random
 for dt in f8e4m3 f8e5m2; do
     check "S -> R in $dt (storage only)" 4 0 '"verified":true' "" \
         run --mesh 2x2 --shape 9x7 --from 'S(0),S(1)' --to 'R,S(0)' --dtype $dt --verify --json --iters 1
@@ -113,8 +122,8 @@ check "a mesh larger than the job" 2 2 "" \
     run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'R,R'
 check "bad --to" 4 2 "" "dtr run: --to:" \
     run --mesh 2x2 --shape 8 --from 'S(0),R' --to 'S(0),Q'
-check "S -> P refused" 4 3 "" "a Shard cannot become Partial" \
-    run --mesh 4 --shape 8 --from 'S(0)' --to 'P'
+check "S -> P(max) refused" 4 3 "" "a Shard becomes Partial only as P(sum)" \
+    run --mesh 4 --shape 8 --from 'S(0)' --to 'P(max)'
 check "compat's seed plan that misplaces data refused" 12 3 "" \
     "for this shape the rank at mesh coordinate (0,0,1) ends with elements 3..4 of tensor dim 0 where the target places 2..3 there" \
     run --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat

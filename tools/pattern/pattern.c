@@ -400,6 +400,27 @@ static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst
     return dtr__fill_arg(fill, src, func);
 }
 
+/* Shard -> P(sum): does the rank at coord keep the element at idx of its block l (else it
+ * holds a zero)? It keeps the elements whose source holders share its coordinates on the
+ * mesh dims that become Partial (docs/semantics.md). */
+static bool dtr__kept(const dtr_spec_t *src, const dtr_spec_t *dst, const int64_t *coord,
+                      const dtr_layout_t *l, const int64_t *idx) {
+    int64_t lo[DTR_MAX_TENSOR_DIMS] = {0}, len[DTR_MAX_TENSOR_DIMS];
+    memcpy(len, src->shape, (size_t)src->ndim * sizeof *len);
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++) {
+        dtr_placement_t p = src->placements[i];
+        if (p.kind != DTR_SHARD) continue;
+        int d = p.dim;
+        int64_t n = dtr_mesh_size(src->mesh, i), g = l->global_offset[d] + idx[d];
+        int64_t c = (g - lo[d]) / ((len[d] + n - 1) / n), size, off;
+        dtr_chunk(len[d], n, c, &size, &off);
+        if (dst->placements[i].kind == DTR_PARTIAL && c != coord[i]) return false;
+        lo[d] += off;
+        len[d] = size;
+    }
+    return true;
+}
+
 /* dtr_fill_check, its errors under func. */
 static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
                                const dtr_fill_t *fill, int rank, const void *buf, size_t bytes,
@@ -421,7 +442,7 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
     int mdims = dtr_mesh_ndims(src->mesh);
     /* Mesh dims reduced (Partial in src only) are enumerated; the ones Partial in both keep
      * this rank's coordinate; R -> P(sum) dims divide. */
-    bool reduced[DTR_MAX_MESH_DIMS] = {false};
+    bool reduced[DTR_MAX_MESH_DIMS] = {false}, zero_fill = false;
     int64_t divisor = 1, divisions = 0, nreduced = 1;
     for (int i = 0; i < mdims; i++) {
         dtr_placement_t t = dst->placements[i];
@@ -429,8 +450,9 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
             reduced[i] = true;
             nreduced *= dtr_mesh_size(src->mesh, i);
         }
-        if (!partial[i] && t.kind == DTR_PARTIAL && t.op == DTR_REDUCE_SUM &&
-            dtr_mesh_size(src->mesh, i) > 1) {
+        zero_fill |= src->placements[i].kind == DTR_SHARD && t.kind == DTR_PARTIAL;
+        if (src->placements[i].kind == DTR_REPLICATE && t.kind == DTR_PARTIAL &&
+            t.op == DTR_REDUCE_SUM && dtr_mesh_size(src->mesh, i) > 1) {
             divisor *= dtr_mesh_size(src->mesh, i);
             divisions++;
         }
@@ -457,12 +479,21 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
         tiny = exact ? 0 : k * dtr__tiny(t);
     }
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
+    bool zero = false;
     for (int64_t jv = 0; jv < l.numel * s.lanes; jv++) {
         /* value jv: element j, its part jv % lanes */
         int64_t j = jv / s.lanes, e = dtr__global(dst, &l, idx) * s.lanes + jv % s.lanes;
         double want, got;
         bool bad;
-        if (bytewise) {
+        if (zero_fill && jv % s.lanes == 0) zero = !dtr__kept(src, dst, coord, &l, idx);
+        if (zero) {
+            want = 0;
+            got = bytewise ? ((const uint8_t *)buf)[jv]
+                  : ints   ? (double)dtr__iload(t, buf, jv)
+                           : dtr__load(t, buf, jv);
+            bad = got != 0; /* -0.0 is no zero fill either */
+            if (!bytewise && !ints && signbit(got)) bad = true;
+        } else if (bytewise) {
             /* storage-only dtypes are never reduced: Partial dims are kept */
             want = dtr__value(&s, e, dtr__contribution_index(src, coord, NULL)).byte;
             got = ((const uint8_t *)buf)[jv];
