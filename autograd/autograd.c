@@ -40,9 +40,11 @@ dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_spec_t *
                           "grad: its mesh differs from forward_src's");
     dtr_placement_t target[DTR_MAX_MESH_DIMS];
     DTR_CHECK(dtr_backward_placements(forward_src->placements, grad->placements, n, target));
+    /* The gradient comes back in the input's dtype, cast first where the forward cast
+     * (PyTorch's default backward_dtype: the backward collectives run in the input's). */
     dtr_spec_t dst;
     DTR_CHECK(dtr_spec_init(&dst, forward_src->mesh, target, n, forward_src->shape,
-                            forward_src->ndim, grad->dtype));
+                            forward_src->ndim, forward_src->dtype));
     dtr_plan_options_t o = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = NULL};
     if (opts != NULL) o = *opts;
     o.backward = true;

@@ -34,7 +34,9 @@ DTR_API dtr_status_t dtr_backward_placements(const dtr_placement_t *src,
 /*
  * The backward plan of a forward redistribution from `forward_src`: the gradient `grad`
  * (its spec: the mesh and shape of forward_src, its own placements and dtype) goes to
- * dtr_backward_placements(forward_src, grad). opts as for dtr_plan_create (NULL: optimal);
+ * dtr_backward_placements(forward_src, grad), in forward_src's dtype: a gradient of another
+ * dtype (the forward cast) is cast to it first and reduced in it, as PyTorch's backward
+ * does without a backward_dtype. opts as for dtr_plan_create (NULL: optimal);
  * its `backward` field is set for you. The target spec is the plan's dst (it borrows the
  * mesh). *out written only on success.
  */

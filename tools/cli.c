@@ -153,6 +153,16 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec) {
+    if (text == NULL) return DTR_EXIT_OK;
+    dtr_dtype_t dtype;
+    if (dtr_dtype_parse(text, &dtype) != DTR_OK ||
+        dtr_spec_init(spec, spec->mesh, spec->placements, dtr_mesh_ndims(spec->mesh), spec->shape,
+                      spec->ndim, dtype) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--to-dtype");
+    return DTR_EXIT_OK;
+}
+
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
     fputc('[', out);
     for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);

@@ -83,6 +83,10 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
 int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
                        const dtr_spec_t *like, dtr_spec_t *out);
 
+/* --to-dtype TEXT (NULL: nothing to do): spec, the target, in that dtype (a cast). Prints
+ * the error and returns DTR_EXIT_USAGE on failure. */
+int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec);
+
 /* Reads a --batch FILE (batch_file.c): a JSON list of {"shape", "dtype", "from", "to"}
  * into n specs on mesh each side (malloc'd; the caller frees both). On failure prints the
  * one-line error naming the file, line and entry and returns DTR_EXIT_USAGE. */

@@ -8,8 +8,8 @@
 static void dtr__plan_help(FILE *out) {
     fputs(
         "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
-        "                [--ranks LIST] [--strategy optimal|compat] [--compare] [--json]\n"
-        "                [--backward]\n"
+        "                [--to-dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
+        "                [--compare] [--json] [--backward]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
@@ -24,11 +24,15 @@ static void dtr__plan_help(FILE *out) {
         "  --strategy S         optimal (default): the cheapest plan under the cost model,\n"
         "                       with all-to-all and exchange steps; compat: the seed algorithm\n"
         "                       (PyTorch 2.1's) exactly, refused where it would corrupt data\n"
+        "  --to-dtype DTYPE     the result in another dtype (PyTorch's forward_dtype): the\n"
+        "                       input is cast first and every step runs in DTYPE; between\n"
+        "                       float dtypes (f32 f64 f16 bf16) or between c64 and c128\n"
         "  --compare            both strategies and the lower bound, side by side\n"
         "  --backward           the gradient's plan instead: a gradient arriving in the --to\n"
         "                       placements goes back to the --from ones, Partial there\n"
         "                       becoming Replicate where the gradient is not Partial, and\n"
-        "                       R -> P a pass-through (autograd/README.md); the forward\n"
+        "                       R -> P a pass-through (autograd/README.md), in the --dtype\n"
+        "                       (a --to-dtype gradient is cast back first); the forward\n"
         "                       change must itself be one dtr can plan\n"
         "  --batch FILE         plan many tensors together: FILE is a JSON list of\n"
         "                       {\"shape\": \"64x64\", \"dtype\": \"f32\", \"from\": \"S(0),R\",\n"
@@ -150,12 +154,13 @@ static int dtr__plan_main(int argc, char **argv) {
         {"local-gbps", required_argument, NULL, 'l'},
         {"batch", required_argument, NULL, 'B'},
         {"backward", no_argument, NULL, 'w'},
+        {"to-dtype", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
-    const char *batch = NULL;
+    const char *batch = NULL, *to_dtype = NULL;
     int json = 0, compare = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -172,6 +177,7 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'l': local = optarg; break;
         case 'B': batch = optarg; break;
         case 'w': backward = 1; break;
+        case 'T': to_dtype = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -197,6 +203,7 @@ static int dtr__plan_main(int argc, char **argv) {
     if (batch != NULL) {
         const char *extra = args.shape != NULL ? "--shape" : args.placements != NULL ? "--from"
                             : to != NULL ? "--to" : args.dtype != NULL ? "--dtype"
+                            : to_dtype != NULL ? "--to-dtype"
                             : compare ? "--compare" : NULL;
         if (extra != NULL)
             return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
@@ -212,6 +219,7 @@ static int dtr__plan_main(int argc, char **argv) {
     int rc = dtr_cli_build_spec("plan", &args, &mesh, &src);
     if (rc != DTR_EXIT_OK) return rc;
     rc = dtr_cli_other_spec("plan", "--to", to, &src, &dst);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("plan", to_dtype, &dst);
     if (rc != DTR_EXIT_OK) {
         dtr_mesh_destroy(mesh);
         return rc;

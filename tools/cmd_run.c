@@ -22,8 +22,9 @@
 static void dtr__run_help(FILE *out) {
     fputs(
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
-        "                [--dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
-        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--backward]\n"
+        "                [--dtype DTYPE] [--to-dtype DTYPE] [--ranks LIST]\n"
+        "                [--strategy optimal|compat] [--iters N] [--warmup N] [--verify]\n"
+        "                [--nonblocking] [--backward]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
@@ -41,6 +42,9 @@ static void dtr__run_help(FILE *out) {
         "\n"
         "  --mesh, --shape, --dtype, --ranks   as for 'dtr layout' (dtype default f32)\n"
         "  --from LIST, --to LIST   placements, one per mesh dim\n"
+        "  --to-dtype DTYPE     the result in DTYPE, cast first, as for 'dtr plan' (the\n"
+        "                       check rounds each source value to DTYPE; --backward casts\n"
+        "                       the gradient back to --dtype first)\n"
         "  --strategy S         optimal (default) or compat, as for 'dtr plan'\n"
         "  --iters N            timed iterations (default 20; 0 skips timing)\n"
         "  --warmup N           untimed iterations first (default 3)\n"
@@ -300,13 +304,14 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"fill", required_argument, NULL, 'F'},
         {"seed", required_argument, NULL, 'E'},
         {"input", required_argument, NULL, 'I'},
+        {"to-dtype", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
-    const char *fill_text = "pattern", *seed_text = NULL, *input = NULL;
+    const char *fill_text = "pattern", *seed_text = NULL, *input = NULL, *to_dtype = NULL;
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -329,6 +334,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'F': fill_text = optarg; break;
         case 'E': seed_text = optarg; break;
         case 'I': input = optarg; break;
+        case 'T': to_dtype = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -403,6 +409,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     rc = dtr_cli_build_spec("run", &args, &mesh, &src);
     if (rc != DTR_EXIT_OK) return rc;
     rc = dtr_cli_other_spec("run", "--to", to, &src, &dst);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("run", to_dtype, &dst);
     if (rc != DTR_EXIT_OK) goto done_mesh;
     rc = dtr_cli_mesh_fits("run", mesh, world);
     if (rc != DTR_EXIT_OK) goto done_mesh;
@@ -577,9 +584,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             dtr_cli_json_collectives(stdout, plan);
             printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
                    "\"ranks\":%d,\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
-                   "\"from\":\"%s\",\"to\":\"%s\"",
+                   "\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\"",
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), device,
-                   world, meshtext, shape, dtr_dtype_name(src.dtype), from, tostr);
+                   world, meshtext, shape, dtr_dtype_name(src.dtype), dtr_dtype_name(dst.dtype),
+                   from, tostr);
             if (bplan != NULL) {
                 printf(",\"backward\":{\"placements\":");
                 dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
@@ -600,9 +608,12 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        all[first_bad].rep.want);
             printf("}\n");
         } else {
-            printf("dtr run: mesh %s, shape %s %s, %s -> %s, %s plan, %d ranks (%s backend, "
+            char cast[32] = "";
+            if (dst.dtype != src.dtype)
+                snprintf(cast, sizeof cast, " (to %s)", dtr_dtype_name(dst.dtype));
+            printf("dtr run: mesh %s, shape %s %s%s, %s -> %s, %s plan, %d ranks (%s backend, "
                    "%s buffers)\n",
-                   meshtext, shape, dtr_dtype_name(src.dtype), from, tostr,
+                   meshtext, shape, dtr_dtype_name(src.dtype), cast, from, tostr,
                    dtr_strategy_name(strategy), world, dtr_context_backend(ctx), device);
             printf("  %d step%s:", plan->nsteps, plan->nsteps == 1 ? "" : "s");
             for (int k = 0; k < plan->nsteps; k++)
@@ -614,7 +625,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 printf("  fill: %s\n", input != NULL ? input : "pattern");
             if (verify && fwd_ok) {
                 printf("  verified: all %lld %s on every rank match ", (long long)checked, unit);
-                dtr__print_tolerance(stdout, &fwd.rep, src.dtype);
+                dtr__print_tolerance(stdout, &fwd.rep, dst.dtype);
                 printf("; inputs intact\n");
             }
             if (bplan != NULL) {

@@ -113,7 +113,10 @@ def factorizations(n, k):
             for rest in factorizations(n // d, k - 1)]
 
 
-def gen_case(rng, worlds, zero_fill=False):
+CAST_FAMILIES = [["f32", "f64", "f16", "bf16"], ["c64", "c128"]]
+
+
+def gen_case(rng, worlds, zero_fill=False, casts=False):
     world = rng.choice(worlds)
     mesh = rng.choice(factorizations(world, rng.randint(1, 3)))
     tnd = rng.choice([0, 1, 1, 2, 2, 2, 3, 3])
@@ -141,8 +144,13 @@ def gen_case(rng, worlds, zero_fill=False):
     for i in range(len(mesh)):
         if zero_fill and src[i].startswith("S") and rng.random() < 0.5:
             dst[i] = "P(sum)"
-    return {"world": world, "mesh": list(mesh), "shape": shape, "dtype": dtype,
+    case = {"world": world, "mesh": list(mesh), "shape": shape, "dtype": dtype,
             "a": src, "b": dst, "strategy": rng.choice(["optimal", "compat"])}
+    # --casts: half the float and complex cases cast (PyTorch's forward_dtype).
+    family = next((f for f in CAST_FAMILIES if dtype in f), None)
+    if casts and family is not None and rng.random() < 0.5:
+        case["to"] = rng.choice([t for t in family if t != dtype])
+    return case
 
 
 def dtr_layout(dtr, case, pl):
@@ -159,6 +167,8 @@ def dtr_run_cmd(dtr, case, src, dst, dump):
     # No backward for the storage-only fp8 types: PyTorch computes no gradient for them
     # (grad_on below), and dtr refuses to reduce them (a P(sum) gradient would need it).
     backward = [] if case["dtype"].startswith("f8") else ["--backward"]
+    if "to" in case:
+        backward += ["--to-dtype", case["to"]]
     return dtr_run_argv(dtr, case["world"], case["mesh"], case["shape"], src, dst, "--dtype",
                         case["dtype"], "--strategy", case["strategy"], "--verify", *backward,
                         "--iters", "0", "--warmup", "0", "--json", "--dump", dump)
@@ -221,6 +231,7 @@ def redistribute_case(a):
         res["fwd_error"] = "layout: " + str(res["layout_src"])
         return res
     dt = torch.uint8 if a["view_u8"] else torch_dtype(a["dtype"])
+    to = torch_dtype(a["to"]) if a.get("to") else None  # forward_dtype
     grad_on = a["dtype"] in FLOAT_DTYPES and a["grad"] is not None
     try:
         local = _from_bytes(torch, a["in"], res["layout_src"][0], dt)
@@ -234,7 +245,8 @@ def redistribute_case(a):
         caught = []
         if grad_on:
             x.register_hook(lambda g: caught.append(g))
-        y = x.redistribute(mesh, dst)
+        y = x.redistribute(mesh, dst, forward_dtype=to) if to is not None \
+            else x.redistribute(mesh, dst)
         out = y.to_local()
         res.update(out=_to_bytes(out), out_shape=list(out.shape), out_dtype=str(out.dtype),
                    out_placements=[placement_text(p) for p in y.placements])
@@ -243,7 +255,8 @@ def redistribute_case(a):
         return res
     if grad_on:
         try:
-            g = DTensor.from_local(_from_bytes(torch, a["grad"], res["layout_dst"][0], dt),
+            g = DTensor.from_local(_from_bytes(torch, a["grad"], res["layout_dst"][0],
+                                               to if to is not None else dt),
                                    mesh, dst, run_check=False, shape=shape, stride=stride)
             y.backward(g)
             gl = caught[0].to_local()
@@ -361,10 +374,12 @@ def compare_ran(torch, case, d, t, lay, stats):
         if tr["out_shape"] != lay["dst"][r][0]:
             return f"rank {r}: PyTorch's result has shape {tr['out_shape']}, layout says " \
                    f"{lay['dst'][r][0]}"
-        ok, k, x, y = values_equal(torch, dr["out"], tr["out"], case["dtype"], tr["out_shape"])
+        out_dtype = case.get("to", case["dtype"])
+        ok, k, x, y = values_equal(torch, dr["out"], tr["out"], out_dtype, tr["out_shape"])
         if not ok:
             return f"rank {r}: forward result differs at local index {k}: dtr {x}, PyTorch {y}"
-        stats["fwd_elems"] += len(dr["out"]) // ELEM_BYTES[case["dtype"]]
+        stats["fwd_elems"] += len(dr["out"]) // ELEM_BYTES[out_dtype]
+        stats["cast_elems"] += len(dr["out"]) // ELEM_BYTES[out_dtype] if "to" in case else 0
         if "bwd_error" in tr:
             if case["dtype"] in ("c64", "c128") and "Invalid other op value" in tr["bwd_error"]:
                 return "known:torch-complex-max-backward"
@@ -396,6 +411,7 @@ def run_direction(torch, pools, dtr, case, src, dst, stats):
         for r in range(case["world"]):
             b = d["bufs"][r] if "bufs" in d else {}
             args.append({"mesh": case["mesh"], "shape": case["shape"], "dtype": case["dtype"],
+                         "to": case.get("to"),
                          "src": src, "dst": dst, "view_u8": view_u8, "in": b.get("in"),
                          "grad": b.get("grad_in")})
         t = pools[case["world"]].run("redistribute_case", args)
@@ -439,15 +455,17 @@ def run_direction(torch, pools, dtr, case, src, dst, stats):
             cat, detail = detail, None
         elif detail is not None:
             cat = "DISAGREE"
-        elif any(s.startswith("S") and is_partial(x) and n > 1
-                 for s, x, n in zip(src, dst, case["mesh"])):
-            stats["zero_fills"] += 1
+        else:
+            stats["zero_fills"] += any(s.startswith("S") and is_partial(x) and n > 1
+                                       for s, x, n in zip(src, dst, case["mesh"]))
+            stats["casts"] += "to" in case
     return cat, detail
 
 
 def describe(case, src, dst):
     return (f"world {case['world']}, mesh {text_mesh(case['mesh'])}, shape "
-            f"{text_shape(case['shape'])} {case['dtype']}, {','.join(src)} -> {','.join(dst)}, "
+            f"{text_shape(case['shape'])} {case['dtype']}"
+            f"{' to ' + case['to'] if 'to' in case else ''}, {','.join(src)} -> {','.join(dst)}, "
             f"{case['strategy']}")
 
 
@@ -459,6 +477,9 @@ def main():
     ap.add_argument("--ranks", default="4,8", help="world sizes to draw from (default 4,8)")
     ap.add_argument("--only", type=int, default=None, help="run only case K (as numbered)")
     ap.add_argument("--json", default=None, help="write the summary as JSON here")
+    ap.add_argument("--casts", action="store_true",
+                    help="cast half the float and complex cases to another dtype of their "
+                         "family (PyTorch's forward_dtype, dtr's --to-dtype)")
     ap.add_argument("--zero-fill", action="store_true",
                     help="draw many Shard -> Partial(sum) changes (half the Shard mesh dims)")
     ap.add_argument("--tamper", action="store_true",
@@ -474,12 +495,13 @@ def main():
     import torch
     dtr = os.path.abspath(args.dtr)
     rng = random.Random(args.seed)
-    cases = [gen_case(rng, worlds, args.zero_fill) for _ in range(args.cases)]
+    cases = [gen_case(rng, worlds, args.zero_fill, args.casts) for _ in range(args.cases)]
     todo = range(args.cases) if args.only is None else [args.only]
     print(f"conformance: seed {args.seed}, {len(todo)} cases, worlds {worlds}, "
           f"torch {torch.__version__}, dtr {dtr}", flush=True)
     pools = {}
     stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0, "zero_fills": 0,
+             "cast_elems": 0, "casts": 0,
              "time_layout": 0.0, "time_dtr_run": 0.0, "time_torch": 0.0,
              "show": args.only is not None, "tamper": args.tamper}
     counts = {}
@@ -512,7 +534,8 @@ def main():
     print(f"  both ran, compared:  {counts.get('compared', 0)} directions: layouts of "
           f"{stats['layouts']} rank-specs, {stats['fwd_elems']} result elements, "
           f"{stats['grad_elems']} gradient elements ({stats['grads_compared']} directions "
-          f"with a gradient, {stats['zero_fills']} with a Shard -> Partial(sum) zero fill)")
+          f"with a gradient, {stats['zero_fills']} with a Shard -> Partial(sum) zero fill, "
+          f"{stats['casts']} casting to another dtype: {stats['cast_elems']} result elements)")
     print(f"  both refused:        {counts.get('both-refused', 0)}")
     for key, (who, why) in KNOWN.items():
         c = counts.get("known:" + key, 0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The differential conformance check against PyTorch DTensor (see conformance.py).
 # Usage: bash bench/pytorch/conformance.sh [--cases N] [--seed S] [--only K] [--json F]
-#        [--zero-fill]  (many Shard -> Partial(sum) changes)
+#        [--zero-fill]  (many Shard -> Partial(sum) changes) [--casts]  (forward_dtype)
 set -eu
 cd "$(dirname "$0")/../.."
 py=$(bash bench/pytorch/venv.sh)

@@ -97,6 +97,7 @@ struct dtr_request {
     int step;
     int last_real;   /* the last step that is not a no-op; -1 if none */
     const void *cur; /* where the block is now: in, or a step buffer */
+    bool cast_pending; /* a cast plan: the input still to be cast to dst's dtype */
     bool in_flight;
     void *group;
     dtr_backend_req_t breq;
@@ -319,6 +320,9 @@ dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a)
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_zero_fill_start(dtr_request_t *r, const dtr__step_args_t *a);
+/* A cast plan's first pass: the input, cast to dst's dtype, into a step buffer (or into the
+ * output when no step changes anything); r->cur then points at it. */
+dtr_status_t dtr__cast_input(dtr_request_t *r);
 
 /* ---- batches (batch.c, batch_round.c) ------------------------------------------------ */
 

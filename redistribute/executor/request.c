@@ -68,8 +68,11 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
             r->step++;
         }
         if (r->phase == DTR__PHASE_STEPS) {
-            if (r->step == 0 && r->last_real < 0 && !r->bare) /* nothing changes: the input */
+            if (r->cast_pending) { /* (before the first step, or into the output) */
+                DTR_CHECK(dtr__cast_input(r));
+            } else if (r->step == 0 && r->last_real < 0 && !r->bare) { /* nothing changes */
                 DTR_CHECK(dtr__m_copy(r->ctx, r->out, r->in, (int64_t)r->in_bytes));
+            }
             while (!r->in_flight && r->step < r->plan->nsteps) {
                 dtr_status_t st = dtr__step_start(r);
                 if (st != DTR_OK) return st;
@@ -137,6 +140,8 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
     st = DTR_OK;
     while (st == DTR_OK && !r->in_flight && r->step < plan->nsteps) {
         if (r->step == 0 && r->last_real < 0) break; /* (progress copies the input) */
+        if (r->cast_pending) st = dtr__cast_input(r);
+        if (st != DTR_OK) break;
         st = dtr__step_start(r);
         if (st == DTR_OK && !r->in_flight) r->step++;
     }
@@ -217,10 +222,11 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     r->in_bytes = in_bytes;
     r->bare = bare;
     r->cur = in;
-    dtr__ctx_init(&r->pctx, &plan->src, &plan->cost);
+    dtr__ctx_init(&r->pctx, &plan->dst, &plan->cost); /* (the steps run in dst's dtype) */
     r->last_real = -1;
     for (int k = 0; k < plan->nsteps; k++)
         if (!dtr__step_noop(r, k)) r->last_real = k;
+    r->cast_pending = !bare && plan->src.dtype != plan->dst.dtype;
     DTR_CHECK(dtr__mesh_entry(ctx, plan->src.mesh, coord, &r->m));
     if (!bare) {
         dtr_layout_t sl, dl;

@@ -52,7 +52,7 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
     a.nd = pc->ndim;
     a.item = pc->item;
     a.bare = r->bare;
-    a.dtype = plan->src.dtype;
+    a.dtype = plan->dst.dtype; /* (a cast plan's input was cast to it: dtr__cast_input) */
     dtr__layout(pc, a.s->before, r->m->coord, a.ish, a.ioff);
     dtr__layout(pc, a.s->after, r->m->coord, a.osh, a.ooff);
     a.in_numel = dtr__prod(a.ish, 0, a.nd);
@@ -102,6 +102,23 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
         }
     }
     *out = a;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__cast_input(dtr_request_t *r) {
+    dtr_context_t *ctx = r->ctx;
+    const dtr_plan_t *plan = r->plan;
+    r->cast_pending = false;
+    int64_t n = (int64_t)r->in_bytes / dtr_dtype_info(plan->src.dtype)->size;
+    void *to = r->out;
+    if (r->last_real >= 0) {
+        DTR_CHECK(dtr__reserve(ctx, &ctx->buf[0], &ctx->buf_cap[0], n * r->pctx.item,
+                               "cast buffer"));
+        to = ctx->buf[0];
+    }
+    DTR_CHECK(dtr__group_cast(ctx, plan->src.dtype, r->in, plan->dst.dtype, to, n,
+                              "dtr_redistribute"));
+    r->cur = to;
     return DTR_OK;
 }
 

@@ -252,13 +252,18 @@ dtr_status_t dtr_batch_plan_create(int n, const dtr_spec_t *src, const dtr_spec_
     for (int t = 0; t < n && st == DTR_OK; t++) {
         st = cache != NULL ? dtr_plan_cache_get(cache, &src[t], &dst[t], opts, &b->plans[t], NULL)
                            : dtr_plan_create(&src[t], &dst[t], opts, &b->plans[t]);
+        if (st == DTR_OK && src[t].dtype != dst[t].dtype)
+            st = dtr__error(DTR_ERR_UNSUPPORTED, "dtr_plan_create",
+                            "dst: dtype %s from src's %s: a batch does not cast yet (plan the "
+                            "tensor alone)",
+                            dtr_dtype_name(dst[t].dtype), dtr_dtype_name(src[t].dtype));
         if (st != DTR_OK) {
             char detail[512];
             snprintf(detail, sizeof detail, "%s", dtr_last_error());
             st = dtr__error(st, __func__, "tensor %d (src[%d] -> dst[%d]): %s", t, t, t, detail);
             break;
         }
-        dtr__ctx_init(&ctxs[t], &b->plans[t].src, &b->plans[t].cost);
+        dtr__ctx_init(&ctxs[t], &b->plans[t].dst, &b->plans[t].cost);
     }
     if (st == DTR_OK) st = dtr__batch_rounds(b, ctxs);
     if (st == DTR_OK) dtr__batch_totals(b, ctxs);
@@ -286,7 +291,7 @@ dtr_status_t dtr_batch_plan_rank_bytes(const dtr_batch_plan_t *plan, int rank, i
     for (int t = 0; t < plan->ntensors; t++) {
         const dtr_plan_t *p = &plan->plans[t];
         dtr__ctx_t c;
-        dtr__ctx_init(&c, &p->src, &p->cost);
+        dtr__ctx_init(&c, &p->dst, &p->cost);
         for (int k = 0; k < p->nsteps; k++) {
             int64_t a, b;
             dtr__step_rank_bytes(&c, &p->steps[k], coord, &a, &b);

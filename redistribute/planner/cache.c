@@ -15,7 +15,7 @@ typedef struct {
     int ndim;
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
-    int dtype;
+    int dtype, dst_dtype; /* (they differ for a cast) */
     int strategy;
     int backward;
     dtr_cost_model_t cost;
@@ -115,15 +115,15 @@ dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
     key.ndim = src->ndim;
     memcpy(key.shape, src->shape, (size_t)src->ndim * sizeof(int64_t));
     key.dtype = (int)src->dtype;
+    key.dst_dtype = (int)dst->dtype;
     key.strategy = opts != NULL ? (int)opts->strategy : DTR_STRATEGY_OPTIMAL;
     key.backward = opts != NULL && opts->backward;
     if (opts != NULL && opts->cost != NULL)
         key.cost = *opts->cost;
     else
         DTR_CHECK(dtr_cost_model_from_env(&key.cost));
-    /* The destination must match too (shape/dtype/mesh), or planning reports why. */
+    /* The destination must match too (shape/mesh), or planning reports why. */
     bool same_pair = dtr_mesh_equal(src->mesh, dst->mesh) && src->ndim == dst->ndim &&
-                     src->dtype == dst->dtype &&
                      memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) == 0;
     uint64_t h = dtr__hash_bytes(&key, sizeof key);
 

@@ -606,11 +606,24 @@ void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr
     plan->time_us = 0;
     plan->recv_bytes_max = -1;
     plan->lower_bound_recv_bytes = -1;
+    bool moves = false;
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
         plan->count[s->kind]++;
         if (s->extra_bytes_max > plan->peak_extra_bytes) plan->peak_extra_bytes = s->extra_bytes_max;
         plan->time_us += s->time_us;
+        moves |= s->kind != DTR_STEP_LOCAL_RELABEL;
+    }
+    if (src->dtype != dst->dtype) {
+        /* A cast: one local pass over the source block (coordinate 0's is the largest),
+         * into a buffer of dst's dtype the first step reads, or straight into the output. */
+        int64_t shape[DTR_MAX_TENSOR_DIMS], off[DTR_MAX_TENSOR_DIMS];
+        int64_t zero[DTR_MAX_MESH_DIMS] = {0};
+        dtr__layout(ctx, src->placements, zero, shape, off);
+        int64_t cast = dtr__sat(dtr__numel(ctx, shape) * ctx->item);
+        if (moves) plan->peak_extra_bytes = dtr__sat((__int128)plan->peak_extra_bytes + cast);
+        plan->time_us += (double)(cast + dtr__numel(ctx, shape) * dtr_dtype_info(src->dtype)->size) /
+                         (ctx->cost->local_gbps * 1e3);
     }
 }
 

@@ -99,6 +99,13 @@ static bool dtr__complex_op(dtr_placement_t p) {
     return p.kind != DTR_PARTIAL || p.op == DTR_REDUCE_SUM || p.op == DTR_REDUCE_AVG;
 }
 
+/* Can a redistribution cast between these? (Not integers, whose casts truncate and wrap;
+ * not the storage-only fp8 types; not complex to real, which drops a part.) */
+static bool dtr__castable(const dtr_dtype_info_t *a, const dtr_dtype_info_t *b) {
+    return a->is_float && b->is_float && !a->storage_only && !b->storage_only &&
+           a->is_complex == b->is_complex;
+}
+
 /* The checks every strategy shares; fills ctx. */
 static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
                                     bool backward, const char *func) {
@@ -114,10 +121,14 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
         dtr_shape_format(dst->shape, dst->ndim, b, sizeof b);
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dst: shape %s differs from src's %s", b, a);
     }
-    const dtr_dtype_info_t *info = dtr_dtype_info(src->dtype);
-    if (src->dtype != dst->dtype)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dst: dtype %s differs from src's %s",
-                          dtr_dtype_name(dst->dtype), info->name);
+    /* A cast (PyTorch's forward_dtype): the input is cast to dst's dtype first, and every
+     * step runs in it, so the checks below are of that dtype. */
+    const dtr_dtype_info_t *info = dtr_dtype_info(dst->dtype), *from = dtr_dtype_info(src->dtype);
+    if (src->dtype != dst->dtype && !dtr__castable(from, info))
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "dst: dtype %s from src's %s: a redistribution casts between float "
+                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
+                          info->name, from->name);
     /* Does the change reduce any Partial? (A kept complex P(max) is then reduced too where
      * the ops do not commute: partial_order.c.) */
     bool reduces = false;
@@ -197,7 +208,7 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
         DTR_CHECK(dtr_cost_model_from_env(&cost));
     }
     dtr__ctx_t ctx;
-    dtr__ctx_init(&ctx, src, &cost);
+    dtr__ctx_init(&ctx, dst, &cost); /* (the steps run in dst's dtype) */
     /* Built in a local and copied out, so *out is untouched on error. */
     dtr_plan_t plan;
     char why[640];
@@ -246,7 +257,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
-    dtr__ctx_init(&ctx, src, &cost);
+    dtr__ctx_init(&ctx, dst, &cost);
     if (dtr__zero_fill_dims(&ctx, src->placements, dst->placements) != 0)
         return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
                           "compat: the seed algorithm has no Shard -> Partial");
@@ -267,7 +278,7 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
     int64_t coord[DTR_MAX_MESH_DIMS];
     DTR_CHECK_AS(dtr_mesh_coord(plan->src.mesh, rank, coord), __func__);
     dtr__ctx_t ctx;
-    dtr__ctx_init(&ctx, &plan->src, &plan->cost);
+    dtr__ctx_init(&ctx, &plan->dst, &plan->cost);
     dtr__step_rank_bytes(&ctx, &plan->steps[step], coord, send, recv);
     return DTR_OK;
 }
@@ -276,7 +287,7 @@ dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst, 
     DTR_CHECK_PTR(bytes, __func__);
     DTR_CHECK(dtr__check_pair(src, dst, false, __func__));
     dtr__ctx_t ctx;
-    dtr__ctx_init(&ctx, src, NULL); /* the bound needs no cost model */
+    dtr__ctx_init(&ctx, dst, NULL); /* the bound needs no cost model */
     *bytes = dtr__lower_bound(&ctx, src->placements, dst->placements);
     return DTR_OK;
 }

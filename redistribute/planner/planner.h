@@ -144,9 +144,13 @@ typedef struct {
 } dtr_plan_options_t;
 
 /*
- * Plans src -> dst. The specs must share the mesh (equal contents), shape and dtype. Errors:
- * a Partial changing its op, Shard -> Partial, Replicate -> P(product) (no partition exists),
- * a reduction of a storage-only dtype, and (compat) a seed plan that would corrupt data.
+ * Plans src -> dst. The specs must share the mesh (equal contents) and shape. Their dtypes
+ * may differ between float dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128):
+ * a cast, PyTorch's forward_dtype; the input is cast to dst's dtype first and every step
+ * runs in it (and the figures count it). S(d) -> P(sum) zero-fills (docs/semantics.md).
+ * Errors: a Partial changing its op, Shard -> P(avg|max|min|product), Replicate ->
+ * P(product) (no partition exists), a reduction of a storage-only dtype, other casts, and
+ * (compat) a seed plan that would corrupt data or a Shard -> Partial.
  * opts may be NULL (optimal, cost model from the environment). *out written only on success;
  * the plan borrows the specs' mesh. Pure: no communication, no global state.
  */

@@ -34,8 +34,11 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     fprintf(out, "plan %s%s", plan->backward ? "(backward) " : "", dtr_strategy_name(plan->strategy));
     if (plan->strategy == DTR_STRATEGY_OPTIMAL && plan->chosen_by != NULL)
         fprintf(out, " (best candidate: %s)", plan->chosen_by);
-    fprintf(out, ": mesh %s, shape %s %s, %s -> %s\n", mesh, shape,
+    fprintf(out, ": mesh %s, shape %s %s, %s -> %s", mesh, shape,
             dtr_dtype_name(plan->src.dtype), from, to);
+    if (plan->dst.dtype != plan->src.dtype) /* a cast, before the steps */
+        fprintf(out, ", cast to %s first", dtr_dtype_name(plan->dst.dtype));
+    fputc('\n', out);
     if (plan->nsteps == 0) {
         fprintf(out, "  no steps: the placements are equal\n");
     } else {
@@ -72,6 +75,9 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     fprintf(out, "{\"strategy\":\"%s\",", dtr_strategy_name(plan->strategy));
     if (plan->backward) fputs("\"backward\":true,", out);
     if (plan->chosen_by != NULL) fprintf(out, "\"chosen_by\":\"%s\",", plan->chosen_by);
+    if (plan->dst.dtype != plan->src.dtype)
+        fprintf(out, "\"cast\":{\"from\":\"%s\",\"to\":\"%s\"},", dtr_dtype_name(plan->src.dtype),
+                dtr_dtype_name(plan->dst.dtype));
     fputs("\"steps\":[", out);
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];

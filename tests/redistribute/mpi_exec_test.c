@@ -62,6 +62,18 @@ typedef struct {
     char text[512];
 } test_case_t;
 
+
+/* Every fifth case's target is in another dtype of the same family (a cast plan): floats
+ * among f32 f64 f16 bf16, complex between c64 and c128; others keep theirs. */
+static dtr_dtype_t cast_to(dtr_dtype_t t, int index) {
+    static const dtr_dtype_t floats[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16};
+    if (index % 5 != 2) return t;
+    if (t == DTR_C64 || t == DTR_C128) return t == DTR_C64 ? DTR_C128 : DTR_C64;
+    for (int k = 0; k < 4; k++)
+        if (floats[k] == t) return floats[(k + 1 + (index / 5) % 3) % 4];
+    return t;
+}
+
 static void draw(test_case_t *c, int world) {
     memset(c, 0, sizeof *c);
     c->mdims = 1 + pick(3);
@@ -334,6 +346,7 @@ int main(int argc, char **argv) {
     int partial_ops[DTR_REDUCE_OP_LAST] = {0};
     int fills[2] = {0, 0}; /* plans run on the pattern, on random values */
     int sliced = 0; /* plans with a gather along a non-leading dim, run in slices on rank 0 */
+    int casts = 0;  /* plans that cast (dst in another dtype: cast_to) */
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
         test_case_t c;
@@ -342,7 +355,8 @@ int main(int argc, char **argv) {
         dtr_spec_t src, dst;
         if (dtr_mesh_create(c.mdims, c.msize, c.ranks, c.ranks ? c.nranks : 0, &mesh) != DTR_OK ||
             dtr_spec_init(&src, mesh, c.src, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK ||
-            dtr_spec_init(&dst, mesh, c.dst, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK) {
+            dtr_spec_init(&dst, mesh, c.dst, c.mdims, c.shape, c.ndim, cast_to(c.dtype, index)) !=
+                DTR_OK) {
             if (rank == 0) printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)seed, index, dtr_last_error());
             t.failures++;
             dtr_mesh_destroy(mesh);
@@ -363,6 +377,7 @@ int main(int argc, char **argv) {
             }
             for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
             dtypes[c.dtype]++;
+            casts += dst.dtype != src.dtype;
             mdims[c.mdims]++;
             for (int i = 0; i < c.mdims; i++)
                 if (c.src[i].kind == DTR_PARTIAL) {
@@ -424,7 +439,12 @@ int main(int argc, char **argv) {
                mdims[2], mdims[3]);
         for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
             printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
-        printf("\n  plans with a non-leading gather run in slices: %d", sliced);
+        printf("\n  plans with a non-leading gather run in slices: %d; casting plans: %d",
+               sliced, casts);
+        if (cases >= 100 && casts == 0) {
+            printf("\n  FAIL: no casting plan ran");
+            t.failures++;
+        }
         printf("\n  plans on the pattern %d, on random values %d", fills[0], fills[1]);
         if (cases >= 100 && (fills[0] == 0 || fills[1] == 0)) {
             printf("\n  FAIL: one of the fills never ran");

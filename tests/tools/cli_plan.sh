@@ -71,6 +71,12 @@ check "P(a) -> P(b)" 0 3 "" "dtr plan: dtr_plan_create: mesh dim 0: P(sum) -> P(
     plan --mesh 2x2 --shape 8x8 --from 'P,R' --to 'P(avg),R'
 check "S -> P(avg)" 0 3 "" "mesh dim 1: S(0) -> P(avg): a Shard becomes Partial only as P(sum) (its chunk in zeros, as in PyTorch); zeros are no partition for avg" \
     plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P(avg)'
+check "a cast plan says so" 0 0 "S(0),R -> R,S(1), cast to bf16 first" "" \
+    plan --mesh 2x2 --shape 8x4 --from 'S(0),R' --to 'R,S(1)' --to-dtype bf16
+check "--to-dtype: a bad dtype names the flag" 0 2 "" "dtr plan: --to-dtype:" \
+    plan --mesh 2x2 --shape 8x4 --from 'S(0),R' --to 'R,S(1)' --to-dtype f33
+check "--to-dtype: not with --batch" 0 2 "" "--to-dtype: not with --batch" \
+    plan --mesh 2 --batch /dev/null --to-dtype bf16
 check "R -> P(product)" 0 3 "" "mesh dim 0: R -> P(product): no partition of a value into a product is defined" \
     plan --mesh 2 --shape 8 --from R --to 'P(product)'
 check "fp8 reduction" 0 3 "" "P(sum) -> R reduces, and f8e5m2 is storage only" \

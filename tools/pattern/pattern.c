@@ -25,6 +25,7 @@ typedef struct {
     int64_t count;      /* contributions per element */
     int emax;           /* random floats: the largest exponent */
     int64_t ilim;       /* random integers: the largest magnitude */
+    dtr_dtype_t out;    /* checks: the target's part dtype; a cast rounds values to it */
 } dtr__source_t;
 
 static bool dtr__is_int(dtr_dtype_t t) { return t == DTR_I32 || t == DTR_I64 || t == DTR_U8; }
@@ -104,15 +105,17 @@ static uint64_t dtr__hash(uint64_t seed, int64_t e, int64_t q) {
     return dtr__mix(dtr__mix(dtr__mix(seed) ^ (uint64_t)e) ^ (uint64_t)q);
 }
 
-static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_reduce_op_t op,
-                                 int64_t count) {
-    int64_t lanes = 1;
+/* Values of dtype (as filled), checked in out (a cast's target; else dtype). */
+static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_dtype_t out,
+                                 dtr_reduce_op_t op, int64_t count) {
+    int64_t lanes = 1, olanes = 1;
     dtype = dtr__parts(dtype, &lanes);
+    out = dtr__parts(out, &olanes);
     dtr__source_t s = {.fill = fill, .dtype = dtype, .lanes = (int)lanes, .op = op,
-                       .count = count, .emax = 6};
+                       .count = count, .emax = 6, .out = out};
     int bits = 0;
     while (bits < 62 && (INT64_C(1) << bits) < count) bits++;
-    if (dtype == DTR_F16 && 13 - bits < s.emax) s.emax = 13 - bits;
+    if ((dtype == DTR_F16 || out == DTR_F16) && 13 - bits < s.emax) s.emax = 13 - bits;
     int64_t m = dtr__imax(dtype);
     if (op == DTR_REDUCE_PRODUCT) {
         /* the largest b with b^count <= m */
@@ -163,8 +166,21 @@ static dtr__value_t dtr__random(const dtr__source_t *s, int64_t e, int64_t q) {
     return v;
 }
 
-/* Contribution q of value e (element e / lanes, its part e % lanes), whichever the fill. */
+static dtr__value_t dtr__value_filled(const dtr__source_t *s, int64_t e, int64_t q);
+
+/* Contribution q of value e (element e / lanes, its part e % lanes), whichever the fill,
+ * as the target holds it: a cast rounds it to the target's dtype (floats only). */
 static dtr__value_t dtr__value(const dtr__source_t *s, int64_t e, int64_t q) {
+    dtr__value_t v = dtr__value_filled(s, e, q);
+    if (s->out == s->dtype) return v;
+    unsigned char tmp[8];
+    dtr__store(s->out, tmp, 0, (double)v.f);
+    v.f = dtr__load(s->out, tmp, 0);
+    return v;
+}
+
+/* Contribution q of value e as filled, in the source's dtype. */
+static dtr__value_t dtr__value_filled(const dtr__source_t *s, int64_t e, int64_t q) {
     dtr__value_t v = {0};
     switch (s->fill->kind) {
     case DTR_FILL_RANDOM: return dtr__random(s, e, q);
@@ -277,7 +293,7 @@ static dtr_status_t dtr__fill(const dtr_spec_t *spec, const dtr_fill_t *fill, in
                           "fill: the given blocks have %lld contributions, spec %lld",
                           (long long)fill->given->count, (long long)count);
     int64_t q = dtr__contribution_index(spec, coord, NULL);
-    dtr__source_t s = dtr__source(fill, spec->dtype, op, count);
+    dtr__source_t s = dtr__source(fill, spec->dtype, spec->dtype, op, count);
     bool bytewise = dtr_dtype_info(spec->dtype)->storage_only, ints = dtr__is_int(spec->dtype);
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
     for (int64_t j = 0; j < l.numel; j++, dtr__next(&l, idx)) {
@@ -393,10 +409,16 @@ static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst
                                     const char *func) {
     if (buf == NULL && bytes > 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
-    if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) || src->dtype != dst->dtype ||
+    const dtr_dtype_info_t *a = src->mesh != NULL ? dtr_dtype_info(src->dtype) : NULL,
+                           *b = src->mesh != NULL ? dtr_dtype_info(dst->dtype) : NULL;
+    bool cast_ok = a != NULL && b != NULL &&
+                   (src->dtype == dst->dtype || (a->is_float && b->is_float && !a->storage_only &&
+                                                 !b->storage_only && a->is_complex == b->is_complex));
+    if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) || !cast_ok ||
         src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                          "src, dst: must share the mesh, shape and dtype");
+                          "src, dst: must share the mesh and shape, and the dtype but for a "
+                          "cast between float (or between complex) dtypes");
     return dtr__fill_arg(fill, src, func);
 }
 
@@ -458,9 +480,9 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
         }
     }
     if (op == DTR_REDUCE_AVG && nreduced > 1) divisions++;
-    dtr__source_t s = dtr__source(fill, src->dtype, op, count);
+    dtr__source_t s = dtr__source(fill, src->dtype, dst->dtype, op, count);
     dtr__reference_t ref = {&s, src, reduced, nreduced, divisor};
-    dtr_dtype_t t = s.dtype;
+    dtr_dtype_t t = s.out; /* the target's, which the buffer holds */
     bool bytewise = dtr_dtype_info(t)->storage_only, ints = dtr__is_int(t);
     bool pattern = fill->kind == DTR_FILL_PATTERN;
     bool selects = op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN;

@@ -45,6 +45,11 @@
  * it holds for the shared-memory kernels (halves widened to f32 and rounded once) as for a
  * backend that rounds halves at every step. The pattern's values are exact, so its check
  * is exact except after a division, where it allows (n + d + 1) ulp relative.
+ *
+ * A target in another dtype (a cast plan, float to float or complex to complex): each
+ * contribution is first rounded to the target's dtype, as the executor casts it before any
+ * step; u and tiny are then the target's. Shard -> P(sum) targets hold zeros (exactly +0)
+ * outside the elements they keep (docs/semantics.md).
  */
 #ifndef DTR_TOOLS_PATTERN_H
 #define DTR_TOOLS_PATTERN_H
