@@ -32,6 +32,9 @@ typedef struct {
      * matters (mixed Partial ops). */
     unsigned partials_forced;
     bool partials_ordered;
+    /* Partial dims whose contributions have disjoint supports (zero fills, zero_fill.c):
+     * at each element one contribution is non-zero, so they commute with every op. */
+    unsigned disjoint;
 } dtr__ctx_t;
 
 /* A plan under construction. Steps are checked as they are added: one whose inputs are not

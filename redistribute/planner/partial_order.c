@@ -45,10 +45,17 @@ static void dtr__partial_sets(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     }
 }
 
+/* Do the reductions of mesh dims s and k commute? (A zero-filled dim's do with any.) */
+static bool dtr__dims_commute(const dtr__ctx_t *ctx, const dtr_placement_t *src, int s, int k) {
+    return ((ctx->disjoint >> s) & 1) || ((ctx->disjoint >> k) & 1) ||
+           dtr__ops_commute(src[s].op, src[k].op);
+}
+
 /* Does some dim of `outer` before k hold an op that does not commute with k's? */
-static bool dtr__blocks(const dtr_placement_t *src, unsigned outer, int k) {
+static bool dtr__blocks(const dtr__ctx_t *ctx, const dtr_placement_t *src, unsigned outer,
+                        int k) {
     for (int s = 0; s < k; s++)
-        if ((outer >> s & 1) && !dtr__ops_commute(src[s].op, src[k].op)) return true;
+        if ((outer >> s & 1) && !dtr__dims_commute(ctx, src, s, k)) return true;
     return false;
 }
 
@@ -58,7 +65,7 @@ unsigned dtr__partials_forced(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     dtr__partial_sets(ctx, src, dst, &reduced, &kept);
     /* Ascending: a kept dim forced into the reduction may force a later one in turn. */
     for (int k = 0; k < ctx->mdims; k++)
-        if ((kept >> k & 1) && dtr__blocks(src, reduced | forced, k)) forced |= 1u << k;
+        if ((kept >> k & 1) && dtr__blocks(ctx, src, reduced | forced, k)) forced |= 1u << k;
     return forced;
 }
 
@@ -68,7 +75,7 @@ bool dtr__partials_mixed(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     dtr__partial_sets(ctx, src, dst, &reduced, &kept);
     reduced |= dtr__partials_forced(ctx, src, dst);
     for (int k = 0; k < ctx->mdims; k++)
-        if ((reduced >> k & 1) && dtr__blocks(src, reduced, k)) return true;
+        if ((reduced >> k & 1) && dtr__blocks(ctx, src, reduced, k)) return true;
     return false;
 }
 
@@ -92,7 +99,7 @@ bool dtr__reduction_order_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++) {
             int x = dims[a], y = dims[b];
-            if (x > y || dtr__ops_commute(src[x].op, src[y].op)) continue;
+            if (x > y || dtr__dims_commute(ctx, src, x, y)) continue;
             if (why != NULL) {
                 char px[32], py[32];
                 dtr_placement_format(src[x], px, sizeof px);
@@ -145,7 +152,7 @@ bool dtr__partials_ok(const dtr__ctx_t *ctx, const dtr_placement_t *src,
         if (!(forced >> k & 1)) continue;
         if (src[k].op != DTR_REDUCE_PRODUCT && !backward) continue;
         int s = 0;
-        while (!((reduced | forced) >> s & 1) || dtr__ops_commute(src[s].op, src[k].op)) s++;
+        while (!((reduced | forced) >> s & 1) || dtr__dims_commute(ctx, src, s, k)) s++;
         char pk[32], ps[32];
         dtr_placement_format(src[k], pk, sizeof pk);
         dtr_placement_format(src[s], ps, sizeof ps);

@@ -84,12 +84,17 @@ dtr_status_t dtr__plan_from_zero_fill(const dtr__ctx_t *ctx, const dtr_spec_t *s
     if (!dtr__plan_zero_fill(ctx, src->placements, dst->placements, &head, mid.placements))
         return dtr__error(DTR_ERR_INTERNAL, "dtr_plan_create",
                           "optimal: the zero-fill steps are not valid (a bug in dtr)");
-    /* From the zero-filled placements on, the change is an ordinary one; zeros stay zeros
-     * under every reduce op, so the Partial checks apply to it as to any other. */
+    /* From the zero-filled placements on, the change is an ordinary one, but for the
+     * zero-filled dims: at each element one of their contributions is non-zero, and zeros
+     * stay zeros under every op, so their sums commute with any reduction (no mixed-op
+     * order to keep, nothing to reduce and make Partial again, which would spread the
+     * values over the zeros). */
+    dtr__ctx_t zc = *ctx;
+    zc.disjoint = dtr__zero_fill_dims(ctx, src->placements, dst->placements);
     char why[640];
-    if (!dtr__partials_ok(ctx, mid.placements, dst->placements, false, why, sizeof why))
+    if (!dtr__partials_ok(&zc, mid.placements, dst->placements, false, why, sizeof why))
         return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_plan_create", "%s", why);
-    DTR_CHECK(dtr__plan_optimal(ctx, &mid, dst, plan));
+    DTR_CHECK(dtr__plan_optimal(&zc, &mid, dst, plan));
     if (head.nsteps + plan->nsteps > DTR_MAX_PLAN_STEPS)
         return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_plan_create",
                           "optimal: %d zero-fill steps and %d more exceed the %d steps of a plan",

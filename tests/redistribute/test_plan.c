@@ -159,6 +159,11 @@ Test(plan, shard_to_partial_zero_fills) {
          "1:S(1)->P(sum):local_zero_fill; 0:S(0)->P(sum):local_zero_fill", 0},
         {"2x2", "8x4", "S(0),P(max)", "P,P(max)", DTR_STRATEGY_OPTIMAL,
          "0:S(0)->P(sum):local_zero_fill", 0},
+        /* the max reductions after a zero fill keep its zeros: nothing to force (fuzz) */
+        {"3x4x4", "4", "P(max),P(max),S(0)", "S(0),S(0),P(sum)", DTR_STRATEGY_OPTIMAL,
+         "2:S(0)->P(sum):local_zero_fill; 0:P(max)->S(0):reduce_scatter; "
+         "1:P(max)->S(0):reduce_scatter",
+         28},
         /* on one rank the chunk is the whole */
         {"4x1", "8x4", "S(0),S(0)", "S(0),P", DTR_STRATEGY_OPTIMAL,
          "1:S(0)->P(sum):local_relabel", 0},
