@@ -27,6 +27,15 @@ static inline dtr_dtype_t dtr__parts(dtr_dtype_t dtype, int64_t *count) {
     return dtype == DTR_C64 ? DTR_F32 : DTR_F64;
 }
 
+/* Can a redistribution cast a into b? Float to float or complex to complex; not integers
+ * (their casts truncate and wrap), not the storage-only fp8 types, not complex to real. */
+static inline bool dtr__castable(dtr_dtype_t a, dtr_dtype_t b) {
+    const dtr_dtype_info_t *x = dtr_dtype_info(a), *y = dtr_dtype_info(b);
+    return x != NULL && y != NULL &&
+           (a == b || (x->is_float && y->is_float && !x->storage_only && !y->storage_only &&
+                       x->is_complex == y->is_complex));
+}
+
 /* Element k of a buffer of dtype as a double (integers and halves exactly), and back
  * (rounded to the dtype; integers are truncated toward zero and wrapped as C casts do). */
 double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k); /* not complex: see parts */

@@ -99,13 +99,6 @@ static bool dtr__complex_op(dtr_placement_t p) {
     return p.kind != DTR_PARTIAL || p.op == DTR_REDUCE_SUM || p.op == DTR_REDUCE_AVG;
 }
 
-/* Can a redistribution cast between these? (Not integers, whose casts truncate and wrap;
- * not the storage-only fp8 types; not complex to real, which drops a part.) */
-static bool dtr__castable(const dtr_dtype_info_t *a, const dtr_dtype_info_t *b) {
-    return a->is_float && b->is_float && !a->storage_only && !b->storage_only &&
-           a->is_complex == b->is_complex;
-}
-
 /* The checks every strategy shares; fills ctx. */
 static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
                                     bool backward, const char *func) {
@@ -124,7 +117,7 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
     /* A cast (PyTorch's forward_dtype): the input is cast to dst's dtype first, and every
      * step runs in it, so the checks below are of that dtype. */
     const dtr_dtype_info_t *info = dtr_dtype_info(dst->dtype), *from = dtr_dtype_info(src->dtype);
-    if (src->dtype != dst->dtype && !dtr__castable(from, info))
+    if (!dtr__castable(src->dtype, dst->dtype))
         return dtr__error(DTR_ERR_UNSUPPORTED, func,
                           "dst: dtype %s from src's %s: a redistribution casts between float "
                           "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",

@@ -409,12 +409,8 @@ static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst
                                     const char *func) {
     if (buf == NULL && bytes > 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
-    const dtr_dtype_info_t *a = src->mesh != NULL ? dtr_dtype_info(src->dtype) : NULL,
-                           *b = src->mesh != NULL ? dtr_dtype_info(dst->dtype) : NULL;
-    bool cast_ok = a != NULL && b != NULL &&
-                   (src->dtype == dst->dtype || (a->is_float && b->is_float && !a->storage_only &&
-                                                 !b->storage_only && a->is_complex == b->is_complex));
-    if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) || !cast_ok ||
+    if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) ||
+        !dtr__castable(src->dtype, dst->dtype) ||
         src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "src, dst: must share the mesh and shape, and the dtype but for a "
