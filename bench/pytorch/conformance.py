@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,11 +76,6 @@ KNOWN = {
         "that plan would misplace data for the shape (followed exactly, docs/planner.md); PyTorch "
         "2.15's planner handles these. The check then runs dtr's optimal plan and compares "
         "it with PyTorch's result, so each of these was compared too"),
-    "compat-cannot-size-seed-plan": (
-        "dtr refuses",
-        "the seed algorithm's plan puts every element right for this shape, but through "
-        "blocks of other lengths than the canonical layout's, which dtr's executor cannot "
-        "size yet (docs/planner.md); the check runs dtr's optimal plan and compares it"),
     "torch-complex-partwise": (
         "dtr refuses",
         "a complex Partial other than sum and avg: PyTorch's reduce_scatter_tensor (no "
@@ -392,9 +388,6 @@ def classify(case, src, dst, d, t):
         if case["strategy"] == "compat" and "the seed algorithm's plan would corrupt data" \
                 in d["stderr"]:
             return "rerun-optimal", "compat-refuses-corrupting-seed-plan"
-        if case["strategy"] == "compat" and "executor cannot run the seed algorithm's plan" \
-                in d["stderr"]:
-            return "rerun-optimal", "compat-cannot-size-seed-plan"
         if case["strategy"] == "compat" and s_to_p and \
                 "the seed algorithm has no Shard -> Partial" in d["stderr"]:
             return "rerun-optimal", "compat-has-no-S-to-P"
@@ -575,6 +568,29 @@ def count_kinds(case, src, dst, stats):
     stats["casts"] += "to" in case
 
 
+def parse_case(text):
+    """'MESH SHAPE DTYPE FROM TO [STRATEGY]' (--case) as gen_case's dict."""
+    f = text.split()
+    if len(f) not in (5, 6):
+        raise ValueError(f"{text!r}: want 'MESH SHAPE DTYPE FROM TO [STRATEGY]'")
+    mesh = [int(x) for x in f[0].split("x")]
+    shape = [] if f[1] == "-" else [int(x) for x in f[1].split("x")]
+    if f[2] not in DTYPES:
+        raise ValueError(f"{text!r}: dtype {f[2]!r} is not one of {' '.join(DTYPES)}")
+    top = re.compile(r",(?![^()]*\))")
+    a, b = top.split(f[3]), top.split(f[4])
+    if len(a) != len(mesh) or len(b) != len(mesh):
+        raise ValueError(f"{text!r}: want {len(mesh)} placements on each side")
+    strategy = f[5] if len(f) == 6 else "optimal"
+    if strategy not in ("optimal", "compat"):
+        raise ValueError(f"{text!r}: strategy {strategy!r} is not optimal or compat")
+    world = 1
+    for m in mesh:
+        world *= m
+    return {"world": world, "mesh": mesh, "shape": shape, "dtype": f[2], "a": a, "b": b,
+            "strategy": strategy}
+
+
 def describe(case, src, dst):
     return (f"world {case['world']}, mesh {text_mesh(case['mesh'])}, shape "
             f"{text_shape(case['shape'])} {case['dtype']}"
@@ -597,6 +613,9 @@ def main():
                     help="draw many Shard -> Partial(sum) changes (half the Shard mesh dims)")
     ap.add_argument("--orders", action="store_true",
                     help="draw shard orders (as PyTorch's _StridedShard) on one side or both")
+    ap.add_argument("--case", action="append", default=[], metavar="'MESH SHAPE DTYPE FROM TO "
+                    "[STRATEGY]'", help="run this case instead of random ones (repeatable), e.g. "
+                    "'2x2x2 6x3 f32 S(0),R,S(0) R,S(0),S(0) compat'; SHAPE '-' for a scalar")
     ap.add_argument("--tamper", action="store_true",
                     help="the checker's own test: flip one byte of PyTorch's result on the "
                          "first non-empty rank of every direction that ran; every such "
@@ -610,9 +629,15 @@ def main():
     import torch
     dtr = os.path.abspath(args.dtr)
     rng = random.Random(args.seed)
-    cases = [gen_case(rng, worlds, args.zero_fill, args.casts, args.orders)
-             for _ in range(args.cases)]
-    todo = range(args.cases) if args.only is None else [args.only]
+    if args.case:
+        try:
+            cases = [parse_case(t) for t in args.case]
+        except ValueError as e:
+            ap.error(f"--case: {e}")
+    else:
+        cases = [gen_case(rng, worlds, args.zero_fill, args.casts, args.orders)
+                 for _ in range(args.cases)]
+    todo = range(len(cases)) if args.only is None else [args.only]
     print(f"conformance: seed {args.seed}, {len(todo)} cases, worlds {worlds}, "
           f"torch {torch.__version__}, dtr {dtr}", flush=True)
     pools = {}

@@ -3,6 +3,7 @@
 # Usage: bash bench/pytorch/conformance.sh [--cases N] [--seed S] [--only K] [--json F]
 #        [--zero-fill]  (many Shard -> Partial(sum) changes) [--casts]  (forward_dtype)
 #        [--orders]  (shard orders, as PyTorch's _StridedShard)
+#        [--case "MESH SHAPE DTYPE FROM TO [STRATEGY]"]...  (these cases instead of random ones)
 set -eu
 cd "$(dirname "$0")/../.."
 py=$(bash bench/pytorch/venv.sh)

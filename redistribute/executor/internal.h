@@ -70,6 +70,8 @@ typedef struct {
     /* unpack from stage_recv: pieces in a 3-d view [outer, len, inner bytes] */
     bool unpack3;
     int64_t outer, inner, dst_len, piece_len, npieces;
+    const int64_t *psz, *pof; /* the pieces' lengths and offsets along the dim when they
+                               * are not the chunk rule's (a seed_blocks gather), else NULL */
     bool unpack_exchange;
     /* a gather in slices (step_all_gather.c): the current slice covers outer rows
      * [so, so + sno) and, when sx_whole is false, rows [sx, sx + snx) of each member's

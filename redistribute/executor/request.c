@@ -169,6 +169,14 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
                           "of range)");
+    for (int k = 0; plan->seed_blocks && k < plan->nsteps; k++)
+        if (!dtr__seed_kind_ok(plan->steps[k].kind))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "plan->steps[%d]: kind %s in a plan with seed_blocks, which "
+                              "only the seed algorithm's step kinds can have",
+                              k, (unsigned)plan->steps[k].kind < DTR_STEP_KIND_LAST
+                                     ? dtr_step_kind_info(plan->steps[k].kind)->name
+                                     : "unknown");
     DTR_CHECK(dtr__check_alive(ctx, func));
     DTR_CHECK(dtr__check_memory(ctx, func));
     if (ctx->busy)

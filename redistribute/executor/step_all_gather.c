@@ -159,16 +159,27 @@ dtr_status_t dtr__all_gather_start(dtr_request_t *r, const dtr__step_args_t *a) 
     dtr_status_t st = DTR_OK;
     int d = s->tensor_dim;
     int64_t len = osh[d], outer = dtr__prod(osh, 0, d), inner = dtr__prod(osh, d + 1, nd) * item;
-    dtr__chunks(len, n, sz, of);
+    bool seed = r->plan->seed_blocks;
+    if (seed) { /* the members' own blocks, concatenated in coordinate order */
+        dtr__seed_pieces(&r->pctx, r->plan, a->k, r->m->coord, sz);
+        for (int64_t m = 0, at = 0; m < n; at += sz[m++]) of[m] = at;
+        pend->psz = sz;
+        pend->pof = of;
+    } else {
+        dtr__chunks(len, n, sz, of);
+    }
     bool even = dtr__all_equal(sz, n);
     bool padded = !even && ops->all_gatherv == NULL;
-    int64_t c = sz[0], piece = outer * c * inner;
+    int64_t c = sz[0], piece;
+    for (int64_t m = 1; m < n; m++) c = sz[m] > c ? sz[m] : c; /* (the chunk rule's is sz[0]) */
+    piece = outer * c * inner;
     const void *send = src;
     void *recv = dst;
     /* Even pieces of a non-leading dim can land in place, rows apart, through the
      * backend's strided form: instead of slices where the backend places them as fast as
      * it gathers (strided_in_place), else for gathers too small to slice. */
-    bool strided = even && !bare && outer > 1 && c > 0 && ops->all_gather_strided != NULL;
+    bool strided = even && !seed && !bare && outer > 1 && c > 0 &&
+                   ops->all_gather_strided != NULL;
     bool in_place = strided && ops->strided_in_place != NULL && ops->strided_in_place(group);
     if (!in_place && (padded || outer > 1 || bare)) {
         int64_t need = (even || padded) ? n * piece : outer * len * inner;
@@ -193,7 +204,7 @@ dtr_status_t dtr__all_gather_start(dtr_request_t *r, const dtr__step_args_t *a) 
     pend->inner = inner;
     pend->dst_len = len;
     pend->npieces = n;
-    if (!in_place && !bare && outer > 1 && out_numel > 0 && ctx->slice_bytes > 0 &&
+    if (!in_place && !bare && !seed && outer > 1 && out_numel > 0 && ctx->slice_bytes > 0 &&
         out_numel * item / DTR__SLICES_MIN >= ctx->slice_bytes &&
         (even || ops->all_gatherv != NULL)) {
         pend->unpack3 = false;

@@ -54,7 +54,12 @@ dtr_status_t dtr__step_done(dtr_request_t *r) {
         } else {
             for (int64_t m = 0; m < p->npieces; m++) {
                 int64_t size, off;
-                dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
+                if (p->psz != NULL) {
+                    size = p->psz[m];
+                    off = p->pof[m];
+                } else {
+                    dtr_chunk(p->dst_len, p->npieces, m, &size, &off);
+                }
                 int64_t rows = p->piece_len >= 0 ? p->piece_len : size;
                 DTR_CHECK(dtr__m_copy3(ctx, at, rows, 0, p->dst, p->dst_len, off, p->outer, size,
                                        p->inner));

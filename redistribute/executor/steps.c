@@ -53,8 +53,17 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
     a.item = pc->item;
     a.bare = r->bare;
     a.dtype = plan->dst.dtype; /* (a cast plan's input was cast to it: dtr__cast_input) */
-    dtr__layout(pc, a.s->before, r->m->coord, a.ish, a.ioff);
-    dtr__layout(pc, a.s->after, r->m->coord, a.osh, a.ooff);
+    if (plan->seed_blocks) {
+        /* The seed's own blocks (planner/seed_blocks.c): sized by following the steps
+         * (their kinds were checked when the request started). */
+        dtr__seed_block(pc, plan, k, r->m->coord, a.ish);
+        dtr__seed_block(pc, plan, k + 1, r->m->coord, a.osh);
+        memset(a.ioff, 0, sizeof a.ioff); /* (no step kind of theirs reads offsets) */
+        memset(a.ooff, 0, sizeof a.ooff);
+    } else {
+        dtr__layout(pc, a.s->before, r->m->coord, a.ish, a.ioff);
+        dtr__layout(pc, a.s->after, r->m->coord, a.osh, a.ooff);
+    }
     a.in_numel = dtr__prod(a.ish, 0, a.nd);
     a.out_numel = dtr__prod(a.osh, 0, a.nd);
     a.src = r->cur;

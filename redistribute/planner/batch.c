@@ -257,6 +257,11 @@ dtr_status_t dtr_batch_plan_create(int n, const dtr_spec_t *src, const dtr_spec_
                             "dst: dtype %s from src's %s: a batch does not cast yet (plan the "
                             "tensor alone)",
                             dtr_dtype_name(dst[t].dtype), dtr_dtype_name(src[t].dtype));
+        if (st == DTR_OK && b->plans[t].seed_blocks)
+            st = dtr__error(DTR_ERR_UNSUPPORTED, "dtr_plan_create",
+                            "compat: the seed algorithm's plan holds blocks of other lengths "
+                            "than the canonical layout on the way, which a batch cannot "
+                            "coalesce (plan the tensor alone, or with the optimal strategy)");
         if (st != DTR_OK) {
             char detail[512];
             snprintf(detail, sizeof detail, "%s", dtr_last_error());

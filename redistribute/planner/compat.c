@@ -13,9 +13,10 @@
  * mesh dim 2, so mesh dim 0 gathers tensor dim 0 while mesh dim 2 still shards it, and the
  * gathered pieces are not the chunks the all-gather assumes. The builder notices (each step
  * checks that no later mesh dim shards the tensor dims it works on); such a plan is then
- * followed for the shape at hand (seed_follow.c) and returned only where every element lands
- * right through blocks the executor sizes as the seed does; otherwise it is refused, saying
- * which.
+ * followed for the shape at hand (seed_follow.c) and returned where every element lands
+ * right; otherwise it is refused, saying which. Where it lands right through blocks of other
+ * lengths than the canonical layout of the steps' placements, the plan is marked seed_blocks
+ * and its blocks are sized as the seed sizes them (seed_blocks.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -86,10 +87,17 @@ bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     if (follow && b.misaligned_only) {
         v = dtr__seed_follow(ctx, src, dst, plan, found, sizeof found);
         if (v == DTR__SEED_RIGHT) return true;
+        /* Right, through blocks of other lengths: run with the seed's own blocks. */
+        if (v == DTR__SEED_UNEVEN && dtr__seed_figures(ctx, plan)) {
+            dtr__plan_summarize(ctx, src, dst, plan);
+            return true;
+        }
     }
     if (why == NULL) return false;
     if (v == DTR__SEED_UNEVEN)
-        snprintf(why, why_len, "dtr's executor cannot run the seed algorithm's plan: %s: %s",
+        snprintf(why, why_len,
+                 "the seed algorithm's plan holds blocks of other lengths than the canonical "
+                 "layout, on more mesh coordinates than are followed to size them: %s: %s",
                  b.why, found);
     else if (v == DTR__SEED_UNDECIDED)
         snprintf(why, why_len, "the seed algorithm's plan may corrupt data: %s (not followed: %s)",

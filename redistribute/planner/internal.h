@@ -91,6 +91,26 @@ dtr__seed_verdict_t dtr__seed_follow(const dtr__ctx_t *ctx, const dtr_spec_t *sr
                                      const dtr_spec_t *dst, const dtr_plan_t *plan, char *why,
                                      size_t len);
 
+/* A seed plan's own blocks (plan->seed_blocks, seed_blocks.c). The shape of the block the
+ * rank at coord holds after the plan's first j steps, followed as the seed runs them from
+ * the source layout; the lengths along step k's tensor dim of the blocks its group's
+ * members hold before it (msize of its mesh dim of them: the pieces a gather concatenates);
+ * the bytes one rank sends and receives in step k. */
+bool dtr__seed_kind_ok(dtr_step_kind_t kind);
+void dtr__seed_block(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int j, const int64_t *coord,
+                     int64_t *shape);
+void dtr__seed_pieces(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k, const int64_t *coord,
+                      int64_t *len);
+void dtr__seed_step_bytes(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
+                          const int64_t *coord, int64_t *send, int64_t *recv);
+/* Sets seed_blocks and the step and plan figures (bytes, shapes, memory, time, the most one
+ * rank receives) from those blocks; false, changing nothing, when there are too many mesh
+ * coordinates to follow. */
+bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan);
+
+/* The modeled time of a step from its figures. */
+void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s);
+
 /* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?
  * A gather: i is the last mesh dim (of more than one rank) in d's shard order. A new shard
  * of d at i: no mesh dim after i shards d (so the order stays mesh-dim order). */

@@ -290,7 +290,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                 !dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0))
                 continue;
             dtr__plan_summarize(ctx, src, dst, &scratch);
-        } else if (ctx->ordered || !dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0)) {
+        } else if (ctx->ordered || !dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0) ||
+                   scratch.seed_blocks) { /* (a plan with its own blocks runs alone, not in batches) */
             continue;
         }
         if (!have || dtr__better(&scratch, plan)) {

@@ -272,7 +272,12 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
         if (peers > s->peers_max) s->peers_max = peers;
     } while (enumerate && dtr__next_coord(ctx, vary, coord));
+    dtr__step_time(ctx, s);
+}
 
+void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    bool vary[DTR_MAX_MESH_DIMS];
+    dtr__relevant_dims(ctx, s, vary);
     const dtr_cost_model_t *m = ctx->cost;
     double bytes_per_us;
     int i = s->mesh_dim;
@@ -351,6 +356,7 @@ void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_place
     b->plan = plan;
     b->valid = true;
     plan->nsteps = 0;
+    plan->seed_blocks = false;
 }
 
 static dtr_step_t *dtr__new_step(dtr__builder_t *b) {
@@ -707,6 +713,7 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
         plan->recv_bytes_max = dtr__sat(best);
     }
     plan->lower_bound_recv_bytes = dtr__lower_bound(ctx, src->placements, dst->placements);
+    /* (a plan through the seed's own blocks: compat counts them with dtr__seed_figures) */
 }
 
 /* ---- hashes for the ranks' argument agreement (internal.h) ---- */
@@ -727,6 +734,7 @@ uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
         for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(sp[k]->placements[i]));
     }
     h = dtr__fnv(h, plan->strategy);
+    h = dtr__fnv(h, plan->seed_blocks);
     h = dtr__fnv(h, plan->nsteps);
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];

@@ -228,6 +228,7 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                               "compat: %s; the optimal strategy handles this change",
                               why);
         dtr__plan_finish(&ctx, src, dst, &plan);
+        if (plan.seed_blocks) dtr__seed_figures(&ctx, &plan); /* (compat checked it fits) */
     } else {
         DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
     }
@@ -268,6 +269,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
                           "compat: the seed algorithm knows only mesh-dim order");
     *safe = dtr__plan_compat(&ctx, src, dst, true, out, NULL, 0);
     dtr__plan_finish(&ctx, src, dst, out);
+    if (out->seed_blocks) dtr__seed_figures(&ctx, out);
     return DTR_OK;
 }
 
@@ -284,7 +286,10 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
     DTR_CHECK_AS(dtr_mesh_coord(plan->src.mesh, rank, coord), __func__);
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, &plan->dst, &plan->cost);
-    dtr__step_rank_bytes(&ctx, &plan->steps[step], coord, send, recv);
+    if (plan->seed_blocks)
+        dtr__seed_step_bytes(&ctx, plan, step, coord, send, recv);
+    else
+        dtr__step_rank_bytes(&ctx, &plan->steps[step], coord, send, recv);
     return DTR_OK;
 }
 

@@ -132,6 +132,12 @@ typedef struct {
     double time_us;                 /* modeled: the sum over steps */
     const char *chosen_by;          /* optimal: which candidate won ("greedy", ...) */
     bool backward;                  /* planned with opts->backward */
+    /* compat only: the seed's steps hold blocks of other lengths than the canonical layout of
+     * their placements on the way (every element still lands right; docs/planner.md), so the
+     * executor sizes each block by following the steps: a gather concatenates the members'
+     * blocks, a chunk keeps the positional chunk of the rank's block. Such a plan runs
+     * alone, not in a batch. */
+    bool seed_blocks;
 } dtr_plan_t;
 
 typedef struct {

@@ -39,6 +39,9 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     if (plan->dst.dtype != plan->src.dtype) /* a cast, before the steps */
         fprintf(out, ", cast to %s first", dtr_dtype_name(plan->dst.dtype));
     fputc('\n', out);
+    if (plan->seed_blocks)
+        fprintf(out, "  blocks: the seed's own, of other lengths than the canonical layout on "
+                     "the way (docs/planner.md)\n");
     if (plan->nsteps == 0) {
         fprintf(out, "  no steps: the placements are equal\n");
     } else {
@@ -74,6 +77,7 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     DTR_CHECK_PTR(out, __func__);
     fprintf(out, "{\"strategy\":\"%s\",", dtr_strategy_name(plan->strategy));
     if (plan->backward) fputs("\"backward\":true,", out);
+    if (plan->seed_blocks) fputs("\"seed_blocks\":true,", out);
     if (plan->chosen_by != NULL) fprintf(out, "\"chosen_by\":\"%s\",", plan->chosen_by);
     if (plan->dst.dtype != plan->src.dtype)
         fprintf(out, "\"cast\":{\"from\":\"%s\",\"to\":\"%s\"},", dtr_dtype_name(plan->src.dtype),

@@ -113,6 +113,21 @@ static void bad_arguments(dtr_context_t *ctx) {
     /* and then a good call on the same context works */
     st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
     check(st == DTR_OK && verified(&j) && intact(&j), "a good call after rejected ones");
+    /* a plan marked as the seed's own blocks with a step the seed has not: refused
+     * locally, before any communication */
+    job_t a2a;
+    check(job_init(&a2a, "2x2", "8x8", "S(0),R", "S(1),R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0 &&
+              a2a.plan.nsteps == 1 && a2a.plan.steps[0].kind == DTR_STEP_ALL_TO_ALL,
+          "setup: one all_to_all");
+    a2a.plan.seed_blocks = true;
+    st = dtr_redistribute(ctx, &a2a.plan, a2a.in, a2a.in_bytes, a2a.out, a2a.out_bytes);
+    check(st == DTR_ERR_INVALID_ARGUMENT &&
+              strcmp(dtr_last_error(),
+                     "dtr_redistribute: plan->steps[0]: kind all_to_all in a plan with "
+                     "seed_blocks, which only the seed algorithm's step kinds can have") == 0,
+          "seed_blocks with a step the seed has not");
+    check(intact(&a2a), "seed_blocks refused: inputs intact");
+    job_free(&a2a);
     /* no context, no plan: refused locally, before any communication */
     check(dtr_redistribute(NULL, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes) ==
                   DTR_ERR_INVALID_ARGUMENT && has("ctx: must not be NULL"),

@@ -112,6 +112,18 @@ static void draw(test_case_t *c, int world) {
     }
     if (c->mdims >= 2 && !c->blocked && pick(2) == 0) /* shard orders */
         nest_in_orders(c->mdims, c->msize, c->ndim, pick(3), c->src, c->dst);
+    if (world >= 8 && !c->blocked && pick(8) == 0) {
+        /* a seed plan through blocks of other lengths than the canonical layout (compat
+         * sizes them as the seed does: plan->seed_blocks): 2x2x2, 2, 6 or 10 rows */
+        int d = pick(c->ndim), k = pick(2);
+        c->mdims = 3;
+        c->msize[0] = c->msize[1] = c->msize[2] = 2;
+        c->nranks = 8;
+        c->shape[d] = 2 + 4 * pick(3);
+        c->src[2] = c->dst[2] = dtr_shard(d);
+        c->src[k] = c->dst[1 - k] = dtr_shard(d);
+        c->src[1 - k] = c->dst[k] = dtr_replicate();
+    }
     c->dtype = (dtr_dtype_t)pick(DTR_DTYPE_LAST);
     char m[64], sh[64], a[128], b[128];
     dtr_placements_format(c->src, c->mdims, a, sizeof a);
@@ -350,6 +362,7 @@ int main(int argc, char **argv) {
     int sliced = 0; /* plans with a gather along a non-leading dim, run in slices on rank 0 */
     int casts = 0;  /* plans that cast (dst in another dtype: cast_to) */
     int ordered = 0; /* plans from or to a shard order other than mesh-dim order */
+    int own_blocks = 0; /* compat plans through the seed's own block lengths (seed_blocks) */
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
         test_case_t c;
@@ -381,6 +394,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
             dtypes[c.dtype]++;
             casts += dst.dtype != src.dtype;
+            own_blocks += plan->seed_blocks;
             for (int i = 0, any = 0; i < c.mdims && !any; i++)
                 if ((src.placements[i].kind == DTR_SHARD && src.placements[i].order != 0) ||
                     (dst.placements[i].kind == DTR_SHARD && dst.placements[i].order != 0))
@@ -455,6 +469,11 @@ int main(int argc, char **argv) {
         printf("\n  plans with shard orders: %d", ordered);
         if (cases >= 100 && world >= 4 && ordered == 0) {
             printf("\n  FAIL: no plan with a shard order ran");
+            t.failures++;
+        }
+        printf("\n  compat plans through the seed's own block lengths: %d", own_blocks);
+        if (cases >= 100 && world >= 8 && own_blocks == 0) {
+            printf("\n  FAIL: no plan through the seed's own block lengths ran");
             t.failures++;
         }
         printf("\n  plans on the pattern %d, on random values %d", fills[0], fills[1]);

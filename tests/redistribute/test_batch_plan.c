@@ -262,3 +262,31 @@ Test(batch_plan, errors_name_the_argument) {
     dtr_mesh_destroy(m4);
     dtr_mesh_destroy(m22);
 }
+
+/* A compat plan through the seed's own block lengths (seed_blocks) runs alone: a batch
+ * refuses it by name, and takes the same change planned by optimal. */
+Test(batch_plan, refuses_a_seed_plan_with_its_own_blocks) {
+    dtr_mesh_t *m;
+    cr_assert_eq(dtr_mesh_parse("3x3x2", NULL, 0, &m), DTR_OK);
+    dtr_spec_t src[2], dst[2];
+    cr_assert_eq(spec_from(m, "9x4", "R,R,S(0)", DTR_F32, &src[0]), DTR_OK);
+    cr_assert_eq(spec_from(m, "9x4", "R,R,R", DTR_F32, &dst[0]), DTR_OK);
+    cr_assert_eq(spec_from(m, "9x4", "S(0),R,S(0)", DTR_F32, &src[1]), DTR_OK);
+    cr_assert_eq(spec_from(m, "9x4", "R,S(0),S(0)", DTR_F32, &dst[1]), DTR_OK);
+    dtr_plan_options_t compat = {.strategy = DTR_STRATEGY_COMPAT};
+    dtr_plan_t alone;
+    cr_assert_eq(dtr_plan_create(&src[1], &dst[1], &compat, &alone), DTR_OK, "%s", dtr_last_error());
+    cr_assert(alone.seed_blocks);
+    dtr_batch_plan_t *b = (dtr_batch_plan_t *)0x1;
+    cr_expect_eq(dtr_batch_plan_create(2, src, dst, &compat, NULL, &b), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_batch_plan_create: tensor 1 (src[1] -> dst[1]): dtr_plan_create: "
+                     "compat: the seed algorithm's plan holds blocks of other lengths than the "
+                     "canonical layout on the way, which a batch cannot coalesce (plan the "
+                     "tensor alone, or with the optimal strategy)");
+    cr_expect_eq(b, (dtr_batch_plan_t *)0x1, "*out written on failure");
+    cr_assert_eq(dtr_batch_plan_create(2, src, dst, NULL, NULL, &b), DTR_OK, "%s", dtr_last_error());
+    cr_expect(!b->plans[1].seed_blocks);
+    dtr_batch_plan_destroy(b);
+    dtr_mesh_destroy(m);
+}
