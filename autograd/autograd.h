@@ -44,6 +44,17 @@ DTR_API dtr_status_t dtr_plan_backward(const dtr_spec_t *forward_src, const dtr_
                                        const dtr_plan_options_t *opts, dtr_plan_t *out);
 
 /*
+ * As dtr_plan_backward, with PyTorch's backward_dtype: the gradient is cast to
+ * backward_dtype first, its steps (the backward collectives) run in it, and the result is
+ * cast to forward_src's dtype last (dtr_plan_create_in). backward_dtype equal to
+ * forward_src's dtype is dtr_plan_backward. The gradient's, backward_dtype and forward_src's
+ * dtypes are float (f32 f64 f16 bf16) or complex (c64 c128), one family, where they differ.
+ */
+DTR_API dtr_status_t dtr_plan_backward_in(const dtr_spec_t *forward_src, const dtr_spec_t *grad,
+                                          dtr_dtype_t backward_dtype,
+                                          const dtr_plan_options_t *opts, dtr_plan_t *out);
+
+/*
  * Gradient reduction's pre/post divide factors for n workers (DESIGN.md): f = 1; while
  * n % f == 0 and n / f > f: f *= 2. pre = f, post = n / f, so pre * post = n and neither
  * factor alone overflows fp16 as dividing by n after the sum could. n = 12 gives 4 and 3;

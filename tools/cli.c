@@ -163,6 +163,15 @@ int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec) {
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_backward_dtype(const char *cmd, const char *text, bool backward, dtr_dtype_t *out) {
+    if (text == NULL) return DTR_EXIT_OK;
+    if (!backward)
+        return dtr_cli_usage_error(cmd, "--backward-dtype: only with --backward (it is the dtype "
+                                        "of the gradient's steps)");
+    if (dtr_dtype_parse(text, out) != DTR_OK) return dtr_cli_lib_error(cmd, "--backward-dtype");
+    return DTR_EXIT_OK;
+}
+
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
     fputc('[', out);
     for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);

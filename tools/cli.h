@@ -87,6 +87,9 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
  * the error and returns DTR_EXIT_USAGE on failure. */
 int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec);
 
+/* --backward-dtype TEXT (NULL: not given) into *out; only with --backward. */
+int dtr_cli_backward_dtype(const char *cmd, const char *text, bool backward, dtr_dtype_t *out);
+
 /* Reads a --batch FILE (batch_file.c): a JSON list of {"shape", "dtype", "from", "to"}
  * into n specs on mesh each side (malloc'd; the caller frees both). On failure prints the
  * one-line error naming the file, line and entry and returns DTR_EXIT_USAGE. */

@@ -9,7 +9,7 @@ static void dtr__plan_help(FILE *out) {
     fputs(
         "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
         "                [--to-dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
-        "                [--compare] [--json] [--backward]\n"
+        "                [--compare] [--json] [--backward [--backward-dtype DTYPE]]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
@@ -34,6 +34,9 @@ static void dtr__plan_help(FILE *out) {
         "                       R -> P a pass-through (autograd/README.md), in the --dtype\n"
         "                       (a --to-dtype gradient is cast back first); the forward\n"
         "                       change must itself be one dtr can plan\n"
+        "  --backward-dtype DTYPE  with --backward: PyTorch's backward_dtype, the dtype the\n"
+        "                       gradient's steps run in: cast to it first, back to the\n"
+        "                       --dtype last (float or complex dtypes, as --to-dtype)\n"
         "  --batch FILE         plan many tensors together: FILE is a JSON list of\n"
         "                       {\"shape\": \"64x64\", \"dtype\": \"f32\", \"from\": \"S(0),R\",\n"
         "                       \"to\": \"R,S(1)\"} (dtype optional, f32). Prints each tensor's\n"
@@ -155,12 +158,13 @@ static int dtr__plan_main(int argc, char **argv) {
         {"batch", required_argument, NULL, 'B'},
         {"backward", no_argument, NULL, 'w'},
         {"to-dtype", required_argument, NULL, 'T'},
+        {"backward-dtype", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
     const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
-    const char *batch = NULL, *to_dtype = NULL;
+    const char *batch = NULL, *to_dtype = NULL, *backward_dtype_text = NULL;
     int json = 0, compare = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -178,6 +182,7 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'B': batch = optarg; break;
         case 'w': backward = 1; break;
         case 'T': to_dtype = optarg; break;
+        case 'D': backward_dtype_text = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -185,6 +190,9 @@ static int dtr__plan_main(int argc, char **argv) {
         }
     }
     if (optind < argc) return dtr_cli_option_error("plan", 0, argv);
+    dtr_dtype_t backward_dtype = DTR_F32;
+    int brc = dtr_cli_backward_dtype("plan", backward_dtype_text, backward, &backward_dtype);
+    if (brc != DTR_EXIT_OK) return brc;
     dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
     if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
         return dtr_cli_lib_error("plan", "--strategy");
@@ -246,8 +254,12 @@ static int dtr__plan_main(int argc, char **argv) {
         dtr_strategy_t s = k == 0 ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL;
         if (!compare && s != strategy) continue;
         dtr_plan_options_t opts = {.strategy = s, .cost = &cost};
-        st[k] = backward ? dtr_plan_backward(&src, &dst, &opts, &plans[k])
-                         : dtr_plan_create(&src, &dst, &opts, &plans[k]);
+        if (backward_dtype_text != NULL)
+            st[k] = dtr_plan_backward_in(&src, &dst, backward_dtype, &opts, &plans[k]);
+        else if (backward)
+            st[k] = dtr_plan_backward(&src, &dst, &opts, &plans[k]);
+        else
+            st[k] = dtr_plan_create(&src, &dst, &opts, &plans[k]);
         if (st[k] != DTR_OK) snprintf(errors[k], sizeof errors[k], "%s", dtr_last_error());
     }
     rc = DTR_EXIT_OK;

@@ -24,7 +24,7 @@ static void dtr__run_help(FILE *out) {
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
         "                [--dtype DTYPE] [--to-dtype DTYPE] [--ranks LIST]\n"
         "                [--strategy optimal|compat] [--iters N] [--warmup N] [--verify]\n"
-        "                [--nonblocking] [--backward]\n"
+        "                [--nonblocking] [--backward [--backward-dtype DTYPE]]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
@@ -68,6 +68,9 @@ static void dtr__run_help(FILE *out) {
         "  --backward           also run the backward plan: a gradient arriving in the --to\n"
         "                       placements goes back to --from's (Partial becomes R); with\n"
         "                       --verify its values are checked too\n"
+        "  --backward-dtype DTYPE  with --backward: PyTorch's backward_dtype, the dtype its\n"
+        "                       steps run in, as for 'dtr plan' (the check rounds each\n"
+        "                       gradient value to DTYPE, then to --dtype)\n"
         "  --dump DIR           each rank writes its buffers to the existing directory DIR,\n"
         "                       raw bytes in native order: rankR.in (its source block),\n"
         "                       rankR.out (the result, after --inject-mismatch), and with\n"
@@ -305,6 +308,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"seed", required_argument, NULL, 'E'},
         {"input", required_argument, NULL, 'I'},
         {"to-dtype", required_argument, NULL, 'T'},
+        {"backward-dtype", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -312,6 +316,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
     const char *fill_text = "pattern", *seed_text = NULL, *input = NULL, *to_dtype = NULL;
+    const char *backward_dtype_text = NULL;
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -335,6 +340,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'E': seed_text = optarg; break;
         case 'I': input = optarg; break;
         case 'T': to_dtype = optarg; break;
+        case 'K': backward_dtype_text = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -344,6 +350,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         }
     }
     if (optind < argc) return dtr_cli_option_error("run", 0, argv);
+    dtr_dtype_t backward_dtype = DTR_F32;
+    int brc = dtr_cli_backward_dtype("run", backward_dtype_text, backward, &backward_dtype);
+    if (brc != DTR_EXIT_OK) return brc;
     int64_t iters, warmup, inject = -1;
     int rc = dtr_cli_parse_int("run", "--iters", iters_text, 0, 1000000, "a count 0..1000000",
                                &iters);
@@ -483,7 +492,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     dtr__verdict_t bwd = {0};
     if (backward) {
         bplan = malloc(sizeof *bplan);
-        st = bplan != NULL ? dtr_plan_backward(&src, &dst, &opts, bplan) : DTR_ERR_OUT_OF_MEMORY;
+        st = bplan == NULL ? DTR_ERR_OUT_OF_MEMORY
+             : backward_dtype_text != NULL
+                 ? dtr_plan_backward_in(&src, &dst, backward_dtype, &opts, bplan)
+                 : dtr_plan_backward(&src, &dst, &opts, bplan);
         if (!dtr_cli_all_ok("run", st, rank, "backward plan")) goto done_all;
         /* the gradient's values: other random values than the forward's, or the files' */
         dtr__data_t grad = {.fill = data.fill, .input = input};
@@ -516,8 +528,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
         dtr__verdict_t bv = {0};
         if (st == DTR_OK && verify && inside) {
-            st = dtr_fill_check(&dst, &bplan->dst, &grad.fill, rank, gout, (size_t)tl.bytes,
-                                &bv.rep);
+            st = dtr_fill_check_via(&dst, &bplan->dst, bplan->op_dtype, &grad.fill, rank, gout,
+                                    (size_t)tl.bytes, &bv.rep);
             bv.rep.mismatches += memcmp(gin, gcopy, (size_t)gl.bytes) != 0;
         }
         free(gin);
@@ -600,7 +612,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                     printf(",\"tolerance\":");
                     dtr__json_tolerance(stdout, &bwd.rep);
                 }
-                printf("}");
+                printf(",\"op_dtype\":\"%s\"}", dtr_dtype_name(bplan->op_dtype));
             }
             if (first_bad >= 0)
                 printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",
@@ -634,9 +646,15 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 dtr_placements_format(dst.placements, dtr_mesh_ndims(mesh), gp, sizeof gp);
                 printf("  backward: gradient %s -> %s, %d step%s", gp, bp, bplan->nsteps,
                        bplan->nsteps == 1 ? "" : "s");
+                if (bplan->op_dtype != bplan->dst.dtype)
+                    printf(" in %s", dtr_dtype_name(bplan->op_dtype));
                 if (verify && bwd_bad == 0) {
                     printf("; verified: all %lld %s match ", (long long)bwd_checked, unit);
-                    dtr__print_tolerance(stdout, &bwd.rep, src.dtype);
+                    /* (rounded to the coarser of the gradient's steps' and result's dtypes) */
+                    dtr_dtype_t op = bplan->op_dtype;
+                    bool coarser = dtr_dtype_info(op)->size < dtr_dtype_info(src.dtype)->size ||
+                                   (op == DTR_BF16 && src.dtype == DTR_F16);
+                    dtr__print_tolerance(stdout, &bwd.rep, coarser ? op : src.dtype);
                 }
                 printf("\n");
             }

@@ -194,6 +194,9 @@ def gen_case(rng, worlds, zero_fill=False, casts=False, orders=False):
     family = next((f for f in CAST_FAMILIES if dtype in f), None)
     if casts and family is not None and rng.random() < 0.5:
         case["to"] = rng.choice([t for t in family if t != dtype])
+    # and a third of them run the backward in another dtype (PyTorch's backward_dtype)
+    if casts and family is not None and rng.random() < 0.33:
+        case["bdt"] = rng.choice([t for t in family if t != dtype])
     return case
 
 
@@ -207,12 +210,24 @@ def dtr_layout(dtr, case, pl):
     return [[r["local_shape"], r["global_offset"]] for r in json.loads(p.stdout)["ranks"]]
 
 
+def random_fill(case, src, dst):
+    """A cast that only moves data (no Partial changes, so no reduction either way) runs on
+    random values, so that both sides' rounding shows; the rest keep the pattern, whose small
+    integers every dtype and summation order hold exactly."""
+    return ("to" in case or "bdt" in case) and \
+        all(s == x or not (is_partial(s) or is_partial(x)) for s, x in zip(src, dst))
+
+
 def dtr_run_cmd(dtr, case, src, dst, dump):
     # No backward for the storage-only fp8 types: PyTorch computes no gradient for them
     # (grad_on below), and dtr refuses to reduce them (a P(sum) gradient would need it).
     backward = [] if case["dtype"].startswith("f8") else ["--backward"]
     if "to" in case:
         backward += ["--to-dtype", case["to"]]
+    if "bdt" in case and "--backward" in backward:
+        backward += ["--backward-dtype", case["bdt"]]
+    if random_fill(case, src, dst):
+        backward += ["--fill", "random", "--seed", str(len(case["shape"]) + 7)]
     return dtr_run_argv(dtr, case["world"], case["mesh"], case["shape"], src, dst, "--dtype",
                         case["dtype"], "--strategy", case["strategy"], "--verify", *backward,
                         "--iters", "0", "--warmup", "0", "--json", "--dump", dump)
@@ -285,6 +300,7 @@ def redistribute_case(a):
         return res
     dt = torch.uint8 if a["view_u8"] else torch_dtype(a["dtype"])
     to = torch_dtype(a["to"]) if a.get("to") else None  # forward_dtype
+    bdt = torch_dtype(a["bdt"]) if a.get("bdt") else None  # backward_dtype
     grad_on = a["dtype"] in FLOAT_DTYPES and a["grad"] is not None
     try:
         local = _from_bytes(torch, a["in"], res["layout_src"][0], dt)
@@ -298,8 +314,10 @@ def redistribute_case(a):
         caught = []
         if grad_on:
             x.register_hook(lambda g: caught.append(g))
-        y = x.redistribute(mesh, dst, forward_dtype=to) if to is not None \
-            else x.redistribute(mesh, dst)
+        kw = {"forward_dtype": to} if to is not None else {}
+        if bdt is not None:
+            kw["backward_dtype"] = bdt
+        y = x.redistribute(mesh, dst, **kw)
         out = y.to_local()
         res.update(out=_to_bytes(out), out_shape=list(out.shape), out_dtype=str(out.dtype),
                    out_placements=dtr_text([placement_text(p) for p in y.placements],
@@ -458,6 +476,7 @@ def compare_ran(torch, case, d, t, lay, stats):
                 return f"rank {r}: gradient differs at local index {k}: dtr {x}, PyTorch {y}"
             stats["grad_elems"] += len(dr["grad_out"]) // ELEM_BYTES[case["dtype"]]
     stats["grads_compared"] += "grad" in t[0]
+    stats["bwd_casts"] += "grad" in t[0] and "bdt" in case
     return None
 
 
@@ -489,7 +508,7 @@ def run_direction(torch, pools, dtr, case, src, dst, stats):
         for r in range(case["world"]):
             b = d["bufs"][r] if "bufs" in d else {}
             args.append({"mesh": case["mesh"], "shape": case["shape"], "dtype": case["dtype"],
-                         "to": case.get("to"),
+                         "to": case.get("to"), "bdt": case.get("bdt"),
                          "src": src, "dst": dst, "view_u8": view_u8, "in": b.get("in"),
                          "grad": b.get("grad_in")})
         t = pools[case["world"]].run("redistribute_case", args)
@@ -566,6 +585,7 @@ def count_kinds(case, src, dst, stats):
     stats["orders"] += any("[" in p for p in dtr_text(src, case["mesh"]) +
                            dtr_text(dst, case["mesh"]))
     stats["casts"] += "to" in case
+    stats["random_casts"] += random_fill(case, src, dst)
 
 
 def parse_case(text):
@@ -594,7 +614,9 @@ def parse_case(text):
 def describe(case, src, dst):
     return (f"world {case['world']}, mesh {text_mesh(case['mesh'])}, shape "
             f"{text_shape(case['shape'])} {case['dtype']}"
-            f"{' to ' + case['to'] if 'to' in case else ''}, {','.join(src)} -> {','.join(dst)}, "
+            f"{' to ' + case['to'] if 'to' in case else ''}"
+            f"{', backward in ' + case['bdt'] if 'bdt' in case else ''}, "
+            f"{','.join(src)} -> {','.join(dst)}, "
             f"{case['strategy']}")
 
 
@@ -643,7 +665,7 @@ def main():
     pools = {}
     stats = {"layouts": 0, "fwd_elems": 0, "grad_elems": 0, "grads_compared": 0, "zero_fills": 0,
              "orders": 0,
-             "cast_elems": 0, "casts": 0,
+             "cast_elems": 0, "casts": 0, "bwd_casts": 0, "random_casts": 0,
              "time_layout": 0.0, "time_dtr_run": 0.0, "time_torch": 0.0,
              "show": args.only is not None, "tamper": args.tamper}
     counts = {}
@@ -679,7 +701,9 @@ def main():
           f"{stats['grad_elems']} gradient elements ({stats['grads_compared']} directions "
           f"with a gradient, {stats['zero_fills']} with a Shard -> Partial(sum) zero fill, "
           f"{stats['casts']} casting to another dtype: {stats['cast_elems']} result elements, "
-          f"{stats['orders']} with a shard order)")
+          f"{stats['orders']} with a shard order, {stats['bwd_casts']} gradients compared "
+          f"through a backward_dtype, {stats['random_casts']} casting directions on random "
+          f"values)")
     print(f"  both refused:        {counts.get('both-refused', 0)}")
     for key, (who, why) in KNOWN.items():
         c = counts.get("known:" + key, 0)

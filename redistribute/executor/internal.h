@@ -99,7 +99,9 @@ struct dtr_request {
     int step;
     int last_real;   /* the last step that is not a no-op; -1 if none */
     const void *cur; /* where the block is now: in, or a step buffer */
-    bool cast_pending; /* a cast plan: the input still to be cast to dst's dtype */
+    bool cast_pending; /* a cast plan: the input still to be cast to op_dtype */
+    bool cast_out;     /* the result still to be cast from op_dtype to dst's dtype */
+    int64_t out_numel; /* elements of this rank's target block */
     bool in_flight;
     void *group;
     dtr_backend_req_t breq;
@@ -322,9 +324,11 @@ dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a)
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_zero_fill_start(dtr_request_t *r, const dtr__step_args_t *a);
-/* A cast plan's first pass: the input, cast to dst's dtype, into a step buffer (or into the
+/* A cast plan's first pass: the input, cast to op_dtype, into a step buffer (or into the
  * output when no step changes anything); r->cur then points at it. */
 dtr_status_t dtr__cast_input(dtr_request_t *r);
+/* A plan with a last cast (op_dtype other than dst's): the result, into the output. */
+dtr_status_t dtr__cast_output(dtr_request_t *r);
 
 /* ---- batches (batch.c, batch_round.c) ------------------------------------------------ */
 

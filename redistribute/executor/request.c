@@ -70,7 +70,8 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
         if (r->phase == DTR__PHASE_STEPS) {
             if (r->cast_pending) { /* (before the first step, or into the output) */
                 DTR_CHECK(dtr__cast_input(r));
-            } else if (r->step == 0 && r->last_real < 0 && !r->bare) { /* nothing changes */
+            } else if (r->step == 0 && r->last_real < 0 && !r->bare && !r->cast_out) {
+                /* nothing changes */
                 DTR_CHECK(dtr__m_copy(r->ctx, r->out, r->in, (int64_t)r->in_bytes));
             }
             while (!r->in_flight && r->step < r->plan->nsteps) {
@@ -79,6 +80,7 @@ static dtr_status_t dtr__progress(dtr_request_t *r, bool block) {
                 if (!r->in_flight) r->step++;
             }
             if (r->in_flight || r->agreeing) continue; /* (no success before the verdict) */
+            if (r->cast_out) DTR_CHECK(dtr__cast_output(r)); /* (after the last step) */
             r->phase = DTR__PHASE_DONE;
             return DTR_OK;
         }
@@ -165,7 +167,8 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     if (plan == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "plan: must not be NULL");
     if (plan->src.mesh == NULL || plan->nsteps < 0 || plan->nsteps > DTR_MAX_PLAN_STEPS ||
         plan->src.ndim < 0 || plan->src.ndim > DTR_MAX_TENSOR_DIMS ||
-        (unsigned)plan->src.dtype >= DTR_DTYPE_LAST || plan->dst.mesh == NULL)
+        (unsigned)plan->src.dtype >= DTR_DTYPE_LAST || plan->dst.mesh == NULL ||
+        (unsigned)plan->op_dtype >= DTR_DTYPE_LAST)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "plan: not a plan from dtr_plan_create (mesh, step count or spec out "
                           "of range)");
@@ -230,17 +233,21 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
     r->in_bytes = in_bytes;
     r->bare = bare;
     r->cur = in;
-    dtr__ctx_init(&r->pctx, &plan->dst, &plan->cost); /* (the steps run in dst's dtype) */
+    dtr_spec_t in_op = plan->dst; /* the steps run in op_dtype */
+    in_op.dtype = plan->op_dtype;
+    dtr__ctx_init(&r->pctx, &in_op, &plan->cost);
     r->last_real = -1;
     for (int k = 0; k < plan->nsteps; k++)
         if (!dtr__step_noop(r, k)) r->last_real = k;
-    r->cast_pending = !bare && plan->src.dtype != plan->dst.dtype;
+    r->cast_pending = !bare && plan->src.dtype != plan->op_dtype;
+    r->cast_out = !bare && plan->op_dtype != plan->dst.dtype;
     DTR_CHECK(dtr__mesh_entry(ctx, plan->src.mesh, coord, &r->m));
     if (!bare) {
         dtr_layout_t sl, dl;
         dtr_spec_layout_at(&plan->src, coord, &sl);
         dtr_spec_layout_at(&plan->dst, coord, &dl);
         dtr__check_local(r, in, in_bytes, out, out_bytes, &sl, &dl);
+        r->out_numel = dl.bytes / dtr_dtype_info(plan->dst.dtype)->size;
     }
     ctx->busy = true;
     *req = r;

@@ -68,7 +68,7 @@ dtr_status_t dtr__step_done(dtr_request_t *r) {
         }
     }
     if (p->divide)
-        DTR_CHECK(dtr__m_divide(ctx, r->plan->dst.dtype, p->dst, p->dst, p->out_numel,
+        DTR_CHECK(dtr__m_divide(ctx, r->plan->op_dtype, p->dst, p->dst, p->out_numel,
                                  p->divisor));
     return DTR_OK;
 }

@@ -196,7 +196,7 @@ static dtr_status_t dtr__rx_deliver(dtr_request_t *r) {
     dtr__balance_share(&bal, me[i], &sh0, &x);
     if (!r->bare) {
         if (r->pend.rx_divide)
-            DTR_CHECK(dtr__m_divide(ctx, r->plan->dst.dtype, ctx->stage_recv, ctx->stage_recv,
+            DTR_CHECK(dtr__m_divide(ctx, r->plan->op_dtype, ctx->stage_recv, ctx->stage_recv,
                                     (int64_t)(h + x), r->pend.divisor));
         int64_t osh[DTR_MAX_TENSOR_DIMS], ooff[DTR_MAX_TENSOR_DIMS], lo[DTR_MAX_TENSOR_DIMS],
             ext[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};

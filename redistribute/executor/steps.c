@@ -52,7 +52,7 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
     a.nd = pc->ndim;
     a.item = pc->item;
     a.bare = r->bare;
-    a.dtype = plan->dst.dtype; /* (a cast plan's input was cast to it: dtr__cast_input) */
+    a.dtype = plan->op_dtype; /* (a cast plan's input was cast to it: dtr__cast_input) */
     if (plan->seed_blocks) {
         /* The seed's own blocks (planner/seed_blocks.c): sized by following the steps
          * (their kinds were checked when the request started). */
@@ -67,7 +67,7 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
     a.in_numel = dtr__prod(a.ish, 0, a.nd);
     a.out_numel = dtr__prod(a.osh, 0, a.nd);
     a.src = r->cur;
-    if (k == r->last_real) {
+    if (k == r->last_real && !r->cast_out) {
         a.dst = r->out;
     } else if (r->dst_next != NULL) { /* a batch member's own step buffer */
         a.dst = r->dst_next;
@@ -120,14 +120,22 @@ dtr_status_t dtr__cast_input(dtr_request_t *r) {
     r->cast_pending = false;
     int64_t n = (int64_t)r->in_bytes / dtr_dtype_info(plan->src.dtype)->size;
     void *to = r->out;
-    if (r->last_real >= 0) {
+    if (r->last_real >= 0 || r->cast_out) {
         DTR_CHECK(dtr__reserve(ctx, &ctx->buf[0], &ctx->buf_cap[0], n * r->pctx.item,
                                "cast buffer"));
         to = ctx->buf[0];
     }
-    DTR_CHECK(dtr__group_cast(ctx, plan->src.dtype, r->in, plan->dst.dtype, to, n,
+    DTR_CHECK(dtr__group_cast(ctx, plan->src.dtype, r->in, plan->op_dtype, to, n,
                               "dtr_redistribute"));
     r->cur = to;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__cast_output(dtr_request_t *r) {
+    r->cast_out = false;
+    DTR_CHECK(dtr__group_cast(r->ctx, r->plan->op_dtype, r->cur, r->plan->dst.dtype, r->out,
+                              r->out_numel, "dtr_redistribute"));
+    r->cur = r->out;
     return DTR_OK;
 }
 

@@ -735,6 +735,7 @@ uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
     }
     h = dtr__fnv(h, plan->strategy);
     h = dtr__fnv(h, plan->seed_blocks);
+    h = dtr__fnv(h, plan->op_dtype);
     h = dtr__fnv(h, plan->nsteps);
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];

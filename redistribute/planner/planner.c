@@ -233,6 +233,7 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
         DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
     }
     plan.backward = backward;
+    plan.op_dtype = dst->dtype;
     if (backward) {
         /* R -> P(sum) keeps its values: its scale step becomes a relabel, which costs nothing. */
         for (int k = 0; k < plan.nsteps; k++) {
@@ -247,6 +248,51 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
         }
     }
     if (DTR_LOG_TRACE <= dtr__log_level()) dtr_plan_print(&plan, stderr);
+    *out = plan;
+    return DTR_OK;
+}
+
+/* The figures of a last cast from the steps' dtype (plan->dst's until now) to dst's. */
+static void dtr__plan_cast_out(dtr_plan_t *plan, const dtr_spec_t *dst) {
+    dtr__ctx_t ctx;
+    dtr__ctx_init(&ctx, &plan->dst, &plan->cost);
+    int64_t shape[DTR_MAX_TENSOR_DIMS], off[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_MESH_DIMS] = {0};
+    dtr__layout(&ctx, dst->placements, zero, shape, off); /* (coordinate 0's is the largest) */
+    int64_t numel = 1;
+    for (int d = 0; d < ctx.ndim; d++) numel *= shape[d];
+    int64_t op_bytes = numel * ctx.item, out_bytes = numel * dtr_dtype_info(dst->dtype)->size;
+    bool moves = false;
+    for (int k = 0; k < plan->nsteps; k++) moves |= plan->steps[k].kind != DTR_STEP_LOCAL_RELABEL;
+    /* Without a step that moves data, a first cast goes into a buffer instead of the output;
+     * otherwise the last step's output (counted in its figures) is that buffer. */
+    if (!moves && plan->src.dtype != plan->dst.dtype && op_bytes > plan->peak_extra_bytes)
+        plan->peak_extra_bytes = op_bytes;
+    plan->time_us += (double)(op_bytes + out_bytes) / (plan->cost.local_gbps * 1e3);
+    plan->op_dtype = plan->dst.dtype;
+    plan->dst = *dst;
+}
+
+dtr_status_t dtr_plan_create_in(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                dtr_dtype_t op_dtype, const dtr_plan_options_t *opts,
+                                dtr_plan_t *out) {
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK(dtr__check_spec(src, "src", __func__));
+    DTR_CHECK(dtr__check_spec(dst, "dst", __func__));
+    if ((unsigned)op_dtype >= DTR_DTYPE_LAST)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "op_dtype: %d is not a dtype",
+                          (int)op_dtype);
+    const char *op = dtr_dtype_name(op_dtype);
+    if (!dtr__castable(src->dtype, op_dtype) || !dtr__castable(op_dtype, dst->dtype))
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "op_dtype: %s between src's %s and dst's %s: a redistribution casts "
+                          "between float dtypes (f32 f64 f16 bf16) or between complex ones (c64 "
+                          "c128)",
+                          op, dtr_dtype_name(src->dtype), dtr_dtype_name(dst->dtype));
+    dtr_spec_t in_op = *dst;
+    in_op.dtype = op_dtype;
+    dtr_plan_t plan;
+    DTR_CHECK(dtr_plan_create(src, &in_op, opts, &plan));
+    if (op_dtype != dst->dtype) dtr__plan_cast_out(&plan, dst);
     *out = plan;
     return DTR_OK;
 }

@@ -138,6 +138,9 @@ typedef struct {
      * blocks, a chunk keeps the positional chunk of the rank's block. Such a plan runs
      * alone, not in a batch. */
     bool seed_blocks;
+    /* The dtype the steps run in: dst's, but for dtr_plan_create_in's op_dtype (PyTorch's
+     * backward_dtype), where the result is cast to dst's dtype after the last step. */
+    dtr_dtype_t op_dtype;
 } dtr_plan_t;
 
 typedef struct {
@@ -162,6 +165,19 @@ typedef struct {
  */
 DTR_API dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                                      const dtr_plan_options_t *opts, dtr_plan_t *out);
+
+/*
+ * As dtr_plan_create, with the steps in op_dtype: the input is cast to op_dtype first (where
+ * src's differs), every step runs in it, and the result is cast to dst's dtype last (where
+ * it differs), each cast a local pass rounding to nearest even. This is PyTorch's
+ * backward_dtype: its backward collectives run in it and the gradient comes back in the
+ * input's dtype (autograd.h's dtr_plan_backward_in builds such a plan). op_dtype, src's and
+ * dst's dtypes are all float (f32 f64 f16 bf16) or all complex (c64 c128) where they differ;
+ * the checks of dtr_plan_create apply to op_dtype. The figures count both casts.
+ */
+DTR_API dtr_status_t dtr_plan_create_in(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                        dtr_dtype_t op_dtype, const dtr_plan_options_t *opts,
+                                        dtr_plan_t *out);
 
 /* Bytes one rank sends and receives in one step of a plan (exact, uneven shards and
  * padding included). DTR_ERR_NOT_IN_MESH for a rank outside the mesh. */

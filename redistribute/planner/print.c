@@ -36,8 +36,10 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
         fprintf(out, " (best candidate: %s)", plan->chosen_by);
     fprintf(out, ": mesh %s, shape %s %s, %s -> %s", mesh, shape,
             dtr_dtype_name(plan->src.dtype), from, to);
-    if (plan->dst.dtype != plan->src.dtype) /* a cast, before the steps */
-        fprintf(out, ", cast to %s first", dtr_dtype_name(plan->dst.dtype));
+    if (plan->op_dtype != plan->src.dtype) /* a cast, before the steps */
+        fprintf(out, ", cast to %s first", dtr_dtype_name(plan->op_dtype));
+    if (plan->op_dtype != plan->dst.dtype) /* and one after them */
+        fprintf(out, ", to %s last", dtr_dtype_name(plan->dst.dtype));
     fputc('\n', out);
     if (plan->seed_blocks)
         fprintf(out, "  blocks: the seed's own, of other lengths than the canonical layout on "
@@ -79,9 +81,12 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     if (plan->backward) fputs("\"backward\":true,", out);
     if (plan->seed_blocks) fputs("\"seed_blocks\":true,", out);
     if (plan->chosen_by != NULL) fprintf(out, "\"chosen_by\":\"%s\",", plan->chosen_by);
-    if (plan->dst.dtype != plan->src.dtype)
+    if (plan->op_dtype != plan->src.dtype)
         fprintf(out, "\"cast\":{\"from\":\"%s\",\"to\":\"%s\"},", dtr_dtype_name(plan->src.dtype),
-                dtr_dtype_name(plan->dst.dtype));
+                dtr_dtype_name(plan->op_dtype));
+    if (plan->op_dtype != plan->dst.dtype)
+        fprintf(out, "\"cast_out\":{\"from\":\"%s\",\"to\":\"%s\"},",
+                dtr_dtype_name(plan->op_dtype), dtr_dtype_name(plan->dst.dtype));
     fputs("\"steps\":[", out);
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];

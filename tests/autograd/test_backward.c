@@ -153,6 +153,67 @@ Test(backward, errors) {
     dtr_mesh_destroy(m22);
 }
 
+/* PyTorch's backward_dtype: the gradient cast to it first, its steps in it, the result cast
+ * back to the input's dtype last; the figures count the steps in it and both casts. */
+Test(backward, backward_dtype_runs_the_steps_in_it) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("4", NULL, 0, &mesh), DTR_OK);
+    dtr_spec_t fsrc, grad, grad16;
+    cr_assert_eq(spec_from(mesh, "8x4", "S(0)", DTR_F32, &fsrc), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "8x4", "P", DTR_F32, &grad), DTR_OK);
+    cr_assert_eq(spec_from(mesh, "8x4", "P", DTR_F16, &grad16), DTR_OK);
+    dtr_cost_model_t cost;
+    cost_bytes_only(&cost);
+    dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+    dtr_plan_t *in_f32 = malloc(sizeof *in_f32), *in_bf16 = malloc(sizeof *in_bf16);
+    cr_assert_eq(dtr_plan_backward(&fsrc, &grad, &opts, in_f32), DTR_OK, "%s", dtr_last_error());
+    cr_expect_eq(in_f32->op_dtype, DTR_F32);
+    cr_assert_eq(dtr_plan_backward_in(&fsrc, &grad, DTR_BF16, &opts, in_bf16), DTR_OK, "%s",
+                 dtr_last_error());
+    char text[512];
+    steps_text(in_bf16, text, sizeof text);
+    cr_expect_str_eq(text, "0:P(sum)->S(0):reduce_scatter");
+    cr_expect(in_bf16->backward);
+    cr_expect_eq(in_bf16->src.dtype, DTR_F32);
+    cr_expect_eq(in_bf16->op_dtype, DTR_BF16);
+    cr_expect_eq(in_bf16->dst.dtype, DTR_F32, "the gradient comes back in the input's dtype");
+    /* the reduce-scatter moves 3 of 4 chunks of 2x4 values: 24 values, 2 bytes each */
+    cr_expect_eq(in_f32->steps[0].recv_bytes_max, 96);
+    cr_expect_eq(in_bf16->steps[0].recv_bytes_max, 48);
+    cr_expect_eq(in_bf16->recv_bytes_max, 48);
+    cr_expect_eq(in_bf16->lower_bound_recv_bytes, 48);
+    /* the same dtype as the input's: dtr_plan_backward's plan */
+    cr_assert_eq(dtr_plan_backward_in(&fsrc, &grad, DTR_F32, &opts, in_bf16), DTR_OK);
+    cr_expect_eq(in_bf16->op_dtype, DTR_F32);
+    cr_expect_eq(in_bf16->steps[0].recv_bytes_max, 96);
+    /* a gradient of the forward's f16 (--to-dtype f16), its steps in f64 */
+    cr_assert_eq(dtr_plan_backward_in(&fsrc, &grad16, DTR_F64, &opts, in_bf16), DTR_OK);
+    cr_expect(in_bf16->src.dtype == DTR_F16 && in_bf16->op_dtype == DTR_F64 &&
+              in_bf16->dst.dtype == DTR_F32);
+    cr_expect_eq(in_bf16->steps[0].recv_bytes_max, 192);
+    /* refusals name backward_dtype; *out is untouched */
+    in_bf16->nsteps = 77;
+    cr_expect_eq(dtr_plan_backward_in(&fsrc, &grad, DTR_I32, &opts, in_bf16), DTR_ERR_UNSUPPORTED);
+    cr_expect_str_eq(dtr_last_error(),
+                     "dtr_plan_backward_in: backward_dtype: i32 between the gradient's f32 and "
+                     "the input's f32: a redistribution casts between float dtypes (f32 f64 f16 "
+                     "bf16) or between complex ones (c64 c128)");
+    cr_expect_eq(dtr_plan_backward_in(&fsrc, &grad, DTR_C64, &opts, in_bf16), DTR_ERR_UNSUPPORTED);
+    cr_expect_eq(dtr_plan_backward_in(&fsrc, &grad, (dtr_dtype_t)99, &opts, in_bf16),
+                 DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_plan_backward_in: backward_dtype: 99 is not a dtype");
+    cr_expect_eq(dtr_plan_backward_in(NULL, &grad, DTR_BF16, &opts, in_bf16),
+                 DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(in_bf16->nsteps, 77, "out untouched on error");
+    /* the planner's own entry point: op_dtype named */
+    cr_expect_eq(dtr_plan_create_in(&grad, &fsrc, DTR_U8, NULL, in_bf16), DTR_ERR_UNSUPPORTED);
+    cr_expect(strstr(dtr_last_error(), "dtr_plan_create_in: op_dtype: u8 between src's f32 and "
+                                       "dst's f32") != NULL, "%s", dtr_last_error());
+    free(in_f32);
+    free(in_bf16);
+    dtr_mesh_destroy(mesh);
+}
+
 /* Random (forward source, gradient) pairs: the backward plan moves the gradient's values
  * exactly to the rule's placements (the interpreter checks every element). */
 Test(backward, random_plans_move_the_gradient_exactly) {

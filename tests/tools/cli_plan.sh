@@ -45,6 +45,21 @@ check "backward JSON" 0 0 \
 check "backward text: a P(sum) source gets a Replicate gradient" 0 0 \
     'plan (backward) optimal (best candidate: greedy): mesh 2x2, shape 8x6 f32, R,S(1) -> R,S(0)' "" \
     plan --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward
+# --backward-dtype: PyTorch's backward_dtype (the gradient's steps in it, cast back last)
+check "backward_dtype: the steps in bf16, cast back to f32" 0 0 \
+    '{"strategy":"optimal","backward":true,"chosen_by":"greedy","cast":{"from":"f32","to":"bf16"},"cast_out":{"from":"bf16","to":"f32"},"steps":[{"mesh_dim":0,"kind":"reduce_scatter","from":"P(sum)","to":"S(0)","tensor_dim":0,"recv_bytes_per_rank_max":48,' "" \
+    plan --mesh 4 --shape 8x4 --from 'S(0)' --to 'P(sum)' --backward --backward-dtype bf16 --json
+check "backward_dtype in the text" 0 0 \
+    'plan (backward) optimal (best candidate: greedy): mesh 4, shape 8x4 f32, P(sum) -> S(0), cast to bf16 first, to f32 last' "" \
+    plan --mesh 4 --shape 8x4 --from 'S(0)' --to 'P(sum)' --backward --backward-dtype bf16
+check "backward_dtype: only with --backward" 0 2 "" \
+    "dtr plan: --backward-dtype: only with --backward (it is the dtype of the gradient's steps)" \
+    plan --mesh 4 --shape 8 --from R --to R --backward-dtype bf16
+check "backward_dtype: an integer dtype is refused by name" 0 3 "" \
+    "dtr plan: dtr_plan_backward_in: backward_dtype: i32 between the gradient's f32 and the input's f32" \
+    plan --mesh 4 --shape 8 --from R --to R --backward --backward-dtype i32
+check "backward_dtype: not a dtype" 0 2 "" "dtr plan: --backward-dtype: dtr_dtype_parse:" \
+    plan --mesh 4 --shape 8 --from R --to R --backward --backward-dtype f33
 check "backward compat" 0 0 '  2   1     R -> S(0)                    local_chunk' "" \
     plan --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --strategy compat
 check "backward of R -> P(sum) on i32: the forward is refused" 0 3 "" \

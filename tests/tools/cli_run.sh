@@ -118,6 +118,17 @@ for bad in 'DTR_MPI_SHM_RING=1000:DTR_MPI_SHM_RING: "1000" is not a byte count f
 done
 check "compat" 4 0 '"strategy":"compat"' "" \
     run --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --strategy compat --verify --json --iters 1
+# --backward-dtype: the gradient's steps in bf16, each value checked rounded through it
+check "backward_dtype bf16: a move, exact through bf16" 4 0 \
+    '"backward":{"placements":["S(0)","R"],"verified":true,"mismatches":0,"checked":108,"steps":1,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,"factor":0,"u":0.00390625,"scale":"none","worst_u":0},"op_dtype":"bf16"}' "" \
+    run --mesh 2x2 --shape 9x6 --from 'S(0),R' --to 'R,R' --fill random --backward --backward-dtype bf16 --verify --json --iters 1
+check "backward_dtype bf16: a reduction within bf16's rounding" 4 0 \
+    'backward: gradient P(sum),P(sum) -> S(0),S(1), 2 steps in bf16; verified: all' "" \
+    run --mesh 2x2 --shape 8x6 --from 'S(0),S(1)' --to 'P,P' --fill random --backward --backward-dtype bf16 --verify --iters 1
+check "backward_dtype c128 for a c64 input" 4 0 '"op_dtype":"c128"}' "" \
+    run --mesh 4 --shape 13x3 --from 'S(0)' --to 'P' --dtype c64 --fill random --backward --backward-dtype c128 --verify --json --iters 1
+check "backward_dtype: only with --backward" 0 2 "" "dtr run: --backward-dtype: only with --backward" \
+    run --mesh 4 --shape 8 --from R --to R --backward-dtype bf16
 check "backward: a Partial source gets a Replicate gradient" 4 0 \
     '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":1,' "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --json --iters 1

@@ -26,6 +26,8 @@ typedef struct {
     int emax;           /* random floats: the largest exponent */
     int64_t ilim;       /* random integers: the largest magnitude */
     dtr_dtype_t out;    /* checks: the target's part dtype; a cast rounds values to it */
+    dtr_dtype_t via;    /* checks: the steps' part dtype (out's but for a plan's op_dtype);
+                         * a value is rounded to it first */
 } dtr__source_t;
 
 static bool dtr__is_int(dtr_dtype_t t) { return t == DTR_I32 || t == DTR_I64 || t == DTR_U8; }
@@ -106,16 +108,18 @@ static uint64_t dtr__hash(uint64_t seed, int64_t e, int64_t q) {
 }
 
 /* Values of dtype (as filled), checked in out (a cast's target; else dtype). */
-static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_dtype_t out,
-                                 dtr_reduce_op_t op, int64_t count) {
+static dtr__source_t dtr__source(const dtr_fill_t *fill, dtr_dtype_t dtype, dtr_dtype_t via,
+                                 dtr_dtype_t out, dtr_reduce_op_t op, int64_t count) {
     int64_t lanes = 1, olanes = 1;
     dtype = dtr__parts(dtype, &lanes);
+    via = dtr__parts(via, &olanes);
     out = dtr__parts(out, &olanes);
     dtr__source_t s = {.fill = fill, .dtype = dtype, .lanes = (int)lanes, .op = op,
-                       .count = count, .emax = 6, .out = out};
+                       .count = count, .emax = 6, .out = out, .via = via};
     int bits = 0;
     while (bits < 62 && (INT64_C(1) << bits) < count) bits++;
-    if ((dtype == DTR_F16 || out == DTR_F16) && 13 - bits < s.emax) s.emax = 13 - bits;
+    if ((dtype == DTR_F16 || via == DTR_F16 || out == DTR_F16) && 13 - bits < s.emax)
+        s.emax = 13 - bits;
     int64_t m = dtr__imax(dtype);
     if (op == DTR_REDUCE_PRODUCT) {
         /* the largest b with b^count <= m */
@@ -172,10 +176,15 @@ static dtr__value_t dtr__value_filled(const dtr__source_t *s, int64_t e, int64_t
  * as the target holds it: a cast rounds it to the target's dtype (floats only). */
 static dtr__value_t dtr__value(const dtr__source_t *s, int64_t e, int64_t q) {
     dtr__value_t v = dtr__value_filled(s, e, q);
-    if (s->out == s->dtype) return v;
     unsigned char tmp[8];
-    dtr__store(s->out, tmp, 0, (double)v.f);
-    v.f = dtr__load(s->out, tmp, 0);
+    if (s->via != s->dtype) { /* the first cast, before the steps */
+        dtr__store(s->via, tmp, 0, (double)v.f);
+        v.f = dtr__load(s->via, tmp, 0);
+    }
+    if (s->out != s->via) { /* the last one, after them */
+        dtr__store(s->out, tmp, 0, (double)v.f);
+        v.f = dtr__load(s->out, tmp, 0);
+    }
     return v;
 }
 
@@ -293,7 +302,7 @@ static dtr_status_t dtr__fill(const dtr_spec_t *spec, const dtr_fill_t *fill, in
                           "fill: the given blocks have %lld contributions, spec %lld",
                           (long long)fill->given->count, (long long)count);
     int64_t q = dtr__contribution_index(spec, coord, NULL);
-    dtr__source_t s = dtr__source(fill, spec->dtype, spec->dtype, op, count);
+    dtr__source_t s = dtr__source(fill, spec->dtype, spec->dtype, spec->dtype, op, count);
     bool bytewise = dtr_dtype_info(spec->dtype)->storage_only, ints = dtr__is_int(spec->dtype);
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
     for (int64_t j = 0; j < l.numel; j++, dtr__next(&l, idx)) {
@@ -405,16 +414,17 @@ static dtr__want_t dtr__want(const dtr__reference_t *r, int64_t e, const int64_t
 }
 
 static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst,
-                                    const dtr_fill_t **fill, const void *buf, size_t bytes,
-                                    const char *func) {
+                                    dtr_dtype_t via, const dtr_fill_t **fill, const void *buf,
+                                    size_t bytes, const char *func) {
     if (buf == NULL && bytes > 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
     if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) ||
-        !dtr__castable(src->dtype, dst->dtype) ||
+        !dtr__castable(src->dtype, via) || !dtr__castable(via, dst->dtype) ||
         src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                           "src, dst: must share the mesh and shape, and the dtype but for a "
-                          "cast between float (or between complex) dtypes");
+                          "cast between float (or between complex) dtypes (through %s)",
+                          dtr_dtype_name(via) != NULL ? dtr_dtype_name(via) : "no dtype");
     return dtr__fill_arg(fill, src, func);
 }
 
@@ -440,8 +450,8 @@ static bool dtr__kept(const dtr_spec_t *src, const dtr_spec_t *dst, const int64_
     return true;
 }
 
-/* dtr_fill_check, its errors under func. */
-static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
+/* dtr_fill_check, its errors under func; via: the steps' dtype. */
+static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst, dtr_dtype_t via,
                                const dtr_fill_t *fill, int rank, const void *buf, size_t bytes,
                                dtr_pattern_report_t *report, const char *func) {
     DTR_CHECK_PTR(report, func);
@@ -449,7 +459,7 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
     int64_t coord[DTR_MAX_MESH_DIMS];
     dtr_layout_t l;
     DTR_CHECK(dtr__block(dst, rank, bytes, coord, &l, func));
-    DTR_CHECK(dtr__check_args(src, dst, &fill, buf, bytes, func));
+    DTR_CHECK(dtr__check_args(src, dst, via, &fill, buf, bytes, func));
     bool partial[DTR_MAX_MESH_DIMS];
     dtr_reduce_op_t op;
     int64_t count;
@@ -477,10 +487,12 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
         }
     }
     if (op == DTR_REDUCE_AVG && nreduced > 1) divisions++;
-    dtr__source_t s = dtr__source(fill, src->dtype, dst->dtype, op, count);
+    dtr__source_t s = dtr__source(fill, src->dtype, via, dst->dtype, op, count);
     dtr__reference_t ref = {&s, src, reduced, nreduced, divisor};
     dtr_dtype_t t = s.out; /* the target's, which the buffer holds */
     bool bytewise = dtr_dtype_info(t)->storage_only, ints = dtr__is_int(t);
+    /* the coarser of the steps' and the target's dtype bounds the rounding */
+    dtr_dtype_t u = !bytewise && !ints && dtr__ulp(s.via) > dtr__ulp(t) ? s.via : t;
     bool pattern = fill->kind == DTR_FILL_PATTERN;
     bool selects = op == DTR_REDUCE_MAX || op == DTR_REDUCE_MIN;
     dtr_pattern_report_t rep = {0};
@@ -488,14 +500,14 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
     double k = (double)(nreduced + divisions + 1), tiny = 0;
     if (pattern) {
         /* exact but for the divisions (the pattern's sum splits are exact) */
-        rep.tolerance = divisor > 1 && !bytewise ? (double)(count + divisions + 1) * dtr__ulp(t) : 0;
-        rep.unit = dtr__ulp(t) / 2;
+        rep.tolerance = divisor > 1 && !bytewise ? (double)(count + divisions + 1) * dtr__ulp(u) : 0;
+        rep.unit = dtr__ulp(u) / 2;
     } else if (!bytewise && !ints) {
-        rep.unit = dtr__ulp(t) / 2;
+        rep.unit = dtr__ulp(u) / 2;
         bool exact = (nreduced == 1 || selects) && divisor == 1;
         rep.tolerance = exact ? 0 : k * rep.unit;
         rep.sum_scale = !exact && (op == DTR_REDUCE_SUM || op == DTR_REDUCE_AVG);
-        tiny = exact ? 0 : k * dtr__tiny(t);
+        tiny = exact ? 0 : k * dtr__tiny(u);
     }
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0};
     bool zero = false;
@@ -556,10 +568,16 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst,
 dtr_status_t dtr_fill_check(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_fill_t *fill,
                             int rank, const void *buf, size_t bytes,
                             dtr_pattern_report_t *report) {
-    return dtr__check(src, dst, fill, rank, buf, bytes, report, __func__);
+    return dtr__check(src, dst, dst->dtype, fill, rank, buf, bytes, report, __func__);
+}
+
+dtr_status_t dtr_fill_check_via(const dtr_spec_t *src, const dtr_spec_t *dst, dtr_dtype_t via,
+                                const dtr_fill_t *fill, int rank, const void *buf, size_t bytes,
+                                dtr_pattern_report_t *report) {
+    return dtr__check(src, dst, via, fill, rank, buf, bytes, report, __func__);
 }
 
 dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
                                const void *buf, size_t bytes, dtr_pattern_report_t *report) {
-    return dtr__check(src, dst, NULL, rank, buf, bytes, report, __func__);
+    return dtr__check(src, dst, dst->dtype, NULL, rank, buf, bytes, report, __func__);
 }

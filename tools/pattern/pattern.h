@@ -105,6 +105,13 @@ dtr_status_t dtr_fill_check(const dtr_spec_t *src, const dtr_spec_t *dst, const 
                             int rank, const void *buf, size_t bytes,
                             dtr_pattern_report_t *report);
 
+/* As dtr_fill_check, for a plan whose steps run in via (dtr_plan_create_in's op_dtype):
+ * each source value is rounded to via, then to dst's dtype, and the tolerance is the
+ * coarser dtype's. */
+dtr_status_t dtr_fill_check_via(const dtr_spec_t *src, const dtr_spec_t *dst, dtr_dtype_t via,
+                                const dtr_fill_t *fill, int rank, const void *buf, size_t bytes,
+                                dtr_pattern_report_t *report);
+
 /* The pattern's fill and check (fill NULL). */
 dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf, size_t bytes);
 dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
