@@ -129,6 +129,11 @@ int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what)
 /* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why and returns
  * DTR_EXIT_USAGE. */
 int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
+/* The MPI backend's groups over the job (dtr_mpi_groups), each counted once, by its first
+ * member: [0] groups with a shared-memory segment (all members on one node), [1] their
+ * operations through it, [2] their operations through MPI, [3] groups without one (across
+ * nodes), [4] their operations (all through MPI). Collective. */
+void dtr_cli_mpi_paths(long long sums[5]);
 
 extern const dtr_cli_command_t dtr_cli_grad;
 

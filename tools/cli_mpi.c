@@ -1,8 +1,10 @@
 /* What the commands that run under mpirun (run, grad) share. */
 #include <fcntl.h>
+#include <stdlib.h>
 #include <mpi.h>
 #include <unistd.h>
 
+#include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 
 /* Argument errors are the same on every rank: only rank 0 prints them. */
@@ -67,4 +69,28 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world) {
                                "--mesh: the mesh uses ranks up to %d and the job has %d: run "
                                "under 'mpirun -n %d'",
                                top, world, top + 1);
+}
+
+void dtr_cli_mpi_paths(long long sums[5]) {
+    long long mine[5] = {0, 0, 0, 0, 0};
+    int me = 0, count = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    dtr_mpi_group_info_t *g = NULL;
+    if (dtr_mpi_groups(NULL, 0, &count) == DTR_OK && count > 0 &&
+        (g = calloc((size_t)count, sizeof *g)) != NULL &&
+        dtr_mpi_groups(g, count, &count) == DTR_OK) {
+        for (int i = 0; i < count; i++) {
+            if (g[i].members < 2 || g[i].ranks[0] != me) continue;
+            int k = g[i].shared_memory ? 0 : 3;
+            mine[k]++;
+            if (g[i].shared_memory) {
+                mine[1] += g[i].shm_ops;
+                mine[2] += g[i].mpi_ops;
+            } else {
+                mine[4] += g[i].mpi_ops;
+            }
+        }
+    }
+    free(g);
+    MPI_Allreduce(mine, sums, 5, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }

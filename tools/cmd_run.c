@@ -77,6 +77,10 @@ static void dtr__run_help(FILE *out) {
         "                       --backward rankR.grad_in and rankR.grad_out; their shapes\n"
         "                       are those 'dtr layout' gives for R\n"
         "  --json               one JSON object on rank 0\n"
+        "                       (the last line, and \"groups\" in the JSON, count the MPI\n"
+        "                       backend's groups over the job: those whose ranks share a node\n"
+        "                       and their operations through shared memory and MPI, those\n"
+        "                       across nodes and theirs, over all runs)\n"
         "  --backend B          mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
         "                       --device cuda)\n"
         "  --device D           cpu (default) or cuda: the buffers are device memory of GPU\n"
@@ -568,6 +572,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     double med = dtr_cli_median(times, (int)iters), base = dtr_cli_median(times + iters, (int)iters);
     bool fwd_ok = !verify || (mismatches == 0 && changed == 0);
     bool ok = fwd_ok && (!verify || bwd_bad == 0);
+    /* which groups went through shared memory (inside a node) and which through MPI */
+    long long paths[5] = {0, 0, 0, 0, 0};
+    bool mpi = strcmp(dtr_context_backend(ctx), "nccl") != 0;
+    if (mpi) dtr_cli_mpi_paths(paths);
     if (rank == 0) {
         char shape[128], from[128], tostr[128], meshtext[64];
         dtr_shape_format(src.shape, src.ndim, shape, sizeof shape);
@@ -600,6 +608,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), device,
                    world, meshtext, shape, dtr_dtype_name(src.dtype), dtr_dtype_name(dst.dtype),
                    from, tostr);
+            if (mpi)
+                printf(",\"groups\":{\"shared_memory\":%lld,\"shm_ops\":%lld,\"mpi_ops\":%lld,"
+                       "\"mpi_only\":%lld,\"mpi_only_ops\":%lld}",
+                       paths[0], paths[1], paths[2], paths[3], paths[4]);
             if (bplan != NULL) {
                 printf(",\"backward\":{\"placements\":");
                 dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
@@ -662,6 +674,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                 printf("  median of %ld iterations: %.1f us; baseline (the plan's collectives "
                        "alone) %.1f us; overhead ratio %.3f\n",
                        iters, med, base, base > 0 ? med / base : 0.0);
+            if (mpi)
+                printf("  groups: %lld on one node, through shared memory (%lld operations; "
+                       "%lld through MPI), %lld across nodes, through MPI (%lld operations)\n",
+                       paths[0], paths[1], paths[2], paths[3], paths[4]);
         }
         if (fwd_ok && !ok)
             fprintf(stderr, "dtr run: backward verification failed: %lld %s wrong or "

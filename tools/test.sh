@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then runs
 #   1. `bazel test //...`                       (the build users get),
+#   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
+#                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
+#                                                each group's path checked; a fifth of the
+#                                                random cases, TCP between nodes being slow),
 #   2. `bazel test --config=asan //...`         (the same tests under AddressSanitizer and
 #                                                UndefinedBehaviorSanitizer, leaks checked),
 #   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
@@ -14,7 +18,7 @@
 #                                                tests/install/run.sh builds programs outside
 #                                                the tree from them and runs them),
 # sums the test cases every part reported and ends with one line "N passed, N failed".
-# DTR_TEST_PARTS picks parts (default "plain asan fuzz nocuda mpich install"); extra arguments go to
+# DTR_TEST_PARTS picks parts (default "plain nodes asan fuzz nocuda mpich install"); extra arguments go to
 # `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
 # its GPU tests skip (printing why) when no GPU is visible.
 #
@@ -26,25 +30,39 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh || exit 1
 
-parts=${DTR_TEST_PARTS:-plain asan fuzz nocuda mpich install}
+parts=${DTR_TEST_PARTS:-plain nodes asan fuzz nocuda mpich install}
 passed=0
 failed=0
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 
-# suite LABEL [BAZEL FLAGS...] [-- -EXCLUDED_TARGET...]: one `bazel test //...`, its cases
-# added to the tally.
+# The multi-rank suites the nodes part runs over simulated nodes.
+node_targets=(
+    //tests/redistribute:mpi_exec_test //tests/redistribute:mpi_exec_staged_test
+    //tests/redistribute:mpi_exec_slices_test //tests/redistribute:mpi_exec_errors_test
+    //tests/redistribute:mpi_batch_test //tests/redistribute:mpi_batch_staged_test
+    //tests/redistribute:mpi_batch_spans_test //tests/redistribute:mpi_batch_packed_test
+    //tests/redistribute:mpi_shm_test //tests/redistribute:mpi_shm_reduce_test
+    //tests/autograd:grad_mpi_test //tests/autograd:group_mpi_test
+    //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
+)
+
+# suite LABEL [BAZEL FLAGS...] [-- -EXCLUDED_TARGET... | -- TARGET...]: one `bazel test`
+# (of //... less the excluded targets, or of the targets named), its cases added to the tally.
 suite() {
     local label=$1
     shift
     local opts=() excluded=()
     while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
-    [ $# -gt 0 ] && shift && excluded=(-- //... "$@")
+    if [ $# -gt 0 ]; then
+        shift
+        if [[ "${1:-}" == -* ]]; then excluded=(-- //... "$@"); else excluded=(-- "$@"); fi
+    fi
     set -- "${opts[@]}"
     local flags=(--noshow_progress "$@")
     [ "${CI:-}" = true ] && flags+=(--color=no --curses=no)
-    echo "== $label: bazel test ${*:-} //... ${excluded[*]:2}"
-    [ ${#excluded[@]} -gt 0 ] || excluded=(//...)
+    [ ${#excluded[@]} -gt 0 ] || excluded=(-- //...)
+    echo "== $label: bazel test ${*:-} ${excluded[*]:1}"
     bazel test "${flags[@]}" "${extra[@]}" "${excluded[@]}" 2>&1 | tee "$summary" |
         grep -vE '^(INFO: From |\(cd |  exec env|    [A-Z]+=|  /usr/share/bazel)'
     local bazel_rc=${PIPESTATUS[0]}
@@ -90,10 +108,36 @@ suite() {
     failed=$((failed + f))
 }
 
+# The paths every nodes run printed (tests/mpi_paths.h), summed: shared memory must have
+# carried operations inside the nodes and MPI across them, or the part counts a failure.
+node_paths() {
+    local logs sums
+    logs=$(bazel info bazel-testlogs 2>/dev/null)
+    sums=$(for t in "${node_targets[@]}"; do
+        t=${t#//}
+        cat "$logs/${t/://}/test.log" 2>/dev/null
+    done | grep -aoE '^paths \([^)]*\): [0-9]+ inside a node, [0-9]+ shm ops, [0-9]+ mpi ops; [0-9]+ across nodes, [0-9]+ mpi ops' |
+        sed -E 's/.*: ([0-9]+) inside a node, ([0-9]+) shm ops, ([0-9]+) mpi ops; ([0-9]+) across nodes, ([0-9]+) mpi ops/\1 \2 \3 \4 \5/' |
+        awk '{for (i = 1; i <= 5; i++) s[i] += $i; n++} END {printf "%d %d %d %d %d %d", n, s[1], s[2], s[3], s[4], s[5]}')
+    local n g s m h k
+    read -r n g s m h k <<<"$sums"
+    echo "== nodes: $n runs: $g groups inside a node ($s ops through shared memory, $m through MPI), $h groups across nodes ($k ops through MPI)"
+    if [ "${n:-0}" -eq 0 ] || [ "${s:-0}" -eq 0 ] || [ "${k:-0}" -eq 0 ]; then
+        echo "test.sh: nodes: no shared-memory operation inside a node or no MPI one across nodes"
+        failed=$((failed + 1))
+    fi
+}
+
 extra=("$@")
 for part in $parts; do
     case $part in
     plain) suite plain ;;
+    # 2 simulated nodes: -n 4 is 2 x 2, -n 8 is 2 x 4 (tools/mpirun_nodes.sh)
+    nodes)
+        suite nodes "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 2" \
+            --test_env=DTR_EXPECT_NODES=2 --test_env=DTR_CASES_DIV=5 -- "${node_targets[@]}"
+        node_paths
+        ;;
     nocuda) suite nocuda --config=nocuda ;;
     # mpi_exec_errors_test is left out under MPICH: its fault injection counts which peers
     # of a rank that never issues a reduce-scatter time out, and under MPICH one fewer does
@@ -137,7 +181,7 @@ for part in $parts; do
         failed=$((failed + f))
         ;;
     *)
-        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, asan, fuzz, nocuda, mpich, install)"
+        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, nodes, asan, fuzz, nocuda, mpich, install)"
         failed=$((failed + 1))
         ;;
     esac

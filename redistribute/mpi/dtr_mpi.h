@@ -47,6 +47,25 @@ DTR_API dtr_status_t dtr_context_create_mpi(MPI_Comm comm, dtr_context_t **out);
 DTR_API const dtr_backend_ops_t *dtr_backend_mpi_ops(void);
 DTR_API dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state);
 
+/* One live group of the MPI backend, as dtr_mpi_groups lists it. */
+typedef struct {
+    const int *ranks;   /* its members' ranks in the communicator the context was made over,
+                           in group order; valid while the group lives (until its context is
+                           destroyed) */
+    int members;        /* how many */
+    bool shared_memory; /* all members on one node (MPI_COMM_TYPE_SHARED) and its segment
+                           mapped: its strided forms and reductions can bypass MPI */
+    int64_t shm_ops;    /* operations run through the segment so far */
+    int64_t mpi_ops;    /* operations run through MPI's collectives so far */
+} dtr_mpi_group_info_t;
+
+/* The MPI backend's live groups in this process, oldest first, with the path each took: where
+ * ranks run on several nodes, the groups inside a node go through shared memory and the ones
+ * across nodes through MPI; this says which did what (`dtr run` prints the sums). Writes up
+ * to cap entries to out and the number of live groups to *count (out may be NULL with cap 0,
+ * to count them). The counts are read without stopping operations that are running. */
+DTR_API dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count);
+
 #ifdef __cplusplus
 }
 #endif

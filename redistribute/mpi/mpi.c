@@ -175,7 +175,9 @@ static void dtr__mpi_group_destroy(void *state, void *group) {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
+    dtr__mpi_groups_remove(g);
     dtr__shm_destroy(g->shm);
+    free(g->ranks);
     free(g->ints);
     free(g->types);
     free(g);
@@ -187,12 +189,15 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     dtr__mpi_group_t *g = calloc(1, sizeof *g);
     int *ints = malloc((size_t)n * 4 * sizeof *ints);
     MPI_Datatype *types = malloc((size_t)n * 2 * sizeof *types);
-    if (g == NULL || ints == NULL || types == NULL) {
+    int *members = malloc((size_t)n * sizeof *members);
+    if (g == NULL || ints == NULL || types == NULL || members == NULL) {
         free(g);
         free(ints);
         free(types);
+        free(members);
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "group of %d ranks", n);
     }
+    memcpy(members, ranks, (size_t)n * sizeof *members);
     MPI_Group world_group = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
     int rc = MPI_Comm_group(m->world, &world_group);
     if (rc == MPI_SUCCESS) rc = MPI_Group_incl(world_group, n, ranks, &sub);
@@ -203,6 +208,7 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
         free(g);
         free(ints);
         free(types);
+        free(members);
         int size = 0;
         MPI_Comm_size(m->world, &size);
         return dtr__error(DTR_ERR_BACKEND, "mpi",
@@ -216,6 +222,8 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
     MPI_Comm_rank(g->comm, &g->me);
     g->ints = ints;
     g->types = types;
+    g->ranks = members;
+    dtr__mpi_groups_add(g);
     /* Here, not at the first all-to-all: this call is the one every member surely makes
      * (a member that fails to issue an operation must not leave the others in a setup
      * collective with no deadline). */
@@ -631,12 +639,14 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                                        r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
     case DTR__OP_SHM:
+        __atomic_add_fetch(&g->shm_ops, 1, __ATOMIC_RELAXED);
         if (blocking) dtr__shm_wait(g->shm);
         r->started = true;
         return DTR_OK;
     default:
         return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");
     }
+    __atomic_add_fetch(&g->mpi_ops, 1, __ATOMIC_RELAXED);
     /* MPI lets a type be freed while an operation using it is pending. */
     dtr__mpi_free_types(r);
     r->started = true;

@@ -39,14 +39,21 @@ typedef struct {
     int64_t shm_ring;  /* its reduction ring's bytes per member (DTR_MPI_SHM_RING) */
 } dtr__mpi_t;
 
-typedef struct {
+typedef struct dtr__mpi_group {
     dtr__mpi_t *mpi;
     MPI_Comm comm;
     int n, me;
     int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
     MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
     dtr__shm_t *shm; /* the strided forms' segment, where all members share a node */
+    int *ranks;      /* n: the members' ranks in the backend's world (dtr_mpi_groups) */
+    int64_t shm_ops, mpi_ops; /* operations run through each path (atomic counts) */
+    struct dtr__mpi_group *prev, *next; /* the process's live groups (groups.c) */
 } dtr__mpi_group_t;
+
+/* The process's list of live groups, for dtr_mpi_groups (groups.c). */
+void dtr__mpi_groups_add(dtr__mpi_group_t *g);
+void dtr__mpi_groups_remove(dtr__mpi_group_t *g);
 
 typedef enum {
     DTR__OP_ALLGATHER = 1,

@@ -16,6 +16,7 @@
 
 #include "dtr.h"
 #include "tests/mpi_check.h"
+#include "tests/mpi_paths.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/autograd/recording_backend.h"
@@ -715,6 +716,7 @@ int main(int argc, char **argv) {
     test_fused();
     test_fp16_overflow();
     test_device();
+    check(mpi_paths_check("gradient reduction") == 0, "each group's path: shared memory inside a node, MPI across nodes");
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
     int rc = mpi_check_finish("gradient reduction on 8 ranks");

@@ -20,6 +20,7 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/autograd/recording_backend.h"
 #include "tests/mpi_check.h"
+#include "tests/mpi_paths.h"
 #include "tests/redistribute/fake_device.h"
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
@@ -688,6 +689,7 @@ int main(int argc, char **argv) {
     test_all_gather();
     test_errors();
     test_device();
+    check(mpi_paths_check("parameter groups") == 0, "each group's path: shared memory inside a node, MPI across nodes");
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
     int rc = mpi_check_finish("parameter groups on 8 ranks");

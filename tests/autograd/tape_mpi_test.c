@@ -13,6 +13,7 @@
 
 #include "dtr.h"
 #include "tests/mpi_check.h"
+#include "tests/mpi_paths.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/redistribute/fake_device.h"
 #include "tools/pattern/pattern.h"
@@ -209,6 +210,7 @@ int main(int argc, char **argv) {
         dtr_tape_destroy(t);
     }
 
+    check(mpi_paths_check("tape") == 0, "each group's path: shared memory inside a node, MPI across nodes");
     dtr_context_destroy(ctx);
     dtr_context_destroy(dctx);
     dtr_mesh_destroy(m4);

@@ -28,6 +28,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/mpi_paths.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
 #include "tests/redistribute/rand_cases.h"
@@ -494,6 +495,11 @@ int main(int argc, char **argv) {
         free(c.ranks);
     }
     int hostile_fails = world >= 2 && !fake ? hostile(ctx[0], rank, world) : 0;
+    /* shared memory inside a node, MPI across nodes (tools/mpirun_nodes.sh) */
+    if (mpi_paths_check("batches") > 0 && rank == 0) {
+        printf("FAIL: a group took the wrong path\n");
+        failures++;
+    }
     if (rank == 0) {
         printf("mpi batch on %d ranks: %d cases, %d tensors, seed %llu\n  %d rounds (%d coalescing "
                "2 or more member steps) for %d member steps; %d collectives one by one\n  rounds "

@@ -36,6 +36,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/mpi_paths.h"
 #include "tools/pattern/pattern.h"
 #include "tests/redistribute/fake_device.h"
 #include "tests/redistribute/plan_util.h"
@@ -447,6 +448,11 @@ int main(int argc, char **argv) {
         }
         dtr_mesh_destroy(mesh);
         free(c.ranks);
+    }
+    /* shared memory inside a node, MPI across nodes (tools/mpirun_nodes.sh) */
+    if (mpi_paths_check("executor plans") > 0 && rank == 0) {
+        printf("FAIL: a group took the wrong path\n");
+        t.failures++;
     }
     if (rank == 0) {
         printf("mpi exec on %d ranks (%s, memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the executor's random-case test under mpirun on 2, 4 and 8 ranks.
 # Usage: mpi_exec_test.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
-# DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list)
+# DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list; DTR_CASES_DIV divides
+# every case count, rounding up: tools/test.sh's simulated nodes run fewer, over TCP)
 set -u
 # The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
 read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
@@ -16,6 +17,8 @@ failed=0
 for spec in ${DTR_EXEC_SPECS:-2:400 4:400 8:300}; do
     n=${spec%%:*}
     cases=${spec##*:}
+    div=${DTR_CASES_DIV:-1}
+    cases=$(((cases + div - 1) / div))
     out=$(timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed" "$@")
     rc=$?
     echo "$out"

@@ -27,6 +27,7 @@
 #include "dtensor/internal.h"
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/mpi_paths.h"
 
 #define GUARD 64
 
@@ -266,7 +267,7 @@ int main(int argc, char **argv) {
     }
     const char *env = getenv("DTR_MPI_SHM"), *renv = getenv("DTR_MPI_SHM_REDUCE");
     bool shm = n >= 2 && (env == NULL || strcmp(env, "0") != 0) &&
-               (renv == NULL || strcmp(renv, "0") != 0);
+               (renv == NULL || strcmp(renv, "0") != 0) && mpi_paths_one_node();
     if (rank == 0)
         printf("mpi_shm_reduce_test: %d ranks, %d cases, seed %llu, %s\n", n, cases,
                (unsigned long long)seed,
@@ -331,6 +332,7 @@ int main(int argc, char **argv) {
         if (any) failed++;
         else passed++;
     }
+    if (mpi_paths_check("reductions") > 0) failures++;
     for (int g = 0; g < 2; g++) ops->group_destroy(state, groups[g]);
     ops->destroy(state);
     int bad = failures > 0, anybad = 0;

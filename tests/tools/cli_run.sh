@@ -18,6 +18,13 @@ for key in '"median_us":' '"baseline_median_us":' '"recv_bytes_per_rank_max":409
 done
 check "text summary" 4 0 "verified: all 8192 elements on every rank match exactly; inputs intact" "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2
+# every group of a one-node job has its segment: mesh dim 0's two, mesh dim 1's two, the
+# whole mesh's (the agreement); all 34 operations of 5 iterations and their baselines
+check "groups on one node, through shared memory" 4 0 \
+    "groups: 5 on one node, through shared memory (34 operations; 0 through MPI), 0 across nodes, through MPI (0 operations)" "" \
+    run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5
+check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0}' "" \
+    run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5 --json
 check "overhead ratio printed" 4 0 "overhead ratio" "" \
     run --mesh 4 --shape 64x64 --from 'P' --to 'S(1)' --iters 2
 for dt in f32 f64 f16 bf16 i32 i64 u8; do

@@ -1,0 +1,58 @@
+/* The process's live groups of the MPI backend and which path their operations took:
+ * dtr_mpi_groups (dtr_mpi.h). Groups come and go with their contexts, on any thread, so the
+ * list is under a lock; the operation counts are atomic, bumped where each operation runs. */
+#include <pthread.h>
+#include <stddef.h>
+
+#include "core/internal.h"
+#include "redistribute/mpi/dtr_mpi.h"
+#include "redistribute/mpi/mpi_state.h"
+
+static pthread_mutex_t dtr__groups_lock = PTHREAD_MUTEX_INITIALIZER;
+static dtr__mpi_group_t *dtr__groups; /* newest first */
+
+void dtr__mpi_groups_add(dtr__mpi_group_t *g) {
+    pthread_mutex_lock(&dtr__groups_lock);
+    g->prev = NULL;
+    g->next = dtr__groups;
+    if (dtr__groups != NULL) dtr__groups->prev = g;
+    dtr__groups = g;
+    pthread_mutex_unlock(&dtr__groups_lock);
+}
+
+void dtr__mpi_groups_remove(dtr__mpi_group_t *g) {
+    pthread_mutex_lock(&dtr__groups_lock);
+    if (g->prev != NULL)
+        g->prev->next = g->next;
+    else if (dtr__groups == g)
+        dtr__groups = g->next;
+    if (g->next != NULL) g->next->prev = g->prev;
+    g->prev = g->next = NULL;
+    pthread_mutex_unlock(&dtr__groups_lock);
+}
+
+dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count) {
+    DTR_CHECK_PTR(count, __func__);
+    if (cap < 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, negative", cap);
+    if (cap > 0 && out == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "out: NULL with cap %d", cap);
+    pthread_mutex_lock(&dtr__groups_lock);
+    int n = 0;
+    /* oldest first: the order the groups were made in */
+    const dtr__mpi_group_t *last = dtr__groups;
+    while (last != NULL && last->next != NULL) last = last->next;
+    for (const dtr__mpi_group_t *g = last; g != NULL; g = g->prev, n++) {
+        if (n >= cap) continue;
+        out[n] = (dtr_mpi_group_info_t){
+            .ranks = g->ranks,
+            .members = g->n,
+            .shared_memory = g->shm != NULL,
+            .shm_ops = __atomic_load_n(&g->shm_ops, __ATOMIC_RELAXED),
+            .mpi_ops = __atomic_load_n(&g->mpi_ops, __ATOMIC_RELAXED),
+        };
+    }
+    pthread_mutex_unlock(&dtr__groups_lock);
+    *count = n;
+    return DTR_OK;
+}
