@@ -132,8 +132,9 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
 /* The MPI backend's groups over the job (dtr_mpi_groups), each counted once, by its first
  * member: [0] groups with a shared-memory segment (all members on one node), [1] their
  * operations through it, [2] their operations through MPI, [3] groups without one (across
- * nodes), [4] their operations (all through MPI). Collective. */
-void dtr_cli_mpi_paths(long long sums[5]);
+ * nodes), [4] their operations through MPI's flat calls, [5] their reductions in the
+ * hierarchical form (a segment inside each node, MPI across). Collective. */
+void dtr_cli_mpi_paths(long long sums[6]);
 
 extern const dtr_cli_command_t dtr_cli_grad;
 

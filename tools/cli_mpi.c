@@ -71,8 +71,8 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world) {
                                top, world, top + 1);
 }
 
-void dtr_cli_mpi_paths(long long sums[5]) {
-    long long mine[5] = {0, 0, 0, 0, 0};
+void dtr_cli_mpi_paths(long long sums[6]) {
+    long long mine[6] = {0, 0, 0, 0, 0, 0};
     int me = 0, count = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     dtr_mpi_group_info_t *g = NULL;
@@ -88,9 +88,10 @@ void dtr_cli_mpi_paths(long long sums[5]) {
                 mine[2] += g[i].mpi_ops;
             } else {
                 mine[4] += g[i].mpi_ops;
+                mine[5] += g[i].hier_ops;
             }
         }
     }
     free(g);
-    MPI_Allreduce(mine, sums, 5, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, sums, 6, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }

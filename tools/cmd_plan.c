@@ -11,6 +11,7 @@ static void dtr__plan_help(FILE *out) {
         "                [--to-dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
         "                [--compare] [--json] [--backward [--backward-dtype DTYPE]]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
+        "                [--nodes-of DIMS [--inter-alpha-us A] [--inter-bandwidth-gbps B]]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
         "\n"
@@ -49,6 +50,14 @@ static void dtr__plan_help(FILE *out) {
         "  --bandwidth-gbps B   bandwidth per mesh dim, GB/s (default 10; env\n"
         "                       DTR_BANDWIDTH_GBPS)\n"
         "  --local-gbps G       local copy bandwidth, GB/s (default 50; env DTR_LOCAL_GBPS)\n"
+        "  --nodes-of DIMS      the mesh dims whose groups span nodes, '0' or '0,2' (what\n"
+        "                       'dtr run' learns from MPI): they are costed with the\n"
+        "                       inter-node figures below, the others keep the ones above,\n"
+        "                       and the steps that move data between nodes are marked\n"
+        "  --inter-alpha-us A   with --nodes-of: latency between nodes, us (default 20; env\n"
+        "                       DTR_INTER_ALPHA_US)\n"
+        "  --inter-bandwidth-gbps B  with --nodes-of: bandwidth between nodes, GB/s\n"
+        "                       (default 1.5; env DTR_INTER_BANDWIDTH_GBPS)\n"
         "  -h, --help           this help\n"
         "\n"
         "examples:\n"
@@ -56,10 +65,40 @@ static void dtr__plan_help(FILE *out) {
         "  dtr plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare\n"
         "  dtr plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)' --json\n"
         "  dtr plan --mesh 2x2 --batch tensors.json\n"
+        "  dtr plan --mesh 2x4 --shape 1024x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' --nodes-of 0\n"
         "\n"
         "Exit status: 0 planned; 2 bad arguments; 3 the change was refused: no plan for it\n"
         "(e.g. P(sum) -> P(avg), S -> P(max), or compat where the seed plan would misplace data).\n",
         out);
+}
+
+/* --nodes-of and the inter-node figures into the cost model. A --mesh that does not parse
+ * is left for the spec's own check to name. */
+static int dtr__plan_nodes(const char *mesh_text, const char *nodes_of, const char *alpha,
+                           const char *bw, dtr_cost_model_t *cost) {
+    if (nodes_of == NULL) {
+        if (alpha != NULL || bw != NULL)
+            return dtr_cli_usage_error("plan", "%s: goes with --nodes-of (the mesh dims that "
+                                               "cross nodes)",
+                                       alpha != NULL ? "--inter-alpha-us" : "--inter-bandwidth-gbps");
+        return DTR_EXIT_OK;
+    }
+    dtr_mesh_t *mesh = NULL;
+    if (mesh_text == NULL || dtr_mesh_parse(mesh_text, NULL, 0, &mesh) != DTR_OK)
+        return DTR_EXIT_OK;
+    uint32_t across = 0;
+    dtr_status_t st = dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), &across);
+    dtr_mesh_destroy(mesh);
+    if (st != DTR_OK) return dtr_cli_lib_error("plan", "--nodes-of");
+    /* one flag at a time on a copy, so the error names the flag */
+    dtr_cost_model_t probe = *cost;
+    if (dtr_cost_model_nodes(&probe, across, alpha, NULL) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--inter-alpha-us");
+    if (dtr_cost_model_nodes(&probe, across, NULL, bw) != DTR_OK)
+        return dtr_cli_lib_error("plan", "--inter-bandwidth-gbps");
+    if (dtr_cost_model_nodes(cost, across, alpha, bw) != DTR_OK)
+        return dtr_cli_lib_error("plan", NULL);
+    return DTR_EXIT_OK;
 }
 
 static void dtr__compare_row(FILE *out, const char *what, const char *a, const char *b) {
@@ -159,10 +198,14 @@ static int dtr__plan_main(int argc, char **argv) {
         {"backward", no_argument, NULL, 'w'},
         {"to-dtype", required_argument, NULL, 'T'},
         {"backward-dtype", required_argument, NULL, 'D'},
+        {"nodes-of", required_argument, NULL, 'N'},
+        {"inter-alpha-us", required_argument, NULL, 'A'},
+        {"inter-bandwidth-gbps", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {.placements_flag = "--from"};
+    const char *nodes_of = NULL, *inter_alpha = NULL, *inter_bw = NULL;
     const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
     const char *batch = NULL, *to_dtype = NULL, *backward_dtype_text = NULL;
     int json = 0, compare = 0, backward = 0;
@@ -183,6 +226,9 @@ static int dtr__plan_main(int argc, char **argv) {
         case 'w': backward = 1; break;
         case 'T': to_dtype = optarg; break;
         case 'D': backward_dtype_text = optarg; break;
+        case 'N': nodes_of = optarg; break;
+        case 'A': inter_alpha = optarg; break;
+        case 'G': inter_bw = optarg; break;
         case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -207,6 +253,8 @@ static int dtr__plan_main(int argc, char **argv) {
         return dtr_cli_lib_error("plan", "--bandwidth-gbps");
     if (dtr_cost_model_set(&cost, NULL, NULL, local) != DTR_OK)
         return dtr_cli_lib_error("plan", "--local-gbps");
+    int nrc = dtr__plan_nodes(args.mesh, nodes_of, inter_alpha, inter_bw, &cost);
+    if (nrc != DTR_EXIT_OK) return nrc;
 
     if (batch != NULL) {
         const char *extra = args.shape != NULL ? "--shape" : args.placements != NULL ? "--from"

@@ -76,11 +76,18 @@ static void dtr__run_help(FILE *out) {
         "                       rankR.out (the result, after --inject-mismatch), and with\n"
         "                       --backward rankR.grad_in and rankR.grad_out; their shapes\n"
         "                       are those 'dtr layout' gives for R\n"
+        "  --nodes-of DIMS      the mesh dims the plan's cost treats as spanning nodes\n"
+        "                       (dtr plan --nodes-of): none (default) plans as on one node;\n"
+        "                       auto asks MPI where the ranks run; or '0', '0,2'. The\n"
+        "                       output says which mesh dims really cross nodes either way\n"
+        "                       (inter-node figures: DTR_INTER_ALPHA_US,\n"
+        "                       DTR_INTER_BANDWIDTH_GBPS; docs/nodes.md)\n"
         "  --json               one JSON object on rank 0\n"
         "                       (the last line, and \"groups\" in the JSON, count the MPI\n"
         "                       backend's groups over the job: those whose ranks share a node\n"
         "                       and their operations through shared memory and MPI, those\n"
-        "                       across nodes and theirs, over all runs)\n"
+        "                       across nodes and theirs through MPI and in the hierarchical\n"
+        "                       form, over all runs: docs/nodes.md)\n"
         "  --backend B          mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
         "                       --device cuda)\n"
         "  --device D           cpu (default) or cuda: the buffers are device memory of GPU\n"
@@ -313,6 +320,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"input", required_argument, NULL, 'I'},
         {"to-dtype", required_argument, NULL, 'T'},
         {"backward-dtype", required_argument, NULL, 'K'},
+        {"nodes-of", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -320,7 +328,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
     const char *fill_text = "pattern", *seed_text = NULL, *input = NULL, *to_dtype = NULL;
-    const char *backward_dtype_text = NULL;
+    const char *backward_dtype_text = NULL, *nodes_of = "none";
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -345,6 +353,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'I': input = optarg; break;
         case 'T': to_dtype = optarg; break;
         case 'K': backward_dtype_text = optarg; break;
+        case 'N': nodes_of = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -426,7 +435,26 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (rc != DTR_EXIT_OK) goto done_mesh;
     rc = dtr_cli_mesh_fits("run", mesh, world);
     if (rc != DTR_EXIT_OK) goto done_mesh;
-    dtr_plan_options_t opts = {.strategy = strategy, .cost = NULL};
+    /* where the mesh dims run (reported), and which the plan's cost treats as crossing
+     * nodes: none by default, auto = where they run (docs/nodes.md says why not yet) */
+    dtr_cost_model_t cost;
+    uint32_t across = 0, planned_across = 0;
+    if (dtr_cost_model_from_env(&cost) != DTR_OK ||
+        dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK) {
+        rc = dtr_cli_lib_error("run", NULL);
+        goto done_mesh;
+    }
+    if (strcmp(nodes_of, "auto") == 0) {
+        planned_across = across;
+    } else if (dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), &planned_across) != DTR_OK) {
+        rc = dtr_cli_lib_error("run", "--nodes-of");
+        goto done_mesh;
+    }
+    if (dtr_cost_model_nodes(&cost, planned_across, NULL, NULL) != DTR_OK) {
+        rc = dtr_cli_lib_error("run", NULL);
+        goto done_mesh;
+    }
+    dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
     dtr_plan_t *plan = malloc(sizeof *plan);
     if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {
         rc = plan == NULL ? dtr_cli_usage_error("run", "out of memory")
@@ -573,8 +601,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     bool fwd_ok = !verify || (mismatches == 0 && changed == 0);
     bool ok = fwd_ok && (!verify || bwd_bad == 0);
     /* which groups went through shared memory (inside a node) and which through MPI */
-    long long paths[5] = {0, 0, 0, 0, 0};
+    long long paths[6] = {0, 0, 0, 0, 0, 0};
     bool mpi = strcmp(dtr_context_backend(ctx), "nccl") != 0;
+    int steps_across = 0;
+    for (int k = 0; k < plan->nsteps; k++) steps_across += dtr_step_across_nodes(plan, k, across);
     if (mpi) dtr_cli_mpi_paths(paths);
     if (rank == 0) {
         char shape[128], from[128], tostr[128], meshtext[64];
@@ -608,10 +638,18 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), device,
                    world, meshtext, shape, dtr_dtype_name(src.dtype), dtr_dtype_name(dst.dtype),
                    from, tostr);
+            printf(",\"mesh_dims_across_nodes\":[");
+            for (int i = 0, first = 1; i < dtr_mesh_ndims(mesh); i++)
+                if (across & (1u << i)) {
+                    printf("%s%d", first ? "" : ",", i);
+                    first = 0;
+                }
+            printf("],\"steps_across_nodes\":%d,\"node_aware\":%s", steps_across,
+                   planned_across != 0 ? "true" : "false");
             if (mpi)
                 printf(",\"groups\":{\"shared_memory\":%lld,\"shm_ops\":%lld,\"mpi_ops\":%lld,"
-                       "\"mpi_only\":%lld,\"mpi_only_ops\":%lld}",
-                       paths[0], paths[1], paths[2], paths[3], paths[4]);
+                       "\"mpi_only\":%lld,\"mpi_only_ops\":%lld,\"hier_ops\":%lld}",
+                       paths[0], paths[1], paths[2], paths[3], paths[4], paths[5]);
             if (bplan != NULL) {
                 printf(",\"backward\":{\"placements\":");
                 dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
@@ -643,6 +681,18 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
             for (int k = 0; k < plan->nsteps; k++)
                 printf("%s %s", k ? "," : "", dtr_step_kind_info(plan->steps[k].kind)->name);
             printf("; most bytes one rank receives: %lld\n", (long long)plan->recv_bytes_max);
+            if (across != 0) {
+                bool one = (across & (across - 1)) == 0;
+                printf("  nodes: mesh dim%s", one ? "" : "s");
+                for (int i = 0, first = 1; i < dtr_mesh_ndims(mesh); i++)
+                    if (across & (1u << i)) {
+                        printf("%s%d", first ? " " : ",", i);
+                        first = 0;
+                    }
+                printf(" cross%s nodes; %d of the %d steps move data between nodes (planned %s)\n",
+                       one ? "es" : "", steps_across, plan->nsteps,
+                       planned_across != 0 ? "node-aware, --nodes-of" : "as on one node");
+            }
             if (data.fill.kind == DTR_FILL_RANDOM)
                 printf("  fill: random, seed %llu\n", (unsigned long long)data.fill.seed);
             else
@@ -676,8 +726,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        iters, med, base, base > 0 ? med / base : 0.0);
             if (mpi)
                 printf("  groups: %lld on one node, through shared memory (%lld operations; "
-                       "%lld through MPI), %lld across nodes, through MPI (%lld operations)\n",
-                       paths[0], paths[1], paths[2], paths[3], paths[4]);
+                       "%lld through MPI), %lld across nodes (%lld operations through MPI, "
+                       "%lld hierarchical)\n",
+                       paths[0], paths[1], paths[2], paths[3], paths[4], paths[5]);
         }
         if (fwd_ok && !ok)
             fprintf(stderr, "dtr run: backward verification failed: %lld %s wrong or "

@@ -4,7 +4,8 @@
 #   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
 #                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
 #                                                each group's path checked; a fifth of the
-#                                                random cases, TCP between nodes being slow),
+#                                                random cases, TCP between nodes being slow;
+#                                                the reductions again over 3 nodes),
 #   2. `bazel test --config=asan //...`         (the same tests under AddressSanitizer and
 #                                                UndefinedBehaviorSanitizer, leaks checked),
 #   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
@@ -116,14 +117,14 @@ node_paths() {
     sums=$(for t in "${node_targets[@]}"; do
         t=${t#//}
         cat "$logs/${t/://}/test.log" 2>/dev/null
-    done | grep -aoE '^paths \([^)]*\): [0-9]+ inside a node, [0-9]+ shm ops, [0-9]+ mpi ops; [0-9]+ across nodes, [0-9]+ mpi ops' |
-        sed -E 's/.*: ([0-9]+) inside a node, ([0-9]+) shm ops, ([0-9]+) mpi ops; ([0-9]+) across nodes, ([0-9]+) mpi ops/\1 \2 \3 \4 \5/' |
-        awk '{for (i = 1; i <= 5; i++) s[i] += $i; n++} END {printf "%d %d %d %d %d %d", n, s[1], s[2], s[3], s[4], s[5]}')
-    local n g s m h k
-    read -r n g s m h k <<<"$sums"
-    echo "== nodes: $n runs: $g groups inside a node ($s ops through shared memory, $m through MPI), $h groups across nodes ($k ops through MPI)"
-    if [ "${n:-0}" -eq 0 ] || [ "${s:-0}" -eq 0 ] || [ "${k:-0}" -eq 0 ]; then
-        echo "test.sh: nodes: no shared-memory operation inside a node or no MPI one across nodes"
+    done | grep -aoE '^paths \([^)]*\): [0-9]+ inside a node, [0-9]+ shm ops, [0-9]+ mpi ops; [0-9]+ across nodes, [0-9]+ mpi ops, [0-9]+ hierarchical' |
+        sed -E 's/.*: ([0-9]+) inside a node, ([0-9]+) shm ops, ([0-9]+) mpi ops; ([0-9]+) across nodes, ([0-9]+) mpi ops, ([0-9]+) hierarchical/\1 \2 \3 \4 \5 \6/' |
+        awk '{for (i = 1; i <= 6; i++) s[i] += $i; n++} END {printf "%d %d %d %d %d %d %d", n, s[1], s[2], s[3], s[4], s[5], s[6]}')
+    local n g s m h k x
+    read -r n g s m h k x <<<"$sums"
+    echo "== nodes: $n runs: $g groups inside a node ($s ops through shared memory, $m through MPI), $h groups across nodes ($k ops through MPI, $x hierarchical)"
+    if [ "${n:-0}" -eq 0 ] || [ "${s:-0}" -eq 0 ] || [ "${k:-0}" -eq 0 ] || [ "${x:-0}" -eq 0 ]; then
+        echo "test.sh: nodes: no shared-memory operation inside a node, no MPI one across nodes or no hierarchical reduction"
         failed=$((failed + 1))
     fi
 }
@@ -137,6 +138,10 @@ for part in $parts; do
         suite nodes "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 2" \
             --test_env=DTR_EXPECT_NODES=2 --test_env=DTR_CASES_DIV=5 -- "${node_targets[@]}"
         node_paths
+        # the reductions again over 3 nodes, where the order across nodes shows in the bits
+        # (with 2, swapping the two node results gives the same sum)
+        suite nodes-3 "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 3" \
+            --test_env=DTR_CASES_DIV=5 -- //tests/redistribute:mpi_shm_reduce_test
         ;;
     nocuda) suite nocuda --config=nocuda ;;
     # mpi_exec_errors_test is left out under MPICH: its fault injection counts which peers

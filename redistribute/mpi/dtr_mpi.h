@@ -25,6 +25,14 @@
  * DTR_MPI_SHM_GATHER=0 for the gather only, DTR_MPI_SHM_REDUCE=0 for the reductions only;
  * DTR_MPI_SHM_CHUNK sets its chunk bytes (default 32 KiB), DTR_MPI_SHM_RING the reduction
  * ring's bytes per member (default 4 MiB).
+ *
+ * Where a group's members span nodes with the same number (2 to 16) on each, its
+ * reduce-scatters (equal pieces) and all-reduces (a multiple of the members) of at least
+ * DTR_MPI_HIER_MIN bytes per member (default 1 MiB) take a hierarchical form: reduced inside
+ * each node through a segment of that node's members, exchanged across nodes between the
+ * members of the same local index, reduced there in dtr's kernel, and for an all-reduce
+ * gathered back (docs/nodes.md). The order is fixed: inside each node in member order, then
+ * over the nodes. DTR_MPI_HIER=0 keeps MPI's flat calls for them.
  */
 #ifndef DTR_REDISTRIBUTE_MPI_DTR_MPI_H
 #define DTR_REDISTRIBUTE_MPI_DTR_MPI_H
@@ -57,6 +65,10 @@ typedef struct {
                            mapped: its strided forms and reductions can bypass MPI */
     int64_t shm_ops;    /* operations run through the segment so far */
     int64_t mpi_ops;    /* operations run through MPI's collectives so far */
+    int nodes;          /* nodes the members span where the group has the hierarchical form
+                           (several members on each node), else 0 */
+    int64_t hier_ops;   /* reductions run in that form so far: a segment inside each node,
+                           MPI across */
 } dtr_mpi_group_info_t;
 
 /* The MPI backend's live groups in this process, oldest first, with the path each took: where
@@ -65,6 +77,13 @@ typedef struct {
  * to cap entries to out and the number of live groups to *count (out may be NULL with cap 0,
  * to count them). The counts are read without stopping operations that are running. */
 DTR_API dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count);
+
+/* Which mesh dims cross nodes: bit i of *across is set where some group along mesh dim i
+ * has members on two nodes (MPI_COMM_TYPE_SHARED over comm, whose ranks the mesh names).
+ * For dtr_cost_model_nodes: a node-aware plan moves its bytes inside nodes where it can.
+ * Collective over comm; *across is written only on success. */
+DTR_API dtr_status_t dtr_mpi_mesh_across_nodes(MPI_Comm comm, const dtr_mesh_t *mesh,
+                                               uint32_t *across);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,8 @@ dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count) {
             .shared_memory = g->shm != NULL,
             .shm_ops = __atomic_load_n(&g->shm_ops, __ATOMIC_RELAXED),
             .mpi_ops = __atomic_load_n(&g->mpi_ops, __ATOMIC_RELAXED),
+            .nodes = dtr__hier_nodes(g->hier),
+            .hier_ops = __atomic_load_n(&g->hier_ops, __ATOMIC_RELAXED),
         };
     }
     pthread_mutex_unlock(&dtr__groups_lock);

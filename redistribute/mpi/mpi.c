@@ -137,6 +137,7 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     m->shm_gather = m->shm && dtr__env_on("DTR_MPI_SHM_GATHER");
     m->shm_reduce = m->shm && dtr__env_on("DTR_MPI_SHM_REDUCE");
     m->spans = m->shm && dtr__env_on("DTR_MPI_SPANS");
+    m->hier = m->shm_reduce && dtr__env_on("DTR_MPI_HIER");
     /* small chunks make tests wrap the rings */
     st = dtr__env_bytes("DTR_MPI_SHM_CHUNK", "dtr_backend_mpi_state_create", DTR__SHM_CHUNK, 1,
                         1 << 24, "a byte count from 1 to 16 MiB", &m->shm_chunk);
@@ -144,6 +145,9 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
         st = dtr__env_bytes("DTR_MPI_SHM_RING", "dtr_backend_mpi_state_create", DTR__SHM_RING,
                             4096, (int64_t)1 << 30, "a byte count from 4 KiB to 1 GiB",
                             &m->shm_ring);
+    if (st == DTR_OK)
+        st = dtr__env_bytes("DTR_MPI_HIER_MIN", "dtr_backend_mpi_state_create", DTR__HIER_MIN, 0,
+                            (int64_t)1 << 40, "a byte count from 0 to 1 TiB", &m->hier_min);
     for (int h = 0; h < 2 && st == DTR_OK; h++) {
         rc = MPI_Type_contiguous(2, MPI_BYTE, &m->half[h]);
         if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&m->half[h]);
@@ -177,6 +181,7 @@ static void dtr__mpi_group_destroy(void *state, void *group) {
     if (!finalized && g->comm != MPI_COMM_NULL) MPI_Comm_free(&g->comm);
     dtr__mpi_groups_remove(g);
     dtr__shm_destroy(g->shm);
+    dtr__hier_destroy(g->hier);
     free(g->ranks);
     free(g->ints);
     free(g->types);
@@ -229,6 +234,10 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
      * collective with no deadline). */
     if (m->strided && m->shm) {
         dtr_status_t st = dtr__shm_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, &g->shm);
+        /* (every member sees the same segment or none, so all take this branch or none) */
+        if (st == DTR_OK && g->shm == NULL && m->shm_reduce && m->hier)
+            st = dtr__hier_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, m->hier_min,
+                                  &g->hier);
         if (st != DTR_OK) {
             dtr__mpi_group_destroy(state, g);
             return st;
@@ -461,6 +470,13 @@ static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const voi
     DTR_CHECK(dtr__mpi_count(count));
     DTR_CHECK(dtr__mpi_reduction(g->mpi, dtype, op, &r->type, &r->op));
     int64_t esize = dtr_dtype_info(dtype)->size;
+    if (dtr__hier_takes(g->hier, kind == DTR__OP_ALLREDUCE, count, dtype, op)) {
+        r->kind = DTR__OP_HIER;
+        r->hier = (dtr__hier_op_t){.all_reduce = kind == DTR__OP_ALLREDUCE, .send = send,
+                                   .recv = recv, .count = count, .dtype = dtype, .op = op,
+                                   .req = MPI_REQUEST_NULL};
+        return DTR_OK;
+    }
     if (kind == DTR__OP_ALLREDUCE && g->shm != NULL && g->mpi->shm_reduce &&
         count * esize <= DTR__SHM_TINY_MAX) {
         DTR_CHECK(dtr__shm_tiny_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));
@@ -638,6 +654,12 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                       : MPI_Ialltoallw(r->send, r->scounts, r->sdispls, g->types, r->recv,
                                        r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
+    case DTR__OP_HIER: {
+        __atomic_add_fetch(&g->hier_ops, 1, __ATOMIC_RELAXED);
+        r->started = true;
+        bool done;
+        return dtr__hier_progress(g->hier, &r->hier, blocking, &done);
+    }
     case DTR__OP_SHM:
         __atomic_add_fetch(&g->shm_ops, 1, __ATOMIC_RELAXED);
         if (blocking) dtr__shm_wait(g->shm);
@@ -661,6 +683,8 @@ static dtr_status_t dtr__mpi_test(void *group, dtr_backend_req_t *req, bool *don
         return DTR_OK;
     }
     if (!r->started) DTR_CHECK(dtr__mpi_run(group, r, false));
+    if (r->kind == DTR__OP_HIER)
+        return dtr__hier_progress(((dtr__mpi_group_t *)group)->hier, &r->hier, false, done);
     if (r->kind == DTR__OP_SHM) {
         *done = dtr__shm_progress(((dtr__mpi_group_t *)group)->shm, NULL);
         return DTR_OK;
@@ -679,6 +703,10 @@ static dtr_status_t dtr__mpi_wait(void *group, dtr_backend_req_t *req) {
         return DTR_OK;
     }
     if (!r->started) return dtr__mpi_run(group, r, true);
+    if (r->kind == DTR__OP_HIER) {
+        bool done;
+        return dtr__hier_progress(((dtr__mpi_group_t *)group)->hier, &r->hier, true, &done);
+    }
     if (r->kind == DTR__OP_SHM) {
         dtr__shm_wait(((dtr__mpi_group_t *)group)->shm);
         return DTR_OK;

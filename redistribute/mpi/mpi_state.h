@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "redistribute/executor/backend.h"
+#include "redistribute/mpi/hier.h"
 #include "redistribute/mpi/shm.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
@@ -19,6 +20,9 @@
  * reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
  */
 #define DTR__SHM_RING (4 << 20)
+/* The least bytes per member a reduction over nodes needs to take the hierarchical form
+ * (DTR_MPI_HIER_MIN; docs/nodes.md has the measurements behind it). */
+#define DTR__HIER_MIN (1 << 20)
 /* Reductions exact in any order up to this many bytes per member keep MPI's calls. */
 #define DTR__SHM_REDUCE_EXACT_MAX 1024
 
@@ -37,6 +41,9 @@ typedef struct {
     bool spans; /* span lists through it (DTR_MPI_SPANS=0: the executor packs) */
     int64_t shm_chunk; /* its chunk bytes (DTR_MPI_SHM_CHUNK) */
     int64_t shm_ring;  /* its reduction ring's bytes per member (DTR_MPI_SHM_RING) */
+    bool hier;         /* reductions of groups over nodes in the hierarchical form
+                          (DTR_MPI_HIER=0: MPI's flat calls) */
+    int64_t hier_min;  /* from this many bytes per member (DTR_MPI_HIER_MIN) */
 } dtr__mpi_t;
 
 typedef struct dtr__mpi_group {
@@ -46,8 +53,9 @@ typedef struct dtr__mpi_group {
     int *ints; /* 4n: counts and displacements as MPI wants them, alive while an op runs */
     MPI_Datatype *types; /* 2n: MPI_Alltoallw's send and receive types, likewise */
     dtr__shm_t *shm; /* the strided forms' segment, where all members share a node */
+    dtr__hier_t *hier; /* where they span nodes, several on each: the hierarchical form */
     int *ranks;      /* n: the members' ranks in the backend's world (dtr_mpi_groups) */
-    int64_t shm_ops, mpi_ops; /* operations run through each path (atomic counts) */
+    int64_t shm_ops, mpi_ops, hier_ops; /* operations run through each path (atomic) */
     struct dtr__mpi_group *prev, *next; /* the process's live groups (groups.c) */
 } dtr__mpi_group_t;
 
@@ -67,6 +75,7 @@ typedef enum {
     DTR__OP_ALLTOALL_STRIDED,
     DTR__OP_SHM, /* the group's shm path: its state holds the operation */
     DTR__OP_AGREE, /* the argument agreement on the group's segment: number `agreement` */
+    DTR__OP_HIER,  /* a reduction over nodes in the hierarchical form: `hier` */
 } dtr__mpi_kind_t;
 
 /* One operation, recorded when issued and run at the first test (non-blocking) or wait
@@ -83,6 +92,7 @@ typedef struct {
     MPI_Op op;
     int *scounts, *sdispls, *rcounts, *rdispls;
     uint64_t agreement;
+    dtr__hier_op_t hier;
 } dtr__mpi_req_t;
 
 _Static_assert(sizeof(dtr__mpi_req_t) <= sizeof(dtr_backend_req_t),

@@ -118,10 +118,17 @@ dtr_status_t dtr_plan_cache_get(dtr_plan_cache_t *cache, const dtr_spec_t *src,
     key.dst_dtype = (int)dst->dtype;
     key.strategy = opts != NULL ? (int)opts->strategy : DTR_STRATEGY_OPTIMAL;
     key.backward = opts != NULL && opts->backward;
+    dtr_cost_model_t cost;
     if (opts != NULL && opts->cost != NULL)
-        key.cost = *opts->cost;
+        cost = *opts->cost;
     else
-        DTR_CHECK(dtr_cost_model_from_env(&key.cost));
+        DTR_CHECK(dtr_cost_model_from_env(&cost));
+    /* field by field: the key is hashed as bytes, and the struct's tail padding is not the
+     * caller's to keep clean */
+    memcpy(key.cost.alpha_us, cost.alpha_us, sizeof cost.alpha_us);
+    memcpy(key.cost.bandwidth_gbps, cost.bandwidth_gbps, sizeof cost.bandwidth_gbps);
+    key.cost.local_gbps = cost.local_gbps;
+    key.cost.across_nodes = cost.across_nodes;
     /* The destination must match too (shape/mesh), or planning reports why. */
     bool same_pair = dtr_mesh_equal(src->mesh, dst->mesh) && src->ndim == dst->ndim &&
                      memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) == 0;

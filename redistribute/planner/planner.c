@@ -14,6 +14,7 @@ void dtr_cost_model_default(dtr_cost_model_t *out) {
         out->bandwidth_gbps[i] = DTR_DEFAULT_BANDWIDTH_GBPS;
     }
     out->local_gbps = DTR_DEFAULT_LOCAL_GBPS;
+    out->across_nodes = 0;
 }
 
 /* Parses "5" or "5,20,..." into v[0..DTR_MAX_MESH_DIMS), the last value repeating. */
@@ -57,6 +58,75 @@ dtr_status_t dtr_cost_model_set(dtr_cost_model_t *model, const char *alpha_us,
         m.local_gbps = v[0];
     }
     *model = m;
+    return DTR_OK;
+}
+
+/* One value of an inter-node figure: the argument, else the variable, else the default. */
+static dtr_status_t dtr__inter_value(const char *text, const char *arg, const char *var,
+                                     bool positive, double fallback, double *out) {
+    const char *v = text != NULL ? text : getenv(var);
+    if (v == NULL) {
+        *out = fallback;
+        return DTR_OK;
+    }
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !isfinite(x) || x < 0 || (positive && x == 0))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_cost_model_nodes",
+                          "%s \"%s\": must be one finite number %s", text != NULL ? arg : var,
+                          v, positive ? "> 0" : ">= 0");
+    *out = x;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_cost_model_nodes(dtr_cost_model_t *model, uint32_t across,
+                                  const char *inter_alpha_us, const char *inter_bandwidth_gbps) {
+    DTR_CHECK_PTR(model, __func__);
+    if (across >> DTR_MAX_MESH_DIMS != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "across: 0x%x names a mesh dim past %d", (unsigned)across,
+                          DTR_MAX_MESH_DIMS - 1);
+    double alpha, bw;
+    DTR_CHECK(dtr__inter_value(inter_alpha_us, "inter_alpha_us", "DTR_INTER_ALPHA_US", false,
+                               DTR_DEFAULT_INTER_ALPHA_US, &alpha));
+    DTR_CHECK(dtr__inter_value(inter_bandwidth_gbps, "inter_bandwidth_gbps",
+                               "DTR_INTER_BANDWIDTH_GBPS", true, DTR_DEFAULT_INTER_BANDWIDTH_GBPS,
+                               &bw));
+    for (int i = 0; i < DTR_MAX_MESH_DIMS; i++)
+        if (across & (1u << i)) {
+            model->alpha_us[i] = alpha;
+            model->bandwidth_gbps[i] = bw;
+        }
+    model->across_nodes = across;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_mesh_dims_parse(const char *text, int ndims, uint32_t *out) {
+    DTR_CHECK_PTR(text, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    uint32_t mask = 0;
+    if (*text == '\0' || strcmp(text, "none") == 0) {
+        *out = 0;
+        return DTR_OK;
+    }
+    const char *p = text;
+    for (int item = 0;; item++) {
+        char *end;
+        errno = 0;
+        long d = strtol(p, &end, 10);
+        if (end == p || errno != 0 || (*end != ',' && *end != '\0') || d < 0 || d >= ndims)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "\"%s\": item %d is not a mesh dim of a %d-d mesh (0..%d)", text,
+                              item, ndims, ndims - 1);
+        if (mask & (1u << d))
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "\"%s\": mesh dim %ld named twice", text, d);
+        mask |= 1u << d;
+        if (*end == '\0') break;
+        p = end + 1;
+    }
+    *out = mask;
     return DTR_OK;
 }
 

@@ -81,11 +81,21 @@ typedef struct {
     double alpha_us[DTR_MAX_MESH_DIMS];
     double bandwidth_gbps[DTR_MAX_MESH_DIMS];
     double local_gbps;
+    /* Bit i set: mesh dim i's groups span nodes (dtr_cost_model_nodes sets it with the
+     * inter-node figures). The plan's steps over such dims are marked "across nodes"
+     * (dtr_step_across_nodes); the figures alone steer the planner. 0: not known. */
+    uint32_t across_nodes;
 } dtr_cost_model_t;
 
+/* The defaults describe a link inside a node (shared memory under MPI). */
 #define DTR_DEFAULT_ALPHA_US 5.0
 #define DTR_DEFAULT_BANDWIDTH_GBPS 10.0
 #define DTR_DEFAULT_LOCAL_GBPS 50.0
+/* A link between nodes, as measured between simulated nodes on one machine (TCP over
+ * loopback, docs/nodes.md): set your fabric's with DTR_INTER_ALPHA_US and
+ * DTR_INTER_BANDWIDTH_GBPS or the arguments of dtr_cost_model_nodes. */
+#define DTR_DEFAULT_INTER_ALPHA_US 20.0
+#define DTR_DEFAULT_INTER_BANDWIDTH_GBPS 1.5
 
 /* Defaults on every mesh dim. */
 DTR_API void dtr_cost_model_default(dtr_cost_model_t *out);
@@ -98,6 +108,23 @@ DTR_API dtr_status_t dtr_cost_model_set(dtr_cost_model_t *model, const char *alp
 
 /* Defaults, overridden by DTR_ALPHA_US, DTR_BANDWIDTH_GBPS and DTR_LOCAL_GBPS. */
 DTR_API dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out);
+
+/*
+ * Node-aware figures: the mesh dims in `across` (bit i: mesh dim i's groups span nodes) take
+ * the inter-node alpha and bandwidth, one value each as text ("40"; NULL: DTR_INTER_ALPHA_US
+ * / DTR_INTER_BANDWIDTH_GBPS where set, else the DTR_DEFAULT_INTER_* values), and the
+ * model records `across`; the other mesh dims keep what they have (the intra-node figures).
+ * The planner then prefers moving bytes inside nodes wherever it has a choice. *model is
+ * written only on success; a bad value names its argument or variable.
+ */
+DTR_API dtr_status_t dtr_cost_model_nodes(dtr_cost_model_t *model, uint32_t across,
+                                          const char *inter_alpha_us,
+                                          const char *inter_bandwidth_gbps);
+
+/* Parses a list of mesh dims, "0" or "0,2" (each once, each below ndims; "" or "none" is no
+ * dim), into a bit mask. DTR_ERR_INVALID_ARGUMENT naming the item otherwise; *out written
+ * only on success. */
+DTR_API dtr_status_t dtr_mesh_dims_parse(const char *text, int ndims, uint32_t *out);
 
 typedef struct {
     dtr_step_kind_t kind;
@@ -189,6 +216,12 @@ DTR_API dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_
                                           int64_t *bytes);
 
 /* Prints the plan as a table (the CLI's text output), or as one JSON object. */
+/* Whether a plan's step moves data over a mesh dim in `across` (bit i: mesh dim i's groups
+ * span nodes; dtr_plan_print passes the plan's cost.across_nodes): a collective over such a
+ * mesh dim, or an exchange (or the delivery of a reduce_exchange) whose changed mesh dims
+ * include one. Local steps never do; false for a step out of range. */
+DTR_API bool dtr_step_across_nodes(const dtr_plan_t *plan, int step, uint32_t across);
+
 DTR_API dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out);
 DTR_API dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out);
 

@@ -41,6 +41,20 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     if (plan->op_dtype != plan->dst.dtype) /* and one after them */
         fprintf(out, ", to %s last", dtr_dtype_name(plan->dst.dtype));
     fputc('\n', out);
+    uint32_t across = plan->cost.across_nodes;
+    if (across != 0) {
+        bool one = (across & (across - 1)) == 0;
+        fprintf(out, "  nodes: mesh dim%s", one ? "" : "s");
+        for (int i = 0, first = 1; i < m; i++)
+            if (across & (1u << i)) {
+                fprintf(out, "%s%d", first ? " " : ",", i);
+                first = 0;
+            }
+        fprintf(out, " cross%s nodes (%g us, %g GB/s), the others stay inside one\n",
+                one ? "es" : "",
+                plan->cost.alpha_us[__builtin_ctz(across)],
+                plan->cost.bandwidth_gbps[__builtin_ctz(across)]);
+    }
     if (plan->seed_blocks)
         fprintf(out, "  blocks: the seed's own, of other lengths than the canonical layout on "
                      "the way (docs/planner.md)\n");
@@ -58,9 +72,10 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
                 snprintf(dim, sizeof dim, "%d", s->mesh_dim);
             else
                 snprintf(dim, sizeof dim, "all");
-            fprintf(out, "  %-3d %-5s %-28s %-15s %14lld %14lld %10.2f\n", k + 1, dim, change,
+            fprintf(out, "  %-3d %-5s %-28s %-15s %14lld %14lld %10.2f%s\n", k + 1, dim, change,
                     dtr_step_kind_info(s->kind)->name, (long long)s->recv_bytes_max,
-                    (long long)s->extra_bytes_max, s->time_us);
+                    (long long)s->extra_bytes_max, s->time_us,
+                    dtr_step_across_nodes(plan, k, across) ? "  across nodes" : "");
         }
     }
     fprintf(out, "  collectives:");
@@ -72,6 +87,17 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     fprintf(out, "  peak extra memory per rank: %lld bytes; modeled time %.2f us\n",
             (long long)plan->peak_extra_bytes, plan->time_us);
     return DTR_OK;
+}
+
+bool dtr_step_across_nodes(const dtr_plan_t *plan, int step, uint32_t across) {
+    if (plan == NULL || step < 0 || step >= plan->nsteps) return false;
+    const dtr_step_t *s = &plan->steps[step];
+    if (!dtr_step_kind_info(s->kind)->collective || across == 0) return false;
+    if (s->mesh_dim >= 0 && (across & (1u << s->mesh_dim))) return true;
+    if (s->kind != DTR_STEP_EXCHANGE && s->kind != DTR_STEP_REDUCE_EXCHANGE) return false;
+    for (int k = 0; k < s->nplacements; k++)
+        if ((across & (1u << k)) && !dtr_placement_equal(s->before[k], s->after[k])) return true;
+    return false;
 }
 
 dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
@@ -87,6 +113,15 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
     if (plan->op_dtype != plan->dst.dtype)
         fprintf(out, "\"cast_out\":{\"from\":\"%s\",\"to\":\"%s\"},",
                 dtr_dtype_name(plan->op_dtype), dtr_dtype_name(plan->dst.dtype));
+    if (plan->cost.across_nodes != 0) {
+        fputs("\"mesh_dims_across_nodes\":[", out);
+        for (int i = 0, first = 1; i < DTR_MAX_MESH_DIMS; i++)
+            if (plan->cost.across_nodes & (1u << i)) {
+                fprintf(out, "%s%d", first ? "" : ",", i);
+                first = 0;
+            }
+        fputs("],", out);
+    }
     fputs("\"steps\":[", out);
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
@@ -96,6 +131,9 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
                 s->mesh_dim, dtr_step_kind_info(s->kind)->name, a, b);
         if (s->tensor_dim >= 0) fprintf(out, ",\"tensor_dim\":%d", s->tensor_dim);
         if (s->tensor_dim2 >= 0) fprintf(out, ",\"tensor_dim2\":%d", s->tensor_dim2);
+        if (plan->cost.across_nodes != 0)
+            fprintf(out, ",\"across_nodes\":%s",
+                    dtr_step_across_nodes(plan, k, plan->cost.across_nodes) ? "true" : "false");
         fprintf(out,
                 ",\"recv_bytes_per_rank_max\":%lld,\"send_bytes_per_rank_max\":%lld,"
                 "\"extra_bytes_per_rank_max\":%lld,\"modeled_time_us\":%.6g}",

@@ -454,6 +454,8 @@ int main(int argc, char **argv) {
         printf("FAIL: a group took the wrong path\n");
         t.failures++;
     }
+    /* which mesh dims cross nodes (node-aware cost) */
+    if (mpi_paths_mesh_check() > 0 && rank == 0) t.failures++;
     if (rank == 0) {
         printf("mpi exec on %d ranks (%s, memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
                "seed %llu\n  steps run by kind:",

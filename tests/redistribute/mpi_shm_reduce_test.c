@@ -102,6 +102,66 @@ static void expected(const case_t *t, int n, int c, int64_t k, void *out, int64_
     dtr__reduce_n(t->dtype, t->op, ptrs, n, (char *)out + at * es, 1);
 }
 
+/* A group over several nodes in the hierarchical form (redistribute/mpi/hier.h), as this
+ * test works it out from the members' host names: node[j] of member j (0..k-1, by first
+ * member), local[j] its index among its node's members (group order), and cross[l][q] the
+ * node at position q of local index l's group across nodes (ordered by group rank). */
+typedef struct {
+    int k;
+    int node[16], local[16], cross[16][16];
+} hier_t;
+
+static bool hier_of(const int *world_ranks, int n, hier_t *h) {
+    char names[16][MPI_MAX_PROCESSOR_NAME], mine[MPI_MAX_PROCESSOR_NAME] = "";
+    char all[32][MPI_MAX_PROCESSOR_NAME];
+    int len = 0, size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_processor_name(mine, &len);
+    MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                  MPI_COMM_WORLD);
+    for (int j = 0; j < n; j++) memcpy(names[j], all[world_ranks[j]], MPI_MAX_PROCESSOR_NAME);
+    memset(h, 0, sizeof *h);
+    int on[16] = {0};
+    for (int j = 0; j < n; j++) {
+        int x = 0;
+        while (x < h->k && strcmp(names[j], names[h->cross[0][x]]) != 0) x++;
+        if (x == h->k) h->cross[0][h->k++] = j; /* (the node's first member, for now) */
+        h->node[j] = x;
+        h->local[j] = on[x]++;
+    }
+    for (int x = 0; x < h->k; x++)
+        if (on[x] != on[0]) return false;
+    int L = on[0];
+    if (h->k < 2 || L < 2) return false;
+    /* node x's local-l member, in group order: cross order is by that member's rank */
+    for (int l = 0; l < L; l++) {
+        int q = 0;
+        for (int j = 0; j < n; j++)
+            if (h->local[j] == l) h->cross[l][q++] = h->node[j];
+    }
+    return true;
+}
+
+/* Element k reduced in the hierarchical order: each node's members in group order, then the
+ * nodes in local index l's cross order. */
+static void expected_hier(const case_t *t, const hier_t *h, int n, int c, int l, int64_t k,
+                          void *out) {
+    char in[16][8], part[16][8];
+    const void *ptrs[16];
+    for (int x = 0; x < h->k; x++) {
+        int m = 0;
+        for (int j = 0; j < n; j++)
+            if (h->node[j] == x) {
+                dtr__store(t->dtype, in[m], 0, value(t->dtype, t->op, j, k, c));
+                ptrs[m] = in[m];
+                m++;
+            }
+        dtr__reduce_n(t->dtype, t->op, ptrs, m, part[x], 1);
+    }
+    for (int q = 0; q < h->k; q++) ptrs[q] = part[h->cross[l][q]];
+    dtr__reduce_n(t->dtype, t->op, ptrs, h->k, out, 1);
+}
+
 /* The f64 reduction of element k, and the tolerance for the MPI path (its order is MPI's). */
 static double loose(const case_t *t, int n, int c, int64_t k, double *tol) {
     double acc = 0, mag = 0;
@@ -123,7 +183,7 @@ static double loose(const case_t *t, int n, int c, int64_t k, double *tol) {
 }
 
 static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, int c,
-                     uint64_t seed, const case_t *t, bool shm, int rank) {
+                     uint64_t seed, const case_t *t, bool shm, const hier_t *hier, int rank) {
     int64_t es = dtr_dtype_info(t->dtype)->size;
     int64_t counts[16], total = 0, mine;
     for (int k = 0; k < n; k++) {
@@ -194,12 +254,22 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
             break;
         }
     char want[8];
+    /* the hierarchical form takes equal reduce-scatters and all-reduces of a multiple of the
+     * members (DTR_MPI_HIER_MIN=0 here: at any size) */
+    bool hierarchical = hier != NULL && total > 0 &&
+                        (t->kind == 0 || (t->kind == 2 && t->count % n == 0));
     for (int64_t k = 0; k < mine; k++) {
         int64_t at = t->kind == 2 ? k : first + k;
         double got = dtr__load(t->dtype, recv, k);
         bool ok;
         double ref = 0, tol = 0;
-        if (shm) {
+        if (hierarchical) {
+            /* the local index whose cross group reduces element `at` */
+            int l = t->kind == 0 ? hier->local[me] : (int)(at / (t->count / (n / hier->k) ));
+            expected_hier(t, hier, n, c, l, at, want);
+            ok = memcmp(want, recv + k * es, (size_t)es) == 0;
+            ref = dtr__load(t->dtype, want, 0);
+        } else if (shm) {
             expected(t, n, c, at, want, 0);
             ok = memcmp(want, recv + k * es, (size_t)es) == 0;
             ref = dtr__load(t->dtype, want, 0);
@@ -274,6 +344,8 @@ int main(int argc, char **argv) {
                shm ? "shared-memory reductions (exact member order)" : "MPI's reductions");
 
     if (!shm) u8_members = n;
+    /* over several nodes, the hierarchical form at every size (unless the caller chose) */
+    setenv("DTR_MPI_HIER_MIN", "0", 0);
     const dtr_backend_ops_t *ops = dtr_backend_mpi_ops();
     void *state = NULL, *groups[2] = {NULL, NULL};
     int ranks[32];
@@ -288,6 +360,21 @@ int main(int argc, char **argv) {
         printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    /* which groups the backend made hierarchical (mpi_paths_check below checks it was right
+     * to): their results are checked bit for bit in the hierarchical order */
+    hier_t hiers[2];
+    const hier_t *hier[2] = {NULL, NULL};
+    dtr_mpi_group_info_t info[2];
+    int live = 0;
+    if (dtr_mpi_groups(info, 2, &live) != DTR_OK || live != 2) {
+        printf("rank %d: dtr_mpi_groups gave %d groups: %s\n", rank, live, dtr_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int g = 0; g < 2; g++)
+        if (hier_of(ranks + g * n, n, &hiers[g]) && info[g].nodes == hiers[g].k) hier[g] = &hiers[g];
+    if (rank == 0 && hier[0] != NULL)
+        printf("  hierarchical over %d nodes: reductions checked bit for bit in node, then "
+               "node order\n", hiers[0].k);
     static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16,
                                          DTR_I32, DTR_I64, DTR_U8};
     static const dtr_reduce_op_t rops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
@@ -308,7 +395,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n; k++) t.counts[k] = pick(4) == 0 ? 0 : pick(t.count + 1);
         int g = (int)pick(2);
         int me = g == 0 ? rank : n - 1 - rank;
-        run_case(ops, groups[g], me, n, c, seed, &t, shm, rank);
+        run_case(ops, groups[g], me, n, c, seed, &t, shm, hier[g], rank);
         if (pick(3) == 0) shuffle(ops, groups[g], n, c, seed, rank);
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -326,7 +413,7 @@ int main(int argc, char **argv) {
         t.kind = 2;
         t.blocking = i == 0;
         t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
-        run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, rank);
+        run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, hier[i], rank);
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) failed++;

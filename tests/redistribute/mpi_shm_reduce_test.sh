@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MPI backend's reductions under mpirun: mpi_shm_reduce_test on 2, 3, 4 and 8 ranks with
+# The MPI backend's reductions under mpirun: mpi_shm_reduce_test on 2, 3, 4, 6 and 8 ranks with
 # the shared-memory path's defaults, with tiny sub-pieces and rings (every operation many
 # chunks, the rings wrapping), and with MPI's calls (DTR_MPI_SHM_REDUCE=0, DTR_MPI_SHM=0);
 # then `dtr run --verify` redistributions whose plans reduce.
@@ -14,6 +14,8 @@ source "$(dirname "$0")/shm_lib.sh"
 run - 2 120
 run - 3 80
 run - 4 80
+# (over 2 or 3 simulated nodes, tools/test.sh's nodes part: 3 or 2 ranks a node, hierarchical)
+run - 6 30
 run - 8 30
 run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 2 60
 run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 4 40

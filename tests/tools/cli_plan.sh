@@ -120,6 +120,27 @@ check "--from count" 0 2 "" "dtr plan: --from: dtr_spec_init: nplacements: 1 pla
     plan --mesh 2x2 --shape 8x8 --from 'S(0)' --to 'R,R'
 check "--to missing" 0 2 "" "dtr plan: --to is required" plan --mesh 2x2 --shape 8x8 --from 'S(0),R'
 check "--from missing" 0 2 "" "dtr plan: --from is required" plan --mesh 2x2 --shape 8x8 --to 'S(0),R'
+# node-aware cost: mesh dim 0 across nodes keeps R,S(0) -> S(0),S(0) inside the nodes
+check "--nodes-of: the nodes line" 0 0 \
+    "  nodes: mesh dim 0 crosses nodes (20 us, 1.5 GB/s), the others stay inside one" "" \
+    plan --mesh 2x4 --shape 1024x1024 --from 'R,S(0)' --to 'S(0),S(0)' --nodes-of 0
+check "--nodes-of: the plan gathers inside the node" 0 0 \
+    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":1,"kind":"all_gather","from":"S(0)","to":"R","tensor_dim":0,"across_nodes":false,' "" \
+    plan --mesh 2x4 --shape 1024x1024 --from 'R,S(0)' --to 'S(0),S(0)' --nodes-of 0 --json
+check "--nodes-of: an exchange over mesh dim 0 marked" 0 0 "exchange                524288        1048576     420.98  across nodes" "" \
+    plan --mesh 2x4 --shape 1024x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' --nodes-of 0
+check "--nodes-of with its own figures" 0 0 "  nodes: mesh dims 0,1 cross nodes (7 us, 3 GB/s)" "" \
+    plan --mesh 2x2x2 --shape 64x64 --from 'S(0),R,R' --to 'R,R,R' --nodes-of 0,1 \
+    --inter-alpha-us 7 --inter-bandwidth-gbps 3
+check "--nodes-of: not a mesh dim" 0 2 "" \
+    'dtr plan: --nodes-of: dtr_mesh_dims_parse: "2": item 0 is not a mesh dim of a 2-d mesh (0..1)' \
+    plan --mesh 2x4 --shape 8 --from R --to R --nodes-of 2
+check "--inter-alpha-us without --nodes-of" 0 2 "" \
+    "dtr plan: --inter-alpha-us: goes with --nodes-of (the mesh dims that cross nodes)" \
+    plan --mesh 2x4 --shape 8 --from R --to R --inter-alpha-us 3
+check "--inter-bandwidth-gbps 0" 0 2 "" \
+    'dtr plan: --inter-bandwidth-gbps: dtr_cost_model_nodes: inter_bandwidth_gbps "0": must be one finite number > 0' \
+    plan --mesh 2x4 --shape 8 --from R --to R --nodes-of 0 --inter-bandwidth-gbps 0
 check "--alpha-us" 0 2 "" 'dtr plan: --alpha-us: dtr_cost_model_set: alpha_us "x": item 0 must be a finite number >= 0' \
     plan --mesh 2 --shape 8 --from R --to R --alpha-us x
 check "--bandwidth-gbps" 0 2 "" 'dtr plan: --bandwidth-gbps: dtr_cost_model_set: bandwidth_gbps "0": item 0 must be a finite number > 0' \

@@ -21,10 +21,18 @@ check "text summary" 4 0 "verified: all 8192 elements on every rank match exactl
 # every group of a one-node job has its segment: mesh dim 0's two, mesh dim 1's two, the
 # whole mesh's (the agreement); all 34 operations of 5 iterations and their baselines
 check "groups on one node, through shared memory" 4 0 \
-    "groups: 5 on one node, through shared memory (34 operations; 0 through MPI), 0 across nodes, through MPI (0 operations)" "" \
+    "groups: 5 on one node, through shared memory (34 operations; 0 through MPI), 0 across nodes (0 operations through MPI, 0 hierarchical)" "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5
-check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0}' "" \
+check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0,"hier_ops":0}' "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5 --json
+check "one node: no mesh dim crosses nodes, planned as on one node" 4 0 \
+    '"mesh_dims_across_nodes":[],"steps_across_nodes":0,"node_aware":false' "" \
+    run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 1 --json
+check "--nodes-of 0: planned node-aware" 4 0 "verified: all 4096 elements on every rank match exactly" "" \
+    run --mesh 2x2 --shape 64x64 --from 'R,S(0)' --to 'S(0),S(0)' --verify --iters 1 --nodes-of 0
+check "--nodes-of: not a mesh dim" 4 2 "" \
+    'dtr run: --nodes-of: dtr_mesh_dims_parse: "5": item 0 is not a mesh dim of a 2-d mesh (0..1)' \
+    run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --nodes-of 5
 check "overhead ratio printed" 4 0 "overhead ratio" "" \
     run --mesh 4 --shape 64x64 --from 'P' --to 'S(1)' --iters 2
 for dt in f32 f64 f16 bf16 i32 i64 u8; do
