@@ -34,12 +34,15 @@ static __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int
     return n;
 }
 
-/* One tensor dim's interval [off, off+len) at a coordinate, for any placements. */
+/* One tensor dim's interval [off, off+len) at a coordinate, for any placements (split in
+ * d's shard order, as dtr__layout splits it). */
 static void dtr__interval(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                           int d, int64_t *off, int64_t *len) {
     int64_t o = 0, l = ctx->shape[d];
-    for (int i = 0; i < ctx->mdims; i++) {
-        if (pl[i].kind != DTR_SHARD || pl[i].dim != d) continue;
+    int dims[DTR_MAX_MESH_DIMS];
+    int k = dtr__shard_seq(pl, ctx->mdims, d, dims);
+    for (int q = 0; q < k; q++) {
+        int i = dims[q];
         int64_t n = ctx->msize[i], c = l / n + (l % n != 0), start = c * coord[i];
         int64_t end = start + c < l ? start + c : l;
         o += start < l ? start : l;
