@@ -13,6 +13,14 @@
  * dtr_plan_create with each strategy and of a cache hit (bench/pytorch/speed.py compares
  * them with PyTorch's planner).
  *
+ *   plan_bench --sweep [--changes N] [--seed S] [--uneven] [--reps N]
+ *
+ * times uncached optimal planning of N random changes (default 200, seed 1) on each of
+ * several meshes of 65,536 ranks (1 to 8 dims), 3-d tensors whose dims are multiples of
+ * 65,536 (or, with --uneven, 65,536 * 3 + 1 and two other primes-ish), random Shard /
+ * Replicate / Partial(sum) placements, shard orders on a quarter of them; per mesh the
+ * median, 99th percentile and largest time, and the slowest change.
+ *
  * Changes, on a 3-d tensor of 4096x4096x1024 f32:
  *   rotate  S(i%3) -> S((i+1)%3) on every mesh dim i (every dim changes, nested shards)
  *   reduce  P(sum) on even mesh dims, S(i%3) on odd ones -> S(i%3) everywhere
@@ -21,6 +29,7 @@
  *           reduce_exchange; a plain reduce-scatter on one mesh dim)
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +140,110 @@ static int one_change(int argc, char **argv) {
     return opt < 0 ? 1 : 0;
 }
 
+static uint64_t sweep_state;
+
+static int sweep_pick(int n) {
+    uint64_t x = (sweep_state += 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (int)((x ^ (x >> 31)) % (uint64_t)n);
+}
+
+/* plan_bench --sweep: random changes on meshes of 65,536 ranks. */
+static int sweep(int argc, char **argv) {
+    int changes = 200, reps = 3;
+    uint64_t seed = 1;
+    bool uneven = false;
+    for (int k = 2; k < argc; k++) {
+        if (strcmp(argv[k], "--uneven") == 0) uneven = true;
+        else if (strcmp(argv[k], "--changes") == 0 && k + 1 < argc) changes = atoi(argv[++k]);
+        else if (strcmp(argv[k], "--seed") == 0 && k + 1 < argc) seed = strtoull(argv[++k], NULL, 0);
+        else if (strcmp(argv[k], "--reps") == 0 && k + 1 < argc) reps = atoi(argv[++k]);
+        else {
+            fprintf(stderr, "usage: plan_bench --sweep [--changes N] [--seed S] [--uneven] [--reps N]\n");
+            return 2;
+        }
+    }
+    if (changes < 1 || reps < 1) {
+        fprintf(stderr, "plan_bench: --changes and --reps must be positive\n");
+        return 2;
+    }
+    const char *meshes[] = {"65536",   "256x256",     "32768x2",         "16x64x64",
+                            "16x16x16x16", "8x8x8x8x16", "4x4x4x4x4x4x4x4", "2x4x2x8x4x4x4x4"};
+    int64_t shape[3];
+    if (uneven) {
+        shape[0] = 65536 * 3 + 1;
+        shape[1] = 131071;
+        shape[2] = 65536 + 17;
+    } else {
+        shape[0] = 65536;
+        shape[1] = 65536 * 2;
+        shape[2] = 65536 * 3;
+    }
+    double *t = malloc((size_t)reps * sizeof *t), *all = malloc((size_t)changes * sizeof *all);
+    if (t == NULL || all == NULL) return 1;
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    printf("uncached optimal planning, %s shapes, %d random changes per mesh (seed %llu), median "
+           "of %d runs each, microseconds\n",
+           uneven ? "uneven" : "even", changes, (unsigned long long)seed, reps);
+    printf("%-18s %7s %10s %10s %10s  %s\n", "mesh", "planned", "median", "p99", "max",
+           "slowest change");
+    for (size_t m = 0; m < sizeof meshes / sizeof meshes[0]; m++) {
+        dtr_mesh_t *mesh;
+        if (dtr_mesh_parse(meshes[m], NULL, 0, &mesh) != DTR_OK) return 1;
+        int md = dtr_mesh_ndims(mesh), planned = 0;
+        double worst = -1;
+        char worst_text[320] = "";
+        sweep_state = seed * 1000003u + m;
+        for (int c = 0; c < changes; c++) {
+            dtr_placement_t ps[8], pd[8];
+            for (int i = 0; i < md; i++) {
+                int a = sweep_pick(6), b = sweep_pick(5);
+                ps[i] = a < 3 ? dtr_shard(a) : a == 3 ? dtr_replicate() : dtr_partial(DTR_REDUCE_SUM);
+                pd[i] = b < 3 ? dtr_shard(b) : dtr_replicate();
+                if (ps[i].kind == DTR_PARTIAL && sweep_pick(3) == 0) pd[i] = ps[i];
+            }
+            for (int side = 0; side < 2 && sweep_pick(4) == 0; side++) { /* shard orders */
+                dtr_placement_t *pl = side ? pd : ps;
+                for (int d = 0; d < 3; d++) {
+                    int dims[8], n = 0;
+                    for (int i = 0; i < md; i++)
+                        if (pl[i].kind == DTR_SHARD && pl[i].dim == d) dims[n++] = i;
+                    for (int k = 0; k < n; k++) pl[dims[k]].order = n - 1 - k;
+                }
+            }
+            dtr_spec_t src, dst;
+            if (dtr_spec_init(&src, mesh, ps, md, shape, 3, DTR_F32) != DTR_OK ||
+                dtr_spec_init(&dst, mesh, pd, md, shape, 3, DTR_F32) != DTR_OK)
+                continue;
+            dtr_plan_t plan;
+            double us = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps, &plan);
+            if (us < 0) continue;
+            all[planned++] = us;
+            if (us > worst) {
+                worst = us;
+                char a[150], b[150];
+                dtr_placements_format(ps, md, a, sizeof a);
+                dtr_placements_format(pd, md, b, sizeof b);
+                snprintf(worst_text, sizeof worst_text, "%s -> %s (%s)", a, b,
+                         plan.chosen_by ? plan.chosen_by : "?");
+            }
+        }
+        qsort(all, (size_t)planned, sizeof *all, cmp_double);
+        if (planned > 0)
+            printf("%-18s %7d %10.1f %10.1f %10.1f  %s\n", meshes[m], planned, all[planned / 2],
+                   all[(int)((planned - 1) * 0.99)], all[planned - 1], worst_text);
+        fflush(stdout);
+        dtr_mesh_destroy(mesh);
+    }
+    free(t);
+    free(all);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--sweep") == 0) return sweep(argc, argv);
     if (argc > 1 && strncmp(argv[1], "--", 2) == 0) return one_change(argc, argv);
     int reps = argc > 1 ? atoi(argv[1]) : 201;
     if (reps < 1) reps = 1;

@@ -37,7 +37,8 @@ static int dtr__compat_key(const dtr__compat_entry_t *e) {
 }
 
 bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      bool follow, dtr_plan_t *plan, char *why, size_t why_len) {
+                      bool follow, const dtr_plan_t *beat, dtr_plan_t *plan, char *why,
+                      size_t why_len) {
     dtr__compat_entry_t entries[2 * DTR_MAX_MESH_DIMS];
     int n = 0;
     int count_cur[DTR_MAX_TENSOR_DIMS] = {0}, count_tgt[DTR_MAX_TENSOR_DIMS] = {0};
@@ -82,6 +83,8 @@ bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
         return false;
     }
     if (b.valid) return true;
+    /* Following costs up to thousands of classes; a plan that could not win is not. */
+    if (beat != NULL && !dtr__plan_better(plan, beat)) return false;
     char found[320] = "";
     dtr__seed_verdict_t v = DTR__SEED_MISPLACES;
     if (follow && b.misaligned_only) {

@@ -56,6 +56,18 @@ typedef struct {
 
 void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);
 
+/* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
+static inline int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
+/* Elements of a block; elements two blocks (shape, offset) share (plan.c). */
+__int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape);
+__int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
+                      const int64_t *bs, const int64_t *bo);
+
+/* The blocks the lower bound compares (layout.c): the source's shards (cl) and the
+ * target's (tl), Partial as Replicate; returns whether some Partial mesh dim is reduced. */
+bool dtr__bound_layouts(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                        const dtr_placement_t *dst, dtr_placement_t *cl, dtr_placement_t *tl);
+
 /* Steps through the coordinates of the mesh dims marked in vary (others keep their value);
  * false after the last. */
 bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
@@ -233,9 +245,65 @@ __int128 dtr__zero_fill_kept(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 /* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
  * (and why not, into why). With follow, a plan whose steps work on layouts that are not
  * canonical is followed (seed_follow.c) and safe when every element lands right; without,
- * it is unsafe (optimal's candidate). Records no error. */
+ * it is unsafe. With beat (optimal's best candidate so far), such a plan is followed only
+ * where it is better than beat (else: false, why untouched). Records no error. */
 bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      bool follow, dtr_plan_t *plan, char *why, size_t why_len);
+                      bool follow, const dtr_plan_t *beat, dtr_plan_t *plan, char *why,
+                      size_t why_len);
+/* a better than b under the model: less time; on a tie, less peak memory, then fewer steps
+ * (plan.c; optimal keeps the better candidate). */
+bool dtr__plan_better(const dtr_plan_t *a, const dtr_plan_t *b);
+/* Classes of mesh coordinates (classes.c): the distinct values of a few linear forms of a
+ * rank's coordinates, sum_i coord[i] * w[i], over every rank of the mesh. A windowed form
+ * matters only inside [lo, hi]: outside it reads DTR__DEAD (and with kill, the rank is
+ * dropped); with a plateau, values in [plo, phi] (inside the window) all read DTR__PLATEAU;
+ * with a period, values in [rlo, rhi] matter only modulo it (the value is then that residue,
+ * and dtr__classes_residue says so); a form with mod > 0 matters only modulo mod. */
+#define DTR__FORMS_MAX 16
+#define DTR__DEAD INT64_MIN
+#define DTR__PLATEAU (INT64_MIN + 1)
+typedef struct {
+    int64_t w[DTR_MAX_MESH_DIMS];
+    bool windowed, kill, plateau;
+    int64_t lo, hi, plo, phi;
+    int64_t period, rlo, rhi;
+    int64_t mod;
+} dtr__form_t;
+typedef struct {
+    int nforms;
+    dtr__form_t form[DTR__FORMS_MAX];
+    int64_t n;  /* classes found */
+    int64_t *v; /* n states: nforms values, then a bit per form for a residue */
+} dtr__classes_t;
+static inline const int64_t *dtr__classes_state(const dtr__classes_t *cl, int64_t k) {
+    return cl->v + k * (cl->nforms + 1);
+}
+static inline bool dtr__classes_residue(const dtr__classes_t *cl, const int64_t *v, int f) {
+    return v[cl->nforms] >> f & 1;
+}
+/* Fills n and v; false (nothing to free) past max_states classes or out of memory. */
+bool dtr__classes_run(const dtr__ctx_t *ctx, dtr__classes_t *cl, int64_t max_states);
+void dtr__classes_free(dtr__classes_t *cl);
+
+/* Even layouts (even.c): every tensor dim splits exactly at every level of its shard order,
+ * so every rank's block has one shape and offsets linear in its coordinates. Test hook:
+ * with dtr__even_off set, the planner visits every rank as it did before even.c. */
+extern bool dtr__even_off;
+bool dtr__even(const dtr__ctx_t *ctx, const dtr_placement_t *pl);
+/* An exchange step's figures (recv, send, peers, extra) from classes; false where the step's
+ * layouts are not even (or too many classes): the caller visits every rank. */
+bool dtr__exchange_figures_even(const dtr__ctx_t *ctx, dtr_step_t *s);
+/* The lower bound's per-rank terms, max over ranks (dtr__need_at), from classes; false where
+ * not even or zero fills are involved. */
+bool dtr__need_max_even(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                        const dtr_placement_t *dst, __int128 *need);
+/* A balanced reduction's figures (a reduce_exchange step), and the lower bound's balanced
+ * term for mesh dim k (the most over groups, into *best where larger), from the groups'
+ * classes; false where not even or shard orders are in play (then every group is visited). */
+bool dtr__balance_figures_even(const dtr__ctx_t *ctx, dtr_step_t *s);
+bool dtr__balance_bound_even(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                             const dtr_placement_t *dst, int k, __int128 *best);
+
 /* The optimal plan (see optimal.c). */
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan);

@@ -17,6 +17,24 @@ void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model
     ctx->cost = cost;
 }
 
+__int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++) n *= shape[d];
+    return n;
+}
+
+__int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
+                      const int64_t *bs, const int64_t *bo) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++) {
+        int64_t lo = ao[d] > bo[d] ? ao[d] : bo[d];
+        int64_t hi = ao[d] + as[d] < bo[d] + bs[d] ? ao[d] + as[d] : bo[d] + bs[d];
+        if (hi <= lo) return 0;
+        n *= hi - lo;
+    }
+    return n;
+}
+
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                  int64_t *shape, int64_t *offset) {
     memcpy(shape, ctx->shape, sizeof ctx->shape);
@@ -50,6 +68,20 @@ bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int
     for (int j = i + 1; j < ctx->mdims; j++)
         if (pl[j].kind == DTR_SHARD && pl[j].dim == d && ctx->msize[j] > 1) return false;
     return true;
+}
+
+bool dtr__bound_layouts(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                        const dtr_placement_t *dst, dtr_placement_t *cl, dtr_placement_t *tl) {
+    bool reduces = false;
+    memset(cl, 0, DTR_MAX_MESH_DIMS * sizeof *cl);
+    memset(tl, 0, DTR_MAX_MESH_DIMS * sizeof *tl);
+    for (int i = 0; i < ctx->mdims; i++) {
+        cl[i] = src[i].kind == DTR_SHARD ? src[i] : dtr_replicate();
+        tl[i] = dst[i].kind == DTR_SHARD ? dst[i] : dtr_replicate();
+        if (src[i].kind == DTR_PARTIAL && dst[i].kind != DTR_PARTIAL && ctx->msize[i] > 1)
+            reduces = true;
+    }
+    return reduces;
 }
 
 bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord) {

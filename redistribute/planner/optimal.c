@@ -256,15 +256,6 @@ static bool dtr__reaches(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     return true;
 }
 
-/* a better than b: less time; on a tie, less peak memory, then fewer steps. */
-static bool dtr__better(const dtr_plan_t *a, const dtr_plan_t *b) {
-    double tol = 1e-9 * (a->time_us > b->time_us ? a->time_us : b->time_us);
-    if (a->time_us < b->time_us - tol) return true;
-    if (a->time_us > b->time_us + tol) return false;
-    if (a->peak_extra_bytes != b->peak_extra_bytes) return a->peak_extra_bytes < b->peak_extra_bytes;
-    return a->nsteps < b->nsteps;
-}
-
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan) {
     dtr__exchange_memo_t memo = {.n = 0};
@@ -290,11 +281,12 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                 !dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0))
                 continue;
             dtr__plan_summarize(ctx, src, dst, &scratch);
-        } else if (ctx->ordered || !dtr__plan_compat(ctx, src, dst, true, &scratch, NULL, 0) ||
+        } else if (ctx->ordered ||
+                   !dtr__plan_compat(ctx, src, dst, true, have ? plan : NULL, &scratch, NULL, 0) ||
                    scratch.seed_blocks) { /* (a plan with its own blocks runs alone, not in batches) */
             continue;
         }
-        if (!have || dtr__better(&scratch, plan)) {
+        if (!have || dtr__plan_better(&scratch, plan)) {
             *plan = scratch;
             have = true;
         }

@@ -1,36 +1,14 @@
-/* The plan builder: per-rank byte counts of each step kind, step validity, costing, totals
- * and the lower bound (layouts at a coordinate: layout.c). */
+/* The plan builder: per-rank byte counts of each step kind, step validity, costing and
+ * totals (layouts at a coordinate: layout.c; the lower bound: bound.c). */
 #include <math.h>
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
 
-/* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
-static int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
-
-static __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape) {
-    __int128 n = 1;
-    for (int d = 0; d < ctx->ndim; d++) n *= shape[d];
-    return n;
-}
-
 static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1, int skip2) {
     __int128 n = 1;
     for (int d = 0; d < ctx->ndim; d++)
         if (d != skip1 && d != skip2) n *= shape[d];
-    return n;
-}
-
-/* Elements two blocks share. */
-static __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
-                             const int64_t *bs, const int64_t *bo) {
-    __int128 n = 1;
-    for (int d = 0; d < ctx->ndim; d++) {
-        int64_t lo = ao[d] > bo[d] ? ao[d] : bo[d];
-        int64_t hi = ao[d] + as[d] < bo[d] + bs[d] ? ao[d] + as[d] : bo[d] + bs[d];
-        if (hi <= lo) return 0;
-        n *= hi - lo;
-    }
     return n;
 }
 
@@ -227,6 +205,10 @@ static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->after, coord, as, ao);
     if (dtr__numel(ctx, as) == 0) return 0;
+    if (dtr__even(ctx, s->before)) { /* every member's block has my shape */
+        dtr__layout(ctx, s->before, coord, bs, bo);
+        return bs[s->tensor_dim] > 0 ? (int)(ctx->msize[s->mesh_dim] - 1) : 0;
+    }
     int64_t peer[DTR_MAX_MESH_DIMS];
     memcpy(peer, coord, (size_t)ctx->mdims * sizeof *peer);
     int peers = 0;
@@ -246,6 +228,21 @@ static void dtr__relevant_dims(const dtr__ctx_t *ctx, const dtr_step_t *s, bool 
                   i == s->mesh_dim;
 }
 
+/* Folds the rank at coord into the step's figures (the most over ranks). */
+static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord) {
+    int64_t send, recv, stage;
+    int peers;
+    dtr__step_rank(ctx, s, coord, &send, &recv, &peers, &stage);
+    int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->after, coord, os, oo);
+    int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
+    int64_t extra = dtr__sat((__int128)out + stage);
+    if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
+    if (send > s->send_bytes_max) s->send_bytes_max = send;
+    if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
+    if (peers > s->peers_max) s->peers_max = peers;
+}
+
 /* Byte, memory and time figures of a step: the most over ranks. For gathers, scatters,
  * reductions and local steps the largest block is at coordinate 0 (chunk 0 is never
  * smaller, at every nesting level), so that rank is the worst; all-to-all and exchange
@@ -261,20 +258,23 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     dtr__relevant_dims(ctx, s, vary);
     bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE ||
                      s->kind == DTR_STEP_REDUCE_EXCHANGE;
-    do {
-        int64_t send, recv;
-        int peers;
-        int64_t stage;
-        dtr__step_rank(ctx, s, coord, &send, &recv, &peers, &stage);
-        int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
-        dtr__layout(ctx, s->after, coord, os, oo);
-        int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
-        int64_t extra = dtr__sat((__int128)out + stage);
-        if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
-        if (send > s->send_bytes_max) s->send_bytes_max = send;
-        if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
-        if (peers > s->peers_max) s->peers_max = peers;
-    } while (enumerate && dtr__next_coord(ctx, vary, coord));
+    /* Even layouts: an all-to-all moves the same on every rank; an exchange's figures come
+     * from classes of ranks; a balanced reduction's from one group of each class (even.c). */
+    if (enumerate && s->kind != DTR_STEP_REDUCE_EXCHANGE && dtr__even(ctx, s->before) &&
+        dtr__even(ctx, s->after)) {
+        enumerate = false;
+        if (s->kind == DTR_STEP_EXCHANGE && dtr__exchange_figures_even(ctx, s)) {
+            dtr__step_time(ctx, s);
+            return;
+        }
+        enumerate = s->kind == DTR_STEP_EXCHANGE;
+    }
+    if (s->kind == DTR_STEP_REDUCE_EXCHANGE && dtr__balance_figures_even(ctx, s)) {
+        dtr__step_time(ctx, s);
+        return;
+    }
+    do dtr__step_figures_at(ctx, s, coord);
+    while (enumerate && dtr__next_coord(ctx, vary, coord));
     dtr__step_time(ctx, s);
 }
 
@@ -545,98 +545,12 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
     return true;
 }
 
-/*
- * The lower bound on the bytes the busiest rank must receive, max over ranks r of:
- *  - layout: every element of r's target block T_r that r does not hold must arrive, so at
- *    least |T_r \ C_r| elements (C_r: r's source block). When some Partial mesh dim is
- *    reduced, every element of T_r needs at least one element's worth from elsewhere (the
- *    other contributions, combined or not), so |T_r|.
- *  - reduction along each mesh dim k that goes from Partial to R or S(d), over its n ranks
- *    (r's k-group: the ranks that differ from r only on k): the group must combine the n
- *    contributions of every element it holds and its members need, W_r = C_r ∩ U_r (U_r:
- *    T_r with k replicated, the union of the members' targets). Each combination of two
- *    contributions moves one element, so the group receives at least (n-1)|W_r| in all and
- *    its busiest member (n-1)|W_r|/n. When the target is R, each member also needs the
- *    (n-1)|W_r|/n results it did not combine itself: 2(n-1)|W_r|/n, the all-reduce bound.
- *    This is the collective model (DESIGN.md's table): each reduction is done by the
- *    mesh dim's groups on their own data, as every plan here does. Replicas holding the same
- *    contributions could share that work across groups and go lower; the bound does not
- *    claim those algorithms.
- *  - balanced reduction: when the change is P -> S(d) on mesh dim k alone and a later mesh
- *    dim shards d, a member of r's k-group cannot have its target reduced in place. Under
- *    the same model, with each element reduced at one member that receives the other n-1
- *    contributions (as DESIGN.md's reduce-scatter figure counts), member a reducing z
- *    elements receives at least (n-1)z + |T_a| - min(h_a, z) (h_a: the part of T_a in the
- *    group's block C; every element of T_a it did not reduce arrives once), and the members
- *    reduce all of C between them. The least level at which that is possible
- *    (dtr__balance_bound in balance.c) bounds the busiest member; the reduce_exchange step
- *    meets it where reducing home pieces at home costs nothing, as on even shapes.
- * Single-mesh-dim changes of even shapes meet it: all-gather (n-1)S/n, reduce-scatter
- * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
- * |T_r \ C_r| exactly (DESIGN.md's table).
- */
-/* What the rank at coord must receive in any plan, from its own blocks alone (the bound's
- * per-rank terms; the balanced reduction adds a term per group). */
-static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                             const dtr_placement_t *dst, const int64_t *coord) {
-    dtr_placement_t cl[DTR_MAX_MESH_DIMS] = {{0}}, tl[DTR_MAX_MESH_DIMS] = {{0}};
-    bool reduces = false;
-    for (int i = 0; i < ctx->mdims; i++) {
-        cl[i] = src[i].kind == DTR_SHARD ? src[i] : dtr_replicate();
-        tl[i] = dst[i].kind == DTR_SHARD ? dst[i] : dtr_replicate();
-        if (src[i].kind == DTR_PARTIAL && dst[i].kind != DTR_PARTIAL && ctx->msize[i] > 1)
-            reduces = true;
-    }
-    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
-        co[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, tl, coord, ts, to);
-    dtr__layout(ctx, cl, coord, cs, co);
-    /* Shard -> P(sum): only the values the rank keeps are needed, the rest are zeros. Its
-     * own source block is among them, so the overlaps below stay as they are. */
-    __int128 kept = dtr__zero_fill_kept(ctx, src, dst, coord, ts, to);
-    __int128 t = kept >= 0 ? kept : dtr__numel(ctx, ts);
-    __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
-    for (int k = 0; k < ctx->mdims; k++) {
-        int64_t n = ctx->msize[k];
-        if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || n == 1) continue;
-        dtr_placement_t ul[DTR_MAX_MESH_DIMS];
-        memcpy(ul, tl, sizeof ul);
-        ul[k] = dtr_replicate();
-        int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
-        dtr__layout(ctx, ul, coord, us, uo);
-        __int128 u = dtr__overlap(ctx, us, uo, cs, co);
-        __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
-        if (moved > need) need = moved;
-    }
-    return need;
-}
-
-int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                           const dtr_placement_t *dst, const int64_t *coord) {
-    return dtr__sat(dtr__need_at(ctx, src, dst, coord) * ctx->item);
-}
-
-int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                         const dtr_placement_t *dst) {
-    bool vary[DTR_MAX_MESH_DIMS];
-    for (int i = 0; i < ctx->mdims; i++)
-        vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-    __int128 best = 0;
-    do {
-        __int128 need = dtr__need_at(ctx, src, dst, coord);
-        for (int k = 0; k < ctx->mdims; k++) {
-            if (ctx->msize[k] == 1 || coord[k] != 0 || /* once a group */
-                !dtr__balance_applies(ctx, src, dst, k))
-                continue;
-            dtr__balance_t bal;
-            dtr__balance_init(ctx, src, dst, k, coord, &bal);
-            __int128 m = dtr__balance_bound(&bal);
-            if (m > need) need = m;
-        }
-        if (need > best) best = need;
-    } while (dtr__next_coord(ctx, vary, coord));
-    return dtr__sat(best * ctx->item);
+bool dtr__plan_better(const dtr_plan_t *a, const dtr_plan_t *b) {
+    double tol = 1e-9 * (a->time_us > b->time_us ? a->time_us : b->time_us);
+    if (a->time_us < b->time_us - tol) return true;
+    if (a->time_us > b->time_us + tol) return false;
+    if (a->peak_extra_bytes != b->peak_extra_bytes) return a->peak_extra_bytes < b->peak_extra_bytes;
+    return a->nsteps < b->nsteps;
 }
 
 void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
@@ -703,7 +617,16 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     }
     /* Without all-to-all or exchange steps every step's worst rank is coordinate 0; a single
      * step's worst rank is its own maximum. */
-    if (!per_coord || plan->nsteps == 1) {
+    /* On even layouts only exchanges and balanced reductions differ between ranks: with one
+     * of them, the sum of the steps' most is the most of the sums. */
+    int varying = 0;
+    bool even = !plan->seed_blocks;
+    for (int k = 0; k < plan->nsteps && even; k++) {
+        const dtr_step_t *s = &plan->steps[k];
+        varying += s->kind == DTR_STEP_EXCHANGE || s->kind == DTR_STEP_REDUCE_EXCHANGE;
+        even = dtr__even(ctx, s->before) && dtr__even(ctx, s->after);
+    }
+    if (!per_coord || plan->nsteps == 1 || (even && varying <= 1)) {
         plan->recv_bytes_max = dtr__sat(sum_at_zero);
     } else {
         int64_t coord[DTR_MAX_MESH_DIMS] = {0};

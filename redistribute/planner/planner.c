@@ -293,7 +293,7 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                                  sizeof why)) {
         return dtr__error(DTR_ERR_UNSUPPORTED, __func__, "%s", why);
     } else if (strategy == DTR_STRATEGY_COMPAT) {
-        if (!dtr__plan_compat(&ctx, src, dst, true, &plan, why, sizeof why))
+        if (!dtr__plan_compat(&ctx, src, dst, true, NULL, &plan, why, sizeof why))
             return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
                               "compat: %s; the optimal strategy handles this change",
                               why);
@@ -383,7 +383,7 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
         !dtr__orders_default(dst->placements, ctx.mdims))
         return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
                           "compat: the seed algorithm knows only mesh-dim order");
-    *safe = dtr__plan_compat(&ctx, src, dst, true, out, NULL, 0);
+    *safe = dtr__plan_compat(&ctx, src, dst, true, NULL, out, NULL, 0);
     dtr__plan_finish(&ctx, src, dst, out);
     if (out->seed_blocks) dtr__seed_figures(&ctx, out);
     return DTR_OK;

@@ -18,8 +18,6 @@
 /* Beyond this many coordinates the figures are not followed and compat refuses the plan. */
 #define DTR__SEED_COORDS_MAX 65536
 
-static int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
-
 bool dtr__seed_kind_ok(dtr_step_kind_t kind) {
     switch (kind) {
     case DTR_STEP_ALL_GATHER:

@@ -315,7 +315,7 @@ Test(plan_property, compat_refuses_only_seed_plans_that_misplace, .timeout = 600
             dtr__ctx_t ctx;
             dtr__ctx_init(&ctx, &src, &cost);
             dtr_plan_t strict;
-            if (!dtr__plan_compat(&ctx, &src, &dst, false, &strict, NULL, 0)) followed++;
+            if (!dtr__plan_compat(&ctx, &src, &dst, false, NULL, &strict, NULL, 0)) followed++;
             own_blocks += plan.seed_blocks;
             if (consistent(&plan, err, sizeof err) != 0 && failures++ < 20)
                 cr_log_error("case %d: %s: compat totals: %s", n, what, err);
