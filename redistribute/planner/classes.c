@@ -243,8 +243,9 @@ bool dtr__classes_run(const dtr__ctx_t *ctx, dtr__classes_t *cl, int64_t max_sta
     wk.msize = ctx->msize;
     cl->n = 0;
     cl->v = NULL;
-    /* The dims that move a form, largest weight first, each weight relative to its form's
-     * window (or modulus): the dims that settle forms soonest go first (ties: mesh order). */
+    /* The dims that move forms, largest weight first, each weight relative to its form's
+     * window (or modulus), summed over the forms: the dims that settle forms soonest go
+     * first (ties: mesh order). */
     double big[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < ctx->mdims; i++) {
         big[i] = 0;
@@ -255,7 +256,7 @@ bool dtr__classes_run(const dtr__ctx_t *ctx, dtr__classes_t *cl, int64_t max_sta
             double scale = fm->windowed && fm->hi >= fm->lo ? (double)fm->hi - (double)fm->lo + 1
                            : fm->mod > 0                    ? (double)fm->mod
                                                             : 1;
-            if ((double)w / scale > big[i]) big[i] = (double)w / scale;
+            big[i] += (double)w / scale;
         }
         if (big[i] == 0 || ctx->msize[i] == 1) continue;
         int p = wk.ndims++;

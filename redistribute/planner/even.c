@@ -138,6 +138,7 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
     int sk[DTR_MAX_TENSOR_DIMS];
     bool fixed[DTR_MAX_TENSOR_DIMS], tiled[DTR_MAX_TENSOR_DIMS];
     int64_t spans[DTR_MAX_TENSOR_DIMS];
+    __int128 flat[DTR_MAX_TENSOR_DIMS] = {0}; /* SS_d on the plateau (not tiled) */
     for (int d = 0; d < ctx->ndim; d++) {
         dtr__meet_form(ctx, &A, &B, d, false, &cl.form[d]);
         dtr__form_t *f = &cl.form[ctx->ndim + d];
@@ -173,17 +174,27 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
             f->plateau = true;
             f->plo = slack < 0 ? slack : 0;
             f->phi = slack > 0 ? slack : 0;
-        } else { /* every cell inside my source block */
-            f->plateau = span <= B.len[d];
-            f->plo = 0;
-            f->phi = B.len[d] - span;
+        } else {
             /* Where the outermost sub dim's run of cells overhangs my block on both sides,
-             * SS_d is periodic in y with its weight: [lb - n0 w0, w0 - (the rest's span)]. */
-            if (sk[d] > 0) {
-                int64_t w0 = sw[d][0], n0 = sn[d][0];
-                f->period = w0;
-                f->rlo = B.len[d] - n0 * w0;
-                f->rhi = w0 - (span - (n0 - 1) * w0);
+             * y in [lb - n0 w0, w0 - (the rest's span)], SS_d is periodic in y with its
+             * weight w0; and constant there when my block is whole periods long. */
+            int64_t w0 = sk[d] > 0 ? sw[d][0] : 1, n0 = sk[d] > 0 ? sn[d][0] : 1;
+            int64_t rlo = B.len[d] - n0 * w0, rhi = w0 - (span - (n0 - 1) * w0);
+            __int128 inner = A.len[d];
+            for (int q = 1; q < sk[d]; q++) inner *= sn[d][q];
+            if (sk[d] > 0 && B.len[d] % w0 == 0 && rlo <= rhi) {
+                f->plateau = true;
+                f->plo = rlo;
+                f->phi = rhi;
+                flat[d] = B.len[d] / w0 * inner;
+            } else { /* every cell inside my source block */
+                f->plateau = span <= B.len[d];
+                f->plo = 0;
+                f->phi = B.len[d] - span;
+                flat[d] = n0 * inner;
+                f->period = sk[d] > 0 ? w0 : 0;
+                f->rlo = rlo;
+                f->rhi = rhi;
             }
         }
         if (!fixed[d]) memset(f->w, 0, sizeof f->w);
@@ -198,11 +209,9 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
             const dtr__form_t *f = &cl.form[ctx->ndim + d];
             if (dtr__classes_residue(&cl, v, ctx->ndim + d)) /* any y in range with it */
                 y = f->rlo + ((y - f->rlo) % f->period + f->period) % f->period;
-            __int128 cells = 1;
-            for (int q = 0; q < sk[d]; q++) cells *= sn[d][q];
             sum *= !fixed[d]  ? (__int128)B.len[d]
                    : tiled[d] ? (__int128)dtr__meet_value(y, spans[d], B.len[d])
-                   : y == DTR__PLATEAU ? cells * A.len[d]
+                   : y == DTR__PLATEAU ? flat[d]
                                        : dtr__cover(sw[d], sn[d], sk[d], 0, y, A.len[d], B.len[d]);
         }
         sum -= dtr__self(ctx, &A, &B, v);
@@ -322,11 +331,13 @@ bool dtr__need_max_even(const dtr__ctx_t *ctx, const dtr_placement_t *src,
  */
 typedef struct {
     int64_t n, Q, t; /* members, inner groups, elements of a target */
+    bool other;      /* balance.c's enumeration of groups reaches a foreign target's group */
 } dtr__even_balance_t;
 
 /* With shard orders "inner" means after i in d's order. The figures count the other group
- * holding a foreign target the way balance.c enumerates groups (over the mesh dims after
- * i), so they are only taken where every inner dim is one of those. */
+ * holding a foreign target the way balance.c enumerates groups, over the mesh dims after i:
+ * where every inner dim is one of those it is found, where none is it is not, and where
+ * some are the figures are not taken here (any_inner: the bound, which counts no groups). */
 static bool dtr__even_balance(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                               const dtr_placement_t *after, int i, bool any_inner,
                               dtr__even_balance_t *e) {
@@ -342,8 +353,10 @@ static bool dtr__even_balance(const dtr__ctx_t *ctx, const dtr_placement_t *befo
         if (q == p) continue;
         if (src[r++] != dims[q]) return false;
     }
-    for (int q = p + 1; q < k && !any_inner; q++)
-        if (dims[q] < i) return false;
+    int after_i = 0;
+    for (int q = p + 1; q < k; q++) after_i += dims[q] > i;
+    if (!any_inner && after_i != 0 && after_i != k - 1 - p) return false;
+    e->other = after_i > 0;
     e->n = ctx->msize[i];
     e->Q = 1;
     for (int q = p + 1; q < k; q++) e->Q *= ctx->msize[dims[q]];
@@ -453,7 +466,7 @@ bool dtr__balance_figures_even(const dtr__ctx_t *ctx, dtr_step_t *s) {
     int64_t out = dtr__sat((__int128)e.t * item);
     s->extra_bytes_max = dtr__sat((__int128)out + dtr__sat(mx.stage * item));
     /* the group, and the members of the one other group holding a foreign target */
-    s->peers_max = (int)((e.n - 1) + (mx.foreign && e.t > 0 ? e.n : 0));
+    s->peers_max = (int)((e.n - 1) + (mx.foreign && e.other && e.t > 0 ? e.n : 0));
     return true;
 }
 

@@ -74,7 +74,8 @@ static bool plans_differ(const dtr_plan_t *a, const dtr_plan_t *b, char *why, si
 }
 
 typedef struct {
-    int cases, even, exchanges, balanced, direct_balanced, ordered_balanced, refused;
+    int cases, even, exchanges, balanced, direct_balanced, ordered_balanced, direct_exchanges,
+        refused;
 } tally_t;
 
 static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *shape,
@@ -155,6 +156,33 @@ static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *s
         for (int i = 0; i < mdims; i++) ordered = ordered || b.placements[i].order != 0;
         tally->ordered_balanced += ordered;
     }
+    /* One exchange straight from the source to the target (no Partial dims), directly. */
+    bool partial = false;
+    for (int i = 0; i < mdims; i++)
+        partial = partial || a.placements[i].kind == DTR_PARTIAL || b.placements[i].kind == DTR_PARTIAL;
+    if (!partial) {
+        dtr_plan_t p[2];
+        for (int off = 0; off < 2; off++) {
+            dtr__builder_t builder;
+            dtr__even_off = off;
+            dtr__builder_init(&builder, &ctx, a.placements, &p[off]);
+            cr_assert(dtr__emit_exchange(&builder, b.placements), "%s", desc);
+        }
+        dtr__even_off = false;
+        if (p[0].nsteps == 1 && p[0].steps[0].kind == DTR_STEP_EXCHANGE) {
+            const dtr_step_t *x = &p[0].steps[0], *y = &p[1].steps[0];
+            cr_assert(x->recv_bytes_max == y->recv_bytes_max &&
+                          x->send_bytes_max == y->send_bytes_max &&
+                          x->extra_bytes_max == y->extra_bytes_max && x->peers_max == y->peers_max,
+                      "%s: exchange: recv %lld/%lld send %lld/%lld extra %lld/%lld peers %d/%d "
+                      "(classes/every rank)",
+                      desc, (long long)x->recv_bytes_max, (long long)y->recv_bytes_max,
+                      (long long)x->send_bytes_max, (long long)y->send_bytes_max,
+                      (long long)x->extra_bytes_max, (long long)y->extra_bytes_max, x->peers_max,
+                      y->peers_max);
+            tally->direct_exchanges++;
+        }
+    }
     int64_t bound[2];
     for (int off = 0; off < 2; off++) {
         dtr__even_off = off;
@@ -219,13 +247,15 @@ Test(plan_classes, figures_equal_visiting_every_rank, .timeout = 600) {
                  &tally);
     }
     printf("plan_classes: %d changes (%d even), %d refused plans; even plans held %d exchanges "
-           "and %d balanced reductions; %d balanced steps compared alone (%d in a shard order)\n",
+           "and %d balanced reductions; compared alone: %d balanced steps (%d in a shard order), "
+           "%d exchanges\n",
            tally.cases, tally.even, tally.refused, tally.exchanges, tally.balanced,
-           tally.direct_balanced, tally.ordered_balanced);
+           tally.direct_balanced, tally.ordered_balanced, tally.direct_exchanges);
     cr_assert_gt(tally.cases, 2500);
     cr_assert_gt(tally.exchanges, 100, "too few even exchanges to compare");
     cr_assert_gt(tally.balanced, 50, "too few balanced reductions to compare");
     cr_assert_gt(tally.ordered_balanced, 15, "too few balanced steps in a shard order");
+    cr_assert_gt(tally.direct_exchanges, 500, "too few exchanges compared alone");
 }
 
 /* The issue's large meshes, where visiting every rank is slow but still done here once:
@@ -245,6 +275,10 @@ Test(plan_classes, large_meshes_equal_visiting_every_rank, .timeout = 600) {
         {3, {6, 5, 7}, "P,S(0),S(0)", "S(0),S(0),S(0)"},
         {3, {3, 7, 5}, "S(1),P,S(0)", "S(1),S(0),S(0)"},
         {4, {2, 3, 5, 7}, "P,S(1),S(0),S(0)", "S(0),S(1),S(0),S(0)"},
+        /* strided targets: my block is not whole periods of the peers' cells */
+        {3, {2, 2, 3}, "S(1),R,S(0)", "S(0),S(0),R"},
+        {3, {4, 8, 3}, "S(1),R,S(0)", "S(0),S(0),R"},
+        {3, {16, 4, 5}, "S(1),R,S(0)", "S(0),S(0),R"},
         {4, {4, 4, 4, 4}, "P,S(1),P,S(0)", "S(0),S(1),S(1),S(0)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
