@@ -8,8 +8,9 @@
 #   --base REV   the commit to compare against (default HEAD~1)
 #   --cases N    random changes (default 3000): meshes of 1-4 dims with sizes 1-6 (at most
 #                512 ranks), 1-3 tensor dims, even shapes in three cases of four, Shard /
-#                Replicate / Partial(sum|max) placements, shard orders in one case of four,
-#                both strategies
+#                Replicate / Partial(sum|max) placements, a balanced reduction (P -> S(d)
+#                under later shards of d) in one case of four, shard orders in one of the
+#                rest, both strategies
 #   --big        also 8 changes on meshes of 4,096 ranks (slow on commits that visit every
 #                rank: minutes)
 #
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --cases) cases=${2:?--cases needs a number}; shift 2 ;;
     --seed) seed=${2:?--seed needs a number}; shift 2 ;;
     --big) big=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "plan_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -75,7 +76,15 @@ def change(mesh, ndim, even):
     src = [placement(ndim, op) for _ in mesh]
     dst = [placement(ndim, op) for _ in mesh]
     dst = [d if not d.startswith("P") or s.startswith("P") else "R" for s, d in zip(src, dst)]
-    if rng.randrange(4) == 0:
+    if len(mesh) >= 2 and rng.randrange(4) == 0:
+        # the balanced reduction: P -> S(d) on one mesh dim under later shards of d
+        i, d = rng.randrange(len(mesh) - 1), rng.randrange(ndim)
+        dst = list(src)
+        src[i], dst[i] = f"P({op})", f"S({d})"
+        for j in range(i + 1, len(mesh)):
+            if rng.randrange(2):
+                src[j] = dst[j] = f"S({d})"
+    elif rng.randrange(4) == 0:
         src, dst = orders(src), orders(dst)
     return ["--mesh", "x".join(map(str, mesh)), "--shape", "x".join(map(str, shape)),
             "--from", ",".join(src), "--to", ",".join(dst)]

@@ -182,21 +182,19 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
     b->level = lo;
 }
 
+__int128 dtr__balance_next_share(const dtr__balance_t *b, int64_t m, __int128 at) {
+    __int128 h, dl;
+    dtr__balance_member(b, m, &h, &dl);
+    __int128 c = dtr__cap(b->level, (b->n - 1) * h + dl, b->n);
+    if (c < 0) c = 0;
+    return c > b->foreign - at ? b->foreign - at : c;
+}
+
 void dtr__balance_share(const dtr__balance_t *b, int64_t a, __int128 *start, __int128 *count) {
     __int128 at = 0;
-    for (int64_t m = 0; m <= a; m++) {
-        __int128 h, dl;
-        dtr__balance_member(b, m, &h, &dl);
-        __int128 c = dtr__cap(b->level, (b->n - 1) * h + dl, b->n);
-        if (c < 0) c = 0;
-        if (c > b->foreign - at) c = b->foreign - at;
-        if (m == a) {
-            *start = at;
-            *count = c;
-            return;
-        }
-        at += c;
-    }
+    for (int64_t m = 0; m < a; m++) at += dtr__balance_next_share(b, m, at);
+    *start = at;
+    *count = dtr__balance_next_share(b, a, at);
 }
 
 /* Where a target's piece sits in group g's foreign sequence (and its size); false if g

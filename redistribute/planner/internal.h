@@ -175,8 +175,10 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                        dtr__balance_t *b);
 /* Member a (coordinate a on mesh dim i): its home piece and what other groups deliver. */
 void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered);
-/* Member a's share of the foreign sequence. */
+/* Member a's share of the foreign sequence; member m's when the members before it took
+ * `at` of it (a walk over the members in order). */
 void dtr__balance_share(const dtr__balance_t *b, int64_t a, __int128 *start, __int128 *count);
+__int128 dtr__balance_next_share(const dtr__balance_t *b, int64_t m, __int128 at);
 void dtr__pieces_begin(const dtr__balance_t *b, dtr__piece_iter_t *it);
 bool dtr__pieces_next(const dtr__balance_t *b, dtr__piece_iter_t *it);
 /* The next foreign piece that meets the share [start, start+count): the part that does is

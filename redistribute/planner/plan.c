@@ -12,27 +12,112 @@ static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1
     return n;
 }
 
-/* One tensor dim's interval [off, off+len) at a coordinate, for any placements (split in
- * d's shard order, as dtr__layout splits it). */
-static void dtr__interval(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
-                          int d, int64_t *off, int64_t *len) {
-    int64_t o = 0, l = ctx->shape[d];
-    int dims[DTR_MAX_MESH_DIMS];
-    int k = dtr__shard_seq(pl, ctx->mdims, d, dims);
-    for (int q = 0; q < k; q++) {
-        int i = dims[q];
-        int64_t n = ctx->msize[i], c = l / n + (l % n != 0), start = c * coord[i];
-        int64_t end = start + c < l ? start + c : l;
-        o += start < l ? start : l;
-        l = end > start ? end - start : 0;
+/* Sums over a block nesting of tensor dim d (mesh dims `dims`, in its shard order, from
+ * level q on): the cells reached with every `sub` dim's coordinate taken (the others at
+ * coord), against [lo, hi): the elements they share with it (*sum) and how many of them
+ * share any (*hits). A cell inside [lo, hi) counts whole, one outside not at all, so only
+ * the cells crossing lo or hi are split: O(levels x mesh size), not O(cells). */
+typedef struct {
+    const dtr__ctx_t *ctx;
+    const int *dims;
+    int k;
+    const bool *sub;
+    const int64_t *coord;
+    int64_t lo, hi;
+} dtr__cells_t;
+
+/* A cell of length len at level q, inside [lo, hi): its elements and nonempty leaves. */
+static void dtr__cells_inside(const dtr__cells_t *c, int q, int64_t len, __int128 *sum,
+                              __int128 *hits) {
+    __int128 count = 1;
+    for (; q < c->k && len > 0; q++) {
+        int i = c->dims[q];
+        int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
+        if (!c->sub[i]) { /* one child: the coordinate's chunk */
+            int64_t start = chunk * c->coord[i];
+            len = start >= len ? 0 : (start + chunk < len ? chunk : len - start);
+            continue;
+        }
+        /* full chunks, then one shorter one: both the same below when it is also full */
+        int64_t full = len / chunk, rest = len - full * chunk;
+        if (rest > 0) {
+            __int128 s2, h2;
+            dtr__cells_inside(c, q + 1, rest, &s2, &h2);
+            __int128 s1, h1;
+            dtr__cells_inside(c, q + 1, chunk, &s1, &h1);
+            *sum = count * (full * s1 + s2);
+            *hits = count * (full * h1 + h2);
+            return;
+        }
+        count *= full;
+        len = chunk;
     }
-    *off = o;
-    *len = l;
+    *sum = len > 0 ? count * len : 0;
+    *hits = len > 0 ? count : 0;
 }
 
-static int64_t dtr__meet(int64_t ao, int64_t al, int64_t bo, int64_t bl) {
-    int64_t lo = ao > bo ? ao : bo, hi = ao + al < bo + bl ? ao + al : bo + bl;
-    return hi > lo ? hi - lo : 0;
+static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, __int128 *sum,
+                       __int128 *hits) {
+    *sum = *hits = 0;
+    if (len == 0 || off >= c->hi || off + len <= c->lo) return;
+    if (off >= c->lo && off + len <= c->hi) {
+        dtr__cells_inside(c, q, len, sum, hits);
+        return;
+    }
+    if (q == c->k) {
+        int64_t a = off > c->lo ? off : c->lo, b = off + len < c->hi ? off + len : c->hi;
+        *sum = b - a;
+        *hits = 1;
+        return;
+    }
+    int i = c->dims[q];
+    int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
+    int64_t nonempty = (len + chunk - 1) / chunk; /* chunks x < this hold elements */
+    int64_t from = c->sub[i] ? 0 : c->coord[i], to = c->sub[i] ? nonempty : c->coord[i] + 1;
+    if (to > nonempty) to = nonempty;
+    /* The chunks holding lo and hi - 1 are split further; those between lie inside. */
+    int64_t xlo = c->lo > off ? (c->lo - off) / chunk : 0;
+    int64_t xhi = (c->hi - 1 - off) / chunk;
+    if (from < xlo) from = xlo; /* (chunks before lo or after hi - 1 share nothing) */
+    if (to > xhi + 1) to = xhi + 1;
+    for (int64_t x = from; x < to; x++) {
+        if (x > xlo && x < xhi && c->sub[i]) { /* the run inside, at once */
+            int64_t last = xhi < to ? xhi : to; /* [x, last) */
+            int64_t whole = last, shorter = 0;  /* chunk x' is whole when (x'+1)chunk <= len */
+            if (last * chunk > len) {
+                whole = last - 1;
+                shorter = 1;
+            }
+            __int128 s2, h2;
+            if (whole > x) {
+                dtr__cells_inside(c, q + 1, chunk, &s2, &h2);
+                *sum += (whole - x) * s2;
+                *hits += (whole - x) * h2;
+            }
+            if (shorter) {
+                dtr__cells_inside(c, q + 1, len - (last - 1) * chunk, &s2, &h2);
+                *sum += s2;
+                *hits += h2;
+            }
+            x = last - 1;
+            continue;
+        }
+        int64_t start = chunk * x;
+        __int128 s2, h2;
+        dtr__cells(c, q + 1, off + start, start + chunk < len ? chunk : len - start, &s2, &h2);
+        *sum += s2;
+        *hits += h2;
+    }
+}
+
+/* The sums of dtr__cells for placements pl on tensor dim d, from the whole dim. */
+static void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d,
+                          const bool *sub, const int64_t *coord, int64_t lo, int64_t len,
+                          __int128 *sum, __int128 *hits) {
+    int dims[DTR_MAX_MESH_DIMS];
+    dtr__cells_t c = {ctx, dims, dtr__shard_seq(pl, ctx->mdims, d, dims), sub, coord, lo, lo + len};
+    *sum = *hits = 0;
+    if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);
 }
 
 /*
@@ -64,29 +149,13 @@ static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const
         bool sub[DTR_MAX_MESH_DIMS] = {false};
         for (int i = 0; i < ctx->mdims; i++)
             sub[i] = vary[i] && s->after[i].kind == DTR_SHARD && s->after[i].dim == d;
-        int64_t p[DTR_MAX_MESH_DIMS];
-        memcpy(p, coord, (size_t)ctx->mdims * sizeof *p);
-        for (int i = 0; i < ctx->mdims; i++)
-            if (sub[i]) p[i] = 0;
-        __int128 sum = 0;
-        do {
-            int64_t o, l;
-            dtr__interval(ctx, s->after, p, d, &o, &l);
-            sum += dtr__meet(o, l, co[d], cs[d]);
-        } while (dtr__next_coord(ctx, sub, p));
+        __int128 sum, hits, unused;
+        dtr__cells_of(ctx, s->after, d, sub, coord, co[d], cs[d], &sum, &unused);
         send_sum *= sum;
         /* Sources: count the coordinates of the "before" shards of d that overlap T_r. */
         for (int i = 0; i < ctx->mdims; i++)
             sub[i] = vary[i] && s->before[i].dim == d;
-        memcpy(p, coord, (size_t)ctx->mdims * sizeof *p);
-        for (int i = 0; i < ctx->mdims; i++)
-            if (sub[i]) p[i] = 0;
-        __int128 hits = 0;
-        do {
-            int64_t o, l;
-            dtr__interval(ctx, s->before, p, d, &o, &l);
-            hits += dtr__meet(o, l, to[d], ts[d]) > 0;
-        } while (dtr__next_coord(ctx, sub, p));
+        dtr__cells_of(ctx, s->before, d, sub, coord, to[d], ts[d], &unused, &hits);
         sources *= hits;
     }
     /* Every varying mesh dim shards some tensor dim, so the products cover all peers;
@@ -97,10 +166,17 @@ static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const
 
 static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord);
 
+/* A balanced reduction's group and the rank's share in it, where the caller has them. */
+typedef struct {
+    const dtr__balance_t *bal;
+    __int128 share;
+} dtr__member_t;
+
 /* Bytes sent and received by one rank in a step, and the peers it hears from (exchange and
- * all-to-all; 0 for the others). */
-static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                           int64_t *send, int64_t *recv, int *peers_out, int64_t *stage_out) {
+ * all-to-all; 0 for the others). member: NULL, or the rank's group in a balanced reduction. */
+static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                              const dtr__member_t *member, int64_t *send, int64_t *recv,
+                              int *peers_out, int64_t *stage_out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->before, coord, bs, bo);
@@ -136,11 +212,16 @@ static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int
         dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
         break;
     case DTR_STEP_REDUCE_EXCHANGE: {
-        dtr__balance_t bal;
-        dtr__balance_init(ctx, s->before, s->after, s->mesh_dim, coord, &bal);
+        dtr__balance_t own;
+        const dtr__balance_t *bal = member != NULL ? member->bal : &own;
         __int128 h, dl, at, x;
-        dtr__balance_member(&bal, coord[s->mesh_dim], &h, &dl);
-        dtr__balance_share(&bal, coord[s->mesh_dim], &at, &x);
+        if (member == NULL) {
+            dtr__balance_init(ctx, s->before, s->after, s->mesh_dim, coord, &own);
+            dtr__balance_share(&own, coord[s->mesh_dim], &at, &x);
+        } else {
+            x = member->share;
+        }
+        dtr__balance_member(bal, coord[s->mesh_dim], &h, &dl);
         /* phase 1: the other members' contributions to my part, mine to theirs; phase 2:
          * the rest of my target in, my share out */
         r = (__int128)(n - 1) * (h + x) + dl;
@@ -148,22 +229,18 @@ static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int
         /* the packed contributions, then my reduced part; the delivery reuses the first */
         stage = (dtr__numel(ctx, bs) > dl ? dtr__numel(ctx, bs) : dl) + h + x;
         /* at most: the group, and the members of each other group holding a piece of my
-         * target */
-        int64_t g[DTR_MAX_MESH_DIMS], cs2[DTR_MAX_TENSOR_DIMS], co2[DTR_MAX_TENSOR_DIMS];
-        bool inner[DTR_MAX_MESH_DIMS];
-        memcpy(g, coord, (size_t)ctx->mdims * sizeof *g);
-        for (int j = 0; j < ctx->mdims; j++) {
-            inner[j] = bal.serve[j] && j != s->mesh_dim;
-            if (inner[j]) g[j] = 0;
-        }
-        int64_t groups = 0;
-        do {
-            bool own = true;
-            for (int j = 0; j < ctx->mdims; j++) own = own && g[j] == coord[j];
-            if (own) continue;
-            dtr__layout(ctx, s->before, g, cs2, co2);
-            groups += dtr__overlap(ctx, as, ao, cs2, co2) > 0;
-        } while (dtr__next_coord(ctx, inner, g));
+         * target. The groups differ on the inner dims, which shard only the target's dim
+         * d: elsewhere every group's block is mine, so they meet my target where their
+         * cells of d do (counted over the inner dims' coordinates, mine among them). */
+        int d = s->to.dim;
+        bool inner[DTR_MAX_MESH_DIMS], others = true;
+        for (int j = 0; j < ctx->mdims; j++) inner[j] = bal->serve[j] && j != s->mesh_dim;
+        for (int e = 0; e < ctx->ndim; e++)
+            others = others && (e == d || (bo[e] < ao[e] + as[e] && ao[e] < bo[e] + bs[e]));
+        __int128 cells = 0, unused;
+        if (others) dtr__cells_of(ctx, s->before, d, inner, coord, ao[d], as[d], &unused, &cells);
+        bool mine = bo[d] < ao[d] + as[d] && ao[d] < bo[d] + bs[d];
+        int64_t groups = others ? (int64_t)(cells - mine) : 0;
         peers = (int)((n - 1) + n * groups);
         break;
     }
@@ -174,6 +251,11 @@ static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int
     *send = dtr__sat(w * ctx->item);
     *peers_out = peers;
     *stage_out = stage < 0 ? *recv : dtr__sat(stage * ctx->item);
+}
+
+static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                           int64_t *send, int64_t *recv, int *peers_out, int64_t *stage_out) {
+    dtr__step_rank_in(ctx, s, coord, NULL, send, recv, peers_out, stage_out);
 }
 
 void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
@@ -199,26 +281,37 @@ static int64_t dtr__step_rank_recv(const dtr__ctx_t *ctx, const dtr_step_t *s,
     return dtr__sat((dtr__numel(ctx, ts) - dtr__overlap(ctx, ts, to, cs, co)) * ctx->item);
 }
 
-/* Members of the rank's group that send it something in an all-to-all. */
+/* Members of the rank's group that send it something in an all-to-all: those whose
+ * "before" block is not empty on the dim it gathers. They differ from the rank only on the
+ * step's mesh dim, so their cells are the chunks of one parent: full ones, one shorter,
+ * empty ones, each taken down the levels below at the rank's coordinates. */
 static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->after, coord, as, ao);
     if (dtr__numel(ctx, as) == 0) return 0;
-    if (dtr__even(ctx, s->before)) { /* every member's block has my shape */
-        dtr__layout(ctx, s->before, coord, bs, bo);
-        return bs[s->tensor_dim] > 0 ? (int)(ctx->msize[s->mesh_dim] - 1) : 0;
+    dtr__layout(ctx, s->before, coord, bs, bo);
+    int d = s->tensor_dim, i = s->mesh_dim;
+    int dims[DTR_MAX_MESH_DIMS], k = dtr__shard_seq(s->before, ctx->mdims, d, dims), q = 0;
+    int64_t len = ctx->shape[d];
+    for (; q < k && dims[q] != i; q++) { /* the parent: the levels above i */
+        int64_t n = ctx->msize[dims[q]], c = len / n + (len % n != 0), start = c * coord[dims[q]];
+        len = start >= len ? 0 : (start + c < len ? c : len - start);
     }
-    int64_t peer[DTR_MAX_MESH_DIMS];
-    memcpy(peer, coord, (size_t)ctx->mdims * sizeof *peer);
-    int peers = 0;
-    for (int64_t c = 0; c < ctx->msize[s->mesh_dim]; c++) {
-        if (c == coord[s->mesh_dim]) continue;
-        peer[s->mesh_dim] = c;
-        dtr__layout(ctx, s->before, peer, bs, bo);
-        peers += bs[s->tensor_dim] > 0;
+    if (q == k) return 0; /* (i does not split d before: not an all-to-all of d) */
+    int64_t n = ctx->msize[i], c = len / n + (len % n != 0);
+    int64_t full = c > 0 ? len / c : 0, rest = len - full * c;
+    int64_t lens[2] = {c, rest}, counts[2] = {full, rest > 0};
+    int64_t peers = 0;
+    for (int x = 0; x < 2; x++) { /* each chunk length down the levels below i */
+        int64_t l = lens[x];
+        for (int r = q + 1; r < k && l > 0; r++) {
+            int64_t m = ctx->msize[dims[r]], cc = l / m + (l % m != 0), start = cc * coord[dims[r]];
+            l = start >= l ? 0 : (start + cc < l ? cc : l - start);
+        }
+        if (l > 0) peers += counts[x];
     }
-    return peers;
+    return (int)(peers - (bs[d] > 0));
 }
 
 /* Mesh dims whose coordinate changes what a rank holds before or after a step. */
@@ -229,10 +322,11 @@ static void dtr__relevant_dims(const dtr__ctx_t *ctx, const dtr_step_t *s, bool 
 }
 
 /* Folds the rank at coord into the step's figures (the most over ranks). */
-static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord) {
+static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord,
+                                 const dtr__member_t *member) {
     int64_t send, recv, stage;
     int peers;
-    dtr__step_rank(ctx, s, coord, &send, &recv, &peers, &stage);
+    dtr__step_rank_in(ctx, s, coord, member, &send, &recv, &peers, &stage);
     int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->after, coord, os, oo);
     int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
@@ -273,7 +367,24 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         dtr__step_time(ctx, s);
         return;
     }
-    do dtr__step_figures_at(ctx, s, coord);
+    if (s->kind == DTR_STEP_REDUCE_EXCHANGE) { /* group by group: its balance once */
+        int i = s->mesh_dim;
+        vary[i] = false;
+        do {
+            dtr__balance_t bal;
+            dtr__balance_init(ctx, s->before, s->after, i, coord, &bal);
+            __int128 at = 0;
+            for (coord[i] = 0; coord[i] < ctx->msize[i]; coord[i]++) {
+                dtr__member_t member = {&bal, dtr__balance_next_share(&bal, coord[i], at)};
+                at += member.share;
+                dtr__step_figures_at(ctx, s, coord, &member);
+            }
+            coord[i] = 0;
+        } while (dtr__next_coord(ctx, vary, coord));
+        dtr__step_time(ctx, s);
+        return;
+    }
+    do dtr__step_figures_at(ctx, s, coord, NULL);
     while (enumerate && dtr__next_coord(ctx, vary, coord));
     dtr__step_time(ctx, s);
 }
