@@ -6,7 +6,10 @@ usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K]
 BEFORE and AFTER are two `dtr` executables (say, one built at the commit before a
 restructuring and one after). Each case is a random change (mesh, shape, dtype, source and
 target placements, strategy, cost model) that both run as `dtr plan ... --compare --json`
-or `--strategy ... --json`; their stdout, stderr and exit status must be equal. Prints the
+or `--strategy ... --json`; their stdout, stderr and exit status must be equal. Meshes of
+1 to 4 dims; a third of the shapes even (a multiple of the mesh's size, where the planner
+counts classes of ranks instead of visiting each); a fifth of the changes a balanced
+reduction (P -> S(d) under later shards of d), some with shard orders. Prints the
 seed, the number of cases, how many planned, were refused or were bad input, and every
 differing case with its command line (at most --show of them). Exit status 0 when all
 agree, 1 when any differs, 2 for bad arguments.
@@ -32,11 +35,30 @@ def placement(rng, ndim, partial):
     return "P(%s)" % rng.choice(OPS)
 
 
+def orders(rng, pl):
+    """Random shard orders on the tensor dims that several mesh dims shard."""
+    out = list(pl)
+    for d in range(8):
+        idx = [i for i, p in enumerate(pl) if p == "S(%d)" % d]
+        perm = list(range(len(idx)))
+        rng.shuffle(perm)
+        for i, o in zip(idx, perm):
+            if len(idx) > 1:
+                out[i] = "S(%d)[%d]" % (d, o)
+    return out
+
+
 def case(rng):
-    mdims = rng.choice([1, 1, 2, 2, 2, 3])
-    mesh = [rng.choice([1, 2, 2, 3, 4]) for _ in range(mdims)]
+    mdims = rng.choice([1, 1, 2, 2, 2, 3, 3, 4])
+    mesh = [rng.choice([1, 2, 2, 3, 4, 6] if mdims <= 2 else [1, 2, 2, 3, 4]) for _ in range(mdims)]
     ndim = rng.choice([1, 2, 2, 3])
-    shape = [rng.choice([1, 2, 3, 5, 7, 8, 12, 13, 16, 64, 100, 1000]) for _ in range(ndim)]
+    ranks = 1
+    for m in mesh:
+        ranks *= m
+    if rng.random() < 1 / 3:
+        shape = [ranks * rng.choice([1, 2, 3, 5]) for _ in range(ndim)]
+    else:
+        shape = [rng.choice([1, 2, 3, 5, 7, 8, 12, 13, 16, 64, 100, 1000]) for _ in range(ndim)]
     src = [placement(rng, ndim, 0.3) for _ in range(mdims)]
     dst = [placement(rng, ndim, 0.08) for _ in range(mdims)]
     # keep the Partial ops of the source where the target keeps a Partial, so that most
@@ -45,6 +67,16 @@ def case(rng):
         for i in range(mdims):
             if src[i].startswith("P") and dst[i].startswith("P"):
                 dst[i] = src[i]
+    r = rng.random()
+    if r < 0.2 and mdims >= 2:  # a balanced reduction: P -> S(d) under later shards of d
+        i, d = rng.randrange(mdims - 1), rng.randrange(ndim)
+        dst = list(src)
+        src[i], dst[i] = "P(%s)" % rng.choice(OPS), "S(%d)" % d
+        for j in range(i + 1, mdims):
+            if rng.random() < 0.5:
+                src[j] = dst[j] = "S(%d)" % d
+    elif r < 0.35:
+        src, dst = orders(rng, src), orders(rng, dst)
     args = ["plan", "--mesh", "x".join(map(str, mesh)), "--shape", "x".join(map(str, shape)),
             "--dtype", rng.choice(DTYPES), "--from", ",".join(src), "--to", ",".join(dst),
             "--json"]
