@@ -57,7 +57,7 @@ static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
         int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
         dtr__layout(ctx, ul, coord, us, uo);
         __int128 u = dtr__overlap(ctx, us, uo, cs, co);
-        __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
+        __int128 moved = dtr__reduce_moved(dst[k].kind == DTR_REPLICATE, u, n);
         if (moved > need) need = moved;
     }
     return need;

@@ -121,9 +121,8 @@ static __int128 dtr__cover(const int64_t *w, const int64_t *n, int k, int j, int
 }
 
 /* The most a rank sends in an exchange from B to A. */
-static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const dtr__grid_t *pa,
-                               const dtr__grid_t *pb, __int128 *out) {
-    const dtr__grid_t A = *pa, B = *pb;
+static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const dtr__grid_t *A,
+                               const dtr__grid_t *B, __int128 *out) {
     /* send = K prod_d SS_d - self: SS_d sums what the peers' targets (over the sub dims,
      * those that shard d after and shard something before) take of my source block; the
      * after-dims of d that shard nothing before are fixed at my coordinates (form y_d). */
@@ -140,7 +139,7 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
     int64_t spans[DTR_MAX_TENSOR_DIMS];
     __int128 flat[DTR_MAX_TENSOR_DIMS] = {0}; /* SS_d on the plateau (not tiled) */
     for (int d = 0; d < ctx->ndim; d++) {
-        dtr__meet_form(ctx, &A, &B, d, false, &cl.form[d]);
+        dtr__meet_form(ctx, A, B, d, false, &cl.form[d]);
         dtr__form_t *f = &cl.form[ctx->ndim + d];
         memset(f, 0, sizeof *f);
         int dims[DTR_MAX_MESH_DIMS];
@@ -148,29 +147,29 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
         sk[d] = 0;
         fixed[d] = false;
         tiled[d] = true; /* no fixed dim inside a sub dim: the cells tile [y, y+span) */
-        int64_t span = A.len[d];
+        int64_t span = A->len[d];
         for (int q = 0; q < k; q++) {
             int i = dims[q];
             if (ctx->msize[i] == 1) continue;
             if (vary[i]) {
-                sw[d][sk[d]] = A.w[d][i];
+                sw[d][sk[d]] = A->w[d][i];
                 sn[d][sk[d]++] = ctx->msize[i];
-                span += (ctx->msize[i] - 1) * A.w[d][i];
+                span += (ctx->msize[i] - 1) * A->w[d][i];
             } else {
-                f->w[i] = A.w[d][i];
+                f->w[i] = A->w[d][i];
                 fixed[d] = true;
                 tiled[d] = tiled[d] && sk[d] == 0;
             }
         }
         spans[d] = span;
-        for (int i = 0; i < ctx->mdims; i++) f->w[i] -= B.w[d][i];
+        for (int i = 0; i < ctx->mdims; i++) f->w[i] -= B->w[d][i];
         /* (all after-dims of d sub: the peers' targets tile d, SS_d = |my source| on d) */
         f->windowed = fixed[d];
         f->kill = true;
         f->lo = 1 - span;
-        f->hi = B.len[d] - 1;
+        f->hi = B->len[d] - 1;
         if (tiled[d]) { /* SS_d = the meet of [y, y+span) with my block, a trapezoid */
-            int64_t slack = B.len[d] - span;
+            int64_t slack = B->len[d] - span;
             f->plateau = true;
             f->plo = slack < 0 ? slack : 0;
             f->phi = slack > 0 ? slack : 0;
@@ -179,18 +178,18 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
              * y in [lb - n0 w0, w0 - (the rest's span)], SS_d is periodic in y with its
              * weight w0; and constant there when my block is whole periods long. */
             int64_t w0 = sk[d] > 0 ? sw[d][0] : 1, n0 = sk[d] > 0 ? sn[d][0] : 1;
-            int64_t rlo = B.len[d] - n0 * w0, rhi = w0 - (span - (n0 - 1) * w0);
-            __int128 inner = A.len[d];
+            int64_t rlo = B->len[d] - n0 * w0, rhi = w0 - (span - (n0 - 1) * w0);
+            __int128 inner = A->len[d];
             for (int q = 1; q < sk[d]; q++) inner *= sn[d][q];
-            if (sk[d] > 0 && B.len[d] % w0 == 0 && rlo <= rhi) {
+            if (sk[d] > 0 && B->len[d] % w0 == 0 && rlo <= rhi) {
                 f->plateau = true;
                 f->plo = rlo;
                 f->phi = rhi;
-                flat[d] = B.len[d] / w0 * inner;
+                flat[d] = B->len[d] / w0 * inner;
             } else { /* every cell inside my source block */
-                f->plateau = span <= B.len[d];
+                f->plateau = span <= B->len[d];
                 f->plo = 0;
-                f->phi = B.len[d] - span;
+                f->phi = B->len[d] - span;
                 flat[d] = n0 * inner;
                 f->period = sk[d] > 0 ? w0 : 0;
                 f->rlo = rlo;
@@ -209,12 +208,12 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
             const dtr__form_t *f = &cl.form[ctx->ndim + d];
             if (dtr__classes_residue(&cl, v, ctx->ndim + d)) /* any y in range with it */
                 y = f->rlo + ((y - f->rlo) % f->period + f->period) % f->period;
-            sum *= !fixed[d]  ? (__int128)B.len[d]
-                   : tiled[d] ? (__int128)dtr__meet_value(y, spans[d], B.len[d])
+            sum *= !fixed[d]  ? (__int128)B->len[d]
+                   : tiled[d] ? (__int128)dtr__meet_value(y, spans[d], B->len[d])
                    : y == DTR__PLATEAU ? flat[d]
-                                       : dtr__cover(sw[d], sn[d], sk[d], 0, y, A.len[d], B.len[d]);
+                                       : dtr__cover(sw[d], sn[d], sk[d], 0, y, A->len[d], B->len[d]);
         }
-        sum -= dtr__self(ctx, &A, &B, v);
+        sum -= dtr__self(ctx, A, B, v);
         if (sum > send) send = sum;
     }
     dtr__classes_free(&cl);
@@ -224,11 +223,10 @@ static bool dtr__exchange_send(const dtr__ctx_t *ctx, const dtr_step_t *s, const
 }
 
 /* The most peers a rank hears from in an exchange from B to A. */
-static bool dtr__exchange_peers(const dtr__ctx_t *ctx, const dtr__grid_t *pa, const dtr__grid_t *pb,
+static bool dtr__exchange_peers(const dtr__ctx_t *ctx, const dtr__grid_t *A, const dtr__grid_t *B,
                                 __int128 *out) {
-    const dtr__grid_t A = *pa, B = *pb;
     dtr__classes_t cl = {.nforms = 2 * ctx->ndim};
-    for (int d = 0; d < ctx->ndim; d++) dtr__meet_form(ctx, &A, &B, d, false, &cl.form[d]);
+    for (int d = 0; d < ctx->ndim; d++) dtr__meet_form(ctx, A, B, d, false, &cl.form[d]);
     /* peers = prod_d (source blocks meeting my target on d) - (I hold some of it): the
      * before-blocks tile d, so the count depends on my target's offset modulo their length
      * (form z_d). */
@@ -236,8 +234,8 @@ static bool dtr__exchange_peers(const dtr__ctx_t *ctx, const dtr__grid_t *pa, co
         dtr__form_t *f = &cl.form[ctx->ndim + d];
         memset(f, 0, sizeof *f);
         /* (every target block inside one source block: one each, whatever the offset) */
-        if (B.len[d] % A.len[d] != 0) memcpy(f->w, A.w[d], sizeof f->w);
-        f->mod = B.len[d];
+        if (B->len[d] % A->len[d] != 0) memcpy(f->w, A->w[d], sizeof f->w);
+        f->mod = B->len[d];
     }
     if (!dtr__classes_run(ctx, &cl, DTR__CLASSES_MAX)) return false;
     __int128 peers = 0;
@@ -245,10 +243,10 @@ static bool dtr__exchange_peers(const dtr__ctx_t *ctx, const dtr__grid_t *pa, co
         const int64_t *v = dtr__classes_state(&cl, k);
         __int128 hits = 1;
         for (int d = 0; d < ctx->ndim; d++) {
-            int64_t z = v[ctx->ndim + d], lb = B.len[d];
-            hits *= (z + A.len[d] + lb - 1) / lb;
+            int64_t z = v[ctx->ndim + d], lb = B->len[d];
+            hits *= (z + A->len[d] + lb - 1) / lb;
         }
-        hits -= dtr__self(ctx, &A, &B, v) > 0;
+        hits -= dtr__self(ctx, A, B, v) > 0;
         if (hits > peers) peers = hits;
     }
     dtr__classes_free(&cl);
@@ -262,11 +260,9 @@ bool dtr__exchange_figures_even(const dtr__ctx_t *ctx, dtr_step_t *s) {
     if (dtr__even_off || !dtr__grid(ctx, s->after, &A) || !dtr__grid(ctx, s->before, &B))
         return false;
     int64_t item = ctx->item;
-    if (A.numel == 0 || B.numel == 0) { /* (an empty dim: both empty) */
-        s->recv_bytes_max = dtr__sat(A.numel * item);
-        s->send_bytes_max = 0;
+    if (A.numel == 0) { /* (an empty tensor dim: every block of both is empty) */
+        s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
         s->peers_max = 0;
-        s->extra_bytes_max = dtr__sat(2 * A.numel * item);
         return true;
     }
     /* recv = |T| - self, at its largest where self is least. */
@@ -307,8 +303,7 @@ bool dtr__need_max_even(const dtr__ctx_t *ctx, const dtr_placement_t *src,
         dtr__grid_t U;
         __int128 u;
         if (!dtr__grid(ctx, ul, &U) || !dtr__self_extreme(ctx, &U, &C, true, &u)) return false;
-        /* (both terms grow with u) */
-        __int128 moved = dst[k].kind == DTR_REPLICATE ? 2 * u - (2 * u) / n : u - u / n;
+        __int128 moved = dtr__reduce_moved(dst[k].kind == DTR_REPLICATE, u, n); /* (grows with u) */
         if (moved > best) best = moved;
     }
     *need = best;

@@ -58,7 +58,13 @@ void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model
 
 /* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
 static inline int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
-/* Elements of a block; elements two blocks (shape, offset) share (plan.c). */
+/* What a reduction over n ranks moves to its busiest member when the group combines u
+ * elements: the all-reduce bound 2u - 2u/n (to Replicate), the reduce-scatter one u - u/n.
+ * (The lower bound's reduction term; it grows with u.) */
+static inline __int128 dtr__reduce_moved(bool to_replicate, __int128 u, int64_t n) {
+    return to_replicate ? 2 * u - (2 * u) / n : u - u / n;
+}
+/* Elements of a block; elements two blocks (shape, offset) share (layout.c). */
 __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape);
 __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
                       const int64_t *bs, const int64_t *bo);
