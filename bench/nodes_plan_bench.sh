@@ -3,15 +3,16 @@
 # changes whose plan differs once mesh dim 0 crosses nodes, `dtr run --verify` with the plan
 # made knowing it (--nodes-of auto: MPI says where the ranks run) and as if on one node
 # (--nodes-of none), alternating ROUNDS times, best median of ITERS each.
-# Usage: bench/nodes_plan_bench.sh [OUT.md]   (NODES=2 PER_NODE=4 SHAPE=4096x4096 ROUNDS=2 ITERS=5)
+# Usage: bench/nodes_plan_bench.sh [OUT.md]   (NODES=2 PER_NODE=4 SHAPE=4096x4096 ROUNDS=2 ITERS=5
+#        MESH=NODESxPER_NODE CHANGES='FROM|TO ...': the mesh's dim 0 must be the nodes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
 unset OMPI_MCA_btl OMPI_MCA_btl_vader_single_copy_mechanism # (nodes_bench.sh says why)
 nodes=${NODES:-2} per=${PER_NODE:-4} shape=${SHAPE:-4096x4096} rounds=${ROUNDS:-2} iters=${ITERS:-5}
-mesh="${nodes}x${per}"
+mesh=${MESH:-${nodes}x${per}}
 bazel build -c opt //tools:dtr >/dev/null 2>&1 || { echo "nodes_plan_bench: build failed" >&2; exit 1; }
-changes='R,S(0)|S(0),S(0) R,S(0)|S(0),S(1) P,S(0)|S(0),R P,R|S(0),S(0)'
+changes=${CHANGES:-'R,S(0)|S(0),S(0) R,S(0)|S(0),S(1) P,S(0)|S(0),R P,R|S(0),S(0)'}
 run() { # NODES_OF FROM TO: "steps|ms", or "-" where it failed or did not verify
     local out
     out=$(tools/mpirun_nodes.sh --nodes "$nodes" --per-node "$per" -n $((nodes * per)) "$dtr" run \
@@ -24,7 +25,7 @@ table=$(mktemp)
 trap 'rm -f "$table"' EXIT
 {
     echo "$nodes simulated nodes x $per ranks, mesh $mesh (mesh dim 0 crosses nodes), $shape f32; ms, best of $rounds rounds of the median of $iters;"
-    echo "run: \`NODES=$nodes PER_NODE=$per SHAPE=$shape ROUNDS=$rounds ITERS=$iters bash bench/nodes_plan_bench.sh\`"
+    echo "run: \`NODES=$nodes PER_NODE=$per MESH=$mesh SHAPE=$shape ROUNDS=$rounds ITERS=$iters CHANGES='$changes' bash bench/nodes_plan_bench.sh\`"
     echo
     echo "| change | node-aware plan (--nodes-of auto) | steps across nodes | ms | plan as on one node (default) | steps across nodes | ms | one-node / node-aware |"
     echo "|---|---|---:|---:|---|---:|---:|---:|"

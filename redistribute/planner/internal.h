@@ -126,6 +126,14 @@ void dtr__seed_step_bytes(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
  * coordinates to follow. */
 bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan);
 
+/* The mesh dims (bits) whose coordinates differ between the ranks a step moves data between
+ * (kinds.c): a collective's own mesh dim; for an exchange, the dims "before" shards (a
+ * rank's peers agree with it everywhere else, so replicas serve their own side) unless
+ * "after" splits that tensor dim the same way down to them; for a
+ * reduce_exchange, its mesh dim and the later shards of d its delivery serves. Mesh dims of
+ * one rank never count; local steps move nothing. */
+unsigned dtr__step_links(const dtr_step_t *s, int mdims, const int64_t *msize);
+
 /* The modeled time of a step from its figures. */
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s);
 

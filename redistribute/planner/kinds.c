@@ -51,3 +51,44 @@ dtr_status_t dtr_strategy_parse(const char *text, dtr_strategy_t *out) {
     return dtr__error(DTR_ERR_PARSE, __func__, "text \"%s\": not a strategy (optimal, compat)",
                       text);
 }
+
+/* Does "before" split tensor dim d, down to mesh dim k, exactly as "after" does (the same
+ * mesh dims of more than one rank, in the same order)? Then a rank's target on d lies in the
+ * chunk its own coordinates on those dims pick, which the sources sharing them hold: nothing
+ * crosses mesh dim k. */
+static bool dtr__same_split_to(const dtr_step_t *s, int mdims, const int64_t *msize, int d,
+                               int k) {
+    int b[DTR_MAX_MESH_DIMS], a[DTR_MAX_MESH_DIMS];
+    int nb = dtr__shard_seq(s->before, mdims, d, b), na = dtr__shard_seq(s->after, mdims, d, a);
+    for (int x = 0, y = 0;; x++, y++) {
+        while (x < nb && msize[b[x]] <= 1) x++;
+        while (y < na && msize[a[y]] <= 1) y++;
+        if (x == nb || y == na || b[x] != a[y]) return false;
+        if (b[x] == k) return true;
+    }
+}
+
+unsigned dtr__step_links(const dtr_step_t *s, int mdims, const int64_t *msize) {
+    unsigned links = 0;
+    if (!dtr_step_kind_info(s->kind)->collective) return 0;
+    int i = s->mesh_dim;
+    for (int k = 0; k < mdims; k++) {
+        if (msize[k] <= 1) continue;
+        bool moves;
+        switch (s->kind) {
+        case DTR_STEP_EXCHANGE: /* peers differ from a rank only where "before" shards */
+            moves = s->before[k].kind == DTR_SHARD &&
+                    !dtr__same_split_to(s, mdims, msize, s->before[k].dim, k);
+            break;
+        case DTR_STEP_REDUCE_EXCHANGE: /* the group, then the later shards of d it serves */
+            moves = k == i || (k > i && s->before[k].kind == DTR_SHARD &&
+                               s->before[k].dim == s->after[i].dim);
+            break;
+        default:
+            moves = k == i;
+            break;
+        }
+        if (moves) links |= 1u << k;
+    }
+    return links;
+}

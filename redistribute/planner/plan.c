@@ -390,8 +390,7 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
 }
 
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
-    bool vary[DTR_MAX_MESH_DIMS];
-    dtr__relevant_dims(ctx, s, vary);
+    unsigned links = dtr__step_links(s, ctx->mdims, ctx->msize);
     const dtr_cost_model_t *m = ctx->cost;
     double bytes_per_us;
     int i = s->mesh_dim;
@@ -413,7 +412,7 @@ void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
     case DTR_STEP_EXCHANGE: {
         double alpha = 0, bw = INFINITY;
         for (int k = 0; k < ctx->mdims; k++) {
-            if (!vary[k]) continue;
+            if (!(links >> k & 1)) continue;
             if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
             if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
         }
@@ -430,7 +429,7 @@ void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
          * the targets vary on), their pack and unpack passes like an exchange's. */
         double alpha = m->alpha_us[i], bw = m->bandwidth_gbps[i];
         for (int k = 0; k < ctx->mdims; k++) {
-            if (!vary[k]) continue;
+            if (!(links >> k & 1)) continue;
             if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
             if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
         }

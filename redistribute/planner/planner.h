@@ -218,8 +218,10 @@ DTR_API dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_
 /* Prints the plan as a table (the CLI's text output), or as one JSON object. */
 /* Whether a plan's step moves data over a mesh dim in `across` (bit i: mesh dim i's groups
  * span nodes; dtr_plan_print passes the plan's cost.across_nodes): a collective over such a
- * mesh dim, or an exchange (or the delivery of a reduce_exchange) whose changed mesh dims
- * include one. Local steps never do; false for a step out of range. */
+ * mesh dim; an exchange whose source shards such a mesh dim (its peers differ from a rank
+ * only on the mesh dims the source shards: where the source is replicated, each rank reads
+ * the copy on its own side); a reduce_exchange whose mesh dim, or a later mesh dim its
+ * delivery serves, is one. Local steps never do; false for a step out of range. */
 DTR_API bool dtr_step_across_nodes(const dtr_plan_t *plan, int step, uint32_t across);
 
 DTR_API dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out);

@@ -92,12 +92,11 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
 bool dtr_step_across_nodes(const dtr_plan_t *plan, int step, uint32_t across) {
     if (plan == NULL || step < 0 || step >= plan->nsteps) return false;
     const dtr_step_t *s = &plan->steps[step];
-    if (!dtr_step_kind_info(s->kind)->collective || across == 0) return false;
-    if (s->mesh_dim >= 0 && (across & (1u << s->mesh_dim))) return true;
-    if (s->kind != DTR_STEP_EXCHANGE && s->kind != DTR_STEP_REDUCE_EXCHANGE) return false;
-    for (int k = 0; k < s->nplacements; k++)
-        if ((across & (1u << k)) && !dtr_placement_equal(s->before[k], s->after[k])) return true;
-    return false;
+    if (across == 0 || plan->src.mesh == NULL) return false;
+    int64_t msize[DTR_MAX_MESH_DIMS];
+    int m = dtr_mesh_ndims(plan->src.mesh);
+    for (int k = 0; k < m; k++) msize[k] = dtr_mesh_size(plan->src.mesh, k);
+    return (dtr__step_links(s, m, msize) & across) != 0;
 }
 
 dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {

@@ -63,12 +63,14 @@ Test(nodes, cost_model_nodes) {
     cr_expect_eq(dtr_cost_model_nodes(NULL, 1u, NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
 }
 
-/* R,S(0) -> S(0),S(0) on 2x4: on one node one exchange; with mesh dim 0 across nodes the
- * rows come from inside the node (a gather along mesh dim 1, then local chunks). */
+/* P,R -> S(0),S(0) on 2x4: on one node a reduce-scatter over mesh dim 0, which moves
+ * (n-1)/n of the tensor between nodes; with mesh dim 0 across nodes each rank first keeps
+ * its quarter, all-reduces only that over the nodes, and the exchange that cuts it is served
+ * inside the node (its source is replicated over mesh dim 0). */
 Test(nodes, plan_moves_inside_nodes) {
     dtr_mesh_t *mesh;
     dtr_spec_t src, dst;
-    cr_assert_eq(change_from("2x4", "1024x1024", "R,S(0)", "S(0),S(0)", DTR_F32, &mesh, &src, &dst),
+    cr_assert_eq(change_from("2x4", "1024x1024", "P,R", "S(0),S(0)", DTR_F32, &mesh, &src, &dst),
                  DTR_OK, "%s", dtr_last_error());
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
@@ -77,16 +79,25 @@ Test(nodes, plan_moves_inside_nodes) {
     char text[512];
     cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK);
     steps_text(&plan, text, sizeof text);
-    cr_expect_str_eq(text, "-1:R,S(0)->S(0),S(0):exchange");
-    cr_expect(dtr_step_across_nodes(&plan, 0, 1u), "the exchange changes mesh dim 0");
+    cr_expect_str_eq(text, "0:P(sum)->S(0):reduce_scatter; 1:R->S(0):local_chunk");
+    cr_expect(dtr_step_across_nodes(&plan, 0, 1u), "the reduce-scatter runs over mesh dim 0");
+    cr_expect(!dtr_step_across_nodes(&plan, 0, 2u));
     cr_expect(!dtr_step_across_nodes(&plan, 0, 0u));
-    cr_expect(!dtr_step_across_nodes(&plan, 1, 1u), "out of range");
+    cr_expect(!dtr_step_across_nodes(&plan, 1, 1u), "a local step");
+    cr_expect(!dtr_step_across_nodes(&plan, 2, 1u), "out of range");
     cr_assert_eq(dtr_cost_model_nodes(&cost, 1u, NULL, NULL), DTR_OK);
     cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &plan), DTR_OK);
     steps_text(&plan, text, sizeof text);
-    cr_expect_str_eq(text, "1:S(0)->R:all_gather; 0:R->S(0):local_chunk; 1:R->S(0):local_chunk");
-    for (int k = 0; k < plan.nsteps; k++)
-        cr_expect(!dtr_step_across_nodes(&plan, k, 1u), "step %d stays inside the node", k);
+    cr_expect_str_eq(text, "1:R->S(0):local_chunk; 0:P(sum)->R:all_reduce; "
+                           "-1:R,S(0)->S(0),S(0):exchange");
+    cr_expect(!dtr_step_across_nodes(&plan, 0, 1u));
+    cr_expect(dtr_step_across_nodes(&plan, 1, 1u), "the all-reduce runs over mesh dim 0");
+    cr_expect(!dtr_step_across_nodes(&plan, 2, 1u), "the exchange reads its node's replica");
+    cr_expect(dtr_step_across_nodes(&plan, 2, 2u), "its peers differ on mesh dim 1");
+    /* the all-reduce of a quarter (1 MiB, 2 ranks: 1 MiB in), then up to 128 rows in */
+    cr_expect_eq(plan.steps[1].recv_bytes_max, 1048576);
+    cr_expect_eq(plan.steps[2].recv_bytes_max, 524288);
+    cr_expect_eq(plan.recv_bytes_max, 1572864);
     cr_expect_eq(plan.cost.across_nodes, 1u);
     /* the cache keeps the two apart */
     dtr_plan_cache_t *cache = NULL;
@@ -99,10 +110,56 @@ Test(nodes, plan_moves_inside_nodes) {
     cr_assert_eq(dtr_cost_model_nodes(&cost, 1u, NULL, NULL), DTR_OK);
     cr_assert_eq(dtr_plan_cache_get(cache, &src, &dst, &opts, &b, &hit), DTR_OK);
     cr_expect(!hit, "node-aware: another key");
-    cr_expect_eq(a.nsteps, 1);
+    cr_expect_eq(a.nsteps, 2);
     cr_expect_eq(b.nsteps, 3);
     cr_assert_eq(dtr_plan_cache_get(cache, &src, &dst, &opts, &b, &hit), DTR_OK);
     cr_expect(hit, "and the same key again hits");
     dtr_plan_cache_destroy(cache);
     dtr_mesh_destroy(mesh);
 }
+
+/* Which mesh dims an exchange's bytes cross: those its source shards, except where the
+ * target splits that tensor dim the same way down to them. The node-aware model charges the
+ * link of those dims only, so an exchange served inside the node keeps its plan. */
+static void exchange_links(const char *meshs, const char *from, const char *to, uint32_t across,
+                           const char *want_steps, bool want_across) {
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    cr_assert_eq(change_from(meshs, "1024x1024", from, to, DTR_F32, &mesh, &src, &dst), DTR_OK,
+                 "%s", dtr_last_error());
+    dtr_cost_model_t cost;
+    dtr_cost_model_default(&cost);
+    dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+    dtr_plan_t one, aware;
+    char text[512], text2[512];
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &one), DTR_OK);
+    cr_assert_eq(dtr_cost_model_nodes(&cost, across, NULL, NULL), DTR_OK);
+    cr_assert_eq(dtr_plan_create(&src, &dst, &opts, &aware), DTR_OK);
+    steps_text(&one, text, sizeof text);
+    steps_text(&aware, text2, sizeof text2);
+    cr_expect_str_eq(text, want_steps, "%s: %s -> %s", meshs, from, to);
+    cr_expect_eq(one.nsteps, 1);
+    cr_expect_eq(dtr_step_across_nodes(&one, 0, across), want_across, "%s: %s -> %s across 0x%x",
+                 meshs, from, to, (unsigned)across);
+    if (!want_across) { /* the link is not used: the same plan, the same modeled time */
+        cr_expect_str_eq(text2, text, "%s: %s -> %s", meshs, from, to);
+        cr_expect(aware.time_us == one.time_us, "%s: %s -> %s: %.3f against %.3f", meshs, from,
+                  to, aware.time_us, one.time_us);
+    }
+    dtr_mesh_destroy(mesh);
+}
+
+Test(nodes, exchange_crosses_only_where_its_source_differs) {
+    /* replicated over the node dim: served inside the node */
+    exchange_links("2x4", "R,S(0)", "S(0),S(0)", 1u, "-1:R,S(0)->S(0),S(0):exchange", false);
+    exchange_links("2x4", "R,S(0)", "S(0),S(1)", 1u, "-1:R,S(0)->S(0),S(1):exchange", false);
+    /* dim 0 split first by mesh dim 0 in both: the half a rank needs is on its node */
+    exchange_links("2x2x2", "S(0),S(0),R", "S(0),S(1),S(1)", 1u,
+                   "-1:S(0),S(0),R->S(0),S(1),S(1):exchange", false);
+    /* ... but its peers differ on mesh dim 1, which the target no longer splits dim 0 by */
+    exchange_links("2x2x2", "S(0),S(0),R", "S(0),S(1),S(1)", 2u,
+                   "-1:S(0),S(0),R->S(0),S(1),S(1):exchange", true);
+    /* the source shards dim 0 over mesh dim 0, the target dim 1 */
+    exchange_links("2x4", "S(0),S(1)", "S(1),S(0)", 1u, "-1:S(0),S(1)->S(1),S(0):exchange", true);
+}
+

@@ -120,12 +120,16 @@ check "--from count" 0 2 "" "dtr plan: --from: dtr_spec_init: nplacements: 1 pla
     plan --mesh 2x2 --shape 8x8 --from 'S(0)' --to 'R,R'
 check "--to missing" 0 2 "" "dtr plan: --to is required" plan --mesh 2x2 --shape 8x8 --from 'S(0),R'
 check "--from missing" 0 2 "" "dtr plan: --from is required" plan --mesh 2x2 --shape 8x8 --to 'S(0),R'
-# node-aware cost: mesh dim 0 across nodes keeps R,S(0) -> S(0),S(0) inside the nodes
+# node-aware cost: with mesh dim 0 across nodes, P,R -> S(0),S(0) keeps its quarter first
+# and all-reduces only that over the nodes; the exchange after it reads its node's replica
 check "--nodes-of: the nodes line" 0 0 \
     "  nodes: mesh dim 0 crosses nodes (20 us, 1.5 GB/s), the others stay inside one" "" \
-    plan --mesh 2x4 --shape 1024x1024 --from 'R,S(0)' --to 'S(0),S(0)' --nodes-of 0
-check "--nodes-of: the plan gathers inside the node" 0 0 \
-    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":1,"kind":"all_gather","from":"S(0)","to":"R","tensor_dim":0,"across_nodes":false,' "" \
+    plan --mesh 2x4 --shape 1024x1024 --from 'P,R' --to 'S(0),S(0)' --nodes-of 0
+check "--nodes-of: less over the nodes" 0 0 \
+    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":1,"kind":"local_chunk","from":"R","to":"S(0)","tensor_dim":0,"across_nodes":false,"recv_bytes_per_rank_max":0,"send_bytes_per_rank_max":0,"extra_bytes_per_rank_max":1048576,"modeled_time_us":20.9715},{"mesh_dim":0,"kind":"all_reduce","from":"P(sum)","to":"R","across_nodes":true,' "" \
+    plan --mesh 2x4 --shape 1024x1024 --from 'P,R' --to 'S(0),S(0)' --nodes-of 0 --json
+check "--nodes-of: an exchange served inside the node" 0 0 \
+    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":-1,"kind":"exchange","from":"R,S(0)","to":"S(0),S(0)","across_nodes":false,' "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'R,S(0)' --to 'S(0),S(0)' --nodes-of 0 --json
 check "--nodes-of: an exchange over mesh dim 0 marked" 0 0 "exchange                524288        1048576     420.98  across nodes" "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' --nodes-of 0
