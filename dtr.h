@@ -48,7 +48,7 @@ extern "C" {
  * caller was compiled against; dtr_check_headers() says whether the two can work together. */
 DTR_API int dtr_version(void);
 
-/* The loaded library's version as text, "0.5.0". Static storage. */
+/* The loaded library's version as text, "0.6.0". Static storage. */
 DTR_API const char *dtr_version_string(void);
 
 /*

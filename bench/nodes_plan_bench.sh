@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Node-aware plans against node-unaware ones, on simulated nodes (tools/mpirun_nodes.sh): for
 # changes whose plan differs once mesh dim 0 crosses nodes, `dtr run --verify` with the plan
-# made knowing it (--nodes-of auto: MPI says where the ranks run) and as if on one node
-# (--nodes-of none), alternating ROUNDS times, best median of ITERS each.
+# made knowing it (--nodes-of auto, the default: MPI says where the ranks run) and as if on
+# one node (--nodes-of none), alternating ROUNDS times, best median of ITERS each.
 # Usage: bench/nodes_plan_bench.sh [OUT.md]   (NODES=2 PER_NODE=4 SHAPE=4096x4096 ROUNDS=2 ITERS=5
 #        MESH=NODESxPER_NODE CHANGES='FROM|TO ...': the mesh's dim 0 must be the nodes)
 set -uo pipefail
@@ -27,7 +27,7 @@ trap 'rm -f "$table"' EXIT
     echo "$nodes simulated nodes x $per ranks, mesh $mesh (mesh dim 0 crosses nodes), $shape f32; ms, best of $rounds rounds of the median of $iters;"
     echo "run: \`NODES=$nodes PER_NODE=$per MESH=$mesh SHAPE=$shape ROUNDS=$rounds ITERS=$iters CHANGES='$changes' bash bench/nodes_plan_bench.sh\`"
     echo
-    echo "| change | node-aware plan (--nodes-of auto) | steps across nodes | ms | plan as on one node (default) | steps across nodes | ms | one-node / node-aware |"
+    echo "| change | node-aware plan (default: --nodes-of auto) | steps across nodes | ms | plan as on one node (--nodes-of none) | steps across nodes | ms | one-node / node-aware |"
     echo "|---|---|---:|---:|---|---:|---:|---:|"
 } >"$table"
 for c in $changes; do

@@ -77,8 +77,8 @@ static void dtr__run_help(FILE *out) {
         "                       --backward rankR.grad_in and rankR.grad_out; their shapes\n"
         "                       are those 'dtr layout' gives for R\n"
         "  --nodes-of DIMS      the mesh dims the plan's cost treats as spanning nodes\n"
-        "                       (dtr plan --nodes-of): none (default) plans as on one node;\n"
-        "                       auto asks MPI where the ranks run; or '0', '0,2'. The\n"
+        "                       (dtr plan --nodes-of): auto (default) asks MPI where the\n"
+        "                       ranks run; none plans as on one node; or '0', '0,2'. The\n"
         "                       output says which mesh dims really cross nodes either way\n"
         "                       (inter-node figures: DTR_INTER_ALPHA_US,\n"
         "                       DTR_INTER_BANDWIDTH_GBPS; docs/nodes.md)\n"
@@ -328,7 +328,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
     const char *fill_text = "pattern", *seed_text = NULL, *input = NULL, *to_dtype = NULL;
-    const char *backward_dtype_text = NULL, *nodes_of = "none";
+    const char *backward_dtype_text = NULL, *nodes_of = "auto";
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -436,7 +436,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     rc = dtr_cli_mesh_fits("run", mesh, world);
     if (rc != DTR_EXIT_OK) goto done_mesh;
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
-     * nodes: none by default, auto = where they run (docs/nodes.md says why not yet) */
+     * nodes: by default (auto) where they run; none plans as on one node */
     dtr_cost_model_t cost;
     uint32_t across = 0, planned_across = 0;
     if (dtr_cost_model_from_env(&cost) != DTR_OK ||

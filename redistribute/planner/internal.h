@@ -78,6 +78,12 @@ bool dtr__bound_layouts(const dtr__ctx_t *ctx, const dtr_placement_t *src,
  * false after the last. */
 bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
 
+/* Over the cells of placements pl on tensor dim d reached with every `sub` mesh dim's
+ * coordinate taken (the others at coord): the elements they share with [lo, lo+len) (*sum)
+ * and how many share any (*hits) (cells.c, O(levels x mesh size)). */
+void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, const bool *sub,
+                   const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
+
 /* Local shape and global offset at a coordinate for any placements (each tensor dim split
  * in its shard order). */
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
@@ -134,7 +140,13 @@ bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan);
  * one rank never count; local steps move nothing. */
 unsigned dtr__step_links(const dtr_step_t *s, int mdims, const int64_t *msize);
 
-/* The modeled time of a step from its figures. */
+/* Node-aware cost (nodes.c): the ranks of one node (the mesh dims not in across), and a
+ * step's node_recv_bytes_max: the most bytes it brings into one node from the others (0
+ * where it crosses no mesh dim in ctx->cost->across_nodes). */
+int64_t dtr__node_ranks(const dtr__ctx_t *ctx, unsigned across);
+void dtr__step_node_bytes(const dtr__ctx_t *ctx, dtr_step_t *s);
+
+/* The modeled time of a step from its figures (node_recv_bytes_max set first). */
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s);
 
 /* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?

@@ -12,114 +12,6 @@ static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1
     return n;
 }
 
-/* Sums over a block nesting of tensor dim d (mesh dims `dims`, in its shard order, from
- * level q on): the cells reached with every `sub` dim's coordinate taken (the others at
- * coord), against [lo, hi): the elements they share with it (*sum) and how many of them
- * share any (*hits). A cell inside [lo, hi) counts whole, one outside not at all, so only
- * the cells crossing lo or hi are split: O(levels x mesh size), not O(cells). */
-typedef struct {
-    const dtr__ctx_t *ctx;
-    const int *dims;
-    int k;
-    const bool *sub;
-    const int64_t *coord;
-    int64_t lo, hi;
-} dtr__cells_t;
-
-/* A cell of length len at level q, inside [lo, hi): its elements and nonempty leaves. */
-static void dtr__cells_inside(const dtr__cells_t *c, int q, int64_t len, __int128 *sum,
-                              __int128 *hits) {
-    __int128 count = 1;
-    for (; q < c->k && len > 0; q++) {
-        int i = c->dims[q];
-        int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
-        if (!c->sub[i]) { /* one child: the coordinate's chunk */
-            int64_t start = chunk * c->coord[i];
-            len = start >= len ? 0 : (start + chunk < len ? chunk : len - start);
-            continue;
-        }
-        /* full chunks, then one shorter one: both the same below when it is also full */
-        int64_t full = len / chunk, rest = len - full * chunk;
-        if (rest > 0) {
-            __int128 s2, h2;
-            dtr__cells_inside(c, q + 1, rest, &s2, &h2);
-            __int128 s1, h1;
-            dtr__cells_inside(c, q + 1, chunk, &s1, &h1);
-            *sum = count * (full * s1 + s2);
-            *hits = count * (full * h1 + h2);
-            return;
-        }
-        count *= full;
-        len = chunk;
-    }
-    *sum = len > 0 ? count * len : 0;
-    *hits = len > 0 ? count : 0;
-}
-
-static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, __int128 *sum,
-                       __int128 *hits) {
-    *sum = *hits = 0;
-    if (len == 0 || off >= c->hi || off + len <= c->lo) return;
-    if (off >= c->lo && off + len <= c->hi) {
-        dtr__cells_inside(c, q, len, sum, hits);
-        return;
-    }
-    if (q == c->k) {
-        int64_t a = off > c->lo ? off : c->lo, b = off + len < c->hi ? off + len : c->hi;
-        *sum = b - a;
-        *hits = 1;
-        return;
-    }
-    int i = c->dims[q];
-    int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
-    int64_t nonempty = (len + chunk - 1) / chunk; /* chunks x < this hold elements */
-    int64_t from = c->sub[i] ? 0 : c->coord[i], to = c->sub[i] ? nonempty : c->coord[i] + 1;
-    if (to > nonempty) to = nonempty;
-    /* The chunks holding lo and hi - 1 are split further; those between lie inside. */
-    int64_t xlo = c->lo > off ? (c->lo - off) / chunk : 0;
-    int64_t xhi = (c->hi - 1 - off) / chunk;
-    if (from < xlo) from = xlo; /* (chunks before lo or after hi - 1 share nothing) */
-    if (to > xhi + 1) to = xhi + 1;
-    for (int64_t x = from; x < to; x++) {
-        if (x > xlo && x < xhi && c->sub[i]) { /* the run inside, at once */
-            int64_t last = xhi < to ? xhi : to; /* [x, last) */
-            int64_t whole = last, shorter = 0;  /* chunk x' is whole when (x'+1)chunk <= len */
-            if (last * chunk > len) {
-                whole = last - 1;
-                shorter = 1;
-            }
-            __int128 s2, h2;
-            if (whole > x) {
-                dtr__cells_inside(c, q + 1, chunk, &s2, &h2);
-                *sum += (whole - x) * s2;
-                *hits += (whole - x) * h2;
-            }
-            if (shorter) {
-                dtr__cells_inside(c, q + 1, len - (last - 1) * chunk, &s2, &h2);
-                *sum += s2;
-                *hits += h2;
-            }
-            x = last - 1;
-            continue;
-        }
-        int64_t start = chunk * x;
-        __int128 s2, h2;
-        dtr__cells(c, q + 1, off + start, start + chunk < len ? chunk : len - start, &s2, &h2);
-        *sum += s2;
-        *hits += h2;
-    }
-}
-
-/* The sums of dtr__cells for placements pl on tensor dim d, from the whole dim. */
-static void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d,
-                          const bool *sub, const int64_t *coord, int64_t lo, int64_t len,
-                          __int128 *sum, __int128 *hits) {
-    int dims[DTR_MAX_MESH_DIMS];
-    dtr__cells_t c = {ctx, dims, dtr__shard_seq(pl, ctx->mdims, d, dims), sub, coord, lo, lo + len};
-    *sum = *hits = 0;
-    if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);
-}
-
 /*
  * Exchange: r's sources are the ranks that agree with r on every mesh dim the "before"
  * placements do not shard (so replicas serve their own side, and Partial contributions stay
@@ -390,6 +282,7 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
 }
 
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    dtr__step_node_bytes(ctx, s);
     unsigned links = dtr__step_links(s, ctx->mdims, ctx->msize);
     const dtr_cost_model_t *m = ctx->cost;
     double bytes_per_us;
@@ -410,17 +303,30 @@ void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
                      (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
         break;
     case DTR_STEP_EXCHANGE: {
-        double alpha = 0, bw = INFINITY;
+        double alpha = 0, bw = INFINITY, bw_in = INFINITY;
+        unsigned across = m->across_nodes;
         for (int k = 0; k < ctx->mdims; k++) {
             if (!(links >> k & 1)) continue;
             if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
             if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
+            if (!(across >> k & 1) && m->bandwidth_gbps[k] < bw_in) bw_in = m->bandwidth_gbps[k];
         }
         if (isinf(bw)) bw = m->bandwidth_gbps[0];
         /* Pieces of an exchange are boxes of the blocks: the executor packs what it sends
          * and unpacks what it receives (its own piece included), two local passes that the
          * per-mesh-dim collectives, which move whole rows, do not make. */
-        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3) +
+        double wire = (double)s->recv_bytes_max / (bw * 1e3);
+        if ((links & across) != 0) {
+            /* Over nodes, the busiest node's bytes share its link: a rank's part of them
+             * at the inter-node rate (all of its bytes where every rank's cross, as in a
+             * collective), the rest of the busiest rank's bytes inside the node. */
+            double cross = (double)s->node_recv_bytes_max /
+                           (double)dtr__node_ranks(ctx, across);
+            if (cross > (double)s->recv_bytes_max) cross = (double)s->recv_bytes_max;
+            double inside = isinf(bw_in) ? 0 : ((double)s->recv_bytes_max - cross) / (bw_in * 1e3);
+            wire = cross / (bw * 1e3) + inside;
+        }
+        s->time_us = s->peers_max * alpha + wire +
                      (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
         break;
     }

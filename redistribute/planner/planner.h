@@ -143,6 +143,10 @@ typedef struct {
     int64_t send_bytes_max;
     int64_t extra_bytes_max;      /* output + receive staging, the most on any rank */
     int peers_max;                /* ranks one rank receives from (exchange) */
+    /* With a node-aware cost model (dtr_cost_model_nodes): the most bytes this step brings
+     * into one node from the others, over the node's ranks together (they share its link);
+     * 0 where it moves nothing between nodes or the model knows no nodes. */
+    int64_t node_recv_bytes_max;
     double time_us;               /* modeled */
 } dtr_step_t;
 

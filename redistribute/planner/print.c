@@ -72,10 +72,13 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
                 snprintf(dim, sizeof dim, "%d", s->mesh_dim);
             else
                 snprintf(dim, sizeof dim, "all");
+            char nodes[64] = "";
+            if (dtr_step_across_nodes(plan, k, across))
+                snprintf(nodes, sizeof nodes, "  across nodes, %lld B into a node",
+                         (long long)s->node_recv_bytes_max);
             fprintf(out, "  %-3d %-5s %-28s %-15s %14lld %14lld %10.2f%s\n", k + 1, dim, change,
                     dtr_step_kind_info(s->kind)->name, (long long)s->recv_bytes_max,
-                    (long long)s->extra_bytes_max, s->time_us,
-                    dtr_step_across_nodes(plan, k, across) ? "  across nodes" : "");
+                    (long long)s->extra_bytes_max, s->time_us, nodes);
         }
     }
     fprintf(out, "  collectives:");
@@ -131,8 +134,9 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
         if (s->tensor_dim >= 0) fprintf(out, ",\"tensor_dim\":%d", s->tensor_dim);
         if (s->tensor_dim2 >= 0) fprintf(out, ",\"tensor_dim2\":%d", s->tensor_dim2);
         if (plan->cost.across_nodes != 0)
-            fprintf(out, ",\"across_nodes\":%s",
-                    dtr_step_across_nodes(plan, k, plan->cost.across_nodes) ? "true" : "false");
+            fprintf(out, ",\"across_nodes\":%s,\"node_recv_bytes_max\":%lld",
+                    dtr_step_across_nodes(plan, k, plan->cost.across_nodes) ? "true" : "false",
+                    (long long)s->node_recv_bytes_max);
         fprintf(out,
                 ",\"recv_bytes_per_rank_max\":%lld,\"send_bytes_per_rank_max\":%lld,"
                 "\"extra_bytes_per_rank_max\":%lld,\"modeled_time_us\":%.6g}",

@@ -364,6 +364,7 @@ int main(int argc, char **argv) {
     int casts = 0;  /* plans that cast (dst in another dtype: cast_to) */
     int ordered = 0; /* plans from or to a shard order other than mesh-dim order */
     int own_blocks = 0; /* compat plans through the seed's own block lengths (seed_blocks) */
+    int node_aware = 0; /* plans made knowing which mesh dims cross nodes (some did) */
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
         test_case_t c;
@@ -382,9 +383,23 @@ int main(int argc, char **argv) {
         }
         for (int s = 0; s < 2; s++) {
             dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
-            dtr_cost_model_t bytes_only;
+            dtr_cost_model_t bytes_only, nodes;
             cost_bytes_only(&bytes_only);
             dtr_plan_options_t opts = {.strategy = strategy, .cost = c.blocked ? &bytes_only : NULL};
+            /* every other optimal plan knows where the mesh dims run (collective: every rank
+             * draws the same case), as `dtr run` plans by default */
+            uint32_t across = 0;
+            if (s == 0 && !c.blocked && index % 2 == 1) {
+                dtr_cost_model_default(&nodes);
+                if (dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK ||
+                    dtr_cost_model_nodes(&nodes, across, NULL, NULL) != DTR_OK) {
+                    if (rank == 0)
+                        printf("FAIL seed %llu case %d: node-aware cost: %s\n",
+                               (unsigned long long)seed, index, dtr_last_error());
+                    t.failures++;
+                }
+                opts.cost = &nodes;
+            }
             dtr_plan_t *plan = malloc(sizeof *plan);
             dtr_status_t st = dtr_plan_create(&src, &dst, &opts, plan);
             if (st != DTR_OK) { /* an invalid change, or compat refusing an unsafe plan */
@@ -393,6 +408,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
+            node_aware += across != 0;
             dtypes[c.dtype]++;
             casts += dst.dtype != src.dtype;
             own_blocks += plan->seed_blocks;
@@ -479,6 +495,7 @@ int main(int argc, char **argv) {
             printf("\n  FAIL: no plan with a shard order ran");
             t.failures++;
         }
+        printf("\n  plans made node-aware with some mesh dim across nodes: %d", node_aware);
         printf("\n  compat plans through the seed's own block lengths: %d", own_blocks);
         if (cases >= 100 && world >= 8 && own_blocks == 0) {
             printf("\n  FAIL: no plan through the seed's own block lengths ran");

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "dtr.h"
+#include "redistribute/planner/internal.h"
 #include "tests/redistribute/plan_util.h"
+#include "tests/redistribute/rand_cases.h"
 
 Test(nodes, dims_parse) {
     uint32_t mask = 77;
@@ -163,3 +165,111 @@ Test(nodes, exchange_crosses_only_where_its_source_differs) {
     exchange_links("2x4", "S(0),S(1)", "S(1),S(0)", 1u, "-1:S(0),S(1)->S(1),S(0):exchange", true);
 }
 
+
+/* node_recv_bytes_max of an exchange against a count over every pair of ranks from the public
+ * layouts: a rank's sources agree with it on every mesh dim the step's source does not
+ * shard; what a node brings in is what its ranks' targets share with sources on other nodes
+ * (a node: the ranks with the same coordinates on the mesh dims across nodes). */
+static int64_t node_bytes_by_pairs(const dtr_spec_t *a, const dtr_spec_t *b, uint32_t across) {
+    const dtr_mesh_t *mesh = a->mesh;
+    int m = dtr_mesh_ndims(mesh), n = (int)dtr_mesh_nranks(mesh);
+    int64_t node_of[64], total[64] = {0}, most = 0;
+    int64_t coord[64][DTR_MAX_MESH_DIMS];
+    for (int r = 0; r < n; r++) {
+        cr_assert_eq(dtr_mesh_coord(mesh, r, coord[r]), DTR_OK);
+        node_of[r] = 0;
+        for (int k = 0; k < m; k++)
+            if (across >> k & 1) node_of[r] = node_of[r] * dtr_mesh_size(mesh, k) + coord[r][k];
+    }
+    for (int r = 0; r < n; r++) {
+        dtr_layout_t t;
+        cr_assert_eq(dtr_spec_layout(b, r, &t), DTR_OK);
+        for (int p = 0; p < n; p++) {
+            bool source = node_of[p] != node_of[r];
+            for (int k = 0; k < m && source; k++)
+                source = a->placements[k].kind == DTR_SHARD || coord[p][k] == coord[r][k];
+            if (!source) continue;
+            dtr_layout_t c;
+            cr_assert_eq(dtr_spec_layout(a, p, &c), DTR_OK);
+            int64_t share = 1;
+            for (int d = 0; d < t.ndim; d++) {
+                int64_t lo = t.global_offset[d] > c.global_offset[d] ? t.global_offset[d]
+                                                                     : c.global_offset[d];
+                int64_t te = t.global_offset[d] + t.local_shape[d],
+                        ce = c.global_offset[d] + c.local_shape[d];
+                share *= (te < ce ? te : ce) > lo ? (te < ce ? te : ce) - lo : 0;
+            }
+            total[node_of[r]] += share;
+        }
+    }
+    for (int v = 0; v < n; v++)
+        if (total[v] > most) most = total[v];
+    return most * (int64_t)dtr_dtype_info(a->dtype)->size;
+}
+
+/* Random changes on meshes of up to 3 dims (sizes 1-4, at most 64 ranks), uneven shapes, shard
+ * orders on some, every non-empty mask of mesh dims across nodes: the exchange straight from
+ * source to target. */
+Test(nodes, exchange_node_bytes_match_every_pair) {
+    uint64_t seed = 20261126;
+    const char *env = getenv("DTR_SEED");
+    if (env != NULL) seed = strtoull(env, NULL, 10);
+    int checked = 0, crossing = 0;
+    for (int c = 0; c < 400; c++) {
+        rng_state = seed * 1000003u + (uint64_t)c;
+        int mdims = 1 + pick(3), ndim = 1 + pick(3);
+        int64_t msize[DTR_MAX_MESH_DIMS], shape[DTR_MAX_TENSOR_DIMS];
+        for (int k = 0; k < mdims; k++) msize[k] = 1 + pick(4);
+        for (int d = 0; d < ndim; d++) shape[d] = pick(13);
+        dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
+        for (int k = 0; k < mdims; k++) {
+            src[k] = random_placement(ndim, DTR_REDUCE_SUM);
+            dst[k] = src[k].kind == DTR_PARTIAL ? src[k] : random_placement(ndim, DTR_REDUCE_SUM);
+            if (dst[k].kind == DTR_PARTIAL && src[k].kind != DTR_PARTIAL) dst[k] = dtr_replicate();
+        }
+        if (pick(3) == 0) {
+            random_orders(mdims, src);
+            random_orders(mdims, dst);
+        }
+        dtr_mesh_t *mesh;
+        cr_assert_eq(dtr_mesh_create(mdims, msize, NULL, 0, &mesh), DTR_OK);
+        dtr_spec_t a, b;
+        if (dtr_spec_init(&a, mesh, src, mdims, shape, ndim, DTR_F32) != DTR_OK ||
+            dtr_spec_init(&b, mesh, dst, mdims, shape, ndim, DTR_F32) != DTR_OK) {
+            dtr_mesh_destroy(mesh);
+            continue;
+        }
+        char desc[256], f[96], t[96];
+        dtr_placements_format(a.placements, mdims, f, sizeof f);
+        dtr_placements_format(b.placements, mdims, t, sizeof t);
+        for (uint32_t across = 1; across < (1u << mdims); across++) {
+            snprintf(desc, sizeof desc, "seed %llu case %d: mesh dims %d, %s -> %s, across 0x%x",
+                     (unsigned long long)seed, c, mdims, f, t, (unsigned)across);
+            dtr_cost_model_t cost;
+            dtr_cost_model_default(&cost);
+            cr_assert_eq(dtr_cost_model_nodes(&cost, across, NULL, NULL), DTR_OK);
+            dtr__ctx_t ctx;
+            dtr__ctx_init(&ctx, &a, &cost);
+            dtr_plan_t p;
+            dtr__builder_t builder;
+            dtr__builder_init(&builder, &ctx, a.placements, &p);
+            p.src = a; /* (dtr_step_across_nodes reads the mesh) */
+            p.dst = b;
+            cr_assert(dtr__emit_exchange(&builder, b.placements), "%s", desc);
+            if (p.nsteps != 1 || p.steps[0].kind != DTR_STEP_EXCHANGE) continue;
+            int64_t want = dtr_step_across_nodes(&p, 0, across) ? node_bytes_by_pairs(&a, &b, across)
+                                                                : 0;
+            cr_assert_eq(p.steps[0].node_recv_bytes_max, want, "%s: %lld, want %lld", desc,
+                         (long long)p.steps[0].node_recv_bytes_max, (long long)want);
+            if (!dtr_step_across_nodes(&p, 0, across))
+                cr_assert_eq(node_bytes_by_pairs(&a, &b, across), 0,
+                             "%s: bytes cross mesh dims the step does not name", desc);
+            checked++;
+            crossing += want > 0;
+        }
+        dtr_mesh_destroy(mesh);
+    }
+    printf("nodes: %d exchanges checked against every pair of ranks (%d bring bytes into a node), "
+           "seed %llu\n", checked, crossing, (unsigned long long)seed);
+    cr_expect_gt(crossing, 100);
+}

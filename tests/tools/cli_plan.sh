@@ -126,12 +126,13 @@ check "--nodes-of: the nodes line" 0 0 \
     "  nodes: mesh dim 0 crosses nodes (20 us, 1.5 GB/s), the others stay inside one" "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'P,R' --to 'S(0),S(0)' --nodes-of 0
 check "--nodes-of: less over the nodes" 0 0 \
-    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":1,"kind":"local_chunk","from":"R","to":"S(0)","tensor_dim":0,"across_nodes":false,"recv_bytes_per_rank_max":0,"send_bytes_per_rank_max":0,"extra_bytes_per_rank_max":1048576,"modeled_time_us":20.9715},{"mesh_dim":0,"kind":"all_reduce","from":"P(sum)","to":"R","across_nodes":true,' "" \
+    '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":1,"kind":"local_chunk","from":"R","to":"S(0)","tensor_dim":0,"across_nodes":false,"node_recv_bytes_max":0,"recv_bytes_per_rank_max":0,"send_bytes_per_rank_max":0,"extra_bytes_per_rank_max":1048576,"modeled_time_us":20.9715},{"mesh_dim":0,"kind":"all_reduce","from":"P(sum)","to":"R","across_nodes":true,"node_recv_bytes_max":4194304,' "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'P,R' --to 'S(0),S(0)' --nodes-of 0 --json
 check "--nodes-of: an exchange served inside the node" 0 0 \
     '"mesh_dims_across_nodes":[0],"steps":[{"mesh_dim":-1,"kind":"exchange","from":"R,S(0)","to":"S(0),S(0)","across_nodes":false,' "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'R,S(0)' --to 'S(0),S(0)' --nodes-of 0 --json
-check "--nodes-of: an exchange over mesh dim 0 marked" 0 0 "exchange                524288        1048576     420.98  across nodes" "" \
+# a rank receives 512 KiB, a node 1 MiB in all: half its ranks find their rows on it
+check "--nodes-of: an exchange over mesh dim 0 marked" 0 0 "exchange                524288        1048576     272.43  across nodes, 1048576 B into a node" "" \
     plan --mesh 2x4 --shape 1024x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' --nodes-of 0
 check "--nodes-of with its own figures" 0 0 "  nodes: mesh dims 0,1 cross nodes (7 us, 3 GB/s)" "" \
     plan --mesh 2x2x2 --shape 64x64 --from 'S(0),R,R' --to 'R,R,R' --nodes-of 0,1 \

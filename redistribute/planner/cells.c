@@ -1,0 +1,112 @@
+/* Sums over the nested chunks of one tensor dim (dtr__cells_of, internal.h): what the
+ * cells a set of mesh dims' coordinates reach share with an interval, without visiting
+ * every cell. Used by the exchange's per-rank sums (plan.c) and its node figures (nodes.c). */
+#include "redistribute/planner/internal.h"
+
+/* Sums over a block nesting of tensor dim d (mesh dims `dims`, in its shard order, from
+ * level q on): the cells reached with every `sub` dim's coordinate taken (the others at
+ * coord), against [lo, hi): the elements they share with it (*sum) and how many of them
+ * share any (*hits). A cell inside [lo, hi) counts whole, one outside not at all, so only
+ * the cells crossing lo or hi are split: O(levels x mesh size), not O(cells). */
+typedef struct {
+    const dtr__ctx_t *ctx;
+    const int *dims;
+    int k;
+    const bool *sub;
+    const int64_t *coord;
+    int64_t lo, hi;
+} dtr__cells_t;
+
+/* A cell of length len at level q, inside [lo, hi): its elements and nonempty leaves. */
+static void dtr__cells_inside(const dtr__cells_t *c, int q, int64_t len, __int128 *sum,
+                              __int128 *hits) {
+    __int128 count = 1;
+    for (; q < c->k && len > 0; q++) {
+        int i = c->dims[q];
+        int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
+        if (!c->sub[i]) { /* one child: the coordinate's chunk */
+            int64_t start = chunk * c->coord[i];
+            len = start >= len ? 0 : (start + chunk < len ? chunk : len - start);
+            continue;
+        }
+        /* full chunks, then one shorter one: both the same below when it is also full */
+        int64_t full = len / chunk, rest = len - full * chunk;
+        if (rest > 0) {
+            __int128 s2, h2;
+            dtr__cells_inside(c, q + 1, rest, &s2, &h2);
+            __int128 s1, h1;
+            dtr__cells_inside(c, q + 1, chunk, &s1, &h1);
+            *sum = count * (full * s1 + s2);
+            *hits = count * (full * h1 + h2);
+            return;
+        }
+        count *= full;
+        len = chunk;
+    }
+    *sum = len > 0 ? count * len : 0;
+    *hits = len > 0 ? count : 0;
+}
+
+static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, __int128 *sum,
+                       __int128 *hits) {
+    *sum = *hits = 0;
+    if (len == 0 || off >= c->hi || off + len <= c->lo) return;
+    if (off >= c->lo && off + len <= c->hi) {
+        dtr__cells_inside(c, q, len, sum, hits);
+        return;
+    }
+    if (q == c->k) {
+        int64_t a = off > c->lo ? off : c->lo, b = off + len < c->hi ? off + len : c->hi;
+        *sum = b - a;
+        *hits = 1;
+        return;
+    }
+    int i = c->dims[q];
+    int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
+    int64_t nonempty = (len + chunk - 1) / chunk; /* chunks x < this hold elements */
+    int64_t from = c->sub[i] ? 0 : c->coord[i], to = c->sub[i] ? nonempty : c->coord[i] + 1;
+    if (to > nonempty) to = nonempty;
+    /* The chunks holding lo and hi - 1 are split further; those between lie inside. */
+    int64_t xlo = c->lo > off ? (c->lo - off) / chunk : 0;
+    int64_t xhi = (c->hi - 1 - off) / chunk;
+    if (from < xlo) from = xlo; /* (chunks before lo or after hi - 1 share nothing) */
+    if (to > xhi + 1) to = xhi + 1;
+    for (int64_t x = from; x < to; x++) {
+        if (x > xlo && x < xhi && c->sub[i]) { /* the run inside, at once */
+            int64_t last = xhi < to ? xhi : to; /* [x, last) */
+            int64_t whole = last, shorter = 0;  /* chunk x' is whole when (x'+1)chunk <= len */
+            if (last * chunk > len) {
+                whole = last - 1;
+                shorter = 1;
+            }
+            __int128 s2, h2;
+            if (whole > x) {
+                dtr__cells_inside(c, q + 1, chunk, &s2, &h2);
+                *sum += (whole - x) * s2;
+                *hits += (whole - x) * h2;
+            }
+            if (shorter) {
+                dtr__cells_inside(c, q + 1, len - (last - 1) * chunk, &s2, &h2);
+                *sum += s2;
+                *hits += h2;
+            }
+            x = last - 1;
+            continue;
+        }
+        int64_t start = chunk * x;
+        __int128 s2, h2;
+        dtr__cells(c, q + 1, off + start, start + chunk < len ? chunk : len - start, &s2, &h2);
+        *sum += s2;
+        *hits += h2;
+    }
+}
+
+/* The sums of dtr__cells for placements pl on tensor dim d, from the whole dim. */
+void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d,
+                          const bool *sub, const int64_t *coord, int64_t lo, int64_t len,
+                          __int128 *sum, __int128 *hits) {
+    int dims[DTR_MAX_MESH_DIMS];
+    dtr__cells_t c = {ctx, dims, dtr__shard_seq(pl, ctx->mdims, d, dims), sub, coord, lo, lo + len};
+    *sum = *hits = 0;
+    if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);
+}
