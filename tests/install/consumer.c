@@ -55,7 +55,7 @@ static int64_t walk_block(const dtr_spec_t *spec, double *buf, int fill) {
 
 /* One redistribution of a tensor of `shape` on mesh from `from` to `to`, checked. */
 static void run_case(dtr_context_t *ctx, const dtr_mesh_t *mesh, const char *shape_text,
-                     const char *from, const char *to) {
+                     const char *from, const char *to, const dtr_plan_options_t *opts) {
     char what[200];
     snprintf(what, sizeof what, "%s: %s -> %s", shape_text, from, to);
     int64_t shape[DTR_MAX_TENSOR_DIMS];
@@ -70,7 +70,7 @@ static void run_case(dtr_context_t *ctx, const dtr_mesh_t *mesh, const char *sha
         dtr_placements_parse(to, pt, DTR_MAX_MESH_DIMS, &n) != DTR_OK ||
         dtr_spec_init(&dst, mesh, pt, n, shape, ndim, DTR_F64) != DTR_OK ||
         dtr_spec_layout(&src, rank, &ls) != DTR_OK || dtr_spec_layout(&dst, rank, &ld) != DTR_OK ||
-        dtr_plan_create(&src, &dst, NULL, &plan) != DTR_OK) {
+        dtr_plan_create(&src, &dst, opts, &plan) != DTR_OK) {
         check(0, what);
         return;
     }
@@ -116,10 +116,19 @@ int main(int argc, char **argv) {
         dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) != DTR_OK) {
         check(0, "setup: run on 4 ranks (mpirun -n 4)");
     } else {
-        run_case(ctx, mesh, "7x10", "S(0),S(1)", "S(1),S(0)");
-        run_case(ctx, mesh, "7x10", "S(0),S(1)", "R,R");
-        run_case(ctx, mesh, "9x5x3", "S(0),S(0)", "S(2),S(1)");
-        run_case(ctx, mesh, "6x4", "R,S(1)", "S(0),R");
+        run_case(ctx, mesh, "7x10", "S(0),S(1)", "S(1),S(0)", NULL);
+        run_case(ctx, mesh, "7x10", "S(0),S(1)", "R,R", NULL);
+        run_case(ctx, mesh, "9x5x3", "S(0),S(0)", "S(2),S(1)", NULL);
+        /* planned for where the ranks run (docs/integration.md, "Jobs over several nodes") */
+        dtr_cost_model_t cost;
+        uint32_t across = 99;
+        check(dtr_cost_model_from_env(&cost) == DTR_OK &&
+                  dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) == DTR_OK &&
+                  dtr_cost_model_nodes(&cost, across, NULL, NULL) == DTR_OK,
+              "a node-aware cost model");
+        check(across == 0, "one node: no mesh dim crosses nodes");
+        dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+        run_case(ctx, mesh, "6x4", "R,S(1)", "S(0),R", &opts);
         dtr_context_destroy(ctx);
         dtr_mesh_destroy(mesh);
     }
