@@ -275,7 +275,14 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", batch, mesh, &t.src, &t.dst, &t.n);
-    dtr_plan_options_t opts = {.strategy = strategy};
+    /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
+    dtr_cost_model_t cost;
+    uint32_t across = 0;
+    if (rc == DTR_EXIT_OK && (dtr_cost_model_from_env(&cost) != DTR_OK ||
+                              dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK ||
+                              dtr_cost_model_nodes(&cost, across, NULL, NULL) != DTR_OK))
+        rc = dtr_cli_lib_error("run", NULL);
+    dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
     char what[512];
     snprintf(what, sizeof what, "--batch %s", batch);
     if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK)
