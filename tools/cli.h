@@ -135,6 +135,12 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
  * nodes), [4] their operations through MPI's flat calls, [5] their reductions in the
  * hierarchical form (a segment inside each node, MPI across). Collective. */
 void dtr_cli_mpi_paths(long long sums[6]);
+/* The cost model a run plans with (collective): DTR_* variables, with the mesh dims nodes_of
+ * names given inter-node figures ("auto": those MPI says cross nodes; "none"; or a list,
+ * "0,2"). *across gets the mesh dims that do cross, *planned those planned as crossing. An
+ * exit code; errors name --nodes-of where it is wrong. */
+int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,
+                      dtr_cost_model_t *cost, uint32_t *across, uint32_t *planned);
 
 extern const dtr_cli_command_t dtr_cli_grad;
 

@@ -1,6 +1,7 @@
 /* What the commands that run under mpirun (run, grad) share. */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -94,4 +95,19 @@ void dtr_cli_mpi_paths(long long sums[6]) {
     }
     free(g);
     MPI_Allreduce(mine, sums, 6, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+}
+
+int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,
+                      dtr_cost_model_t *cost, uint32_t *across, uint32_t *planned) {
+    *across = *planned = 0;
+    if (dtr_cost_model_from_env(cost) != DTR_OK ||
+        dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, across) != DTR_OK)
+        return dtr_cli_lib_error(cmd, NULL);
+    if (strcmp(nodes_of, "auto") == 0)
+        *planned = *across;
+    else if (dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), planned) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--nodes-of");
+    if (dtr_cost_model_nodes(cost, *planned, NULL, NULL) != DTR_OK)
+        return dtr_cli_lib_error(cmd, NULL);
+    return DTR_EXIT_OK;
 }

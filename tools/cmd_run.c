@@ -439,22 +439,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
     dtr_cost_model_t cost;
-    uint32_t across = 0, planned_across = 0;
-    if (dtr_cost_model_from_env(&cost) != DTR_OK ||
-        dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK) {
-        rc = dtr_cli_lib_error("run", NULL);
-        goto done_mesh;
-    }
-    if (strcmp(nodes_of, "auto") == 0) {
-        planned_across = across;
-    } else if (dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), &planned_across) != DTR_OK) {
-        rc = dtr_cli_lib_error("run", "--nodes-of");
-        goto done_mesh;
-    }
-    if (dtr_cost_model_nodes(&cost, planned_across, NULL, NULL) != DTR_OK) {
-        rc = dtr_cli_lib_error("run", NULL);
-        goto done_mesh;
-    }
+    uint32_t across, planned_across;
+    rc = dtr_cli_node_cost("run", mesh, nodes_of, &cost, &across, &planned_across);
+    if (rc != DTR_EXIT_OK) goto done_mesh;
     dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
     dtr_plan_t *plan = malloc(sizeof *plan);
     if (plan == NULL || dtr_plan_create(&src, &dst, &opts, plan) != DTR_OK) {

@@ -277,11 +277,8 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", batch, mesh, &t.src, &t.dst, &t.n);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;
-    uint32_t across = 0;
-    if (rc == DTR_EXIT_OK && (dtr_cost_model_from_env(&cost) != DTR_OK ||
-                              dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK ||
-                              dtr_cost_model_nodes(&cost, across, NULL, NULL) != DTR_OK))
-        rc = dtr_cli_lib_error("run", NULL);
+    uint32_t across, planned;
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_node_cost("run", mesh, "auto", &cost, &across, &planned);
     dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
     char what[512];
     snprintf(what, sizeof what, "--batch %s", batch);

@@ -45,6 +45,12 @@ static bool dtr__exchange_node_max(const dtr__ctx_t *ctx, const dtr_step_t *s, u
         }
         if (coords > DTR__NODE_COORDS_MAX) return false;
     }
+    /* per tensor dim: its source shards that stay inside the node */
+    bool sub[DTR_MAX_TENSOR_DIMS][DTR_MAX_MESH_DIMS];
+    for (int d = 0; d < ctx->ndim; d++)
+        for (int k = 0; k < ctx->mdims; k++)
+            sub[d][k] = s->before[k].kind == DTR_SHARD && s->before[k].dim == d &&
+                        !(across >> k & 1);
     __int128 *total = calloc((size_t)nodes, sizeof *total);
     if (total == NULL) return false;
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
@@ -53,12 +59,8 @@ static bool dtr__exchange_node_max(const dtr__ctx_t *ctx, const dtr_step_t *s, u
         dtr__layout(ctx, s->after, coord, ts, to);
         __int128 same = 1;
         for (int d = 0; d < ctx->ndim && same > 0; d++) {
-            bool sub[DTR_MAX_MESH_DIMS];
-            for (int k = 0; k < ctx->mdims; k++)
-                sub[k] = s->before[k].kind == DTR_SHARD && s->before[k].dim == d &&
-                         !(across >> k & 1);
             __int128 sum, hits;
-            dtr__cells_of(ctx, s->before, d, sub, coord, to[d], ts[d], &sum, &hits);
+            dtr__cells_of(ctx, s->before, d, sub[d], coord, to[d], ts[d], &sum, &hits);
             same *= sum;
         }
         int64_t node = 0;
