@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that two builds of the CLI print the same plans, byte for byte.
 
-usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K]
+usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K] [--large]
 
 BEFORE and AFTER are two `dtr` executables (say, one built at the commit before a
 restructuring and one after). Each case is a random change (mesh, shape, dtype, source and
@@ -14,10 +14,15 @@ seed, the number of cases, how many planned, were refused or were bad input, and
 differing case with its command line (at most --show of them). Exit status 0 when all
 agree, 1 when any differs, 2 for bad arguments.
 
+--large draws meshes of up to about 20,000 ranks with dims of up to 300 and tensor dims of
+up to 200,000, mostly uneven, where the planner's per-rank loops and balanced reductions
+over hundreds of members run (slower: seconds a case with an old build).
+
 Rerun: bazel build //tools:dtr && cp bazel-bin/tools/dtr /tmp/dtr.after, the same at the
 older commit into /tmp/dtr.before, then tools/plan_diff.py /tmp/dtr.before /tmp/dtr.after.
 """
 import argparse
+from math import prod
 import random
 import subprocess
 import sys
@@ -48,15 +53,21 @@ def orders(rng, pl):
     return out
 
 
-def case(rng):
+def case(rng, large=False):
     mdims = rng.choice([1, 1, 2, 2, 2, 3, 3, 4])
     mesh = [rng.choice([1, 2, 2, 3, 4, 6] if mdims <= 2 else [1, 2, 2, 3, 4]) for _ in range(mdims)]
+    if large:
+        sizes = [2, 3, 5, 7, 16, 17, 33, 64, 100, 128, 300]
+        mesh = [rng.choice(sizes) for _ in range(mdims)]
+        while prod(mesh) > 20000:
+            mesh[rng.randrange(mdims)] = rng.choice([2, 3, 4])
     ndim = rng.choice([1, 2, 2, 3])
-    ranks = 1
-    for m in mesh:
-        ranks *= m
-    if rng.random() < 1 / 3:
+    ranks = prod(mesh)
+    if rng.random() < (1 / 6 if large else 1 / 3):
         shape = [ranks * rng.choice([1, 2, 3, 5]) for _ in range(ndim)]
+    elif large:
+        shape = [rng.choice([1, 7, 100, 1000, 4099, 65537, 196609]) + rng.randrange(300)
+                 for _ in range(ndim)]
     else:
         shape = [rng.choice([1, 2, 3, 5, 7, 8, 12, 13, 16, 64, 100, 1000]) for _ in range(ndim)]
     src = [placement(rng, ndim, 0.3) for _ in range(mdims)]
@@ -92,7 +103,7 @@ def case(rng):
 
 
 def run(exe, args):
-    p = subprocess.run([exe] + args, capture_output=True, timeout=60)
+    p = subprocess.run([exe] + args, capture_output=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -103,6 +114,7 @@ def main():
     ap.add_argument("--cases", type=int, default=400)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--show", type=int, default=5)
+    ap.add_argument("--large", action="store_true", help="meshes of up to ~20,000 ranks, uneven shapes")
     a = ap.parse_args()
     if a.cases < 1:
         ap.error("--cases: must be >= 1")
@@ -111,7 +123,7 @@ def main():
     counts = {0: 0, 1: 0, 2: 0}
     bad = []
     for _ in range(a.cases):
-        args = case(rng)
+        args = case(rng, a.large)
         b, n = run(a.before, args), run(a.after, args)
         counts[b[0]] = counts.get(b[0], 0) + 1
         if b != n:

@@ -132,6 +132,86 @@ static __int128 dtr__cap(__int128 L, __int128 base, int64_t n) {
     return L < base ? -1 : (L - base) / (n - 1);
 }
 
+/* Sizes are far below 2^63 in practice: divide in 64 bits when they fit. */
+static inline __int128 dtr__div(__int128 a, int64_t n) {
+    return a >= 0 && a <= INT64_MAX ? (__int128)((int64_t)a / n) : a / n;
+}
+
+/* What the members can take at level L, summed until it reaches need: their foreign shares
+ * (the step's level, is_bound false) or the elements each can reduce under the bound's
+ * model (is_bound true). Over the distinct member sizes where balance_init found few. */
+static __int128 dtr__room(const dtr__balance_t *b, bool is_bound, __int128 L, __int128 need) {
+    int64_t n = b->n;
+    __int128 room = 0;
+    int64_t count = b->ndistinct >= 0 ? b->ndistinct : n;
+    for (int64_t a = 0; a < count && room < need; a++) {
+        __int128 t, h;
+        int64_t times = 1;
+        if (b->ndistinct >= 0) {
+            t = b->dtarget[a];
+            h = b->dhome[a];
+            times = b->dcount[a];
+        } else {
+            dtr__member(b, a, &t, &h);
+        }
+        __int128 z;
+        if (!is_bound) {
+            /* (balance_init searches from the largest base up: L >= base) */
+            __int128 base = (n - 1) * h + (t - h);
+            z = L < base ? 0 : dtr__div(L - base, n - 1);
+        } else if (n == 2) { /* the largest z with (n-1)z + t - min(h, z) <= L */
+            z = h + (L - t);
+        } else {
+            z = dtr__div(L - t, n - 2);
+            if (z >= h) z = dtr__div(L - t + h, n - 1);
+        }
+        room += times * z;
+    }
+    return room;
+}
+
+/* The least L in [lo, hi] with room(L) >= need, given room(hi) >= need and that no L below
+ * from (<= the answer) has it: from there in doubling steps of n, then halving, so that
+ * a group costs O(log) sums instead of O(log |C|). */
+static __int128 dtr__least_level(const dtr__balance_t *b, bool is_bound, __int128 lo,
+                                 __int128 hi, __int128 from, __int128 need) {
+    if (from > lo) lo = from;
+    if (lo > hi) lo = hi;
+    for (__int128 step = b->n; lo < hi; step *= 2) {
+        __int128 p = hi - lo > step ? lo + step : hi;
+        if (dtr__room(b, is_bound, p, need) >= need) {
+            hi = p;
+            break;
+        }
+        lo = p + 1;
+    }
+    while (lo < hi) {
+        __int128 mid = lo + (hi - lo) / 2;
+        if (dtr__room(b, is_bound, mid, need) >= need)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Adds a member's sizes to the distinct ones (ndistinct -1 once they are too many). */
+static void dtr__distinct_add(dtr__balance_t *b, __int128 t, __int128 h) {
+    if (b->ndistinct < 0) return;
+    for (int k = 0; k < b->ndistinct; k++)
+        if (b->dtarget[k] == t && b->dhome[k] == h) {
+            b->dcount[k]++;
+            return;
+        }
+    if (b->ndistinct == DTR__BALANCE_DISTINCT) {
+        b->ndistinct = -1;
+        return;
+    }
+    b->dtarget[b->ndistinct] = t;
+    b->dhome[b->ndistinct] = h;
+    b->dcount[b->ndistinct++] = 1;
+}
+
 void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                        const dtr_placement_t *after, int i, const int64_t *coord,
                        dtr__balance_t *b) {
@@ -150,7 +230,7 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
     dtr__layout(ctx, before, b->g, b->cs, b->co);
     /* The targets g serves tile C (they split the same outer block of d finer, and agree
      * with C on every other tensor dim), so the foreign pieces are C less the home pieces. */
-    __int128 top = 0;
+    __int128 top = 0, bases = 0;
     b->foreign = dtr__box_numel(ctx->ndim, b->cs);
     for (int64_t a = 0; a < b->n; a++) {
         __int128 t, h;
@@ -160,26 +240,16 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
             b->home[a] = h;
             b->ncached = a + 1;
         }
+        dtr__distinct_add(b, t, h);
         b->foreign -= h;
         __int128 base = (b->n - 1) * h + (t - h);
+        bases += base;
         if (base > top) top = base;
     }
-    /* The least level at which the members' caps hold the foreign elements. */
-    __int128 lo = top, hi = top + (b->n - 1) * b->foreign;
-    while (lo < hi) {
-        __int128 mid = lo + (hi - lo) / 2, room = 0;
-        for (int64_t a = 0; a < b->n && room < b->foreign; a++) {
-            __int128 h, dl;
-            dtr__balance_member(b, a, &h, &dl);
-            __int128 c = dtr__cap(mid, (b->n - 1) * h + dl, b->n);
-            if (c > 0) room += c;
-        }
-        if (room >= b->foreign)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    b->level = lo;
+    /* The least level at which the members' caps hold the foreign elements. Their caps
+     * add up to at most (nL - bases)/(n-1), so it is not below ((n-1)F + bases)/n. */
+    b->level = dtr__least_level(b, false, top, top + (b->n - 1) * b->foreign,
+                                ((b->n - 1) * b->foreign + bases) / b->n, b->foreign);
 }
 
 __int128 dtr__balance_next_share(const dtr__balance_t *b, int64_t m, __int128 at) {
@@ -226,32 +296,25 @@ bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 
  */
 __int128 dtr__balance_bound(const dtr__balance_t *b) {
     int64_t n = b->n;
-    __int128 need = b->foreign, top = 0;
-    for (int64_t a = 0; a < n; a++) {
+    __int128 need = b->foreign, top = 0, targets = 0, homes = 0;
+    int64_t count = b->ndistinct >= 0 ? b->ndistinct : n;
+    for (int64_t a = 0; a < count; a++) {
         __int128 t, h;
-        dtr__member(b, a, &t, &h);
-        need += h;
+        int64_t times = 1;
+        if (b->ndistinct >= 0) {
+            t = b->dtarget[a];
+            h = b->dhome[a];
+            times = b->dcount[a];
+        } else {
+            dtr__member(b, a, &t, &h);
+        }
+        need += times * h;
+        targets += times * t;
+        homes += times * h;
         if (t > top) top = t;
     }
-    __int128 lo = top, hi = top + (n - 1) * need;
-    while (lo < hi) {
-        __int128 mid = lo + (hi - lo) / 2, room = 0;
-        for (int64_t a = 0; a < n && room < need; a++) {
-            __int128 t, h, z;
-            dtr__member(b, a, &t, &h);
-            /* the largest z with (n-1)z + t - min(h, z) <= mid */
-            if (n == 2) {
-                z = h + (mid - t);
-            } else {
-                z = (mid - t) / (n - 2);
-                if (z >= h) z = (mid - t + h) / (n - 1);
-            }
-            room += z;
-        }
-        if (room >= need)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    /* Member a reduces at most (L - t_a + h_a)/(n-1) at level L, so the level is not below
+     * ((n-1)|C| + targets - homes)/n. */
+    return dtr__least_level(b, true, top, top + (n - 1) * need,
+                            ((n - 1) * need + targets - homes) / n, need);
 }

@@ -33,31 +33,50 @@
  * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
  * |T_r \ C_r| exactly (DESIGN.md's table).
  */
+/* What the bound's per-rank terms need of the change, the same at every rank. */
+typedef struct {
+    const dtr_placement_t *src, *dst;
+    dtr_placement_t cl[DTR_MAX_MESH_DIMS], tl[DTR_MAX_MESH_DIMS];
+    bool reduces, zero_fill;
+    int nreduced;                                       /* mesh dims reduced from Partial */
+    int reduced[DTR_MAX_MESH_DIMS];                     /* which, */
+    dtr_placement_t ul[DTR_MAX_MESH_DIMS][DTR_MAX_MESH_DIMS]; /* and tl with it replicated */
+} dtr__need_t;
+
+static void dtr__need_init(const dtr__ctx_t *ctx, const dtr_placement_t *src,
+                           const dtr_placement_t *dst, dtr__need_t *nd) {
+    nd->src = src;
+    nd->dst = dst;
+    nd->reduces = dtr__bound_layouts(ctx, src, dst, nd->cl, nd->tl);
+    nd->zero_fill = dtr__zero_fill_dims(ctx, src, dst) != 0;
+    nd->nreduced = 0;
+    for (int k = 0; k < ctx->mdims; k++) {
+        if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || ctx->msize[k] == 1)
+            continue;
+        memcpy(nd->ul[nd->nreduced], nd->tl, sizeof nd->tl);
+        nd->ul[nd->nreduced][k] = dtr_replicate();
+        nd->reduced[nd->nreduced++] = k;
+    }
+}
+
 /* What the rank at coord must receive in any plan, from its own blocks alone (the bound's
  * per-rank terms; the balanced reduction adds a term per group). */
-static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                             const dtr_placement_t *dst, const int64_t *coord) {
-    dtr_placement_t cl[DTR_MAX_MESH_DIMS], tl[DTR_MAX_MESH_DIMS];
-    bool reduces = dtr__bound_layouts(ctx, src, dst, cl, tl);
+static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr__need_t *nd, const int64_t *coord) {
     int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
         co[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, tl, coord, ts, to);
-    dtr__layout(ctx, cl, coord, cs, co);
+    dtr__layout(ctx, nd->tl, coord, ts, to);
+    dtr__layout(ctx, nd->cl, coord, cs, co);
     /* Shard -> P(sum): only the values the rank keeps are needed, the rest are zeros. Its
      * own source block is among them, so the overlaps below stay as they are. */
-    __int128 kept = dtr__zero_fill_kept(ctx, src, dst, coord, ts, to);
+    __int128 kept = nd->zero_fill ? dtr__zero_fill_kept(ctx, nd->src, nd->dst, coord, ts, to) : -1;
     __int128 t = kept >= 0 ? kept : dtr__numel(ctx, ts);
-    __int128 need = reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
-    for (int k = 0; k < ctx->mdims; k++) {
-        int64_t n = ctx->msize[k];
-        if (!(src[k].kind == DTR_PARTIAL && dst[k].kind != DTR_PARTIAL) || n == 1) continue;
-        dtr_placement_t ul[DTR_MAX_MESH_DIMS];
-        memcpy(ul, tl, sizeof ul);
-        ul[k] = dtr_replicate();
+    __int128 need = nd->reduces ? t : t - dtr__overlap(ctx, ts, to, cs, co);
+    for (int r = 0; r < nd->nreduced; r++) {
+        int k = nd->reduced[r];
         int64_t us[DTR_MAX_TENSOR_DIMS], uo[DTR_MAX_TENSOR_DIMS];
-        dtr__layout(ctx, ul, coord, us, uo);
+        dtr__layout(ctx, nd->ul[r], coord, us, uo);
         __int128 u = dtr__overlap(ctx, us, uo, cs, co);
-        __int128 moved = dtr__reduce_moved(dst[k].kind == DTR_REPLICATE, u, n);
+        __int128 moved = dtr__reduce_moved(nd->dst[k].kind == DTR_REPLICATE, u, ctx->msize[k]);
         if (moved > need) need = moved;
     }
     return need;
@@ -65,7 +84,9 @@ static __int128 dtr__need_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 
 int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                            const dtr_placement_t *dst, const int64_t *coord) {
-    return dtr__sat(dtr__need_at(ctx, src, dst, coord) * ctx->item);
+    dtr__need_t nd;
+    dtr__need_init(ctx, src, dst, &nd);
+    return dtr__sat(dtr__need_at(ctx, &nd, coord) * ctx->item);
 }
 
 /* The balanced reduction's terms from the groups' classes (even.c); false where the
@@ -90,11 +111,15 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
         vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     __int128 best = 0;
+    dtr__need_t nd;
+    dtr__need_init(ctx, src, dst, &nd);
+    bool balanced[DTR_MAX_MESH_DIMS];
+    for (int k = 0; k < ctx->mdims; k++)
+        balanced[k] = ctx->msize[k] > 1 && dtr__balance_applies(ctx, src, dst, k);
     do {
-        __int128 need = dtr__need_at(ctx, src, dst, coord);
+        __int128 need = dtr__need_at(ctx, &nd, coord);
         for (int k = 0; k < ctx->mdims; k++) {
-            if (ctx->msize[k] == 1 || coord[k] != 0 || /* once a group */
-                !dtr__balance_applies(ctx, src, dst, k))
+            if (!balanced[k] || coord[k] != 0) /* once a group */
                 continue;
             dtr__balance_t bal;
             dtr__balance_init(ctx, src, dst, k, coord, &bal);

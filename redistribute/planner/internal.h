@@ -169,6 +169,7 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
 
 /* The balanced reduction of a reduce_exchange step (balance.c): group g of mesh dim i. */
 #define DTR__BALANCE_CACHE 64
+#define DTR__BALANCE_DISTINCT 16
 typedef struct {
     const dtr__ctx_t *ctx;
     const dtr_placement_t *before, *after;
@@ -181,6 +182,12 @@ typedef struct {
     __int128 level;                 /* the most elements a member receives */
     int64_t ncached;                /* members whose target and home sizes are below */
     __int128 target[DTR__BALANCE_CACHE], home[DTR__BALANCE_CACHE];
+    /* The distinct (target, home) sizes over all members and how many members have each
+     * (the level and the bound depend on no member's index): ndistinct < 0 past
+     * DTR__BALANCE_DISTINCT of them, and then every member is visited. */
+    int ndistinct;
+    __int128 dtarget[DTR__BALANCE_DISTINCT], dhome[DTR__BALANCE_DISTINCT];
+    int64_t dcount[DTR__BALANCE_DISTINCT];
 } dtr__balance_t;
 
 /* One foreign piece: its target, its box (corner relative to C in lo, to T(target) in tlo)

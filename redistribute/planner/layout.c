@@ -35,21 +35,34 @@ __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *a
     return n;
 }
 
+/* Splits [offset, offset+shape) of one tensor dim into n chunks and keeps chunk c. */
+static inline void dtr__split(int64_t n, int64_t c, int64_t *shape, int64_t *offset) {
+    int64_t len = *shape, chunk = len / n + (len % n != 0), start = chunk * c;
+    int64_t end = start + chunk < len ? start + chunk : len;
+    *offset += start < len ? start : len;
+    *shape = end > start ? end - start : 0;
+}
+
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                  int64_t *shape, int64_t *offset) {
     memcpy(shape, ctx->shape, sizeof ctx->shape);
     memset(offset, 0, sizeof ctx->shape);
+    /* Every tensor dim split in mesh-dim order (no shard order: the planner's own steps
+     * mostly): one pass over the mesh dims. It runs for every rank in the per-rank loops. */
+    bool ordered = false;
+    for (int i = 0; i < ctx->mdims; i++)
+        ordered = ordered || (pl[i].kind == DTR_SHARD && pl[i].order != 0);
+    if (!ordered) {
+        for (int i = 0; i < ctx->mdims; i++)
+            if (pl[i].kind == DTR_SHARD)
+                dtr__split(ctx->msize[i], coord[i], &shape[pl[i].dim], &offset[pl[i].dim]);
+        return;
+    }
     for (int d = 0; d < ctx->ndim; d++) {
         int dims[DTR_MAX_MESH_DIMS];
         int k = dtr__shard_seq(pl, ctx->mdims, d, dims);
-        for (int q = 0; q < k; q++) {
-            int i = dims[q];
-            int64_t n = ctx->msize[i], len = shape[d];
-            int64_t c = len / n + (len % n != 0), start = c * coord[i];
-            int64_t end = start + c < len ? start + c : len;
-            offset[d] += start < len ? start : len;
-            shape[d] = end > start ? end - start : 0;
-        }
+        for (int q = 0; q < k; q++)
+            dtr__split(ctx->msize[dims[q]], coord[dims[q]], &shape[d], &offset[d]);
     }
 }
 

@@ -22,11 +22,8 @@ static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1
  * most, so the sums factor per tensor dim: O(D * prod of those sizes) instead of O(peers).
  */
 static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                               __int128 *send, __int128 *recv, int *peers) {
-    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
-        co[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->after, coord, ts, to);
-    dtr__layout(ctx, s->before, coord, cs, co);
+                               const int64_t *ts, const int64_t *to, const int64_t *cs,
+                               const int64_t *co, __int128 *send, __int128 *recv, int *peers) {
     __int128 self = dtr__overlap(ctx, ts, to, cs, co);
     *recv = dtr__numel(ctx, ts) - self;
     /* Peers p vary on the mesh dims "before" shards; what p needs (T_p) depends on p's
@@ -56,7 +53,8 @@ static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const
     *peers = (int)(sources - (self > 0));
 }
 
-static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord);
+static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                          const int64_t *as, const int64_t *bs);
 
 /* A balanced reduction's group and the rank's share in it, where the caller has them. */
 typedef struct {
@@ -65,10 +63,11 @@ typedef struct {
 } dtr__member_t;
 
 /* Bytes sent and received by one rank in a step, and the peers it hears from (exchange and
- * all-to-all; 0 for the others). member: NULL, or the rank's group in a balanced reduction. */
+ * all-to-all; 0 for the others). member: NULL, or the rank's group in a balanced reduction.
+ * out (may be NULL): the elements of the rank's block after the step. */
 static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                               const dtr__member_t *member, int64_t *send, int64_t *recv,
-                              int *peers_out, int64_t *stage_out) {
+                              int *peers_out, int64_t *stage_out, __int128 *out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
     dtr__layout(ctx, s->before, coord, bs, bo);
@@ -97,11 +96,11 @@ static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const 
         __int128 rest = dtr__rest(ctx, bs, a, b);
         r = (__int128)(as[a] - bs[a]) * as[b] * rest;
         w = (__int128)bs[a] * (bs[b] - as[b]) * rest;
-        peers = dtr__a2a_peers(ctx, s, coord);
+        peers = dtr__a2a_peers(ctx, s, coord, as, bs);
         break;
     }
     case DTR_STEP_EXCHANGE:
-        dtr__exchange_rank(ctx, s, coord, &w, &r, &peers);
+        dtr__exchange_rank(ctx, s, coord, as, ao, bs, bo, &w, &r, &peers);
         break;
     case DTR_STEP_REDUCE_EXCHANGE: {
         dtr__balance_t own;
@@ -143,11 +142,12 @@ static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const 
     *send = dtr__sat(w * ctx->item);
     *peers_out = peers;
     *stage_out = stage < 0 ? *recv : dtr__sat(stage * ctx->item);
+    if (out != NULL) *out = dtr__numel(ctx, as);
 }
 
 static void dtr__step_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                            int64_t *send, int64_t *recv, int *peers_out, int64_t *stage_out) {
-    dtr__step_rank_in(ctx, s, coord, NULL, send, recv, peers_out, stage_out);
+    dtr__step_rank_in(ctx, s, coord, NULL, send, recv, peers_out, stage_out, NULL);
 }
 
 void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
@@ -177,12 +177,9 @@ static int64_t dtr__step_rank_recv(const dtr__ctx_t *ctx, const dtr_step_t *s,
  * "before" block is not empty on the dim it gathers. They differ from the rank only on the
  * step's mesh dim, so their cells are the chunks of one parent: full ones, one shorter,
  * empty ones, each taken down the levels below at the rank's coordinates. */
-static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord) {
-    int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
-        ao[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->after, coord, as, ao);
+static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
+                          const int64_t *as, const int64_t *bs) {
     if (dtr__numel(ctx, as) == 0) return 0;
-    dtr__layout(ctx, s->before, coord, bs, bo);
     int d = s->tensor_dim, i = s->mesh_dim;
     int dims[DTR_MAX_MESH_DIMS], k = dtr__shard_seq(s->before, ctx->mdims, d, dims), q = 0;
     int64_t len = ctx->shape[d];
@@ -218,10 +215,9 @@ static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int
                                  const dtr__member_t *member) {
     int64_t send, recv, stage;
     int peers;
-    dtr__step_rank_in(ctx, s, coord, member, &send, &recv, &peers, &stage);
-    int64_t os[DTR_MAX_TENSOR_DIMS], oo[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->after, coord, os, oo);
-    int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(dtr__numel(ctx, os) * ctx->item);
+    __int128 elems;
+    dtr__step_rank_in(ctx, s, coord, member, &send, &recv, &peers, &stage, &elems);
+    int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(elems * ctx->item);
     int64_t extra = dtr__sat((__int128)out + stage);
     if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
     if (send > s->send_bytes_max) s->send_bytes_max = send;
