@@ -109,13 +109,27 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     bool vary[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < ctx->mdims; i++)
         vary[i] = src[i].kind == DTR_SHARD || dst[i].kind == DTR_SHARD;
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     __int128 best = 0;
     dtr__need_t nd;
     dtr__need_init(ctx, src, dst, &nd);
-    bool balanced[DTR_MAX_MESH_DIMS];
-    for (int k = 0; k < ctx->mdims; k++)
+    bool balanced[DTR_MAX_MESH_DIMS], any_balanced = false;
+    for (int k = 0; k < ctx->mdims; k++) {
         balanced[k] = ctx->msize[k] > 1 && dtr__balance_applies(ctx, src, dst, k);
+        any_balanced = any_balanced || balanced[k];
+    }
+    /* Over coordinates standing for every rank (reps.c): the per-rank terms read the
+     * offsets where the target (or its reduced form) and the source split one tensor dim;
+     * zero fills and balanced groups read more, so every coordinate. */
+    const dtr_placement_t *layouts[2 + DTR_MAX_MESH_DIMS] = {nd.cl, nd.tl};
+    unsigned positional = nd.zero_fill || any_balanced ? ~0u : dtr__both_split(ctx, nd.tl, nd.cl);
+    for (int r = 0; r < nd.nreduced; r++) {
+        layouts[2 + r] = nd.ul[r];
+        positional |= dtr__both_split(ctx, nd.ul[r], nd.cl);
+    }
+    dtr__reps_t reps;
+    dtr__reps_init(ctx, layouts, 2 + nd.nreduced, positional, &reps);
+    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
+    dtr__reps_first(ctx, &reps, coord);
     do {
         __int128 need = dtr__need_at(ctx, &nd, coord);
         for (int k = 0; k < ctx->mdims; k++) {
@@ -127,6 +141,6 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
             if (m > need) need = m;
         }
         if (need > best) best = need;
-    } while (dtr__next_coord(ctx, vary, coord));
+    } while (dtr__reps_next(ctx, &reps, vary, coord, at));
     return dtr__sat(best * ctx->item);
 }

@@ -140,6 +140,30 @@ bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan);
  * one rank never count; local steps move nothing. */
 unsigned dtr__step_links(const dtr_step_t *s, int mdims, const int64_t *msize);
 
+/* Coordinates standing for every rank in a per-rank loop (reps.c): on each mesh dim, all
+ * of them (all[i]: where the caller's figure reads offsets along what it splits, the
+ * `positional` mesh dims, or where there are too many kinds), else one per distinct
+ * signature, the chunk lengths the coordinate gives at its level in each of the layouts
+ * for every parent length (c[i][0..n[i]), c[i][0] = 0). A figure that depends on such a
+ * mesh dim's coordinate only through block lengths takes its largest value over every
+ * rank at one of these. */
+#define DTR__REPS_MAX 64
+typedef struct {
+    bool all[DTR_MAX_MESH_DIMS];
+    int64_t n[DTR_MAX_MESH_DIMS];
+    int64_t c[DTR_MAX_MESH_DIMS][DTR__REPS_MAX];
+} dtr__reps_t;
+void dtr__reps_init(const dtr__ctx_t *ctx, const dtr_placement_t *const *layouts, int nlayouts,
+                    unsigned positional, dtr__reps_t *r);
+/* The first coordinate, and the next over the mesh dims marked in vary (at: the index into
+ * c per mesh dim, zeroed by the caller with the first); false after the last. */
+void dtr__reps_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, int64_t *coord);
+bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
+                    int64_t *coord, int64_t *at);
+/* The mesh dims that split a tensor dim both layouts split: where two blocks' offsets meet
+ * (the positional mask of an exchange or of the bound's overlaps). */
+unsigned dtr__both_split(const dtr__ctx_t *ctx, const dtr_placement_t *a, const dtr_placement_t *b);
+
 /* Node-aware cost (nodes.c): the ranks of one node (the mesh dims not in across), and a
  * step's node_recv_bytes_max: the most bytes it brings into one node from the others (0
  * where it crosses no mesh dim in ctx->cost->across_nodes). */

@@ -272,8 +272,21 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
         dtr__step_time(ctx, s);
         return;
     }
+    if (!enumerate) {
+        dtr__step_figures_at(ctx, s, coord, NULL);
+        dtr__step_time(ctx, s);
+        return;
+    }
+    /* An all-to-all's figures read block lengths only; an exchange's also the offsets
+     * along the tensor dims both layouts split (reps.c). */
+    const dtr_placement_t *layouts[2] = {s->before, s->after};
+    unsigned positional = s->kind == DTR_STEP_EXCHANGE ? dtr__both_split(ctx, s->before, s->after) : 0;
+    dtr__reps_t reps;
+    dtr__reps_init(ctx, layouts, 2, positional, &reps);
+    int64_t at[DTR_MAX_MESH_DIMS] = {0};
+    dtr__reps_first(ctx, &reps, coord);
     do dtr__step_figures_at(ctx, s, coord, NULL);
-    while (enumerate && dtr__next_coord(ctx, vary, coord));
+    while (dtr__reps_next(ctx, &reps, vary, coord, at));
     dtr__step_time(ctx, s);
 }
 
@@ -641,13 +654,26 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     if (!per_coord || plan->nsteps == 1 || (even && varying <= 1)) {
         plan->recv_bytes_max = dtr__sat(sum_at_zero);
     } else {
-        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        /* Over coordinates standing for every rank: each step's layouts, the offsets its
+         * exchanges read (a balanced reduction's, every coordinate). */
+        const dtr_placement_t *layouts[DTR_MAX_PLAN_STEPS + 1] = {plan->steps[0].before};
+        unsigned positional = 0;
+        for (int k = 0; k < plan->nsteps; k++) {
+            const dtr_step_t *s = &plan->steps[k];
+            layouts[k + 1] = s->after;
+            if (s->kind == DTR_STEP_EXCHANGE) positional |= dtr__both_split(ctx, s->before, s->after);
+            if (s->kind == DTR_STEP_REDUCE_EXCHANGE) positional = ~0u;
+        }
+        dtr__reps_t reps;
+        dtr__reps_init(ctx, layouts, plan->nsteps + 1, positional, &reps);
+        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
+        dtr__reps_first(ctx, &reps, coord);
         __int128 best = 0;
         do {
             __int128 total = 0;
             for (int k = 0; k < plan->nsteps; k++) total += dtr__step_rank_recv(ctx, &plan->steps[k], coord);
             if (total > best) best = total;
-        } while (dtr__next_coord(ctx, vary, coord));
+        } while (dtr__reps_next(ctx, &reps, vary, coord, at));
         plan->recv_bytes_max = dtr__sat(best);
     }
     plan->lower_bound_recv_bytes = dtr__lower_bound(ctx, src->placements, dst->placements);
