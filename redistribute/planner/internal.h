@@ -160,8 +160,9 @@ void dtr__reps_init(const dtr__ctx_t *ctx, const dtr_placement_t *const *layouts
 void dtr__reps_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, int64_t *coord);
 bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
                     int64_t *coord, int64_t *at);
-/* The mesh dims that split a tensor dim both layouts split: where two blocks' offsets meet
- * (the positional mask of an exchange or of the bound's overlaps). */
+/* The mesh dims that split a tensor dim both layouts split, unless they split it the same
+ * way (then a rank's two blocks coincide along it): where two blocks' offsets meet (the
+ * positional mask of an exchange or of the bound's overlaps). */
 unsigned dtr__both_split(const dtr__ctx_t *ctx, const dtr_placement_t *a, const dtr_placement_t *b);
 
 /* Node-aware cost (nodes.c): the ranks of one node (the mesh dims not in across), and a

@@ -79,10 +79,28 @@ void dtr__reps_init(const dtr__ctx_t *ctx, const dtr_placement_t *const *layouts
             }
         }
         if (!ok) continue;
+        /* A signature changes only where some parent's full chunks end: at full and
+         * full + 1 (its shorter chunk, then the empty ones). */
+        int64_t starts[2 * DTR__SIG_MAX + 1] = {0};
+        int ns = 1;
+        for (int a = 0; a < nsig; a++) {
+            if (par[a] == 0) continue; /* (every chunk empty) */
+            int64_t chunk = par[a] / n + (par[a] % n != 0), full = par[a] / chunk;
+            for (int64_t b = full; b <= full + 1; b++) {
+                if (b >= n) continue;
+                int e = ns;
+                while (e > 0 && starts[e - 1] > b) e--;
+                if (e > 0 && starts[e - 1] == b) continue;
+                memmove(starts + e + 1, starts + e, (size_t)(ns - e) * sizeof *starts);
+                starts[e] = b;
+                ns++;
+            }
+        }
         /* One coordinate per distinct signature, the first that has it. */
         int64_t sig[DTR__REPS_MAX][DTR__SIG_MAX];
         int nrep = 0;
-        for (int64_t c = 0; c < n && ok; c++) {
+        for (int x = 0; x < ns && ok; x++) {
+            int64_t c = starts[x];
             int64_t mine[DTR__SIG_MAX];
             for (int a = 0; a < nsig; a++) mine[a] = dtr__chunk_len(par[a], split[a], c);
             bool seen = false;
@@ -125,17 +143,24 @@ bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *var
     return false;
 }
 
+/* The mesh dims (of more than one rank) splitting tensor dim d, in its shard order. */
+static int dtr__splits(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, int *dims) {
+    int all[DTR_MAX_MESH_DIMS], k = dtr__shard_seq(pl, ctx->mdims, d, all), n = 0;
+    for (int q = 0; q < k; q++)
+        if (ctx->msize[all[q]] > 1) dims[n++] = all[q];
+    return n;
+}
+
 unsigned dtr__both_split(const dtr__ctx_t *ctx, const dtr_placement_t *a, const dtr_placement_t *b) {
-    unsigned in_a = 0, in_b = 0, mask = 0;
-    for (int i = 0; i < ctx->mdims; i++) {
-        if (ctx->msize[i] == 1) continue;
-        if (a[i].kind == DTR_SHARD) in_a |= 1u << a[i].dim;
-        if (b[i].kind == DTR_SHARD) in_b |= 1u << b[i].dim;
+    unsigned mask = 0;
+    for (int d = 0; d < ctx->ndim; d++) {
+        int da[DTR_MAX_MESH_DIMS], db[DTR_MAX_MESH_DIMS];
+        int ka = dtr__splits(ctx, a, d, da), kb = dtr__splits(ctx, b, d, db);
+        /* Split the same way: every rank's two blocks coincide along d. */
+        if (ka == 0 || kb == 0 || (ka == kb && memcmp(da, db, (size_t)ka * sizeof *da) == 0))
+            continue;
+        for (int q = 0; q < ka; q++) mask |= 1u << da[q];
+        for (int q = 0; q < kb; q++) mask |= 1u << db[q];
     }
-    unsigned both = in_a & in_b;
-    for (int i = 0; i < ctx->mdims; i++)
-        if ((a[i].kind == DTR_SHARD && both >> a[i].dim & 1) ||
-            (b[i].kind == DTR_SHARD && both >> b[i].dim & 1))
-            mask |= 1u << i;
     return mask;
 }
