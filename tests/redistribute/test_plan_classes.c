@@ -9,6 +9,10 @@
  * classes are used; the rest are uneven, where both ways visit every rank. Counts of the
  * even exchanges and balanced reductions seen are asserted, so the comparison cannot pass
  * by never taking the new path.
+ *
+ * The uneven shapes use reps.c instead (one coordinate per chunk-length signature where a
+ * figure reads no offsets); a second test draws uneven changes on meshes with larger dims,
+ * where mesh dims really collapse to a few coordinates, and counts that they do.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
@@ -75,7 +79,7 @@ static bool plans_differ(const dtr_plan_t *a, const dtr_plan_t *b, char *why, si
 
 typedef struct {
     int cases, even, exchanges, balanced, direct_balanced, ordered_balanced, direct_exchanges,
-        refused;
+        refused, collapsed;
 } tally_t;
 
 static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *shape,
@@ -104,6 +108,18 @@ static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *s
         even = even && shape[d] % all == 0;
     }
     tally->even += even;
+    { /* does some mesh dim collapse to fewer coordinates for the direct exchange? */
+        dtr__ctx_t c0;
+        dtr_cost_model_t cm;
+        dtr_cost_model_default(&cm);
+        dtr__ctx_init(&c0, &a, &cm);
+        const dtr_placement_t *lays[2] = {a.placements, b.placements};
+        dtr__reps_t reps;
+        dtr__reps_init(&c0, lays, 2, dtr__both_split(&c0, a.placements, b.placements), &reps);
+        bool collapsed = false;
+        for (int i = 0; i < mdims; i++) collapsed = collapsed || (!reps.all[i] && reps.n[i] < msize[i]);
+        tally->collapsed += !even && collapsed;
+    }
     for (int strategy = 0; strategy < 2; strategy++) {
         dtr_plan_options_t opts = {.strategy = strategy ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL};
         dtr_plan_t classes, every;
@@ -291,4 +307,47 @@ Test(plan_classes, large_meshes_equal_visiting_every_rank, .timeout = 600) {
         one_case(cases[c].mdims, cases[c].msize, 2, shape, src, dst, DTR_F32, 0, (int)c, &tally);
         cr_assert_eq(tally.cases, 1, "%s -> %s did not plan", cases[c].from, cases[c].to);
     }
+}
+
+/* Uneven shapes on meshes of 1..4 dims with sizes up to 33 (at most 4,096 ranks), where the
+ * per-rank loops visit one coordinate per signature: every plan, step and bound equal to
+ * visiting every rank. Shapes from 1 to 3x the ranks, or near a multiple of a mesh dim. */
+Test(plan_classes, uneven_figures_equal_visiting_every_rank, .timeout = 600) {
+    uint64_t seed = seed_from_env(20261126);
+    printf("plan_classes uneven: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    tally_t tally = {0};
+    const int64_t sizes[] = {2, 3, 4, 5, 7, 8, 16, 17, 33};
+    for (int n = 0; n < 2000; n++) {
+        rng_state = seed * 1000003u + (uint64_t)n;
+        int mdims = 1 + pick(4), ndim = 1 + pick(3);
+        int64_t msize[DTR_MAX_MESH_DIMS], shape[DTR_MAX_TENSOR_DIMS], ranks = 1;
+        for (int i = 0; i < mdims; i++) {
+            msize[i] = sizes[pick(9)];
+            if (ranks * msize[i] > 4096) msize[i] = ranks * 2 > 4096 ? 1 : 2;
+            ranks *= msize[i];
+        }
+        for (int d = 0; d < ndim; d++)
+            shape[d] = pick(2) ? 1 + pick((int)(3 * ranks))
+                               : msize[pick(mdims)] * (1 + pick(40)) + pick(3) - 1;
+        for (int d = 0; d < ndim; d++)
+            if (shape[d] < 1) shape[d] = 1;
+        dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
+        for (int i = 0; i < mdims; i++) {
+            src[i] = random_placement(ndim, DTR_REDUCE_SUM);
+            dst[i] = random_placement(ndim, DTR_REDUCE_SUM);
+            if (dst[i].kind == DTR_PARTIAL && src[i].kind != DTR_PARTIAL) dst[i] = dtr_replicate();
+        }
+        if (pick(4) == 0) {
+            random_orders(mdims, src);
+            random_orders(mdims, dst);
+        }
+        one_case(mdims, msize, ndim, shape, src, dst, DTR_F32, seed, n, &tally);
+    }
+    printf("plan_classes uneven: %d changes (%d even), %d refused plans, %d with a mesh dim "
+           "collapsed for the exchange, %d exchanges compared alone\n",
+           tally.cases, tally.even, tally.refused, tally.collapsed, tally.direct_exchanges);
+    cr_assert_gt(tally.cases, 1800);
+    cr_assert_gt(tally.collapsed, 200, "too few changes where a mesh dim collapses");
+    cr_assert_gt(tally.direct_exchanges, 200, "too few exchanges compared alone");
 }
