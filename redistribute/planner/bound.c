@@ -89,6 +89,46 @@ int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     return dtr__sat(dtr__need_at(ctx, &nd, coord) * ctx->item);
 }
 
+/* The per-rank terms' largest value from tables per tensor dim (tables.c): t and its
+ * overlap with C from the pair (cl, tl), each reduced mesh dim's u from (cl, ul). False
+ * where the tables do not apply. */
+static bool dtr__need_max_tables(const dtr__ctx_t *ctx, const dtr__need_t *nd,
+                                 const dtr__reps_t *reps, const bool *vary, __int128 *best) {
+    dtr__pair_t p[1 + DTR_MAX_MESH_DIMS];
+    int built = 0;
+    bool ok = dtr__pair_init(ctx, nd->cl, nd->tl, false, reps, &p[0]);
+    built += ok;
+    for (int r = 0; ok && r < nd->nreduced; r++) {
+        ok = dtr__pair_init(ctx, nd->cl, nd->ul[r], false, reps, &p[1 + r]);
+        built += ok;
+    }
+    if (ok) {
+        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
+        dtr__reps_first(ctx, reps, coord);
+        do { /* as dtr__need_at */
+            const dtr__term_t *t[DTR_MAX_TENSOR_DIMS];
+            dtr__pair_terms(ctx, &p[0], reps, coord, at, t);
+            __int128 tn = 1, ov = 1;
+            for (int d = 0; d < ctx->ndim; d++) {
+                tn *= t[d]->alen;
+                ov *= t[d]->meet;
+            }
+            __int128 need = nd->reduces ? tn : tn - ov;
+            for (int r = 0; r < nd->nreduced; r++) {
+                int k = nd->reduced[r];
+                dtr__pair_terms(ctx, &p[1 + r], reps, coord, at, t);
+                __int128 u = 1;
+                for (int d = 0; d < ctx->ndim; d++) u *= t[d]->meet;
+                __int128 moved = dtr__reduce_moved(nd->dst[k].kind == DTR_REPLICATE, u, ctx->msize[k]);
+                if (moved > need) need = moved;
+            }
+            if (need > *best) *best = need;
+        } while (dtr__reps_next(ctx, reps, vary, coord, at));
+    }
+    for (int k = 0; k < built; k++) dtr__pair_free(&p[k]);
+    return ok;
+}
+
 /* The balanced reduction's terms from the groups' classes (even.c); false where the
  * classes do not apply. */
 static bool dtr__balance_bound_classes(const dtr__ctx_t *ctx, const dtr_placement_t *src,
@@ -112,35 +152,38 @@ int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     __int128 best = 0;
     dtr__need_t nd;
     dtr__need_init(ctx, src, dst, &nd);
-    bool balanced[DTR_MAX_MESH_DIMS], any_balanced = false;
-    for (int k = 0; k < ctx->mdims; k++) {
-        balanced[k] = ctx->msize[k] > 1 && dtr__balance_applies(ctx, src, dst, k);
-        any_balanced = any_balanced || balanced[k];
-    }
-    /* Over coordinates standing for every rank (reps.c): the per-rank terms read the
-     * offsets where the target (or its reduced form) and the source split one tensor dim;
-     * zero fills and balanced groups read more, so every coordinate. */
+    /* The per-rank terms over coordinates standing for every rank (reps.c): they read the
+     * offsets where the target (or its reduced form) and the source split one tensor dim
+     * differently; a zero fill reads more, so every coordinate. */
     const dtr_placement_t *layouts[2 + DTR_MAX_MESH_DIMS] = {nd.cl, nd.tl};
-    unsigned positional = nd.zero_fill || any_balanced ? ~0u : dtr__both_split(ctx, nd.tl, nd.cl);
+    unsigned positional = nd.zero_fill ? ~0u : dtr__both_split(ctx, nd.tl, nd.cl);
     for (int r = 0; r < nd.nreduced; r++) {
         layouts[2 + r] = nd.ul[r];
         positional |= dtr__both_split(ctx, nd.ul[r], nd.cl);
     }
     dtr__reps_t reps;
     dtr__reps_init(ctx, layouts, 2 + nd.nreduced, positional, &reps);
-    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
-    dtr__reps_first(ctx, &reps, coord);
-    do {
-        __int128 need = dtr__need_at(ctx, &nd, coord);
-        for (int k = 0; k < ctx->mdims; k++) {
-            if (!balanced[k] || coord[k] != 0) /* once a group */
-                continue;
+    if (nd.zero_fill || !dtr__need_max_tables(ctx, &nd, &reps, vary, &best)) {
+        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
+        dtr__reps_first(ctx, &reps, coord);
+        do {
+            __int128 need = dtr__need_at(ctx, &nd, coord);
+            if (need > best) best = need;
+        } while (dtr__reps_next(ctx, &reps, vary, coord, at));
+    }
+    /* The balanced reductions' terms, once a group (coordinate 0 on its mesh dim). */
+    for (int k = 0; k < ctx->mdims; k++) {
+        if (ctx->msize[k] == 1 || !dtr__balance_applies(ctx, src, dst, k)) continue;
+        bool groups[DTR_MAX_MESH_DIMS];
+        memcpy(groups, vary, sizeof groups);
+        groups[k] = false;
+        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        do {
             dtr__balance_t bal;
             dtr__balance_init(ctx, src, dst, k, coord, &bal);
             __int128 m = dtr__balance_bound(&bal);
-            if (m > need) need = m;
-        }
-        if (need > best) best = need;
-    } while (dtr__reps_next(ctx, &reps, vary, coord, at));
+            if (m > best) best = m;
+        } while (dtr__next_coord(ctx, groups, coord));
+    }
     return dtr__sat(best * ctx->item);
 }

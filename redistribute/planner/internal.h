@@ -160,6 +160,40 @@ void dtr__reps_init(const dtr__ctx_t *ctx, const dtr_placement_t *const *layouts
 void dtr__reps_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, int64_t *coord);
 bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
                     int64_t *coord, int64_t *at);
+/* Per-tensor-dim terms of a pair of layouts (tables.c): for each tensor dim d, a table over
+ * the coordinates (reps') of the mesh dims splitting d in either layout of the rank's
+ * block lengths before and after along d, their overlap, and (with cells, for an exchange)
+ * the sum over its peers' cells and the sources' cells met. */
+typedef struct {
+    int64_t alen, blen, meet;
+    __int128 sum, hits;
+} dtr__term_t;
+typedef struct {
+    int k;
+    int dims[DTR_MAX_MESH_DIMS];
+    int64_t radix[DTR_MAX_MESH_DIMS];
+    dtr__term_t *terms;
+} dtr__table_t;
+typedef struct {
+    dtr__table_t t[DTR_MAX_TENSOR_DIMS];
+    dtr__term_t *store;
+} dtr__pair_t;
+/* False (nothing to free) where the tables would be too large, out of memory, or with
+ * dtr__even_off: the caller then visits every rank. */
+bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                    const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
+                    dtr__pair_t *p);
+void dtr__pair_free(dtr__pair_t *p);
+/* The rank's terms, one per tensor dim (at: dtr__reps_next's indices). */
+void dtr__pair_terms(const dtr__ctx_t *ctx, const dtr__pair_t *p, const dtr__reps_t *r,
+                     const int64_t *coord, const int64_t *at, const dtr__term_t **terms);
+/* An exchange step's figures (recv, send, peers, extra) over the ranks r stands for (vary:
+ * the mesh dims to walk), and the most bytes one rank receives over a whole plan (without
+ * balanced reductions), from the tables; false where dtr__pair_init is. */
+bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dtr__reps_t *r,
+                                  const bool *vary);
+bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const dtr__reps_t *r,
+                           const bool *vary, __int128 *best);
 /* The mesh dims that split a tensor dim both layouts split, unless they split it the same
  * way (then a rank's two blocks coincide along it): where two blocks' offsets meet (the
  * positional mask of an exchange or of the bound's overlaps). */

@@ -283,6 +283,10 @@ static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     unsigned positional = s->kind == DTR_STEP_EXCHANGE ? dtr__both_split(ctx, s->before, s->after) : 0;
     dtr__reps_t reps;
     dtr__reps_init(ctx, layouts, 2, positional, &reps);
+    if (s->kind == DTR_STEP_EXCHANGE && dtr__exchange_figures_tables(ctx, s, &reps, vary)) {
+        dtr__step_time(ctx, s);
+        return;
+    }
     int64_t at[DTR_MAX_MESH_DIMS] = {0};
     dtr__reps_first(ctx, &reps, coord);
     do dtr__step_figures_at(ctx, s, coord, NULL);
@@ -666,14 +670,17 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
         }
         dtr__reps_t reps;
         dtr__reps_init(ctx, layouts, plan->nsteps + 1, positional, &reps);
-        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
-        dtr__reps_first(ctx, &reps, coord);
         __int128 best = 0;
-        do {
-            __int128 total = 0;
-            for (int k = 0; k < plan->nsteps; k++) total += dtr__step_rank_recv(ctx, &plan->steps[k], coord);
-            if (total > best) best = total;
-        } while (dtr__reps_next(ctx, &reps, vary, coord, at));
+        if (!dtr__plan_recv_tables(ctx, plan, &reps, vary, &best)) { /* (a balanced step) */
+            int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
+            dtr__reps_first(ctx, &reps, coord);
+            do {
+                __int128 total = 0;
+                for (int k = 0; k < plan->nsteps; k++)
+                    total += dtr__step_rank_recv(ctx, &plan->steps[k], coord);
+                if (total > best) best = total;
+            } while (dtr__reps_next(ctx, &reps, vary, coord, at));
+        }
         plan->recv_bytes_max = dtr__sat(best);
     }
     plan->lower_bound_recv_bytes = dtr__lower_bound(ctx, src->placements, dst->placements);
