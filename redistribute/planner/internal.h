@@ -83,6 +83,18 @@ bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
  * and how many share any (*hits) (cells.c, O(levels x mesh size)). */
 void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, const bool *sub,
                    const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
+/* The same with d's shard sequence (dims[0..k), dtr__shard_seq's) at hand. */
+void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
+                    const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
+
+/* Splits [offset, offset+shape) of one tensor dim into n chunks and keeps chunk c (the
+ * chunk rule, one level). */
+static inline void dtr__split(int64_t n, int64_t c, int64_t *shape, int64_t *offset) {
+    int64_t len = *shape, chunk = len / n + (len % n != 0), start = chunk * c;
+    int64_t end = start + chunk < len ? start + chunk : len;
+    *offset += start < len ? start : len;
+    *shape = end > start ? end - start : 0;
+}
 
 /* Local shape and global offset at a coordinate for any placements (each tensor dim split
  * in its shard order). */
@@ -227,7 +239,7 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
                           int64_t *send, int64_t *recv);
 
 /* The balanced reduction of a reduce_exchange step (balance.c): group g of mesh dim i. */
-#define DTR__BALANCE_CACHE 64
+#define DTR__BALANCE_CACHE 256
 #define DTR__BALANCE_DISTINCT 16
 typedef struct {
     const dtr__ctx_t *ctx;

@@ -35,14 +35,6 @@ __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *a
     return n;
 }
 
-/* Splits [offset, offset+shape) of one tensor dim into n chunks and keeps chunk c. */
-static inline void dtr__split(int64_t n, int64_t c, int64_t *shape, int64_t *offset) {
-    int64_t len = *shape, chunk = len / n + (len % n != 0), start = chunk * c;
-    int64_t end = start + chunk < len ? start + chunk : len;
-    *offset += start < len ? start : len;
-    *shape = end > start ? end - start : 0;
-}
-
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                  int64_t *shape, int64_t *offset) {
     memcpy(shape, ctx->shape, sizeof ctx->shape);

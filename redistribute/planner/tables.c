@@ -34,39 +34,56 @@ void dtr__pair_terms(const dtr__ctx_t *ctx, const dtr__pair_t *p, const dtr__rep
     for (int d = 0; d < ctx->ndim; d++) terms[d] = dtr__entry(r, &p->t[d], coord, at);
 }
 
-static void dtr__term_at(const dtr__ctx_t *ctx, const dtr_placement_t *before,
-                         const dtr_placement_t *after, bool cells, int d, const int64_t *coord,
-                         dtr__term_t *t) {
-    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
-        co[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, after, coord, ts, to);
-    dtr__layout(ctx, before, coord, cs, co);
-    int64_t lo = to[d] > co[d] ? to[d] : co[d];
-    int64_t hi = to[d] + ts[d] < co[d] + cs[d] ? to[d] + ts[d] : co[d] + cs[d];
-    t->alen = ts[d];
-    t->blen = cs[d];
+/* What a table's entries share: d's shard sequences and the sums' mesh dims. */
+typedef struct {
+    const dtr__ctx_t *ctx;
+    int d, kb, ka;
+    int before[DTR_MAX_MESH_DIMS], after[DTR_MAX_MESH_DIMS]; /* d's shard sequences */
+    bool cells;
+    bool send_sub[DTR_MAX_MESH_DIMS], source_sub[DTR_MAX_MESH_DIMS];
+} dtr__fill_t;
+
+/* Block [off, off+len) of tensor dim d at coord, down a shard sequence. */
+static void dtr__along(const dtr__ctx_t *ctx, const int *dims, int k, int d, const int64_t *coord,
+                       int64_t *len, int64_t *off) {
+    *len = ctx->shape[d];
+    *off = 0;
+    for (int q = 0; q < k; q++) dtr__split(ctx->msize[dims[q]], coord[dims[q]], len, off);
+}
+
+static void dtr__term_at(const dtr__fill_t *f, const int64_t *coord, dtr__term_t *t) {
+    const dtr__ctx_t *ctx = f->ctx;
+    int64_t ts, to, cs, co;
+    dtr__along(ctx, f->after, f->ka, f->d, coord, &ts, &to);
+    dtr__along(ctx, f->before, f->kb, f->d, coord, &cs, &co);
+    int64_t lo = to > co ? to : co, hi = to + ts < co + cs ? to + ts : co + cs;
+    t->alen = ts;
+    t->blen = cs;
     t->meet = hi > lo ? hi - lo : 0;
     t->sum = t->hits = 0;
-    if (!cells) return;
-    /* as plan.c's dtr__exchange_rank: peers vary on the mesh dims "before" shards */
-    bool sub[DTR_MAX_MESH_DIMS];
+    if (!f->cells) return;
+    /* as plan.c's dtr__exchange_rank */
     __int128 unused;
-    for (int i = 0; i < ctx->mdims; i++)
-        sub[i] = before[i].kind == DTR_SHARD && after[i].kind == DTR_SHARD && after[i].dim == d;
-    dtr__cells_of(ctx, after, d, sub, coord, co[d], cs[d], &t->sum, &unused);
-    for (int i = 0; i < ctx->mdims; i++)
-        sub[i] = before[i].kind == DTR_SHARD && before[i].dim == d;
-    dtr__cells_of(ctx, before, d, sub, coord, to[d], ts[d], &unused, &t->hits);
+    dtr__cells_seq(ctx, f->after, f->ka, f->d, f->send_sub, coord, co, cs, &t->sum, &unused);
+    dtr__cells_seq(ctx, f->before, f->kb, f->d, f->source_sub, coord, to, ts, &unused, &t->hits);
 }
 
 /* Fills table d: every coordinate of M_d (the other coordinates 0, which it does not read). */
 static void dtr__table_fill(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                             const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
                             int d, dtr__table_t *tb, int64_t entries) {
+    dtr__fill_t f = {.ctx = ctx, .d = d, .cells = cells};
+    f.kb = dtr__shard_seq(before, ctx->mdims, d, f.before);
+    f.ka = dtr__shard_seq(after, ctx->mdims, d, f.after);
+    for (int i = 0; i < ctx->mdims; i++) { /* peers vary on the mesh dims "before" shards */
+        f.send_sub[i] = before[i].kind == DTR_SHARD && after[i].kind == DTR_SHARD &&
+                        after[i].dim == d;
+        f.source_sub[i] = before[i].kind == DTR_SHARD && before[i].dim == d;
+    }
     int64_t coord[DTR_MAX_MESH_DIMS] = {0}, idx[DTR_MAX_MESH_DIMS] = {0};
     for (int q = 0; q < tb->k; q++) coord[tb->dims[q]] = r->all[tb->dims[q]] ? 0 : r->c[tb->dims[q]][0];
     for (int64_t e = 0; e < entries; e++) {
-        dtr__term_at(ctx, before, after, cells, d, coord, &tb->terms[e]);
+        dtr__term_at(&f, coord, &tb->terms[e]);
         for (int q = tb->k - 1; q >= 0; q--) { /* the next, dims[k-1] fastest */
             int i = tb->dims[q];
             if (++idx[q] < tb->radix[q]) {
