@@ -393,7 +393,8 @@ void dtr__classes_free(dtr__classes_t *cl);
 
 /* Even layouts (even.c): every tensor dim splits exactly at every level of its shard order,
  * so every rank's block has one shape and offsets linear in its coordinates. Test hook:
- * with dtr__even_off set, the planner visits every rank as it did before even.c. */
+ * with dtr__even_off set, the planner visits every rank as it did before even.c (no
+ * classes, no reps.c coordinates, no tables.c tables). */
 extern bool dtr__even_off;
 bool dtr__even(const dtr__ctx_t *ctx, const dtr_placement_t *pl);
 /* An exchange step's figures (recv, send, peers, extra) from classes; false where the step's
