@@ -7,20 +7,24 @@
 # rank where there are several, and the shared-GPU mode on 2 and 4 ranks.
 #
 # Usage: bash bench/gpu_bench.sh [OUT.md]   (default docs/gpu-bench.md)
-# Without a GPU it prints why and writes nothing.
+# Without a GPU it prints why and writes nothing. On a machine without Bazel (a lent GPU
+# machine), DTR_BIN and CUDA_BENCH_BIN name `dtr` and `cuda_bench` built elsewhere.
 set -eu
 cd "$(dirname "$0")/.."
 out=${1:-docs/gpu-bench.md}
-bazel build -c opt //tools:dtr //bench:cuda_bench >/dev/null 2>&1 || {
-    echo "gpu_bench: //bench:cuda_bench did not build (is CUDA installed?)"
-    exit 1
-}
-kernels=$(bazel-bin/bench/cuda_bench)
+if [ -z "${DTR_BIN:-}" ]; then
+    bazel build -c opt //tools:dtr //bench:cuda_bench >/dev/null 2>&1 || {
+        echo "gpu_bench: //bench:cuda_bench did not build (is CUDA installed?)"
+        exit 1
+    }
+fi
+kernels=$("${CUDA_BENCH_BIN:-bazel-bin/bench/cuda_bench}")
 if grep -q 'skipped' <<<"$kernels"; then
     echo "$kernels"
     exit 0
 fi
 source bench/common.sh
+dtr=${DTR_BIN:-$dtr}
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

@@ -196,9 +196,13 @@ static void *space_put(const void *host, size_t bytes) {
         memcpy(p, host, bytes);
         return p;
     }
+    /* The copy runs on this space's own stream, the context's work on another: wait for it
+     * before the call reads the buffer (as dtr run does). Without the wait, 4 ranks sharing
+     * one H200 read inputs that had not landed (issue 25). */
     void *p = NULL;
     if (space_ops->alloc(space_state, (int64_t)bytes, &p) != DTR_OK ||
-        space_ops->copy(space_state, p, host, (int64_t)bytes, DTR_COPY_FROM_HOST) != DTR_OK) {
+        space_ops->copy(space_state, p, host, (int64_t)bytes, DTR_COPY_FROM_HOST) != DTR_OK ||
+        space_ops->sync(space_state) != DTR_OK) {
         fprintf(stderr, "space_put: %s\n", dtr_last_error());
         abort();
     }
