@@ -137,23 +137,29 @@ static inline __int128 dtr__div(__int128 a, int64_t n) {
     return a >= 0 && a <= INT64_MAX ? (__int128)((int64_t)a / n) : a / n;
 }
 
+/* The members by kind: the distinct (target, home) sizes balance_init found, or each
+ * member where there were too many; kind a's sizes and how many members have them. */
+static int64_t dtr__kinds(const dtr__balance_t *b) { return b->ndistinct >= 0 ? b->ndistinct : b->n; }
+static int64_t dtr__kind(const dtr__balance_t *b, int64_t a, __int128 *t, __int128 *h) {
+    if (b->ndistinct < 0) {
+        dtr__member(b, a, t, h);
+        return 1;
+    }
+    *t = b->dtarget[a];
+    *h = b->dhome[a];
+    return b->dcount[a];
+}
+
 /* What the members can take at level L, summed until it reaches need: their foreign shares
  * (the step's level, is_bound false) or the elements each can reduce under the bound's
  * model (is_bound true). Over the distinct member sizes where balance_init found few. */
 static __int128 dtr__room(const dtr__balance_t *b, bool is_bound, __int128 L, __int128 need) {
     int64_t n = b->n;
     __int128 room = 0;
-    int64_t count = b->ndistinct >= 0 ? b->ndistinct : n;
+    int64_t count = dtr__kinds(b);
     for (int64_t a = 0; a < count && room < need; a++) {
         __int128 t, h;
-        int64_t times = 1;
-        if (b->ndistinct >= 0) {
-            t = b->dtarget[a];
-            h = b->dhome[a];
-            times = b->dcount[a];
-        } else {
-            dtr__member(b, a, &t, &h);
-        }
+        int64_t times = dtr__kind(b, a, &t, &h);
         __int128 z;
         if (!is_bound) {
             /* (balance_init searches from the largest base up: L >= base) */
@@ -297,17 +303,10 @@ bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 
 __int128 dtr__balance_bound(const dtr__balance_t *b) {
     int64_t n = b->n;
     __int128 need = b->foreign, top = 0, targets = 0, homes = 0;
-    int64_t count = b->ndistinct >= 0 ? b->ndistinct : n;
+    int64_t count = dtr__kinds(b);
     for (int64_t a = 0; a < count; a++) {
         __int128 t, h;
-        int64_t times = 1;
-        if (b->ndistinct >= 0) {
-            t = b->dtarget[a];
-            h = b->dhome[a];
-            times = b->dcount[a];
-        } else {
-            dtr__member(b, a, &t, &h);
-        }
+        int64_t times = dtr__kind(b, a, &t, &h);
         need += times * h;
         targets += times * t;
         homes += times * h;
