@@ -153,6 +153,7 @@ static int sweep_pick(int n) {
 /* plan_bench --sweep: random changes on meshes of 65,536 ranks. */
 static int sweep(int argc, char **argv) {
     int changes = 200, reps = 3;
+    double slow = -1; /* --slow US: list every change planned slower than this */
     uint64_t seed = 1;
     bool uneven = false;
     for (int k = 2; k < argc; k++) {
@@ -160,8 +161,10 @@ static int sweep(int argc, char **argv) {
         else if (strcmp(argv[k], "--changes") == 0 && k + 1 < argc) changes = atoi(argv[++k]);
         else if (strcmp(argv[k], "--seed") == 0 && k + 1 < argc) seed = strtoull(argv[++k], NULL, 0);
         else if (strcmp(argv[k], "--reps") == 0 && k + 1 < argc) reps = atoi(argv[++k]);
+        else if (strcmp(argv[k], "--slow") == 0 && k + 1 < argc) slow = atof(argv[++k]);
         else {
-            fprintf(stderr, "usage: plan_bench --sweep [--changes N] [--seed S] [--uneven] [--reps N]\n");
+            fprintf(stderr, "usage: plan_bench --sweep [--changes N] [--seed S] [--uneven] "
+                            "[--reps N] [--slow US]\n");
             return 2;
         }
     }
@@ -222,6 +225,13 @@ static int sweep(int argc, char **argv) {
             double us = time_plan(&src, &dst, DTR_STRATEGY_OPTIMAL, &cost, NULL, t, reps, &plan);
             if (us < 0) continue;
             all[planned++] = us;
+            if (slow >= 0 && us > slow) {
+                char a[150], b[150];
+                dtr_placements_format(ps, md, a, sizeof a);
+                dtr_placements_format(pd, md, b, sizeof b);
+                fprintf(stderr, "slow: %s %.1f us %s -> %s (%s)\n", meshes[m], us, a, b,
+                        plan.chosen_by ? plan.chosen_by : "?");
+            }
             if (us > worst) {
                 worst = us;
                 char a[150], b[150];

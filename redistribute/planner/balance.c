@@ -61,13 +61,53 @@ static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __
         *home = b->home[a];
         return;
     }
-    int64_t coord[DTR_MAX_MESH_DIMS], ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
+    /* d's block: a's chunk at mesh dim i's level, then the levels below */
+    int64_t len = b->above_len, start = b->chunk_i * a, off = b->above_off;
+    if (start < len) {
+        int which = start + b->chunk_i <= len ? 0 : 1;
+        off += start + b->inner_off[which];
+        len = b->inner_len[which];
+    } else {
+        off += len;
+        len = 0;
+    }
+    int d = b->after[b->i].dim;
+    int64_t lo = off > b->co[d] ? off : b->co[d];
+    int64_t hi = off + len < b->co[d] + b->cs[d] ? off + len : b->co[d] + b->cs[d];
+    *target = b->rest_target * len;
+    *home = hi > lo ? b->rest_home * (hi - lo) : 0;
+}
+
+/* Member 0's target, split into d's block above mesh dim i's level and the other tensor
+ * dims' factors, and the levels below i for either chunk length (dtr__member). */
+static void dtr__member_init(dtr__balance_t *b) {
+    const dtr__ctx_t *ctx = b->ctx;
+    int d = b->after[b->i].dim;
+    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
-    memcpy(coord, b->g, sizeof coord);
-    coord[b->i] = a;
-    dtr__layout(b->ctx, b->after, coord, ts, to);
-    *target = dtr__box_numel(b->ctx->ndim, ts);
-    dtr__meet_box(b->ctx->ndim, ts, to, b->cs, b->co, lo, ext, home);
+    __int128 unused;
+    dtr__layout(ctx, b->after, b->g, ts, to);
+    dtr__meet_box(ctx->ndim, ts, to, b->cs, b->co, lo, ext, &unused);
+    b->rest_target = b->rest_home = 1;
+    for (int e = 0; e < ctx->ndim; e++) {
+        if (e == d) continue;
+        b->rest_target *= ts[e];
+        b->rest_home *= ext[e];
+    }
+    int seq[DTR_MAX_MESH_DIMS], k = dtr__shard_seq(b->after, ctx->mdims, d, seq), l = 0;
+    b->above_len = ctx->shape[d];
+    b->above_off = 0;
+    for (; seq[l] != b->i; l++) dtr__split(ctx->msize[seq[l]], b->g[seq[l]], &b->above_len, &b->above_off);
+    int64_t len = b->above_len;
+    b->chunk_i = len / b->n + (len % b->n != 0);
+    int64_t full = len / (b->chunk_i > 0 ? b->chunk_i : 1);
+    int64_t lens[2] = {b->chunk_i, len - full * b->chunk_i};
+    for (int w = 0; w < 2; w++) {
+        b->inner_len[w] = lens[w];
+        b->inner_off[w] = 0;
+        for (int q = l + 1; q < k; q++)
+            dtr__split(ctx->msize[seq[q]], b->g[seq[q]], &b->inner_len[w], &b->inner_off[w]);
+    }
 }
 
 void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered) {
@@ -234,6 +274,7 @@ void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
         b->serve[j] = j == i || (j > i && before[j].kind == DTR_SHARD && before[j].dim == d &&
                                  ctx->msize[j] > 1);
     dtr__layout(ctx, before, b->g, b->cs, b->co);
+    dtr__member_init(b);
     /* The targets g serves tile C (they split the same outer block of d finer, and agree
      * with C on every other tensor dim), so the foreign pieces are C less the home pieces. */
     __int128 top = 0, bases = 0;

@@ -178,17 +178,21 @@ bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *var
  * the sum over its peers' cells and the sources' cells met. */
 typedef struct {
     int64_t alen, blen, meet;
-    __int128 sum, hits;
 } dtr__term_t;
+typedef struct {
+    __int128 sum, hits;
+} dtr__cell_sums_t;
 typedef struct {
     int k;
     int dims[DTR_MAX_MESH_DIMS];
     int64_t radix[DTR_MAX_MESH_DIMS];
     dtr__term_t *terms;
+    dtr__cell_sums_t *sums; /* (with cells only) */
 } dtr__table_t;
 typedef struct {
     dtr__table_t t[DTR_MAX_TENSOR_DIMS];
     dtr__term_t *store;
+    dtr__cell_sums_t *sums_store;
 } dtr__pair_t;
 /* False (nothing to free) where the tables would be too large, out of memory, or with
  * dtr__even_off: the caller then visits every rank. */
@@ -259,6 +263,13 @@ typedef struct {
     int ndistinct;
     __int128 dtarget[DTR__BALANCE_DISTINCT], dhome[DTR__BALANCE_DISTINCT];
     int64_t dcount[DTR__BALANCE_DISTINCT];
+    /* A member's target differs from member 0's only along d = after[i].dim, from mesh dim
+     * i's level of d's shard sequence down: d's block above that level, its chunk there,
+     * what the levels below make of a full chunk or of the shorter one, and the other
+     * tensor dims' factors of the target's and the home piece's sizes (dtr__member). */
+    int64_t above_len, above_off, chunk_i;
+    int64_t inner_len[2], inner_off[2]; /* the levels below i, for a full chunk and the rest */
+    __int128 rest_target, rest_home;
 } dtr__balance_t;
 
 /* One foreign piece: its target, its box (corner relative to C in lo, to T(target) in tlo)

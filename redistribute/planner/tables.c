@@ -19,87 +19,214 @@
 #define DTR__TABLE_MAX (1 << 20) /* entries of one pair's tables, at most */
 
 /* Table d's entry at the rank's coordinates (reps' index where a mesh dim collapses). */
-static const dtr__term_t *dtr__entry(const dtr__reps_t *r, const dtr__table_t *tb,
-                                     const int64_t *coord, const int64_t *at) {
+static int64_t dtr__entry(const dtr__reps_t *r, const dtr__table_t *tb, const int64_t *coord,
+                          const int64_t *at) {
     int64_t e = 0;
     for (int q = 0; q < tb->k; q++) {
         int i = tb->dims[q];
         e = e * tb->radix[q] + (r->all[i] ? coord[i] : at[i]);
     }
-    return &tb->terms[e];
+    return e;
 }
 
 void dtr__pair_terms(const dtr__ctx_t *ctx, const dtr__pair_t *p, const dtr__reps_t *r,
                      const int64_t *coord, const int64_t *at, const dtr__term_t **terms) {
-    for (int d = 0; d < ctx->ndim; d++) terms[d] = dtr__entry(r, &p->t[d], coord, at);
+    for (int d = 0; d < ctx->ndim; d++) terms[d] = &p->t[d].terms[dtr__entry(r, &p->t[d], coord, at)];
 }
 
-/* What a table's entries share: d's shard sequences and the sums' mesh dims. */
+/* One shard sequence of tensor dim d walked level by level (len[l], off[l]: the block after
+ * its first l levels), so that moving the table's fastest coordinates re-splits only the
+ * levels below the first mesh dim that moved. */
+typedef struct {
+    int k;
+    const int *dims;
+    int first[DTR_MAX_MESH_DIMS]; /* per table position q: the first level q's move reaches */
+    int64_t len[DTR_MAX_MESH_DIMS + 1], off[DTR_MAX_MESH_DIMS + 1];
+    int64_t chunk[DTR_MAX_MESH_DIMS]; /* level l's chunk length, from len[l] */
+    bool fresh;                       /* no chunk computed yet */
+} dtr__walk_t;
+
+static void dtr__walk_init(const dtr__ctx_t *ctx, dtr__walk_t *w, const int *dims, int k, int d,
+                           const dtr__table_t *tb) {
+    w->k = k;
+    w->dims = dims;
+    w->len[0] = ctx->shape[d];
+    w->off[0] = 0;
+    w->fresh = true;
+    for (int q = tb->k - 1, first = k; q >= 0; q--) { /* positions q.. move together */
+        for (int l = 0; l < first; l++)
+            if (dims[l] == tb->dims[q]) first = l;
+        w->first[q] = first;
+    }
+}
+
+/* Levels `level` on again (dtr__split's rule). Level `level`'s parent block did not move, so
+ * its chunk length stands: a move of the fastest coordinate divides nothing. */
+static void dtr__walk_from(const dtr__ctx_t *ctx, dtr__walk_t *w, int level, const int64_t *coord) {
+    for (int l = level; l < w->k; l++) {
+        int64_t len = w->len[l], n = ctx->msize[w->dims[l]];
+        if (l > level || w->fresh) w->chunk[l] = len / n + (len % n != 0);
+        int64_t chunk = w->chunk[l], start = chunk * coord[w->dims[l]];
+        int64_t end = start + chunk < len ? start + chunk : len;
+        w->off[l + 1] = w->off[l] + (start < len ? start : len);
+        w->len[l + 1] = end > start ? end - start : 0;
+    }
+    w->fresh = false;
+}
+
+/* What a table's entries share: d's shard sequences, walked, and for an exchange the
+ * sums' mesh dims and their values by the coordinates they read. */
 typedef struct {
     const dtr__ctx_t *ctx;
-    int d, kb, ka;
+    const dtr__reps_t *r;
+    const dtr__table_t *tb;
+    int d;
     int before[DTR_MAX_MESH_DIMS], after[DTR_MAX_MESH_DIMS]; /* d's shard sequences */
-    bool cells;
+    dtr__walk_t wb, wa;
     bool send_sub[DTR_MAX_MESH_DIMS], source_sub[DTR_MAX_MESH_DIMS];
+    /* The peers' cell sum reads the before block and the "after" coordinates it does not
+     * sum over; the sources' cell count the after block and the "before" ones likewise.
+     * Each is computed once per value of the table positions it reads (mask). */
+    unsigned send_mask, source_mask;
+    __int128 *send, *source;
 } dtr__fill_t;
 
-/* Block [off, off+len) of tensor dim d at coord, down a shard sequence. */
-static void dtr__along(const dtr__ctx_t *ctx, const int *dims, int k, int d, const int64_t *coord,
-                       int64_t *len, int64_t *off) {
-    *len = ctx->shape[d];
-    *off = 0;
-    for (int q = 0; q < k; q++) dtr__split(ctx->msize[dims[q]], coord[dims[q]], len, off);
+typedef enum { DTR__FILL_TERMS, DTR__FILL_SEND, DTR__FILL_SOURCE } dtr__fill_kind_t;
+
+/* Index of the table position values idx among the positions in mask (last fastest). */
+static int64_t dtr__masked_index(const dtr__table_t *tb, unsigned mask, const int64_t *idx) {
+    int64_t e = 0;
+    for (int q = 0; q < tb->k; q++)
+        if (mask >> q & 1) e = e * tb->radix[q] + idx[q];
+    return e;
 }
 
-static void dtr__term_at(const dtr__fill_t *f, const int64_t *coord, dtr__term_t *t) {
-    const dtr__ctx_t *ctx = f->ctx;
-    int64_t ts, to, cs, co;
-    dtr__along(ctx, f->after, f->ka, f->d, coord, &ts, &to);
-    dtr__along(ctx, f->before, f->kb, f->d, coord, &cs, &co);
+static void dtr__fill_at(dtr__fill_t *f, dtr__fill_kind_t kind, const int64_t *coord,
+                         const int64_t *idx, int64_t e, dtr__table_t *tb) {
+    int64_t ts = f->wa.len[f->wa.k], to = f->wa.off[f->wa.k];
+    int64_t cs = f->wb.len[f->wb.k], co = f->wb.off[f->wb.k];
+    __int128 unused;
+    if (kind == DTR__FILL_SEND) { /* as plan.c's dtr__exchange_rank */
+        dtr__cells_seq(f->ctx, f->after, f->wa.k, f->d, f->send_sub, coord, co, cs, &f->send[e],
+                       &unused);
+        return;
+    }
+    if (kind == DTR__FILL_SOURCE) {
+        dtr__cells_seq(f->ctx, f->before, f->wb.k, f->d, f->source_sub, coord, to, ts, &unused,
+                       &f->source[e]);
+        return;
+    }
+    dtr__term_t *t = &tb->terms[e];
     int64_t lo = to > co ? to : co, hi = to + ts < co + cs ? to + ts : co + cs;
     t->alen = ts;
     t->blen = cs;
     t->meet = hi > lo ? hi - lo : 0;
-    t->sum = t->hits = 0;
-    if (!f->cells) return;
-    /* as plan.c's dtr__exchange_rank */
-    __int128 unused;
-    dtr__cells_seq(ctx, f->after, f->ka, f->d, f->send_sub, coord, co, cs, &t->sum, &unused);
-    dtr__cells_seq(ctx, f->before, f->kb, f->d, f->source_sub, coord, to, ts, &unused, &t->hits);
+    if (tb->sums == NULL) return;
+    if (f->send != NULL)
+        tb->sums[e].sum = f->send[dtr__masked_index(tb, f->send_mask, idx)];
+    else
+        dtr__cells_seq(f->ctx, f->after, f->wa.k, f->d, f->send_sub, coord, co, cs,
+                       &tb->sums[e].sum, &unused);
+    if (f->source != NULL)
+        tb->sums[e].hits = f->source[dtr__masked_index(tb, f->source_mask, idx)];
+    else
+        dtr__cells_seq(f->ctx, f->before, f->wb.k, f->d, f->source_sub, coord, to, ts, &unused,
+                       &tb->sums[e].hits);
 }
 
-/* Fills table d: every coordinate of M_d (the other coordinates 0, which it does not read). */
-static void dtr__table_fill(const dtr__ctx_t *ctx, const dtr_placement_t *before,
-                            const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
-                            int d, dtr__table_t *tb, int64_t entries) {
-    dtr__fill_t f = {.ctx = ctx, .d = d, .cells = cells};
-    f.kb = dtr__shard_seq(before, ctx->mdims, d, f.before);
-    f.ka = dtr__shard_seq(after, ctx->mdims, d, f.after);
-    for (int i = 0; i < ctx->mdims; i++) { /* peers vary on the mesh dims "before" shards */
-        f.send_sub[i] = before[i].kind == DTR_SHARD && after[i].kind == DTR_SHARD &&
-                        after[i].dim == d;
-        f.source_sub[i] = before[i].kind == DTR_SHARD && before[i].dim == d;
-    }
+/* Visits every value of the table positions in mask (the others at their first), dims[k-1]
+ * fastest, with both walks kept current. */
+static void dtr__fill_over(dtr__fill_t *f, dtr__fill_kind_t kind, unsigned mask,
+                           dtr__table_t *tb) {
+    const dtr__reps_t *r = f->r;
     int64_t coord[DTR_MAX_MESH_DIMS] = {0}, idx[DTR_MAX_MESH_DIMS] = {0};
     for (int q = 0; q < tb->k; q++) coord[tb->dims[q]] = r->all[tb->dims[q]] ? 0 : r->c[tb->dims[q]][0];
-    for (int64_t e = 0; e < entries; e++) {
-        dtr__term_at(&f, coord, &tb->terms[e]);
-        for (int q = tb->k - 1; q >= 0; q--) { /* the next, dims[k-1] fastest */
+    f->wb.fresh = f->wa.fresh = true;
+    dtr__walk_from(f->ctx, &f->wb, 0, coord);
+    dtr__walk_from(f->ctx, &f->wa, 0, coord);
+    for (int64_t e = 0;; e++) {
+        dtr__fill_at(f, kind, coord, idx, e, tb);
+        int q = tb->k - 1;
+        for (; q >= 0; q--) { /* the next */
+            if (!(mask >> q & 1)) continue;
             int i = tb->dims[q];
-            if (++idx[q] < tb->radix[q]) {
-                coord[i] = r->all[i] ? idx[q] : r->c[i][idx[q]];
-                break;
+            bool carry = ++idx[q] == tb->radix[q];
+            if (carry) idx[q] = 0;
+            coord[i] = r->all[i] ? idx[q] : r->c[i][idx[q]];
+            if (!carry) break;
+        }
+        if (q < 0) return;
+        dtr__walk_from(f->ctx, &f->wb, f->wb.first[q], coord);
+        dtr__walk_from(f->ctx, &f->wa, f->wa.first[q], coord);
+    }
+}
+
+/* The table positions whose mesh dims a cell sum reads: the other layout's sequence (its
+ * block) and its own sequence's dims that it does not sum over. */
+static unsigned dtr__reads(const dtr__table_t *tb, const int *own, int kown, const bool *sub,
+                           const int *other, int kother) {
+    unsigned mask = 0;
+    for (int q = 0; q < tb->k; q++) {
+        for (int l = 0; l < kown; l++)
+            if (own[l] == tb->dims[q] && !sub[own[l]]) mask |= 1u << q;
+        for (int l = 0; l < kother; l++)
+            if (other[l] == tb->dims[q]) mask |= 1u << q;
+    }
+    return mask;
+}
+
+static int64_t dtr__masked_size(const dtr__table_t *tb, unsigned mask) {
+    int64_t n = 1;
+    for (int q = 0; q < tb->k; q++)
+        if (mask >> q & 1) n *= tb->radix[q];
+    return n;
+}
+
+/* Fills table d: every coordinate of M_d (the other coordinates 0, which it does not read).
+ * False where out of memory. */
+static bool dtr__table_fill(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                            const dtr_placement_t *after, const dtr__reps_t *r, int d,
+                            dtr__table_t *tb) {
+    dtr__fill_t f = {.ctx = ctx, .r = r, .tb = tb, .d = d};
+    int kb = dtr__shard_seq(before, ctx->mdims, d, f.before);
+    int ka = dtr__shard_seq(after, ctx->mdims, d, f.after);
+    dtr__walk_init(ctx, &f.wb, f.before, kb, d, tb);
+    dtr__walk_init(ctx, &f.wa, f.after, ka, d, tb);
+    unsigned all = tb->k == 0 ? 0 : (unsigned)((1ull << tb->k) - 1);
+    if (tb->sums != NULL) {
+        for (int i = 0; i < ctx->mdims; i++) { /* peers vary on the mesh dims "before" shards */
+            f.send_sub[i] = before[i].kind == DTR_SHARD && after[i].kind == DTR_SHARD &&
+                            after[i].dim == d;
+            f.source_sub[i] = before[i].kind == DTR_SHARD && before[i].dim == d;
+        }
+        f.send_mask = dtr__reads(tb, f.after, ka, f.send_sub, f.before, kb);
+        f.source_mask = dtr__reads(tb, f.before, kb, f.source_sub, f.after, ka);
+        /* (a sum that reads every position is computed in the entry's own visit) */
+        if (f.send_mask != all) {
+            f.send = malloc((size_t)dtr__masked_size(tb, f.send_mask) * sizeof *f.send);
+            if (f.send == NULL) return false;
+            dtr__fill_over(&f, DTR__FILL_SEND, f.send_mask, tb);
+        }
+        if (f.source_mask != all) {
+            f.source = malloc((size_t)dtr__masked_size(tb, f.source_mask) * sizeof *f.source);
+            if (f.source == NULL) {
+                free(f.send);
+                return false;
             }
-            idx[q] = 0;
-            coord[i] = r->all[i] ? 0 : r->c[i][0];
+            dtr__fill_over(&f, DTR__FILL_SOURCE, f.source_mask, tb);
         }
     }
+    dtr__fill_over(&f, DTR__FILL_TERMS, all, tb);
+    free(f.send);
+    free(f.source);
+    return true;
 }
 
 bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                     const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
                     dtr__pair_t *p) {
     p->store = NULL;
+    p->sums_store = NULL;
     if (dtr__even_off) return false; /* (the test hook: every rank visited as it was) */
     int64_t entries[DTR_MAX_TENSOR_DIMS], total = 0;
     for (int d = 0; d < ctx->ndim; d++) {
@@ -119,17 +246,26 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
         if (total > DTR__TABLE_MAX) return false;
     }
     p->store = malloc((size_t)(total > 0 ? total : 1) * sizeof *p->store);
-    if (p->store == NULL) return false; /* (the caller visits every rank) */
-    for (int d = 0, first = 0; d < ctx->ndim; first += (int)entries[d], d++) {
-        p->t[d].terms = p->store + first;
-        dtr__table_fill(ctx, before, after, cells, r, d, &p->t[d], entries[d]);
+    if (cells) p->sums_store = malloc((size_t)(total > 0 ? total : 1) * sizeof *p->sums_store);
+    if (p->store == NULL || (cells && p->sums_store == NULL)) {
+        dtr__pair_free(p);
+        return false; /* (the caller visits every rank) */
     }
-    return true;
+    bool ok = true;
+    for (int d = 0, first = 0; ok && d < ctx->ndim; first += (int)entries[d], d++) {
+        p->t[d].terms = p->store + first;
+        p->t[d].sums = cells ? p->sums_store + first : NULL;
+        ok = dtr__table_fill(ctx, before, after, r, d, &p->t[d]);
+    }
+    if (!ok) dtr__pair_free(p);
+    return ok;
 }
 
 void dtr__pair_free(dtr__pair_t *p) {
     free(p->store);
+    free(p->sums_store);
     p->store = NULL;
+    p->sums_store = NULL;
 }
 
 bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dtr__reps_t *r,
@@ -144,14 +280,14 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
     s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
     s->peers_max = 0;
     do {
-        const dtr__term_t *t[DTR_MAX_TENSOR_DIMS];
-        dtr__pair_terms(ctx, &p, r, coord, at, t);
         __int128 numel = 1, self = 1, sum = K, sources = 1;
         for (int d = 0; d < ctx->ndim; d++) {
-            numel *= t[d]->alen;
-            self *= t[d]->meet;
-            sum *= t[d]->sum;
-            sources *= t[d]->hits;
+            int64_t e = dtr__entry(r, &p.t[d], coord, at);
+            const dtr__term_t *t = &p.t[d].terms[e];
+            numel *= t->alen;
+            self *= t->meet;
+            sum *= p.t[d].sums[e].sum;
+            sources *= p.t[d].sums[e].hits;
         }
         /* as plan.c's dtr__step_rank_in and dtr__step_figures_at for an exchange */
         int64_t recv = dtr__sat((numel - self) * ctx->item);
