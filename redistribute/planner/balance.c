@@ -54,14 +54,9 @@ bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
     return !dtr__innermost(ctx, before, i, after[i].dim);
 }
 
-/* Member a's target block, its home piece (box in global indices) and their sizes. */
-static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __int128 *home) {
-    if (a < b->ncached) {
-        *target = b->target[a];
-        *home = b->home[a];
-        return;
-    }
-    /* d's block: a's chunk at mesh dim i's level, then the levels below */
+/* Member a's target block along d = after[i].dim: a's chunk at mesh dim i's level, then
+ * the levels below. */
+static void dtr__member_d(const dtr__balance_t *b, int64_t a, int64_t *len_out, int64_t *off_out) {
     int64_t len = b->above_len, start = b->chunk_i * a, off = b->above_off;
     if (start < len) {
         int which = start + b->chunk_i <= len ? 0 : 1;
@@ -71,6 +66,26 @@ static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __
         off += len;
         len = 0;
     }
+    *len_out = len;
+    *off_out = off;
+}
+
+void dtr__balance_target(const dtr__balance_t *b, int64_t a, int64_t *shape, int64_t *offset) {
+    int d = b->after[b->i].dim;
+    memcpy(shape, b->ts0, sizeof b->ts0);
+    memcpy(offset, b->to0, sizeof b->to0);
+    dtr__member_d(b, a, &shape[d], &offset[d]);
+}
+
+/* Member a's target block, its home piece (box in global indices) and their sizes. */
+static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __int128 *home) {
+    if (a < b->ncached) {
+        *target = b->target[a];
+        *home = b->home[a];
+        return;
+    }
+    int64_t len, off;
+    dtr__member_d(b, a, &len, &off);
     int d = b->after[b->i].dim;
     int64_t lo = off > b->co[d] ? off : b->co[d];
     int64_t hi = off + len < b->co[d] + b->cs[d] ? off + len : b->co[d] + b->cs[d];
@@ -83,7 +98,7 @@ static void dtr__member(const dtr__balance_t *b, int64_t a, __int128 *target, __
 static void dtr__member_init(dtr__balance_t *b) {
     const dtr__ctx_t *ctx = b->ctx;
     int d = b->after[b->i].dim;
-    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS];
+    int64_t *ts = b->ts0, *to = b->to0;
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
     __int128 unused;
     dtr__layout(ctx, b->after, b->g, ts, to);

@@ -103,27 +103,31 @@ static bool dtr__need_max_tables(const dtr__ctx_t *ctx, const dtr__need_t *nd,
         built += ok;
     }
     if (ok) {
-        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
-        dtr__reps_first(ctx, reps, coord);
-        do { /* as dtr__need_at */
-            const dtr__term_t *t[DTR_MAX_TENSOR_DIMS];
-            dtr__pair_terms(ctx, &p[0], reps, coord, at, t);
+        /* As dtr__need_at. A reduction's moved elements grow with its u, so each reduced
+         * mesh dim's largest u over the ranks gives its most. */
+        __int128 umax[DTR_MAX_MESH_DIMS] = {0};
+        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
+        dtr__pairs_first(ctx, reps, p, built, coord, at);
+        do {
             __int128 tn = 1, ov = 1;
             for (int d = 0; d < ctx->ndim; d++) {
-                tn *= t[d]->alen;
-                ov *= t[d]->meet;
+                const dtr__term_t *t = &p[0].t[d].terms[p[0].cur[d]];
+                tn *= t->alen;
+                ov *= t->meet;
             }
             __int128 need = nd->reduces ? tn : tn - ov;
-            for (int r = 0; r < nd->nreduced; r++) {
-                int k = nd->reduced[r];
-                dtr__pair_terms(ctx, &p[1 + r], reps, coord, at, t);
-                __int128 u = 1;
-                for (int d = 0; d < ctx->ndim; d++) u *= t[d]->meet;
-                __int128 moved = dtr__reduce_moved(nd->dst[k].kind == DTR_REPLICATE, u, ctx->msize[k]);
-                if (moved > need) need = moved;
-            }
             if (need > *best) *best = need;
-        } while (dtr__reps_next(ctx, reps, vary, coord, at));
+            for (int r = 0; r < nd->nreduced; r++) {
+                __int128 u = 1;
+                for (int d = 0; d < ctx->ndim; d++) u *= p[1 + r].t[d].terms[p[1 + r].cur[d]].meet;
+                if (u > umax[r]) umax[r] = u;
+            }
+        } while (dtr__pairs_next(ctx, reps, vary, p, built, coord, at));
+        for (int r = 0; r < nd->nreduced; r++) {
+            int k = nd->reduced[r];
+            __int128 moved = dtr__reduce_moved(nd->dst[k].kind == DTR_REPLICATE, umax[r], ctx->msize[k]);
+            if (moved > *best) *best = moved;
+        }
     }
     for (int k = 0; k < built; k++) dtr__pair_free(&p[k]);
     return ok;

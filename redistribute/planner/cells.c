@@ -108,6 +108,14 @@ void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const 
     if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);
 }
 
+void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, const bool *sub,
+                      const int64_t *coord, int64_t off, int64_t blen, int64_t lo, int64_t len,
+                      __int128 *sum, __int128 *hits) {
+    dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len};
+    *sum = *hits = 0;
+    if (len > 0) dtr__cells(&c, q, off, blen, sum, hits);
+}
+
 /* The sums of dtr__cells for placements pl on tensor dim d, from the whole dim. */
 void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d,
                           const bool *sub, const int64_t *coord, int64_t lo, int64_t len,

@@ -10,11 +10,15 @@
 #include "dtensor/internal.h"
 #include "redistribute/planner/planner.h"
 
-/* Exchange steps already costed during one planning call (they cost O(ranks) each). */
+/* Exchange steps already costed during one planning call (they cost O(ranks) each), and
+ * the large tables of layout pairs built during it (tables.c: dtr__pair_init). */
 #define DTR__MEMO_SIZE 4
+#define DTR__PAIR_CACHE 4
 typedef struct {
     int n;
     dtr_step_t steps[DTR__MEMO_SIZE];
+    int npairs;
+    struct dtr__cached_pair *pairs[DTR__PAIR_CACHE];
 } dtr__exchange_memo_t;
 
 /* What every step computation needs about the tensor and the mesh. */
@@ -62,7 +66,8 @@ static inline int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : 
  * elements: the all-reduce bound 2u - 2u/n (to Replicate), the reduce-scatter one u - u/n.
  * (The lower bound's reduction term; it grows with u.) */
 static inline __int128 dtr__reduce_moved(bool to_replicate, __int128 u, int64_t n) {
-    return to_replicate ? 2 * u - (2 * u) / n : u - u / n;
+    __int128 v = to_replicate ? 2 * u : u;
+    return v - (v >= 0 && v <= INT64_MAX ? (__int128)((int64_t)v / n) : v / n);
 }
 /* Elements of a block; elements two blocks (shape, offset) share (layout.c). */
 __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape);
@@ -86,6 +91,11 @@ void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, cons
 /* The same with d's shard sequence (dims[0..k), dtr__shard_seq's) at hand. */
 void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
                     const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
+/* The same from level q of the sequence, its block there [off, off+blen) given: the levels
+ * above q must split no `sub` mesh dim (they only narrow the block to the coordinate's). */
+void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, const bool *sub,
+                      const int64_t *coord, int64_t off, int64_t blen, int64_t lo, int64_t len,
+                      __int128 *sum, __int128 *hits);
 
 /* Splits [offset, offset+shape) of one tensor dim into n chunks and keeps chunk c (the
  * chunk rule, one level). */
@@ -180,19 +190,22 @@ typedef struct {
     int64_t alen, blen, meet;
 } dtr__term_t;
 typedef struct {
-    __int128 sum, hits;
+    int64_t sum, hits; /* (at most the tensor dim's length, and the ranks) */
 } dtr__cell_sums_t;
 typedef struct {
     int k;
     int dims[DTR_MAX_MESH_DIMS];
     int64_t radix[DTR_MAX_MESH_DIMS];
+    int64_t stride[DTR_MAX_MESH_DIMS]; /* per mesh dim (0: not one of dims) */
     dtr__term_t *terms;
     dtr__cell_sums_t *sums; /* (with cells only) */
 } dtr__table_t;
 typedef struct {
     dtr__table_t t[DTR_MAX_TENSOR_DIMS];
+    int64_t cur[DTR_MAX_TENSOR_DIMS]; /* each table's entry at the rank loop's coordinate */
     dtr__term_t *store;
     dtr__cell_sums_t *sums_store;
+    bool borrowed; /* the stores belong to ctx->memo's cache */
 } dtr__pair_t;
 /* False (nothing to free) where the tables would be too large, out of memory, or with
  * dtr__even_off: the caller then visits every rank. */
@@ -200,9 +213,14 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                     const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
                     dtr__pair_t *p);
 void dtr__pair_free(dtr__pair_t *p);
-/* The rank's terms, one per tensor dim (at: dtr__reps_next's indices). */
-void dtr__pair_terms(const dtr__ctx_t *ctx, const dtr__pair_t *p, const dtr__reps_t *r,
-                     const int64_t *coord, const int64_t *at, const dtr__term_t **terms);
+/* Frees the tables a planning call cached in its memo. */
+void dtr__pair_cache_free(dtr__exchange_memo_t *memo);
+/* The rank loop over the coordinates r stands for (as dtr__reps_first and dtr__reps_next),
+ * keeping the current entries (cur) of the np pairs at p in step with the coordinate. */
+void dtr__pairs_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, dtr__pair_t *p, int np,
+                      int64_t *coord, int64_t *at);
+bool dtr__pairs_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
+                     dtr__pair_t *p, int np, int64_t *coord, int64_t *at);
 /* An exchange step's figures (recv, send, peers, extra) over the ranks r stands for (vary:
  * the mesh dims to walk), and the most bytes one rank receives over a whole plan (without
  * balanced reductions), from the tables; false where dtr__pair_init is. */
@@ -267,6 +285,7 @@ typedef struct {
      * i's level of d's shard sequence down: d's block above that level, its chunk there,
      * what the levels below make of a full chunk or of the shorter one, and the other
      * tensor dims' factors of the target's and the home piece's sizes (dtr__member). */
+    int64_t ts0[DTR_MAX_TENSOR_DIMS], to0[DTR_MAX_TENSOR_DIMS]; /* member 0's target */
     int64_t above_len, above_off, chunk_i;
     int64_t inner_len[2], inner_off[2]; /* the levels below i, for a full chunk and the rest */
     __int128 rest_target, rest_home;
@@ -288,6 +307,8 @@ bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
 void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                        const dtr_placement_t *after, int i, const int64_t *coord,
                        dtr__balance_t *b);
+/* Member a's target block (shape and offset): its "after" layout. */
+void dtr__balance_target(const dtr__balance_t *b, int64_t a, int64_t *shape, int64_t *offset);
 /* Member a (coordinate a on mesh dim i): its home piece and what other groups deliver. */
 void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered);
 /* Member a's share of the foreign sequence; member m's when the members before it took

@@ -258,7 +258,7 @@ static bool dtr__reaches(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan) {
-    dtr__exchange_memo_t memo = {.n = 0};
+    dtr__exchange_memo_t memo = {.n = 0, .npairs = 0};
     dtr__ctx_t with_memo = *ctx_in;
     with_memo.memo = &memo;
     with_memo.partials_forced = dtr__partials_forced(ctx_in, src->placements, dst->placements);
@@ -291,11 +291,14 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
             have = true;
         }
     }
-    if (!have)
+    if (!have) {
+        dtr__pair_cache_free(&memo);
         return dtr__error(DTR_ERR_INTERNAL, "dtr_plan_create",
                           "optimal: no candidate plan was valid (a bug in dtr)");
+    }
     /* Bytes over the whole plan and the lower bound cost O(ranks): for the winner only. */
     dtr__plan_finish(ctx, src, dst, plan);
+    dtr__pair_cache_free(&memo);
     plan->strategy = DTR_STRATEGY_OPTIMAL;
     return DTR_OK;
 }

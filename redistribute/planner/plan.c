@@ -70,8 +70,14 @@ static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const 
                               int *peers_out, int64_t *stage_out, __int128 *out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->before, coord, bs, bo);
-    dtr__layout(ctx, s->after, coord, as, ao);
+    if (member != NULL) { /* (the group's block, and the member's target from member 0's) */
+        memcpy(bs, member->bal->cs, sizeof bs);
+        memcpy(bo, member->bal->co, sizeof bo);
+        dtr__balance_target(member->bal, coord[s->mesh_dim], as, ao);
+    } else {
+        dtr__layout(ctx, s->before, coord, bs, bo);
+        dtr__layout(ctx, s->after, coord, as, ao);
+    }
     int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
     int a = s->tensor_dim, b = s->tensor_dim2;
     __int128 r = 0, w = 0, stage = -1;

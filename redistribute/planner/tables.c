@@ -18,20 +18,30 @@
 
 #define DTR__TABLE_MAX (1 << 20) /* entries of one pair's tables, at most */
 
-/* Table d's entry at the rank's coordinates (reps' index where a mesh dim collapses). */
-static int64_t dtr__entry(const dtr__reps_t *r, const dtr__table_t *tb, const int64_t *coord,
-                          const int64_t *at) {
-    int64_t e = 0;
-    for (int q = 0; q < tb->k; q++) {
-        int i = tb->dims[q];
-        e = e * tb->radix[q] + (r->all[i] ? coord[i] : at[i]);
-    }
-    return e;
+void dtr__pairs_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, dtr__pair_t *p, int np,
+                      int64_t *coord, int64_t *at) {
+    dtr__reps_first(ctx, r, coord);
+    memset(at, 0, (size_t)ctx->mdims * sizeof *at);
+    for (int k = 0; k < np; k++) memset(p[k].cur, 0, sizeof p[k].cur);
 }
 
-void dtr__pair_terms(const dtr__ctx_t *ctx, const dtr__pair_t *p, const dtr__reps_t *r,
-                     const int64_t *coord, const int64_t *at, const dtr__term_t **terms) {
-    for (int d = 0; d < ctx->ndim; d++) terms[d] = &p->t[d].terms[dtr__entry(r, &p->t[d], coord, at)];
+bool dtr__pairs_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
+                     dtr__pair_t *p, int np, int64_t *coord, int64_t *at) {
+    for (int i = ctx->mdims - 1; i >= 0; i--) {
+        if (!vary[i]) continue;
+        int64_t *pos = r->all[i] ? &coord[i] : &at[i], lim = r->all[i] ? ctx->msize[i] : r->n[i];
+        int64_t step = 1;
+        bool more = ++*pos < lim;
+        if (!more) {
+            *pos = 0;
+            step = 1 - lim;
+        }
+        if (!r->all[i]) coord[i] = r->c[i][*pos];
+        for (int k = 0; k < np; k++)
+            for (int d = 0; d < ctx->ndim; d++) p[k].cur[d] += step * p[k].t[d].stride[i];
+        if (more) return true;
+    }
+    return false;
 }
 
 /* One shard sequence of tensor dim d walked level by level (len[l], off[l]: the block after
@@ -88,7 +98,8 @@ typedef struct {
      * sum over; the sources' cell count the after block and the "before" ones likewise.
      * Each is computed once per value of the table positions it reads (mask). */
     unsigned send_mask, source_mask;
-    __int128 *send, *source;
+    int send_from, source_from; /* the first level of each sequence that is summed over */
+    int64_t *send, *source;
 } dtr__fill_t;
 
 typedef enum { DTR__FILL_TERMS, DTR__FILL_SEND, DTR__FILL_SOURCE } dtr__fill_kind_t;
@@ -101,37 +112,46 @@ static int64_t dtr__masked_index(const dtr__table_t *tb, unsigned mask, const in
     return e;
 }
 
+/* The peers' cell sum, and the sources' cell count, at the walks' blocks. */
+/* (Both start at their sequence's first summed level, from the walk's block there.) */
+static int64_t dtr__send_sum(const dtr__fill_t *f, const int64_t *coord) {
+    __int128 sum, unused;
+    int q = f->send_from;
+    dtr__cells_below(f->ctx, f->after, f->wa.k, q, f->send_sub, coord, f->wa.off[q],
+                     f->wa.len[q], f->wb.off[f->wb.k], f->wb.len[f->wb.k], &sum, &unused);
+    return (int64_t)sum;
+}
+
+static int64_t dtr__source_hits(const dtr__fill_t *f, const int64_t *coord) {
+    __int128 hits, unused;
+    int q = f->source_from;
+    dtr__cells_below(f->ctx, f->before, f->wb.k, q, f->source_sub, coord, f->wb.off[q],
+                     f->wb.len[q], f->wa.off[f->wa.k], f->wa.len[f->wa.k], &unused, &hits);
+    return (int64_t)hits;
+}
+
 static void dtr__fill_at(dtr__fill_t *f, dtr__fill_kind_t kind, const int64_t *coord,
                          const int64_t *idx, int64_t e, dtr__table_t *tb) {
-    int64_t ts = f->wa.len[f->wa.k], to = f->wa.off[f->wa.k];
-    int64_t cs = f->wb.len[f->wb.k], co = f->wb.off[f->wb.k];
-    __int128 unused;
     if (kind == DTR__FILL_SEND) { /* as plan.c's dtr__exchange_rank */
-        dtr__cells_seq(f->ctx, f->after, f->wa.k, f->d, f->send_sub, coord, co, cs, &f->send[e],
-                       &unused);
+        f->send[e] = dtr__send_sum(f, coord);
         return;
     }
     if (kind == DTR__FILL_SOURCE) {
-        dtr__cells_seq(f->ctx, f->before, f->wb.k, f->d, f->source_sub, coord, to, ts, &unused,
-                       &f->source[e]);
+        f->source[e] = dtr__source_hits(f, coord);
         return;
     }
+    int64_t ts = f->wa.len[f->wa.k], to = f->wa.off[f->wa.k];
+    int64_t cs = f->wb.len[f->wb.k], co = f->wb.off[f->wb.k];
     dtr__term_t *t = &tb->terms[e];
     int64_t lo = to > co ? to : co, hi = to + ts < co + cs ? to + ts : co + cs;
     t->alen = ts;
     t->blen = cs;
     t->meet = hi > lo ? hi - lo : 0;
     if (tb->sums == NULL) return;
-    if (f->send != NULL)
-        tb->sums[e].sum = f->send[dtr__masked_index(tb, f->send_mask, idx)];
-    else
-        dtr__cells_seq(f->ctx, f->after, f->wa.k, f->d, f->send_sub, coord, co, cs,
-                       &tb->sums[e].sum, &unused);
-    if (f->source != NULL)
-        tb->sums[e].hits = f->source[dtr__masked_index(tb, f->source_mask, idx)];
-    else
-        dtr__cells_seq(f->ctx, f->before, f->wb.k, f->d, f->source_sub, coord, to, ts, &unused,
-                       &tb->sums[e].hits);
+    tb->sums[e].sum = f->send != NULL ? f->send[dtr__masked_index(tb, f->send_mask, idx)]
+                                      : dtr__send_sum(f, coord);
+    tb->sums[e].hits = f->source != NULL ? f->source[dtr__masked_index(tb, f->source_mask, idx)]
+                                         : dtr__source_hits(f, coord);
 }
 
 /* Visits every value of the table positions in mask (the others at their first), dims[k-1]
@@ -199,6 +219,8 @@ static bool dtr__table_fill(const dtr__ctx_t *ctx, const dtr_placement_t *before
                             after[i].dim == d;
             f.source_sub[i] = before[i].kind == DTR_SHARD && before[i].dim == d;
         }
+        while (f.send_from < ka && !f.send_sub[f.after[f.send_from]]) f.send_from++;
+        while (f.source_from < kb && !f.source_sub[f.before[f.source_from]]) f.source_from++;
         f.send_mask = dtr__reads(tb, f.after, ka, f.send_sub, f.before, kb);
         f.source_mask = dtr__reads(tb, f.before, kb, f.source_sub, f.after, ka);
         /* (a sum that reads every position is computed in the entry's own visit) */
@@ -222,29 +244,91 @@ static bool dtr__table_fill(const dtr__ctx_t *ctx, const dtr_placement_t *before
     return true;
 }
 
+/* A pair's tables kept for the rest of a planning call: the candidates' exchanges, the
+ * plan's busiest rank and the bound often tabulate the same pair of layouts. Only tables
+ * that visit every coordinate of their mesh dims are kept (they do not depend on which
+ * coordinates a loop's reps chose), and only large ones (small ones cost little). */
+#define DTR__PAIR_CACHE_MIN 4096
+struct dtr__cached_pair {
+    dtr_placement_t before[DTR_MAX_MESH_DIMS], after[DTR_MAX_MESH_DIMS];
+    dtr__pair_t pair;
+};
+
+static bool dtr__same_placements(const dtr__ctx_t *ctx, const dtr_placement_t *a,
+                                 const dtr_placement_t *b) {
+    for (int i = 0; i < ctx->mdims; i++)
+        if (!dtr_placement_equal(a[i], b[i]) || (a[i].kind == DTR_SHARD && a[i].order != b[i].order))
+            return false;
+    return true;
+}
+
+static bool dtr__pair_cached(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                             const dtr_placement_t *after, bool cells, dtr__pair_t *p) {
+    for (int k = 0; ctx->memo != NULL && k < ctx->memo->npairs; k++) {
+        struct dtr__cached_pair *c = ctx->memo->pairs[k];
+        if ((cells && c->pair.sums_store == NULL) || !dtr__same_placements(ctx, c->before, before) ||
+            !dtr__same_placements(ctx, c->after, after))
+            continue;
+        *p = c->pair;
+        p->borrowed = true;
+        return true;
+    }
+    return false;
+}
+
+static void dtr__pair_keep(const dtr__ctx_t *ctx, const dtr_placement_t *before,
+                           const dtr_placement_t *after, dtr__pair_t *p) {
+    dtr__exchange_memo_t *memo = ctx->memo;
+    if (memo == NULL || memo->npairs == DTR__PAIR_CACHE) return;
+    struct dtr__cached_pair *c = malloc(sizeof *c);
+    if (c == NULL) return;
+    memcpy(c->before, before, (size_t)ctx->mdims * sizeof *before);
+    memcpy(c->after, after, (size_t)ctx->mdims * sizeof *after);
+    c->pair = *p;
+    memo->pairs[memo->npairs++] = c;
+    p->borrowed = true;
+}
+
+void dtr__pair_cache_free(dtr__exchange_memo_t *memo) {
+    for (int k = 0; k < memo->npairs; k++) {
+        memo->pairs[k]->pair.borrowed = false;
+        dtr__pair_free(&memo->pairs[k]->pair);
+        free(memo->pairs[k]);
+    }
+    memo->npairs = 0;
+}
+
 bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                     const dtr_placement_t *after, bool cells, const dtr__reps_t *r,
                     dtr__pair_t *p) {
     p->store = NULL;
     p->sums_store = NULL;
+    p->borrowed = false;
     if (dtr__even_off) return false; /* (the test hook: every rank visited as it was) */
+    bool every = true; /* every table visits every coordinate of its mesh dims */
     int64_t entries[DTR_MAX_TENSOR_DIMS], total = 0;
     for (int d = 0; d < ctx->ndim; d++) {
         dtr__table_t *tb = &p->t[d];
         tb->k = 0;
         entries[d] = 1;
+        memset(tb->stride, 0, sizeof tb->stride);
         for (int i = 0; i < ctx->mdims; i++) {
             bool splits = (before[i].kind == DTR_SHARD && before[i].dim == d) ||
                           (after[i].kind == DTR_SHARD && after[i].dim == d);
             if (!splits || ctx->msize[i] == 1) continue;
             tb->dims[tb->k] = i;
             tb->radix[tb->k] = r->all[i] ? ctx->msize[i] : r->n[i];
+            every = every && r->all[i];
             entries[d] *= tb->radix[tb->k++];
             if (entries[d] > DTR__TABLE_MAX) return false;
         }
+        for (int q = tb->k - 1, stride = 1; q >= 0; stride *= (int)tb->radix[q], q--)
+            tb->stride[tb->dims[q]] = stride;
         total += entries[d];
         if (total > DTR__TABLE_MAX) return false;
     }
+    bool keep = every && total >= DTR__PAIR_CACHE_MIN;
+    if (keep && dtr__pair_cached(ctx, before, after, cells, p)) return true;
     p->store = malloc((size_t)(total > 0 ? total : 1) * sizeof *p->store);
     if (cells) p->sums_store = malloc((size_t)(total > 0 ? total : 1) * sizeof *p->sums_store);
     if (p->store == NULL || (cells && p->sums_store == NULL)) {
@@ -258,12 +342,15 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
         ok = dtr__table_fill(ctx, before, after, r, d, &p->t[d]);
     }
     if (!ok) dtr__pair_free(p);
+    if (ok && keep) dtr__pair_keep(ctx, before, after, p);
     return ok;
 }
 
 void dtr__pair_free(dtr__pair_t *p) {
-    free(p->store);
-    free(p->sums_store);
+    if (!p->borrowed) {
+        free(p->store);
+        free(p->sums_store);
+    }
     p->store = NULL;
     p->sums_store = NULL;
 }
@@ -275,14 +362,14 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
     __int128 K = 1; /* peers along varying mesh dims that shard nothing "after" */
     for (int i = 0; i < ctx->mdims; i++)
         if (s->before[i].kind == DTR_SHARD && s->after[i].kind != DTR_SHARD) K *= ctx->msize[i];
-    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
-    dtr__reps_first(ctx, r, coord);
+    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
+    dtr__pairs_first(ctx, r, &p, 1, coord, at);
     s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
     s->peers_max = 0;
     do {
         __int128 numel = 1, self = 1, sum = K, sources = 1;
         for (int d = 0; d < ctx->ndim; d++) {
-            int64_t e = dtr__entry(r, &p.t[d], coord, at);
+            int64_t e = p.cur[d];
             const dtr__term_t *t = &p.t[d].terms[e];
             numel *= t->alen;
             self *= t->meet;
@@ -298,7 +385,7 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
         if (send > s->send_bytes_max) s->send_bytes_max = send;
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
         if (peers > s->peers_max) s->peers_max = peers;
-    } while (dtr__reps_next(ctx, r, vary, coord, at));
+    } while (dtr__pairs_next(ctx, r, vary, &p, 1, coord, at));
     dtr__pair_free(&p);
     return true;
 }
@@ -319,9 +406,11 @@ static __int128 dtr__recv_from_terms(const dtr__ctx_t *ctx, const dtr_step_t *s,
         }
         return (n - 1) * r;
     }
-    case DTR_STEP_ALL_REDUCE:
+    case DTR_STEP_ALL_REDUCE: {
         for (int d = 0; d < ctx->ndim; d++) r *= t[d]->blen;
-        return 2 * (__int128)(n - 1) * (r / n + (r % n != 0));
+        __int128 q = r <= INT64_MAX ? (__int128)((int64_t)r / n) : r / n;
+        return 2 * (__int128)(n - 1) * (q + (q * n != r));
+    }
     case DTR_STEP_ALL_TO_ALL:
         for (int d = 0; d < ctx->ndim; d++)
             r *= d == a ? t[d]->alen - t[d]->blen : d == b ? t[d]->alen : t[d]->blen;
@@ -351,19 +440,19 @@ bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const 
         built += ok;
     }
     if (ok) {
-        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
-        dtr__reps_first(ctx, r, coord);
+        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
+        dtr__pairs_first(ctx, r, p, plan->nsteps, coord, at);
         __int128 best = 0;
         do {
             __int128 total = 0;
             for (int k = 0; k < plan->nsteps; k++) {
                 const dtr__term_t *t[DTR_MAX_TENSOR_DIMS];
-                dtr__pair_terms(ctx, &p[k], r, coord, at, t);
+                for (int d = 0; d < ctx->ndim; d++) t[d] = &p[k].t[d].terms[p[k].cur[d]];
                 /* (as dtr__step_rank_recv: bytes, saturated, per step) */
                 total += dtr__sat(dtr__recv_from_terms(ctx, &plan->steps[k], t) * ctx->item);
             }
             if (total > best) best = total;
-        } while (dtr__reps_next(ctx, r, vary, coord, at));
+        } while (dtr__pairs_next(ctx, r, vary, p, plan->nsteps, coord, at));
         *best_out = best;
     }
     for (int k = 0; k < built; k++) dtr__pair_free(&p[k]);
