@@ -106,8 +106,8 @@ static bool dtr__need_max_tables(const dtr__ctx_t *ctx, const dtr__need_t *nd,
         /* As dtr__need_at. A reduction's moved elements grow with its u, so each reduced
          * mesh dim's largest u over the ranks gives its most. */
         __int128 umax[DTR_MAX_MESH_DIMS] = {0};
-        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
-        dtr__pairs_first(ctx, reps, p, built, coord, at);
+        dtr__cursor_t cur;
+        dtr__cursor_init(ctx, reps, vary, p, built, &cur);
         do {
             __int128 tn = 1, ov = 1;
             for (int d = 0; d < ctx->ndim; d++) {
@@ -122,7 +122,7 @@ static bool dtr__need_max_tables(const dtr__ctx_t *ctx, const dtr__need_t *nd,
                 for (int d = 0; d < ctx->ndim; d++) u *= p[1 + r].t[d].terms[p[1 + r].cur[d]].meet;
                 if (u > umax[r]) umax[r] = u;
             }
-        } while (dtr__pairs_next(ctx, reps, vary, p, built, coord, at));
+        } while (dtr__cursor_next(&cur));
         for (int r = 0; r < nd->nreduced; r++) {
             int k = nd->reduced[r];
             __int128 moved = dtr__reduce_moved(nd->dst[k].kind == DTR_REPLICATE, umax[r], ctx->msize[k]);

@@ -215,12 +215,29 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
 void dtr__pair_free(dtr__pair_t *p);
 /* Frees the tables a planning call cached in its memo. */
 void dtr__pair_cache_free(dtr__exchange_memo_t *memo);
-/* The rank loop over the coordinates r stands for (as dtr__reps_first and dtr__reps_next),
- * keeping the current entries (cur) of the np pairs at p in step with the coordinate. */
-void dtr__pairs_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, dtr__pair_t *p, int np,
-                      int64_t *coord, int64_t *at);
-bool dtr__pairs_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
-                     dtr__pair_t *p, int np, int64_t *coord, int64_t *at);
+/* The rank loop over the coordinates r stands for (those of dtr__reps_first and
+ * dtr__reps_next over the mesh dims in vary), keeping the current entries (cur) of the np
+ * pairs at p in step: only the entries, not the coordinates, which the loops' figures do
+ * not read. The innermost mesh dim's step is inline. */
+typedef struct {
+    dtr__pair_t *p;
+    int np, ndim;
+    int nv;                        /* mesh dims walked, outermost first */
+    int dims[DTR_MAX_MESH_DIMS];
+    int64_t lim[DTR_MAX_MESH_DIMS], pos[DTR_MAX_MESH_DIMS];
+    int64_t inner[DTR_MAX_PLAN_STEPS + DTR_MAX_MESH_DIMS][DTR_MAX_TENSOR_DIMS]; /* strides */
+} dtr__cursor_t;
+void dtr__cursor_init(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
+                      dtr__pair_t *p, int np, dtr__cursor_t *c);
+bool dtr__cursor_carry(dtr__cursor_t *c);
+static inline bool dtr__cursor_next(dtr__cursor_t *c) {
+    int j = c->nv - 1;
+    if (j < 0) return false;
+    if (++c->pos[j] == c->lim[j]) return dtr__cursor_carry(c);
+    for (int k = 0; k < c->np; k++)
+        for (int d = 0; d < c->ndim; d++) c->p[k].cur[d] += c->inner[k][d];
+    return true;
+}
 /* An exchange step's figures (recv, send, peers, extra) over the ranks r stands for (vary:
  * the mesh dims to walk), and the most bytes one rank receives over a whole plan (without
  * balanced reductions), from the tables; false where dtr__pair_init is. */

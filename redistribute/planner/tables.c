@@ -18,27 +18,43 @@
 
 #define DTR__TABLE_MAX (1 << 20) /* entries of one pair's tables, at most */
 
-void dtr__pairs_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, dtr__pair_t *p, int np,
-                      int64_t *coord, int64_t *at) {
-    dtr__reps_first(ctx, r, coord);
-    memset(at, 0, (size_t)ctx->mdims * sizeof *at);
-    for (int k = 0; k < np; k++) memset(p[k].cur, 0, sizeof p[k].cur);
+void dtr__cursor_init(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
+                      dtr__pair_t *p, int np, dtr__cursor_t *c) {
+    c->p = p;
+    c->np = np;
+    c->ndim = ctx->ndim;
+    c->nv = 0;
+    for (int i = 0; i < ctx->mdims; i++) {
+        if (!vary[i]) continue;
+        int64_t lim = r->all[i] ? ctx->msize[i] : r->n[i];
+        int j = c->nv++; /* (by size: the largest innermost, so that it carries least) */
+        for (; j > 0 && c->lim[j - 1] > lim; j--) {
+            c->dims[j] = c->dims[j - 1];
+            c->lim[j] = c->lim[j - 1];
+        }
+        c->dims[j] = i;
+        c->lim[j] = lim;
+    }
+    memset(c->pos, 0, sizeof c->pos);
+    for (int k = 0; k < np; k++) {
+        memset(p[k].cur, 0, sizeof p[k].cur);
+        for (int d = 0; d < ctx->ndim; d++)
+            c->inner[k][d] = c->nv > 0 ? p[k].t[d].stride[c->dims[c->nv - 1]] : 0;
+    }
 }
 
-bool dtr__pairs_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *vary,
-                     dtr__pair_t *p, int np, int64_t *coord, int64_t *at) {
-    for (int i = ctx->mdims - 1; i >= 0; i--) {
-        if (!vary[i]) continue;
-        int64_t *pos = r->all[i] ? &coord[i] : &at[i], lim = r->all[i] ? ctx->msize[i] : r->n[i];
+/* The innermost walked mesh dim wrapped: carry outward. */
+bool dtr__cursor_carry(dtr__cursor_t *c) {
+    for (int j = c->nv - 1; j >= 0; j--) {
+        int i = c->dims[j];
         int64_t step = 1;
-        bool more = ++*pos < lim;
+        bool more = j == c->nv - 1 ? false : ++c->pos[j] < c->lim[j];
         if (!more) {
-            *pos = 0;
-            step = 1 - lim;
+            step = 1 - c->lim[j]; /* (pos was lim - 1 before the step that wrapped it) */
+            c->pos[j] = 0;
         }
-        if (!r->all[i]) coord[i] = r->c[i][*pos];
-        for (int k = 0; k < np; k++)
-            for (int d = 0; d < ctx->ndim; d++) p[k].cur[d] += step * p[k].t[d].stride[i];
+        for (int k = 0; k < c->np; k++)
+            for (int d = 0; d < c->ndim; d++) c->p[k].cur[d] += step * c->p[k].t[d].stride[i];
         if (more) return true;
     }
     return false;
@@ -52,8 +68,8 @@ typedef struct {
     const int *dims;
     int first[DTR_MAX_MESH_DIMS]; /* per table position q: the first level q's move reaches */
     int64_t len[DTR_MAX_MESH_DIMS + 1], off[DTR_MAX_MESH_DIMS + 1];
-    int64_t chunk[DTR_MAX_MESH_DIMS]; /* level l's chunk length, from len[l] */
-    bool fresh;                       /* no chunk computed yet */
+    int64_t chunk[DTR_MAX_MESH_DIMS]; /* level l's chunk length, for a parent of parent[l] */
+    int64_t parent[DTR_MAX_MESH_DIMS];
 } dtr__walk_t;
 
 static void dtr__walk_init(const dtr__ctx_t *ctx, dtr__walk_t *w, const int *dims, int k, int d,
@@ -62,7 +78,7 @@ static void dtr__walk_init(const dtr__ctx_t *ctx, dtr__walk_t *w, const int *dim
     w->dims = dims;
     w->len[0] = ctx->shape[d];
     w->off[0] = 0;
-    w->fresh = true;
+    for (int l = 0; l < k; l++) w->parent[l] = -1;
     for (int q = tb->k - 1, first = k; q >= 0; q--) { /* positions q.. move together */
         for (int l = 0; l < first; l++)
             if (dims[l] == tb->dims[q]) first = l;
@@ -70,18 +86,22 @@ static void dtr__walk_init(const dtr__ctx_t *ctx, dtr__walk_t *w, const int *dim
     }
 }
 
-/* Levels `level` on again (dtr__split's rule). Level `level`'s parent block did not move, so
- * its chunk length stands: a move of the fastest coordinate divides nothing. */
+/* Levels `level` on again (dtr__split's rule). A level's parent length takes few values
+ * (a full chunk or the shorter one of the level above), so its chunk length is kept for the
+ * last one: most moves divide nothing. */
 static void dtr__walk_from(const dtr__ctx_t *ctx, dtr__walk_t *w, int level, const int64_t *coord) {
     for (int l = level; l < w->k; l++) {
-        int64_t len = w->len[l], n = ctx->msize[w->dims[l]];
-        if (l > level || w->fresh) w->chunk[l] = len / n + (len % n != 0);
+        int64_t len = w->len[l];
+        if (len != w->parent[l]) {
+            int64_t n = ctx->msize[w->dims[l]];
+            w->chunk[l] = len / n + (len % n != 0);
+            w->parent[l] = len;
+        }
         int64_t chunk = w->chunk[l], start = chunk * coord[w->dims[l]];
         int64_t end = start + chunk < len ? start + chunk : len;
         w->off[l + 1] = w->off[l] + (start < len ? start : len);
         w->len[l + 1] = end > start ? end - start : 0;
     }
-    w->fresh = false;
 }
 
 /* What a table's entries share: d's shard sequences, walked, and for an exchange the
@@ -161,7 +181,6 @@ static void dtr__fill_over(dtr__fill_t *f, dtr__fill_kind_t kind, unsigned mask,
     const dtr__reps_t *r = f->r;
     int64_t coord[DTR_MAX_MESH_DIMS] = {0}, idx[DTR_MAX_MESH_DIMS] = {0};
     for (int q = 0; q < tb->k; q++) coord[tb->dims[q]] = r->all[tb->dims[q]] ? 0 : r->c[tb->dims[q]][0];
-    f->wb.fresh = f->wa.fresh = true;
     dtr__walk_from(f->ctx, &f->wb, 0, coord);
     dtr__walk_from(f->ctx, &f->wa, 0, coord);
     for (int64_t e = 0;; e++) {
@@ -322,6 +341,16 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
             entries[d] *= tb->radix[tb->k++];
             if (entries[d] > DTR__TABLE_MAX) return false;
         }
+        /* The largest radix fastest: the walks and the rank loops carry least often. */
+        for (int q = 1; q < tb->k; q++)
+            for (int j = q; j > 0 && tb->radix[j - 1] > tb->radix[j]; j--) {
+                int di = tb->dims[j];
+                int64_t ra = tb->radix[j];
+                tb->dims[j] = tb->dims[j - 1];
+                tb->radix[j] = tb->radix[j - 1];
+                tb->dims[j - 1] = di;
+                tb->radix[j - 1] = ra;
+            }
         for (int q = tb->k - 1, stride = 1; q >= 0; stride *= (int)tb->radix[q], q--)
             tb->stride[tb->dims[q]] = stride;
         total += entries[d];
@@ -362,8 +391,8 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
     __int128 K = 1; /* peers along varying mesh dims that shard nothing "after" */
     for (int i = 0; i < ctx->mdims; i++)
         if (s->before[i].kind == DTR_SHARD && s->after[i].kind != DTR_SHARD) K *= ctx->msize[i];
-    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
-    dtr__pairs_first(ctx, r, &p, 1, coord, at);
+    dtr__cursor_t cur;
+    dtr__cursor_init(ctx, r, vary, &p, 1, &cur);
     s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
     s->peers_max = 0;
     do {
@@ -385,7 +414,7 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
         if (send > s->send_bytes_max) s->send_bytes_max = send;
         if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;
         if (peers > s->peers_max) s->peers_max = peers;
-    } while (dtr__pairs_next(ctx, r, vary, &p, 1, coord, at));
+    } while (dtr__cursor_next(&cur));
     dtr__pair_free(&p);
     return true;
 }
@@ -440,8 +469,8 @@ bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const 
         built += ok;
     }
     if (ok) {
-        int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS];
-        dtr__pairs_first(ctx, r, p, plan->nsteps, coord, at);
+        dtr__cursor_t cur;
+        dtr__cursor_init(ctx, r, vary, p, plan->nsteps, &cur);
         __int128 best = 0;
         do {
             __int128 total = 0;
@@ -452,7 +481,7 @@ bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const 
                 total += dtr__sat(dtr__recv_from_terms(ctx, &plan->steps[k], t) * ctx->item);
             }
             if (total > best) best = total;
-        } while (dtr__pairs_next(ctx, r, vary, p, plan->nsteps, coord, at));
+        } while (dtr__cursor_next(&cur));
         *best_out = best;
     }
     for (int k = 0; k < built; k++) dtr__pair_free(&p[k]);
