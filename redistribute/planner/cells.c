@@ -15,6 +15,10 @@ typedef struct {
     const bool *sub;
     const int64_t *coord;
     int64_t lo, hi;
+    /* Without hits: the levels from sub_from on all sum over their coordinates, so a block
+     * there is tiled by its cells and its sum is its overlap with [lo, hi). */
+    bool hits;
+    int sub_from;
 } dtr__cells_t;
 
 /* A cell of length len at level q, inside [lo, hi): its elements and nonempty leaves. */
@@ -51,6 +55,25 @@ static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, _
                        __int128 *hits) {
     *sum = *hits = 0;
     if (len == 0 || off >= c->hi || off + len <= c->lo) return;
+    if (q >= c->sub_from && !(off >= c->lo && off + len <= c->hi)) {
+        /* Every level below sums: the block is tiled by its cells. The sum is the overlap;
+         * hits, when the leaf holding the overlap's start holds all of it, is one. */
+        int64_t a = off > c->lo ? off : c->lo, b = off + len < c->hi ? off + len : c->hi;
+        *sum = b - a;
+        if (!c->hits) return;
+        int64_t lo = off, l = len;
+        for (int r = q; r < c->k; r++) {
+            int64_t n = c->ctx->msize[c->dims[r]], chunk = l / n + (l % n != 0);
+            int64_t x = (a - lo) / chunk;
+            lo += x * chunk;
+            l = l - x * chunk < chunk ? l - x * chunk : chunk;
+        }
+        if (lo + l >= b) {
+            *hits = 1;
+            return;
+        }
+        *sum = 0;
+    }
     if (off >= c->lo && off + len <= c->hi) {
         dtr__cells_inside(c, q, len, sum, hits);
         return;
@@ -63,6 +86,12 @@ static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, _
     }
     int i = c->dims[q];
     int64_t n = c->ctx->msize[i], chunk = len / n + (len % n != 0);
+    if (!c->sub[i]) { /* one child: the coordinate's chunk (the checks above place it) */
+        int64_t start = chunk * c->coord[i];
+        if (start < len)
+            dtr__cells(c, q + 1, off + start, start + chunk < len ? chunk : len - start, sum, hits);
+        return;
+    }
     int64_t nonempty = (len + chunk - 1) / chunk; /* chunks x < this hold elements */
     int64_t from = c->sub[i] ? 0 : c->coord[i], to = c->sub[i] ? nonempty : c->coord[i] + 1;
     if (to > nonempty) to = nonempty;
@@ -103,7 +132,7 @@ static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, _
 
 void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
                     const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits) {
-    dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len};
+    dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len, true, k + 1};
     *sum = *hits = 0;
     if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);
 }
@@ -111,7 +140,21 @@ void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const 
 void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, const bool *sub,
                       const int64_t *coord, int64_t off, int64_t blen, int64_t lo, int64_t len,
                       __int128 *sum, __int128 *hits) {
-    dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len};
+    dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len, hits != NULL, k};
+    while (c.sub_from > 0 && sub[dims[c.sub_from - 1]]) c.sub_from--;
+    if (c.sub_from == k) c.sub_from = k + 1; /* (a leaf: the checks below count it) */
+    __int128 unused;
+    if (hits == NULL) hits = &unused;
+    if (q == k - 1 && sub[dims[q]]) { /* one level of chunks, which tile the block */
+        int64_t n = ctx->msize[dims[q]], chunk = blen / n + (blen % n != 0);
+        int64_t a = off > lo ? off : lo, b = off + blen < lo + len ? off + blen : lo + len;
+        *sum = *hits = 0;
+        if (b > a) {
+            *sum = b - a;
+            *hits = (b - 1 - off) / chunk - (a - off) / chunk + 1;
+        }
+        return;
+    }
     *sum = *hits = 0;
     if (len > 0) dtr__cells(&c, q, off, blen, sum, hits);
 }

@@ -92,7 +92,8 @@ void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, cons
 void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
                     const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
 /* The same from level q of the sequence, its block there [off, off+blen) given: the levels
- * above q must split no `sub` mesh dim (they only narrow the block to the coordinate's). */
+ * above q must split no `sub` mesh dim (they only narrow the block to the coordinate's).
+ * hits may be NULL (the sum alone, quicker). */
 void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, const bool *sub,
                       const int64_t *coord, int64_t off, int64_t blen, int64_t lo, int64_t len,
                       __int128 *sum, __int128 *hits);
@@ -186,11 +187,13 @@ bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *var
  * the coordinates (reps') of the mesh dims splitting d in either layout of the rank's
  * block lengths before and after along d, their overlap, and (with cells, for an exchange)
  * the sum over its peers' cells and the sources' cells met. */
+/* (32 bits: lengths along one tensor dim, and rank counts. dtr__pair_init declines tensor
+ * dims of 2^31 elements or more, which the per-rank loops then visit rank by rank.) */
 typedef struct {
-    int64_t alen, blen, meet;
+    int32_t alen, blen, meet;
 } dtr__term_t;
 typedef struct {
-    int64_t sum, hits; /* (at most the tensor dim's length, and the ranks) */
+    int32_t sum, hits; /* (at most the tensor dim's length, and the ranks) */
 } dtr__cell_sums_t;
 typedef struct {
     int k;

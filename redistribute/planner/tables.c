@@ -119,7 +119,7 @@ typedef struct {
      * Each is computed once per value of the table positions it reads (mask). */
     unsigned send_mask, source_mask;
     int send_from, source_from; /* the first level of each sequence that is summed over */
-    int64_t *send, *source;
+    int32_t *send, *source;
 } dtr__fill_t;
 
 typedef enum { DTR__FILL_TERMS, DTR__FILL_SEND, DTR__FILL_SOURCE } dtr__fill_kind_t;
@@ -134,20 +134,20 @@ static int64_t dtr__masked_index(const dtr__table_t *tb, unsigned mask, const in
 
 /* The peers' cell sum, and the sources' cell count, at the walks' blocks. */
 /* (Both start at their sequence's first summed level, from the walk's block there.) */
-static int64_t dtr__send_sum(const dtr__fill_t *f, const int64_t *coord) {
-    __int128 sum, unused;
+static int32_t dtr__send_sum(const dtr__fill_t *f, const int64_t *coord) {
+    __int128 sum;
     int q = f->send_from;
     dtr__cells_below(f->ctx, f->after, f->wa.k, q, f->send_sub, coord, f->wa.off[q],
-                     f->wa.len[q], f->wb.off[f->wb.k], f->wb.len[f->wb.k], &sum, &unused);
-    return (int64_t)sum;
+                     f->wa.len[q], f->wb.off[f->wb.k], f->wb.len[f->wb.k], &sum, NULL);
+    return (int32_t)sum;
 }
 
-static int64_t dtr__source_hits(const dtr__fill_t *f, const int64_t *coord) {
+static int32_t dtr__source_hits(const dtr__fill_t *f, const int64_t *coord) {
     __int128 hits, unused;
     int q = f->source_from;
     dtr__cells_below(f->ctx, f->before, f->wb.k, q, f->source_sub, coord, f->wb.off[q],
                      f->wb.len[q], f->wa.off[f->wa.k], f->wa.len[f->wa.k], &unused, &hits);
-    return (int64_t)hits;
+    return (int32_t)hits;
 }
 
 static void dtr__fill_at(dtr__fill_t *f, dtr__fill_kind_t kind, const int64_t *coord,
@@ -164,9 +164,9 @@ static void dtr__fill_at(dtr__fill_t *f, dtr__fill_kind_t kind, const int64_t *c
     int64_t cs = f->wb.len[f->wb.k], co = f->wb.off[f->wb.k];
     dtr__term_t *t = &tb->terms[e];
     int64_t lo = to > co ? to : co, hi = to + ts < co + cs ? to + ts : co + cs;
-    t->alen = ts;
-    t->blen = cs;
-    t->meet = hi > lo ? hi - lo : 0;
+    t->alen = (int32_t)ts;
+    t->blen = (int32_t)cs;
+    t->meet = (int32_t)(hi > lo ? hi - lo : 0);
     if (tb->sums == NULL) return;
     tb->sums[e].sum = f->send != NULL ? f->send[dtr__masked_index(tb, f->send_mask, idx)]
                                       : dtr__send_sum(f, coord);
@@ -328,6 +328,7 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
     int64_t entries[DTR_MAX_TENSOR_DIMS], total = 0;
     for (int d = 0; d < ctx->ndim; d++) {
         dtr__table_t *tb = &p->t[d];
+        if (ctx->shape[d] > INT32_MAX) return false; /* (32-bit terms) */
         tb->k = 0;
         entries[d] = 1;
         memset(tb->stride, 0, sizeof tb->stride);
