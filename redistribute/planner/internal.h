@@ -17,6 +17,9 @@
 typedef struct {
     int n;
     dtr_step_t steps[DTR__MEMO_SIZE];
+    /* Set while the optimal strategy bounds its candidates: exchange and balanced steps
+     * get the figures of coordinate 0 alone, a lower bound of their time (plan.c). */
+    bool defer;
     int npairs;
     struct dtr__cached_pair *pairs[DTR__PAIR_CACHE];
 } dtr__exchange_memo_t;
@@ -448,6 +451,9 @@ void dtr__classes_free(dtr__classes_t *cl);
  * with dtr__even_off set, the planner visits every rank as it did before even.c (no
  * classes, no reps.c coordinates, no tables.c tables). */
 extern bool dtr__even_off;
+/* Test hook: the optimal strategy bounds its candidates before costing them exactly on
+ * meshes of at least this many ranks (optimal.c). */
+extern int64_t dtr__bound_ranks;
 bool dtr__even(const dtr__ctx_t *ctx, const dtr_placement_t *pl);
 /* An exchange step's figures (recv, send, peers, extra) from classes; false where the step's
  * layouts are not even (or too many classes): the caller visits every rank. */

@@ -21,6 +21,7 @@
  * compat being a candidate is what makes optimal never worse than compat under the model.
  * Every candidate ends with the local Replicate -> Partial steps.
  */
+#include <math.h>
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
@@ -256,9 +257,39 @@ static bool dtr__reaches(const dtr__ctx_t *ctx, const dtr_placement_t *src,
     return true;
 }
 
+int64_t dtr__bound_ranks = 1024;
+
+/* Builds candidate c into *out; false when it is not one for this change. */
+typedef void (*dtr__builder_fn)(const dtr__ctx_t *, const dtr_placement_t *,
+                                const dtr_placement_t *, dtr_plan_t *);
+static const dtr__builder_fn dtr__builders[] = {dtr__candidate_greedy, dtr__candidate_safe,
+                                                dtr__candidate_exchange, dtr__candidate_balanced};
+#define DTR__NBUILDERS (int)(sizeof dtr__builders / sizeof dtr__builders[0])
+
+static bool dtr__candidate(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
+                           int c, dtr_plan_t *out) {
+    dtr__builders[c](ctx, src->placements, dst->placements, out);
+    if (out->chosen_by == NULL) return false; /* invalid, or (balanced) not for this change */
+    if (!dtr__reaches(ctx, src->placements, dst->placements, out)) return false;
+    /* (forced dims make the ops mixed: partials_ordered covers them) */
+    if (ctx->partials_ordered && !dtr__reduction_order_ok(ctx, src->placements, out, NULL, 0))
+        return false;
+    dtr__plan_summarize(ctx, src, dst, out);
+    return true;
+}
+
+/*
+ * On large meshes an exchange or balanced step's figures cost O(ranks) (or the number of
+ * distinct piece sizes), so the candidates are first built with those steps' figures at
+ * coordinate 0 alone (memo.defer): each candidate's time then is a lower bound of its own.
+ * The candidate with the least bound is costed in full, and a candidate whose bound exceeds
+ * that time by more than a millionth is never costed: it is slower than that candidate by
+ * far more than dtr__plan_better's tolerance, so it could win no comparison it would enter
+ * and leaves the choice unchanged. The others are costed and compared in the usual order.
+ */
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan) {
-    dtr__exchange_memo_t memo = {.n = 0, .npairs = 0};
+    dtr__exchange_memo_t memo = {.n = 0, .defer = false, .npairs = 0};
     dtr__ctx_t with_memo = *ctx_in;
     with_memo.memo = &memo;
     with_memo.partials_forced = dtr__partials_forced(ctx_in, src->placements, dst->placements);
@@ -267,20 +298,29 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
     /* Candidates are built in turn in one scratch plan; the best so far is kept in *plan. */
     dtr_plan_t scratch;
     bool have = false;
-    void (*const builders[])(const dtr__ctx_t *, const dtr_placement_t *,
-                             const dtr_placement_t *, dtr_plan_t *) = {
-        dtr__candidate_greedy, dtr__candidate_safe, dtr__candidate_exchange,
-        dtr__candidate_balanced};
-    for (size_t c = 0; c <= sizeof builders / sizeof builders[0]; c++) {
-        if (c < sizeof builders / sizeof builders[0]) {
-            builders[c](ctx, src->placements, dst->placements, &scratch);
-            if (scratch.chosen_by == NULL) continue; /* invalid, or (balanced) not for this change */
-            if (!dtr__reaches(ctx, src->placements, dst->placements, &scratch)) continue;
-            /* (forced dims make the ops mixed: partials_ordered covers them) */
-            if (ctx->partials_ordered &&
-                !dtr__reduction_order_ok(ctx, src->placements, &scratch, NULL, 0))
-                continue;
-            dtr__plan_summarize(ctx, src, dst, &scratch);
+    int64_t ranks = 1;
+    for (int i = 0; i < ctx->mdims; i++) ranks *= ctx->msize[i];
+    bool bounded = ranks >= dtr__bound_ranks && ctx->cost->across_nodes == 0;
+    double bound[DTR__NBUILDERS], least = INFINITY;
+    if (bounded) {
+        int first = -1;
+        memo.defer = true;
+        for (int c = 0; c < DTR__NBUILDERS; c++) {
+            bound[c] = dtr__candidate(ctx, src, dst, c, &scratch) ? scratch.time_us : NAN;
+            if (bound[c] < least) {
+                least = bound[c];
+                first = c;
+            }
+        }
+        memo.defer = false;
+        /* (first is valid: the builders do not look at figures; else nothing is skipped) */
+        least = first >= 0 && dtr__candidate(ctx, src, dst, first, &scratch) ? scratch.time_us
+                                                                             : INFINITY;
+    }
+    for (int c = 0; c <= DTR__NBUILDERS; c++) {
+        if (c < DTR__NBUILDERS) {
+            if (bounded && !(bound[c] <= least * (1 + 1e-6))) continue; /* (NAN: not one) */
+            if (!dtr__candidate(ctx, src, dst, c, &scratch)) continue;
         } else if (ctx->ordered ||
                    !dtr__plan_compat(ctx, src, dst, true, have ? plan : NULL, &scratch, NULL, 0) ||
                    scratch.seed_blocks) { /* (a plan with its own blocks runs alone, not in batches) */

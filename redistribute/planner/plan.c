@@ -525,6 +525,46 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
     return true;
 }
 
+/* The figures of coordinate 0 alone (ctx->memo->defer): each of a step's figures is a most
+ * over ranks and its time grows with each (without node costs, which the optimal strategy
+ * then does not defer), so this time is a lower bound of the step's. */
+static void dtr__step_figures_one(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    int64_t zero[DTR_MAX_MESH_DIMS] = {0}, off[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->before, zero, s->shape_before, off);
+    dtr__layout(ctx, s->after, zero, s->shape_after, off);
+    s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
+    s->peers_max = 0;
+    dtr__step_figures_at(ctx, s, zero, NULL);
+    dtr__step_time(ctx, s);
+}
+
+/* Exchange and balanced steps cost O(ranks): the figures of the same step (kind, mesh dim,
+ * layouts) are kept for the rest of the planning call. */
+static bool dtr__memo_find(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    dtr__exchange_memo_t *memo = ctx->memo;
+    for (int k = 0; memo != NULL && k < memo->n; k++)
+        if (memo->steps[k].kind == s->kind && memo->steps[k].mesh_dim == s->mesh_dim &&
+            memcmp(memo->steps[k].before, s->before, sizeof s->before) == 0 &&
+            memcmp(memo->steps[k].after, s->after, sizeof s->after) == 0) {
+            *s = memo->steps[k];
+            return true;
+        }
+    return false;
+}
+
+/* The figures of an exchange or balanced step: from the memo, bounded (memo->defer), or
+ * over every rank (then kept in the memo). */
+static void dtr__costly_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    dtr__exchange_memo_t *memo = ctx->memo;
+    if (dtr__memo_find(ctx, s)) return;
+    if (memo != NULL && memo->defer) {
+        dtr__step_figures_one(ctx, s);
+        return;
+    }
+    dtr__step_figures(ctx, s);
+    if (memo != NULL && memo->n < DTR__MEMO_SIZE) memo->steps[memo->n++] = *s;
+}
+
 bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to) {
     const dtr__ctx_t *ctx = b->ctx;
     dtr_placement_t after[DTR_MAX_MESH_DIMS];
@@ -551,7 +591,10 @@ bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to) {
     dtr__orders_normalize(b->cur, ctx->mdims, ctx->msize);
     memcpy(s->after, b->cur, (size_t)ctx->mdims * sizeof *s->after);
     dtr__one_rank_relabel(ctx, s);
-    dtr__step_figures(ctx, s);
+    if (s->kind == DTR_STEP_REDUCE_EXCHANGE)
+        dtr__costly_figures(ctx, s);
+    else
+        dtr__step_figures(ctx, s);
     return true;
 }
 
@@ -567,16 +610,11 @@ bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to) {
     memcpy(s->after, to, (size_t)ctx->mdims * sizeof *to);
     memcpy(b->cur, to, (size_t)ctx->mdims * sizeof *to);
     dtr__one_rank_relabel(ctx, s);
-    /* Candidates often end in the same exchange; its figures cost O(ranks), so reuse them. */
-    dtr__exchange_memo_t *memo = ctx->memo;
-    for (int k = 0; memo != NULL && k < memo->n; k++)
-        if (memcmp(memo->steps[k].before, s->before, sizeof s->before) == 0 &&
-            memcmp(memo->steps[k].after, s->after, sizeof s->after) == 0) {
-            *s = memo->steps[k];
-            return true;
-        }
-    dtr__step_figures(ctx, s);
-    if (memo != NULL && memo->n < DTR__MEMO_SIZE) memo->steps[memo->n++] = *s;
+    /* (Candidates often end in the same exchange.) */
+    if (s->kind == DTR_STEP_EXCHANGE)
+        dtr__costly_figures(ctx, s);
+    else
+        dtr__step_figures(ctx, s);
     return true;
 }
 
