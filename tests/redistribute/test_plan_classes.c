@@ -351,3 +351,92 @@ Test(plan_classes, uneven_figures_equal_visiting_every_rank, .timeout = 600) {
     cr_assert_gt(tally.collapsed, 200, "too few changes where a mesh dim collapses");
     cr_assert_gt(tally.direct_exchanges, 200, "too few exchanges compared alone");
 }
+
+/* The optimal strategy's bounded candidates (optimal.c: each candidate first bounded from
+ * coordinate 0, the least-bounded one costed, those that cannot win skipped) against
+ * costing every candidate: the same plan, field by field, on random changes with random
+ * cost models (so that candidates' times differ by a little and by a lot), even and uneven
+ * shapes, shard orders and balanced reductions. dtr__bound_ranks = 1 takes the bounded way
+ * on these small meshes; the count of skipped candidates shows it skipped some. */
+Test(plan_classes, bounded_candidates_choose_the_same, .timeout = 600) {
+    uint64_t seed = seed_from_env(20261127);
+    printf("plan_classes bounded: seed %llu (DTR_SEED=%llu replays)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    const double alphas[] = {0.5, 2, 10, 40}, gbps[] = {1, 5, 25, 100};
+    int cases = 0, refused = 0;
+    int64_t skips0 = dtr__bound_skips;
+    for (int n = 0; n < 3000; n++) {
+        rng_state = seed * 1000003u + (uint64_t)n;
+        int mdims = 1 + pick(4), ndim = 1 + pick(3);
+        int64_t msize[DTR_MAX_MESH_DIMS], shape[DTR_MAX_TENSOR_DIMS], ranks = 1;
+        for (int i = 0; i < mdims; i++) {
+            msize[i] = 1 + pick(mdims <= 2 ? 9 : 4);
+            ranks *= msize[i];
+        }
+        for (int d = 0; d < ndim; d++)
+            shape[d] = pick(2) ? ranks * (1 + pick(3)) : 1 + pick((int)(3 * ranks));
+        dtr_placement_t src[DTR_MAX_MESH_DIMS], dst[DTR_MAX_MESH_DIMS];
+        for (int i = 0; i < mdims; i++) {
+            src[i] = random_placement(ndim, DTR_REDUCE_SUM);
+            dst[i] = random_placement(ndim, DTR_REDUCE_SUM);
+            if (dst[i].kind == DTR_PARTIAL && src[i].kind != DTR_PARTIAL) dst[i] = dtr_replicate();
+        }
+        if (pick(4) == 0 && mdims >= 2) { /* the balanced reduction */
+            int i = pick(mdims - 1), d = pick(ndim);
+            for (int j = 0; j < mdims; j++) dst[j] = src[j];
+            src[i] = dtr_partial(DTR_REDUCE_SUM);
+            dst[i] = dtr_shard(d);
+            for (int j = i + 1; j < mdims; j++)
+                if (pick(2)) src[j] = dst[j] = dtr_shard(d);
+        } else if (pick(4) == 0) {
+            random_orders(mdims, src);
+            random_orders(mdims, dst);
+        }
+        dtr_cost_model_t cost;
+        dtr_cost_model_default(&cost);
+        if (pick(2))
+            for (int i = 0; i < mdims; i++) {
+                cost.alpha_us[i] = alphas[pick(4)];
+                cost.bandwidth_gbps[i] = gbps[pick(4)];
+            }
+        dtr_mesh_t *mesh;
+        cr_assert_eq(dtr_mesh_create(mdims, msize, NULL, 0, &mesh), DTR_OK);
+        dtr_spec_t a, b;
+        if (dtr_spec_init(&a, mesh, src, mdims, shape, ndim, DTR_F32) != DTR_OK ||
+            dtr_spec_init(&b, mesh, dst, mdims, shape, ndim, DTR_F32) != DTR_OK) {
+            dtr_mesh_destroy(mesh);
+            continue;
+        }
+        char m[64], sh[64], from[160], to[160];
+        dtr_shape_format(msize, mdims, m, sizeof m);
+        dtr_shape_format(shape, ndim, sh, sizeof sh);
+        dtr_placements_format(src, mdims, from, sizeof from);
+        dtr_placements_format(dst, mdims, to, sizeof to);
+        dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
+        dtr_plan_t bounded, every;
+        dtr__bound_ranks = 1;
+        dtr_status_t st1 = dtr_plan_create(&a, &b, &opts, &bounded);
+        dtr__bound_ranks = INT64_MAX;
+        dtr_status_t st2 = dtr_plan_create(&a, &b, &opts, &every);
+        dtr__bound_ranks = 1024;
+        cr_assert_eq(st1, st2, "seed %llu case %d: --mesh %s --shape %s --from '%s' --to '%s': "
+                     "status %d bounded, %d costing every candidate",
+                     (unsigned long long)seed, n, m, sh, from, to, st1, st2);
+        cases++;
+        if (st1 != DTR_OK) {
+            refused++;
+        } else {
+            char why[400];
+            cr_assert(!plans_differ(&bounded, &every, why, sizeof why),
+                      "seed %llu case %d: --mesh %s --shape %s --from '%s' --to '%s': bounded "
+                      "(\"classes\") against every candidate costed (\"every rank\"): %s",
+                      (unsigned long long)seed, n, m, sh, from, to, why);
+        }
+        dtr_mesh_destroy(mesh);
+    }
+    int64_t skips = dtr__bound_skips - skips0;
+    printf("plan_classes bounded: %d changes, %d refused, %lld candidates skipped\n", cases,
+           refused, (long long)skips);
+    cr_assert_gt(cases, 2500);
+    cr_assert_gt(skips, 500, "too few candidates skipped to compare");
+}
