@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that two builds of the CLI print the same plans, byte for byte.
 
-usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K] [--large]
+usage: tools/plan_diff.py BEFORE AFTER [--cases N] [--seed S] [--show K] [--large | --cluster]
 
 BEFORE and AFTER are two `dtr` executables (say, one built at the commit before a
 restructuring and one after). Each case is a random change (mesh, shape, dtype, source and
@@ -17,6 +17,11 @@ agree, 1 when any differs, 2 for bad arguments.
 --large draws meshes of up to about 20,000 ranks with dims of up to 300 and tensor dims of
 up to 200,000, mostly uneven, where the planner's per-rank loops and balanced reductions
 over hundreds of members run (slower: seconds a case with an old build).
+
+--cluster draws changes on the eight meshes of 65,536 ranks of `plan_bench --sweep`, on its
+uneven shape 196609x131071x65553 (Shard, Replicate and Partial(sum), a third of the Partial
+dims kept), with the default cost model or a random one: where the per-rank tables, the
+kept tables and the bounded candidates of the optimal strategy do their work.
 
 Rerun: bazel build //tools:dtr && cp bazel-bin/tools/dtr /tmp/dtr.after, the same at the
 older commit into /tmp/dtr.before, then tools/plan_diff.py /tmp/dtr.before /tmp/dtr.after.
@@ -102,6 +107,30 @@ def case(rng, large=False):
     return args
 
 
+CLUSTER_MESHES = ["65536", "256x256", "32768x2", "16x64x64", "16x16x16x16", "8x8x8x8x16",
+                  "4x4x4x4x4x4x4x4", "2x4x2x8x4x4x4x4"]
+
+
+def cluster_case(rng):
+    mesh = rng.choice(CLUSTER_MESHES)
+    mdims = len(mesh.split("x"))
+    src, dst = [], []
+    for _ in range(mdims):
+        a, b = rng.randrange(6), rng.randrange(5)
+        src.append("S(%d)" % a if a < 3 else "R" if a == 3 else "P")
+        dst.append("S(%d)" % b if b < 3 else "R")
+        if src[-1] == "P" and rng.randrange(3) == 0:
+            dst[-1] = "P"
+    if rng.random() < 0.2:
+        src, dst = orders(rng, src), orders(rng, dst)
+    args = ["plan", "--mesh", mesh, "--shape", "196609x131071x65553", "--from", ",".join(src),
+            "--to", ",".join(dst), "--json"]
+    if rng.random() < 0.3:
+        args += ["--alpha-us", ",".join(str(rng.choice([1, 5, 20])) for _ in range(mdims))]
+        args += ["--bandwidth-gbps", ",".join(str(rng.choice([1, 10, 100])) for _ in range(mdims))]
+    return args
+
+
 def run(exe, args):
     p = subprocess.run([exe] + args, capture_output=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
@@ -115,7 +144,11 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--show", type=int, default=5)
     ap.add_argument("--large", action="store_true", help="meshes of up to ~20,000 ranks, uneven shapes")
+    ap.add_argument("--cluster", action="store_true",
+                    help="plan_bench --sweep's meshes of 65,536 ranks, uneven shape")
     a = ap.parse_args()
+    if a.large and a.cluster:
+        ap.error("--large and --cluster: pick one")
     if a.cases < 1:
         ap.error("--cases: must be >= 1")
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
@@ -123,7 +156,7 @@ def main():
     counts = {0: 0, 1: 0, 2: 0}
     bad = []
     for _ in range(a.cases):
-        args = case(rng, a.large)
+        args = cluster_case(rng) if a.cluster else case(rng, a.large)
         b, n = run(a.before, args), run(a.after, args)
         counts[b[0]] = counts.get(b[0], 0) + 1
         if b != n:
