@@ -276,7 +276,12 @@ static void dtr__distinct_add(dtr__balance_t *b, __int128 t, __int128 h) {
 void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                        const dtr_placement_t *after, int i, const int64_t *coord,
                        dtr__balance_t *b) {
-    memset(b, 0, sizeof *b);
+    /* (not the whole struct: its member caches are large, filled below, and read only up to
+     * ncached and ndistinct) */
+    memset(b->g, 0, sizeof b->g);
+    memset(b->serve, 0, sizeof b->serve);
+    b->ncached = 0;
+    b->ndistinct = 0;
     b->ctx = ctx;
     b->before = before;
     b->after = after;
