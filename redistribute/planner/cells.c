@@ -61,16 +61,20 @@ static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, _
         int64_t a = off > c->lo ? off : c->lo, b = off + len < c->hi ? off + len : c->hi;
         *sum = b - a;
         if (!c->hits) return;
-        int64_t lo = off, l = len;
-        for (int r = q; r < c->k; r++) {
-            int64_t n = c->ctx->msize[c->dims[r]], chunk = l / n + (l % n != 0);
-            int64_t x = (a - lo) / chunk;
-            lo += x * chunk;
-            l = l - x * chunk < chunk ? l - x * chunk : chunk;
-        }
-        if (lo + l >= b) {
-            *hits = 1;
-            return;
+        /* the leaves from a's on, while a few reach b (a short interval meets one or two) */
+        for (int64_t at = a, count = 1; count <= 3; count++) {
+            int64_t lo = off, l = len;
+            for (int r = q; r < c->k; r++) {
+                int64_t n = c->ctx->msize[c->dims[r]], chunk = l / n + (l % n != 0);
+                int64_t x = (at - lo) / chunk;
+                lo += x * chunk;
+                l = l - x * chunk < chunk ? l - x * chunk : chunk;
+            }
+            if (lo + l >= b) {
+                *hits = count;
+                return;
+            }
+            at = lo + l; /* (the next leaf: nonempty, as the block's leaves tile it) */
         }
         *sum = 0;
     }
