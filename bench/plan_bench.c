@@ -13,14 +13,14 @@
  * dtr_plan_create with each strategy and of a cache hit (bench/pytorch/speed.py compares
  * them with PyTorch's planner).
  *
- *   plan_bench --sweep [--changes N] [--seed S] [--uneven] [--reps N]
+ *   plan_bench --sweep [--changes N] [--seed S] [--uneven] [--reps N] [--slow US]
  *
  * times uncached optimal planning of N random changes (default 200, seed 1) on each of
  * several meshes of 65,536 ranks (1 to 8 dims), 3-d tensors whose dims are multiples of
  * 65,536 (or, with --uneven, 65,536 * 3 + 1 and two other primes-ish), random Shard /
  * Replicate / Partial(sum) placements, shard orders on a quarter of them; per mesh the
  * median, 99th percentile and largest time, the share planned in under 1 ms and in under
- * 10 ms, and the slowest change.
+ * 10 ms, and the slowest change; --slow US lists on stderr every change slower than US.
  *
  * Changes, on a 3-d tensor of 4096x4096x1024 f32:
  *   rotate  S(i%3) -> S((i+1)%3) on every mesh dim i (every dim changes, nested shards)
