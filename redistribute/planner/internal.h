@@ -454,7 +454,9 @@ extern bool dtr__even_off;
 /* Test hook: the optimal strategy bounds its candidates before costing them exactly on
  * meshes of at least this many ranks (optimal.c). */
 extern int64_t dtr__bound_ranks;
-extern _Thread_local int64_t dtr__bound_skips; /* candidates skipped so far (tests count) */
+/* Candidates skipped so far, over all threads (tests count them). Atomic rather than
+ * thread-local: a TLS variable lands in libdtr.so's dynamic symbol table. */
+extern _Atomic int64_t dtr__bound_skips;
 bool dtr__even(const dtr__ctx_t *ctx, const dtr_placement_t *pl);
 /* An exchange step's figures (recv, send, peers, extra) from classes; false where the step's
  * layouts are not even (or too many classes): the caller visits every rank. */

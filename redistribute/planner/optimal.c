@@ -22,6 +22,7 @@
  * Every candidate ends with the local Replicate -> Partial steps.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
@@ -258,7 +259,7 @@ static bool dtr__reaches(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 }
 
 int64_t dtr__bound_ranks = 1024;
-_Thread_local int64_t dtr__bound_skips = 0;
+_Atomic int64_t dtr__bound_skips = 0;
 
 /* Builds candidate c into *out; false when it is not one for this change. */
 typedef void (*dtr__builder_fn)(const dtr__ctx_t *, const dtr_placement_t *,
@@ -321,7 +322,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
     for (int c = 0; c <= DTR__NBUILDERS; c++) {
         if (c < DTR__NBUILDERS) {
             if (bounded && !(bound[c] <= least * (1 + 1e-6))) { /* (NAN: not one) */
-                dtr__bound_skips += !isnan(bound[c]);
+                if (!isnan(bound[c]))
+                    atomic_fetch_add_explicit(&dtr__bound_skips, 1, memory_order_relaxed);
                 continue;
             }
             if (!dtr__candidate(ctx, src, dst, c, &scratch)) continue;

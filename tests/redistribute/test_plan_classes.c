@@ -16,6 +16,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,7 +365,7 @@ Test(plan_classes, bounded_candidates_choose_the_same, .timeout = 600) {
            (unsigned long long)seed);
     const double alphas[] = {0.5, 2, 10, 40}, gbps[] = {1, 5, 25, 100};
     int cases = 0, refused = 0;
-    int64_t skips0 = dtr__bound_skips;
+    int64_t skips0 = atomic_load(&dtr__bound_skips);
     for (int n = 0; n < 3000; n++) {
         rng_state = seed * 1000003u + (uint64_t)n;
         int mdims = 1 + pick(4), ndim = 1 + pick(3);
@@ -434,7 +435,7 @@ Test(plan_classes, bounded_candidates_choose_the_same, .timeout = 600) {
         }
         dtr_mesh_destroy(mesh);
     }
-    int64_t skips = dtr__bound_skips - skips0;
+    int64_t skips = atomic_load(&dtr__bound_skips) - skips0;
     printf("plan_classes bounded: %d changes, %d refused, %lld candidates skipped\n", cases,
            refused, (long long)skips);
     cr_assert_gt(cases, 2500);
