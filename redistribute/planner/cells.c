@@ -134,8 +134,10 @@ static void dtr__cells(const dtr__cells_t *c, int q, int64_t off, int64_t len, _
     }
 }
 
-void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
-                    const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits) {
+/* (The general walk alone: the per-rank loops' reference for the tables' quicker paths.) */
+static void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
+                           const int64_t *coord, int64_t lo, int64_t len, __int128 *sum,
+                           __int128 *hits) {
     dtr__cells_t c = {ctx, dims, k, sub, coord, lo, lo + len, true, k + 1};
     *sum = *hits = 0;
     if (len > 0) dtr__cells(&c, 0, 0, ctx->shape[d], sum, hits);

@@ -10,8 +10,9 @@
 #include "dtensor/internal.h"
 #include "redistribute/planner/planner.h"
 
-/* Exchange steps already costed during one planning call (they cost O(ranks) each), and
- * the large tables of layout pairs built during it (tables.c: dtr__pair_init). */
+/* What one optimal planning call keeps between its candidates: the exchange and balanced
+ * steps already costed (they cost O(ranks) each), the large tables of layout pairs built
+ * (tables.c: dtr__pair_init), and whether costly steps are only bounded (optimal.c). */
 #define DTR__MEMO_SIZE 4
 #define DTR__PAIR_CACHE 4
 typedef struct {
@@ -22,7 +23,7 @@ typedef struct {
     bool defer;
     int npairs;
     struct dtr__cached_pair *pairs[DTR__PAIR_CACHE];
-} dtr__exchange_memo_t;
+} dtr__plan_memo_t;
 
 /* What every step computation needs about the tensor and the mesh. */
 typedef struct {
@@ -33,7 +34,7 @@ typedef struct {
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int64_t item; /* bytes per element */
     const dtr_cost_model_t *cost;
-    dtr__exchange_memo_t *memo; /* may be NULL */
+    dtr__plan_memo_t *memo; /* may be NULL */
     /* Set by the optimal strategy for the change at hand (partial_order.c): kept Partial
      * dims it must reduce and make Partial again, and whether the reductions' order
      * matters (mixed Partial ops). */
@@ -91,10 +92,8 @@ bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
  * and how many share any (*hits) (cells.c, O(levels x mesh size)). */
 void dtr__cells_of(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int d, const bool *sub,
                    const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
-/* The same with d's shard sequence (dims[0..k), dtr__shard_seq's) at hand. */
-void dtr__cells_seq(const dtr__ctx_t *ctx, const int *dims, int k, int d, const bool *sub,
-                    const int64_t *coord, int64_t lo, int64_t len, __int128 *sum, __int128 *hits);
-/* The same from level q of the sequence, its block there [off, off+blen) given: the levels
+/* The same with d's shard sequence (dims[0..k), dtr__shard_seq's) at hand, from level q of
+ * the sequence, its block there [off, off+blen) given: the levels
  * above q must split no `sub` mesh dim (they only narrow the block to the coordinate's).
  * hits may be NULL (the sum alone, quicker). */
 void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, const bool *sub,
@@ -220,7 +219,7 @@ bool dtr__pair_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                     dtr__pair_t *p);
 void dtr__pair_free(dtr__pair_t *p);
 /* Frees the tables a planning call cached in its memo. */
-void dtr__pair_cache_free(dtr__exchange_memo_t *memo);
+void dtr__pair_cache_free(dtr__plan_memo_t *memo);
 /* The rank loop over the coordinates r stands for (those of dtr__reps_first and
  * dtr__reps_next over the mesh dims in vary), keeping the current entries (cur) of the np
  * pairs at p in step: only the entries, not the coordinates, which the loops' figures do

@@ -291,7 +291,7 @@ static bool dtr__candidate(const dtr__ctx_t *ctx, const dtr_spec_t *src, const d
  */
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan) {
-    dtr__exchange_memo_t memo = {.n = 0, .defer = false, .npairs = 0};
+    dtr__plan_memo_t memo = {.n = 0, .defer = false, .npairs = 0};
     dtr__ctx_t with_memo = *ctx_in;
     with_memo.memo = &memo;
     with_memo.partials_forced = dtr__partials_forced(ctx_in, src->placements, dst->placements);

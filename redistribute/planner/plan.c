@@ -541,7 +541,7 @@ static void dtr__step_figures_one(const dtr__ctx_t *ctx, dtr_step_t *s) {
 /* Exchange and balanced steps cost O(ranks): the figures of the same step (kind, mesh dim,
  * layouts) are kept for the rest of the planning call. */
 static bool dtr__memo_find(const dtr__ctx_t *ctx, dtr_step_t *s) {
-    dtr__exchange_memo_t *memo = ctx->memo;
+    dtr__plan_memo_t *memo = ctx->memo;
     for (int k = 0; memo != NULL && k < memo->n; k++)
         if (memo->steps[k].kind == s->kind && memo->steps[k].mesh_dim == s->mesh_dim &&
             memcmp(memo->steps[k].before, s->before, sizeof s->before) == 0 &&
@@ -555,7 +555,7 @@ static bool dtr__memo_find(const dtr__ctx_t *ctx, dtr_step_t *s) {
 /* The figures of an exchange or balanced step: from the memo, bounded (memo->defer), or
  * over every rank (then kept in the memo). */
 static void dtr__costly_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
-    dtr__exchange_memo_t *memo = ctx->memo;
+    dtr__plan_memo_t *memo = ctx->memo;
     if (dtr__memo_find(ctx, s)) return;
     if (memo != NULL && memo->defer) {
         dtr__step_figures_one(ctx, s);

@@ -297,7 +297,7 @@ static bool dtr__pair_cached(const dtr__ctx_t *ctx, const dtr_placement_t *befor
 
 static void dtr__pair_keep(const dtr__ctx_t *ctx, const dtr_placement_t *before,
                            const dtr_placement_t *after, dtr__pair_t *p) {
-    dtr__exchange_memo_t *memo = ctx->memo;
+    dtr__plan_memo_t *memo = ctx->memo;
     if (memo == NULL || memo->npairs == DTR__PAIR_CACHE) return;
     struct dtr__cached_pair *c = malloc(sizeof *c);
     if (c == NULL) return;
@@ -308,7 +308,7 @@ static void dtr__pair_keep(const dtr__ctx_t *ctx, const dtr_placement_t *before,
     p->borrowed = true;
 }
 
-void dtr__pair_cache_free(dtr__exchange_memo_t *memo) {
+void dtr__pair_cache_free(dtr__plan_memo_t *memo) {
     for (int k = 0; k < memo->npairs; k++) {
         memo->pairs[k]->pair.borrowed = false;
         dtr__pair_free(&memo->pairs[k]->pair);
