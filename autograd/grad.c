@@ -55,10 +55,14 @@ dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t
     uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
     DTR_CHECK(dtr__group_agree(ctx, mesh, dims, __func__, h,
                                msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg));
-    /* On a memory space the divide is its kernel (n is whole). */
+    /* A backend with a pre-multiplied SUM (NCCL) multiplies by 1 / n inside the collective;
+     * otherwise a divide first (on a memory space, its kernel: n is whole). */
+    if (dtr__group_premul(ctx, mesh, dims))
+        return dtr__group_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM, false,
+                                 false, 1.0 / (double)n);
     DTR_CHECK(dtr__group_divide(ctx, dtype, buf, count, (double)n, __func__));
     return dtr__group_reduce(ctx, mesh, dims, buf, buf, count, dtype, DTR_REDUCE_SUM, false,
-                             false);
+                             false, 1);
 }
 
 /* Runs `hook` on a `low` copy of buf and casts the result back. */
@@ -165,6 +169,7 @@ struct dtr_reducer {
     int64_t piece;             /* padded piece: outer * chunk * inner elements */
     void *send, *recv, *acc;   /* rs * piece, piece, piece elements of the reduce dtype */
     bool have_acc;
+    bool premul; /* the pre-divide is the reduce-scatter's pre-multiply (NCCL), not the pack's */
     uint64_t hash;
 };
 
@@ -210,7 +215,9 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     r->index = index;
     dtr_status_t st =
         dtr_grad_factors(rs, ar, d->reduce_dtype, d->factor, d->force_sum, &r->f);
-    if (st == DTR_OK) st = dtr__space_factors(ctx, r->f.factor, r->f.pre, r->f.post, __func__);
+    r->premul = st == DTR_OK && r->f.pre != 1 && dtr__group_premul(ctx, d->mesh, d->shard_dims);
+    if (st == DTR_OK)
+        st = dtr__space_factors(ctx, r->f.factor, r->premul ? 1 : r->f.pre, r->f.post, __func__);
     if (st != DTR_OK) {
         free(r);
         return st;
@@ -276,7 +283,8 @@ int dtr_grad_ops(const dtr_grad_factors_t *f, const char **names, int cap) {
 }
 
 /* Packs the gradient into rs equal pieces of the reduce dtype: piece k holds rows
- * [k * chunk, (k + 1) * chunk) of the shard dim, zero past the end; pre-divided. */
+ * [k * chunk, (k + 1) * chunk) of the shard dim, zero past the end; pre-divided unless the
+ * reduce-scatter pre-multiplies. */
 static dtr_status_t dtr__pack(dtr_reducer_t *r, const void *grad) {
     dtr_context_t *ctx = r->ctx;
     dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
@@ -291,7 +299,8 @@ static dtr_status_t dtr__pack(dtr_reducer_t *r, const void *grad) {
             char *dst = (char *)r->send + (k * r->piece + o * row) * ritem;
             /* grad is not written: the pre-divide is of the cast copy */
             DTR_CHECK(dtr__group_cast_divide(ctx, pt, (void *)src, rt, dst, (hi - lo) * r->inner,
-                                             r->f.pre, false, "dtr_reducer_reduce"));
+                                             r->premul ? 1 : r->f.pre, false,
+                                             "dtr_reducer_reduce"));
         }
     }
     return DTR_OK;
@@ -349,7 +358,7 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
     DTR_CHECK(dtr__pack(r, grad));
     /* Both groups agreed above: the collectives skip their own agreement. */
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
-                                r->f.rs_op, true, false));
+                                r->f.rs_op, true, false, r->premul ? 1.0 / r->f.pre : 1));
     if (!sync) {
         /* Skips the all-reduce: keep the reduce-scatter output for the synced microbatch. */
         if (r->acc == NULL) DTR_CHECK(dtr__group_alloc(r->ctx, bytes, &r->acc, func));
@@ -363,7 +372,7 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
     r->have_acc = false;
     DTR_CHECK(st);
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece,
-                                rt, r->f.ar_op, false, false));
+                                rt, r->f.ar_op, false, false, 1));
     return dtr__unpack(r, out);
 }
 

@@ -141,7 +141,8 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->rs_op = g->ar_op = DTR_REDUCE_SUM;
         g->post = f.post * (double)f.world;
     }
-    dtr_status_t st = dtr__space_factors(ctx, f.factor, f.pre, g->post, func);
+    g->premul = f.pre != 1 && dtr__group_premul(ctx, desc->mesh, desc->shard_dims);
+    dtr_status_t st = dtr__space_factors(ctx, f.factor, g->premul ? 1 : f.pre, g->post, func);
     if (st != DTR_OK) {
         dtr_param_group_destroy(g);
         return st;
@@ -200,7 +201,8 @@ dtr_status_t dtr_param_group_param(const dtr_param_group_t *g, int i, int64_t *s
 
 /* Packs every gradient into rs blocks of fused_bytes: block k holds each parameter's rows
  * [k * chunk, (k + 1) * chunk) of its shard dim at its view's offset, cast to the reduce
- * dtype, zero past the end of the dim and in the alignment gaps; pre-divided. */
+ * dtype, zero past the end of the dim and in the alignment gaps; pre-divided unless the
+ * reduce-scatter pre-multiplies. */
 static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, char *send) {
     dtr_context_t *ctx = g->ctx;
     dtr_dtype_t rt = g->reduce_dtype;
@@ -216,7 +218,8 @@ static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, ch
                 const char *src = (const char *)grads[i] + (o * m->len + lo) * m->inner * m->item;
                 /* grads[i] is not written: the pre-divide is of the cast copy */
                 DTR_CHECK(dtr__group_cast_divide(ctx, g->params[i].dtype, (void *)src, rt,
-                                                 dst + o * slice * ritem, real, g->f.pre, false,
+                                                 dst + o * slice * ritem, real,
+                                                 g->premul ? 1 : g->f.pre, false,
                                                  "dtr_param_group_reduce"));
                 DTR_CHECK(dtr__group_zero(ctx, dst + (o * slice + real) * ritem,
                                           (slice - real) * ritem));
@@ -304,7 +307,7 @@ dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
     int64_t count = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
     dtr_status_t st = dtr__group_start(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims,
                                        DTR__GROUP_REDUCE_SCATTER, send, g->fused, count,
-                                       g->reduce_dtype, g->rs_op);
+                                       g->reduce_dtype, g->rs_op, g->premul ? 1.0 / g->f.pre : 1);
     if (st != DTR_OK) g->pending = false;
     return st;
 }
@@ -351,7 +354,7 @@ dtr_status_t dtr__group_ar_start(dtr_param_group_t *g) {
     int64_t count = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
     dtr_status_t st = dtr__group_start(g->ctx, DTR__SLOT_AR, g->mesh, g->replicate_dims,
                                        DTR__GROUP_ALL_REDUCE, g->fused, g->result, count,
-                                       g->reduce_dtype, g->ar_op);
+                                       g->reduce_dtype, g->ar_op, 1);
     if (st != DTR_OK) g->pending = false;
     return st;
 }
@@ -471,7 +474,7 @@ dtr_status_t dtr_param_group_all_gather(dtr_param_group_t *g, const void *const 
     }
     DTR_CHECK(dtr__group_start(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims,
                                DTR__GROUP_ALL_GATHER, send, recv, block, DTR_U8,
-                               DTR_REDUCE_SUM));
+                               DTR_REDUCE_SUM, 1));
     bool done;
     DTR_CHECK(dtr__group_complete(g->ctx, DTR__SLOT_RS, true, &done));
     /* Copy-out: member k's piece of each parameter is rows [k * chunk, ...) of its dim. */

@@ -30,6 +30,7 @@ struct dtr_param_group {
     dtr_grad_factors_t f;
     dtr_reduce_op_t rs_op, ar_op; /* what the backend runs */
     double post;                /* the one divide at the end (f.post, times D for SUM-for-AVG) */
+    bool premul;                /* f.pre is the reduce-scatter's pre-multiply (NCCL), not the pack's */
     int64_t fused_bytes, gather_bytes;
     void *fused;                /* the reduce-scatter's output, 512-byte aligned views */
     void *result;               /* the all-reduce's output (fused itself with no replicate group) */

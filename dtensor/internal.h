@@ -57,7 +57,8 @@ static inline bool dtr__castable(dtr_dtype_t a, dtr_dtype_t b) {
 /* Element k of a buffer of dtype as a double (integers and halves exactly), and back
  * (rounded to the dtype; integers are truncated toward zero and wrapped as C casts do). */
 double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k); /* not complex: see parts */
-void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v);
+/* exported for libdtr_nccl.so (NCCL's pre-multiply scalar in the collective's dtype) */
+DTR_INTERNAL_EXPORT void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v);
 
 /* dst[k] = src[k] / n for count elements, in the dtype's own arithmetic (halves through
  * f32; integers truncate, as C division does). src may equal dst. */

@@ -151,6 +151,17 @@ typedef struct dtr_backend_ops {
     bool (*spans_ok)(void *group, dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
                      int64_t bytes);
     dtr_status_t (*spans_start)(void *group, const dtr_spans_op_t *op, dtr_backend_req_t *req);
+    /*
+     * optional: a SUM whose every addend is first multiplied by `scale` taken in `dtype`
+     * (rounded to it as a C cast from double through float does), as reduce_scatter (scatter
+     * true: send holds n pieces of `count` elements) or all_reduce; NCCL's
+     * ncclRedOpCreatePreMulSum. Float dtypes (f32, f64, f16, bf16). The gradient reduction
+     * (autograd/) hands it its pre-divide factors as 1 / factor instead of a divide pass
+     * before a SUM, as PyTorch's FSDP2 does on NCCL; without it, it divides.
+     */
+    dtr_status_t (*premul_sum)(void *group, const void *send, void *recv, int64_t count,
+                               dtr_dtype_t dtype, double scale, bool scatter,
+                               dtr_backend_req_t *req);
 } dtr_backend_ops_t;
 
 #ifdef __cplusplus

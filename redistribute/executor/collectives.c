@@ -97,7 +97,7 @@ dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsign
 
 dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
-                               dtr_reduce_op_t op, bool scatter, bool agree) {
+                               dtr_reduce_op_t op, bool scatter, bool agree, double scale) {
     const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
     void *group;
     int64_t n;
@@ -117,6 +117,8 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
     else if (count < 0) msg = "count: must be >= 0";
     else if (count > 0 && send == NULL) msg = "send: must not be NULL";
     else if (count > 0 && recv == NULL) msg = "recv: must not be NULL";
+    else if (scale != 1 && (op != DTR_REDUCE_SUM || group == NULL || !ctx->ops->premul_sum))
+        msg = "scale: a pre-multiplied SUM needs a backend with one and a group of two or more";
     else if (send != recv || scatter) {
         if (dtr__bytes_overlap(send, (size_t)(send_count * item), recv, (size_t)(count * item)))
             msg = scatter ? "recv: overlaps send" : "recv: overlaps send (pass send == recv for in place)";
@@ -126,6 +128,11 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
         uint64_t h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(dtr__mesh_hash(mesh), dims), count),
                                        dtype),
                               op * 2 + scatter);
+        if (scale != 1) {
+            int64_t bits;
+            memcpy(&bits, &scale, sizeof bits);
+            h = dtr__fnv(h, bits);
+        }
         DTR_CHECK(dtr__agree_on(ctx, group, func, h, local, msg));
     } else if (local != DTR_OK) {
         return dtr__error(local, func, "%s", msg);
@@ -143,8 +150,10 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
     bool divide = op == DTR_REDUCE_AVG && !(ctx->ops->caps & DTR_BACKEND_CAP_AVG);
     dtr_reduce_op_t bop = divide ? DTR_REDUCE_SUM : op;
     dtr_status_t st =
-        scatter ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &ctx->gbreq)
-                : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &ctx->gbreq);
+        scale != 1 ? ctx->ops->premul_sum(group, send, recv, count, dtype, scale, scatter,
+                                          &ctx->gbreq)
+        : scatter  ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, bop, &ctx->gbreq)
+                   : ctx->ops->all_reduce(group, send, recv, count, dtype, bop, &ctx->gbreq);
     st = dtr__wait_op(ctx, group, st);
     if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
     if (divide) DTR_CHECK(dtr__m_divide(ctx, dtype, recv, recv, count, n));
@@ -154,20 +163,21 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
 dtr_status_t dtr_all_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                             const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                             dtr_reduce_op_t op) {
-    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, false, true);
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, false, true, 1);
 }
 
 dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                 const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                                 dtr_reduce_op_t op) {
-    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, true, true);
+    return dtr__group_reduce(ctx, mesh, dims, send, recv, count, dtype, op, true, true, 1);
 }
 
 /* ---- started group operations (group.h) --------------------------------------------- */
 
 dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
                               unsigned dims, dtr__group_kind_t kind, const void *send,
-                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op) {
+                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                              double scale) {
     static const char *const funcs[] = {"all_reduce", "reduce_scatter", "all_gather"};
     const char *func = funcs[kind];
     dtr__group_op_t *g = &ctx->gops[slot];
@@ -179,6 +189,11 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
     int64_t n;
     DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
     int64_t item = kind == DTR__GROUP_ALL_GATHER ? 1 : dtr_dtype_info(dtype)->size;
+    if (scale != 1 && (kind == DTR__GROUP_ALL_GATHER || op != DTR_REDUCE_SUM || group == NULL ||
+                       !ctx->ops->premul_sum))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "scale: %g, a pre-multiplied SUM needs a backend with one and a "
+                          "group of two or more", scale);
     if (group == NULL) {
         if (count > 0) DTR_CHECK(dtr__m_copy(ctx, recv, send, count * item));
         return DTR_OK;
@@ -191,7 +206,9 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
         DTR_CHECK(dtr__group_complete(ctx, 1 - slot, true, &done));
     }
     dtr_status_t st =
-        kind == DTR__GROUP_ALL_REDUCE
+        scale != 1 ? ctx->ops->premul_sum(group, send, recv, count, dtype, scale,
+                                          kind == DTR__GROUP_REDUCE_SCATTER, &g->req)
+        : kind == DTR__GROUP_ALL_REDUCE
             ? ctx->ops->all_reduce(group, send, recv, count, dtype, op, &g->req)
         : kind == DTR__GROUP_REDUCE_SCATTER
             ? ctx->ops->reduce_scatter(group, send, recv, count, dtype, op, &g->req)
@@ -215,6 +232,12 @@ dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool 
 
 bool dtr__group_has_avg(const dtr_context_t *ctx) {
     return (ctx->ops->caps & DTR_BACKEND_CAP_AVG) != 0;
+}
+
+bool dtr__group_premul(const dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims) {
+    int64_t n = 1;
+    return ctx->ops->premul_sum != NULL && dtr_mesh_group_size(mesh, dims, &n) == DTR_OK &&
+           n > 1;
 }
 
 dtr_status_t dtr__group_scratch(dtr_context_t *ctx, int64_t bytes, void **p) {

@@ -16,14 +16,21 @@
  * wider group (autograd/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
  * the group of `dims` on `hash` (what the members must share) and this rank's verdict
  * (`local`, with `msg` for its error); dtr__group_reduce is dtr_all_reduce (scatter false) or
- * dtr_reduce_scatter, with the agreement left out when `agree` is false.
+ * dtr_reduce_scatter, with the agreement left out when `agree` is false. `scale` other than
+ * 1 makes it the backend's pre-multiplied SUM (premul_sum: every addend times `scale` in
+ * dtype first), for op SUM on a group where dtr__group_premul holds; the agreement then
+ * covers the scale too.
  */
 dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                               const char *func, uint64_t hash, dtr_status_t local,
                               const char *msg);
 dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
-                               dtr_reduce_op_t op, bool scatter, bool agree);
+                               dtr_reduce_op_t op, bool scatter, bool agree, double scale);
+/* Whether the group of `dims` has two or more members and the context's backend a
+ * pre-multiplied SUM (NCCL's): the gradient reduction then multiplies by 1 / its pre-divide
+ * factor inside the collective instead of dividing first. */
+bool dtr__group_premul(const dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims);
 
 /*
  * Started group operations, for autograd's parameter groups (autograd/group.c), which keep
@@ -32,7 +39,8 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
  * never points into freed memory). dtr__group_start starts one without an agreement (the
  * caller agreed over a wider group) and never in place (send and recv apart); `count` is
  * elements for the reductions and bytes per member for the all-gather; `op` goes to the
- * backend as is (AVG only where dtr__group_has_avg). A group of one copies and is done.
+ * backend as is (AVG only where dtr__group_has_avg); `scale` as for dtr__group_reduce. A
+ * group of one copies and is done.
  * dtr__group_complete tests (block false) or waits for the slot's operation under the
  * context's deadline; *done true frees the slot. A context staging a host backend for a
  * memory space holds one operation (staged.c): there a start first completes the other
@@ -54,7 +62,8 @@ typedef struct {
 
 dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
                               unsigned dims, dtr__group_kind_t kind, const void *send,
-                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
+                              void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                              double scale);
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
 /* Whether the backend reduces AVG itself (otherwise callers SUM and divide once). */
 bool dtr__group_has_avg(const dtr_context_t *ctx);

@@ -186,6 +186,18 @@ static dtr_status_t dtr__staged_all_reduce(void *group, const void *send, void *
     return s->in_ops->all_reduce(g->inner, s->hsend, s->hrecv, count, dtype, op, req);
 }
 
+static dtr_status_t dtr__staged_premul_sum(void *group, const void *send, void *recv,
+                                           int64_t count, dtr_dtype_t dtype, double scale,
+                                           bool scatter, dtr_backend_req_t *req) {
+    dtr__staged_group_t *g = group;
+    dtr__staged_t *s = g->s;
+    int64_t item = dtr_dtype_info(dtype)->size;
+    DTR_CHECK(dtr__stage_send(s, send, count * item * (scatter ? g->n : 1)));
+    DTR_CHECK(dtr__stage_recv(s, recv, count * item, 0));
+    return s->in_ops->premul_sum(g->inner, s->hsend, s->hrecv, count, dtype, scale, scatter,
+                                 req);
+}
+
 static dtr_status_t dtr__staged_all_to_all(void *group, const void *send, int64_t bytes,
                                            void *recv, dtr_backend_req_t *req) {
     dtr__staged_group_t *g = group;
@@ -273,6 +285,7 @@ dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_stat
         .test = dtr__staged_test,
         .wait = dtr__staged_wait,
         .destroy = dtr__staged_destroy,
+        .premul_sum = inner->premul_sum != NULL ? dtr__staged_premul_sum : NULL,
     };
     *state = s;
     return DTR_OK;

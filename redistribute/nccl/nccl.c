@@ -270,6 +270,35 @@ static dtr_status_t dtr__nccl_reduce(dtr__nccl_group_t *g, const void *send, voi
     return divide ? dtr__nccl_divide(g, recv, count, dtype) : DTR_OK;
 }
 
+/* A SUM whose addends are first multiplied by `scale` in dtype: ncclRedOpCreatePreMulSum
+ * with the scalar on the host, destroyed as soon as the collective is enqueued (NCCL
+ * allows that once the last call given the op has returned). */
+static dtr_status_t dtr__nccl_premul_sum(void *group, const void *send, void *recv,
+                                         int64_t count, dtr_dtype_t dtype, double scale,
+                                         bool scatter, dtr_backend_req_t *req) {
+    dtr__nccl_group_t *g = group;
+    (void)req;
+    DTR_CHECK(dtr__nccl_alive(g->s));
+    ncclDataType_t t = ncclUint8;
+    if (!dtr_dtype_info(dtype)->is_float || dtr_dtype_info(dtype)->storage_only ||
+        dtr_dtype_info(dtype)->is_complex || !dtr__nccl_type(dtype, &t))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "nccl", "premul_sum: dtype %s, not a float",
+                          dtr_dtype_name(dtype) != NULL ? dtr_dtype_name(dtype) : "?");
+    DTR_ALIGNAS(8) unsigned char scalar[8];
+    dtr__store(dtype, scalar, 0, scale); /* the scalar in the collective's dtype */
+    ncclRedOp_t op;
+    DTR__NCCL(g, ncclRedOpCreatePreMulSum(&op, scalar, t, ncclScalarHostImmediate, g->comm),
+              "ncclRedOpCreatePreMulSum");
+    ncclResult_t r =
+        scatter ? ncclReduceScatter(send, recv, (size_t)count, t, op, g->comm, g->s->stream)
+                : ncclAllReduce(send, recv, (size_t)count, t, op, g->comm, g->s->stream);
+    ncclRedOpDestroy(op, g->comm);
+    if (r != ncclSuccess)
+        return dtr__nccl_fail(g, r, scatter ? "ncclReduceScatter (premul sum)"
+                                            : "ncclAllReduce (premul sum)");
+    return DTR_OK;
+}
+
 static dtr_status_t dtr__nccl_reduce_scatter(void *group, const void *send, void *recv,
                                              int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                              dtr_backend_req_t *req) {
@@ -339,6 +368,7 @@ static const dtr_backend_ops_t dtr__nccl_ops = {
     .test = dtr__nccl_test,
     .wait = dtr__nccl_wait,
     .destroy = dtr__nccl_destroy,
+    .premul_sum = dtr__nccl_premul_sum,
 };
 
 dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,

@@ -4,28 +4,31 @@
 #include <mpi.h>
 #include <stdlib.h>
 
+#include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
 
 rec_t recs[REC_MAX];
 int nrecs;
+int rec_premul;
 
 static const dtr_backend_ops_t *inner;
-static dtr_backend_ops_t table;
+static dtr_backend_ops_t table, table_premul; /* without and with premul_sum */
 
 /* The group's size, kept beside the inner group. */
 typedef struct {
     void *g;
     int n;
+    void *scaled; /* premul_sum's multiplied addends, kept until the next one */
 } wgroup_t;
 
 static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o, void *g) {
     if (kind == 'a' && t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
-    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n};
+    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n, 1};
 }
 
 static int w_rank(void *s) { return inner->rank(s); }
 static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void **g) {
-    wgroup_t *w = malloc(sizeof *w);
+    wgroup_t *w = calloc(1, sizeof *w);
     if (w == NULL) return DTR_ERR_OUT_OF_MEMORY;
     w->n = n;
     dtr_status_t st = inner->group_create(s, r, n, tag, &w->g);
@@ -38,6 +41,7 @@ static dtr_status_t w_group_create(void *s, const int *r, int n, int tag, void *
 }
 static void w_group_destroy(void *s, void *g) {
     inner->group_destroy(s, ((wgroup_t *)g)->g);
+    free(((wgroup_t *)g)->scaled);
     free(g);
 }
 static dtr_status_t w_all_gather(void *g, const void *s, int64_t b, void *r, dtr_backend_req_t *q) {
@@ -53,6 +57,23 @@ static dtr_status_t w_all_reduce(void *g, const void *s, void *r, int64_t n, dtr
                                  dtr_reduce_op_t o, dtr_backend_req_t *q) {
     record('a', n, t, o, g);
     return inner->all_reduce(((wgroup_t *)g)->g, s, r, n, t, o, q);
+}
+static dtr_status_t w_premul_sum(void *g, const void *s, void *r, int64_t n, dtr_dtype_t t,
+                                 double scale, bool scatter, dtr_backend_req_t *q) {
+    wgroup_t *w = g;
+    record(scatter ? 'r' : 'a', n, t, DTR_REDUCE_SUM, g);
+    if (nrecs > 0) recs[nrecs - 1].scale = scale;
+    int64_t total = scatter ? n * w->n : n;
+    free(w->scaled);
+    w->scaled = malloc((size_t)(total * dtr_dtype_info(t)->size + 1));
+    if (w->scaled == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    double sc; /* the scale in the dtype, as NCCL takes it */
+    char one[8];
+    dtr__store(t, one, 0, scale);
+    sc = dtr__load(t, one, 0);
+    for (int64_t k = 0; k < total; k++) dtr__store(t, w->scaled, k, dtr__load(t, s, k) * sc);
+    return scatter ? inner->reduce_scatter(w->g, w->scaled, r, n, t, DTR_REDUCE_SUM, q)
+                   : inner->all_reduce(w->g, w->scaled, r, n, t, DTR_REDUCE_SUM, q);
 }
 static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
                                   void *r, const int64_t *rc, const int64_t *rd,
@@ -82,7 +103,9 @@ const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *in) {
         .wait = w_wait,
         .destroy = w_destroy,
     };
-    return &table;
+    table_premul = table;
+    table_premul.premul_sum = w_premul_sum;
+    return rec_premul ? &table_premul : &table;
 }
 
 const char *rec_kinds(void) {

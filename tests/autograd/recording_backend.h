@@ -14,11 +14,18 @@ typedef struct {
     dtr_dtype_t dtype;
     dtr_reduce_op_t op;
     int size; /* the group's size */
+    double scale; /* a pre-multiplied SUM's scale (premul_sum); 1 otherwise */
 } rec_t;
 
 #define REC_MAX 256
 extern rec_t recs[REC_MAX];
 extern int nrecs;
+
+/* Set before a context is made: its wrapper also offers premul_sum, as NCCL does. Its
+ * addends are multiplied by the scale rounded to the dtype, each product rounded to the
+ * dtype (NCCL's pre-multiply), into a buffer of the group's, and the inner backend sums
+ * those; recorded as 'r' or 'a' with the scale. */
+extern int rec_premul;
 
 /* The wrapper's table around `inner` (one inner backend per process). */
 const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *inner);

@@ -56,7 +56,7 @@ lib=$prefix/lib/libdtr.so.0
 nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$work/exported"
 sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
     "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" | sort -u >"$work/declared"
-printf '%s\n' dtr__env_timeout dtr__error dtr__mpi_error dtr__now >"$work/internal"
+printf '%s\n' dtr__env_timeout dtr__error dtr__mpi_error dtr__now dtr__store >"$work/internal"
 outside=$(grep -vc '^dtr_' "$work/exported")
 missing=$(comm -13 "$work/exported" "$work/declared")
 extra=$(comm -23 "$work/exported" "$work/declared" | comm -23 - "$work/internal")
