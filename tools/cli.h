@@ -142,6 +142,36 @@ void dtr_cli_mpi_paths(long long sums[6]);
 int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,
                       dtr_cost_model_t *cost, uint32_t *across, uint32_t *planned);
 
+/* ---- --backend mpi|nccl and --device cpu|cuda (cli_device.c) -------------------------- */
+
+typedef struct {
+    bool nccl, cuda;
+    const char *device; /* "cpu" or "cuda" */
+    /* --device cuda: the command's own CUDA memory state for its copies of host buffers
+     * (ops NULL: --device cpu, the host buffers themselves) */
+    const dtr_memory_ops_t *ops;
+    void *state;
+} dtr_cli_engine_t;
+
+/* Checks the flags (device NULL: cuda for nccl, else cpu), refusing what this build lacks:
+ * DTR_EXIT_USAGE with the message, or DTR_EXIT_OK. */
+int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device,
+                        dtr_cli_engine_t *e);
+/* The context they ask for (MPI on host; MPI staged over CUDA memory; NCCL), GPU rank % the
+ * GPUs visible; with no GPU visible, the driver's reason as the error. */
+dtr_status_t dtr_cli_engine_context(dtr_cli_engine_t *e, int rank, dtr_context_t **ctx);
+/* A copy of host's bytes in the command's space (*p = host on --device cpu); a copy in
+ * (then a sync, before the context's stream reads it) or out; the copy freed (nothing when
+ * p is host); the state destroyed. A copy out must follow dtr_context_sync of the context
+ * whose call wrote p. */
+dtr_status_t dtr_cli_dev_put(const dtr_cli_engine_t *e, void *host, size_t bytes, void **p);
+dtr_status_t dtr_cli_dev_in(const dtr_cli_engine_t *e, void *p, const void *host,
+                            size_t bytes);
+dtr_status_t dtr_cli_dev_get(const dtr_cli_engine_t *e, void *host, const void *p,
+                             size_t bytes);
+void dtr_cli_dev_free(const dtr_cli_engine_t *e, void *p, const void *host);
+void dtr_cli_engine_end(dtr_cli_engine_t *e);
+
 extern const dtr_cli_command_t dtr_cli_grad;
 
 /* JSON output helpers (compact, one object per line). */

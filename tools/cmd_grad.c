@@ -13,7 +13,7 @@ static void dtr__grad_help(FILE *out) {
         "usage: mpirun -n N dtr grad --mode ddp|fsdp|hsdp --mesh MESH [--dtype DTYPE]\n"
         "                 [--numel N | --shape SHAPE [--shard-dim D]] [--microbatches M]\n"
         "                 [--factor F] [--force-sum] [--base B] [--step S] [--ranks LIST]\n"
-        "                 [--verify] [--json]\n"
+        "                 [--verify] [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "       dtr grad --dry-run --world N [--mode MODE] [--mesh MESH] [--dtype DTYPE]\n"
         "                 [--factor F] [--force-sum] [--json]\n"
         "       mpirun -n N dtr grad --mode ddp|fsdp|hsdp --mesh MESH --model gpt2-small|FILE\n"
@@ -52,6 +52,14 @@ static void dtr__grad_help(FILE *out) {
         "                        59904 --step 256 puts fp16 values near 60000\n"
         "  --verify              compare every element on every rank with the exact mean\n"
         "  --json                one JSON object on rank 0\n"
+        "  --backend B           mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
+        "                        --device cuda; a pre-divide is NCCL's pre-multiplied SUM)\n"
+        "  --device D            cpu (default) or cuda: the gradients, the outputs and every\n"
+        "                        buffer of the reduction are memory of GPU (rank mod the GPUs\n"
+        "                        visible), with casts, divides and accumulation as kernels;\n"
+        "                        with the MPI backend several ranks may share a GPU (each\n"
+        "                        collective staged through host memory). Needs a dtr built\n"
+        "                        with CUDA (and NCCL for nccl) and a visible GPU.\n"
         "  --dry-run --world N   print the factors and collectives for N ranks; no MPI\n"
         "\n"
         "a model (--model): every parameter's gradient (f32, sharded on dim 0) reduced three\n"
@@ -75,6 +83,7 @@ static void dtr__grad_help(FILE *out) {
         "examples:\n"
         "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype bf16 --microbatches 2 --verify\n"
         "  mpirun -n 8 dtr grad --mode ddp --mesh 8 --dtype f16 --base 59904 --step 256 --verify\n"
+        "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --dtype bf16 --device cuda --verify\n"
         "  dtr grad --dry-run --world 12 --dtype f16\n"
         "  mpirun -n 8 dtr grad --mode hsdp --mesh 2x4 --model gpt2-small --dtype bf16 --verify\n"
         "\n"
@@ -97,6 +106,7 @@ typedef struct {
     bool force_sum, verify, json, dry_run;
     int64_t world; /* --world, for --dry-run */
     dtr_cli_spec_args_t spec;
+    dtr_cli_engine_t eng; /* --backend, --device */
 } dtr__grad_args_t;
 
 /* What the reduction does: groups, factors, collectives. */
@@ -256,9 +266,12 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     for (int i = 0; i < nd && inside; i++) pos = pos * sizes[i] + coord[i];
     dtr_context_t *ctx = NULL;
     dtr_reducer_t *red = NULL;
-    float *grad = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *grad);
+    dtr_cli_engine_t eng = a->eng;
+    size_t gbytes = (size_t)numel * sizeof(float);
+    float *grad = malloc(gbytes + sizeof(float)), *out = NULL;
+    void *dgrad = NULL, *dout = NULL; /* what the calls see: grad and out, or GPU copies */
     dtr_status_t st = grad != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-    if (st == DTR_OK) st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    if (st == DTR_OK) st = dtr_cli_engine_context(&eng, rank, &ctx);
     if (!dtr_cli_all_ok("grad", st, rank, "context")) goto done;
     if (inside && a->mode != DTR__DDP) {
         dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = p.shard_dims,
@@ -283,18 +296,24 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
         dtr_mesh_group_index(mesh, p.shard_dims, rank, &index);
         dtr_chunk(len, p.f.rs_size, index, &rows, &row_off);
     }
-    float *out = malloc((size_t)(out_numel > 0 ? out_numel : 1) * sizeof *out);
+    size_t obytes = (size_t)out_numel * sizeof(float);
+    out = malloc(obytes + sizeof(float));
     st = out != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    if (st == DTR_OK) st = dtr_cli_dev_put(&eng, grad, gbytes, &dgrad);
+    if (st == DTR_OK) st = dtr_cli_dev_put(&eng, out, obytes, &dout);
     if (!dtr_cli_all_ok("grad", st, rank, "output")) goto done_out;
     double t0 = MPI_Wtime();
     if (inside) {
-        if (red == NULL) memset(out, 0, (size_t)numel * sizeof *out);
+        if (red == NULL) memset(out, 0, obytes);
         for (long m = 0; m < a->microbatches && st == DTR_OK; m++) {
             for (int64_t k = 0; k < numel; k++) grad[k] = (float)dtr__value(a, pos, m, k);
             if (red != NULL) {
                 bool sync = m == a->microbatches - 1;
-                st = dtr_reducer_reduce(red, grad, (size_t)numel * sizeof *grad, sync, out,
-                                        (size_t)out_numel * sizeof *out);
+                st = dtr_cli_dev_in(&eng, dgrad, grad, gbytes);
+                if (st == DTR_OK)
+                    st = dtr_reducer_reduce(red, dgrad, gbytes, sync, dout, obytes);
+                /* the next microbatch's copy-in must not overwrite what this one reads */
+                if (st == DTR_OK) st = dtr_context_sync(ctx);
             } else {
                 for (int64_t k = 0; k < numel; k++) out[k] += grad[k]; /* ddp: local sum */
             }
@@ -303,8 +322,11 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
             dtr_grad_hook_fn hook = a->dtype == DTR_F16    ? dtr_hook_fp16_compress
                                     : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress
                                                            : dtr_hook_all_reduce;
-            st = hook(NULL, ctx, mesh, p.replicate_dims, out, numel, DTR_F32);
+            st = dtr_cli_dev_in(&eng, dout, out, obytes);
+            if (st == DTR_OK) st = hook(NULL, ctx, mesh, p.replicate_dims, dout, numel, DTR_F32);
         }
+        if (st == DTR_OK) st = dtr_context_sync(ctx);
+        if (st == DTR_OK) st = dtr_cli_dev_get(&eng, out, dout, obytes);
     }
     double secs = MPI_Wtime() - t0;
     if (!dtr_cli_all_ok("grad", st, rank, "reduce")) goto done_out;
@@ -334,16 +356,18 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
         if (a->json) {
             dtr__json_plan(a, &p, meshtext);
             printf(",\"shape\":\"%s\",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
+                   "\"backend\":\"%s\",\"device\":\"%s\","
                    "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"tolerance\":%.9g,"
                    "\"seconds\":%.6f}\n",
                    shape, (long long)numel, a->shard_dim, a->microbatches,
+                   dtr_context_backend(ctx), eng.device,
                    a->verify ? (ok ? "true" : "false") : "null", allerr[0],
                    allerr[1] > 0 ? "true" : "false", tol, tmax);
         } else {
             dtr__print_plan(a, &p, meshtext);
-            printf("  gradient %s (%lld elements), %ld microbatch%s; %.3f ms\n", shape,
-                   (long long)numel, a->microbatches, a->microbatches == 1 ? "" : "es",
-                   tmax * 1e3);
+            printf("  gradient %s (%lld elements), %ld microbatch%s, %s on %s; %.3f ms\n",
+                   shape, (long long)numel, a->microbatches, a->microbatches == 1 ? "" : "es",
+                   dtr_context_backend(ctx), eng.device, tmax * 1e3);
             if (a->verify && ok && p.f.factor == (double)n)
                 printf("  verified: every element on every rank is the mean over %lld ranks and "
                        "%ld microbatch%s; max abs error %.9g (tolerance %.9g)\n",
@@ -364,10 +388,13 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     }
     rc = ok ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done_out:
+    dtr_cli_dev_free(&eng, dgrad, grad);
+    dtr_cli_dev_free(&eng, dout, out);
     free(out);
 done:
     dtr_reducer_destroy(red);
     dtr_context_destroy(ctx);
+    dtr_cli_engine_end(&eng);
     free(grad);
 done_mesh:
     dtr_mesh_destroy(mesh);
@@ -390,11 +417,13 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
         {"json", no_argument, NULL, 'j'},
         {"dry-run", no_argument, NULL, 'y'},
         {"world", required_argument, NULL, 'W'},
+        {"backend", required_argument, NULL, 'E'},
+        {"device", required_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *mode = NULL, *numel = NULL, *shard = "0", *mb = "1", *factor = NULL;
-    const char *base = "0", *step = "1", *worldtext = NULL;
+    const char *base = "0", *step = "1", *worldtext = NULL, *backend = "mpi", *device = NULL;
     memset(a, 0, sizeof *a);
     *help = false;
     optind = 1;
@@ -415,6 +444,8 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
         case 'j': a->json = true; break;
         case 'y': a->dry_run = true; break;
         case 'W': worldtext = optarg; break;
+        case 'E': backend = optarg; break;
+        case 'V': device = optarg; break;
         case 'h': *help = true; return DTR_EXIT_OK;
         default:
             if (c != 'm' && c != 's' && c != 'd' && c != 'r')
@@ -435,6 +466,8 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
         a->mode = (dtr__mode_t)k;
     }
     if (!a->dry_run && a->spec.mesh == NULL) return dtr_cli_usage_error("grad", "--mesh: missing");
+    int erc = dtr_cli_engine_args("grad", backend, device, &a->eng);
+    if (erc != DTR_EXIT_OK) return erc;
     if (worldtext != NULL && !a->dry_run)
         return dtr_cli_usage_error("grad", "--world: only with --dry-run (mpirun sets the ranks)");
     int rc = DTR_EXIT_OK;

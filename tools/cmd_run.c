@@ -12,12 +12,6 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 #include "tools/pattern/pattern.h"
-#if defined(DTR_HAVE_CUDA)
-#include "redistribute/cuda/dtr_cuda.h"
-#endif
-#if defined(DTR_HAVE_NCCL)
-#include "redistribute/nccl/dtr_nccl.h"
-#endif
 
 static void dtr__run_help(FILE *out) {
     fputs(
@@ -148,63 +142,8 @@ static dtr_status_t dtr__baseline(dtr_context_t *ctx, const dtr_plan_t *plan) {
     return st == DTR_OK ? dtr_context_sync(ctx) : st;
 }
 
-#define DTR__TRY(call)                                                                    \
-    do {                                                                                   \
-        dtr_status_t dtr__st = (call);                                                     \
-        if (dtr__st != DTR_OK) return dtr__st;                                             \
-    } while (0)
-
-/* --device cuda: the buffers the calls see are copies on the GPU, through the command's own
- * CUDA memory state (ops NULL: --device cpu, the host buffers themselves). */
-static const dtr_memory_ops_t *dtr__dev_ops;
-static void *dtr__dev_state;
-
-static dtr_status_t dtr__dev_put(void *host, size_t bytes, void **p) {
-    if (dtr__dev_ops == NULL) {
-        *p = host;
-        return DTR_OK;
-    }
-    *p = NULL;
-    DTR__TRY(dtr__dev_ops->alloc(dtr__dev_state, (int64_t)bytes + 1, p));
-    DTR__TRY(dtr__dev_ops->copy(dtr__dev_state, *p, host, (int64_t)bytes, DTR_COPY_FROM_HOST));
-    return dtr__dev_ops->sync(dtr__dev_state); /* before the context's stream reads it */
-}
-
-static dtr_status_t dtr__dev_get(void *host, const void *p, size_t bytes) {
-    if (dtr__dev_ops == NULL || bytes == 0) return DTR_OK;
-    return dtr__dev_ops->copy(dtr__dev_state, host, p, (int64_t)bytes, DTR_COPY_TO_HOST);
-}
-
-static void dtr__dev_free(void *p) {
-    if (dtr__dev_ops != NULL && p != NULL) dtr__dev_ops->free(dtr__dev_state, p);
-}
-
-/* The context for --backend and --device; on a GPU, also the command's memory state. */
-static dtr_status_t dtr__context(bool nccl, bool cuda, int rank, dtr_context_t **ctx) {
-    if (!cuda) return dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
-#if defined(DTR_HAVE_CUDA)
-    int gpus = dtr_cuda_device_count();
-    if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &dtr__dev_state); /* "no GPU visible" */
-    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &dtr__dev_state));
-    dtr__dev_ops = dtr_memory_cuda_ops();
-#if defined(DTR_HAVE_NCCL)
-    if (nccl) return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
-#else
-    (void)nccl; /* refused with the arguments */
-#endif
-    void *mem = NULL;
-    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &mem));
-    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
-    if (st == DTR_OK) return dtr_context_set_memory(*ctx, dtr_memory_cuda_ops(), mem);
-    dtr_memory_cuda_ops()->destroy(mem);
-    return st;
-#else
-    (void)nccl;
-    (void)rank;
-    (void)ctx;
-    return DTR_ERR_UNSUPPORTED; /* refused with the arguments */
-#endif
-}
+/* --backend / --device: what the context runs on, and the command's GPU copies. */
+static dtr_cli_engine_t dtr__eng;
 
 /* --dump: writes bytes to DIR/rank<R>.<what>; prints the error and returns false on failure. */
 static bool dtr__dump(const char *dir, int rank, const char *what, const void *p, size_t n) {
@@ -398,26 +337,8 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         return dtr_cli_usage_error("run", "--input: reads the source blocks; --fill random "
                                           "fills them: pick one");
     if (input != NULL) data.fill.kind = DTR_FILL_GIVEN;
-    bool nccl = strcmp(backend, "nccl") == 0;
-    if (!nccl && strcmp(backend, "mpi") != 0)
-        return dtr_cli_usage_error("run", "--backend: '%s' is not mpi or nccl", backend);
-    if (device == NULL) device = nccl ? "cuda" : "cpu";
-    bool cuda = strcmp(device, "cuda") == 0;
-    if (!cuda && strcmp(device, "cpu") != 0)
-        return dtr_cli_usage_error("run", "--device: '%s' is not cpu or cuda", device);
-    if (nccl && !cuda)
-        return dtr_cli_usage_error("run", "--backend nccl: runs on GPU buffers only (--device "
-                                          "cuda), not --device cpu");
-#if !defined(DTR_HAVE_CUDA)
-    if (cuda)
-        return dtr_cli_usage_error("run", "--device cuda: this dtr was built without CUDA (nvcc "
-                                          "was not found at build time)");
-#endif
-#if !defined(DTR_HAVE_NCCL)
-    if (nccl)
-        return dtr_cli_usage_error("run", "--backend nccl: this dtr was built without NCCL "
-                                          "(nccl.h was not found at build time)");
-#endif
+    if ((rc = dtr_cli_engine_args("run", backend, device, &dtr__eng)) != DTR_EXIT_OK) return rc;
+    device = dtr__eng.device;
     struct stat dump_st;
     if (dump != NULL && (stat(dump, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
         return dtr_cli_usage_error("run", "--dump: '%s' is not an existing directory", dump);
@@ -468,18 +389,18 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     times = malloc(2 * (size_t)(iters + 1) * sizeof *times);
     dtr_status_t st = in && copy && out && times ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", rank);
-    if (st == DTR_OK) st = dtr__context(nccl, cuda, rank, &ctx);
+    if (st == DTR_OK) st = dtr_cli_engine_context(&dtr__eng, rank, &ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     if (inside) st = dtr__source_fill(&data, &src, "in", rank, verify, in, in_bytes);
     if (!dtr_cli_all_ok("run", st, rank, input != NULL ? "--input" : "fill")) goto done;
     memcpy(copy, in, in_bytes);
-    st = dtr__dev_put(in, in_bytes, &din);
-    if (st == DTR_OK) st = dtr__dev_put(out, out_bytes, &dout);
+    st = dtr_cli_dev_put(&dtr__eng, in, in_bytes, &din);
+    if (st == DTR_OK) st = dtr_cli_dev_put(&dtr__eng, out, out_bytes, &dout);
     if (!dtr_cli_all_ok("run", st, rank, "device buffers")) goto done;
     dtr__job_t job = {ctx, plan, din, in_bytes, dout, out_bytes, nonblocking != 0};
     st = dtr__once(&job);
-    if (st == DTR_OK) st = dtr__dev_get(out, dout, out_bytes);
-    if (st == DTR_OK) st = dtr__dev_get(in, din, in_bytes);
+    if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, out, dout, out_bytes);
+    if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, in, din, in_bytes);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
 
     dtr__verdict_t v = {0};
@@ -533,16 +454,16 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         void *dgin = NULL, *dgout = NULL;
         if (st == DTR_OK) {
             memcpy(gcopy, gin, (size_t)gl.bytes);
-            st = dtr__dev_put(gin, (size_t)gl.bytes, &dgin);
-            if (st == DTR_OK) st = dtr__dev_put(gout, (size_t)tl.bytes, &dgout);
+            st = dtr_cli_dev_put(&dtr__eng, gin, (size_t)gl.bytes, &dgin);
+            if (st == DTR_OK) st = dtr_cli_dev_put(&dtr__eng, gout, (size_t)tl.bytes, &dgout);
             if (st == DTR_OK)
                 st = dtr_redistribute(ctx, bplan, dgin, (size_t)gl.bytes, dgout, (size_t)tl.bytes);
             if (st == DTR_OK) st = dtr_context_sync(ctx);
-            if (st == DTR_OK) st = dtr__dev_get(gout, dgout, (size_t)tl.bytes);
-            if (st == DTR_OK) st = dtr__dev_get(gin, dgin, (size_t)gl.bytes);
+            if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, gout, dgout, (size_t)tl.bytes);
+            if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, gin, dgin, (size_t)gl.bytes);
         }
-        if (dgin != gin) dtr__dev_free(dgin);
-        if (dgout != gout) dtr__dev_free(dgout);
+        dtr_cli_dev_free(&dtr__eng, dgin, gin);
+        dtr_cli_dev_free(&dtr__eng, dgout, gout);
         bool dumped = st != DTR_OK || !inside ||
                       (dtr__dump(dump, rank, "grad_in", gin, (size_t)gl.bytes) &&
                        dtr__dump(dump, rank, "grad_out", gout, (size_t)tl.bytes));
@@ -748,10 +669,9 @@ done_all:
 done:
     dtr_fill_blocks_destroy(data.blocks);
     dtr_context_destroy(ctx);
-    if (din != in) dtr__dev_free(din);
-    if (dout != out) dtr__dev_free(dout);
-    if (dtr__dev_ops != NULL) dtr__dev_ops->destroy(dtr__dev_state);
-    dtr__dev_ops = NULL;
+    dtr_cli_dev_free(&dtr__eng, din, in);
+    dtr_cli_dev_free(&dtr__eng, dout, out);
+    dtr_cli_engine_end(&dtr__eng);
     free(in);
     free(copy);
     free(out);

@@ -9,7 +9,8 @@
 # files as Debian lays them out to DIR/root (to be copied over / there without replacing
 # anything), and writes DIR/run.sh, which on the GPU machine runs NCCL's pre-multiplied sums
 # and the gradient reduction on CUDA memory (premul), the executor's GPU random cases
-# (exec), cli_run.sh's checks, GPU ones included (cli), and bench/gpu_bench.sh (bench),
+# (exec), cli_run.sh's and cli_grad.sh's checks, GPU ones included (cli), and
+# bench/gpu_bench.sh (bench),
 # leaving logs and docs/gpu-bench.md's text in $OUT; PARTS="premul exec" picks some (all by
 # default). Then, with the device tool: run `bash DIR/run.sh` carrying DIR (about 30 MiB).
 set -eu
@@ -74,6 +75,9 @@ if [[ \$parts == *" cli "* ]]; then
 echo "== cli_run.sh"
 timeout 240 bash tests/tools/cli_run.sh \$PWD/$dir/bin/dtr >"\$OUT/cli_run.txt" 2>&1; echo "exit \$?"
 grep -E "^gpu:|FAIL|passed" "\$OUT/cli_run.txt" | tail -15
+echo "== cli_grad.sh"
+timeout 300 bash tests/tools/cli_grad.sh \$PWD/$dir/bin/dtr >"\$OUT/cli_grad.txt" 2>&1; echo "exit \$?"
+grep -E "^gpu:|FAIL|passed" "\$OUT/cli_grad.txt" | tail -15
 fi
 [[ \$parts == *" bench "* ]] || exit 0
 echo "== gpu_bench"

@@ -43,6 +43,32 @@ check() {
     fi
 }
 
+# gpu_check NAME RANKS CMD ARGS...: a GPU path (dtr CMD ARGS... under mpirun -n RANKS, with
+# --json --verify among ARGS): verified where a GPU is visible; otherwise the reason, and no
+# crash: exit 2 "built without" (no CUDA/NCCL at build time) or exit 1 "no GPU visible" on
+# every rank. Prints "gpu: NAME: ..." either way (the GPU machine's run greps for it).
+gpu_check() {
+    local name=$1 n=$2 cmd=$3
+    shift 2
+    timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    local rc=$?
+    if [ $rc -eq 0 ] && grep -qF '"verified":true' "$out"; then
+        pass=$((pass + 1))
+        echo "gpu: $name: verified on a GPU"
+    elif [ $rc -eq 2 ] && grep -q "^dtr $cmd: --[a-z]* [a-z]*: this dtr was built without" "$err"; then
+        pass=$((pass + 1))
+        echo "gpu: $name: skipped: $(head -1 "$err")"
+    elif [ $rc -eq 1 ] && [ "$(grep -c 'no GPU visible' "$err")" -eq "$n" ]; then
+        pass=$((pass + 1))
+        echo "gpu: $name: skipped: $(head -1 "$err")"
+    else
+        fail=$((fail + 1))
+        echo "FAIL: gpu: $name (exit $rc)"
+        sed 's/^/  stdout: /' "$out" | head -5
+        sed 's/^/  stderr: /' "$err" | head -5
+    fi
+}
+
 # finish LABEL: prints "LABEL: N passed, N failed" (tools/test.sh sums these) and the status.
 finish() {
     echo "$1: $pass passed, $fail failed"

@@ -68,5 +68,28 @@ check "dry run needs --world" 0 2 "" "--dry-run needs --world N" grad --dry-run
 check "dry run hsdp needs --mesh" 0 2 "" "give --mesh RxS" grad --dry-run --mode hsdp --world 8
 check "dry run --world vs --mesh" 0 2 "" "--world: 6, but --mesh 2x4 has 8 ranks" grad --dry-run --world 6 --mesh 2x4
 check "unknown flag" 2 2 "" "--bogus" grad --mode fsdp --mesh 2 --bogus
+check "bad --device" 2 2 "" "dtr grad: --device: 'tpu' is not cpu or cuda" \
+    grad --mode fsdp --mesh 2 --device tpu
+check "bad --backend" 2 2 "" "dtr grad: --backend: 'gloo' is not mpi or nccl" \
+    grad --mode fsdp --mesh 2 --backend gloo
+check "nccl on cpu buffers" 2 2 "" "dtr grad: --backend nccl: runs on GPU buffers only" \
+    grad --mode fsdp --mesh 2 --backend nccl --device cpu
+check "--device cpu is the MPI path" 2 0 '"backend":"mpi","device":"cpu","verified":true' "" \
+    grad --mode fsdp --mesh 2 --numel 1001 --device cpu --verify --json
+
+# On a GPU: every mode on CUDA memory (8 ranks sharing it: MPI staged through host, the
+# casts, divides and accumulation as kernels), and NCCL on one rank.
+for mode in ddp fsdp hsdp; do
+    for dt in f32 bf16 f16; do
+        mesh=8
+        [ $mode = hsdp ] && mesh=2x4
+        gpu_check "$mode $dt on CUDA memory, 8 ranks" 8 grad --mode $mode --mesh $mesh \
+            --dtype $dt --microbatches 2 --numel 100003 --device cuda --verify --json
+    done
+done
+gpu_check "hsdp f32 factor 3 (a pre-multiplied SUM where the backend has one)" 8 grad \
+    --mode hsdp --mesh 2x4 --factor 3 --numel 100003 --device cuda --verify --json
+gpu_check "fsdp bf16 on nccl, world size 1" 1 grad --mode fsdp --mesh 1 --dtype bf16 \
+    --numel 100003 --backend nccl --verify --json
 
 finish "dtr grad"

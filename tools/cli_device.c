@@ -1,0 +1,104 @@
+/* --backend and --device of the commands that run under mpirun (dtr run, dtr grad): the
+ * flags' checks, the context they ask for, and the command's copies of its buffers on the
+ * GPU (cli.h). */
+#include <mpi.h>
+#include <string.h>
+
+#include "redistribute/mpi/dtr_mpi.h"
+#include "tools/cli.h"
+#if defined(DTR_HAVE_CUDA)
+#include "redistribute/cuda/dtr_cuda.h"
+#endif
+#if defined(DTR_HAVE_NCCL)
+#include "redistribute/nccl/dtr_nccl.h"
+#endif
+
+int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device,
+                        dtr_cli_engine_t *e) {
+    e->nccl = strcmp(backend, "nccl") == 0;
+    if (!e->nccl && strcmp(backend, "mpi") != 0)
+        return dtr_cli_usage_error(cmd, "--backend: '%s' is not mpi or nccl", backend);
+    if (device == NULL) device = e->nccl ? "cuda" : "cpu";
+    e->cuda = strcmp(device, "cuda") == 0;
+    e->device = e->cuda ? "cuda" : "cpu";
+    if (!e->cuda && strcmp(device, "cpu") != 0)
+        return dtr_cli_usage_error(cmd, "--device: '%s' is not cpu or cuda", device);
+    if (e->nccl && !e->cuda)
+        return dtr_cli_usage_error(cmd, "--backend nccl: runs on GPU buffers only (--device "
+                                        "cuda), not --device cpu");
+#if !defined(DTR_HAVE_CUDA)
+    if (e->cuda)
+        return dtr_cli_usage_error(cmd, "--device cuda: this dtr was built without CUDA (nvcc "
+                                        "was not found at build time)");
+#endif
+#if !defined(DTR_HAVE_NCCL)
+    if (e->nccl)
+        return dtr_cli_usage_error(cmd, "--backend nccl: this dtr was built without NCCL "
+                                        "(nccl.h was not found at build time)");
+#endif
+    return DTR_EXIT_OK;
+}
+
+#define DTR__TRY(call)                                                                    \
+    do {                                                                                   \
+        dtr_status_t dtr__st = (call);                                                     \
+        if (dtr__st != DTR_OK) return dtr__st;                                             \
+    } while (0)
+
+dtr_status_t dtr_cli_engine_context(dtr_cli_engine_t *e, int rank, dtr_context_t **ctx) {
+    e->ops = NULL;
+    e->state = NULL;
+    if (!e->cuda) return dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
+#if defined(DTR_HAVE_CUDA)
+    int gpus = dtr_cuda_device_count();
+    if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &e->state); /* "no GPU visible" */
+    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &e->state));
+    e->ops = dtr_memory_cuda_ops();
+#if defined(DTR_HAVE_NCCL)
+    if (e->nccl) return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
+#endif
+    void *mem = NULL;
+    DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &mem));
+    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
+    if (st == DTR_OK) return dtr_context_set_memory(*ctx, dtr_memory_cuda_ops(), mem);
+    dtr_memory_cuda_ops()->destroy(mem);
+    return st;
+#else
+    (void)rank;
+    (void)ctx;
+    return DTR_ERR_UNSUPPORTED; /* refused with the arguments */
+#endif
+}
+
+dtr_status_t dtr_cli_dev_put(const dtr_cli_engine_t *e, void *host, size_t bytes, void **p) {
+    if (e->ops == NULL) {
+        *p = host;
+        return DTR_OK;
+    }
+    *p = NULL;
+    DTR__TRY(e->ops->alloc(e->state, (int64_t)bytes + 1, p));
+    return dtr_cli_dev_in(e, *p, host, bytes);
+}
+
+dtr_status_t dtr_cli_dev_in(const dtr_cli_engine_t *e, void *p, const void *host,
+                            size_t bytes) {
+    if (e->ops == NULL || bytes == 0) return DTR_OK;
+    DTR__TRY(e->ops->copy(e->state, p, host, (int64_t)bytes, DTR_COPY_FROM_HOST));
+    return e->ops->sync(e->state); /* before the context's stream reads it */
+}
+
+dtr_status_t dtr_cli_dev_get(const dtr_cli_engine_t *e, void *host, const void *p,
+                             size_t bytes) {
+    if (e->ops == NULL || bytes == 0) return DTR_OK;
+    return e->ops->copy(e->state, host, p, (int64_t)bytes, DTR_COPY_TO_HOST);
+}
+
+void dtr_cli_dev_free(const dtr_cli_engine_t *e, void *p, const void *host) {
+    if (e->ops != NULL && p != NULL && p != host) e->ops->free(e->state, p);
+}
+
+void dtr_cli_engine_end(dtr_cli_engine_t *e) {
+    if (e->ops != NULL) e->ops->destroy(e->state);
+    e->ops = NULL;
+    e->state = NULL;
+}
