@@ -142,6 +142,8 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->post = f.post * (double)f.world;
     }
     g->premul = f.pre != 1 && dtr__group_premul(ctx, desc->mesh, desc->shard_dims);
+    g->direct = f.pre == 1 && !dtr__group_on_space(ctx);
+    for (int i = 0; i < n; i++) g->direct = g->direct && desc->params[i].dtype == g->reduce_dtype;
     dtr_status_t st = dtr__space_factors(ctx, f.factor, g->premul ? 1 : f.pre, g->post, func);
     if (st != DTR_OK) {
         dtr_param_group_destroy(g);
@@ -232,6 +234,69 @@ static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, ch
     return DTR_OK;
 }
 
+/* Zeros for the span lists: padding and alignment gaps read from here, never written. */
+enum { DTR__ZEROS = 1 << 16 };
+static const char dtr__zeros[DTR__ZEROS];
+
+/* Spans reading `len` zero bytes; returns how many (0..2). */
+static int dtr__zero_spans(dtr_span_t *sp, int64_t len) {
+    int n = 0;
+    if (len >= DTR__ZEROS) sp[n++] = (dtr_span_t){(char *)dtr__zeros, len / DTR__ZEROS, DTR__ZEROS, 0};
+    if (len % DTR__ZEROS) sp[n++] = (dtr_span_t){(char *)dtr__zeros, 1, len % DTR__ZEROS, 0};
+    return n;
+}
+
+/*
+ * The pack as a span list: block k of the send stream is what dtr__pack writes there (each
+ * parameter's rows [k * chunk, ...) where they lie in its gradient, zeros past the end of
+ * the dim and in the alignment gaps), read by the reduce-scatter itself. Only for a direct
+ * group (no cast, no pre-divide, host memory). Starts it in the RS slot.
+ */
+static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads) {
+    int64_t most = 4;
+    for (int i = 0; i < g->n; i++) most += g->rs * (2 * g->m[i].outer + 4);
+    dtr_span_t *sp = malloc((size_t)most * sizeof *sp);
+    int64_t *counts = malloc((size_t)g->rs * sizeof *counts);
+    if (sp == NULL || counts == NULL) {
+        free(sp);
+        free(counts);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_param_group_reduce", "span lists");
+    }
+    int64_t ns = 0, zero = 0; /* zero: bytes of zeros not yet listed */
+    for (int64_t k = 0; k < g->rs; k++) {
+        counts[k] = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
+        for (int i = 0; i < g->n; i++) {
+            const dtr__gparam_t *m = &g->m[i];
+            int64_t lo = k * m->chunk, hi = lo + m->chunk < m->len ? lo + m->chunk : m->len;
+            int64_t real = (hi > lo ? (hi - lo) * m->inner : 0) * m->item;
+            int64_t slice = m->chunk * m->inner * m->item, row = m->len * m->inner * m->item;
+            const char *src = (const char *)grads[i] + lo * m->inner * m->item;
+            bool whole = real == slice && m->outer > 1; /* every row full: one strided span */
+            for (int64_t o = 0; o < m->outer; o++) {
+                if (real > 0) {
+                    ns += dtr__zero_spans(sp + ns, zero);
+                    zero = 0;
+                    sp[ns++] = (dtr_span_t){(char *)src + o * row, whole ? m->outer : 1, real,
+                                            whole ? row : 0};
+                }
+                zero += slice - real;
+                if (whole) break;
+            }
+            int64_t end = i + 1 < g->n ? g->m[i + 1].offset : g->fused_bytes;
+            zero += end - m->offset - m->piece * m->item;
+        }
+    }
+    ns += dtr__zero_spans(sp + ns, zero);
+    dtr_span_t recv = {g->fused, 1, g->fused_bytes, 0};
+    dtr_spans_op_t op = {.kind = DTR_SPANS_REDUCE_SCATTER, .send = sp, .recv = &recv,
+                         .nsend = (int)ns, .nrecv = 1, .counts = counts,
+                         .dtype = g->reduce_dtype, .op = g->rs_op};
+    dtr_status_t st = dtr__group_start_spans(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims, &op);
+    free(sp);
+    free(counts);
+    return st;
+}
+
 /* The argument checks of a reduction on this rank; msg says what was wrong. */
 static dtr_status_t dtr__check_reduce(const dtr_param_group_t *g, const void *const *grads,
                                       const size_t *grad_bytes, bool sync, void *const *outs,
@@ -296,12 +361,20 @@ dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
     }
     DTR_CHECK(dtr__group_agree(g->ctx, g->mesh, g->shard_dims | g->replicate_dims, func,
                                dtr__fnv(g->hash, sync), local, msg));
+    if (sync) memcpy(g->outs, outs, (size_t)g->n * sizeof *g->outs);
+    g->sync = sync;
+    if (g->rs > 1 && g->direct &&
+        dtr__group_spans_ok(g->ctx, g->mesh, g->shard_dims, DTR_SPANS_REDUCE_SCATTER,
+                            g->reduce_dtype, g->rs_op, g->rs * g->fused_bytes)) {
+        g->pending = true;
+        dtr_status_t st = dtr__rs_spans(g, grads);
+        if (st != DTR_OK) g->pending = false;
+        return st;
+    }
     char *send = g->fused;
     if (g->rs > 1)
         DTR_CHECK(dtr__group_scratch(g->ctx, g->rs * g->fused_bytes, (void **)&send));
     DTR_CHECK(dtr__pack(g, grads, send));
-    if (sync) memcpy(g->outs, outs, (size_t)g->n * sizeof *g->outs);
-    g->sync = sync;
     g->pending = true;
     if (g->rs == 1) return DTR_OK;
     int64_t count = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;

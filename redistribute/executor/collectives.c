@@ -219,6 +219,36 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
     return DTR_OK;
 }
 
+bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                         dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                         int64_t bytes) {
+    void *group = NULL;
+    int64_t n = 1;
+    if (ctx->ops->spans_ok == NULL || ctx->ops->spans_start == NULL || ctx->mem != NULL ||
+        dtr__dims_group(ctx, mesh, dims, "spans", &group, &n) != DTR_OK || group == NULL)
+        return false;
+    return ctx->ops->spans_ok(group, kind, dtype, op, bytes);
+}
+
+dtr_status_t dtr__group_start_spans(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
+                                    unsigned dims, const dtr_spans_op_t *op) {
+    static const char func[] = "reduce_scatter (spans)";
+    dtr__group_op_t *g = &ctx->gops[slot];
+    if (g->group != NULL)
+        return dtr__error(DTR_ERR_BUSY, func, "group operation slot %d is in flight", slot);
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    void *group;
+    int64_t n;
+    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+    if (group == NULL || ctx->ops->spans_start == NULL)
+        return dtr__error(DTR_ERR_UNSUPPORTED, func, "no span lists for this group");
+    dtr_status_t st = ctx->ops->spans_start(group, op, &g->req);
+    if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
+    g->group = group;
+    g->started = dtr__now();
+    return DTR_OK;
+}
+
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done) {
     dtr__group_op_t *g = &ctx->gops[slot];
     *done = true;

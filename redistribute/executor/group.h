@@ -65,6 +65,15 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
                               void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                               double scale);
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
+/* The same over span lists (backend.h's spans_ok / spans_start), where the backend takes
+ * them for this group: a reduce-scatter that reads each member's pieces where they lie, with
+ * no pack pass. dtr__group_spans_ok is false for a group of one, a staging context, or a
+ * backend without span lists; its answer is the same on every member (backend.h). */
+bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                         dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                         int64_t bytes);
+dtr_status_t dtr__group_start_spans(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
+                                    unsigned dims, const dtr_spans_op_t *op);
 /* Whether the backend reduces AVG itself (otherwise callers SUM and divide once). */
 bool dtr__group_has_avg(const dtr_context_t *ctx);
 /* A host buffer of at least `bytes` owned by the context, for packing one operation's send;

@@ -200,6 +200,56 @@ static void test_modes(void) {
             }
 }
 
+/* Groups whose parameters all have the reduce dtype, on host memory: the reduce-scatter
+ * reads the gradients where they lie (span lists through the shared-memory segment), with
+ * the padding and alignment gaps read as zeros; blocking and through the pipeline. */
+static void test_direct(void) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16};
+    char what[200];
+    for (int ti = 0; ti < 2; ti++) {
+        dtr_param_desc_t same[NMIXED];
+        memcpy(same, mixed, sizeof same);
+        for (int i = 0; i < NMIXED; i++) same[i].dtype = types[ti];
+        for (int hsdp = 0; hsdp < 2; hsdp++)
+            for (int M = 1; M <= 2; M++) {
+                dtr_param_group_t *g = make_group(same, NMIXED, hsdp ? 0x2 : 0x3, hsdp ? 0x1 : 0,
+                                                  types[ti], 0, false);
+                bufs_t b;
+                bufs_make(&b, same, NMIXED, hsdp ? 0x2 : 0x3);
+                int ok = g != NULL;
+                nrecs = 0;
+                dtr_grad_pipeline_t *p = NULL;
+                ok = ok && dtr_grad_pipeline_create(ctx, &p) == DTR_OK;
+                for (int m = 0; m < M && ok; m++) {
+                    bufs_fill(&b, same, 0, m, M);
+                    /* M = 2 through the pipeline, M = 1 blocking */
+                    dtr_status_t st =
+                        M == 2 ? dtr_grad_pipeline_push(p, g, (const void *const *)b.grads,
+                                                        b.grad_bytes, m == M - 1, b.outs,
+                                                        b.out_bytes)
+                               : dtr_param_group_reduce(g, (const void *const *)b.grads,
+                                                        b.grad_bytes, true, b.outs, b.out_bytes);
+                    if (st == DTR_OK && M == 2) st = dtr_grad_pipeline_finish(p);
+                    ok = st == DTR_OK && bufs_inputs_kept(&b);
+                    if (!ok) printf("rank %d: microbatch %d: %s\n", rank, m, dtr_last_error());
+                }
+                dtr_grad_pipeline_destroy(p);
+                snprintf(what, sizeof what,
+                         "%s, all %s, reduce %s, %d microbatch(es)%s: exact means with the "
+                         "reduce-scatter over span lists",
+                         hsdp ? "HSDP" : "FSDP", dtr_dtype_name(types[ti]),
+                         dtr_dtype_name(types[ti]), M, M == 2 ? " (pipeline)" : "");
+                ok = ok && bufs_check(&b, same, 0, M, 8, what);
+                int spans = nrecs == M + hsdp;
+                for (int k = 0; k < M && spans; k++) spans = recs[k].kind == 'r' && recs[k].spans;
+                if (!spans) printf("rank %d: recorded %s\n", rank, rec_kinds());
+                check(ok && spans, what);
+                bufs_free(&b);
+                dtr_param_group_destroy(g);
+            }
+    }
+}
+
 /* The fused buffer's layout and the factors of the groups used. */
 static void test_layout(void) {
     dtr_param_group_t *g = make_group(mixed, NMIXED, 0x2, 0x1, DTR_BF16, 0, false);
@@ -684,6 +734,7 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     test_modes();
+    test_direct();
     test_layout();
     test_pipeline();
     test_all_gather();

@@ -23,7 +23,7 @@ typedef struct {
 
 static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o, void *g) {
     if (kind == 'a' && t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
-    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n, 1};
+    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n, 1, 0};
 }
 
 static int w_rank(void *s) { return inner->rank(s); }
@@ -75,6 +75,16 @@ static dtr_status_t w_premul_sum(void *g, const void *s, void *r, int64_t n, dtr
     return scatter ? inner->reduce_scatter(w->g, w->scaled, r, n, t, DTR_REDUCE_SUM, q)
                    : inner->all_reduce(w->g, w->scaled, r, n, t, DTR_REDUCE_SUM, q);
 }
+static bool w_spans_ok(void *g, dtr_spans_kind_t k, dtr_dtype_t t, dtr_reduce_op_t o,
+                       int64_t bytes) {
+    return inner->spans_ok != NULL && inner->spans_ok(((wgroup_t *)g)->g, k, t, o, bytes);
+}
+static dtr_status_t w_spans_start(void *g, const dtr_spans_op_t *op, dtr_backend_req_t *q) {
+    static const char kinds[] = {'g', 'r', 'a'};
+    record(kinds[op->kind], op->counts[0], op->dtype, op->op, g);
+    if (nrecs > 0) recs[nrecs - 1].spans = 1;
+    return inner->spans_start(((wgroup_t *)g)->g, op, q);
+}
 static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,
                                   void *r, const int64_t *rc, const int64_t *rd,
                                   dtr_backend_req_t *q) {
@@ -102,6 +112,8 @@ const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *in) {
         .test = w_test,
         .wait = w_wait,
         .destroy = w_destroy,
+        .spans_ok = in->spans_ok != NULL ? w_spans_ok : NULL,
+        .spans_start = in->spans_ok != NULL ? w_spans_start : NULL,
     };
     table_premul = table;
     table_premul.premul_sum = w_premul_sum;

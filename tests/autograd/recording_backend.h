@@ -1,7 +1,8 @@
 /*
  * A recording wrapper around a backend, for the gradient tests: it logs the data
  * collectives issued (the argument agreements, 3 x i64 under MAX, are left out) in order,
- * so a test asserts which operations ran, their sizes, dtypes and ops.
+ * so a test asserts which operations ran, their sizes, dtypes and ops. It passes the inner
+ * backend's span lists on (the parameter groups' reduce-scatter without a pack).
  */
 #ifndef DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
 #define DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
@@ -15,6 +16,7 @@ typedef struct {
     dtr_reduce_op_t op;
     int size; /* the group's size */
     double scale; /* a pre-multiplied SUM's scale (premul_sum); 1 otherwise */
+    int spans;    /* 1: over span lists (spans_start), counts[0] in count */
 } rec_t;
 
 #define REC_MAX 256
