@@ -142,8 +142,10 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->post = f.post * (double)f.world;
     }
     g->premul = f.pre != 1 && dtr__group_premul(ctx, desc->mesh, desc->shard_dims);
-    g->direct = f.pre == 1 && !dtr__group_on_space(ctx);
-    for (int i = 0; i < n; i++) g->direct = g->direct && desc->params[i].dtype == g->reduce_dtype;
+    g->direct = f.pre == 1 && !dtr__group_on_space(ctx) &&
+                (desc->params[0].dtype == g->reduce_dtype || dtr__group_spans_cast(ctx));
+    for (int i = 1; i < n; i++)
+        g->direct = g->direct && desc->params[i].dtype == desc->params[0].dtype;
     dtr_status_t st = dtr__space_factors(ctx, f.factor, g->premul ? 1 : f.pre, g->post, func);
     if (st != DTR_OK) {
         dtr_param_group_destroy(g);
@@ -249,8 +251,9 @@ static int dtr__zero_spans(dtr_span_t *sp, int64_t len) {
 /*
  * The pack as a span list: block k of the send stream is what dtr__pack writes there (each
  * parameter's rows [k * chunk, ...) where they lie in its gradient, zeros past the end of
- * the dim and in the alignment gaps), read by the reduce-scatter itself. Only for a direct
- * group (no cast, no pre-divide, host memory). Starts it in the RS slot.
+ * the dim and in the alignment gaps), read by the reduce-scatter itself, which casts them
+ * to the reduce dtype as it reads where the parameters' dtype differs. Only for a direct
+ * group (one parameter dtype, no pre-divide, host memory). Starts it in the RS slot.
  */
 static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads) {
     int64_t most = 4;
@@ -262,7 +265,8 @@ static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads
         free(counts);
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_param_group_reduce", "span lists");
     }
-    int64_t ns = 0, zero = 0; /* zero: bytes of zeros not yet listed */
+    int64_t ns = 0, zero = 0; /* zero: bytes of zeros not yet listed (parameter dtype) */
+    int64_t ritem = dtr_dtype_info(g->reduce_dtype)->size;
     for (int64_t k = 0; k < g->rs; k++) {
         counts[k] = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
         for (int i = 0; i < g->n; i++) {
@@ -282,15 +286,18 @@ static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads
                 zero += slice - real;
                 if (whole) break;
             }
+            /* the alignment gap after the view, in elements of the fused buffer */
             int64_t end = i + 1 < g->n ? g->m[i + 1].offset : g->fused_bytes;
-            zero += end - m->offset - m->piece * m->item;
+            zero += ((end - m->offset) / ritem - m->piece) * m->item;
         }
     }
     ns += dtr__zero_spans(sp + ns, zero);
     dtr_span_t recv = {g->fused, 1, g->fused_bytes, 0};
     dtr_spans_op_t op = {.kind = DTR_SPANS_REDUCE_SCATTER, .send = sp, .recv = &recv,
                          .nsend = (int)ns, .nrecv = 1, .counts = counts,
-                         .dtype = g->reduce_dtype, .op = g->rs_op};
+                         .dtype = g->reduce_dtype, .op = g->rs_op,
+                         .cast = g->params[0].dtype != g->reduce_dtype,
+                         .send_dtype = g->params[0].dtype};
     dtr_status_t st = dtr__group_start_spans(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims, &op);
     free(sp);
     free(counts);

@@ -31,8 +31,9 @@ struct dtr_param_group {
     dtr_reduce_op_t rs_op, ar_op; /* what the backend runs */
     double post;                /* the one divide at the end (f.post, times D for SUM-for-AVG) */
     bool premul;                /* f.pre is the reduce-scatter's pre-multiply (NCCL), not the pack's */
-    bool direct;                /* host memory, no cast, no pre-divide: the reduce-scatter may
-                                 * read the gradients where they lie (span lists), no pack */
+    bool direct;                /* host memory, one param dtype, no pre-divide: the reduce-
+                                 * scatter may read the gradients where they lie (span lists,
+                                 * cast on reading where the dtypes differ), no pack */
     int64_t fused_bytes, gather_bytes;
     void *fused;                /* the reduce-scatter's output, 512-byte aligned views */
     void *result;               /* the all-reduce's output (fused itself with no replicate group) */

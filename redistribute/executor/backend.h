@@ -31,6 +31,10 @@ typedef struct {
  * a context on a non-host space stages each operation through host memory. */
 #define DTR_BACKEND_CAP_DEVICE 2u
 
+/* The backend's span lists take a cast on reading (dtr_spans_op_t.cast): the send spans
+ * hold send_dtype elements, converted to the operation's dtype as they are read. */
+#define DTR_BACKEND_CAP_SPANS_CAST 4u
+
 /* Bytes of a buffer that need not be contiguous: `rows` rows of `run` bytes, `stride` bytes
  * apart, from `base`. A list of spans is read or written in order as one stream of bytes. */
 typedef struct {
@@ -62,6 +66,12 @@ typedef struct {
     const int64_t *counts;
     dtr_dtype_t dtype;
     dtr_reduce_op_t op;
+    /* Reductions on a backend with DTR_BACKEND_CAP_SPANS_CAST: the send spans hold
+     * send_dtype elements (a float dtype), each converted to dtype (rounded to nearest even)
+     * as it is read, so the counts and the streams' lengths are in dtype; false: the send
+     * spans are the stream's bytes as they are. */
+    bool cast;
+    dtr_dtype_t send_dtype;
 } dtr_spans_op_t;
 
 /*

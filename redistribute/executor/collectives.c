@@ -219,6 +219,10 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
     return DTR_OK;
 }
 
+bool dtr__group_spans_cast(const dtr_context_t *ctx) {
+    return (ctx->ops->caps & DTR_BACKEND_CAP_SPANS_CAST) != 0;
+}
+
 bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                          dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
                          int64_t bytes) {

@@ -69,6 +69,8 @@ dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool 
  * them for this group: a reduce-scatter that reads each member's pieces where they lie, with
  * no pack pass. dtr__group_spans_ok is false for a group of one, a staging context, or a
  * backend without span lists; its answer is the same on every member (backend.h). */
+/* Whether the backend's span lists cast on reading (DTR_BACKEND_CAP_SPANS_CAST). */
+bool dtr__group_spans_cast(const dtr_context_t *ctx);
 bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                          dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
                          int64_t bytes);

@@ -740,7 +740,7 @@ static dtr_status_t dtr__mpi_spans_start(void *group, const dtr_spans_op_t *op,
 
 static const dtr_backend_ops_t dtr__mpi_ops = {
     .name = "mpi",
-    .caps = 0, /* no AVG */
+    .caps = DTR_BACKEND_CAP_SPANS_CAST, /* no AVG; span lists cast on reading (shm.c) */
     .rank = dtr__mpi_rank,
     .group_create = dtr__mpi_group_create,
     .group_destroy = dtr__mpi_group_destroy,

@@ -180,6 +180,23 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
     }
     dtr__take(s->ispan, op->send, op->nsend, &sbytes);
     dtr__take(s->ospan, op->recv, op->nrecv, &rbytes);
+    int64_t fsize = 0; /* a cast on reading: the send spans' element size */
+    if (op->cast && op->send_dtype != op->dtype) {
+        const dtr_dtype_info_t *from = dtr_dtype_info(op->send_dtype);
+        if (gather || from == NULL || !from->is_float || from->storage_only ||
+            !dtr_dtype_info(op->dtype)->is_float)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                              "shared-memory spans: a cast on reading is for reductions of "
+                              "float dtypes");
+        fsize = from->size;
+        for (int i = 0; i < op->nsend; i++)
+            if (op->send[i].run % fsize != 0)
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                                  "shared-memory spans: send span %d's run of %lld bytes is not "
+                                  "whole %s elements",
+                                  i, (long long)op->send[i].run, dtr_dtype_name(op->send_dtype));
+        sbytes = sbytes / fsize * esize;
+    }
     int64_t want_s = op->kind == DTR_SPANS_ALL_GATHER ? op->counts[s->me] : total;
     int64_t want_r = op->kind == DTR_SPANS_REDUCE_SCATTER ? op->counts[s->me] * esize : total;
     if (sbytes != want_s || rbytes != want_r)
@@ -190,6 +207,13 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
                           (long long)want_s, (long long)want_r);
     DTR_CHECK(dtr__shm_begin(s, gather ? DTR__SHM_GATHER : DTR__SHM_REDUCE, gather ? largest : 0));
     dtr__shm_streams(s, op->nsend, op->nrecv);
+    if (fsize > 0) { /* the send stream counts bytes of dtype */
+        for (int i = 0; i <= op->nsend; i++) s->istart[i] = s->istart[i] / fsize * esize;
+        s->in.from = op->send_dtype;
+        s->in.to = op->dtype;
+        s->in.from_size = fsize;
+        s->in.to_size = esize;
+    }
     if (op->kind == DTR_SPANS_ALL_REDUCE) {
         dtr__shm_all_reduce_pieces(s, op->counts[0], esize);
         return dtr__shm_reduce_start(s, op->dtype, op->op, esize, true);

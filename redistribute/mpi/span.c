@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "dtensor/internal.h"
 #include "redistribute/executor/stream.h"
 
 #define DTR__LINE 64
@@ -67,6 +68,21 @@ static void dtr__range(char *base, int64_t run, int64_t stride, int64_t at, int6
     }
 }
 
+/* Reads `len` bytes of `from` elements at byte `at` of one span into `flat` as `to`
+ * elements (len / fs of them). */
+static void dtr__range_cast(const char *base, int64_t run, int64_t stride, int64_t at,
+                            int64_t len, char *flat, const dtr__spans_t *st) {
+    int64_t i = at / run, c = at % run;
+    while (len > 0) {
+        int64_t take = run - c < len ? run - c : len;
+        dtr__convert(st->from, base + i * stride + c, st->to, flat, take / st->from_size);
+        flat += take / st->from_size * st->to_size;
+        len -= take;
+        i++;
+        c = 0;
+    }
+}
+
 static void dtr__move(const dtr__spans_t *st, int64_t at, int64_t len, char *flat, bool pack,
                       bool stream) {
     if (len <= 0) return;
@@ -77,7 +93,11 @@ static void dtr__move(const dtr__spans_t *st, int64_t at, int64_t len, char *fla
         int64_t room = st->start[i + 1] - st->start[i] - off;
         int64_t take = room < len ? room : len;
         if (take <= 0) continue;
-        dtr__range(sp->base, sp->run, sp->stride, off, take, flat, pack, stream);
+        if (st->from_size > 0) /* stream bytes to span bytes: whole elements both ways */
+            dtr__range_cast(sp->base, sp->run, sp->stride, off / st->to_size * st->from_size,
+                            take / st->to_size * st->from_size, flat, st);
+        else
+            dtr__range(sp->base, sp->run, sp->stride, off, take, flat, pack, stream);
         flat += take;
         len -= take;
     }
@@ -93,7 +113,7 @@ void dtr__spans_write(const dtr__spans_t *st, int64_t at, int64_t len, const cha
 }
 
 char *dtr__spans_ptr(const dtr__spans_t *st, int64_t at, int64_t len) {
-    if (st->n == 0) return NULL;
+    if (st->n == 0 || st->from_size > 0) return NULL;
     int i = dtr__locate(st, at);
     const dtr_span_t *sp = &st->span[i];
     int64_t off = at - st->start[i];

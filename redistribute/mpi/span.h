@@ -15,6 +15,11 @@ typedef struct {
     const dtr_span_t *span;
     const int64_t *start; /* [n + 1]: each span's first byte in the stream, then the total */
     int n;
+    /* A cast on reading (a send stream only): the spans hold `from` elements of from_size
+     * bytes and the stream `to` elements of to_size bytes (start[] counts stream bytes);
+     * from_size 0: the bytes as they are. */
+    dtr_dtype_t from, to;
+    int64_t from_size, to_size;
 } dtr__spans_t;
 
 /* Fills start[0..n] for the n spans; returns the stream's bytes (start[n]). */
@@ -28,7 +33,8 @@ void dtr__spans_read(const dtr__spans_t *st, int64_t at, int64_t len, char *flat
 void dtr__spans_write(const dtr__spans_t *st, int64_t at, int64_t len, const char *flat,
                       bool stream);
 
-/* Where bytes [at, at + len) lie in one run of one span: their address; NULL otherwise. */
+/* Where bytes [at, at + len) lie in one run of one span: their address; NULL otherwise
+ * (always for a stream that casts). */
 char *dtr__spans_ptr(const dtr__spans_t *st, int64_t at, int64_t len);
 
 #endif

@@ -102,6 +102,7 @@ const dtr_backend_ops_t *recording_ops(const dtr_backend_ops_t *in) {
     inner = in;
     table = (dtr_backend_ops_t){
         .name = "recording",
+        .caps = in->caps,
         .rank = w_rank,
         .group_create = w_group_create,
         .group_destroy = w_group_destroy,
