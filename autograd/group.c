@@ -256,8 +256,10 @@ static int dtr__zero_spans(dtr_span_t *sp, int64_t len) {
  * group (one parameter dtype, no pre-divide, host memory). Starts it in the RS slot.
  */
 static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads) {
-    int64_t most = 4;
-    for (int i = 0; i < g->n; i++) most += g->rs * (2 * g->m[i].outer + 4);
+    /* at most, per member and parameter: each row a data span after up to two of zeros,
+     * then the gap's zeros folded into the next flush; and the last flush */
+    int64_t most = 2;
+    for (int i = 0; i < g->n; i++) most += g->rs * (3 * g->m[i].outer + 2);
     dtr_span_t *sp = malloc((size_t)most * sizeof *sp);
     int64_t *counts = malloc((size_t)g->rs * sizeof *counts);
     if (sp == NULL || counts == NULL) {

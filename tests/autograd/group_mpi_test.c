@@ -211,7 +211,7 @@ static void test_direct(void) {
     char what[200];
     /* and large ones, whose pieces the shared-memory path splits into many chunks */
     static const dtr_param_desc_t large[NMIXED] = {
-        {1, {300007}, 0, DTR_F32}, {2, {1001, 77}, 1, DTR_F32}, {2, {5, 3}, 0, DTR_F32},
+        {1, {300007}, 0, DTR_F32}, {2, {1001, 77}, 1, DTR_F32}, {3, {7, 10, 3}, 1, DTR_F32},
         {1, {70001}, 0, DTR_F32},  {2, {0, 4}, 0, DTR_F32},     {2, {3, 90001}, 0, DTR_F32},
     };
     for (int ti = 0; ti < 6; ti++) {
