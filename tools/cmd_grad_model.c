@@ -75,9 +75,11 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
         {"iters", required_argument, NULL, 'i'},
         {"verify", no_argument, NULL, 'v'},
         {"json", no_argument, NULL, 'j'},
+        {"backend", required_argument, NULL, 'E'},
+        {"device", required_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *mb = "1", *iters = "5";
+    const char *mb = "1", *iters = "5", *backend = "mpi", *device = NULL;
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
@@ -91,6 +93,8 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
         case 'i': iters = optarg; break;
         case 'v': a->verify = true; break;
         case 'j': a->json = true; break;
+        case 'E': backend = optarg; break;
+        case 'V': device = optarg; break;
         case 's':
             return dtr_cli_usage_error("grad", "--shape: not with --model (the model gives "
                                                "the shapes)");
@@ -107,6 +111,13 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
     if (a->mode_k == 3)
         return dtr_cli_usage_error("grad", "--mode: '%s' is not ddp, fsdp or hsdp", a->mode);
     if (a->spec.mesh == NULL) return dtr_cli_usage_error("grad", "--mesh: missing");
+    dtr_cli_engine_t eng;
+    int erc = dtr_cli_engine_args("grad", backend, device, &eng);
+    if (erc != DTR_EXIT_OK) return erc;
+    if (eng.cuda)
+        return dtr_cli_usage_error("grad", "--%s: --model runs on host memory with the MPI "
+                                           "backend only (GPU memory: dtr grad without --model)",
+                                   eng.nccl ? "backend nccl" : "device cuda");
     a->dtype = DTR_F32;
     if (a->spec.dtype != NULL &&
         (dtr_dtype_parse(a->spec.dtype, &a->dtype) != DTR_OK ||
