@@ -270,7 +270,7 @@ static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads
     int64_t ns = 0, zero = 0; /* zero: bytes of zeros not yet listed (parameter dtype) */
     int64_t ritem = dtr_dtype_info(g->reduce_dtype)->size;
     for (int64_t k = 0; k < g->rs; k++) {
-        counts[k] = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
+        counts[k] = g->fused_bytes / ritem;
         for (int i = 0; i < g->n; i++) {
             const dtr__gparam_t *m = &g->m[i];
             int64_t lo = k * m->chunk, hi = lo + m->chunk < m->len ? lo + m->chunk : m->len;

@@ -174,6 +174,17 @@ dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsi
 
 /* ---- started group operations (group.h) --------------------------------------------- */
 
+/* What starting an operation in `slot` checks first: the slot free, the dims, the context
+ * alive; *group (NULL for a group of one) and *n for `dims`. */
+static dtr_status_t dtr__slot_enter(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
+                                    unsigned dims, const char *func, void **group, int64_t *n) {
+    if (ctx->gops[slot].group != NULL)
+        return dtr__error(DTR_ERR_BUSY, func, "group operation slot %d is in flight", slot);
+    DTR_CHECK(dtr__check_dims(mesh, dims, func));
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    return dtr__dims_group(ctx, mesh, dims, func, group, n);
+}
+
 dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
                               unsigned dims, dtr__group_kind_t kind, const void *send,
                               void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
@@ -181,13 +192,9 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
     static const char *const funcs[] = {"all_reduce", "reduce_scatter", "all_gather"};
     const char *func = funcs[kind];
     dtr__group_op_t *g = &ctx->gops[slot];
-    if (g->group != NULL)
-        return dtr__error(DTR_ERR_BUSY, func, "group operation slot %d is in flight", slot);
-    DTR_CHECK(dtr__check_dims(mesh, dims, func));
-    DTR_CHECK(dtr__check_alive(ctx, func));
     void *group;
     int64_t n;
-    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+    DTR_CHECK(dtr__slot_enter(ctx, slot, mesh, dims, func, &group, &n));
     int64_t item = kind == DTR__GROUP_ALL_GATHER ? 1 : dtr_dtype_info(dtype)->size;
     if (scale != 1 && (kind == DTR__GROUP_ALL_GATHER || op != DTR_REDUCE_SUM || group == NULL ||
                        !ctx->ops->premul_sum))
@@ -238,12 +245,9 @@ dtr_status_t dtr__group_start_spans(dtr_context_t *ctx, int slot, const dtr_mesh
                                     unsigned dims, const dtr_spans_op_t *op) {
     static const char func[] = "reduce_scatter (spans)";
     dtr__group_op_t *g = &ctx->gops[slot];
-    if (g->group != NULL)
-        return dtr__error(DTR_ERR_BUSY, func, "group operation slot %d is in flight", slot);
-    DTR_CHECK(dtr__check_alive(ctx, func));
     void *group;
     int64_t n;
-    DTR_CHECK(dtr__dims_group(ctx, mesh, dims, func, &group, &n));
+    DTR_CHECK(dtr__slot_enter(ctx, slot, mesh, dims, func, &group, &n));
     if (group == NULL || ctx->ops->spans_start == NULL)
         return dtr__error(DTR_ERR_UNSUPPORTED, func, "no span lists for this group");
     dtr_status_t st = ctx->ops->spans_start(group, op, &g->req);
