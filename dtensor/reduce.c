@@ -6,13 +6,16 @@
  *
  * Each input is read once, in tiles of DTR__TILE elements held in an f32 (or the dtype's)
  * accumulator that stays in L1. The loops are written for the vectoriser (this library is
- * built with -O3); on a CPU with AVX2 and F16C the same loops run compiled for it (and f16
- * converts with F16C), picked once at run time. Both builds give the same bits: no
- * contraction into FMA (-std=c11 keeps -ffp-contract=off) and the same rounding.
+ * built with -O3); on a CPU with AVX2 and F16C the same loops run compiled for it, f16
+ * converts with F16C and bf16 has its own AVX2 loop (the vectoriser left its rounding
+ * scalar: 2.0 against 5.1 G elements a second for four inputs in L2 on this machine's EPYC),
+ * picked once at run time. Both builds give the same bits: no contraction into FMA
+ * (-std=c11 keeps -ffp-contract=off) and the same rounding.
  */
 #include <stdbool.h>
 #include <string.h>
 
+#include "dtensor/bf16_avx2.h"
 #include "dtensor/internal.h"
 
 #if defined(__x86_64__)
@@ -155,6 +158,17 @@ static void dtr__reduce_generic(dtr_dtype_t dtype, dtr_reduce_op_t op, const voi
 }
 
 #ifdef DTR__X86
+/* acc op v for eight f32 lanes, as DTR__OP (maxps(a, b) is a > b ? a : b, minps alike). */
+__attribute__((target("avx2"))) static inline __m256 dtr__op8(dtr_reduce_op_t op, __m256 acc,
+                                                              __m256 v) {
+    switch (op) {
+    case DTR_REDUCE_MAX: return _mm256_max_ps(acc, v);
+    case DTR_REDUCE_MIN: return _mm256_min_ps(acc, v);
+    case DTR_REDUCE_PRODUCT: return _mm256_mul_ps(acc, v);
+    default: return _mm256_add_ps(acc, v);
+    }
+}
+
 /* f16 with F16C: 8 elements a step, widened and rounded by the hardware (round to nearest
  * even, as dtr__f32_to_f16; a NaN keeps more of its payload, still a NaN). */
 __attribute__((target("avx2,f16c"))) static void dtr__reduce_f16_f16c(
@@ -165,13 +179,7 @@ __attribute__((target("avx2,f16c"))) static void dtr__reduce_f16_f16c(
         for (int j = 1; j < n; j++) {
             __m256 v =
                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)in[j] + k)));
-            switch (op) {
-            /* acc > v ? acc : v, as the scalar loop: maxps(a, b) is a > b ? a : b */
-            case DTR_REDUCE_MAX: acc = _mm256_max_ps(acc, v); break;
-            case DTR_REDUCE_MIN: acc = _mm256_min_ps(acc, v); break;
-            case DTR_REDUCE_PRODUCT: acc = _mm256_mul_ps(acc, v); break;
-            default: acc = _mm256_add_ps(acc, v); break;
-            }
+            acc = dtr__op8(op, acc, v);
         }
         _mm_storeu_si128((__m128i *)((uint16_t *)out + k),
                          _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -183,11 +191,39 @@ __attribute__((target("avx2,f16c"))) static void dtr__reduce_f16_f16c(
     }
 }
 
+/* bf16 with AVX2: 16 elements a step, widened by a shift, combined in f32 in member order
+ * and rounded once (bf16_avx2.h), the same bits as dtr__reduce_bf16, about three times its
+ * speed (the vectoriser leaves that loop's rounding scalar). Every input of a step is read
+ * before its output is written, so out may be in[0]. */
+__attribute__((target("avx2"))) static void dtr__reduce_bf16_avx2(
+    dtr_reduce_op_t op, const void *const *in, int n, void *out, int64_t count) {
+    int64_t k = 0;
+    for (; k + 16 <= count; k += 16) {
+        const uint16_t *x0 = (const uint16_t *)in[0] + k;
+        __m256 a = _mm256_castsi256_ps(dtr__bf16_widen8(x0));
+        __m256 b = _mm256_castsi256_ps(dtr__bf16_widen8(x0 + 8));
+        for (int j = 1; j < n; j++) {
+            const uint16_t *x = (const uint16_t *)in[j] + k;
+            a = dtr__op8(op, a, _mm256_castsi256_ps(dtr__bf16_widen8(x)));
+            b = dtr__op8(op, b, _mm256_castsi256_ps(dtr__bf16_widen8(x + 8)));
+        }
+        dtr__bf16_store16((uint16_t *)out + k, dtr__bf16_round8(_mm256_castps_si256(a)),
+                          dtr__bf16_round8(_mm256_castps_si256(b)));
+    }
+    if (k < count) {
+        const void *rest[n];
+        for (int j = 0; j < n; j++) rest[j] = (const uint16_t *)in[j] + k;
+        dtr__reduce_bf16(op, rest, n, (uint16_t *)out + k, count - k);
+    }
+}
+
 __attribute__((target("avx2,f16c"))) static void dtr__reduce_avx2(
     dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n, void *out,
     int64_t count) {
     if (dtype == DTR_F16)
         dtr__reduce_f16_f16c(op, in, n, out, count);
+    else if (dtype == DTR_BF16)
+        dtr__reduce_bf16_avx2(op, in, n, out, count);
     else
         dtr__reduce_body(dtype, op, in, n, out, count);
 }

@@ -6,6 +6,8 @@
 
 #include "dtensor/internal.h"
 
+#include "dtensor/bf16_avx2.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define DTR__X86 1
@@ -85,6 +87,45 @@ void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v) {
     }
 }
 
+#ifdef DTR__X86
+/* Whether this CPU runs the AVX2 loops below (asked once). */
+static bool dtr__cast_avx2(void) {
+    static int path = -1; /* -1: not yet asked */
+    int p = __atomic_load_n(&path, __ATOMIC_RELAXED);
+    if (p < 0) {
+        __builtin_cpu_init();
+        p = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&path, p, __ATOMIC_RELAXED);
+    }
+    return p == 1;
+}
+
+/* bf16 elements src[k] / d into dst[k] (dst may be src), sixteen a step: widened, divided in
+ * f32 and rounded once, the same bits as the scalar loops below. Returns the elements done. */
+__attribute__((target("avx2"))) static int64_t dtr__bf16_divide_avx2(const uint16_t *src,
+                                                                     uint16_t *dst,
+                                                                     int64_t count, float d) {
+    const __m256 by = _mm256_set1_ps(d);
+    int64_t k = 0;
+    for (; k + 16 <= count; k += 16) {
+        __m256 a = _mm256_div_ps(_mm256_castsi256_ps(dtr__bf16_widen8(src + k)), by);
+        __m256 b = _mm256_div_ps(_mm256_castsi256_ps(dtr__bf16_widen8(src + k + 8)), by);
+        dtr__bf16_store16(dst + k, dtr__bf16_round8(_mm256_castps_si256(a)),
+                          dtr__bf16_round8(_mm256_castps_si256(b)));
+    }
+    return k;
+}
+#endif
+
+/* The bf16 elements dtr__bf16_divide_avx2 can take, where this CPU has AVX2; 0 elsewhere. */
+static int64_t dtr__bf16_divide_fast(const uint16_t *src, uint16_t *dst, int64_t count, float d) {
+#ifdef DTR__X86
+    if (dtr__cast_avx2()) return dtr__bf16_divide_avx2(src, dst, count, d);
+#endif
+    (void)src, (void)dst, (void)count, (void)d;
+    return 0;
+}
+
 void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, int64_t n) {
     int64_t k;
     dtype = dtr__parts(dtype, &count);
@@ -107,7 +148,7 @@ void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, i
                 dtr__f32_to_f16(dtr__f16_to_f32(((const uint16_t *)src)[k]) / (float)n);
         break;
     case DTR_BF16:
-        for (k = 0; k < count; k++)
+        for (k = dtr__bf16_divide_fast(src, dst, count, (float)n); k < count; k++)
             ((uint16_t *)dst)[k] =
                 dtr__f32_to_bf16(dtr__bf16_to_f32(((const uint16_t *)src)[k]) / (float)n);
         break;
@@ -139,7 +180,7 @@ void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
             ((uint16_t *)buf)[k] = dtr__f32_to_f16(dtr__f16_to_f32(((uint16_t *)buf)[k]) / fd);
         break;
     case DTR_BF16:
-        for (k = 0; k < count; k++)
+        for (k = dtr__bf16_divide_fast(buf, buf, count, fd); k < count; k++)
             ((uint16_t *)buf)[k] = dtr__f32_to_bf16(dtr__bf16_to_f32(((uint16_t *)buf)[k]) / fd);
         break;
     default:
@@ -166,18 +207,6 @@ static void dtr__bf16_to_f32_n(const uint16_t *h, float *o, int64_t count) {
 }
 
 #ifdef DTR__X86
-__attribute__((target("avx2"))) static __m256i dtr__bf16_round8(__m256i u) {
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
-    __m256i nan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
-    /* both sides are below 2^31, so the signed compare is the unsigned one */
-    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
-    return _mm256_blendv_epi8(r, nan, is_nan);
-}
-
 __attribute__((target("avx2"))) static void dtr__f32_to_bf16_avx2(const void *src, uint16_t *o,
                                                                   int64_t count) {
     const char *s = src;
@@ -185,9 +214,7 @@ __attribute__((target("avx2"))) static void dtr__f32_to_bf16_avx2(const void *sr
     for (; k + 16 <= count; k += 16) {
         __m256i a = dtr__bf16_round8(_mm256_loadu_si256((const __m256i *)(s + 4 * k)));
         __m256i b = dtr__bf16_round8(_mm256_loadu_si256((const __m256i *)(s + 4 * k + 32)));
-        /* packus works per 128-bit lane: a0-3 b0-3 a4-7 b4-7, put back in order */
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
-        _mm256_storeu_si256((__m256i *)(o + k), p);
+        dtr__bf16_store16(o + k, a, b);
     }
     dtr__f32_to_bf16_n(s + 4 * k, o + k, count - k);
 }
@@ -196,22 +223,11 @@ __attribute__((target("avx2"))) static void dtr__bf16_to_f32_avx2(const uint16_t
                                                                   int64_t count) {
     int64_t k = 0;
     for (; k + 8 <= count; k += 8) {
-        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + k)));
-        _mm256_storeu_si256((__m256i *)(o + k), _mm256_slli_epi32(w, 16));
+        _mm256_storeu_si256((__m256i *)(o + k), dtr__bf16_widen8(h + k));
     }
     dtr__bf16_to_f32_n(h + k, o + k, count - k);
 }
 
-static bool dtr__cast_avx2(void) {
-    static int path = -1; /* -1: not yet asked */
-    int p = __atomic_load_n(&path, __ATOMIC_RELAXED);
-    if (p < 0) {
-        __builtin_cpu_init();
-        p = __builtin_cpu_supports("avx2") ? 1 : 0;
-        __atomic_store_n(&path, p, __ATOMIC_RELAXED);
-    }
-    return p == 1;
-}
 #endif
 
 void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype, void *dst,

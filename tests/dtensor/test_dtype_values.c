@@ -150,6 +150,44 @@ Test(dtype_values, divide_in_the_dtype) {
     cr_expect_eq(bits(f[0]), bits(1.0f / 3.0f), "one correctly rounded division");
 }
 
+/* bf16's divides (dtr__divide, and dtr__divide_by in place; AVX2 where the CPU has it) give
+ * the scalar bits, f32(x) / f32(d) rounded once, for all 65536 bf16 values (NaNs, infinities
+ * and subnormals included), by divisors whose quotients round (3, 6, 1.5), from offsets 0..16
+ * so that the vector loop and its scalar tail both run; the source is not written. */
+Test(dtype_values, bf16_divides_match_the_scalar_ones) {
+    enum { N = 65536 };
+    uint16_t *in = malloc((N + 16) * sizeof *in), *out = malloc((N + 16) * sizeof *out);
+    for (uint32_t h = 0; h < N + 16; h++) in[h] = (uint16_t)(h * 40503u);
+    int bad = 0, changed = 0;
+    static const double by[] = {3, 6, 1.5};
+    for (int off = 0; off <= 16 && bad == 0; off++)
+        for (int d = 0; d < 3; d++) {
+            int64_t count = N - off;
+            if (by[d] == 3 || by[d] == 6) {
+                dtr__divide(DTR_BF16, in + off, out, count, (int64_t)by[d]);
+            } else {
+                memcpy(out, in + off, (size_t)count * sizeof *out);
+                dtr__divide_by(DTR_BF16, out, count, by[d]);
+            }
+            for (int64_t k = 0; k < count; k++) {
+                uint16_t want = dtr__f32_to_bf16(dtr__bf16_to_f32(in[k + off]) / (float)by[d]);
+                changed += want != in[k + off];
+                if (out[k] != want && bad++ < 5)
+                    cr_expect_fail("bf16 0x%04x / %g (offset %d): 0x%04x, scalar 0x%04x",
+                                   in[k + off], by[d], off, out[k], want);
+            }
+        }
+    for (uint32_t h = 0; h < N + 16; h++)
+        if (in[h] != (uint16_t)(h * 40503u)) {
+            cr_expect_fail("dtr__divide wrote its source at %u", h);
+            break;
+        }
+    cr_expect_eq(bad, 0, "%d quotients differ", bad);
+    cr_expect(changed > 3 * N, "the divides change most values (%d)", changed);
+    free(in);
+    free(out);
+}
+
 Test(dtype_values, combine_pairs) {
     int64_t a[3] = {-5, INT64_MAX, 3}, b[3] = {-9, 1, -4};
     dtr__combine(DTR_I64, DTR_REDUCE_MAX, a, b, 1);

@@ -239,6 +239,80 @@ Test(reduce, random_against_reference) {
               "with a rounding per step): the data would not catch that mutation", sum_changed, sums);
 }
 
+/* bf16's edge values through the AVX2 kernel and the generic loop, bit for bit against each
+ * other and against the reference: quiet, signalling and negative NaNs with payloads (max
+ * and min take the other operand when one is NaN, as maxps/minps do; which payload a sum
+ * or product of two NaNs keeps is the hardware's and the compiler's operand order, so there
+ * the reference asks only for a quiet NaN), infinities,
+ * the largest finite value (two of them round up to infinity), subnormals, signed zeros,
+ * and ties (1 + 2^-8 is half an ulp: rounds to even, down from 1, up from 1 + 2^-7). The
+ * counts cover a whole vector step, the tail and both. */
+Test(reduce, bf16_edges_bit_for_bit) {
+    static const uint16_t edge[] = {0x7fc0, 0x7f81, 0xffc1, 0x7f80, 0xff80, 0x7f7f, 0xff7f,
+                                    0x0001, 0x8001, 0x8000, 0x0000, 0x3f80, 0x3b80, 0x3f81,
+                                    0xbb80, 0x4000, 0x0080};
+    static const dtr_reduce_op_t ops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
+                                          DTR_REDUCE_PRODUCT};
+    static const int64_t counts[] = {16, 5, 53};
+    uint64_t seed = 20261126;
+    state = seed;
+    int bad = 0, nan_out = 0, inf_out = 0;
+    for (int c = 0; c < 240; c++) {
+        dtr_reduce_op_t op = ops[c % 4];
+        int n = 1 + (int)(rng() % 5);
+        int64_t count = counts[(c / 4) % 3];
+        uint16_t in[5][53], want[53], got[53];
+        void *inp[5];
+        for (int j = 0; j < n; j++) {
+            for (int64_t k = 0; k < count; k++)
+                in[j][k] = edge[rng() % (sizeof edge / sizeof edge[0])];
+            inp[j] = in[j];
+        }
+        for (int64_t k = 0; k < count; k++) reference(DTR_BF16, op, inp, n, want, k);
+        for (int64_t k = 0; k < count; k++) {
+            nan_out += (want[k] & 0x7fff) > 0x7f80;
+            inf_out += (want[k] & 0x7fff) == 0x7f80;
+        }
+        uint16_t generic[53];
+        for (int simd = 0; simd < 2; simd++) {
+            dtr__reduce_simd(simd);
+            memset(got, 0xA5, sizeof got);
+            dtr__reduce_n(DTR_BF16, op, (const void *const *)inp, n, got, count);
+            if (simd == 0) memcpy(generic, got, sizeof got);
+            for (int64_t k = 0; k < count; k++) {
+                bool arith = op == DTR_REDUCE_SUM || op == DTR_REDUCE_PRODUCT;
+                bool ok = arith && (want[k] & 0x7fff) > 0x7f80
+                              ? (got[k] & 0x7fc0) == 0x7fc0 /* a quiet NaN */
+                              : got[k] == want[k];
+                if ((!ok || got[k] != generic[k]) && bad++ < 10) {
+                    printf("FAIL seed %llu case %d: bf16 %s n %d count %lld simd %d: element "
+                           "%lld is 0x%04x, want 0x%04x; inputs",
+                           (unsigned long long)seed, c, dtr_reduce_op_name(op), n,
+                           (long long)count, simd, (long long)k, got[k], want[k]);
+                    for (int j = 0; j < n; j++) printf(" 0x%04x", in[j][k]);
+                    printf("; the generic loop gave 0x%04x\n", generic[k]);
+                }
+            }
+        }
+    }
+    dtr__reduce_simd(true);
+    cr_expect_eq(bad, 0, "%d bf16 elements differ from the reference (seed %llu)", bad,
+                 (unsigned long long)seed);
+    cr_expect(nan_out > 50 && inf_out > 50, "the cases reach NaN (%d) and infinite (%d) results",
+              nan_out, inf_out);
+    /* the ties and the overflow by rounding, as fixed cases */
+    uint16_t one[16], tie[16], up[16], big[16], out[16];
+    for (int k = 0; k < 16; k++) one[k] = 0x3f80, tie[k] = 0x3b80, up[k] = 0x3f81, big[k] = 0x7f7f;
+    const void *a[2] = {one, tie}, *b[2] = {up, tie}, *c[2] = {big, big};
+    dtr__reduce_n(DTR_BF16, DTR_REDUCE_SUM, a, 2, out, 16);
+    cr_expect_eq(out[15], 0x3f80, "1 + 2^-8 rounds to even: 1 (0x3f80), got 0x%04x", out[15]);
+    dtr__reduce_n(DTR_BF16, DTR_REDUCE_SUM, b, 2, out, 16);
+    cr_expect_eq(out[15], 0x3f82, "(1 + 2^-7) + 2^-8 rounds to even: 0x3f82, got 0x%04x",
+                 out[15]);
+    dtr__reduce_n(DTR_BF16, DTR_REDUCE_SUM, c, 2, out, 16);
+    cr_expect_eq(out[15], 0x7f80, "max + max is +inf, got 0x%04x", out[15]);
+}
+
 /* Complex sums, avg's divide and the pairwise add against C's own complex arithmetic (its +
  * adds the parts, its / by a real divides them): c64 as f32 pairs, c128 as f64 pairs, left
  * to right, in both builds. The parts are drawn so another order gives other bits. */
