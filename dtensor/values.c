@@ -9,6 +9,7 @@
 #include "dtensor/bf16_avx2.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DTR__X86 1
 #endif
@@ -88,16 +89,82 @@ void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v) {
 }
 
 #ifdef DTR__X86
-/* Whether this CPU runs the AVX2 loops below (asked once). */
-static bool dtr__cast_avx2(void) {
+/* What this CPU runs of the loops below (asked once): 0 the scalar ones, 1 AVX2, 2 AVX2 and
+ * F16C. */
+static int dtr__cast_path(void) {
     static int path = -1; /* -1: not yet asked */
     int p = __atomic_load_n(&path, __ATOMIC_RELAXED);
     if (p < 0) {
+        unsigned a, b, c, d;
         __builtin_cpu_init();
-        p = __builtin_cpu_supports("avx2") ? 1 : 0;
+        bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+        p = __builtin_cpu_supports("avx2") ? (f16c ? 2 : 1) : 0;
         __atomic_store_n(&path, p, __ATOMIC_RELAXED);
     }
-    return p == 1;
+    return p;
+}
+
+static bool dtr__cast_avx2(void) { return dtr__cast_path() >= 1; }
+
+/* f16 with F16C, the same bits as dtr__f16_to_f32 and dtr__f32_to_f16 (which this file's
+ * tests check against the compiler's _Float16 for every value): the hardware widens and
+ * rounds to nearest even; only NaNs need mending, since F16C keeps their payloads (and
+ * quiets a signalling one when widening) where the scalar functions give sign | 0x7e00
+ * narrowing and keep the payload as it is widening. */
+__attribute__((target("avx2,f16c"))) static __m256 dtr__f16_widen8(const uint16_t *p) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    __m256i w = _mm256_cvtepu16_epi32(h);
+    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7fff)),
+                                        _mm256_set1_epi32(0x7c00));
+    __m256i keep = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
+        _mm256_or_si256(_mm256_set1_epi32(0x7f800000),
+                        _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3ff)), 13)));
+    __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(f, keep, is_nan));
+}
+
+__attribute__((target("avx2,f16c"))) static __m128i dtr__f16_round8(__m256 f) {
+    __m256i u = _mm256_castps_si256(f);
+    __m128i h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* both sides are below 2^31, so the signed compare is the unsigned one */
+    __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                        _mm256_set1_epi32(0x7f800000));
+    __m256i nan = _mm256_or_si256(
+        _mm256_srli_epi32(_mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)), 16),
+        _mm256_set1_epi32(0x7e00));
+    __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(is_nan),
+                                   _mm256_extracti128_si256(is_nan, 1));
+    __m128i with = _mm_packus_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+    return _mm_blendv_epi8(h, with, mask);
+}
+
+__attribute__((target("avx2,f16c"))) static int64_t dtr__f16_divide_f16c(const uint16_t *src,
+                                                                         uint16_t *dst,
+                                                                         int64_t count, float d) {
+    const __m256 by = _mm256_set1_ps(d);
+    int64_t k = 0;
+    for (; k + 8 <= count; k += 8)
+        _mm_storeu_si128((__m128i *)(dst + k),
+                         dtr__f16_round8(_mm256_div_ps(dtr__f16_widen8(src + k), by)));
+    return k;
+}
+
+__attribute__((target("avx2,f16c"))) static int64_t dtr__f32_to_f16_f16c(const float *src,
+                                                                         uint16_t *dst,
+                                                                         int64_t count) {
+    int64_t k = 0;
+    for (; k + 8 <= count; k += 8)
+        _mm_storeu_si128((__m128i *)(dst + k), dtr__f16_round8(_mm256_loadu_ps(src + k)));
+    return k;
+}
+
+__attribute__((target("avx2,f16c"))) static int64_t dtr__f16_to_f32_f16c(const uint16_t *src,
+                                                                         float *dst,
+                                                                         int64_t count) {
+    int64_t k = 0;
+    for (; k + 8 <= count; k += 8) _mm256_storeu_ps(dst + k, dtr__f16_widen8(src + k));
+    return k;
 }
 
 /* bf16 elements src[k] / d into dst[k] (dst may be src), sixteen a step: widened, divided in
@@ -117,12 +184,16 @@ __attribute__((target("avx2"))) static int64_t dtr__bf16_divide_avx2(const uint1
 }
 #endif
 
-/* The bf16 elements dtr__bf16_divide_avx2 can take, where this CPU has AVX2; 0 elsewhere. */
-static int64_t dtr__bf16_divide_fast(const uint16_t *src, uint16_t *dst, int64_t count, float d) {
+/* The leading half (bf16 or f16) elements the vector loops above divide where this CPU has
+ * them; the scalar loops do the rest. */
+static int64_t dtr__half_divide_fast(dtr_dtype_t dtype, const uint16_t *src, uint16_t *dst,
+                                     int64_t count, float d) {
 #ifdef DTR__X86
-    if (dtr__cast_avx2()) return dtr__bf16_divide_avx2(src, dst, count, d);
+    int path = dtr__cast_path();
+    if (dtype == DTR_BF16 && path >= 1) return dtr__bf16_divide_avx2(src, dst, count, d);
+    if (dtype == DTR_F16 && path == 2) return dtr__f16_divide_f16c(src, dst, count, d);
 #endif
-    (void)src, (void)dst, (void)count, (void)d;
+    (void)dtype, (void)src, (void)dst, (void)count, (void)d;
     return 0;
 }
 
@@ -143,12 +214,12 @@ void dtr__divide(dtr_dtype_t dtype, const void *src, void *dst, int64_t count, i
         break;
     }
     case DTR_F16:
-        for (k = 0; k < count; k++)
+        for (k = dtr__half_divide_fast(dtype, src, dst, count, (float)n); k < count; k++)
             ((uint16_t *)dst)[k] =
                 dtr__f32_to_f16(dtr__f16_to_f32(((const uint16_t *)src)[k]) / (float)n);
         break;
     case DTR_BF16:
-        for (k = dtr__bf16_divide_fast(src, dst, count, (float)n); k < count; k++)
+        for (k = dtr__half_divide_fast(dtype, src, dst, count, (float)n); k < count; k++)
             ((uint16_t *)dst)[k] =
                 dtr__f32_to_bf16(dtr__bf16_to_f32(((const uint16_t *)src)[k]) / (float)n);
         break;
@@ -176,11 +247,11 @@ void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
         for (k = 0; k < count; k++) ((double *)buf)[k] /= d;
         break;
     case DTR_F16:
-        for (k = 0; k < count; k++)
+        for (k = dtr__half_divide_fast(dtype, buf, buf, count, fd); k < count; k++)
             ((uint16_t *)buf)[k] = dtr__f32_to_f16(dtr__f16_to_f32(((uint16_t *)buf)[k]) / fd);
         break;
     case DTR_BF16:
-        for (k = dtr__bf16_divide_fast(buf, buf, count, fd); k < count; k++)
+        for (k = dtr__half_divide_fast(dtype, buf, buf, count, fd); k < count; k++)
             ((uint16_t *)buf)[k] = dtr__f32_to_bf16(dtr__bf16_to_f32(((uint16_t *)buf)[k]) / fd);
         break;
     default:
@@ -243,7 +314,11 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
         dst_dtype = dtr__parts(dst_dtype, &count);
     }
     if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
-        for (k = 0; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
+        k = 0;
+#ifdef DTR__X86
+        if (dtr__cast_path() == 2) k = dtr__f32_to_f16_f16c(src, dst, count);
+#endif
+        for (; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
     } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
 #ifdef DTR__X86
         if (dtr__cast_avx2()) {
@@ -253,7 +328,11 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
 #endif
         dtr__f32_to_bf16_n(src, dst, count);
     } else if (src_dtype == DTR_F16 && dst_dtype == DTR_F32) {
-        for (k = 0; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
+        k = 0;
+#ifdef DTR__X86
+        if (dtr__cast_path() == 2) k = dtr__f16_to_f32_f16c(src, dst, count);
+#endif
+        for (; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
     } else if (src_dtype == DTR_BF16 && dst_dtype == DTR_F32) {
 #ifdef DTR__X86
         if (dtr__cast_avx2()) {

@@ -150,42 +150,90 @@ Test(dtype_values, divide_in_the_dtype) {
     cr_expect_eq(bits(f[0]), bits(1.0f / 3.0f), "one correctly rounded division");
 }
 
-/* bf16's divides (dtr__divide, and dtr__divide_by in place; AVX2 where the CPU has it) give
- * the scalar bits, f32(x) / f32(d) rounded once, for all 65536 bf16 values (NaNs, infinities
- * and subnormals included), by divisors whose quotients round (3, 6, 1.5), from offsets 0..16
- * so that the vector loop and its scalar tail both run; the source is not written. */
-Test(dtype_values, bf16_divides_match_the_scalar_ones) {
+/* The half types' divides (dtr__divide, and dtr__divide_by in place; AVX2, and F16C for f16,
+ * where the CPU has them) give the scalar bits, f32(x) / f32(d) rounded once, for all 65536
+ * values of each (NaNs with payloads, infinities and subnormals included), by divisors whose
+ * quotients round (3, 6, 1.5), from offsets 0..16 so that the vector loop and its scalar
+ * tail both run; the source is not written. */
+static uint16_t half_quotient(dtr_dtype_t dtype, uint16_t x, float d) {
+    return dtype == DTR_BF16 ? dtr__f32_to_bf16(dtr__bf16_to_f32(x) / d)
+                             : dtr__f32_to_f16(dtr__f16_to_f32(x) / d);
+}
+
+Test(dtype_values, half_divides_match_the_scalar_ones) {
     enum { N = 65536 };
     uint16_t *in = malloc((N + 16) * sizeof *in), *out = malloc((N + 16) * sizeof *out);
     for (uint32_t h = 0; h < N + 16; h++) in[h] = (uint16_t)(h * 40503u);
-    int bad = 0, changed = 0;
+    static const dtr_dtype_t halves[] = {DTR_BF16, DTR_F16};
     static const double by[] = {3, 6, 1.5};
-    for (int off = 0; off <= 16 && bad == 0; off++)
-        for (int d = 0; d < 3; d++) {
-            int64_t count = N - off;
-            if (by[d] == 3 || by[d] == 6) {
-                dtr__divide(DTR_BF16, in + off, out, count, (int64_t)by[d]);
-            } else {
-                memcpy(out, in + off, (size_t)count * sizeof *out);
-                dtr__divide_by(DTR_BF16, out, count, by[d]);
+    for (int hv = 0; hv < 2; hv++) {
+        dtr_dtype_t dtype = halves[hv];
+        int bad = 0, changed = 0;
+        for (int off = 0; off <= 16 && bad == 0; off++)
+            for (int d = 0; d < 3; d++) {
+                int64_t count = N - off;
+                if (by[d] == 3 || by[d] == 6) {
+                    dtr__divide(dtype, in + off, out, count, (int64_t)by[d]);
+                } else {
+                    memcpy(out, in + off, (size_t)count * sizeof *out);
+                    dtr__divide_by(dtype, out, count, by[d]);
+                }
+                for (int64_t k = 0; k < count; k++) {
+                    uint16_t want = half_quotient(dtype, in[k + off], (float)by[d]);
+                    changed += want != in[k + off];
+                    if (out[k] != want && bad++ < 5)
+                        cr_expect_fail("%s 0x%04x / %g (offset %d): 0x%04x, scalar 0x%04x",
+                                       dtr_dtype_name(dtype), in[k + off], by[d], off, out[k],
+                                       want);
+                }
             }
-            for (int64_t k = 0; k < count; k++) {
-                uint16_t want = dtr__f32_to_bf16(dtr__bf16_to_f32(in[k + off]) / (float)by[d]);
-                changed += want != in[k + off];
-                if (out[k] != want && bad++ < 5)
-                    cr_expect_fail("bf16 0x%04x / %g (offset %d): 0x%04x, scalar 0x%04x",
-                                   in[k + off], by[d], off, out[k], want);
-            }
-        }
+        cr_expect_eq(bad, 0, "%s: %d quotients differ", dtr_dtype_name(dtype), bad);
+        cr_expect(changed > 3 * N, "%s: the divides change most values (%d)",
+                  dtr_dtype_name(dtype), changed);
+    }
     for (uint32_t h = 0; h < N + 16; h++)
         if (in[h] != (uint16_t)(h * 40503u)) {
             cr_expect_fail("dtr__divide wrote its source at %u", h);
             break;
         }
-    cr_expect_eq(bad, 0, "%d quotients differ", bad);
-    cr_expect(changed > 3 * N, "the divides change most values (%d)", changed);
     free(in);
     free(out);
+}
+
+/* The f16 array casts (dtr__convert; F16C where the CPU has it) give dtr__f32_to_f16's and
+ * dtr__f16_to_f32's bits: f32 -> f16 for every f32 top half with the low halves that decide
+ * the rounding (as the bf16 test above), NaNs included, from offsets 0..8; f16 -> f32 for
+ * all 65536, signalling NaNs' payloads included. */
+Test(dtype_values, f16_array_casts_match_the_scalar_ones) {
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x4000, 0xe000, 0xffff};
+    enum { N = 65536 * 8 };
+    uint32_t *in = malloc((N + 8) * sizeof *in);
+    uint16_t *out = malloc((N + 8) * sizeof *out);
+    for (uint32_t h = 0; h < 65536; h++)
+        for (int l = 0; l < 8; l++) in[h * 8 + l] = h << 16 | lows[l];
+    int bad = 0;
+    for (int off = 0; off <= 8 && bad == 0; off++) {
+        dtr__convert(DTR_F32, in + off, DTR_F16, out, N - off);
+        for (int64_t k = 0; k < N - off; k++) {
+            uint16_t want = dtr__f32_to_f16(from_bits(in[k + off]));
+            if (out[k] != want && bad++ < 5)
+                cr_expect_fail("f32 0x%08x (offset %d): array cast 0x%04x, scalar 0x%04x",
+                               in[k + off], off, out[k], want);
+        }
+    }
+    uint16_t *h16 = malloc(65536 * sizeof *h16);
+    float *f = malloc(65536 * sizeof *f);
+    for (uint32_t h = 0; h < 65536; h++) h16[h] = (uint16_t)h;
+    dtr__convert(DTR_F16, h16, DTR_F32, f, 65536);
+    for (uint32_t h = 0; h < 65536; h++)
+        if (bits(f[h]) != bits(dtr__f16_to_f32((uint16_t)h)) && bad++ < 10)
+            cr_expect_fail("f16 0x%04x widened to 0x%08x, scalar 0x%08x", h, bits(f[h]),
+                           bits(dtr__f16_to_f32((uint16_t)h)));
+    cr_expect_eq(bad, 0, "%d casts differ", bad);
+    free(in);
+    free(out);
+    free(h16);
+    free(f);
 }
 
 Test(dtype_values, combine_pairs) {
