@@ -28,7 +28,8 @@ ldd bazel-bin/tools/dtr | grep -q libcudart || {
     echo "gpu_device_pack: bazel-bin/tools/dtr was built without CUDA (nvcc not found?)" >&2
     exit 1
 }
-rm -rf "$dir"
+# only what this script writes: anything else kept in DIR (notes, logs) stays
+rm -rf "$dir/bin" "$dir/lib" "$dir/root" "$dir/run.sh"
 mkdir -p "$dir/bin" "$dir/lib" "$dir/root/usr/lib/x86_64-linux-gnu" "$dir/root/usr/bin" \
     "$dir/root/etc" "$dir/root/usr/share"
 cp -L bazel-bin/tools/dtr bazel-bin/bench/cuda_bench \
