@@ -87,6 +87,10 @@ void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *i
 void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
                    void *out, int64_t count);
 
+/* The vector forms of the element loops (values.c, reduce.c) this CPU runs, asked once:
+ * 0 none (or not x86-64), 1 AVX2, 2 AVX2 and F16C. */
+int dtr__simd_level(void);
+
 /* Tests: false makes dtr__reduce_n use its generic build even where AVX2 is there; true
  * returns to picking by CPU. */
 void dtr__reduce_simd(bool on);

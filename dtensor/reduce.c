@@ -19,7 +19,6 @@
 #include "dtensor/internal.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define DTR__X86 1
 #endif
@@ -241,10 +240,7 @@ void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in,
 #ifdef DTR__X86
     int path = __atomic_load_n(&dtr__reduce_path, __ATOMIC_RELAXED);
     if (path < 0) {
-        unsigned a, b, c, d;
-        __builtin_cpu_init();
-        bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-        path = __builtin_cpu_supports("avx2") && f16c ? 1 : 0;
+        path = dtr__simd_level() == 2 ? 1 : 0;
         __atomic_store_n(&dtr__reduce_path, path, __ATOMIC_RELAXED);
     }
     if (path == 1) {

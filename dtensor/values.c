@@ -88,23 +88,25 @@ void dtr__store(dtr_dtype_t dtype, void *buf, int64_t k, double v) {
     }
 }
 
+int dtr__simd_level(void) {
 #ifdef DTR__X86
-/* What this CPU runs of the loops below (asked once): 0 the scalar ones, 1 AVX2, 2 AVX2 and
- * F16C. */
-static int dtr__cast_path(void) {
-    static int path = -1; /* -1: not yet asked */
-    int p = __atomic_load_n(&path, __ATOMIC_RELAXED);
-    if (p < 0) {
+    static int level = -1; /* -1: not yet asked */
+    int v = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (v < 0) {
         unsigned a, b, c, d;
         __builtin_cpu_init();
         bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-        p = __builtin_cpu_supports("avx2") ? (f16c ? 2 : 1) : 0;
-        __atomic_store_n(&path, p, __ATOMIC_RELAXED);
+        v = __builtin_cpu_supports("avx2") ? (f16c ? 2 : 1) : 0;
+        __atomic_store_n(&level, v, __ATOMIC_RELAXED);
     }
-    return p;
+    return v;
+#else
+    return 0;
+#endif
 }
 
-static bool dtr__cast_avx2(void) { return dtr__cast_path() >= 1; }
+#ifdef DTR__X86
+static bool dtr__cast_avx2(void) { return dtr__simd_level() >= 1; }
 
 /* f16 with F16C, the same bits as dtr__f16_to_f32 and dtr__f32_to_f16 (which this file's
  * tests check against the compiler's _Float16 for every value): the hardware widens and
@@ -189,7 +191,7 @@ __attribute__((target("avx2"))) static int64_t dtr__bf16_divide_avx2(const uint1
 static int64_t dtr__half_divide_fast(dtr_dtype_t dtype, const uint16_t *src, uint16_t *dst,
                                      int64_t count, float d) {
 #ifdef DTR__X86
-    int path = dtr__cast_path();
+    int path = dtr__simd_level();
     if (dtype == DTR_BF16 && path >= 1) return dtr__bf16_divide_avx2(src, dst, count, d);
     if (dtype == DTR_F16 && path == 2) return dtr__f16_divide_f16c(src, dst, count, d);
 #endif
@@ -316,7 +318,7 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
     if (src_dtype == DTR_F32 && dst_dtype == DTR_F16) {
         k = 0;
 #ifdef DTR__X86
-        if (dtr__cast_path() == 2) k = dtr__f32_to_f16_f16c(src, dst, count);
+        if (dtr__simd_level() == 2) k = dtr__f32_to_f16_f16c(src, dst, count);
 #endif
         for (; k < count; k++) ((uint16_t *)dst)[k] = dtr__f32_to_f16(((const float *)src)[k]);
     } else if (src_dtype == DTR_F32 && dst_dtype == DTR_BF16) {
@@ -330,7 +332,7 @@ void dtr__convert(dtr_dtype_t src_dtype, const void *src, dtr_dtype_t dst_dtype,
     } else if (src_dtype == DTR_F16 && dst_dtype == DTR_F32) {
         k = 0;
 #ifdef DTR__X86
-        if (dtr__cast_path() == 2) k = dtr__f16_to_f32_f16c(src, dst, count);
+        if (dtr__simd_level() == 2) k = dtr__f16_to_f32_f16c(src, dst, count);
 #endif
         for (; k < count; k++) ((float *)dst)[k] = dtr__f16_to_f32(((const uint16_t *)src)[k]);
     } else if (src_dtype == DTR_BF16 && dst_dtype == DTR_F32) {
