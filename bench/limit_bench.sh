@@ -2,7 +2,8 @@
 # The distance to the memory: for each transition, the least bytes each rank must read and
 # write (below), the machine's copy bandwidth with as many processes as ranks at the same
 # size (bench/copy_bw.c, measured in the same run), and time / (those bytes / bandwidth)
-# for dtr (its default: the shared-memory reductions), for Open MPI's own collectives of
+# for dtr (its default: the shared-memory reductions; and with `--buffers shared`, its
+# blocks in a dtr_context_alloc allocation, which reductions read in place), for Open MPI's own collectives of
 # the same plan (dtr run's baseline with DTR_MPI_SHM=0: MPI_Reduce_scatter_block,
 # MPI_Allreduce, MPI_Allgather, MPI_Alltoallw) and, for f32, for Intel MPI's
 # (bench/coll_bench.c built with its mpigcc, run with its mpiexec) where one is installed.
@@ -54,15 +55,15 @@ most() { sort -g | tail -1; }
 
 table=$work/table
 {
-    echo "| ranks | dtype | transition | MiB | least MB/rank | copy GB/s/rank | limit us | dtr us | dtr / limit | Open MPI us | Open MPI / limit | Intel MPI us | Intel MPI / limit | dtr / its S(0)->R |"
-    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| ranks | dtype | transition | MiB | least MB/rank | copy GB/s/rank | limit us | dtr us | dtr / limit | dtr shared us | shared / limit | Open MPI us | Open MPI / limit | Intel MPI us | Intel MPI / limit | dtr / its S(0)->R | shared / its S(0)->R |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$table"
 cat "$table"
 specs=("S(0)|R" "P|S(0)" "P|R" "S(0)|S(1)")
 for n in $ranks; do
     for mib in $sizes; do
         bytes=$((mib << 20))
-        : >"$work/m" # lines "KEY VALUE", KEY = bw | impi.KIND | DTYPE.SPEC.dtr | DTYPE.SPEC.ompi
+        : >"$work/m" # lines "KEY VALUE", KEY = bw | impi.KIND | DTYPE.SPEC.(dtr|shared|ompi)
         for round in $(seq "$rounds"); do
             echo "bw $(field rank_gbps "$(mpirun --oversubscribe -n "$n" "$copy_bw" "$bytes" 10)")" >>"$work/m"
             j=$(impi_run "$n" "$bytes")
@@ -78,6 +79,7 @@ for n in $ranks; do
                     args=(run --mesh "$n" --shape "${rows}x1024" --dtype "$dtype" --from "${spec%%|*}"
                         --to "${spec##*|}" --iters "$iters" --warmup 2 --json)
                     echo "$dtype.$i.dtr $(field median_us "$(mpirun --oversubscribe -n "$n" "$dtr" "${args[@]}")")" >>"$work/m"
+                    echo "$dtype.$i.shared $(field median_us "$(mpirun --oversubscribe -n "$n" "$dtr" "${args[@]}" --buffers shared)")" >>"$work/m"
                     echo "$dtype.$i.ompi $(field baseline_median_us "$(DTR_MPI_SHM=0 mpirun --oversubscribe -n "$n" "$dtr" "${args[@]}")")" >>"$work/m"
                 done
             done
@@ -86,6 +88,7 @@ for n in $ranks; do
         bw=$(val bw | most)
         for dtype in $dtypes; do
             gather_us=$(val "$dtype.0.dtr" | best)
+            gather_shared=$(val "$dtype.0.shared" | best)
             for i in "${!specs[@]}"; do
                 spec=${specs[$i]}
                 case $spec in
@@ -100,10 +103,11 @@ for n in $ranks; do
                 awk -v n="$n" -v d="$dtype" -v f="${spec%%|*}" -v t="${spec##*|}" -v mib="$mib" \
                     -v least="$least" -v bw="$bw" -v us="$(val "$dtype.$i.dtr" | best)" \
                     -v o="$(val "$dtype.$i.ompi" | best)" -v im="$intel" -v g="$gather_us" \
+                    -v sh="$(val "$dtype.$i.shared" | best)" -v gs="$gather_shared" \
                     'BEGIN { limit = least / (bw * 1e3);
                              ims = im == "-" ? "- | -" : sprintf("%.0f | %.2f", im, im / limit);
-                             printf "| %s | %s | %s -> %s | %s | %.1f | %.2f | %.0f | %.0f | %.2f | %.0f | %.2f | %s | %.2f |\n",
-                                    n, d, f, t, mib, least / 1e6, bw, limit, us, us / limit, o, o / limit, ims, us / g }' \
+                             printf "| %s | %s | %s -> %s | %s | %.1f | %.2f | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %s | %.2f | %.2f |\n",
+                                    n, d, f, t, mib, least / 1e6, bw, limit, us, us / limit, sh, sh / limit, o, o / limit, ims, us / g, sh / gs }' \
                     | tee -a "$table"
             done
         done
@@ -124,7 +128,9 @@ if [ $# -ge 1 ]; then
         echo "cell is the best of the $rounds rounds. limit = least bytes per rank / the copy bandwidth per rank"
         echo "of as many processes as ranks copying the same size at once (bench/copy_bw.c: from the"
         echo "first rank's start to the last rank's end, counting read and written bytes). dtr: \`dtr"
-        echo "run\`'s median (the shared-memory paths); Open MPI: the same plan's collectives alone"
+        echo "run\`'s median (the shared-memory paths); dtr shared: the same with \`--buffers shared\`"
+        echo "(the blocks in a dtr_context_alloc allocation: reductions read them in place, the"
+        echo "last column compares with the S(0) -> R row's shared time); Open MPI: the same plan's collectives alone"
         echo "with DTR_MPI_SHM=0 (MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce,"
         echo "MPI_Alltoallw; user ops for bf16 and f16); Intel MPI: bench/coll_bench.c built with its"
         echo "mpigcc and run with its mpiexec (PyPI's impi-rt and impi-devel), f32 only. The last"

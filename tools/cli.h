@@ -133,8 +133,9 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
  * member: [0] groups with a shared-memory segment (all members on one node), [1] their
  * operations through it, [2] their operations through MPI, [3] groups without one (across
  * nodes), [4] their operations through MPI's flat calls, [5] their reductions in the
- * hierarchical form (a segment inside each node, MPI across). Collective. */
-void dtr_cli_mpi_paths(long long sums[6]);
+ * hierarchical form (a segment inside each node, MPI across), [6] of [1], the reductions that
+ * read the members' buffers where they are (dtr_context_alloc memory). Collective. */
+void dtr_cli_mpi_paths(long long sums[7]);
 /* The cost model a run plans with (collective): DTR_* variables, with the mesh dims nodes_of
  * names given inter-node figures ("auto": those MPI says cross nodes; "none"; or a list,
  * "0,2"). *across gets the mesh dims that do cross, *planned those planned as crossing. An

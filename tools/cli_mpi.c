@@ -72,8 +72,8 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world) {
                                top, world, top + 1);
 }
 
-void dtr_cli_mpi_paths(long long sums[6]) {
-    long long mine[6] = {0, 0, 0, 0, 0, 0};
+void dtr_cli_mpi_paths(long long sums[7]) {
+    long long mine[7] = {0, 0, 0, 0, 0, 0, 0};
     int me = 0, count = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     dtr_mpi_group_info_t *g = NULL;
@@ -87,6 +87,7 @@ void dtr_cli_mpi_paths(long long sums[6]) {
             if (g[i].shared_memory) {
                 mine[1] += g[i].shm_ops;
                 mine[2] += g[i].mpi_ops;
+                mine[6] += g[i].direct_ops;
             } else {
                 mine[4] += g[i].mpi_ops;
                 mine[5] += g[i].hier_ops;
@@ -94,7 +95,7 @@ void dtr_cli_mpi_paths(long long sums[6]) {
         }
     }
     free(g);
-    MPI_Allreduce(mine, sums, 6, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(mine, sums, 7, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
 
 int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,

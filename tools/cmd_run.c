@@ -21,6 +21,7 @@ static void dtr__run_help(FILE *out) {
         "                [--nonblocking] [--backward [--backward-dtype DTYPE]]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
+        "                [--buffers private|shared]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
         "                [--fill pattern|random] [--seed S]\n"
@@ -97,6 +98,11 @@ static void dtr__run_help(FILE *out) {
         "                       collectives alone (--json: batched_median_us,\n"
         "                       one_by_one_median_us, baseline_median_us). MPI on CPU buffers;\n"
         "                       planned for where the ranks run (as --nodes-of auto)\n"
+        "  --buffers B          private (default: the heap) or shared: the source and result\n"
+        "                       blocks come from dtr_context_alloc, which the MPI backend\n"
+        "                       maps on every rank of the node, so that reductions read the\n"
+        "                       members' blocks where they are (CPU buffers, MPI backend;\n"
+        "                       the baseline keeps its own heap buffers)\n"
         "  --inject-mismatch R  flip a byte of rank R's output before checking (tests the\n"
         "                       checker: --verify must then fail)\n"
         "  -h, --help           this help\n"
@@ -261,6 +267,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         {"to-dtype", required_argument, NULL, 'T'},
         {"backward-dtype", required_argument, NULL, 'K'},
         {"nodes-of", required_argument, NULL, 'N'},
+        {"buffers", required_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -268,7 +275,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     const char *to = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
     const char *inject_text = NULL, *dump = NULL, *backend = "mpi", *device = NULL;
     const char *fill_text = "pattern", *seed_text = NULL, *input = NULL, *to_dtype = NULL;
-    const char *backward_dtype_text = NULL, *nodes_of = "auto";
+    const char *backward_dtype_text = NULL, *nodes_of = "auto", *buffers = "private";
     int json = 0, verify = 0, nonblocking = 0, backward = 0;
     opterr = 0;
     for (;;) {
@@ -294,6 +301,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
         case 'T': to_dtype = optarg; break;
         case 'K': backward_dtype_text = optarg; break;
         case 'N': nodes_of = optarg; break;
+        case 'U': buffers = optarg; break;
         case 'h':
             if (rank == 0) dtr__run_help(stdout);
             return DTR_EXIT_OK;
@@ -339,6 +347,12 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (input != NULL) data.fill.kind = DTR_FILL_GIVEN;
     if ((rc = dtr_cli_engine_args("run", backend, device, &dtr__eng)) != DTR_EXIT_OK) return rc;
     device = dtr__eng.device;
+    bool shared = strcmp(buffers, "shared") == 0;
+    if (!shared && strcmp(buffers, "private") != 0)
+        return dtr_cli_usage_error("run", "--buffers: '%s' is not private or shared", buffers);
+    if (shared && (dtr__eng.cuda || dtr__eng.nccl))
+        return dtr_cli_usage_error("run", "--buffers shared: the MPI backend on CPU buffers "
+                                          "only (--backend mpi --device cpu)");
     struct stat dump_st;
     if (dump != NULL && (stat(dump, &dump_st) != 0 || !S_ISDIR(dump_st.st_mode)))
         return dtr_cli_usage_error("run", "--dump: '%s' is not an existing directory", dump);
@@ -377,7 +391,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     rc = DTR_EXIT_FAIL;
     dtr_context_t *ctx = NULL;
     unsigned char *in = NULL, *copy = NULL, *out = NULL;
-    void *din = NULL, *dout = NULL;
+    void *din = NULL, *dout = NULL, *sin = NULL, *sout = NULL;
     double *times = NULL;
     dtr_layout_t sl = {0}, dl = {0};
     bool inside = dtr_spec_layout(&src, rank, &sl) == DTR_OK;
@@ -397,10 +411,23 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     st = dtr_cli_dev_put(&dtr__eng, in, in_bytes, &din);
     if (st == DTR_OK) st = dtr_cli_dev_put(&dtr__eng, out, out_bytes, &dout);
     if (!dtr_cli_all_ok("run", st, rank, "device buffers")) goto done;
+    if (shared) { /* collective: every rank of the context allocates, outside the mesh too */
+        st = dtr_context_alloc(ctx, (int64_t)in_bytes + 1, &sin);
+        if (st == DTR_OK) st = dtr_context_alloc(ctx, (int64_t)out_bytes + 1, &sout);
+        if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: %s\n", rank, dtr_last_error());
+        if (!dtr_cli_all_ok("run", st, rank, "--buffers shared")) goto done;
+        memcpy(sin, in, in_bytes);
+        din = sin;
+        dout = sout;
+    }
     dtr__job_t job = {ctx, plan, din, in_bytes, dout, out_bytes, nonblocking != 0};
     st = dtr__once(&job);
     if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, out, dout, out_bytes);
     if (st == DTR_OK) st = dtr_cli_dev_get(&dtr__eng, in, din, in_bytes);
+    if (st == DTR_OK && shared) {
+        memcpy(out, sout, out_bytes);
+        memcpy(in, sin, in_bytes);
+    }
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
 
     dtr__verdict_t v = {0};
@@ -510,7 +537,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     bool fwd_ok = !verify || (mismatches == 0 && changed == 0);
     bool ok = fwd_ok && (!verify || bwd_bad == 0);
     /* which groups went through shared memory (inside a node) and which through MPI */
-    long long paths[6] = {0, 0, 0, 0, 0, 0};
+    long long paths[7] = {0, 0, 0, 0, 0, 0, 0};
     bool mpi = strcmp(dtr_context_backend(ctx), "nccl") != 0;
     int steps_across = 0;
     for (int k = 0; k < plan->nsteps; k++) steps_across += dtr_step_across_nodes(plan, k, across);
@@ -542,9 +569,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    (long long)plan->recv_bytes_max);
             dtr_cli_json_collectives(stdout, plan);
             printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
-                   "\"ranks\":%d,\"mesh\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
-                   "\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\"",
+                   "\"buffers\":\"%s\",\"ranks\":%d,\"mesh\":\"%s\",\"shape\":\"%s\","
+                   "\"dtype\":\"%s\",\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\"",
                    plan->nsteps, dtr_strategy_name(strategy), dtr_context_backend(ctx), device,
+                   buffers,
                    world, meshtext, shape, dtr_dtype_name(src.dtype), dtr_dtype_name(dst.dtype),
                    from, tostr);
             printf(",\"mesh_dims_across_nodes\":[");
@@ -557,8 +585,9 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                    planned_across != 0 ? "true" : "false");
             if (mpi)
                 printf(",\"groups\":{\"shared_memory\":%lld,\"shm_ops\":%lld,\"mpi_ops\":%lld,"
-                       "\"mpi_only\":%lld,\"mpi_only_ops\":%lld,\"hier_ops\":%lld}",
-                       paths[0], paths[1], paths[2], paths[3], paths[4], paths[5]);
+                       "\"mpi_only\":%lld,\"mpi_only_ops\":%lld,\"hier_ops\":%lld,"
+                       "\"direct_ops\":%lld}",
+                       paths[0], paths[1], paths[2], paths[3], paths[4], paths[5], paths[6]);
             if (bplan != NULL) {
                 printf(",\"backward\":{\"placements\":");
                 dtr_cli_json_placements(stdout, bplan->dst.placements, dtr_mesh_ndims(mesh));
@@ -638,6 +667,10 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
                        "%lld through MPI), %lld across nodes (%lld operations through MPI, "
                        "%lld hierarchical)\n",
                        paths[0], paths[1], paths[2], paths[3], paths[4], paths[5]);
+            if (mpi && paths[6] > 0)
+                printf("  reductions reading the members' shared buffers where they are: "
+                       "%lld\n",
+                       paths[6]);
         }
         if (fwd_ok && !ok)
             fprintf(stderr, "dtr run: backward verification failed: %lld %s wrong or "
@@ -668,6 +701,10 @@ done_all:
     free(bplan);
 done:
     dtr_fill_blocks_destroy(data.blocks);
+    if (ctx != NULL) {
+        dtr_context_free(ctx, sin);
+        dtr_context_free(ctx, sout);
+    }
     dtr_context_destroy(ctx);
     dtr_cli_dev_free(&dtr__eng, din, in);
     dtr_cli_dev_free(&dtr__eng, dout, out);

@@ -172,6 +172,15 @@ typedef struct dtr_backend_ops {
     dtr_status_t (*premul_sum)(void *group, const void *send, void *recv, int64_t count,
                                dtr_dtype_t dtype, double scale, bool scatter,
                                dtr_backend_req_t *req);
+    /*
+     * optional: memory the backend's operations move fastest (dtr_context_alloc), collective
+     * over the backend's world (every rank calls it, in the same order; bytes >= 1 may differ
+     * between ranks). The MPI backend's is mapped by every rank of the node, so that its
+     * reductions read the members' buffers where they are. mem_free is local and returns
+     * false for a pointer mem_alloc did not return (or already freed).
+     */
+    dtr_status_t (*mem_alloc)(void *state, int64_t bytes, void **p);
+    bool (*mem_free)(void *state, void *p);
 } dtr_backend_ops_t;
 
 #ifdef __cplusplus

@@ -73,6 +73,8 @@ fail:
     return st;
 }
 
+static void dtr__allocs_destroy(dtr_context_t *ctx);
+
 void dtr_context_destroy(dtr_context_t *ctx) {
     if (ctx == NULL) return;
     if (ctx->aborted) {
@@ -91,6 +93,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->agree_dev);
     dtr__m_free(ctx, ctx->grad_scratch);
     free(ctx->arrays);
+    dtr__allocs_destroy(ctx);
     if (ctx->batch != NULL) {
         dtr__m_free(ctx, ctx->batch->arena);
         free(ctx->batch->mem);
@@ -205,4 +208,80 @@ int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx) {
     if (ctx == NULL) return 0;
     return ctx->buf_cap[0] + ctx->buf_cap[1] + ctx->send_cap + ctx->recv_cap +
            ctx->arrays_cap * 6 * (int64_t)sizeof(int64_t);
+}
+
+/* ---- dtr_context_alloc and dtr_context_free: the backend's memory where it has its own
+ * allocator, else the memory space's or the host's, remembered here so that free can tell
+ * them apart and refuse a pointer the context never returned. */
+
+typedef struct dtr__alloc {
+    void *p;
+    const dtr_memory_ops_t *mem; /* the space it came from; NULL: the host's heap */
+    void *mem_state;
+    struct dtr__alloc *next;
+} dtr__alloc_t;
+
+dtr_status_t dtr_context_alloc(dtr_context_t *ctx, int64_t bytes, void **p) {
+    DTR_CHECK_PTR(ctx, __func__);
+    DTR_CHECK_PTR(p, __func__);
+    if (bytes < 1)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "bytes: %lld, must be at least 1",
+                          (long long)bytes);
+    DTR_CHECK(dtr__check_alive(ctx, __func__));
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, __func__,
+                          "ctx: an operation is in flight on it (allocating is collective)");
+    if (ctx->mem == NULL && ctx->ops->mem_alloc != NULL)
+        return ctx->ops->mem_alloc(ctx->state, bytes, p); /* its errors name the call */
+    dtr__alloc_t *a = malloc(sizeof *a);
+    if (a == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "allocation record");
+    *a = (dtr__alloc_t){.mem = ctx->mem, .mem_state = ctx->mem_state, .next = ctx->allocs};
+    dtr_status_t st = DTR_OK;
+    if (ctx->mem != NULL) {
+        st = ctx->mem->alloc(ctx->mem_state, bytes, &a->p);
+    } else {
+        a->p = aligned_alloc(64, (size_t)((bytes + 63) & ~(int64_t)63));
+        if (a->p == NULL)
+            st = dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "bytes: %lld", (long long)bytes);
+    }
+    if (st != DTR_OK) {
+        free(a);
+        return st;
+    }
+    ctx->allocs = a;
+    *p = a->p;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_context_free(dtr_context_t *ctx, void *p) {
+    DTR_CHECK_PTR(ctx, __func__);
+    if (p == NULL) return DTR_OK;
+    for (dtr__alloc_t **at = &ctx->allocs; *at != NULL; at = &(*at)->next) {
+        dtr__alloc_t *a = *at;
+        if (a->p != p) continue;
+        *at = a->next;
+        if (a->mem != NULL)
+            a->mem->free(a->mem_state, a->p);
+        else
+            free(a->p);
+        free(a);
+        return DTR_OK;
+    }
+    if (ctx->ops->mem_free != NULL && ctx->ops->mem_free(ctx->state, p)) return DTR_OK;
+    return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                      "p: %p was not returned by dtr_context_alloc on this context (or was "
+                      "freed already)",
+                      p);
+}
+
+static void dtr__allocs_destroy(dtr_context_t *ctx) {
+    while (ctx->allocs != NULL) {
+        dtr__alloc_t *a = ctx->allocs;
+        ctx->allocs = a->next;
+        if (a->mem != NULL)
+            a->mem->free(a->mem_state, a->p);
+        else
+            free(a->p);
+        free(a);
+    }
 }

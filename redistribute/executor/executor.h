@@ -115,6 +115,23 @@ DTR_API const char *dtr_context_memory(const dtr_context_t *ctx);
  * the stream). DTR_OK at once on host memory. */
 DTR_API dtr_status_t dtr_context_sync(dtr_context_t *ctx);
 
+/*
+ * bytes (>= 1) of the memory the context's operations move fastest, in *p (written only on
+ * success), 64-byte aligned. Collective: every rank of the context calls it, in the same
+ * order with its other allocations (bytes may differ between ranks). On the MPI backend it
+ * is a part of a segment every rank of the node maps: a reduction (P -> S, P -> R, the
+ * group collectives) whose every member's buffers lie in one such allocation reads them
+ * where they are, without copying them through the shared-memory rings (docs/executor.md,
+ * "Reductions on shared allocations"). A context on a memory space returns the space's
+ * memory; a backend without its own allocator, plain host memory. Free it with
+ * dtr_context_free on the same context, before destroying the context.
+ */
+DTR_API dtr_status_t dtr_context_alloc(dtr_context_t *ctx, int64_t bytes, void **p);
+
+/* Frees what dtr_context_alloc returned (local: no other rank takes part; NULL is a no-op).
+ * DTR_ERR_INVALID_ARGUMENT for a pointer the context did not allocate. */
+DTR_API dtr_status_t dtr_context_free(dtr_context_t *ctx, void *p);
+
 /* Whether a timeout aborted the context (every call on it then returns DTR_ERR_ABORTED). */
 DTR_API bool dtr_context_aborted(const dtr_context_t *ctx);
 

@@ -159,6 +159,7 @@ struct dtr_context {
     void *grad_scratch;
     int64_t grad_scratch_cap;
     struct dtr__batch *batch; /* a batch's state, made by its first batch call */
+    struct dtr__alloc *allocs; /* dtr_context_alloc's that the backend did not make */
 };
 
 /* ---- context.c ---------------------------------------------------------------------- */

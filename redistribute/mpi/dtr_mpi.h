@@ -69,6 +69,8 @@ typedef struct {
                            (several members on each node), else 0 */
     int64_t hier_ops;   /* reductions run in that form so far: a segment inside each node,
                            MPI across */
+    int64_t direct_ops; /* of the shm_ops, the reductions that read the members' buffers
+                           where they are: every member's in one dtr_context_alloc allocation */
 } dtr_mpi_group_info_t;
 
 /* The MPI backend's live groups in this process, oldest first, with the path each took: where

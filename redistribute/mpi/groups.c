@@ -52,6 +52,7 @@ dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count) {
             .mpi_ops = __atomic_load_n(&g->mpi_ops, __ATOMIC_RELAXED),
             .nodes = dtr__hier_nodes(g->hier),
             .hier_ops = __atomic_load_n(&g->hier_ops, __ATOMIC_RELAXED),
+            .direct_ops = dtr__shm_direct_ops(g->shm),
         };
     }
     pthread_mutex_unlock(&dtr__groups_lock);

@@ -207,7 +207,7 @@ static dtr_status_t dtr__hier_step(dtr__hier_t *h, dtr__hier_op_t *o, bool block
             from = A;
         }
         for (int l = 0; l < h->L; l++) counts[l] = node_piece;
-        DTR_CHECK(dtr__shm_reduce_scatter_start(h->shm, from, B, counts, o->dtype, o->op, es));
+        DTR_CHECK(dtr__shm_reduce_scatter_start(h->shm, from, B, counts, o->dtype, o->op, es, NULL));
         o->stage = HIER_SHM_REDUCE;
         break;
     }

@@ -100,8 +100,9 @@ static void dtr__mpi_destroy(void *state) {
             if (m->unit[u] != MPI_DATATYPE_NULL) MPI_Type_free(&m->unit[u]);
         for (int k = 0; k < 2; k++)
             if (m->u8_op[k] != MPI_OP_NULL) MPI_Op_free(&m->u8_op[k]);
-        if (m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
     }
+    dtr__mpi_shared_destroy(m, finalized);
+    if (!finalized && m->world != MPI_COMM_NULL) MPI_Comm_free(&m->world);
     free(m);
 }
 
@@ -118,6 +119,7 @@ dtr_status_t dtr_backend_mpi_state_create(MPI_Comm comm, void **state) {
     dtr__mpi_t *m = calloc(1, sizeof *m);
     if (m == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "backend state");
     m->world = MPI_COMM_NULL;
+    m->node = MPI_COMM_NULL;
     for (int h = 0; h < 2; h++) {
         m->half[h] = MPI_DATATYPE_NULL;
         for (int k = 0; k < 4; k++) m->half_op[h][k] = MPI_OP_NULL;
@@ -461,6 +463,17 @@ static bool dtr__mpi_shm_reduces(dtr__mpi_group_t *g, dtr_dtype_t dtype, dtr_red
     return !(exact && bytes <= DTR__SHM_REDUCE_EXACT_MAX);
 }
 
+/* Where a reduction's send and receive buffers sit in shared allocations, in *sh; NULL where
+ * the process has none (the common case, at no cost). */
+static const dtr__shm_shared_t *dtr__mpi_shared(const dtr__mpi_group_t *g, const void *send,
+                                                int64_t sbytes, const void *recv,
+                                                int64_t rbytes, dtr__shm_shared_t *sh) {
+    if (g->mpi->shared == NULL) return NULL;
+    dtr__mpi_shared_find(g->mpi, g->ranks, g->n, send, sbytes, 0, sh);
+    dtr__mpi_shared_find(g->mpi, g->ranks, g->n, recv, rbytes, 1, sh);
+    return sh;
+}
+
 /* A reduction of `count` elements per member (reduce-scatter block, all-reduce). */
 static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const void *send,
                                     void *recv, int64_t count, dtr_dtype_t dtype,
@@ -483,13 +496,17 @@ static dtr_status_t dtr__mpi_reduce(dtr__mpi_kind_t kind, void *group, const voi
         r->kind = DTR__OP_SHM;
         return DTR_OK;
     }
-    if (dtr__mpi_shm_reduces(g, dtype, op, count * esize * (kind == DTR__OP_ALLREDUCE ? 1 : g->n))) {
+    int64_t in_bytes = count * esize * (kind == DTR__OP_ALLREDUCE ? 1 : g->n);
+    if (dtr__mpi_shm_reduces(g, dtype, op, in_bytes)) {
+        dtr__shm_shared_t sh;
+        const dtr__shm_shared_t *shared = dtr__mpi_shared(g, send, in_bytes, recv, count * esize, &sh);
         if (kind == DTR__OP_ALLREDUCE) {
-            DTR_CHECK(dtr__shm_all_reduce_start(g->shm, send, recv, count, dtype, op, esize));
+            DTR_CHECK(dtr__shm_all_reduce_start(g->shm, send, recv, count, dtype, op, esize, shared));
         } else {
             int64_t counts[DTR__SHM_MAX_MEMBERS];
             for (int k = 0; k < g->n; k++) counts[k] = count;
-            DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize));
+            DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize,
+                                                    shared));
         }
         r->kind = DTR__OP_SHM;
         return DTR_OK;
@@ -518,7 +535,11 @@ static dtr_status_t dtr__mpi_reduce_scatterv(void *group, const void *send, void
     int64_t total = 0, esize = dtr_dtype_info(dtype)->size;
     for (int k = 0; k < g->n; k++) total += counts[k];
     if (dtr__mpi_shm_reduces(g, dtype, op, total * esize)) { /* counts are every member's */
-        DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize));
+        dtr__shm_shared_t sh;
+        const dtr__shm_shared_t *shared =
+            dtr__mpi_shared(g, send, total * esize, recv, counts[g->me] * esize, &sh);
+        DTR_CHECK(dtr__shm_reduce_scatter_start(g->shm, send, recv, counts, dtype, op, esize,
+                                                shared));
         r->kind = DTR__OP_SHM;
         return DTR_OK;
     }
@@ -761,6 +782,8 @@ static const dtr_backend_ops_t dtr__mpi_ops = {
     .cancel = dtr__mpi_cancel,
     .spans_ok = dtr__mpi_spans_ok,
     .spans_start = dtr__mpi_spans_start,
+    .mem_alloc = dtr__mpi_mem_alloc,
+    .mem_free = dtr__mpi_mem_free,
 };
 
 const dtr_backend_ops_t *dtr_backend_mpi_ops(void) { return &dtr__mpi_ops; }

@@ -44,7 +44,23 @@ typedef struct {
     bool hier;         /* reductions of groups over nodes in the hierarchical form
                           (DTR_MPI_HIER=0: MPI's flat calls) */
     int64_t hier_min;  /* from this many bytes per member (DTR_MPI_HIER_MIN) */
+    /* shared allocations (shared.c): this node's ranks (made by the first allocation), each
+     * world rank's index among them (-1: another node), the allocations made so far (the
+     * same count on every rank) and the live ones */
+    MPI_Comm node;
+    int *node_index;
+    int64_t shared_made;
+    struct dtr__mpi_shared *shared;
 } dtr__mpi_t;
+
+/* shared.c: the backend's mem_alloc and mem_free; where buf (bytes long) sits in a shared
+ * allocation, as the group's members see it (side 0 send, 1 receive; serial -1 if not);
+ * frees the state's allocations and node communicator (at destroy). */
+dtr_status_t dtr__mpi_mem_alloc(void *state, int64_t bytes, void **p);
+bool dtr__mpi_mem_free(void *state, void *p);
+void dtr__mpi_shared_find(const dtr__mpi_t *m, const int *ranks, int n, const void *buf,
+                          int64_t bytes, int side, dtr__shm_shared_t *out);
+void dtr__mpi_shared_destroy(dtr__mpi_t *m, bool finalized);
 
 typedef struct dtr__mpi_group {
     dtr__mpi_t *mpi;

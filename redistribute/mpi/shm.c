@@ -248,6 +248,7 @@ void dtr__shm_cancel(dtr__shm_t *s) {
         break;
     case DTR__SHM_REDUCE:
         __atomic_store_n(dtr__rready(s, s->me), s->rearlier, __ATOMIC_RELEASE);
+        dtr__shm_direct_cancel(s);
         break;
     case DTR__SHM_TINY:
         if (s->left == 0) return;
@@ -264,7 +265,9 @@ bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
     bool any = false;
     if (s->left > 0) {
         any = s->mode == DTR__SHM_GATHER   ? dtr__gather_progress(s)
-              : s->mode == DTR__SHM_REDUCE ? dtr__shm_reduce_progress(s)
+              : s->mode == DTR__SHM_REDUCE
+                  ? (s->direct != DTR__DIRECT_OFF ? dtr__shm_direct_progress(s)
+                                                  : dtr__shm_reduce_progress(s))
               : s->mode == DTR__SHM_TINY   ? dtr__shm_tiny_progress(s)
                                            : dtr__all_to_all_progress(s);
         if (s->left == 0 && s->stream) dtr__stream_fence();

@@ -69,15 +69,34 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
                                    int64_t block, int64_t row);
 
 /*
+ * Where a reduction's buffers sit in a shared allocation (dtr_context_alloc on the MPI
+ * backend, redistribute/mpi/shared.c), which every member maps: the allocation's number (the
+ * same on every rank; -1: the buffer is not in one), the buffer's offset in this member's
+ * part, the parts' bytes, and where each member's part is mapped in this process.
+ * Where every member's send buffer (and for an all-reduce its receive buffer) is in the same
+ * allocation, a reduction reads the members' buffers where they are instead of copying
+ * them through the rings (shm_direct.c): each member posts the places at the start, and all
+ * decide from the posted places alone, so they always decide alike.
+ */
+typedef struct {
+    int64_t serial[2]; /* [0] send, [1] receive */
+    int64_t off[2];
+    int64_t part_bytes[2];
+    char *part[2][DTR__SHM_MAX_MEMBERS];
+} dtr__shm_shared_t;
+
+/*
  * Starts a reduce-scatter: member k's piece is counts[k] elements of esize bytes, the
  * pieces back to back in every member's send; this member's reduced piece goes to recv.
  * The elements are combined in member order (dtr__reduce_n), so the result is the same
- * whatever the timing. op is SUM, MAX, MIN or PRODUCT. DTR_ERR_BACKEND while the previous
- * operation is not complete.
+ * whatever the timing. op is SUM, MAX, MIN or PRODUCT. shared (NULL: none) says where
+ * send and recv sit in shared allocations. DTR_ERR_BACKEND while the previous operation is
+ * not complete.
  */
 dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
                                            const int64_t *counts, dtr_dtype_t dtype,
-                                           dtr_reduce_op_t op, int64_t esize);
+                                           dtr_reduce_op_t op, int64_t esize,
+                                           const dtr__shm_shared_t *shared);
 
 /*
  * Starts an all-reduce of count elements: member k reduces the k-th of n near-equal pieces
@@ -86,7 +105,7 @@ dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void
  */
 dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
                                        int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
-                                       int64_t esize);
+                                       int64_t esize, const dtr__shm_shared_t *shared);
 
 /*
  * Starts a gather or reduction whose pieces are span lists (dtr_spans_op_t, backend.h): the
@@ -95,6 +114,10 @@ dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *re
  * the counts make; DTR_ERR_BACKEND while the previous operation is not complete.
  */
 dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64_t esize);
+
+/* Reductions of the group that read the members' buffers where they are (shm_direct.c);
+ * 0 for NULL. Read without stopping one that is running. */
+int64_t dtr__shm_direct_ops(const dtr__shm_t *s);
 
 /* An all-reduce of at most this many bytes per member can take the tiny form. */
 #define DTR__SHM_TINY_MAX 1024

@@ -34,23 +34,6 @@ dtr_status_t dtr__shm_reduce_start(dtr__shm_t *s, dtr_dtype_t dtype, dtr_reduce_
     return DTR_OK;
 }
 
-dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
-                                           const int64_t *counts, dtr_dtype_t dtype,
-                                           dtr_reduce_op_t op, int64_t esize) {
-    DTR_CHECK(dtr__shm_begin(s, DTR__SHM_REDUCE, 0)); /* before the running one's pieces change */
-    int64_t at = 0;
-    for (int k = 0; k < s->n; k++) {
-        s->rlen[k] = counts[k] * esize;
-        s->soff[k] = at;
-        s->roff[k] = 0;
-        at += s->rlen[k];
-    }
-    s->ispan[0] = dtr__shm_span(send, at, at, at);
-    s->ospan[0] = dtr__shm_span(recv, s->rlen[s->me], s->rlen[s->me], s->rlen[s->me]);
-    dtr__shm_streams(s, 1, 1);
-    return dtr__shm_reduce_start(s, dtype, op, esize, false);
-}
-
 /* An all-reduce's n near-equal pieces of count elements. */
 void dtr__shm_all_reduce_pieces(dtr__shm_t *s, int64_t count, int64_t esize) {
     int64_t piece = (count + s->n - 1) / s->n;
@@ -59,17 +42,6 @@ void dtr__shm_all_reduce_pieces(dtr__shm_t *s, int64_t count, int64_t esize) {
         s->rlen[k] = (end > first ? end - first : 0) * esize;
         s->soff[k] = s->roff[k] = (first < count ? first : count) * esize;
     }
-}
-
-dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
-                                       int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
-                                       int64_t esize) {
-    DTR_CHECK(dtr__shm_begin(s, DTR__SHM_REDUCE, 0));
-    dtr__shm_all_reduce_pieces(s, count, esize);
-    s->ispan[0] = dtr__shm_span(send, count * esize, count * esize, count * esize);
-    s->ospan[0] = dtr__shm_span(recv, count * esize, count * esize, count * esize);
-    dtr__shm_streams(s, 1, 1);
-    return dtr__shm_reduce_start(s, dtype, op, esize, true);
 }
 
 /*

@@ -15,7 +15,7 @@
 #include "redistribute/mpi/shm_state.h"
 
 /* Maps the segment named `name` (created by member 0, which passes create). */
-static char *dtr__map(const char *name, size_t size, bool create) {
+char *dtr__shm_map(const char *name, size_t size, bool create) {
     int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
     if (fd < 0) return NULL;
     /* fallocate, not ftruncate: a full /dev/shm fails here instead of with SIGBUS later */
@@ -100,7 +100,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
     rslots = rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX : rslots;
     int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk +
                      (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub + 2 * DTR__SHM_TINY_SLOT +
-                     2 * DTR__LINE;
+                     6 * DTR__LINE; /* the agreement's lines, the direct reductions' */
     region = (region + 4095) & ~(int64_t)4095;
     size_t size = (size_t)(region * n);
 
@@ -113,7 +113,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         snprintf(name, sizeof name, "/dtr-%ld-%u-%ld", (long)getpid(), serial++, (long)t.tv_nsec);
-        base = dtr__map(name, size, true);
+        base = dtr__shm_map(name, size, true);
         if (base == NULL) name[0] = '\0';
     }
     rc = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, comm);
@@ -124,7 +124,7 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
         }
         return dtr__mpi_error(rc, "MPI_Bcast (shared-memory segment name)");
     }
-    if (me != 0 && name[0] != '\0') base = dtr__map(name, size, false);
+    if (me != 0 && name[0] != '\0') base = dtr__shm_map(name, size, false);
     int mapped = base != NULL, all = 0;
     rc = MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm);
     if (me == 0 && name[0] != '\0') shm_unlink(name);
@@ -199,6 +199,8 @@ dtr_status_t dtr__shm_begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t bytes) 
         s->earlier += (uint64_t)s->count;
     s->mode = mode;
     s->stream = false;
+    s->direct = DTR__DIRECT_OFF;
+    s->dposted = false;
     s->bytes = bytes;
     s->count = mode == DTR__SHM_REDUCE ? 0 : (bytes + s->chunk - 1) / s->chunk;
     memset(s->sent, 0, sizeof(int64_t) * (size_t)s->n);

@@ -73,7 +73,19 @@ struct dtr__shm {
     dtr_dtype_t dtype;
     dtr_reduce_op_t op;
     int64_t esize;
+    /* the reductions that read the members' buffers where they are (shm_direct.c) */
+    int direct;           /* DTR__DIRECT_OFF, _WAIT (places posted, the others' unread), _RUN */
+    bool dposted;         /* the running reduction posted its places (cancel takes them back) */
+    bool dfinished;       /* it is done reading the others' buffers, and said so */
+    uint64_t dseq;        /* reductions that posted places, the running one included */
+    dtr__shm_shared_t dshared;
+    const char *din[DTR__SHM_MAX_MEMBERS]; /* member k's send buffer, in this process */
+    const char *dres[DTR__SHM_MAX_MEMBERS]; /* member k's receive buffer (all-reduce) */
+    int64_t dchunk, dreduced;
+    int64_t direct_ops; /* reductions that took the direct form (atomic: dtr_mpi_groups) */
 };
+
+enum { DTR__DIRECT_OFF = 0, DTR__DIRECT_WAIT, DTR__DIRECT_RUN };
 
 static inline uint64_t *dtr__ready(dtr__shm_t *s, int from, int to) {
     return (uint64_t *)(s->base + from * s->region + (2 * to) * DTR__LINE);
@@ -141,8 +153,28 @@ static inline uint64_t *dtr__aslot(dtr__shm_t *s, int from, uint64_t a) {
                         (int64_t)(a % 2) * DTR__LINE);
 }
 
+/*
+ * Direct reduction t's line of member `from` (after the agreement's two): t, then the places
+ * it posted (shm_direct.c); then one line of its chunks reduced, (t << 24) + chunks, and one
+ * of the direct reductions it finished reading for, t.
+ */
+static inline uint64_t *dtr__dline(dtr__shm_t *s, int from, uint64_t t) {
+    return dtr__aslot(s, from, 0) + (2 + (int64_t)(t % 2)) * (DTR__LINE / 8);
+}
+
+static inline uint64_t *dtr__dout(dtr__shm_t *s, int from) {
+    return dtr__aslot(s, from, 0) + 4 * (DTR__LINE / 8);
+}
+
+static inline uint64_t *dtr__ddone(dtr__shm_t *s, int from) {
+    return dtr__aslot(s, from, 0) + 5 * (DTR__LINE / 8);
+}
+
 /* Shared by the three files (shm_segment.c the first six, shm.c the gather's start,
  * shm_reduce.c the rest). */
+/* A POSIX shared-memory segment of `size` bytes named `name`, created (O_EXCL, its pages
+ * reserved: a full /dev/shm fails here, not with SIGBUS later) or opened; NULL on failure. */
+char *dtr__shm_map(const char *name, size_t size, bool create);
 dtr_status_t dtr__shm_busy(dtr__shm_t *s, dtr__shm_mode_t mode);
 dtr_status_t dtr__shm_begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t bytes);
 dtr_status_t dtr__shm_room(dtr__shm_t *s, int n);
@@ -156,5 +188,12 @@ dtr_status_t dtr__shm_reduce_start(dtr__shm_t *s, dtr_dtype_t dtype, dtr_reduce_
 void dtr__shm_all_reduce_pieces(dtr__shm_t *s, int64_t count, int64_t esize);
 bool dtr__shm_reduce_progress(dtr__shm_t *s);
 bool dtr__shm_tiny_progress(dtr__shm_t *s);
+/* shm_direct.c: posts this member's places for a reduction whose pieces and streams are
+ * set (starting the ring form at once where this member's buffers cannot be read where
+ * they are), progresses it, takes the places back */
+dtr_status_t dtr__shm_direct_start(dtr__shm_t *s, dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                   int64_t esize, bool all, const dtr__shm_shared_t *shared);
+bool dtr__shm_direct_progress(dtr__shm_t *s);
+void dtr__shm_direct_cancel(dtr__shm_t *s);
 
 #endif

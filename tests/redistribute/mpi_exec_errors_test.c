@@ -36,6 +36,7 @@ typedef struct {
     dtr_plan_t plan;
     unsigned char *in, *copy, *out;
     size_t in_bytes, out_bytes;
+    dtr_context_t *shared; /* in and out from its dtr_context_alloc (job_share), else heap */
 } job_t;
 
 static int job_init(job_t *j, const char *mesh, const char *shape, const char *from,
@@ -66,10 +67,30 @@ static int job_init(job_t *j, const char *mesh, const char *shape, const char *f
     return 0;
 }
 
-static void job_free(job_t *j) {
+/* Moves in and out into allocations of ctx (collective): its reductions read them in place. */
+static int job_share(job_t *j, dtr_context_t *ctx) {
+    void *in = NULL, *out = NULL;
+    if (dtr_context_alloc(ctx, (int64_t)j->in_bytes + 1, &in) != DTR_OK ||
+        dtr_context_alloc(ctx, (int64_t)j->out_bytes + 1, &out) != DTR_OK)
+        return -1;
+    memcpy(in, j->in, j->in_bytes);
     free(j->in);
-    free(j->copy);
     free(j->out);
+    j->in = in;
+    j->out = out;
+    j->shared = ctx;
+    return 0;
+}
+
+static void job_free(job_t *j) {
+    if (j->shared != NULL) {
+        dtr_context_free(j->shared, j->in);
+        dtr_context_free(j->shared, j->out);
+    } else {
+        free(j->in);
+        free(j->out);
+    }
+    free(j->copy);
     dtr_mesh_destroy(j->mesh);
 }
 
@@ -213,7 +234,8 @@ static const struct {
  * groups' shared-memory counters as they were, so that the good calls after them (twice,
  * blocking and not) verify.
  */
-static void cancelled_first_operations(dtr_context_t *ctx) {
+/* shared: the buffers in allocations of ctx, which the reductions read in place */
+static void cancelled_first_operations(dtr_context_t *ctx, bool shared) {
     static const char *const tiny[] = {"4", "2x2", "P", "R", "all_reduce"};
     for (size_t k = 0; k <= sizeof kinds / sizeof kinds[0]; k++) {
         bool last = k == sizeof kinds / sizeof kinds[0];
@@ -223,20 +245,21 @@ static void cancelled_first_operations(dtr_context_t *ctx) {
         job_t bad, j;
         check(job_init(&bad, mesh, rank == 3 ? "8x7" : shape, from, to, DTR_F32,
                        DTR_STRATEGY_OPTIMAL) == 0 &&
-                  job_init(&j, mesh, shape, from, to, DTR_F32, DTR_STRATEGY_OPTIMAL) == 0,
+                  job_init(&j, mesh, shape, from, to, DTR_F32, DTR_STRATEGY_OPTIMAL) == 0 &&
+                  (!shared || (job_share(&bad, ctx) == 0 && job_share(&j, ctx) == 0)),
               "setup");
         /* other values than the good calls': a chunk left published would show in them */
         memset(bad.in, 0x3C, bad.in_bytes);
         memcpy(bad.copy, bad.in, bad.in_bytes);
         dtr_status_t st = dtr_redistribute(ctx, &bad.plan, bad.in, bad.in_bytes, bad.out,
                                            bad.out_bytes);
-        snprintf(what, sizeof what, "%s -> %s: another shape on rank 3: MISMATCH everywhere",
-                 from, to);
+        snprintf(what, sizeof what, "%s -> %s%s: another shape on rank 3: MISMATCH everywhere",
+                 from, to, shared ? " (shared buffers)" : "");
         check(st == DTR_ERR_MISMATCH && has("different plans") && intact(&bad), what);
         size_t in_bytes = rank == 1 ? j.in_bytes - 4 : j.in_bytes;
         st = dtr_redistribute(ctx, &j.plan, j.in, in_bytes, j.out, j.out_bytes);
-        snprintf(what, sizeof what, "%s -> %s: wrong in_bytes on rank 1: REMOTE elsewhere", from,
-                 to);
+        snprintf(what, sizeof what, "%s -> %s%s: wrong in_bytes on rank 1: REMOTE elsewhere", from,
+                 to, shared ? " (shared buffers)" : "");
         check(rank == 1 ? st == DTR_ERR_INVALID_ARGUMENT : st == DTR_ERR_REMOTE && has("rank 1"),
               what);
         for (int round = 0; round < 2; round++) {
@@ -250,8 +273,9 @@ static void cancelled_first_operations(dtr_context_t *ctx) {
                                             &req);
                 while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
             }
-            snprintf(what, sizeof what, "%s -> %s: good call %d after the cancelled ones: verified",
-                     from, to, round + 1);
+            snprintf(what, sizeof what,
+                     "%s -> %s%s: good call %d after the cancelled ones: verified", from, to,
+                     shared ? " (shared buffers)" : "", round + 1);
             check(st == DTR_OK && verified(&j) && intact(&j), what);
         }
         job_free(&bad);
@@ -752,7 +776,8 @@ int main(int argc, char **argv) {
     check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK, "context");
     bad_arguments(ctx);
     mismatched_specs(ctx);
-    cancelled_first_operations(ctx);
+    cancelled_first_operations(ctx, false);
+    cancelled_first_operations(ctx, true);
     faults();
     requests(ctx);
     bystander(ctx);

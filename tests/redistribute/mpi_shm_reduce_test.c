@@ -30,6 +30,9 @@
 #include "tests/mpi_paths.h"
 
 #define GUARD 64
+/* --shared: each rank's part of the allocation holds send in its first half, recv in its
+ * second (the largest case: 9 MiB) */
+#define ARENA_HALF ((int64_t)10 << 20)
 
 static uint64_t rng_state;
 
@@ -76,6 +79,11 @@ typedef struct {
     int64_t count; /* per member (reduce-scatter), in all (all-reduce) */
     int64_t counts[16];
     bool blocking;
+    /* --shared: where this rank's buffers sit in its part of the shared allocation (NULL:
+     * the heap), and whether recv is its own piece of send (in place) */
+    char *arena;
+    int64_t send_at, recv_at;
+    bool in_place;
 } case_t;
 
 static int failures;
@@ -194,13 +202,19 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
     int64_t first = 0;
     for (int k = 0; k < me && t->kind != 2; k++) first += counts[k];
     mine = t->kind == 2 ? total : counts[me];
-    char *send = malloc((size_t)(total * es + GUARD)), *copy = malloc((size_t)(total * es + GUARD));
-    char *recv = malloc((size_t)(mine * es + GUARD));
+    char *copy = malloc((size_t)(total * es + GUARD)), *send, *recv;
+    if (t->arena != NULL) {
+        send = t->arena + t->send_at;
+        recv = t->in_place ? send + (t->kind == 2 ? 0 : first * es) : t->arena + t->recv_at;
+    } else {
+        send = malloc((size_t)(total * es + GUARD));
+        recv = malloc((size_t)(mine * es + GUARD));
+    }
+    if (!t->in_place) memset(recv, 0x5A, (size_t)(mine * es + GUARD));
     for (int64_t k = 0; k < total; k++)
         dtr__store(t->dtype, send, k, value(t->dtype, t->op, me, k, c));
     memset(send + total * es, 0x33, GUARD);
     memcpy(copy, send, (size_t)(total * es + GUARD));
-    memset(recv, 0x5A, (size_t)(mine * es + GUARD));
 
     dtr_backend_req_t req, extra;
     dtr_status_t st = t->kind == 0 ? ops->reduce_scatter(group, send, recv, t->count, t->dtype,
@@ -246,9 +260,19 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         fail(rank, c, seed, what);
         goto out;
     }
-    if (memcmp(send, copy, (size_t)(total * es + GUARD)) != 0)
+    if (t->in_place) { /* only the own piece may change (all of it for an all-reduce) */
+        int64_t lo = t->kind == 2 ? 0 : first * es, hi = lo + mine * es;
+        if (memcmp(send, copy, (size_t)lo) != 0 ||
+            memcmp(send + hi, copy + hi, (size_t)(total * es + GUARD - hi)) != 0)
+            fail(rank, c, seed, "in place: the send buffer was written outside this piece");
+    } else if (memcmp(send, copy, (size_t)(total * es + GUARD)) != 0) {
         fail(rank, c, seed, "the send buffer was written");
-    for (int64_t b = 0; b < GUARD; b++)
+    }
+    if (t->arena != NULL && !t->in_place) {
+        /* the caller owns send again: a member still reading it would see this */
+        memset(send, 0xEE, (size_t)(total * es));
+    }
+    for (int64_t b = 0; b < GUARD && !t->in_place; b++)
         if ((unsigned char)recv[mine * es + b] != 0x5A) {
             fail(rank, c, seed, "bytes past the output were written");
             break;
@@ -298,9 +322,34 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         if (lo != hi) fail(rank, c, seed, "the all-reduce's members hold different bits");
     }
 out:
-    free(send);
+    if (t->arena == NULL) {
+        free(send);
+        free(recv);
+    }
     free(copy);
-    free(recv);
+}
+
+/* The reductions of group g (oldest first) that read the members' buffers in place. */
+static int64_t direct_ops(int g) {
+    dtr_mpi_group_info_t info[2];
+    int live = 0;
+    if (dtr_mpi_groups(info, 2, &live) != DTR_OK || live <= g) return -1;
+    return info[g].direct_ops;
+}
+
+/* Whether the backend takes a case's reduction to the segment in a form with a line
+ * (mpi.c): not MPI's call (small and exact in any order), not the one-exchange all-reduce
+ * (up to 1 KiB), not empty. */
+static bool takes_direct(const case_t *t, int n) {
+    int64_t es = dtr_dtype_info(t->dtype)->size, total = 0;
+    for (int k = 0; k < n; k++) total += t->kind == 1 ? t->counts[k] : t->count;
+    if (t->kind == 2) total = t->count;
+    bool exact = t->op == DTR_REDUCE_MAX || t->op == DTR_REDUCE_MIN ||
+                 ((t->dtype == DTR_I32 || t->dtype == DTR_I64) &&
+                  (t->op == DTR_REDUCE_SUM || t->op == DTR_REDUCE_PRODUCT));
+    int64_t bytes = total * es;
+    if (total == 0 || (t->kind == 2 && bytes <= 1024)) return false;
+    return !(exact && bytes <= 1024);
 }
 
 /* An all-to-all between the reductions, so that the kinds' rings and counters interleave. */
@@ -326,9 +375,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     int cases = 100;
     uint64_t seed = 20261123;
-    for (int a = 1; a + 1 < argc; a += 2) {
-        if (strcmp(argv[a], "--cases") == 0) cases = atoi(argv[a + 1]);
-        else if (strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[a + 1], NULL, 10);
+    bool shared = false;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--shared") == 0) shared = true;
+        else if (a + 1 < argc && strcmp(argv[a], "--cases") == 0) cases = atoi(argv[++a]);
+        else if (a + 1 < argc && strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[++a], NULL, 10);
     }
     if (n > 16) {
         if (rank == 0) printf("mpi_shm_reduce_test: at most 16 ranks\n");
@@ -339,9 +390,10 @@ int main(int argc, char **argv) {
     bool shm = n >= 2 && (env == NULL || strcmp(env, "0") != 0) &&
                (renv == NULL || strcmp(renv, "0") != 0) && mpi_paths_one_node();
     if (rank == 0)
-        printf("mpi_shm_reduce_test: %d ranks, %d cases, seed %llu, %s\n", n, cases,
+        printf("mpi_shm_reduce_test: %d ranks, %d cases, seed %llu, %s%s\n", n, cases,
                (unsigned long long)seed,
-               shm ? "shared-memory reductions (exact member order)" : "MPI's reductions");
+               shm ? "shared-memory reductions (exact member order)" : "MPI's reductions",
+               shared ? ", buffers in a shared allocation (mem_alloc)" : "");
 
     if (!shm) u8_members = n;
     /* over several nodes, the hierarchical form at every size (unless the caller chose) */
@@ -356,10 +408,15 @@ int main(int argc, char **argv) {
     }
     for (int g = 0; g < 2 && st == DTR_OK; g++)
         st = ops->group_create(state, ranks + g * n, n, 200 + g, &groups[g]);
+    /* --shared: send and recv of every case in this rank's part of one allocation, at
+     * offsets that differ between ranks (a case may put one member's on the heap) */
+    char *arena = NULL;
+    if (st == DTR_OK && shared) st = ops->mem_alloc(state, 2 * ARENA_HALF, (void **)&arena);
     if (st != DTR_OK) {
         printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    int64_t direct_seen = 0, direct_want = 0;
     /* which groups the backend made hierarchical (mpi_paths_check below checks it was right
      * to): their results are checked bit for bit in the hierarchical order */
     hier_t hiers[2];
@@ -395,7 +452,23 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n; k++) t.counts[k] = pick(4) == 0 ? 0 : pick(t.count + 1);
         int g = (int)pick(2);
         int me = g == 0 ? rank : n - 1 - rank;
+        bool all_shared = false;
+        if (arena != NULL) {
+            int heap = pick(5) == 0 ? (int)pick(n) : -1; /* that member: the ring form */
+            bool in_place = t.kind != 1 && pick(4) == 0;
+            all_shared = heap < 0;
+            if (rank != heap) {
+                int64_t es = dtr_dtype_info(t.dtype)->size;
+                t.arena = arena;
+                t.send_at = 64 * (rank % 3) + es * (rank % 2);
+                t.recv_at = ARENA_HALF + 64 * ((rank * 7) % 5) + es * (rank % 3 == 1);
+                t.in_place = in_place;
+            }
+        }
+        int64_t before_direct = direct_ops(g);
         run_case(ops, groups[g], me, n, c, seed, &t, shm, hier[g], rank);
+        direct_seen += direct_ops(g) - before_direct;
+        direct_want += all_shared && shm && hier[g] == NULL && takes_direct(&t, n);
         if (pick(3) == 0) shuffle(ops, groups[g], n, c, seed, rank);
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -413,11 +486,36 @@ int main(int argc, char **argv) {
         t.kind = 2;
         t.blocking = i == 0;
         t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
+        if (arena != NULL) { /* the second in place */
+            t.arena = arena;
+            t.send_at = 64 * (rank % 3);
+            t.recv_at = ARENA_HALF + 64 * (rank % 2);
+            t.in_place = i == 1;
+        }
+        int64_t before_direct = direct_ops(i);
         run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, hier[i], rank);
+        direct_seen += direct_ops(i) - before_direct;
+        direct_want += arena != NULL && shm && hier[i] == NULL;
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) failed++;
         else passed++;
+    }
+    if (arena != NULL) {
+        /* every case whose members' buffers were all in the allocation read them in place,
+         * and no other */
+        if (direct_seen != direct_want) {
+            printf("rank %d: %lld reductions read the buffers in place, want %lld\n", rank,
+                   (long long)direct_seen, (long long)direct_want);
+            failures++;
+        }
+        if (rank == 0)
+            printf("  %lld reductions read the members' buffers in place\n",
+                   (long long)direct_seen);
+        if (!ops->mem_free(state, arena) || ops->mem_free(state, arena)) {
+            printf("rank %d: mem_free: the allocation was not freed exactly once\n", rank);
+            failures++;
+        }
     }
     if (mpi_paths_check("reductions") > 0) failures++;
     for (int g = 0; g < 2; g++) ops->group_destroy(state, groups[g]);

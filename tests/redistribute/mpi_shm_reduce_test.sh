@@ -2,7 +2,8 @@
 # The MPI backend's reductions under mpirun: mpi_shm_reduce_test on 2, 3, 4, 6 and 8 ranks with
 # the shared-memory path's defaults, with tiny sub-pieces and rings (every operation many
 # chunks, the rings wrapping), and with MPI's calls (DTR_MPI_SHM_REDUCE=0, DTR_MPI_SHM=0);
-# then `dtr run --verify` redistributions whose plans reduce.
+# with every buffer in a shared allocation (--shared: read in place); then `dtr run --verify`
+# redistributions whose plans reduce, also on shared buffers (--buffers shared).
 # Usage: mpi_shm_reduce_test.sh MPI_SHM_REDUCE_TEST DTR   (DTR_SEED overrides the seed)
 set -u
 bin=$1
@@ -20,6 +21,12 @@ run - 8 30
 run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 2 60
 run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 4 40
 run "DTR_MPI_SHM_CHUNK=1000 DTR_MPI_SHM_RING=8192" 3 40
+# buffers in a shared allocation: reductions read them in place (and take the ring form
+# where a case puts one member's on the heap)
+run - 2 80 --shared
+run - 4 80 --shared
+run "DTR_MPI_SHM_CHUNK=64 DTR_MPI_SHM_RING=4096" 3 40 --shared
+run - 8 20 --shared
 run DTR_MPI_SHM_REDUCE=0 4 60
 run DTR_MPI_SHM=0 3 40
 
@@ -32,6 +39,14 @@ check "$small" 4 all_reduce --mesh 2x2 --shape 30x7 --dtype f32 --from 'P(max),P
 check - 4 reduce_scatter --mesh 4 --shape 1024x1000 --dtype bf16 --from 'P' --to 'S(1)'
 check - 2 all_reduce --mesh 2 --shape 2048x512 --dtype f16 --from 'P(avg)' --to 'R'
 check - 8 reduce_scatter --mesh 8 --shape 100x30 --dtype f32 --from 'P(product)' --to 'S(0)'
+
+# dtr run's blocks in a shared allocation: on one node its reductions read them in place
+# (the line that counts them); over simulated nodes the groups cross nodes and use MPI
+direct="shared buffers where they are"
+case ${DTR_MPIRUN:-} in *mpirun_nodes*) direct=verified ;; esac
+check - 4 "$direct" --mesh 4 --shape 64x1000 --dtype bf16 --from P --to 'S(0)' --buffers shared --fill random
+check - 3 "$direct" --mesh 3 --shape 100x300 --dtype f32 --from 'P(avg)' --to R --buffers shared --fill random
+check - 4 "$direct" --mesh 2x2 --shape 64x64 --dtype f16 --from 'P,P' --to 'S(0),R' --buffers shared --fill random --nonblocking
 
 echo "reductions, all runs: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -8,19 +8,21 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 passed=0
 failed=0
 
-# run ENV RANKS CASES: one run of the test executable with ENV (a VAR=value list, or -)
+# run ENV RANKS CASES [ARGS...]: one run of the test executable with ENV (a VAR=value list,
+# or -) and any further arguments
 run() {
     local env=$1 n=$2 cases=$3 out rc line p f
+    shift 3
     [ "$env" = - ] && env=
     # DTR_CASES_DIV divides the case count, rounding up (tools/test.sh's simulated nodes)
     local div=${DTR_CASES_DIV:-1}
     cases=$(((cases + div - 1) / div))
-    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed")
+    out=$(env $env timeout 300 "${mpirun[@]}" -n "$n" "$bin" --cases "$cases" --seed "$seed" "$@")
     rc=$?
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: $env mpirun -n $n $name --cases $cases --seed $seed (exit $rc)"
+        echo "FAIL: $env mpirun -n $n $name --cases $cases --seed $seed $* (exit $rc)"
         failed=$((failed + 1))
         return
     fi

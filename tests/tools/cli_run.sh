@@ -23,7 +23,7 @@ check "text summary" 4 0 "verified: all 8192 elements on every rank match exactl
 check "groups on one node, through shared memory" 4 0 \
     "groups: 5 on one node, through shared memory (34 operations; 0 through MPI), 0 across nodes (0 operations through MPI, 0 hierarchical)" "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5
-check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0,"hier_ops":0}' "" \
+check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0,"hier_ops":0,"direct_ops":0}' "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5 --json
 check "one node: no mesh dim crosses nodes, planned as on one node" 4 0 \
     '"mesh_dims_across_nodes":[],"steps_across_nodes":0,"node_aware":false' "" \
