@@ -116,7 +116,12 @@ done
 if [ $# -ge 1 ]; then
     out=$1
     keep=$(mktemp)
+    after=$(mktemp)
+    # the sections before this one, and those after it (from the next "## " heading on)
     [ -f "$out" ] && sed '/^## Distance to the memory/,$d' "$out" >"$keep"
+    [ -f "$out" ] && awk '/^## Distance to the memory/ { inside = 1; next }
+                          inside && /^## / { inside = 0; tail = 1 }
+                          tail { print }' "$out" >"$after"
     {
         cat "$keep"
         [ -s "$keep" ] && echo
@@ -129,16 +134,21 @@ if [ $# -ge 1 ]; then
         echo "of as many processes as ranks copying the same size at once (bench/copy_bw.c: from the"
         echo "first rank's start to the last rank's end, counting read and written bytes). dtr: \`dtr"
         echo "run\`'s median (the shared-memory paths); dtr shared: the same with \`--buffers shared\`"
-        echo "(the blocks in a dtr_context_alloc allocation: reductions read them in place, the"
-        echo "last column compares with the S(0) -> R row's shared time); Open MPI: the same plan's collectives alone"
+        echo "(the blocks in a dtr_context_alloc allocation: reductions read them in place); Open"
+        echo "MPI: the same plan's collectives alone"
         echo "with DTR_MPI_SHM=0 (MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce,"
         echo "MPI_Alltoallw; user ops for bf16 and f16); Intel MPI: bench/coll_bench.c built with its"
         echo "mpigcc and run with its mpiexec (PyPI's impi-rt and impi-devel), f32 only. The last"
-        echo "column: this row's dtr time over the S(0) -> R row's of the same tensor."
+        echo "two columns: this row's dtr time over the S(0) -> R row's of the same tensor, and"
+        echo "the same for dtr shared (over the shared S(0) -> R row)."
         echo
         cat "$table"
+        if [ -s "$after" ]; then
+            echo
+            cat "$after"
+        fi
     } >"$out.new"
     mv "$out.new" "$out"
-    rm -f "$keep"
+    rm -f "$keep" "$after"
     echo "wrote $out"
 fi

@@ -26,6 +26,16 @@
  * DTR_MPI_SHM_CHUNK sets its chunk bytes (default 32 KiB), DTR_MPI_SHM_RING the reduction
  * ring's bytes per member (default 4 MiB).
  *
+ * dtr_context_alloc on an MPI context is collective over its communicator and returns this
+ * rank's part of a POSIX shared-memory segment that every rank of the node maps (one
+ * segment per allocation and node). Where every member's send buffer of a reduce-scatter or
+ * all-reduce (and, for an all-reduce, every receive buffer) lies in one such allocation, the
+ * reduction skips the rings: each member reduces its piece straight from the members'
+ * buffers, in the same member order, and the members of an all-reduce copy each other's
+ * results from their receive buffers. The members decide this together from what each posts
+ * at the start (any member's buffer elsewhere: the rings for all). dtr_mpi_group_info_t's
+ * direct_ops counts these reductions.
+ *
  * Where a group's members span nodes with the same number (2 to 16) on each, its
  * reduce-scatters (equal pieces) and all-reduces (a multiple of the members) of at least
  * DTR_MPI_HIER_MIN bytes per member (default 1 MiB) take a hierarchical form: reduced inside
