@@ -455,7 +455,10 @@ int main(int argc, char **argv) {
         bool all_shared = false;
         if (arena != NULL) {
             int heap = pick(5) == 0 ? (int)pick(n) : -1; /* that member: the ring form */
-            bool in_place = t.kind != 1 && pick(4) == 0;
+            /* in place only where the segment's forms run it (MPI's calls and the
+             * hierarchical form take no aliasing buffers) */
+            bool in_place = t.kind != 1 && shm && hier[g] == NULL && takes_direct(&t, n) &&
+                            pick(4) == 0;
             all_shared = heap < 0;
             if (rank != heap) {
                 int64_t es = dtr_dtype_info(t.dtype)->size;
@@ -486,11 +489,11 @@ int main(int argc, char **argv) {
         t.kind = 2;
         t.blocking = i == 0;
         t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
-        if (arena != NULL) { /* the second in place */
+        if (arena != NULL) { /* the second in place, on the segment */
             t.arena = arena;
             t.send_at = 64 * (rank % 3);
             t.recv_at = ARENA_HALF + 64 * (rank % 2);
-            t.in_place = i == 1;
+            t.in_place = i == 1 && shm && hier[i] == NULL;
         }
         int64_t before_direct = direct_ops(i);
         run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, hier[i], rank);
