@@ -414,7 +414,6 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     if (shared) { /* collective: every rank of the context allocates, outside the mesh too */
         st = dtr_context_alloc(ctx, (int64_t)in_bytes + 1, &sin);
         if (st == DTR_OK) st = dtr_context_alloc(ctx, (int64_t)out_bytes + 1, &sout);
-        if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: %s\n", rank, dtr_last_error());
         if (!dtr_cli_all_ok("run", st, rank, "--buffers shared")) goto done;
         memcpy(sin, in, in_bytes);
         din = sin;

@@ -221,6 +221,15 @@ typedef struct dtr__alloc {
     struct dtr__alloc *next;
 } dtr__alloc_t;
 
+/* Frees an allocation and its record (from the space it came from, or the heap). */
+static void dtr__alloc_release(dtr__alloc_t *a) {
+    if (a->mem != NULL)
+        a->mem->free(a->mem_state, a->p);
+    else
+        free(a->p);
+    free(a);
+}
+
 dtr_status_t dtr_context_alloc(dtr_context_t *ctx, int64_t bytes, void **p) {
     DTR_CHECK_PTR(ctx, __func__);
     DTR_CHECK_PTR(p, __func__);
@@ -260,11 +269,7 @@ dtr_status_t dtr_context_free(dtr_context_t *ctx, void *p) {
         dtr__alloc_t *a = *at;
         if (a->p != p) continue;
         *at = a->next;
-        if (a->mem != NULL)
-            a->mem->free(a->mem_state, a->p);
-        else
-            free(a->p);
-        free(a);
+        dtr__alloc_release(a);
         return DTR_OK;
     }
     if (ctx->ops->mem_free != NULL && ctx->ops->mem_free(ctx->state, p)) return DTR_OK;
@@ -278,10 +283,6 @@ static void dtr__allocs_destroy(dtr_context_t *ctx) {
     while (ctx->allocs != NULL) {
         dtr__alloc_t *a = ctx->allocs;
         ctx->allocs = a->next;
-        if (a->mem != NULL)
-            a->mem->free(a->mem_state, a->p);
-        else
-            free(a->p);
-        free(a);
+        dtr__alloc_release(a);
     }
 }

@@ -37,10 +37,6 @@
 /* The line's words after t. */
 enum { DTR__L_SSERIAL = 1, DTR__L_SOFF, DTR__L_SBYTES, DTR__L_RSERIAL, DTR__L_ROFF, DTR__L_RBYTES };
 
-static bool dtr__overlap(const char *a, int64_t alen, const char *b, int64_t blen) {
-    return alen > 0 && blen > 0 && a < b + blen && b < a + alen;
-}
-
 /* Whether this member's buffers can be read where they are: both in allocations (the
  * receive buffer only for an all-reduce), and no other member's piece of the send buffer
  * written by this member before that member has read it. */
@@ -50,11 +46,11 @@ static bool dtr__direct_own(dtr__shm_t *s, const dtr__shm_shared_t *sh, int64_t 
     if (!s->all) { /* a reduce-scatter writes only its own piece: in place there is safe */
         int64_t rlen = s->rlen[s->me];
         const char *own = send + s->soff[s->me];
-        return recv == own || !dtr__overlap(recv, rlen, send, total);
+        return recv == own || !dtr__bytes_overlap(recv, (size_t)rlen, send, (size_t)total);
     }
     if (sh->serial[1] < 0 || sh->off[1] + total > sh->part_bytes[1]) return false;
     /* an all-reduce writes piece k only after its owner finished reading it */
-    return recv == send || !dtr__overlap(recv, total, send, total);
+    return recv == send || !dtr__bytes_overlap(recv, (size_t)total, send, (size_t)total);
 }
 
 dtr_status_t dtr__shm_direct_start(dtr__shm_t *s, dtr_dtype_t dtype, dtr_reduce_op_t op,
@@ -116,9 +112,11 @@ static bool dtr__direct_decide(dtr__shm_t *s) {
         dtr__shm_reduce_start(s, s->dtype, s->op, s->esize, s->all);
         return true;
     }
-    int64_t most = 0;
-    for (int k = 0; k < s->n; k++)
+    int64_t most = 0, total = 0;
+    for (int k = 0; k < s->n; k++) {
         if (s->rlen[k] > most) most = s->rlen[k];
+        total += s->rlen[k];
+    }
     int64_t chunk = DTR__DIRECT_CHUNK;
     int64_t least = (most >> (DTR__DIRECT_SHIFT - 1)) + 1;
     if (chunk < least) chunk = (least + 63) & ~(int64_t)63;
@@ -126,7 +124,7 @@ static bool dtr__direct_decide(dtr__shm_t *s) {
     s->dreduced = 0;
     s->dfinished = false;
     memset(s->got, 0, sizeof(int64_t) * (size_t)s->n);
-    s->stream = s->all && s->rlen[s->me] * s->n >= DTR__STREAM_MIN_BYTES;
+    s->stream = s->all && total >= DTR__STREAM_MIN_BYTES; /* as the ring form decides */
     s->direct = DTR__DIRECT_RUN;
     __atomic_add_fetch(&s->direct_ops, 1, __ATOMIC_RELAXED);
     return true;
