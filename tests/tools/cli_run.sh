@@ -33,6 +33,9 @@ check "--nodes-of 0: planned node-aware" 4 0 "verified: all 4096 elements on eve
 check "--nodes-of: not a mesh dim" 4 2 "" \
     'dtr run: --nodes-of: dtr_mesh_dims_parse: "5": item 0 is not a mesh dim of a 2-d mesh (0..1)' \
     run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --nodes-of 5
+check "--buffers: not private or shared" 2 2 "" \
+    "dtr run: --buffers: 'bogus' is not private or shared" \
+    run --mesh 2 --shape 4x4 --from P --to R --buffers bogus
 check "overhead ratio printed" 4 0 "overhead ratio" "" \
     run --mesh 4 --shape 64x64 --from 'P' --to 'S(1)' --iters 2
 for dt in f32 f64 f16 bf16 i32 i64 u8; do
