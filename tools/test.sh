@@ -130,7 +130,9 @@ node_paths() {
 }
 
 extra=("$@")
+times=""
 for part in $parts; do
+    part_start=$SECONDS
     case $part in
     plain) suite plain ;;
     # 2 simulated nodes: -n 4 is 2 x 2, -n 8 is 2 x 4 (tools/mpirun_nodes.sh)
@@ -190,7 +192,8 @@ for part in $parts; do
         failed=$((failed + 1))
         ;;
     esac
+    times+=" $part $((SECONDS - part_start))s"
 done
-echo "parts: $parts; cases below"
+echo "parts:$times (wall seconds each); cases below"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
