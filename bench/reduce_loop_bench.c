@@ -1,8 +1,8 @@
 /*
  * The n-way reduction loop alone (dtr__reduce_n, dtensor/reduce.c): G elements a second for
  * each float dtype and op SUM, n inputs of BYTES each (default 4 inputs of 64 KiB: one ring
- * chunk's worth, in L2 as the shared-memory reductions find them), the AVX2 loops beside the
- * generic build. One process, one core; the memory is not the limit here, the loop is.
+ * chunk's worth, in L2 as the shared-memory reductions find them), the AVX-512 and AVX2
+ * loops (where the CPU has them) beside the generic build. One process, one core; the memory is not the limit here, the loop is.
  *
  * Usage: bazel run -c opt //bench:reduce_loop_bench -- [N [BYTES [REPS]]]
  */
@@ -37,11 +37,12 @@ int main(int argc, char **argv) {
     static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_BF16, DTR_F16};
     printf("%d inputs of %lld bytes, SUM, %d calls each; G elements of output a second\n", n,
            (long long)bytes, reps);
-    printf("| dtype | AVX2 | generic |\n|---|---:|---:|\n");
+    int best = dtr__reduce_levels();
+    printf("| dtype | AVX-512 | AVX2 | generic |\n|---|---:|---:|---:|\n");
     for (int d = 0; d < 3; d++) {
         int64_t count = bytes / dtr_dtype_info(dtypes[d])->size;
-        double rate[2];
-        for (int simd = 1; simd >= 0; simd--) {
+        double rate[3] = {0, 0, 0};
+        for (int simd = best; simd >= 0; simd--) {
             dtr__reduce_simd(simd);
             dtr__reduce_n(dtypes[d], DTR_REDUCE_SUM, (const void *const *)in, n, out, count);
             double t0 = now();
@@ -49,9 +50,12 @@ int main(int argc, char **argv) {
                 dtr__reduce_n(dtypes[d], DTR_REDUCE_SUM, (const void *const *)in, n, out, count);
             rate[simd] = (double)reps * (double)count / (now() - t0) / 1e9;
         }
-        printf("| %s | %.2f | %.2f |\n", dtr_dtype_name(dtypes[d]), rate[1], rate[0]);
+        printf("| %s |", dtr_dtype_name(dtypes[d]));
+        for (int simd = 2; simd >= 0; simd--)
+            printf(simd <= best ? " %.2f |" : " - |", rate[simd]);
+        printf("\n");
     }
-    dtr__reduce_simd(true);
+    dtr__reduce_simd(-1);
     for (int k = 0; k < n; k++) free(in[k]);
     free(out);
     return 0;

@@ -91,8 +91,13 @@ void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in,
  * 0 none (or not x86-64), 1 AVX2, 2 AVX2 and F16C. */
 int dtr__simd_level(void);
 
-/* Tests: false makes dtr__reduce_n use its generic build even where AVX2 is there; true
- * returns to picking by CPU. */
-void dtr__reduce_simd(bool on);
+/* The loops dtr__reduce_n can run on this CPU: 0 the generic build, 1 also AVX2 (with
+ * F16C), 2 also AVX-512 (F, BW, VL). It runs the best one, up to what dtr__reduce_simd
+ * allows. */
+int dtr__reduce_levels(void);
+
+/* Tests and benchmarks: the most dtr__reduce_n may use (0 generic, 1 AVX2, 2 AVX-512);
+ * a negative level returns to the CPU's best. */
+void dtr__reduce_simd(int most);
 
 #endif

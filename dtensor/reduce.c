@@ -9,8 +9,12 @@
  * built with -O3); on a CPU with AVX2 and F16C the same loops run compiled for it, f16
  * converts with F16C and bf16 has its own AVX2 loop (the vectoriser left its rounding
  * scalar: 2.0 against 5.1 G elements a second for four inputs in L2 on this machine's EPYC),
- * picked once at run time. Both builds give the same bits: no contraction into FMA
- * (-std=c11 keeps -ffp-contract=off) and the same rounding.
+ * and on a CPU with AVX-512 (F, BW, VL) every loop runs sixteen f32 lanes wide (bf16 9.1
+ * against 4.8, f16 11.0 against 5.7 G elements a second in L2 on this machine's EPYC: the
+ * private path reduces ring chunks that sit in L2), picked once at run time. Every build
+ * gives the same bits: no contraction into FMA (-std=c11 keeps -ffp-contract=off) and the
+ * same rounding (the software rounding of bf16, not AVX512_BF16's conversion, which
+ * flushes subnormals).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -226,22 +230,170 @@ __attribute__((target("avx2,f16c"))) static void dtr__reduce_avx2(
     else
         dtr__reduce_body(dtype, op, in, n, out, count);
 }
+
+/* AVX-512 F, BW and VL (the zmm state enabled by the OS: libgcc's check), with AVX2 and
+ * F16C, which the 512-bit loops' tails and the f16 conversions use. GCC is told to prefer
+ * 512-bit vectors for the generic loops there (clang takes no such target option). */
+#if defined(__clang__)
+#define DTR__AVX512 "avx512f,avx512bw,avx512vl,avx2,f16c"
+#else
+#define DTR__AVX512 "avx512f,avx512bw,avx512vl,avx2,f16c,prefer-vector-width=512"
 #endif
 
-/* -1: not yet picked; 0: the generic build; 1: AVX2 + F16C. */
-static int dtr__reduce_path = -1;
+__attribute__((target(DTR__AVX512))) static inline __m512
+dtr__op16(dtr_reduce_op_t op, __m512 acc, __m512 v) {
+    switch (op) {
+    case DTR_REDUCE_MAX: return _mm512_max_ps(acc, v);
+    case DTR_REDUCE_MIN: return _mm512_min_ps(acc, v);
+    case DTR_REDUCE_PRODUCT: return _mm512_mul_ps(acc, v);
+    default: return _mm512_add_ps(acc, v);
+    }
+}
 
-void dtr__reduce_simd(bool on) { dtr__reduce_path = on ? -1 : 0; }
+/* Sixteen bf16 at p as sixteen f32. */
+__attribute__((target(DTR__AVX512))) static inline __m512
+dtr__bf16_widen16(const uint16_t *p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* Sixteen f32 rounded to bf16 as dtr__bf16_round8 does, stored at o. */
+__attribute__((target(DTR__AVX512))) static inline void
+dtr__bf16_store_round16(uint16_t *o, __m512 f) {
+    __m512i u = _mm512_castps_si512(f);
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(hi, _mm512_set1_epi32(1))),
+        16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+    _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(r));
+}
+
+/* bf16, 32 elements a step: dtr__reduce_bf16_avx2's order and rounding, twice as wide. */
+__attribute__((target(DTR__AVX512))) static void dtr__reduce_bf16_avx512(
+    dtr_reduce_op_t op, const void *const *in, int n, void *out, int64_t count) {
+    int64_t k = 0;
+    for (; k + 32 <= count; k += 32) {
+        const uint16_t *x0 = (const uint16_t *)in[0] + k;
+        __m512 a = dtr__bf16_widen16(x0), b = dtr__bf16_widen16(x0 + 16);
+        for (int j = 1; j < n; j++) {
+            const uint16_t *x = (const uint16_t *)in[j] + k;
+            a = dtr__op16(op, a, dtr__bf16_widen16(x));
+            b = dtr__op16(op, b, dtr__bf16_widen16(x + 16));
+        }
+        dtr__bf16_store_round16((uint16_t *)out + k, a);
+        dtr__bf16_store_round16((uint16_t *)out + k + 16, b);
+    }
+    if (k < count) {
+        const void *rest[n];
+        for (int j = 0; j < n; j++) rest[j] = (const uint16_t *)in[j] + k;
+        dtr__reduce_bf16_avx2(op, rest, n, (uint16_t *)out + k, count - k);
+    }
+}
+
+/* f16, 16 elements a step: dtr__reduce_f16_f16c's conversions, twice as wide. */
+__attribute__((target(DTR__AVX512))) static void
+dtr__reduce_f16_avx512(dtr_reduce_op_t op, const void *const *in, int n, void *out,
+                       int64_t count) {
+    int64_t k = 0;
+    for (; k + 16 <= count; k += 16) {
+        __m512 acc =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)in[0] + k)));
+        for (int j = 1; j < n; j++) {
+            __m512 v = _mm512_cvtph_ps(
+                _mm256_loadu_si256((const __m256i *)((const uint16_t *)in[j] + k)));
+            acc = dtr__op16(op, acc, v);
+        }
+        _mm256_storeu_si256((__m256i *)((uint16_t *)out + k),
+                            _mm512_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    if (k < count) {
+        const void *rest[n];
+        for (int j = 0; j < n; j++) rest[j] = (const uint16_t *)in[j] + k;
+        dtr__reduce_f16_f16c(op, rest, n, (uint16_t *)out + k, count - k);
+    }
+}
+
+/* f32, 32 elements a step in two registers: the generic loop's order and ops, without its
+ * accumulator tile's extra passes through L1. */
+__attribute__((target(DTR__AVX512))) static void dtr__reduce_f32_avx512(
+    dtr_reduce_op_t op, const void *const *in, int n, void *out, int64_t count) {
+    int64_t k = 0;
+    for (; k + 32 <= count; k += 32) {
+        const float *x0 = (const float *)in[0] + k;
+        __m512 a = _mm512_loadu_ps(x0), b = _mm512_loadu_ps(x0 + 16);
+        for (int j = 1; j < n; j++) {
+            const float *x = (const float *)in[j] + k;
+            a = dtr__op16(op, a, _mm512_loadu_ps(x));
+            b = dtr__op16(op, b, _mm512_loadu_ps(x + 16));
+        }
+        _mm512_storeu_ps((float *)out + k, a);
+        _mm512_storeu_ps((float *)out + k + 16, b);
+    }
+    if (k < count) {
+        const void *rest[n];
+        for (int j = 0; j < n; j++) rest[j] = (const float *)in[j] + k;
+        dtr__reduce_f32(op, rest, n, (float *)out + k, count - k);
+    }
+}
+
+/* The other dtypes: the generic loops, vectorised sixteen f32 lanes wide. */
+__attribute__((target(DTR__AVX512))) static void
+dtr__reduce_avx512(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
+                   void *out, int64_t count) {
+    if (dtype == DTR_F16)
+        dtr__reduce_f16_avx512(op, in, n, out, count);
+    else if (dtype == DTR_BF16)
+        dtr__reduce_bf16_avx512(op, in, n, out, count);
+    else if (dtype == DTR_F32)
+        dtr__reduce_f32_avx512(op, in, n, out, count);
+    else
+        dtr__reduce_body(dtype, op, in, n, out, count);
+}
+
+static int dtr__reduce_cpu(void) {
+    if (dtr__simd_level() < 2) return 0;
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl");
+    return avx512 ? 2 : 1;
+}
+#endif
+
+/* The CPU's best level (-1: not yet asked) and the most the tests allow. */
+static int dtr__reduce_best = -1;
+static int dtr__reduce_cap = 2;
+
+int dtr__reduce_levels(void) {
+    int best = __atomic_load_n(&dtr__reduce_best, __ATOMIC_RELAXED);
+    if (best < 0) {
+#ifdef DTR__X86
+        best = dtr__reduce_cpu();
+#else
+        best = 0;
+#endif
+        __atomic_store_n(&dtr__reduce_best, best, __ATOMIC_RELAXED);
+    }
+    return best;
+}
+
+void dtr__reduce_simd(int most) {
+    __atomic_store_n(&dtr__reduce_cap, most < 0 || most > 2 ? 2 : most, __ATOMIC_RELAXED);
+}
 
 void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
                    void *out, int64_t count) {
     if (n <= 0 || count <= 0) return;
     dtype = dtr__parts(dtype, &count);
 #ifdef DTR__X86
-    int path = __atomic_load_n(&dtr__reduce_path, __ATOMIC_RELAXED);
-    if (path < 0) {
-        path = dtr__simd_level() == 2 ? 1 : 0;
-        __atomic_store_n(&dtr__reduce_path, path, __ATOMIC_RELAXED);
+    int path = dtr__reduce_levels(), cap = __atomic_load_n(&dtr__reduce_cap, __ATOMIC_RELAXED);
+    if (path > cap) path = cap;
+    if (path == 2) {
+        dtr__reduce_avx512(dtype, op, in, n, out, count);
+        return;
     }
     if (path == 1) {
         dtr__reduce_avx2(dtype, op, in, n, out, count);

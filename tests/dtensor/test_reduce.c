@@ -30,7 +30,7 @@ static void reduce_f32(dtr_reduce_op_t op, const float *const *in, int n, float 
 Test(reduce, f32_sum_goes_left_to_right) {
     float a[1] = {1e8f}, b[1] = {1.0f}, c[1] = {-1e8f}, d[1] = {1.0f}, out[1];
     const float *in[4] = {a, b, c, d};
-    for (int simd = 0; simd < 2; simd++) {
+    for (int simd = 0; simd <= dtr__reduce_levels(); simd++) {
         dtr__reduce_simd(simd);
         reduce_f32(DTR_REDUCE_SUM, in, 4, out, 1);
         cr_expect_eq(out[0], 1.0f, "((1e8 + 1) - 1e8) + 1 = 1 in f32, got %g (simd %d)",
@@ -40,7 +40,7 @@ Test(reduce, f32_sum_goes_left_to_right) {
         cr_expect_eq(out[0], 1e8f - 1e8f + 0.0f + 0.0f, "((1 - 1e8) + 1) + 1e8 = 0, got %g",
                      out[0]);
     }
-    dtr__reduce_simd(true);
+    dtr__reduce_simd(-1);
 }
 
 /* Halves round once: 2048 + 1 + 1 is 2050 in f16 when summed in f32 (2048 + 1 alone would
@@ -50,7 +50,7 @@ Test(reduce, halves_round_once) {
     const void *in[3] = {a, b, b};
     uint16_t x[1] = {dtr__f32_to_bf16(256.0f)}, y[1] = {dtr__f32_to_bf16(1.0f)}, o2[1];
     const void *in2[3] = {x, y, y};
-    for (int simd = 0; simd < 2; simd++) {
+    for (int simd = 0; simd <= dtr__reduce_levels(); simd++) {
         dtr__reduce_simd(simd);
         dtr__reduce_n(DTR_F16, DTR_REDUCE_SUM, in, 3, out, 1);
         cr_expect_eq(dtr__f16_to_f32(out[0]), 2050.0f, "f16 2048 + 1 + 1, got %g (simd %d)",
@@ -59,7 +59,7 @@ Test(reduce, halves_round_once) {
         cr_expect_eq(dtr__bf16_to_f32(o2[0]), 258.0f, "bf16 256 + 1 + 1, got %g (simd %d)",
                      dtr__bf16_to_f32(o2[0]), simd);
     }
-    dtr__reduce_simd(true);
+    dtr__reduce_simd(-1);
 }
 
 Test(reduce, integers_wrap_and_compare_signed) {
@@ -168,6 +168,8 @@ Test(reduce, random_against_reference) {
     uint64_t seed = 20261123;
     state = seed;
     int bad = 0, cases = 0, sum_changed = 0, sums = 0;
+    /* every loop this CPU has runs each case: 0 generic, 1 AVX2, 2 AVX-512 */
+    printf("reduce: loops 0 to %d on this CPU\n", dtr__reduce_levels());
     for (int c = 0; c < 300; c++) {
         dtr_dtype_t dtype = dtypes[rng() % 7];
         dtr_reduce_op_t op = ops[rng() % 4];
@@ -197,7 +199,7 @@ Test(reduce, random_against_reference) {
             sums++;
             sum_changed += memcmp(want, rev, (size_t)(count * es)) != 0;
         }
-        for (int simd = 0; simd < 2; simd++) {
+        for (int simd = 0; simd <= dtr__reduce_levels(); simd++) {
             dtr__reduce_simd(simd);
             memset(got, 0xA5, (size_t)(count * es));
             dtr__reduce_n(dtype, op, (const void *const *)in, n, got, count);
@@ -212,7 +214,7 @@ Test(reduce, random_against_reference) {
                     break;
                 }
             /* in place: out is the first input */
-            if (simd == 1) {
+            if (simd >= 1) {
                 char *first = malloc((size_t)(count * es));
                 memcpy(first, in[0], (size_t)(count * es));
                 void *saved = in[0];
@@ -231,7 +233,7 @@ Test(reduce, random_against_reference) {
         free(got);
         free(rev);
     }
-    dtr__reduce_simd(true);
+    dtr__reduce_simd(-1);
     cr_expect_eq(bad, 0, "%d of %d cases differ from the reference (seed %llu)", bad, cases,
                  (unsigned long long)seed);
     cr_expect(sums >= 5 && sum_changed == sums,
@@ -274,7 +276,7 @@ Test(reduce, bf16_edges_bit_for_bit) {
             inf_out += (want[k] & 0x7fff) == 0x7f80;
         }
         uint16_t generic[53];
-        for (int simd = 0; simd < 2; simd++) {
+        for (int simd = 0; simd <= dtr__reduce_levels(); simd++) {
             dtr__reduce_simd(simd);
             memset(got, 0xA5, sizeof got);
             dtr__reduce_n(DTR_BF16, op, (const void *const *)inp, n, got, count);
@@ -295,7 +297,7 @@ Test(reduce, bf16_edges_bit_for_bit) {
             }
         }
     }
-    dtr__reduce_simd(true);
+    dtr__reduce_simd(-1);
     cr_expect_eq(bad, 0, "%d bf16 elements differ from the reference (seed %llu)", bad,
                  (unsigned long long)seed);
     cr_expect(nan_out > 50 && inf_out > 50, "the cases reach NaN (%d) and infinite (%d) results",
@@ -334,7 +336,7 @@ Test(reduce, complex_is_its_parts) {
         char *pair = malloc((size_t)(count * es));
         memcpy(pair, in[0], (size_t)(count * es));
         for (int j = 1; j < n; j++) dtr__combine(dtype, DTR_REDUCE_SUM, in[j], pair, count);
-        for (int simd = 0; simd < 2; simd++) {
+        for (int simd = 0; simd <= dtr__reduce_levels(); simd++) {
             dtr__reduce_simd(simd);
             dtr__reduce_n(dtype, DTR_REDUCE_SUM, (const void *const *)in, n, got, count);
             dtr__divide(dtype, got, avg, count, n);
@@ -367,7 +369,7 @@ Test(reduce, complex_is_its_parts) {
                 if (simd == 0) changed += want != back;
             }
         }
-        dtr__reduce_simd(true);
+        dtr__reduce_simd(-1);
         for (int j = 0; j < n; j++) free(in[j]);
         free(got);
         free(avg);
