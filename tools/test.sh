@@ -7,13 +7,17 @@
 #                                                random cases, TCP between nodes being slow;
 #                                                the reductions again over 3 nodes),
 #   2. `bazel test --config=asan //...`         (the same tests under AddressSanitizer and
-#                                                UndefinedBehaviorSanitizer, leaks checked),
+#                                                UndefinedBehaviorSanitizer, leaks checked;
+#                                                a fifth of the random cases, each launch
+#                                                costing seconds there),
 #   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
 #   4. `bazel test --config=nocuda //...`       (the build where no CUDA toolkit is found:
 #                                                the CUDA/NCCL targets drop out, the rest
 #                                                builds and passes unchanged),
 #   5. `bazel test --config=mpich //...`        (the whole suite built against MPICH and
-#                                                launched with mpirun.mpich),
+#                                                launched with mpirun.mpich; a fifth of the
+#                                                random cases, which the plain part runs
+#                                                in full),
 #   6. install                                  (tools/install.sh into temporary prefixes for
 #                                                Open MPI and MPICH, with their .deb files;
 #                                                tests/install/run.sh builds programs outside
@@ -149,7 +153,8 @@ for part in $parts; do
     # mpi_exec_errors_test is left out under MPICH: its fault injection counts which peers
     # of a rank that never issues a reduce-scatter time out, and under MPICH one fewer does
     # (docs/integration.md, "MPICH"); every other multi-rank test runs.
-    mpich) suite mpich --config=mpich -- -//tests/redistribute:mpi_exec_errors_test ;;
+    mpich) suite mpich --config=mpich --test_env=DTR_CASES_DIV=5 \
+        -- -//tests/redistribute:mpi_exec_errors_test ;;
     install)
         for mpi in openmpi mpich; do
             echo "== install: tools/install.sh --mpi $mpi, tests/install/run.sh"
@@ -170,7 +175,7 @@ for part in $parts; do
             failed=$((failed + f))
         done
         ;;
-    asan) suite asan --config=asan \
+    asan) suite asan --config=asan --test_env=DTR_CASES_DIV=5 \
         "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0" ;;
     fuzz)
         echo "== fuzz: fuzz/run.sh --seconds 60"
