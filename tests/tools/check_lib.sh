@@ -4,6 +4,12 @@
 read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 pass=0
 fail=0
+# Fewer launches where each is dear: under the sanitizers (ASAN_OPTIONS set: --config=asan)
+# and where tools/test.sh asks for a share of the random cases (DTR_CASES_DIV above 1: the
+# asan and MPICH parts). Loops over dtypes and modes then run each of them once, not every
+# pair; the plain and nocuda parts run every pair.
+few=
+if [ -n "${ASAN_OPTIONS:-}" ] || [ "${DTR_CASES_DIV:-1}" -gt 1 ]; then few=1; fi
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -13,12 +13,9 @@ trap 'rm -rf "$out" "$err" "$dir"' EXIT
 # Every dtype and op on 2, 4 and 8 ranks: 1-d P -> R on 2, and on 4 and 8 both mesh dims
 # reduced in two steps (P,P -> S(1),R), where avg must be the sum divided once by 2 x (n/2) (integers
 # truncated once, not at every step).
-# Under the sanitizers (ASAN_OPTIONS set: --config=asan), where each launch costs seconds,
-# and where tools/test.sh asks for fewer random cases (DTR_CASES_DIV above 1: the MPICH
-# part), each rank count runs every dtype once and every op once (ops rotated over the
-# dtypes); the plain and nocuda suites run every pair.
-few=
-[ -n "${ASAN_OPTIONS:-}" ] || [ "${DTR_CASES_DIV:-1}" -gt 1 ] && few=1
+# With `few` (check_lib.sh: the sanitizers, or a share of the cases asked for), each rank
+# count runs every dtype once and every op once (ops rotated over the dtypes); the plain and
+# nocuda suites run every pair.
 for n in 2 4 8; do
     di=0
     for dt in f32 f64 f16 bf16 i32 i64 u8; do
