@@ -2,7 +2,8 @@
  * The n-way reduction loop alone (dtr__reduce_n, dtensor/reduce.c): G elements a second for
  * each float dtype and op SUM, n inputs of BYTES each (default 4 inputs of 64 KiB: one ring
  * chunk's worth, in L2 as the shared-memory reductions find them), the AVX-512 and AVX2
- * loops (where the CPU has them) beside the generic build. One process, one core; the memory is not the limit here, the loop is.
+ * loops (where the CPU has them) beside the generic build. One process, one core; the
+ * memory is not the limit here, the loop is.
  *
  * Usage: bazel run -c opt //bench:reduce_loop_bench -- [N [BYTES [REPS]]]
  */

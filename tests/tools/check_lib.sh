@@ -10,6 +10,9 @@ fail=0
 # pair; the plain and nocuda parts run every pair.
 few=
 if [ -n "${ASAN_OPTIONS:-}" ] || [ "${DTR_CASES_DIV:-1}" -gt 1 ]; then few=1; fi
+# pair_skipped I J: true where `few` leaves out pair (I, J) of two equally long loops (1-based
+# indexes): only the diagonal runs, so each value of either loop runs once.
+pair_skipped() { [ -n "$few" ] && [ "$1" -ne "$2" ]; }
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

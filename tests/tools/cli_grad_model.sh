@@ -21,8 +21,7 @@ for mode in ddp fsdp hsdp; do
     di=0
     for dt in f32 bf16 f16; do
         di=$((di + 1))
-        # with `few` (check_lib.sh), each mode once and each dtype once
-        [ -n "$few" ] && [ "$di" -ne "$mi" ] && continue
+        pair_skipped "$mi" "$di" && continue # each mode and dtype once (check_lib.sh)
         check "$mode $dt, 2 microbatches, both ways exact" 8 0 '"verified":true,"max_abs_err":0,' "" \
             grad --mode $mode --mesh 2x4 --model "$dir/model.json" --dtype $dt --microbatches 2 \
             --iters 1 --verify --json
