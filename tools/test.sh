@@ -11,9 +11,14 @@
 #                                                a fifth of the random cases, each launch
 #                                                costing seconds there),
 #   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
-#   4. `bazel test --config=nocuda //...`       (the build where no CUDA toolkit is found:
-#                                                the CUDA/NCCL targets drop out, the rest
-#                                                builds and passes unchanged),
+#   4. nocuda                                   (the build where no CUDA toolkit is found:
+#                                                `bazel build --config=nocuda //...`, the
+#                                                CUDA/NCCL targets dropping out; then the
+#                                                tests whose code changes with it, those
+#                                                built on the CUDA or NCCL backend and the
+#                                                CLI's, on a fifth of the random cases;
+#                                                every other test compiles to the same code
+#                                                as in the plain part),
 #   5. `bazel test --config=mpich //...`        (the whole suite built against MPICH and
 #                                                launched with mpirun.mpich; a fifth of the
 #                                                random cases, which the plain part runs
@@ -149,7 +154,26 @@ for part in $parts; do
         suite nodes-3 "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 3" \
             --test_env=DTR_CASES_DIV=5 -- //tests/redistribute:mpi_shm_reduce_test
         ;;
-    nocuda) suite nocuda --config=nocuda ;;
+    nocuda)
+        echo "== nocuda: bazel build --config=nocuda //..."
+        bazel build --noshow_progress --config=nocuda "${extra[@]}" //... 2>&1 | tail -20
+        if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+            echo "test.sh: nocuda: the build failed"
+            failed=$((failed + 1))
+        fi
+        # the tests that see the toolkit's absence: those built on the CUDA or NCCL backend
+        # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test,
+        # absent under nocuda, is left out) and the CLI's (its device choice changes)
+        mapfile -t differ < <(bazel query --noshow_progress 'kind(".*_test", rdeps(//...,
+            //redistribute/cuda:* + //redistribute/nccl:*) + //tests/tools:*)' 2>/dev/null |
+            grep -v ':mpi_exec_gpu_test$')
+        if [ ${#differ[@]} -lt 5 ]; then
+            echo "test.sh: nocuda: the query found ${#differ[@]} tests that depend on CUDA, NCCL or the CLI"
+            failed=$((failed + 1))
+        else
+            suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${differ[@]}"
+        fi
+        ;;
     # mpi_exec_errors_test is left out under MPICH: its fault injection counts which peers
     # of a rank that never issues a reduce-scatter time out, and under MPICH one fewer does
     # (docs/integration.md, "MPICH"); every other multi-rank test runs.

@@ -13,7 +13,11 @@
  * calls, whose order is MPI's) the results are checked against an f64 reference within
  * a tolerance instead, and every member's all-reduce must still agree.
  *
- * Usage: mpirun -n N mpi_shm_reduce_test [--cases N] [--seed S]
+ * After the random cases, two all-reduces of 9 MiB (f32 and bf16), large enough for the
+ * streaming stores; --no-large leaves them out (tools/test.sh's shorter parts run them on
+ * some of the launches only).
+ *
+ * Usage: mpirun -n N mpi_shm_reduce_test [--cases N] [--seed S] [--shared] [--no-large]
  * Prints one line per failing case (seed and case number to rerun it) and a summary; exits
  * non-zero on any failure.
  */
@@ -375,9 +379,10 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     int cases = 100;
     uint64_t seed = 20261123;
-    bool shared = false;
+    bool shared = false, large = true;
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--shared") == 0) shared = true;
+        else if (strcmp(argv[a], "--no-large") == 0) large = false;
         else if (a + 1 < argc && strcmp(argv[a], "--cases") == 0) cases = atoi(argv[++a]);
         else if (a + 1 < argc && strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[++a], NULL, 10);
     }
@@ -479,12 +484,12 @@ int main(int argc, char **argv) {
         else passed++;
     }
     /* all-reduces of 9 MiB: the result is copied out with streaming stores (8 MiB and up) */
-    static const dtr_dtype_t large[] = {DTR_F32, DTR_BF16};
-    for (int i = 0; i < 2; i++) {
+    static const dtr_dtype_t large_dtypes[] = {DTR_F32, DTR_BF16};
+    for (int i = 0; i < 2 && large; i++) {
         int c = cases + i, before = failures;
         case_t t;
         memset(&t, 0, sizeof t);
-        t.dtype = large[i];
+        t.dtype = large_dtypes[i];
         t.op = DTR_REDUCE_SUM;
         t.kind = 2;
         t.blocking = i == 0;

@@ -7,6 +7,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 passed=0
 failed=0
+source "$(dirname "${BASH_SOURCE[0]}")/../launch_lib.sh" # few, launch_asan
 
 # run ENV RANKS CASES [ARGS...]: one run of the test executable with ENV (a VAR=value list,
 # or -) and any further arguments
@@ -37,7 +38,9 @@ check() {
     local env=$1 n=$2 step=$3 out rc
     shift 3
     [ "$env" = - ] && env=
-    out=$(env $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify --iters 2 "$@" 2>&1)
+    launch_asan "$n"
+    out=$(env ASAN_OPTIONS="$asan" $env timeout 120 "${mpirun[@]}" -n "$n" "$dtr" run --verify \
+        --iters 2 "$@" 2>&1)
     rc=$?
     if [ $rc -eq 0 ] && grep -q "$step" <<<"$out" && grep -q 'verified: all' <<<"$out"; then
         passed=$((passed + 1))

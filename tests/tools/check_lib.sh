@@ -4,12 +4,7 @@
 read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 pass=0
 fail=0
-# Fewer launches where each is dear: under the sanitizers (ASAN_OPTIONS set: --config=asan)
-# and where tools/test.sh asks for a share of the random cases (DTR_CASES_DIV above 1: the
-# asan and MPICH parts). Loops over dtypes and modes then run each of them once, not every
-# pair; the plain and nocuda parts run every pair.
-few=
-if [ -n "${ASAN_OPTIONS:-}" ] || [ "${DTR_CASES_DIV:-1}" -gt 1 ]; then few=1; fi
+source "$(dirname "${BASH_SOURCE[0]}")/../launch_lib.sh" # few, launch_asan
 # pair_skipped I J: true where `few` leaves out pair (I, J) of two equally long loops (1-based
 # indexes): only the diagonal runs, so each value of either loop runs once.
 pair_skipped() { [ -n "$few" ] && [ "$1" -ne "$2" ]; }
@@ -26,10 +21,11 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 check() {
     local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
     shift 5
+    launch_asan "$n"
     if [ "$n" -eq 0 ]; then
-        timeout 60 "$dtr" "$@" >"$out" 2>"$err"
+        ASAN_OPTIONS=$asan timeout 60 "$dtr" "$@" >"$out" 2>"$err"
     else
-        timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+        ASAN_OPTIONS=$asan timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
     fi
     local rc=$? ok=1
     [ "$rc" -eq "$want_rc" ] || ok=0
@@ -59,7 +55,8 @@ check() {
 gpu_check() {
     local name=$1 n=$2 cmd=$3
     shift 2
-    timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
+    launch_asan "$n"
+    ASAN_OPTIONS=$asan timeout 120 "${mpirun[@]}" -n "$n" "$dtr" "$@" >"$out" 2>"$err"
     local rc=$?
     if [ $rc -eq 0 ] && grep -qF '"verified":true' "$out"; then
         pass=$((pass + 1))

@@ -14,8 +14,8 @@ trap 'rm -rf "$out" "$err" "$dir"' EXIT
 # reduced in two steps (P,P -> S(1),R), where avg must be the sum divided once by 2 x (n/2) (integers
 # truncated once, not at every step).
 # With `few` (check_lib.sh: the sanitizers, or a share of the cases asked for), each rank
-# count runs every dtype once and every op once (ops rotated over the dtypes); the plain and
-# nocuda suites run every pair.
+# count runs every dtype once and every op once (ops rotated over the dtypes); the plain
+# suite runs every pair.
 for n in 2 4 8; do
     di=0
     for dt in f32 f64 f16 bf16 i32 i64 u8; do
