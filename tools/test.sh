@@ -19,10 +19,11 @@
 #                                                CLI's, on a fifth of the random cases;
 #                                                every other test compiles to the same code
 #                                                as in the plain part),
-#   5. `bazel test --config=mpich //...`        (the whole suite built against MPICH and
-#                                                launched with mpirun.mpich; a fifth of the
-#                                                random cases, which the plain part runs
-#                                                in full),
+#   5. `bazel test --config=mpich`              (the tests built on MPI, built against
+#                                                MPICH and launched with mpirun.mpich; a
+#                                                fifth of the random cases, which the plain
+#                                                part runs in full; the other tests compile
+#                                                to the same code as in the plain part),
 #   6. install                                  (tools/install.sh into temporary prefixes for
 #                                                Open MPI and MPICH, with their .deb files;
 #                                                tests/install/run.sh builds programs outside
@@ -138,6 +139,23 @@ node_paths() {
     fi
 }
 
+# pick_tests LABEL EXPR [LEFT_OUT...]: the test targets among a query expression's targets
+# (on the plain build), less those left out, into `picked`; fewer than 5 is a failure of the
+# part (the query went wrong), and the return status says so.
+pick_tests() {
+    local label=$1 expr=$2 t
+    shift 2
+    picked=()
+    while IFS= read -r t; do
+        [[ " $* " == *" $t "* ]] || picked+=("$t")
+    done < <(bazel query --noshow_progress "kind(\".*_test\", $expr)" 2>/dev/null)
+    if [ ${#picked[@]} -lt 5 ]; then
+        echo "test.sh: $label: the query for its tests found ${#picked[@]}: $expr"
+        failed=$((failed + 1))
+        return 1
+    fi
+}
+
 extra=("$@")
 times=""
 for part in $parts; do
@@ -164,21 +182,20 @@ for part in $parts; do
         # the tests that see the toolkit's absence: those built on the CUDA or NCCL backend
         # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test,
         # absent under nocuda, is left out) and the CLI's (its device choice changes)
-        mapfile -t differ < <(bazel query --noshow_progress 'kind(".*_test", rdeps(//...,
-            //redistribute/cuda:* + //redistribute/nccl:*) + //tests/tools:*)' 2>/dev/null |
-            grep -v ':mpi_exec_gpu_test$')
-        if [ ${#differ[@]} -lt 5 ]; then
-            echo "test.sh: nocuda: the query found ${#differ[@]} tests that depend on CUDA, NCCL or the CLI"
-            failed=$((failed + 1))
-        else
-            suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${differ[@]}"
+        if pick_tests nocuda 'rdeps(//..., //redistribute/cuda:* + //redistribute/nccl:*) +
+                //tests/tools:*' //tests/redistribute:mpi_exec_gpu_test; then
+            suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;
-    # mpi_exec_errors_test is left out under MPICH: its fault injection counts which peers
-    # of a rank that never issues a reduce-scatter time out, and under MPICH one fewer does
-    # (docs/integration.md, "MPICH"); every other multi-rank test runs.
-    mpich) suite mpich --config=mpich --test_env=DTR_CASES_DIV=5 \
-        -- -//tests/redistribute:mpi_exec_errors_test ;;
+    # The tests built on MPI (the others compile to the same code as in the plain part),
+    # less mpi_exec_errors_test: its fault injection counts which peers of a rank that never
+    # issues a reduce-scatter time out, and under MPICH one fewer does (docs/integration.md,
+    # "MPICH"); every other multi-rank test runs.
+    mpich)
+        if pick_tests mpich 'rdeps(//..., @mpi//:*)' //tests/redistribute:mpi_exec_errors_test; then
+            suite mpich --config=mpich --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
+        fi
+        ;;
     install)
         for mpi in openmpi mpich; do
             echo "== install: tools/install.sh --mpi $mpi, tests/install/run.sh"
