@@ -103,25 +103,13 @@ static const char *kind_name(int kind) {
     return kind == 0 ? "reduce_scatter" : kind == 1 ? "reduce_scatterv" : "all_reduce";
 }
 
-/* Element k (of the send layout) reduced in member order, as dtr__reduce_n defines it. */
-static void expected(const case_t *t, int n, int c, int64_t k, void *out, int64_t at) {
-    int64_t es = dtr_dtype_info(t->dtype)->size;
-    char in[16][8];
-    const void *ptrs[16];
-    for (int j = 0; j < n; j++) {
-        dtr__store(t->dtype, in[j], 0, value(t->dtype, t->op, j, k, c));
-        ptrs[j] = in[j];
-    }
-    dtr__reduce_n(t->dtype, t->op, ptrs, n, (char *)out + at * es, 1);
-}
-
-/* expected() for the BLOCK elements from `at` (fewer at the end: len) at once, into out:
- * every member's values stored, then one dtr__reduce_n in member order with the generic
- * loop (not the vector loops the backend runs, so they are checked against it; reduce_test
- * checks every loop gives the generic one's bits). Element by element, a 9 MiB all-reduce's
- * check made millions of calls. */
+/* Elements [at, at + len) of the send layout (len at most BLOCK) reduced in member order, as
+ * dtr__reduce_n defines it, into out: every member's values stored, then one dtr__reduce_n
+ * with the generic loop (not the vector loops the backend runs, so they are checked against
+ * it; reduce_test checks every loop gives the generic one's bits). A block at a time: element
+ * by element, a 9 MiB all-reduce's check made millions of calls. */
 #define BLOCK 4096
-static void expected_block(const case_t *t, int n, int c, int64_t at, int64_t len, char *out) {
+static void expected(const case_t *t, int n, int c, int64_t at, int64_t len, char *out) {
     static char in[16][BLOCK * 8];
     const void *ptrs[16];
     for (int j = 0; j < n; j++) {
@@ -302,7 +290,7 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
             break;
         }
     char want[8];
-    static char block[BLOCK * 8]; /* expected_block's values for elements [k0, k0 + BLOCK) */
+    static char block[BLOCK * 8]; /* expected()'s values for elements [k0, k0 + BLOCK) */
     int64_t k0 = -1;
     /* the hierarchical form takes equal reduce-scatters and all-reduces of a multiple of the
      * members (DTR_MPI_HIER_MIN=0 here: at any size) */
@@ -322,14 +310,14 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         } else if (shm) {
             if (k0 < 0 || k >= k0 + BLOCK) {
                 k0 = k;
-                expected_block(t, n, c, at, mine - k < BLOCK ? mine - k : BLOCK, block);
+                expected(t, n, c, at, mine - k < BLOCK ? mine - k : BLOCK, block);
             }
             ok = memcmp(block + (k - k0) * es, recv + k * es, (size_t)es) == 0;
             ref = dtr__load(t->dtype, block, k - k0);
         } else {
             ref = loose(t, n, c, at, &tol);
             ok = t->dtype == DTR_I32 || t->dtype == DTR_I64 || t->dtype == DTR_U8
-                     ? (expected(t, n, c, at, want, 0), memcmp(want, recv + k * es, (size_t)es) == 0)
+                     ? (expected(t, n, c, at, 1, want), memcmp(want, recv + k * es, (size_t)es) == 0)
                      : fabs(got - ref) <= tol;
         }
         if (!ok) {
