@@ -53,23 +53,26 @@ DTR_API const char *dtr_version_string(void);
 
 /*
  * Checks that a caller compiled against headers of version header_code, in which the
- * public value structs had the sizes sizes[0..count) (in the order dtr_check_headers
- * lists them: DTR_ABI_STRUCTS), can use the loaded library. DTR_OK when the major versions agree, the
- * library is at least as new as the headers and every listed size matches; otherwise
- * DTR_ERR_MISMATCH with a detail naming the versions or the struct whose size differs.
- * DTR_ERR_INVALID_ARGUMENT for sizes NULL or count < 1. Call it through dtr_check_headers.
+ * public structs had the sizes sizes[0..count) (in the order of DTR_ABI_STRUCTS), can use
+ * the loaded library. DTR_OK when the major versions agree (and, while the major version is
+ * 0, the minor versions too), the library is at least as new as the headers and every
+ * listed size matches; otherwise DTR_ERR_MISMATCH with a detail naming the versions or the
+ * struct whose size differs. DTR_ERR_INVALID_ARGUMENT for sizes NULL, count < 1 or a
+ * negative header_code. Call it through dtr_check_headers.
  */
 DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int count);
 
-/* X(type) for every public value struct, in the order dtr_abi_check compares them. From 1.0
- * on, append only: an entry never moves or goes. (0.3.0 dropped dtr_pattern_report_t with
- * the test pattern, which left the API: a program built against 0.2's list of 17 is refused.) */
+/* X(type) for every public struct whose layout a caller's compiler bakes in (it allocates,
+ * embeds or reads it), in the order dtr_abi_check compares them. Append only: an entry
+ * never moves or goes while its major version lasts. The MPI backend's own struct is in
+ * dtr_mpi.h (DTR_MPI_ABI_STRUCTS, dtr_mpi_check_headers). */
 #define DTR_ABI_STRUCTS(X)                                                                  \
     X(dtr_placement_t) X(dtr_dtype_info_t) X(dtr_spec_t) X(dtr_layout_t)                    \
     X(dtr_step_kind_info_t) X(dtr_cost_model_t) X(dtr_step_t) X(dtr_plan_t)                 \
     X(dtr_plan_options_t) X(dtr_backend_req_t) X(dtr_backend_ops_t) X(dtr_memory_ops_t)     \
-    X(dtr_compress_wrapper_t) X(dtr_grad_factors_t)                 \
-    X(dtr_reducer_desc_t) X(dtr_fused_entry_t)
+    X(dtr_compress_wrapper_t) X(dtr_grad_factors_t) X(dtr_reducer_desc_t)                   \
+    X(dtr_fused_entry_t) X(dtr_batch_item_t) X(dtr_batch_round_t) X(dtr_batch_plan_t)       \
+    X(dtr_span_t) X(dtr_spans_op_t) X(dtr_param_desc_t) X(dtr_param_group_desc_t)
 #define DTR__ABI_SIZEOF(type) sizeof(type),
 
 /* dtr_abi_check for the headers this translation unit includes: call it once at start-up,

@@ -133,4 +133,19 @@ bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb);
 /* 64-bit FNV-1a step over what ranks must agree on. */
 uint64_t dtr__fnv(uint64_t h, int64_t v);
 
+/* ---- abi.c ------------------------------------------------------------------------- */
+
+/* A public struct as the library was built with it. */
+typedef struct {
+    const char *name;
+    size_t size;
+} dtr__abi_struct_t;
+
+/* The check behind dtr_abi_check: the headers' version header_code and their sizes[0..count)
+ * against the library's (its version, and the structs `known` in the same order). Another
+ * major version, another minor one while the major is 0, newer headers, more structs than
+ * the library knows or one size that differs: DTR_ERR_MISMATCH naming it, as func. */
+dtr_status_t dtr__abi_compare(const char *func, int header_code, const size_t *sizes,
+                              int count, const dtr__abi_struct_t *known, int nknown);
+
 #endif

@@ -7,6 +7,7 @@ set -euo pipefail
 usage() {
     cat <<'EOF'
 usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--deb OUTDIR]
+                               [--maintainer 'NAME <EMAIL>']
 
   --prefix DIR   where to install (created if missing); nothing is written outside it:
                    DIR/include/dtr/   dtr.h (the whole API), dtr_mpi.h, and where CUDA was
@@ -16,13 +17,17 @@ usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--d
                    DIR/lib/pkgconfig/ dtr.pc (dtr-cuda.pc, dtr-nccl.pc)
                    DIR/lib/cmake/dtr/ dtrConfig.cmake, dtrConfigVersion.cmake
                    DIR/bin/dtr        the CLI (MPI backend; finds libdtr.so in ../lib)
-                   DIR/share/doc/dtr/ README and docs
+                   DIR/share/doc/dtr/ README, LICENSE (BSD-3-Clause), CHANGELOG.md, docs
   --mpi NAME     the MPI to build for: openmpi (default) or mpich; the two are not ABI
                  compatible, so a tree is for one of them (dtr.pc's `mpi` variable says which)
   --no-cuda      leave out the CUDA memory space and the NCCL backend even where the CUDA
                  toolkit is found
   --deb OUTDIR   also write OUTDIR/dtr_VERSION_amd64.deb (dtr-mpich_... for --mpi mpich):
-                 the same tree under /usr, CPU only, with its dependencies declared
+                 the same tree under /usr, CPU only, with its dependencies declared and
+                 the licence in /usr/share/doc/dtr/copyright
+  --maintainer 'NAME <EMAIL>'
+                 the package's Maintainer field; default: DEBFULLNAME and DEBEMAIL where
+                 set (Debian's convention), else the author of the checkout's last commit
   --help         this text
 
 The installed files are relocatable (dtr.pc and dtrConfig.cmake find the tree from their
@@ -31,18 +36,28 @@ link against it.
 EOF
 }
 
-prefix="" mpi=openmpi cuda=1 deb=""
+prefix="" mpi=openmpi cuda=1 deb="" maintainer=""
 while [ $# -gt 0 ]; do
     case $1 in
     --prefix) [ $# -ge 2 ] || { echo "install.sh: --prefix needs a directory" >&2; exit 2; }; prefix=$2; shift 2 ;;
     --mpi) [ $# -ge 2 ] || { echo "install.sh: --mpi needs openmpi or mpich" >&2; exit 2; }; mpi=$2; shift 2 ;;
     --no-cuda) cuda=0; shift ;;
     --deb) [ $# -ge 2 ] || { echo "install.sh: --deb needs a directory" >&2; exit 2; }; deb=$2; shift 2 ;;
+    --maintainer) [ $# -ge 2 ] || { echo "install.sh: --maintainer needs 'NAME <EMAIL>'" >&2; exit 2; }; maintainer=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 [ -n "$prefix" ] || { echo "install.sh: --prefix DIR is required (see --help)" >&2; exit 2; }
+if [ -z "$maintainer" ] && [ -n "${DEBEMAIL:-}" ]; then
+    maintainer="${DEBFULLNAME:-dtr maintainers} <$DEBEMAIL>"
+elif [ -z "$maintainer" ]; then
+    maintainer=$(git -C "$(dirname "$0")/.." log -1 --format='%an <%ae>' 2>/dev/null || true)
+fi
+if [ -n "$deb" ] && ! [[ "$maintainer" =~ ^[^\<\>]+\ \<[^@\<\>\ ]+@[^@\<\>\ ]+\>$ ]]; then
+    echo "install.sh: --maintainer: '$maintainer' is not 'NAME <EMAIL>' (set --maintainer or DEBEMAIL)" >&2
+    exit 2
+fi
 case $mpi in
 openmpi) mpi_name="Open MPI" mpi_pkg=ompi-c mpicc=mpicc.openmpi flags=() ;;
 mpich) mpi_name="MPICH" mpi_pkg=mpich mpicc=mpicc.mpich flags=(--config=mpich) ;;
@@ -103,7 +118,7 @@ lay_out() {
     [ "$major" -eq 0 ] || compat=SameMajorVersion
     cmake -DOUT="$d/lib/cmake/dtr/dtrConfigVersion.cmake" -DVERSION="$version" \
         -DCOMPAT="$compat" -P dist/version_file.cmake
-    install -m 644 README.md docs/*.md "$d/share/doc/dtr/"
+    install -m 644 README.md LICENSE CHANGELOG.md docs/*.md "$d/share/doc/dtr/"
     [ -d examples ] && cp -r examples "$d/share/doc/dtr/"
     return 0
 }
@@ -142,7 +157,7 @@ if [ -n "$deb" ]; then
 Package: $pkg
 Version: $version
 Architecture: amd64
-Maintainer: dtr developers <dtr@localhost>
+Maintainer: $maintainer
 Section: libdevel
 Priority: optional
 Depends: $depends
@@ -155,5 +170,11 @@ Description: DTensor placement and redistribution library and CLI ($mpi_name)
  holds libdtr.so.$major, libdtr.a, <dtr/dtr.h>, <dtr/dtr_mpi.h>, dtr.pc, the CMake
  package dtr::dtr and the dtr CLI, built for $mpi_name, CPU only.
 EOF
+    # Debian's machine-readable copyright file names the licence of what the package holds.
+    {
+        printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n'
+        printf 'Upstream-Name: dtr\n\nFiles: *\nCopyright: 2026 the dtr authors\nLicense: BSD-3-Clause\n'
+        sed -n '/^Redistribution/,$p' LICENSE | sed 's/^$/./; s/^/ /'
+    } >"$stage/usr/share/doc/dtr/copyright"
     dpkg-deb --root-owner-group --build "$stage" "$deb/${pkg}_${version}_amd64.deb" >&2
 fi

@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, then runs
+# The test suite: installs what it needs, then runs parts of it.
+#
+#   bash tools/test.sh          the quick check (about 5 minutes on 2 cores): every test
+#                               target once (part 1, `plain`) and the installed trees
+#                               checked from outside (part 6, `install`)
+#   bash tools/test.sh --all    the whole matrix below (about 30 minutes): what CI runs
+#   bash tools/test.sh --help   this text
+#
+# The parts:
 #   1. `bazel test //...`                       (the build users get),
 #   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
 #                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
@@ -29,8 +37,7 @@
 #                                                tests/install/run.sh builds programs outside
 #                                                the tree from them and runs them),
 # sums the test cases every part reported and ends with one line "N passed, N failed".
-# DTR_TEST_PARTS picks parts (default "plain nodes asan fuzz nocuda mpich install"); extra arguments go to
-# `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
+# DTR_TEST_PARTS picks parts by name (it overrides --all); other arguments go to `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
 # its GPU tests skip (printing why) when no GPU is visible.
 #
 # Counting: a Criterion target reports "Synthesis: Tested: T | Passing: P | Failing: F |
@@ -39,9 +46,20 @@
 # suite that silently runs nothing cannot pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh || exit 1
 
-parts=${DTR_TEST_PARTS:-plain nodes asan fuzz nocuda mpich install}
+all_parts="plain nodes asan fuzz nocuda mpich install"
+parts="plain install"
+args=()
+for a in "$@"; do
+    case $a in
+    --all) parts=$all_parts ;;
+    -h | --help) sed -n '2,/^set -uo/{/^set -uo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) args+=("$a") ;;
+    esac
+done
+set -- "${args[@]+"${args[@]}"}"
+parts=${DTR_TEST_PARTS:-$parts}
+bash tools/setup.sh || exit 1
 passed=0
 failed=0
 summary=$(mktemp)
@@ -234,7 +252,7 @@ for part in $parts; do
         failed=$((failed + f))
         ;;
     *)
-        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS (plain, nodes, asan, fuzz, nocuda, mpich, install)"
+        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS ($all_parts)"
         failed=$((failed + 1))
         ;;
     esac

@@ -49,6 +49,7 @@
 
 #include <mpi.h>
 
+#include "dtr_version.h"
 #include "redistribute/executor/executor.h"
 
 #ifdef __cplusplus
@@ -89,6 +90,20 @@ typedef struct {
  * to cap entries to out and the number of live groups to *count (out may be NULL with cap 0,
  * to count them). The counts are read without stopping operations that are running. */
 DTR_API dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count);
+
+/* X(type) for the MPI backend's public structs, as DTR_ABI_STRUCTS for dtr.h's (append
+ * only), and the check of the headers this translation unit includes against the loaded
+ * library: dtr_abi_check's rules for this list (dtr_mpi_check_headers calls it). A program
+ * that includes dtr_mpi.h calls both dtr_check_headers and dtr_mpi_check_headers once at
+ * start-up. */
+#define DTR_MPI_ABI_STRUCTS(X) X(dtr_mpi_group_info_t)
+DTR_API dtr_status_t dtr_mpi_abi_check(int header_code, const size_t *sizes, int count);
+
+#define DTR_MPI__ABI_SIZEOF(type) sizeof(type),
+static inline dtr_status_t dtr_mpi_check_headers(void) {
+    const size_t sizes[] = {DTR_MPI_ABI_STRUCTS(DTR_MPI__ABI_SIZEOF)};
+    return dtr_mpi_abi_check(DTR_VERSION_CODE, sizes, (int)(sizeof sizes / sizeof sizes[0]));
+}
 
 /* Which mesh dims cross nodes: bit i of *across is set where some group along mesh dim i
  * has members on two nodes (MPI_COMM_TYPE_SHARED over comm, whose ranks the mesh names).

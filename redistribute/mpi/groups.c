@@ -1,5 +1,5 @@
 /* The process's live groups of the MPI backend and which path their operations took:
- * dtr_mpi_groups (dtr_mpi.h). Groups come and go with their contexts, on any thread, so the
+ * dtr_mpi_groups (dtr_mpi.h); and the check of dtr_mpi.h's struct against the library. Groups come and go with their contexts, on any thread, so the
  * list is under a lock; the operation counts are atomic, bumped where each operation runs. */
 #include <pthread.h>
 #include <stddef.h>
@@ -58,4 +58,13 @@ dtr_status_t dtr_mpi_groups(dtr_mpi_group_info_t *out, int cap, int *count) {
     pthread_mutex_unlock(&dtr__groups_lock);
     *count = n;
     return DTR_OK;
+}
+
+/* The library's own sizes of the MPI backend's public structs (DTR_MPI_ABI_STRUCTS). */
+#define DTR__MPI_ABI_ENTRY(type) {#type, sizeof(type)},
+static const dtr__abi_struct_t dtr__mpi_abi_structs[] = {DTR_MPI_ABI_STRUCTS(DTR__MPI_ABI_ENTRY)};
+
+dtr_status_t dtr_mpi_abi_check(int header_code, const size_t *sizes, int count) {
+    return dtr__abi_compare(__func__, header_code, sizes, count, dtr__mpi_abi_structs,
+                            (int)(sizeof dtr__mpi_abi_structs / sizeof dtr__mpi_abi_structs[0]));
 }

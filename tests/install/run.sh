@@ -7,6 +7,9 @@
 #   pkgconfig  consumer.c built with `mpicc $(pkg-config --cflags --libs dtr)`, 4 ranks
 #   cmake      find_package(dtr) + dtr::dtr and dtr::dtr_static, 4 ranks each
 #   c++        every installed header in g++ -std=c++17 -Wall -Wextra -pedantic -Werror
+#   abi        programs built against copies of the installed headers in which one struct
+#              has another size are refused by dtr_check_headers (dtr_mpi_check_headers
+#              for dtr_mpi.h's struct), naming it; the unchanged headers pass
 #   cli        the installed dtr runs from bin/ with no library path set
 #   deb        (with DEB) its file list and dependencies, `apt-get -s install` of it, and
 #              consumer.c built from its unpacked tree
@@ -42,7 +45,8 @@ run4() {
 # --- tools/install.sh refuses bad arguments by name, before building anything ---------------
 inst=$here/../../tools/install.sh
 for args in "|install.sh: --prefix DIR is required" "--prefix $work/x --mpi lam|install.sh: --mpi: 'lam' is not openmpi or mpich" \
-    "--prefix $work/x --frob|install.sh: unknown argument '--frob'" "--prefix|install.sh: --prefix needs a directory"; do
+    "--prefix $work/x --frob|install.sh: unknown argument '--frob'" "--prefix|install.sh: --prefix needs a directory" \
+    "--prefix $work/x --deb $work/x --maintainer nobody|install.sh: --maintainer: 'nobody' is not 'NAME <EMAIL>'"; do
     # shellcheck disable=SC2086
     err=$(bash "$inst" ${args%%|*} 2>&1 >/dev/null)
     rc=$?
@@ -140,14 +144,74 @@ else
     bad "c++: $(head -20 "$work/cxx.log")"
 fi
 
+# --- abi: a struct of another size in the headers is refused, by name --------------------------
+cat >"$work/abi.c" <<'EOF'
+#include <stdio.h>
+#include <dtr/dtr_mpi.h>
+int main(void) {
+    dtr_status_t a = dtr_check_headers();
+    printf("dtr: %s\n", a == DTR_OK ? "ok" : dtr_last_error());
+    dtr_status_t b = dtr_mpi_check_headers();
+    printf("mpi: %s\n", b == DTR_OK ? "ok" : dtr_last_error());
+    return a != DTR_OK || b != DTR_OK;
+}
+EOF
+# abi_case LABEL STRUCT EXPECT: the installed headers with an int added to STRUCT's fields
+# (none for STRUCT "-"), the program built against them and run; EXPECT is a line of its
+# output, and it exits 0 for "-", 1 otherwise.
+abi_case() {
+    local label=$1 struct=$2 expect=$3 inc=$work/abi_inc/$1 out rc want=1
+    [ "$struct" = - ] && want=0
+    mkdir -p "$inc/dtr"
+    cp "$prefix"/include/dtr/*.h "$inc/dtr/"
+    [ "$struct" = - ] || sed -i "s/^} $struct;/    int abi_test_extra;\n} $struct;/" "$inc/dtr/dtr.h" "$inc/dtr/dtr_mpi.h"
+    if ! "$mpicc" -I"$inc" "$work/abi.c" -L"$prefix/lib" -ldtr -o "$work/abi_$label" 2>"$work/abi.log"; then
+        bad "abi $label: build: $(head -5 "$work/abi.log")"
+        return
+    fi
+    out=$(LD_LIBRARY_PATH=$prefix/lib "$work/abi_$label" 2>&1)
+    rc=$?
+    if [ $rc -eq $want ] && grep -qF -- "$expect" <<<"$out"; then
+        ok "abi $label: exit $rc: $(tr '\n' ' ' <<<"$out")"
+    else
+        bad "abi $label: exit $rc (want $want), no '$expect' in: $out"
+    fi
+}
+# the sizes the library was built with, from the unchanged headers
+printf '#include <stdio.h>\n#include <dtr/dtr_mpi.h>\nint main(void) { printf("%%zu %%zu %%zu\\n", sizeof(dtr_span_t), sizeof(dtr_batch_plan_t), sizeof(dtr_mpi_group_info_t)); return 0; }\n' >"$work/abi_sizes.c"
+"$mpicc" -I"$prefix/include" "$work/abi_sizes.c" -o "$work/abi_sizes" 2>"$work/abi.log" || bad "abi: sizes: $(cat "$work/abi.log")"
+read -r span_size batch_size group_size < <("$work/abi_sizes")
+v=$pc_version
+abi_case same - "dtr: ok"$'\n'"mpi: ok"
+abi_case span dtr_span_t "dtr: dtr_abi_check: sizeof(dtr_span_t) is $((span_size + 8)) in the headers and $span_size in library $v"
+abi_case batch dtr_batch_plan_t "dtr: dtr_abi_check: sizeof(dtr_batch_plan_t) is $((batch_size + 8)) in the headers and $batch_size in library $v"
+abi_case mpi dtr_mpi_group_info_t "mpi: dtr_mpi_abi_check: sizeof(dtr_mpi_group_info_t) is $((group_size + 8)) in the headers and $group_size in library $v"
+
 # --- the installed CLI ----------------------------------------------------------------------
 out=$(env -u LD_LIBRARY_PATH "$prefix/bin/dtr" plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --json 2>&1)
 grep -q '"steps":\[{"mesh_dim":-1,"kind":"exchange"' <<<"$out" && ok "cli: bin/dtr plan runs (libdtr.so from ../lib)" || bad "cli: $out"
 out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 4 "$prefix/bin/dtr" run --mesh 2x2 --shape 16x8 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2 2>&1)
 grep -q 'verified: all' <<<"$out" && ok "cli: mpirun -n 4 bin/dtr run --verify" || bad "cli run: $out"
 
+# --- the licence ---------------------------------------------------------------------------
+lic=$(pkg-config --variable=license dtr)
+if [ "$lic" = BSD-3-Clause ] && grep -q '^License: BSD-3-Clause$' "$prefix/lib/pkgconfig/dtr.pc" &&
+    grep -q '^BSD 3-Clause License$' "$prefix/share/doc/dtr/LICENSE" && [ -s "$prefix/share/doc/dtr/CHANGELOG.md" ]; then
+    ok "licence: dtr.pc says $lic; share/doc/dtr has LICENSE and CHANGELOG.md"
+else
+    bad "licence: dtr.pc says '$lic'; $(ls "$prefix/share/doc/dtr")"
+fi
+
 # --- the Debian package ---------------------------------------------------------------------
 if [ -n "$deb" ]; then
+    maint=$(dpkg-deb -f "$deb" Maintainer)
+    copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/dtr/copyright 2>/dev/null)
+    if [[ "$maint" =~ ^[^\<]+\ \<[^@\ ]+@[^@\ ]+\>$ ]] && [[ "$maint" != *localhost* ]] &&
+        grep -q '^License: BSD-3-Clause$' <<<"$copyright" && grep -q 'Neither the name' <<<"$copyright"; then
+        ok "deb: Maintainer: $maint; usr/share/doc/dtr/copyright: BSD-3-Clause"
+    else
+        bad "deb: Maintainer '$maint'; copyright: $(head -5 <<<"$copyright")"
+    fi
     contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
     want="./usr/lib/libdtr.so.0 ./usr/lib/libdtr.a ./usr/include/dtr/dtr.h ./usr/include/dtr/dtr_mpi.h ./usr/lib/pkgconfig/dtr.pc ./usr/lib/cmake/dtr/dtrConfig.cmake ./usr/bin/dtr"
     missing=""

@@ -26,13 +26,13 @@ BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "redistribute/planner/plann
 
 # folder -> the include paths (prefixes) its files may use
 INCLUDES = {
-    "core": ["core/"],
+    "core": ["core/", "dtr_version.h"],
     "placement": ["core/", "placement/"],
     "dtensor": ["core/", "placement/", "dtensor/"],
     "redistribute/planner": ["core/", "placement/", "dtensor/", "redistribute/planner/"],
     "redistribute/executor": ["core/", "placement/", "dtensor/", "redistribute/planner/",
                               "redistribute/executor/"],
-    "redistribute/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/mpi/"],
+    "redistribute/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/mpi/", "dtr_version.h"],
     "redistribute/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/cuda/"],
     "redistribute/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
         "redistribute/nccl/", "redistribute/cuda/", "redistribute/mpi/internal.h"],
