@@ -1,7 +1,8 @@
 /*
- * Internals of the executor: the one header its files share. It may include the planner's
- * headers (a plan's geometry: layouts at a coordinate, the balanced reduction) and the
- * executor's own; never a backend's.
+ * Internals of the executor: the one header its files share. Of the planner it includes
+ * planner.h and geometry.h (what it reads of a plan: layouts at a coordinate, a seed plan's
+ * blocks, the balanced reduction, the hashes), never the planner's internal.h; never a
+ * backend's header.
  *
  * The files, by what they own:
  *   context.c      contexts: creation, settings, memory space, destruction, aborted ones
@@ -11,6 +12,10 @@
  *                  context's memory space
  *   deadline.c     completing a backend operation under the context's deadline
  *   request.c      the request state machine, dtr_redistribute and friends
+ *   batch.c        batches: dtr_redistribute_batch, its rounds in order, the member steps
+ *   batch_round.c  a coalesced round: prepare the member steps, size, pack, start, unpack
+ *                  (through the kind's round in the step table)
+ *   round_pack.c   what the kinds' rounds share: pieces, boxes, blocks, span lists
  *   steps.c        the table of step kinds; a step's start (this rank's side of it)
  *   step_common.c  what the step kinds share: the end of a start and of a finish
  *   step_*.c       one step kind each: its start, finish and bare (baseline) form
@@ -29,7 +34,7 @@
 #include "redistribute/executor/executor.h"
 #include "redistribute/executor/group.h"
 #include "redistribute/executor/stream.h"
-#include "redistribute/planner/internal.h"
+#include "redistribute/planner/geometry.h"
 
 #define DTR__MESH_SLOTS 8
 /* Tags of the groups a context creates: a whole mesh, one mesh dim, a dims mask. */
@@ -275,6 +280,27 @@ typedef struct {
     bool bare;       /* the baseline: the same operations on scratch, nothing else */
 } dtr__step_args_t;
 
+struct dtr__batch;
+
+/* A step kind's batch round (batch_round.c drives it): every member step of the round in
+ * one collective. arr holds dtr__arrays' six arrays of the group's size, what size leaves
+ * there the later calls read. */
+typedef struct {
+    /* Sizes the round: its counts and displacements into arr, b->padded and b->total where
+     * the kind uses them, and the bytes of the packed send and receive buffers. */
+    dtr_status_t (*size)(dtr_context_t *ctx, struct dtr__batch *b, int64_t **arr,
+                         int64_t *send, int64_t *recv);
+    /* Starts the round over span lists where the backend takes them for it (sets b->spans,
+     * b->breq); leaves b->spans false otherwise. NULL: the kind has no span-list form. */
+    dtr_status_t (*spans)(dtr_context_t *ctx, struct dtr__batch *b, int64_t **arr);
+    /* The members' pieces into stage_send (not called for a bare round). */
+    dtr_status_t (*pack)(dtr_context_t *ctx, struct dtr__batch *b, int64_t **arr);
+    /* Starts the collective on the packed buffers (into b->breq). */
+    dtr_status_t (*start)(dtr_context_t *ctx, struct dtr__batch *b, int64_t **arr);
+    /* What arrived in stage_recv, into the members' outputs. */
+    dtr_status_t (*unpack)(dtr_context_t *ctx, struct dtr__batch *b, int64_t **arr);
+} dtr__round_ops_t;
+
 /* One row of the table: what a step kind does on this rank. */
 typedef struct {
     /* Starts the step: a local one completes here; a collective starts its operation and
@@ -285,6 +311,9 @@ typedef struct {
     dtr_status_t (*finish)(dtr_request_t *r);
     /* The step leaves every rank's block as it is (a relabel): skipped. */
     bool keeps_block;
+    /* Its coalesced batch round; NULL for the local kinds and for reduce_exchange, whose
+     * rounds run member by member (each member's balanced pieces differ). */
+    const dtr__round_ops_t *round;
 } dtr__step_impl_t;
 
 /* A step that leaves every rank's block as it is: a relabel, or over one rank. */
@@ -325,6 +354,9 @@ dtr_status_t dtr__local_chunk_start(dtr_request_t *r, const dtr__step_args_t *a)
 dtr_status_t dtr__local_scale_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_relabel_start(dtr_request_t *r, const dtr__step_args_t *a);
 dtr_status_t dtr__local_zero_fill_start(dtr_request_t *r, const dtr__step_args_t *a);
+/* The kinds' batch rounds (the exchange's is the all_to_all's: the same boxes). */
+extern const dtr__round_ops_t dtr__all_gather_round, dtr__reduce_scatter_round,
+    dtr__all_reduce_round, dtr__all_to_all_round;
 /* A cast plan's first pass: the input, cast to op_dtype, into a step buffer (or into the
  * output when no step changes anything); r->cur then points at it. */
 dtr_status_t dtr__cast_input(dtr_request_t *r);
@@ -374,6 +406,9 @@ typedef struct dtr__batch {
     void *arena; /* the members' step buffers (the context's memory) */
     int64_t arena_cap;
     int round, j;      /* the round under way, and the member step in it */
+    int count;         /* the coalesced round's member steps (its rd->count) */
+    int64_t n;         /* and its group's size */
+    int64_t total;     /* an all_reduce round's elements */
     dtr__stage_t stage;
     int tail;          /* after the rounds: the member whose last local steps run */
     bool in_flight;    /* the round's collective */
@@ -397,6 +432,36 @@ typedef struct dtr__batch {
 } dtr__batch_t;
 
 /* ---- batch_round.c: a batch's members and its coalesced rounds ----------------------- */
+
+/* What dtr__round_moves does besides counting. */
+typedef enum { DTR__COUNT = 0, DTR__PACK, DTR__UNPACK } dtr__pass_t;
+
+/* round_pack.c: an all_to_allv round (all_to_all, exchange), peer by peer and member by
+ * member: counts and displacements (bytes) into arr[0..3] and the totals into arr[4]
+ * (DTR__COUNT, DTR__PACK), with the pieces packed into stage_send (DTR__PACK) or placed from
+ * stage_recv (DTR__UNPACK, on the displacements the count left). */
+dtr_status_t dtr__round_moves(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr,
+                              dtr__pass_t pass);
+/* A gather (gather) or reduce-scatter round: each peer's piece size (bytes for a gather,
+ * elements for a reduction) in arr[0], its start in arr[1], b->padded and b->pad; with
+ * copy (and not bare) the send buffer packed. */
+dtr_status_t dtr__round_pieces(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr, bool gather,
+                               bool copy);
+/* The packed buffers' bytes of such a round, from the sizes dtr__round_pieces left (item:
+ * bytes per unit of arr[0]). */
+void dtr__round_piece_bytes(const dtr__batch_t *b, int64_t **arr, int64_t item, bool gather,
+                            int64_t *send, int64_t *recv);
+/* A gather round's arrivals, each peer's piece cut into its members' chunks along their dims. */
+dtr_status_t dtr__round_gather_unpack(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr);
+/* The members' blocks back to back: their inputs into stage_send (pack), or stage_recv into
+ * their outputs (unpack); arr is not read. */
+dtr_status_t dtr__round_pack_blocks(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr);
+dtr_status_t dtr__round_unpack_blocks(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr);
+/* Starts the round as one span-list operation of `kind` where the backend takes it for
+ * these bytes (b->spans set); nothing where it says no. A failure is the backend's (or out
+ * of memory), which the driver wraps with the round. */
+dtr_status_t dtr__round_spans_start(dtr_context_t *ctx, dtr__batch_t *b, dtr_spans_kind_t kind,
+                                    int64_t bytes, const int64_t *counts);
 
 /* b->solo set up as member t's request at step k. */
 void dtr__member_request(dtr_context_t *ctx, dtr__batch_t *b, int t, int k);

@@ -247,3 +247,39 @@ dtr_status_t dtr__all_gather_finish(dtr_request_t *r) {
     if (p->slice && dtr__slice_next(p)) return dtr__step_issued(r, dtr__slice_issue(r));
     return DTR_OK;
 }
+
+/* ---- the batch round: each member's block, back to back, gathered in one operation ------ */
+
+static dtr_status_t dtr__ag_round_size(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr,
+                                       int64_t *send, int64_t *recv) {
+    DTR_CHECK(dtr__round_pieces(ctx, b, arr, true, false));
+    dtr__round_piece_bytes(b, arr, 1, true, send, recv);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__ag_round_spans(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    int64_t bytes = 0;
+    for (int64_t k = 0; k < b->n; k++) bytes += arr[0][k];
+    return dtr__round_spans_start(ctx, b, DTR_SPANS_ALL_GATHER, bytes, arr[0]);
+}
+
+static dtr_status_t dtr__ag_round_pack(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    return dtr__round_pieces(ctx, b, arr, true, true);
+}
+
+/* all_gatherv where the members' pieces are uneven, padded to the largest without it */
+static dtr_status_t dtr__ag_round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    void *s = ctx->stage_send, *r = ctx->stage_recv;
+    if (b->padded || dtr__all_equal(arr[0], b->n))
+        return ctx->ops->all_gather(b->group, s, b->padded ? b->pad : arr[0][0], r, &b->breq);
+    return ctx->ops->all_gatherv(b->group, s, arr[0][b->rm[0].a.ci], r, arr[0], arr[1],
+                                 &b->breq);
+}
+
+const dtr__round_ops_t dtr__all_gather_round = {
+    .size = dtr__ag_round_size,
+    .spans = dtr__ag_round_spans,
+    .pack = dtr__ag_round_pack,
+    .start = dtr__ag_round_start,
+    .unpack = dtr__round_gather_unpack,
+};

@@ -26,3 +26,34 @@ dtr_status_t dtr__all_reduce_start(dtr_request_t *r, const dtr__step_args_t *a) 
     st = ops->all_reduce(group, send, recv, in_numel, dtype, op, &r->breq);
     return dtr__step_issued(r, st);
 }
+
+/* ---- the batch round: the members' blocks back to back, reduced in one operation -------- */
+
+static dtr_status_t dtr__ar_round_size(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr,
+                                       int64_t *send, int64_t *recv) {
+    (void)ctx;
+    (void)arr;
+    for (int j = 0; j < b->count; j++) b->total += b->rm[j].a.in_numel;
+    *send = *recv = b->total * b->rm[0].a.item;
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__ar_round_spans(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    (void)arr;
+    return dtr__round_spans_start(ctx, b, DTR_SPANS_ALL_REDUCE, b->total * b->rm[0].a.item,
+                                  &b->total);
+}
+
+static dtr_status_t dtr__ar_round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    (void)arr;
+    return ctx->ops->all_reduce(b->group, ctx->stage_send, ctx->stage_recv, b->total,
+                                b->plan->rounds[b->round].dtype, b->rm[0].a.op, &b->breq);
+}
+
+const dtr__round_ops_t dtr__all_reduce_round = {
+    .size = dtr__ar_round_size,
+    .spans = dtr__ar_round_spans,
+    .pack = dtr__round_pack_blocks,
+    .start = dtr__ar_round_start,
+    .unpack = dtr__round_unpack_blocks,
+};

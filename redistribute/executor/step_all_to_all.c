@@ -103,3 +103,34 @@ dtr_status_t dtr__all_to_all_start(dtr_request_t *r, const dtr__step_args_t *a) 
         st = ops->all_to_allv(group, send, sc, sd, recv, rc, rd, &r->breq);
     return dtr__step_issued(r, st);
 }
+
+/* ---- the batch round: for each peer, every member's box its target covers; one
+ * all_to_allv (round_pack.c's dtr__round_moves, shared with the exchange's round) -------- */
+
+static dtr_status_t dtr__a2a_round_size(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr,
+                                        int64_t *send, int64_t *recv) {
+    DTR_CHECK(dtr__round_moves(ctx, b, arr, DTR__COUNT));
+    *send = arr[4][0];
+    *recv = arr[4][1];
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__a2a_round_pack(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    return dtr__round_moves(ctx, b, arr, DTR__PACK);
+}
+
+static dtr_status_t dtr__a2a_round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    return ctx->ops->all_to_allv(b->group, ctx->stage_send, arr[0], arr[1], ctx->stage_recv,
+                                 arr[2], arr[3], &b->breq);
+}
+
+static dtr_status_t dtr__a2a_round_unpack(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    return dtr__round_moves(ctx, b, arr, DTR__UNPACK);
+}
+
+const dtr__round_ops_t dtr__all_to_all_round = {
+    .size = dtr__a2a_round_size,
+    .pack = dtr__a2a_round_pack,
+    .start = dtr__a2a_round_start,
+    .unpack = dtr__a2a_round_unpack,
+};

@@ -72,3 +72,42 @@ dtr_status_t dtr__reduce_scatter_start(dtr_request_t *r, const dtr__step_args_t 
     }
     return dtr__step_issued(r, st);
 }
+
+/* ---- the batch round: piece k holds every member's chunk k of its reduced dim ----------- */
+
+static dtr_status_t dtr__rs_round_size(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr,
+                                       int64_t *send, int64_t *recv) {
+    DTR_CHECK(dtr__round_pieces(ctx, b, arr, false, false));
+    dtr__round_piece_bytes(b, arr, b->rm[0].a.item, false, send, recv);
+    return DTR_OK;
+}
+
+static dtr_status_t dtr__rs_round_spans(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    int64_t bytes = 0;
+    for (int64_t k = 0; k < b->n; k++) bytes += arr[0][k];
+    return dtr__round_spans_start(ctx, b, DTR_SPANS_REDUCE_SCATTER, bytes * b->rm[0].a.item,
+                                  arr[0]);
+}
+
+static dtr_status_t dtr__rs_round_pack(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    return dtr__round_pieces(ctx, b, arr, false, true);
+}
+
+/* reduce_scatterv where the pieces are uneven, padded to the largest without it */
+static dtr_status_t dtr__rs_round_start(dtr_context_t *ctx, dtr__batch_t *b, int64_t **arr) {
+    const dtr_batch_round_t *rd = &b->plan->rounds[b->round];
+    void *s = ctx->stage_send, *r = ctx->stage_recv;
+    dtr_reduce_op_t op = b->rm[0].a.op;
+    if (b->padded || dtr__all_equal(arr[0], b->n))
+        return ctx->ops->reduce_scatter(b->group, s, r, b->padded ? b->pad : arr[0][0],
+                                        rd->dtype, op, &b->breq);
+    return ctx->ops->reduce_scatterv(b->group, s, r, arr[0], rd->dtype, op, &b->breq);
+}
+
+const dtr__round_ops_t dtr__reduce_scatter_round = {
+    .size = dtr__rs_round_size,
+    .spans = dtr__rs_round_spans,
+    .pack = dtr__rs_round_pack,
+    .start = dtr__rs_round_start,
+    .unpack = dtr__round_unpack_blocks, /* this rank's piece: its members' outputs */
+};

@@ -1,18 +1,25 @@
 /*
  * The table of step kinds, and what every step shares: working out this rank's side of a
  * step (its blocks, buffers, group), and the end of a collective (unpack, divide). A kind's
- * own logic lives in its step_*.c; adding a kind is one file and one row here.
+ * own logic, its batch round included, lives in its step_*.c; adding a kind is one file and
+ * one row here.
  */
 #include <string.h>
 
 #include "redistribute/executor/internal.h"
 
 const dtr__step_impl_t dtr__step_impls[DTR_STEP_KIND_LAST] = {
-    [DTR_STEP_ALL_GATHER] = {.start = dtr__all_gather_start, .finish = dtr__all_gather_finish},
-    [DTR_STEP_REDUCE_SCATTER] = {.start = dtr__reduce_scatter_start, .finish = dtr__step_done},
-    [DTR_STEP_ALL_REDUCE] = {.start = dtr__all_reduce_start, .finish = dtr__step_done},
-    [DTR_STEP_ALL_TO_ALL] = {.start = dtr__all_to_all_start, .finish = dtr__step_done},
-    [DTR_STEP_EXCHANGE] = {.start = dtr__exchange_start, .finish = dtr__exchange_finish},
+    [DTR_STEP_ALL_GATHER] = {.start = dtr__all_gather_start, .finish = dtr__all_gather_finish,
+                             .round = &dtr__all_gather_round},
+    [DTR_STEP_REDUCE_SCATTER] = {.start = dtr__reduce_scatter_start, .finish = dtr__step_done,
+                                 .round = &dtr__reduce_scatter_round},
+    [DTR_STEP_ALL_REDUCE] = {.start = dtr__all_reduce_start, .finish = dtr__step_done,
+                             .round = &dtr__all_reduce_round},
+    [DTR_STEP_ALL_TO_ALL] = {.start = dtr__all_to_all_start, .finish = dtr__step_done,
+                             .round = &dtr__all_to_all_round},
+    /* (an exchange's round is the all-to-all-v of the same boxes as an all_to_all's) */
+    [DTR_STEP_EXCHANGE] = {.start = dtr__exchange_start, .finish = dtr__exchange_finish,
+                           .round = &dtr__all_to_all_round},
     [DTR_STEP_REDUCE_EXCHANGE] = {.start = dtr__reduce_exchange_start,
                                   .finish = dtr__reduce_exchange_finish},
     [DTR_STEP_LOCAL_CHUNK] = {.start = dtr__local_chunk_start},

@@ -194,7 +194,7 @@ static inline __int128 dtr__div(__int128 a, int64_t n) {
 
 /* The members by kind: the distinct (target, home) sizes balance_init found, or each
  * member where there were too many; kind a's sizes and how many members have them. */
-static int64_t dtr__kinds(const dtr__balance_t *b) { return b->ndistinct >= 0 ? b->ndistinct : b->n; }
+static int64_t dtr__member_kinds(const dtr__balance_t *b) { return b->ndistinct >= 0 ? b->ndistinct : b->n; }
 static int64_t dtr__kind(const dtr__balance_t *b, int64_t a, __int128 *t, __int128 *h) {
     if (b->ndistinct < 0) {
         dtr__member(b, a, t, h);
@@ -211,7 +211,7 @@ static int64_t dtr__kind(const dtr__balance_t *b, int64_t a, __int128 *t, __int1
 static __int128 dtr__room(const dtr__balance_t *b, bool is_bound, __int128 L, __int128 need) {
     int64_t n = b->n;
     __int128 room = 0;
-    int64_t count = dtr__kinds(b);
+    int64_t count = dtr__member_kinds(b);
     for (int64_t a = 0; a < count && room < need; a++) {
         __int128 t, h;
         int64_t times = dtr__kind(b, a, &t, &h);
@@ -364,7 +364,7 @@ bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 
 __int128 dtr__balance_bound(const dtr__balance_t *b) {
     int64_t n = b->n;
     __int128 need = b->foreign, top = 0, targets = 0, homes = 0;
-    int64_t count = dtr__kinds(b);
+    int64_t count = dtr__member_kinds(b);
     for (int64_t a = 0; a < count; a++) {
         __int128 t, h;
         int64_t times = dtr__kind(b, a, &t, &h);

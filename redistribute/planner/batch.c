@@ -13,24 +13,20 @@ typedef struct {
     int kind, mesh_dim, dtype, op;
 } dtr__round_key_t;
 
-static bool dtr__reduces(dtr_step_kind_t kind) {
-    return kind == DTR_STEP_REDUCE_SCATTER || kind == DTR_STEP_ALL_REDUCE ||
-           kind == DTR_STEP_REDUCE_EXCHANGE;
-}
-
 /* Does the step move data between ranks of this mesh? (Not a local kind, not over one
- * rank, not an exchange in which nobody receives: those the executor runs locally.) */
+ * rank, not a kind that runs locally where nobody receives, as an exchange: those the
+ * executor runs locally.) */
 static bool dtr__step_communicates(const dtr__ctx_t *c, const dtr_step_t *s) {
-    const dtr_step_kind_info_t *info = dtr_step_kind_info(s->kind);
-    if (info == NULL || !info->collective) return false;
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (!kind->info.collective) return false;
     int64_t n = s->mesh_dim >= 0 ? c->msize[s->mesh_dim] : dtr_mesh_nranks(c->mesh);
     if (n < 2) return false;
-    return !(s->kind == DTR_STEP_EXCHANGE && s->peers_max == 0 && s->recv_bytes_max == 0);
+    return !(kind->quiet_local && s->peers_max == 0 && s->recv_bytes_max == 0);
 }
 
 static dtr__round_key_t dtr__key(const dtr_plan_t *p, const dtr_step_t *s) {
     dtr__round_key_t k = {(int)s->kind, s->mesh_dim, -1, -1};
-    if (dtr__reduces(s->kind)) {
+    if (dtr__kind_of(s)->reduces) {
         k.dtype = (int)p->src.dtype;
         k.op = (int)s->op;
     }
@@ -43,32 +39,6 @@ static int dtr__key_cmp(dtr__round_key_t a, dtr__round_key_t b) {
     if (a.dtype != b.dtype) return a.dtype < b.dtype ? -1 : 1;
     if (a.op != b.op) return a.op < b.op ? -1 : 1;
     return 0;
-}
-
-/* The latency part of a step's modeled time (plan.c's formulas): what a coalesced round
- * pays once instead of once per member. */
-static double dtr__alpha_part(const dtr__ctx_t *c, const dtr_step_t *s) {
-    const dtr_cost_model_t *m = c->cost;
-    int i = s->mesh_dim;
-    int64_t n = i >= 0 ? c->msize[i] : 1;
-    switch (s->kind) {
-    case DTR_STEP_ALL_GATHER:
-    case DTR_STEP_REDUCE_SCATTER:
-        return (double)(n - 1) * m->alpha_us[i];
-    case DTR_STEP_ALL_REDUCE:
-        return 2.0 * (double)(n - 1) * m->alpha_us[i];
-    case DTR_STEP_ALL_TO_ALL:
-        return (double)s->peers_max * m->alpha_us[i];
-    case DTR_STEP_EXCHANGE: {
-        double alpha = 0;
-        for (int k = 0; k < c->mdims; k++)
-            if (!dtr_placement_equal(s->before[k], s->after[k]) && m->alpha_us[k] > alpha)
-                alpha = m->alpha_us[k];
-        return (double)s->peers_max * alpha;
-    }
-    default:
-        return 0;
-    }
 }
 
 static dtr_status_t dtr__batch_check(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
@@ -148,10 +118,11 @@ static dtr_status_t dtr__batch_rounds(dtr_batch_plan_t *b, const dtr__ctx_t *ctx
         memset(r, 0, sizeof *r);
         r->kind = (dtr_step_kind_t)key.kind;
         r->mesh_dim = key.mesh_dim;
-        r->reduces = dtr__reduces(r->kind);
+        const dtr__kind_t *kind = dtr__kinds[r->kind];
+        r->reduces = kind->reduces;
         r->dtype = r->reduces ? (dtr_dtype_t)key.dtype : b->plans[best].src.dtype;
         r->op = r->reduces ? (dtr_reduce_op_t)key.op : DTR_REDUCE_SUM;
-        r->coalesced = r->kind != DTR_STEP_REDUCE_EXCHANGE;
+        r->coalesced = kind->coalesces;
         r->first = b->nitems;
         double alpha = 0;
         for (int t = 0; t < n; t++) {
@@ -160,7 +131,8 @@ static dtr_status_t dtr__batch_rounds(dtr_batch_plan_t *b, const dtr__ctx_t *ctx
             b->items[b->nitems++] = (dtr_batch_item_t){t, next[t]};
             r->count++;
             r->recv_bytes_max += s->recv_bytes_max;
-            double a = dtr__alpha_part(&ctxs[t], s);
+            /* the latency part of its time, which a coalesced round pays once */
+            double a = kind->alpha != NULL ? kind->alpha(&ctxs[t], s) : 0;
             r->time_us += r->coalesced ? s->time_us - a : s->time_us;
             if (a > alpha) alpha = a;
             next[t]++;

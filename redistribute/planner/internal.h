@@ -1,71 +1,22 @@
 /*
- * Internals of the planner: what its files share, and what the executor reads of a plan's
- * geometry (the layouts at a coordinate, the balanced reduction's pieces). Includes nothing
- * of the executor or of any backend.
+ * Internals of the planner: what its files share. The parts other folders may read are in
+ * narrower headers it includes: geometry.h (what the executor reads of a plan: layouts at a
+ * coordinate, a seed plan's blocks, the balanced reduction's pieces, the hashes) and
+ * testing.h (the planner's test hooks). Includes nothing of the executor or of any backend.
  */
 #ifndef DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
 #define DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
+#include "redistribute/planner/geometry.h"
+#include "redistribute/planner/kinds.h"
 #include "redistribute/planner/planner.h"
+#include "redistribute/planner/testing.h"
 
-/* What one optimal planning call keeps between its candidates: the exchange and balanced
- * steps already costed (they cost O(ranks) each), the large tables of layout pairs built
- * (tables.c: dtr__pair_init), and whether costly steps are only bounded (optimal.c). */
-#define DTR__MEMO_SIZE 4
-#define DTR__PAIR_CACHE 4
-typedef struct {
-    int n;
-    dtr_step_t steps[DTR__MEMO_SIZE];
-    /* Set while the optimal strategy bounds its candidates: exchange and balanced steps
-     * get the figures of coordinate 0 alone, a lower bound of their time (plan.c). */
-    bool defer;
-    int npairs;
-    struct dtr__cached_pair *pairs[DTR__PAIR_CACHE];
-} dtr__plan_memo_t;
 
-/* What every step computation needs about the tensor and the mesh. */
-typedef struct {
-    const dtr_mesh_t *mesh;
-    int mdims;
-    int64_t msize[DTR_MAX_MESH_DIMS];
-    int ndim;
-    int64_t shape[DTR_MAX_TENSOR_DIMS];
-    int64_t item; /* bytes per element */
-    const dtr_cost_model_t *cost;
-    dtr__plan_memo_t *memo; /* may be NULL */
-    /* Set by the optimal strategy for the change at hand (partial_order.c): kept Partial
-     * dims it must reduce and make Partial again, and whether the reductions' order
-     * matters (mixed Partial ops). */
-    unsigned partials_forced;
-    bool partials_ordered;
-    /* Partial dims whose contributions have disjoint supports (zero fills, zero_fill.c):
-     * at each element one contribution is non-zero, so they commute with every op. */
-    unsigned disjoint;
-    /* The source or the target has a shard order other than mesh-dim order: a new shard
-     * may then go last in its tensor dim's order wherever it is (plan.c records the order),
-     * and compat does not plan. */
-    bool ordered;
-} dtr__ctx_t;
 
-/* A plan under construction. Steps are checked as they are added: one whose inputs are not
- * the canonical layout its collective assumes (a gather of a tensor dim that a later mesh
- * dim still shards, say) marks the plan invalid, with the reason. */
-typedef struct {
-    const dtr__ctx_t *ctx;
-    dtr_placement_t cur[DTR_MAX_MESH_DIMS];
-    dtr_plan_t *plan;
-    bool valid;
-    bool misaligned_only; /* invalid only because steps work on non-canonical layouts */
-    char why[256];
-    int scaled_at; /* the first R -> P(sum) scale step (1-based), 0 if none yet */
-} dtr__builder_t;
 
-void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);
-
-/* Saturating int64 from a wider product: sizes past 2^63 cannot be allocated anyway. */
-static inline int64_t dtr__sat(__int128 v) { return v > INT64_MAX ? INT64_MAX : (int64_t)v; }
 /* What a reduction over n ranks moves to its busiest member when the group combines u
  * elements: the all-reduce bound 2u - 2u/n (to Replicate), the reduce-scatter one u - u/n.
  * (The lower bound's reduction term; it grows with u.) */
@@ -73,8 +24,10 @@ static inline __int128 dtr__reduce_moved(bool to_replicate, __int128 u, int64_t 
     __int128 v = to_replicate ? 2 * u : u;
     return v - (v >= 0 && v <= INT64_MAX ? (__int128)((int64_t)v / n) : v / n);
 }
-/* Elements of a block; elements two blocks (shape, offset) share (layout.c). */
+/* Elements of a block; of a block less tensor dims skip1 and skip2 (-1: none); elements two
+ * blocks (shape, offset) share (layout.c). */
 __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape);
+__int128 dtr__numel_except(const dtr__ctx_t *ctx, const int64_t *shape, int skip1, int skip2);
 __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
                       const int64_t *bs, const int64_t *bo);
 
@@ -83,9 +36,6 @@ __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *a
 bool dtr__bound_layouts(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                         const dtr_placement_t *dst, dtr_placement_t *cl, dtr_placement_t *tl);
 
-/* Steps through the coordinates of the mesh dims marked in vary (others keep their value);
- * false after the last. */
-bool dtr__next_coord(const dtr__ctx_t *ctx, const bool *vary, int64_t *coord);
 
 /* Over the cells of placements pl on tensor dim d reached with every `sub` mesh dim's
  * coordinate taken (the others at coord): the elements they share with [lo, lo+len) (*sum)
@@ -100,22 +50,8 @@ void dtr__cells_below(const dtr__ctx_t *ctx, const int *dims, int k, int q, cons
                       const int64_t *coord, int64_t off, int64_t blen, int64_t lo, int64_t len,
                       __int128 *sum, __int128 *hits);
 
-/* Splits [offset, offset+shape) of one tensor dim into n chunks and keeps chunk c (the
- * chunk rule, one level). */
-static inline void dtr__split(int64_t n, int64_t c, int64_t *shape, int64_t *offset) {
-    int64_t len = *shape, chunk = len / n + (len % n != 0), start = chunk * c;
-    int64_t end = start + chunk < len ? start + chunk : len;
-    *offset += start < len ? start : len;
-    *shape = end > start ? end - start : 0;
-}
 
-/* Local shape and global offset at a coordinate for any placements (each tensor dim split
- * in its shard order). */
-void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
-                 int64_t *shape, int64_t *offset);
 
-void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_placement_t *start,
-                       dtr_plan_t *plan);
 
 /* Appends a step changing mesh dim i to `to` (kind chosen from the pair of placements;
  * `reduce_scatter_ok` false turns P -> S into nothing: callers decide). Returns false when
@@ -123,8 +59,6 @@ void dtr__builder_init(dtr__builder_t *b, const dtr__ctx_t *ctx, const dtr_place
  * mark the builder invalid. */
 bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to);
 
-/* Appends one exchange from the current placements to `to` (same Partial dims). */
-bool dtr__emit_exchange(dtr__builder_t *b, const dtr_placement_t *to);
 
 /* What following a seed plan's index ranges (seed_follow.c) found. */
 typedef enum {
@@ -140,16 +74,6 @@ dtr__seed_verdict_t dtr__seed_follow(const dtr__ctx_t *ctx, const dtr_spec_t *sr
                                      const dtr_spec_t *dst, const dtr_plan_t *plan, char *why,
                                      size_t len);
 
-/* A seed plan's own blocks (plan->seed_blocks, seed_blocks.c). The shape of the block the
- * rank at coord holds after the plan's first j steps, followed as the seed runs them from
- * the source layout; the lengths along step k's tensor dim of the blocks its group's
- * members hold before it (msize of its mesh dim of them: the pieces a gather concatenates);
- * the bytes one rank sends and receives in step k. */
-bool dtr__seed_kind_ok(dtr_step_kind_t kind);
-void dtr__seed_block(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int j, const int64_t *coord,
-                     int64_t *shape);
-void dtr__seed_pieces(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k, const int64_t *coord,
-                      int64_t *len);
 void dtr__seed_step_bytes(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
                           const int64_t *coord, int64_t *send, int64_t *recv);
 /* Sets seed_blocks and the step and plan figures (bytes, shapes, memory, time, the most one
@@ -165,21 +89,6 @@ bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan);
  * one rank never count; local steps move nothing. */
 unsigned dtr__step_links(const dtr_step_t *s, int mdims, const int64_t *msize);
 
-/* Coordinates standing for every rank in a per-rank loop (reps.c): on each mesh dim, all
- * of them (all[i]: where the caller's figure reads offsets along what it splits, the
- * `positional` mesh dims, or where there are too many kinds), else one per distinct
- * signature, the chunk lengths the coordinate gives at its level in each of the layouts
- * for every parent length (c[i][0..n[i]), c[i][0] = 0). A figure that depends on such a
- * mesh dim's coordinate only through block lengths takes its largest value over every
- * rank at one of these. */
-#define DTR__REPS_MAX 64
-typedef struct {
-    bool all[DTR_MAX_MESH_DIMS];
-    int64_t n[DTR_MAX_MESH_DIMS];
-    int64_t c[DTR_MAX_MESH_DIMS][DTR__REPS_MAX];
-} dtr__reps_t;
-void dtr__reps_init(const dtr__ctx_t *ctx, const dtr_placement_t *const *layouts, int nlayouts,
-                    unsigned positional, dtr__reps_t *r);
 /* The first coordinate, and the next over the mesh dims marked in vary (at: the index into
  * c per mesh dim, zeroed by the caller with the first); false after the last. */
 void dtr__reps_first(const dtr__ctx_t *ctx, const dtr__reps_t *r, int64_t *coord);
@@ -191,7 +100,7 @@ bool dtr__reps_next(const dtr__ctx_t *ctx, const dtr__reps_t *r, const bool *var
  * the sum over its peers' cells and the sources' cells met. */
 /* (32 bits: lengths along one tensor dim, and rank counts. dtr__pair_init declines tensor
  * dims of 2^31 elements or more, which the per-rank loops then visit rank by rank.) */
-typedef struct {
+typedef struct dtr__term {
     int32_t alen, blen, meet;
 } dtr__term_t;
 typedef struct {
@@ -250,10 +159,6 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
                                   const bool *vary);
 bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const dtr__reps_t *r,
                            const bool *vary, __int128 *best);
-/* The mesh dims that split a tensor dim both layouts split, unless they split it the same
- * way (then a rank's two blocks coincide along it): where two blocks' offsets meet (the
- * positional mask of an exchange or of the bound's overlaps). */
-unsigned dtr__both_split(const dtr__ctx_t *ctx, const dtr_placement_t *a, const dtr_placement_t *b);
 
 /* Node-aware cost (nodes.c): the ranks of one node (the mesh dims not in across), and a
  * step's node_recv_bytes_max: the most bytes it brings into one node from the others (0
@@ -264,10 +169,23 @@ void dtr__step_node_bytes(const dtr__ctx_t *ctx, dtr_step_t *s);
 /* The modeled time of a step from its figures (node_recv_bytes_max set first). */
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s);
 
-/* Would a step at mesh dim i that gathers or splits tensor dim d read a canonical layout?
- * A gather: i is the last mesh dim (of more than one rank) in d's shard order. A new shard
- * of d at i: no mesh dim after i shards d (so the order stays mesh-dim order). */
-bool dtr__innermost(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int i, int d);
+/* For the kinds' figures (plan.c): folds the rank at coord (member: its balanced group, or
+ * NULL) into the step's figures; and folds in every rank through the representatives of
+ * reps.c (positional: the mesh dims whose offsets the figures read), first trying the
+ * exchange's tables where `tables` is set. */
+void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord,
+                          const dtr__balance_member_t *member);
+void dtr__step_figures_each(const dtr__ctx_t *ctx, dtr_step_t *s, unsigned positional,
+                            bool tables);
+/* What all_gather and reduce_scatter share (kind_all_gather.c): n - 1 rounds over the mesh
+ * dim's link, the time and its latency part. */
+double dtr__ring_time(const dtr__ctx_t *ctx, const dtr_step_t *s, unsigned links);
+double dtr__ring_alpha(const dtr__ctx_t *ctx, const dtr_step_t *s);
+/* And what such a step's rank receives from its terms: n - 1 chunks of the block after
+ * (a gather's) or before (a reduce-scatter's) the step. */
+__int128 dtr__ring_recv_terms(const dtr__ctx_t *ctx, const dtr_step_t *s,
+                              const dtr__term_t *const *t, bool after);
+
 
 /* Fills the totals candidates are compared on: counts by kind, peak memory, time (bytes
  * and the lower bound are left at -1). */
@@ -282,78 +200,9 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
 void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
                           int64_t *send, int64_t *recv);
 
-/* The balanced reduction of a reduce_exchange step (balance.c): group g of mesh dim i. */
-#define DTR__BALANCE_CACHE 256
-#define DTR__BALANCE_DISTINCT 16
-typedef struct {
-    const dtr__ctx_t *ctx;
-    const dtr_placement_t *before, *after;
-    int i;
-    int64_t n;
-    bool serve[DTR_MAX_MESH_DIMS];  /* mesh dims over which g's targets vary */
-    int64_t g[DTR_MAX_MESH_DIMS];   /* the group's coordinates (g[i] = 0) */
-    int64_t cs[DTR_MAX_TENSOR_DIMS], co[DTR_MAX_TENSOR_DIMS]; /* the block C it reduces */
-    __int128 foreign;               /* elements of the foreign pieces */
-    __int128 level;                 /* the most elements a member receives */
-    int64_t ncached;                /* members whose target and home sizes are below */
-    __int128 target[DTR__BALANCE_CACHE], home[DTR__BALANCE_CACHE];
-    /* The distinct (target, home) sizes over all members and how many members have each
-     * (the level and the bound depend on no member's index): ndistinct < 0 past
-     * DTR__BALANCE_DISTINCT of them, and then every member is visited. */
-    int ndistinct;
-    __int128 dtarget[DTR__BALANCE_DISTINCT], dhome[DTR__BALANCE_DISTINCT];
-    int64_t dcount[DTR__BALANCE_DISTINCT];
-    /* A member's target differs from member 0's only along d = after[i].dim, from mesh dim
-     * i's level of d's shard sequence down: d's block above that level, its chunk there,
-     * what the levels below make of a full chunk or of the shorter one, and the other
-     * tensor dims' factors of the target's and the home piece's sizes (dtr__member). */
-    int64_t ts0[DTR_MAX_TENSOR_DIMS], to0[DTR_MAX_TENSOR_DIMS]; /* member 0's target */
-    int64_t above_len, above_off, chunk_i;
-    int64_t inner_len[2], inner_off[2]; /* the levels below i, for a full chunk and the rest */
-    __int128 rest_target, rest_home;
-} dtr__balance_t;
 
-/* One foreign piece: its target, its box (corner relative to C in lo, to T(target) in tlo)
- * and where it starts in the foreign sequence. */
-typedef struct {
-    int64_t coord[DTR_MAX_MESH_DIMS];
-    int64_t lo[DTR_MAX_TENSOR_DIMS], tlo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
-    __int128 pos, count;
-    bool started;
-} dtr__piece_iter_t;
 
-/* Does a step from `before` to `after` need the balanced reduction at mesh dim i? (Only i
- * changes, P -> S(d), and a later mesh dim of more than one rank shards d.) */
-bool dtr__balance_applies(const dtr__ctx_t *ctx, const dtr_placement_t *before,
-                          const dtr_placement_t *after, int i);
-void dtr__balance_init(const dtr__ctx_t *ctx, const dtr_placement_t *before,
-                       const dtr_placement_t *after, int i, const int64_t *coord,
-                       dtr__balance_t *b);
-/* Member a's target block (shape and offset): its "after" layout. */
-void dtr__balance_target(const dtr__balance_t *b, int64_t a, int64_t *shape, int64_t *offset);
-/* Member a (coordinate a on mesh dim i): its home piece and what other groups deliver. */
-void dtr__balance_member(const dtr__balance_t *b, int64_t a, __int128 *home, __int128 *delivered);
-/* Member a's share of the foreign sequence; member m's when the members before it took
- * `at` of it (a walk over the members in order). */
-void dtr__balance_share(const dtr__balance_t *b, int64_t a, __int128 *start, __int128 *count);
-__int128 dtr__balance_next_share(const dtr__balance_t *b, int64_t m, __int128 at);
-void dtr__pieces_begin(const dtr__balance_t *b, dtr__piece_iter_t *it);
-bool dtr__pieces_next(const dtr__balance_t *b, dtr__piece_iter_t *it);
-/* The next foreign piece that meets the share [start, start+count): the part that does is
- * [u, v) of the piece (row-major). */
-bool dtr__pieces_in_share(const dtr__balance_t *b, dtr__piece_iter_t *it, __int128 start,
-                          __int128 count, int64_t *u, int64_t *v);
-/* A target's foreign piece in g: false when g holds none of it (or it is home in g). */
-bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 *pos,
-                       __int128 *count, int64_t *lo, int64_t *ext, int64_t *tlo);
-/* The least elements g's busiest member can receive under the step's model (plan.c's bound). */
-__int128 dtr__balance_bound(const dtr__balance_t *b);
 
-/* Appends a reduce_exchange step: mesh dim i, P -> `to` (see balance.c). */
-bool dtr__emit_reduce_exchange(dtr__builder_t *b, int i, dtr_placement_t to);
-
-int64_t dtr__lower_bound(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                         const dtr_placement_t *dst);
 /* The bound's per-rank part: bytes the rank at coord must receive in any plan, from its own
  * blocks alone (the balanced reduction's term is per group, not per rank). */
 int64_t dtr__need_bytes_at(const dtr__ctx_t *ctx, const dtr_placement_t *src,
@@ -364,12 +213,6 @@ int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const
  * such steps coordinate 0 receives the most in every step. */
 bool dtr__plan_per_coord(const dtr_plan_t *plan);
 
-/* Mixed Partial ops (partial_order.c). Do ops a and b give the same result in either order? */
-bool dtr__ops_commute(dtr_reduce_op_t a, dtr_reduce_op_t b);
-/* Partial dims the target keeps that must still be reduced (and made Partial again) so that
- * the value holds: a mesh dim before them is reduced with an op that does not commute. */
-unsigned dtr__partials_forced(const dtr__ctx_t *ctx, const dtr_placement_t *src,
-                              const dtr_placement_t *dst);
 /* Do two of the reductions (forced ones included) not commute? Then their order matters. */
 bool dtr__partials_mixed(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                          const dtr_placement_t *dst);
@@ -402,14 +245,6 @@ __int128 dtr__zero_fill_kept(const dtr__ctx_t *ctx, const dtr_placement_t *src,
                              const dtr_placement_t *dst, const int64_t *coord,
                              const int64_t *shape, const int64_t *offset);
 
-/* The seed plan, steps and totals, even where it is unsafe; returns whether it is safe
- * (and why not, into why). With follow, a plan whose steps work on layouts that are not
- * canonical is followed (seed_follow.c) and safe when every element lands right; without,
- * it is unsafe. With beat (optimal's best candidate so far), such a plan is followed only
- * where it is better than beat (else: false, why untouched). Records no error. */
-bool dtr__plan_compat(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_spec_t *dst,
-                      bool follow, const dtr_plan_t *beat, dtr_plan_t *plan, char *why,
-                      size_t why_len);
 /* a better than b under the model: less time; on a tie, less peak memory, then fewer steps
  * (plan.c; optimal keeps the better candidate). */
 bool dtr__plan_better(const dtr_plan_t *a, const dtr_plan_t *b);
@@ -445,17 +280,6 @@ static inline bool dtr__classes_residue(const dtr__classes_t *cl, const int64_t 
 bool dtr__classes_run(const dtr__ctx_t *ctx, dtr__classes_t *cl, int64_t max_states);
 void dtr__classes_free(dtr__classes_t *cl);
 
-/* Even layouts (even.c): every tensor dim splits exactly at every level of its shard order,
- * so every rank's block has one shape and offsets linear in its coordinates. Test hook:
- * with dtr__even_off set, the planner visits every rank as it did before even.c (no
- * classes, no reps.c coordinates, no tables.c tables). */
-extern bool dtr__even_off;
-/* Test hook: the optimal strategy bounds its candidates before costing them exactly on
- * meshes of at least this many ranks (optimal.c). */
-extern int64_t dtr__bound_ranks;
-/* Candidates skipped so far, over all threads (tests count them). Atomic rather than
- * thread-local: a TLS variable lands in libdtr.so's dynamic symbol table. */
-extern _Atomic int64_t dtr__bound_skips;
 bool dtr__even(const dtr__ctx_t *ctx, const dtr_placement_t *pl);
 /* An exchange step's figures (recv, send, peers, extra) from classes; false where the step's
  * layouts are not even (or too many classes): the caller visits every rank. */
@@ -475,15 +299,7 @@ bool dtr__balance_bound_even(const dtr__ctx_t *ctx, const dtr_placement_t *src,
 dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
                                const dtr_spec_t *dst, dtr_plan_t *plan);
 
-/* Test hook: compat's plan even where it is unsafe, so tests can show it corrupts data.
- * Checks its arguments as dtr_plan_create does. */
-dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t *dst,
-                                        dtr_plan_t *out, bool *safe);
 
 
-/* Hashes of what the ranks of a call must share (plan.c): a plan's specs, strategy and steps;
- * a batch's member plans and rounds (stored in it by dtr_batch_plan_create). */
-uint64_t dtr__plan_hash(const dtr_plan_t *plan);
-uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p);
 
 #endif

@@ -23,6 +23,13 @@ __int128 dtr__numel(const dtr__ctx_t *ctx, const int64_t *shape) {
     return n;
 }
 
+__int128 dtr__numel_except(const dtr__ctx_t *ctx, const int64_t *shape, int skip1, int skip2) {
+    __int128 n = 1;
+    for (int d = 0; d < ctx->ndim; d++)
+        if (d != skip1 && d != skip2) n *= shape[d];
+    return n;
+}
+
 __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *ao,
                       const int64_t *bs, const int64_t *bo) {
     __int128 n = 1;

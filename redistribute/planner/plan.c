@@ -5,68 +5,11 @@
 
 #include "redistribute/planner/internal.h"
 
-static __int128 dtr__rest(const dtr__ctx_t *ctx, const int64_t *shape, int skip1, int skip2) {
-    __int128 n = 1;
-    for (int d = 0; d < ctx->ndim; d++)
-        if (d != skip1 && d != skip2) n *= shape[d];
-    return n;
-}
-
-/*
- * Exchange: r's sources are the ranks that agree with r on every mesh dim the "before"
- * placements do not shard (so replicas serve their own side, and Partial contributions stay
- * with their own index); those sources' blocks tile the tensor, so r receives
- * |T_r| - |T_r ∩ C_r|. What r sends, and how many peers it hears from, are sums over peers of
- * products over tensor dims of interval overlaps; a peer's interval on dim d depends only on
- * its coordinates on the mesh dims that shard d, and each mesh dim shards one tensor dim at
- * most, so the sums factor per tensor dim: O(D * prod of those sizes) instead of O(peers).
- */
-static void dtr__exchange_rank(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                               const int64_t *ts, const int64_t *to, const int64_t *cs,
-                               const int64_t *co, __int128 *send, __int128 *recv, int *peers) {
-    __int128 self = dtr__overlap(ctx, ts, to, cs, co);
-    *recv = dtr__numel(ctx, ts) - self;
-    /* Peers p vary on the mesh dims "before" shards; what p needs (T_p) depends on p's
-     * coordinates on the dims "after" shards. */
-    bool vary[DTR_MAX_MESH_DIMS];
-    for (int i = 0; i < ctx->mdims; i++) vary[i] = s->before[i].kind == DTR_SHARD;
-    __int128 send_sum = 1, sources = 1;
-    for (int i = 0; i < ctx->mdims; i++) /* varying dims that shard nothing "after" */
-        if (vary[i] && s->after[i].kind != DTR_SHARD) send_sum *= ctx->msize[i];
-    for (int d = 0; d < ctx->ndim; d++) {
-        /* Send: sum over the varying coordinates of the "after" shards of d. */
-        bool sub[DTR_MAX_MESH_DIMS] = {false};
-        for (int i = 0; i < ctx->mdims; i++)
-            sub[i] = vary[i] && s->after[i].kind == DTR_SHARD && s->after[i].dim == d;
-        __int128 sum, hits, unused;
-        dtr__cells_of(ctx, s->after, d, sub, coord, co[d], cs[d], &sum, &unused);
-        send_sum *= sum;
-        /* Sources: count the coordinates of the "before" shards of d that overlap T_r. */
-        for (int i = 0; i < ctx->mdims; i++)
-            sub[i] = vary[i] && s->before[i].dim == d;
-        dtr__cells_of(ctx, s->before, d, sub, coord, to[d], ts[d], &unused, &hits);
-        sources *= hits;
-    }
-    /* Every varying mesh dim shards some tensor dim, so the products cover all peers;
-     * drop r itself. */
-    *send = send_sum - self;
-    *peers = (int)(sources - (self > 0));
-}
-
-static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                          const int64_t *as, const int64_t *bs);
-
-/* A balanced reduction's group and the rank's share in it, where the caller has them. */
-typedef struct {
-    const dtr__balance_t *bal;
-    __int128 share;
-} dtr__member_t;
-
-/* Bytes sent and received by one rank in a step, and the peers it hears from (exchange and
- * all-to-all; 0 for the others). member: NULL, or the rank's group in a balanced reduction.
+/* Bytes sent and received by one rank in a step, the peers it hears from and its receive
+ * staging (its kind's moves). member: NULL, or the rank's group in a balanced reduction.
  * out (may be NULL): the elements of the rank's block after the step. */
 static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                              const dtr__member_t *member, int64_t *send, int64_t *recv,
+                              const dtr__balance_member_t *member, int64_t *send, int64_t *recv,
                               int *peers_out, int64_t *stage_out, __int128 *out) {
     int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS],
         ao[DTR_MAX_TENSOR_DIMS];
@@ -78,76 +21,15 @@ static void dtr__step_rank_in(const dtr__ctx_t *ctx, const dtr_step_t *s, const 
         dtr__layout(ctx, s->before, coord, bs, bo);
         dtr__layout(ctx, s->after, coord, as, ao);
     }
-    int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
-    int a = s->tensor_dim, b = s->tensor_dim2;
-    __int128 r = 0, w = 0, stage = -1;
-    int peers = 0;
-    switch (s->kind) {
-    case DTR_STEP_ALL_GATHER: { /* padded to the largest chunk, as NCCL needs equal counts */
-        int64_t c = as[a] / n + (as[a] % n != 0);
-        r = w = (__int128)(n - 1) * c * dtr__rest(ctx, as, a, -1);
-        break;
-    }
-    case DTR_STEP_REDUCE_SCATTER: {
-        int64_t c = bs[a] / n + (bs[a] % n != 0);
-        r = w = (__int128)(n - 1) * c * dtr__rest(ctx, bs, a, -1);
-        break;
-    }
-    case DTR_STEP_ALL_REDUCE: { /* ring: reduce-scatter then all-gather of n chunks */
-        __int128 numel = dtr__numel(ctx, bs);
-        r = w = 2 * (__int128)(n - 1) * (numel / n + (numel % n != 0));
-        break;
-    }
-    case DTR_STEP_ALL_TO_ALL: { /* exact counts: no padding */
-        __int128 rest = dtr__rest(ctx, bs, a, b);
-        r = (__int128)(as[a] - bs[a]) * as[b] * rest;
-        w = (__int128)bs[a] * (bs[b] - as[b]) * rest;
-        peers = dtr__a2a_peers(ctx, s, coord, as, bs);
-        break;
-    }
-    case DTR_STEP_EXCHANGE:
-        dtr__exchange_rank(ctx, s, coord, as, ao, bs, bo, &w, &r, &peers);
-        break;
-    case DTR_STEP_REDUCE_EXCHANGE: {
-        dtr__balance_t own;
-        const dtr__balance_t *bal = member != NULL ? member->bal : &own;
-        __int128 h, dl, at, x;
-        if (member == NULL) {
-            dtr__balance_init(ctx, s->before, s->after, s->mesh_dim, coord, &own);
-            dtr__balance_share(&own, coord[s->mesh_dim], &at, &x);
-        } else {
-            x = member->share;
-        }
-        dtr__balance_member(bal, coord[s->mesh_dim], &h, &dl);
-        /* phase 1: the other members' contributions to my part, mine to theirs; phase 2:
-         * the rest of my target in, my share out */
-        r = (__int128)(n - 1) * (h + x) + dl;
-        w = dtr__numel(ctx, bs) - (h + x) + x;
-        /* the packed contributions, then my reduced part; the delivery reuses the first */
-        stage = (dtr__numel(ctx, bs) > dl ? dtr__numel(ctx, bs) : dl) + h + x;
-        /* at most: the group, and the members of each other group holding a piece of my
-         * target. The groups differ on the inner dims, which shard only the target's dim
-         * d: elsewhere every group's block is mine, so they meet my target where their
-         * cells of d do (counted over the inner dims' coordinates, mine among them). */
-        int d = s->to.dim;
-        bool inner[DTR_MAX_MESH_DIMS], others = true;
-        for (int j = 0; j < ctx->mdims; j++) inner[j] = bal->serve[j] && j != s->mesh_dim;
-        for (int e = 0; e < ctx->ndim; e++)
-            others = others && (e == d || (bo[e] < ao[e] + as[e] && ao[e] < bo[e] + bs[e]));
-        __int128 cells = 0, unused;
-        if (others) dtr__cells_of(ctx, s->before, d, inner, coord, ao[d], as[d], &unused, &cells);
-        bool mine = bo[d] < ao[d] + as[d] && ao[d] < bo[d] + bs[d];
-        int64_t groups = others ? (int64_t)(cells - mine) : 0;
-        peers = (int)((n - 1) + n * groups);
-        break;
-    }
-    default:
-        break;
-    }
-    *recv = dtr__sat(r * ctx->item);
-    *send = dtr__sat(w * ctx->item);
-    *peers_out = peers;
-    *stage_out = stage < 0 ? *recv : dtr__sat(stage * ctx->item);
+    dtr__rank_view_t v = {.coord = coord, .bs = bs, .bo = bo, .as = as, .ao = ao,
+                          .n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1, .member = member};
+    dtr__rank_moves_t m = {.recv = 0, .send = 0, .stage = -1, .peers = 0};
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (kind->moves != NULL) kind->moves(ctx, s, &v, &m);
+    *recv = dtr__sat(m.recv * ctx->item);
+    *send = dtr__sat(m.send * ctx->item);
+    *peers_out = m.peers;
+    *stage_out = m.stage < 0 ? *recv : dtr__sat(m.stage * ctx->item);
     if (out != NULL) *out = dtr__numel(ctx, as);
 }
 
@@ -163,50 +45,15 @@ void dtr__step_rank_bytes(const dtr__ctx_t *ctx, const dtr_step_t *s, const int6
     dtr__step_rank(ctx, s, coord, send, recv, &peers, &stage);
 }
 
-/* Only what one rank receives: for an exchange that is two layouts and an overlap, without
- * the sums over peers that sending needs. */
+/* Only what one rank receives (the kind's recv where it has one: an exchange's needs two
+ * layouts and an overlap, not the sums over peers that sending needs). */
 static int64_t dtr__step_rank_recv(const dtr__ctx_t *ctx, const dtr_step_t *s,
                                    const int64_t *coord) {
-    if (s->kind != DTR_STEP_EXCHANGE) {
-        int64_t send, recv;
-        dtr__step_rank_bytes(ctx, s, coord, &send, &recv);
-        return recv;
-    }
-    int64_t ts[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], cs[DTR_MAX_TENSOR_DIMS],
-        co[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->after, coord, ts, to);
-    dtr__layout(ctx, s->before, coord, cs, co);
-    return dtr__sat((dtr__numel(ctx, ts) - dtr__overlap(ctx, ts, to, cs, co)) * ctx->item);
-}
-
-/* Members of the rank's group that send it something in an all-to-all: those whose
- * "before" block is not empty on the dim it gathers. They differ from the rank only on the
- * step's mesh dim, so their cells are the chunks of one parent: full ones, one shorter,
- * empty ones, each taken down the levels below at the rank's coordinates. */
-static int dtr__a2a_peers(const dtr__ctx_t *ctx, const dtr_step_t *s, const int64_t *coord,
-                          const int64_t *as, const int64_t *bs) {
-    if (dtr__numel(ctx, as) == 0) return 0;
-    int d = s->tensor_dim, i = s->mesh_dim;
-    int dims[DTR_MAX_MESH_DIMS], k = dtr__shard_seq(s->before, ctx->mdims, d, dims), q = 0;
-    int64_t len = ctx->shape[d];
-    for (; q < k && dims[q] != i; q++) { /* the parent: the levels above i */
-        int64_t n = ctx->msize[dims[q]], c = len / n + (len % n != 0), start = c * coord[dims[q]];
-        len = start >= len ? 0 : (start + c < len ? c : len - start);
-    }
-    if (q == k) return 0; /* (i does not split d before: not an all-to-all of d) */
-    int64_t n = ctx->msize[i], c = len / n + (len % n != 0);
-    int64_t full = c > 0 ? len / c : 0, rest = len - full * c;
-    int64_t lens[2] = {c, rest}, counts[2] = {full, rest > 0};
-    int64_t peers = 0;
-    for (int x = 0; x < 2; x++) { /* each chunk length down the levels below i */
-        int64_t l = lens[x];
-        for (int r = q + 1; r < k && l > 0; r++) {
-            int64_t m = ctx->msize[dims[r]], cc = l / m + (l % m != 0), start = cc * coord[dims[r]];
-            l = start >= l ? 0 : (start + cc < l ? cc : l - start);
-        }
-        if (l > 0) peers += counts[x];
-    }
-    return (int)(peers - (bs[d] > 0));
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (kind->recv != NULL) return dtr__sat(kind->recv(ctx, s, coord) * ctx->item);
+    int64_t send, recv;
+    dtr__step_rank_bytes(ctx, s, coord, &send, &recv);
+    return recv;
 }
 
 /* Mesh dims whose coordinate changes what a rank holds before or after a step. */
@@ -216,14 +63,13 @@ static void dtr__relevant_dims(const dtr__ctx_t *ctx, const dtr_step_t *s, bool 
                   i == s->mesh_dim;
 }
 
-/* Folds the rank at coord into the step's figures (the most over ranks). */
-static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord,
-                                 const dtr__member_t *member) {
+void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int64_t *coord,
+                          const dtr__balance_member_t *member) {
     int64_t send, recv, stage;
     int peers;
     __int128 elems;
     dtr__step_rank_in(ctx, s, coord, member, &send, &recv, &peers, &stage, &elems);
-    int64_t out = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(elems * ctx->item);
+    int64_t out = dtr__kind_of(s)->keeps_block ? 0 : dtr__sat(elems * ctx->item);
     int64_t extra = dtr__sat((__int128)out + stage);
     if (recv > s->recv_bytes_max) s->recv_bytes_max = recv;
     if (send > s->send_bytes_max) s->send_bytes_max = send;
@@ -231,147 +77,48 @@ static void dtr__step_figures_at(const dtr__ctx_t *ctx, dtr_step_t *s, const int
     if (peers > s->peers_max) s->peers_max = peers;
 }
 
-/* Byte, memory and time figures of a step: the most over ranks. For gathers, scatters,
- * reductions and local steps the largest block is at coordinate 0 (chunk 0 is never
- * smaller, at every nesting level), so that rank is the worst; all-to-all and exchange
- * depend on which chunks meet, so every relevant coordinate is tried. */
-static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-    int64_t zero_off[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->before, coord, s->shape_before, zero_off);
-    dtr__layout(ctx, s->after, coord, s->shape_after, zero_off);
-    s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
-    s->peers_max = 0;
+void dtr__step_figures_each(const dtr__ctx_t *ctx, dtr_step_t *s, unsigned positional,
+                            bool tables) {
     bool vary[DTR_MAX_MESH_DIMS];
     dtr__relevant_dims(ctx, s, vary);
-    bool enumerate = s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE ||
-                     s->kind == DTR_STEP_REDUCE_EXCHANGE;
-    /* Even layouts: an all-to-all moves the same on every rank; an exchange's figures come
-     * from classes of ranks; a balanced reduction's from one group of each class (even.c). */
-    if (enumerate && s->kind != DTR_STEP_REDUCE_EXCHANGE && dtr__even(ctx, s->before) &&
-        dtr__even(ctx, s->after)) {
-        enumerate = false;
-        if (s->kind == DTR_STEP_EXCHANGE && dtr__exchange_figures_even(ctx, s)) {
-            dtr__step_time(ctx, s);
-            return;
-        }
-        enumerate = s->kind == DTR_STEP_EXCHANGE;
-    }
-    if (s->kind == DTR_STEP_REDUCE_EXCHANGE && dtr__balance_figures_even(ctx, s)) {
-        dtr__step_time(ctx, s);
-        return;
-    }
-    if (s->kind == DTR_STEP_REDUCE_EXCHANGE) { /* group by group: its balance once */
-        int i = s->mesh_dim;
-        vary[i] = false;
-        do {
-            dtr__balance_t bal;
-            dtr__balance_init(ctx, s->before, s->after, i, coord, &bal);
-            __int128 at = 0;
-            for (coord[i] = 0; coord[i] < ctx->msize[i]; coord[i]++) {
-                dtr__member_t member = {&bal, dtr__balance_next_share(&bal, coord[i], at)};
-                at += member.share;
-                dtr__step_figures_at(ctx, s, coord, &member);
-            }
-            coord[i] = 0;
-        } while (dtr__next_coord(ctx, vary, coord));
-        dtr__step_time(ctx, s);
-        return;
-    }
-    if (!enumerate) {
-        dtr__step_figures_at(ctx, s, coord, NULL);
-        dtr__step_time(ctx, s);
-        return;
-    }
-    /* An all-to-all's figures read block lengths only; an exchange's also the offsets
-     * along the tensor dims both layouts split (reps.c). */
     const dtr_placement_t *layouts[2] = {s->before, s->after};
-    unsigned positional = s->kind == DTR_STEP_EXCHANGE ? dtr__both_split(ctx, s->before, s->after) : 0;
     dtr__reps_t reps;
     dtr__reps_init(ctx, layouts, 2, positional, &reps);
-    if (s->kind == DTR_STEP_EXCHANGE && dtr__exchange_figures_tables(ctx, s, &reps, vary)) {
-        dtr__step_time(ctx, s);
-        return;
-    }
-    int64_t at[DTR_MAX_MESH_DIMS] = {0};
+    if (tables && dtr__exchange_figures_tables(ctx, s, &reps, vary)) return;
+    int64_t coord[DTR_MAX_MESH_DIMS], at[DTR_MAX_MESH_DIMS] = {0};
     dtr__reps_first(ctx, &reps, coord);
     do dtr__step_figures_at(ctx, s, coord, NULL);
     while (dtr__reps_next(ctx, &reps, vary, coord, at));
+}
+
+/* Byte, memory and time figures of a step: the most over ranks, as its kind finds them
+ * (kinds.h: figures). For gathers, scatters, reductions and local steps the largest block
+ * is at coordinate 0 (chunk 0 is never smaller, at every nesting level), so that rank is
+ * the worst; the kinds whose figures depend on which chunks meet look further, unless
+ * `one` asks for coordinate 0's alone (dtr__costly_figures' bound). */
+static void dtr__step_figures_in(const dtr__ctx_t *ctx, dtr_step_t *s, bool one) {
+    int64_t zero[DTR_MAX_MESH_DIMS] = {0}, zero_off[DTR_MAX_TENSOR_DIMS];
+    dtr__layout(ctx, s->before, zero, s->shape_before, zero_off);
+    dtr__layout(ctx, s->after, zero, s->shape_after, zero_off);
+    s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
+    s->peers_max = 0;
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (kind->figures != NULL && !one)
+        kind->figures(ctx, s);
+    else
+        dtr__step_figures_at(ctx, s, zero, NULL);
     dtr__step_time(ctx, s);
+}
+
+static void dtr__step_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
+    dtr__step_figures_in(ctx, s, false);
 }
 
 void dtr__step_time(const dtr__ctx_t *ctx, dtr_step_t *s) {
     dtr__step_node_bytes(ctx, s);
     unsigned links = dtr__step_links(s, ctx->mdims, ctx->msize);
-    const dtr_cost_model_t *m = ctx->cost;
-    double bytes_per_us;
-    int i = s->mesh_dim;
-    int64_t n = i >= 0 ? ctx->msize[i] : 1;
-    switch (s->kind) {
-    case DTR_STEP_ALL_TO_ALL: /* all-to-all-v: a round per peer that sends something */
-        s->time_us = (double)s->peers_max * m->alpha_us[i] +
-                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
-        break;
-    case DTR_STEP_ALL_GATHER:
-    case DTR_STEP_REDUCE_SCATTER:
-        s->time_us = (double)(n - 1) * m->alpha_us[i] +
-                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
-        break;
-    case DTR_STEP_ALL_REDUCE:
-        s->time_us = 2.0 * (double)(n - 1) * m->alpha_us[i] +
-                     (double)s->recv_bytes_max / (m->bandwidth_gbps[i] * 1e3);
-        break;
-    case DTR_STEP_EXCHANGE: {
-        double alpha = 0, bw = INFINITY, bw_in = INFINITY;
-        unsigned across = m->across_nodes;
-        for (int k = 0; k < ctx->mdims; k++) {
-            if (!(links >> k & 1)) continue;
-            if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
-            if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
-            if (!(across >> k & 1) && m->bandwidth_gbps[k] < bw_in) bw_in = m->bandwidth_gbps[k];
-        }
-        if (isinf(bw)) bw = m->bandwidth_gbps[0];
-        /* Pieces of an exchange are boxes of the blocks: the executor packs what it sends
-         * and unpacks what it receives (its own piece included), two local passes that the
-         * per-mesh-dim collectives, which move whole rows, do not make. */
-        double wire = (double)s->recv_bytes_max / (bw * 1e3);
-        if ((links & across) != 0) {
-            /* Over nodes, the busiest node's bytes share its link: a rank's part of them
-             * at the inter-node rate (all of its bytes where every rank's cross, as in a
-             * collective), the rest of the busiest rank's bytes inside the node. */
-            double cross = (double)s->node_recv_bytes_max /
-                           (double)dtr__node_ranks(ctx, across);
-            if (cross > (double)s->recv_bytes_max) cross = (double)s->recv_bytes_max;
-            double inside = isinf(bw_in) ? 0 : ((double)s->recv_bytes_max - cross) / (bw_in * 1e3);
-            wire = cross / (bw * 1e3) + inside;
-        }
-        s->time_us = s->peers_max * alpha + wire +
-                     (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
-        break;
-    }
-    case DTR_STEP_REDUCE_EXCHANGE: {
-        /* Two operations (the reduce over mesh dim i, then the delivery over the mesh dims
-         * the targets vary on), their pack and unpack passes like an exchange's. */
-        double alpha = m->alpha_us[i], bw = m->bandwidth_gbps[i];
-        for (int k = 0; k < ctx->mdims; k++) {
-            if (!(links >> k & 1)) continue;
-            if (m->alpha_us[k] > alpha) alpha = m->alpha_us[k];
-            if (m->bandwidth_gbps[k] < bw) bw = m->bandwidth_gbps[k];
-        }
-        s->time_us = s->peers_max * alpha + (double)s->recv_bytes_max / (bw * 1e3) +
-                     (double)(s->send_bytes_max + s->extra_bytes_max) / (m->local_gbps * 1e3);
-        break;
-    }
-    case DTR_STEP_LOCAL_CHUNK:
-    case DTR_STEP_LOCAL_SCALE:
-    case DTR_STEP_LOCAL_ZERO_FILL:
-        bytes_per_us = m->local_gbps * 1e3;
-        s->time_us = (double)s->extra_bytes_max / bytes_per_us;
-        break;
-    default:
-        s->time_us = 0;
-        break;
-    }
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    s->time_us = kind->time != NULL ? kind->time(ctx, s, links) : 0;
 }
 
 /* A step that changes placements only on mesh dims of one rank keeps every rank's block and
@@ -525,19 +272,6 @@ bool dtr__emit(dtr__builder_t *b, int i, dtr_placement_t to) {
     return true;
 }
 
-/* The figures of coordinate 0 alone (ctx->memo->defer): each of a step's figures is a most
- * over ranks and its time grows with each (without node costs, which the optimal strategy
- * then does not defer), so this time is a lower bound of the step's. */
-static void dtr__step_figures_one(const dtr__ctx_t *ctx, dtr_step_t *s) {
-    int64_t zero[DTR_MAX_MESH_DIMS] = {0}, off[DTR_MAX_TENSOR_DIMS];
-    dtr__layout(ctx, s->before, zero, s->shape_before, off);
-    dtr__layout(ctx, s->after, zero, s->shape_after, off);
-    s->recv_bytes_max = s->send_bytes_max = s->extra_bytes_max = 0;
-    s->peers_max = 0;
-    dtr__step_figures_at(ctx, s, zero, NULL);
-    dtr__step_time(ctx, s);
-}
-
 /* Exchange and balanced steps cost O(ranks): the figures of the same step (kind, mesh dim,
  * layouts) are kept for the rest of the planning call. */
 static bool dtr__memo_find(const dtr__ctx_t *ctx, dtr_step_t *s) {
@@ -558,7 +292,10 @@ static void dtr__costly_figures(const dtr__ctx_t *ctx, dtr_step_t *s) {
     dtr__plan_memo_t *memo = ctx->memo;
     if (dtr__memo_find(ctx, s)) return;
     if (memo != NULL && memo->defer) {
-        dtr__step_figures_one(ctx, s);
+        /* coordinate 0's figures: each is a most over ranks and the time grows with each
+         * (without node costs, which the optimal strategy then does not defer), so this
+         * time is a lower bound of the step's */
+        dtr__step_figures_in(ctx, s, true);
         return;
     }
     dtr__step_figures(ctx, s);
@@ -642,7 +379,7 @@ void dtr__plan_summarize(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr
         plan->count[s->kind]++;
         if (s->extra_bytes_max > plan->peak_extra_bytes) plan->peak_extra_bytes = s->extra_bytes_max;
         plan->time_us += s->time_us;
-        moves |= s->kind != DTR_STEP_LOCAL_RELABEL;
+        moves |= !dtr__kind_of(s)->keeps_block;
     }
     if (src->dtype != dst->dtype) {
         /* A cast: one local pass over the source block (coordinate 0's is the largest),
@@ -664,12 +401,8 @@ int64_t dtr__plan_rank_recv(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const
 }
 
 bool dtr__plan_per_coord(const dtr_plan_t *plan) {
-    for (int k = 0; k < plan->nsteps; k++) {
-        dtr_step_kind_t kind = plan->steps[k].kind;
-        if (kind == DTR_STEP_ALL_TO_ALL || kind == DTR_STEP_EXCHANGE ||
-            kind == DTR_STEP_REDUCE_EXCHANGE)
-            return true;
-    }
+    for (int k = 0; k < plan->nsteps; k++)
+        if (dtr__kind_of(&plan->steps[k])->per_rank) return true;
     return false;
 }
 
@@ -681,9 +414,7 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     for (int k = 0; k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
         sum_at_zero += s->recv_bytes_max;
-        if (s->kind == DTR_STEP_ALL_TO_ALL || s->kind == DTR_STEP_EXCHANGE ||
-            s->kind == DTR_STEP_REDUCE_EXCHANGE)
-            per_coord = true;
+        per_coord = per_coord || dtr__kind_of(s)->per_rank;
         bool v[DTR_MAX_MESH_DIMS];
         dtr__relevant_dims(ctx, s, v);
         for (int i = 0; i < ctx->mdims; i++) vary[i] = vary[i] || v[i];
@@ -696,7 +427,7 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
     bool even = !plan->seed_blocks;
     for (int k = 0; k < plan->nsteps && even; k++) {
         const dtr_step_t *s = &plan->steps[k];
-        varying += s->kind == DTR_STEP_EXCHANGE || s->kind == DTR_STEP_REDUCE_EXCHANGE;
+        varying += dtr__kind_of(s)->varies_even;
         even = dtr__even(ctx, s->before) && dtr__even(ctx, s->after);
     }
     if (!per_coord || plan->nsteps == 1 || (even && varying <= 1)) {
@@ -709,8 +440,8 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
         for (int k = 0; k < plan->nsteps; k++) {
             const dtr_step_t *s = &plan->steps[k];
             layouts[k + 1] = s->after;
-            if (s->kind == DTR_STEP_EXCHANGE) positional |= dtr__both_split(ctx, s->before, s->after);
-            if (s->kind == DTR_STEP_REDUCE_EXCHANGE) positional = ~0u;
+            if (dtr__kind_of(s)->positional != NULL)
+                positional |= dtr__kind_of(s)->positional(ctx, s);
         }
         dtr__reps_t reps;
         dtr__reps_init(ctx, layouts, plan->nsteps + 1, positional, &reps);

@@ -332,7 +332,7 @@ static void dtr__plan_cast_out(dtr_plan_t *plan, const dtr_spec_t *dst) {
     for (int d = 0; d < ctx.ndim; d++) numel *= shape[d];
     int64_t op_bytes = numel * ctx.item, out_bytes = numel * dtr_dtype_info(dst->dtype)->size;
     bool moves = false;
-    for (int k = 0; k < plan->nsteps; k++) moves |= plan->steps[k].kind != DTR_STEP_LOCAL_RELABEL;
+    for (int k = 0; k < plan->nsteps; k++) moves |= !dtr__kind_of(&plan->steps[k])->keeps_block;
     /* Without a step that moves data, a first cast goes into a buffer instead of the output;
      * otherwise the last step's output (counted in its figures) is that buffer. */
     if (!moves && plan->src.dtype != plan->dst.dtype && op_bytes > plan->peak_extra_bytes)
@@ -398,6 +398,9 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
     if (step < 0 || step >= plan->nsteps)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "step: %d, the plan has %d steps",
                           step, plan->nsteps);
+    if ((unsigned)plan->steps[step].kind >= DTR_STEP_KIND_LAST)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "plan->steps[%d].kind: %d, not a "
+                          "step kind", step, (int)plan->steps[step].kind);
     int64_t coord[DTR_MAX_MESH_DIMS];
     DTR_CHECK_AS(dtr_mesh_coord(plan->src.mesh, rank, coord), __func__);
     dtr__ctx_t ctx;

@@ -9,7 +9,7 @@ static void dtr__placements_text(const dtr_placement_t *pl, int n, char *buf, si
 
 /* A step's from and to: one placement, or the whole list for an exchange. */
 static void dtr__step_from_to(const dtr_step_t *s, char *a, char *b, size_t len) {
-    if (s->kind == DTR_STEP_EXCHANGE) {
+    if (dtr__kind_of(s)->whole_mesh) {
         dtr__placements_text(s->before, s->nplacements, a, len);
         dtr__placements_text(s->after, s->nplacements, b, len);
     } else {
@@ -18,9 +18,17 @@ static void dtr__step_from_to(const dtr_step_t *s, char *a, char *b, size_t len)
     }
 }
 
-static const dtr_step_kind_t dtr__collective_kinds[] = {
-    DTR_STEP_ALL_GATHER, DTR_STEP_REDUCE_SCATTER, DTR_STEP_ALL_REDUCE, DTR_STEP_ALL_TO_ALL,
-    DTR_STEP_EXCHANGE, DTR_STEP_REDUCE_EXCHANGE};
+/* Prints " name count" (JSON: "name":count) for every collective kind, in enum order. */
+static void dtr__kind_counts(FILE *out, const int *count, bool json) {
+    for (int k = 0, first = 1; k < DTR_STEP_KIND_LAST; k++) {
+        if (!dtr__kinds[k]->info.collective) continue;
+        if (json)
+            fprintf(out, "%s\"%s\":%d", first ? "" : ",", dtr__kinds[k]->info.name, count[k]);
+        else
+            fprintf(out, " %s %d", dtr__kinds[k]->info.name, count[k]);
+        first = 0;
+    }
+}
 
 dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     DTR_CHECK_PTR(plan, __func__);
@@ -82,9 +90,7 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
         }
     }
     fprintf(out, "  collectives:");
-    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
-        fprintf(out, " %s %d", dtr_step_kind_info(dtr__collective_kinds[k])->name,
-                plan->count[dtr__collective_kinds[k]]);
+    dtr__kind_counts(out, plan->count, false);
     fprintf(out, "\n  most bytes one rank receives: %lld (lower bound %lld)\n",
             (long long)plan->recv_bytes_max, (long long)plan->lower_bound_recv_bytes);
     fprintf(out, "  peak extra memory per rank: %lld bytes; modeled time %.2f us\n",
@@ -95,6 +101,7 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
 bool dtr_step_across_nodes(const dtr_plan_t *plan, int step, uint32_t across) {
     if (plan == NULL || step < 0 || step >= plan->nsteps) return false;
     const dtr_step_t *s = &plan->steps[step];
+    if ((unsigned)s->kind >= DTR_STEP_KIND_LAST) return false;
     if (across == 0 || plan->src.mesh == NULL) return false;
     int64_t msize[DTR_MAX_MESH_DIMS];
     int m = dtr_mesh_ndims(plan->src.mesh);
@@ -144,9 +151,7 @@ dtr_status_t dtr_plan_print_json(const dtr_plan_t *plan, FILE *out) {
                 (long long)s->extra_bytes_max, s->time_us);
     }
     fputs("],\"collectives\":{", out);
-    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
-        fprintf(out, "%s\"%s\":%d", k ? "," : "", dtr_step_kind_info(dtr__collective_kinds[k])->name,
-                plan->count[dtr__collective_kinds[k]]);
+    dtr__kind_counts(out, plan->count, true);
     fprintf(out,
             "},\"recv_bytes_per_rank_max\":%lld,\"lower_bound_recv_bytes_per_rank\":%lld,"
             "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g}",
@@ -208,13 +213,9 @@ dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out) {
         fprintf(out, "%s\n", rd->coalesced ? "" : "  (member by member)");
     }
     fprintf(out, "  collectives:");
-    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
-        fprintf(out, " %s %d", dtr_step_kind_info(dtr__collective_kinds[k])->name,
-                plan->count[dtr__collective_kinds[k]]);
+    dtr__kind_counts(out, plan->count, false);
     fprintf(out, " (one by one:");
-    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
-        fprintf(out, " %s %d", dtr_step_kind_info(dtr__collective_kinds[k])->name,
-                plan->member_count[dtr__collective_kinds[k]]);
+    dtr__kind_counts(out, plan->member_count, false);
     fprintf(out, ")\n  most bytes one rank receives: %lld (lower bound %lld)\n",
             (long long)plan->recv_bytes_max, (long long)plan->lower_bound_recv_bytes);
     fprintf(out, "  peak extra memory per rank: at most %lld bytes; modeled time %.2f us (one by "
@@ -225,9 +226,7 @@ dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out) {
 
 static void dtr__counts_json(const int *count, FILE *out) {
     fputc('{', out);
-    for (size_t k = 0; k < sizeof dtr__collective_kinds / sizeof dtr__collective_kinds[0]; k++)
-        fprintf(out, "%s\"%s\":%d", k ? "," : "", dtr_step_kind_info(dtr__collective_kinds[k])->name,
-                count[dtr__collective_kinds[k]]);
+    dtr__kind_counts(out, count, true);
     fputc('}', out);
 }
 

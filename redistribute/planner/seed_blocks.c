@@ -8,8 +8,10 @@
  * followed step by step from the source layout, exactly as the seed runs it; the executor
  * sizes every step with it, and the plan's figures count what it moves.
  *
- * Only the steps the seed emits appear (gathers, chunks, reduce-scatters, all-reduces,
- * scales, relabels); a plan marked so with another kind is refused by the executor.
+ * Only the steps the seed emits appear (the kinds whose row says `seed`: gathers, chunks,
+ * reduce-scatters, all-reduces, scales, relabels); a plan marked so with another kind is
+ * refused by the executor. What a kind does to a block (gathers, chunks) and moves
+ * (seed_moved) is its row's (kinds.h).
  */
 #include <string.h>
 
@@ -19,17 +21,7 @@
 #define DTR__SEED_COORDS_MAX 65536
 
 bool dtr__seed_kind_ok(dtr_step_kind_t kind) {
-    switch (kind) {
-    case DTR_STEP_ALL_GATHER:
-    case DTR_STEP_LOCAL_CHUNK:
-    case DTR_STEP_REDUCE_SCATTER:
-    case DTR_STEP_ALL_REDUCE:
-    case DTR_STEP_LOCAL_SCALE:
-    case DTR_STEP_LOCAL_RELABEL:
-        return true;
-    default:
-        return false;
-    }
+    return (unsigned)kind < DTR_STEP_KIND_LAST && dtr__kinds[kind]->seed;
 }
 
 void dtr__seed_block(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int j, const int64_t *coord,
@@ -44,7 +36,8 @@ void dtr__seed_block(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int j, const
     int i = s->mesh_dim, d = s->tensor_dim;
     if (i < 0 || d < 0) return;
     int64_t n = ctx->msize[i];
-    if (s->kind == DTR_STEP_ALL_GATHER) {
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (kind->gathers) {
         int64_t member[DTR_MAX_MESH_DIMS], ms[DTR_MAX_TENSOR_DIMS], len = 0;
         memcpy(member, coord, (size_t)ctx->mdims * sizeof *member);
         for (int64_t m = 0; m < n; m++) {
@@ -53,7 +46,7 @@ void dtr__seed_block(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int j, const
             len += ms[d];
         }
         shape[d] = len;
-    } else if (s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_REDUCE_SCATTER) {
+    } else if (kind->chunks) {
         int64_t size, off;
         dtr_chunk(shape[d], n, coord[i], &size, &off);
         shape[d] = size;
@@ -72,56 +65,21 @@ void dtr__seed_pieces(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k, cons
     }
 }
 
-static __int128 dtr__seed_numel(const dtr__ctx_t *ctx, const int64_t *shape, int skip) {
-    __int128 n = 1;
-    for (int d = 0; d < ctx->ndim; d++)
-        if (d != skip) n *= shape[d];
-    return n;
-}
-
-/* One rank's side of step k: bytes sent, received and staged (what the executor moves:
+/* One rank's side of step k: the elements it sends and receives (what the executor moves:
  * gathers and reduce-scatters padded to the largest piece, as for canonical blocks). */
-static void dtr__seed_rank(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
-                           const int64_t *coord, const int64_t *bs, __int128 *moved) {
+static __int128 dtr__seed_moved(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
+                                const int64_t *coord, const int64_t *bs) {
     const dtr_step_t *s = &plan->steps[k];
-    int i = s->mesh_dim, a = s->tensor_dim;
-    int64_t n = i >= 0 ? ctx->msize[i] : 1;
-    *moved = 0;
-    if (n == 1) return;
-    switch (s->kind) {
-    case DTR_STEP_ALL_GATHER: {
-        int64_t member[DTR_MAX_MESH_DIMS], ms[DTR_MAX_TENSOR_DIMS], c = 0;
-        memcpy(member, coord, (size_t)ctx->mdims * sizeof *member);
-        for (int64_t m = 0; m < n; m++) {
-            member[i] = m;
-            dtr__seed_block(ctx, plan, k, member, ms);
-            if (ms[a] > c) c = ms[a];
-        }
-        *moved = (__int128)(n - 1) * c * dtr__seed_numel(ctx, bs, a);
-        break;
-    }
-    case DTR_STEP_REDUCE_SCATTER: {
-        int64_t c = bs[a] / n + (bs[a] % n != 0);
-        *moved = (__int128)(n - 1) * c * dtr__seed_numel(ctx, bs, a);
-        break;
-    }
-    case DTR_STEP_ALL_REDUCE: {
-        __int128 numel = dtr__seed_numel(ctx, bs, -1);
-        *moved = 2 * (__int128)(n - 1) * (numel / n + (numel % n != 0));
-        break;
-    }
-    default:
-        break;
-    }
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    if (s->mesh_dim < 0 || ctx->msize[s->mesh_dim] == 1 || kind->seed_moved == NULL) return 0;
+    return kind->seed_moved(ctx, plan, k, coord, bs);
 }
 
 void dtr__seed_step_bytes(const dtr__ctx_t *ctx, const dtr_plan_t *plan, int k,
                           const int64_t *coord, int64_t *send, int64_t *recv) {
     int64_t bs[DTR_MAX_TENSOR_DIMS];
     dtr__seed_block(ctx, plan, k, coord, bs);
-    __int128 moved;
-    dtr__seed_rank(ctx, plan, k, coord, bs, &moved);
-    *send = *recv = dtr__sat(moved * ctx->item);
+    *send = *recv = dtr__sat(dtr__seed_moved(ctx, plan, k, coord, bs) * ctx->item);
 }
 
 /* The mesh dims a seed plan's blocks depend on: those that shard in some state. */
@@ -156,10 +114,9 @@ bool dtr__seed_figures(const dtr__ctx_t *ctx, dtr_plan_t *plan) {
             int64_t bs[DTR_MAX_TENSOR_DIMS], as[DTR_MAX_TENSOR_DIMS];
             dtr__seed_block(ctx, plan, k, coord, bs);
             dtr__seed_block(ctx, plan, k + 1, coord, as);
-            __int128 moved, in = dtr__seed_numel(ctx, bs, -1), out = dtr__seed_numel(ctx, as, -1);
-            dtr__seed_rank(ctx, plan, k, coord, bs, &moved);
-            int64_t bytes = dtr__sat(moved * ctx->item);
-            int64_t outb = s->kind == DTR_STEP_LOCAL_RELABEL ? 0 : dtr__sat(out * ctx->item);
+            __int128 in = dtr__numel(ctx, bs), out = dtr__numel(ctx, as);
+            int64_t bytes = dtr__sat(dtr__seed_moved(ctx, plan, k, coord, bs) * ctx->item);
+            int64_t outb = dtr__kind_of(s)->keeps_block ? 0 : dtr__sat(out * ctx->item);
             int64_t extra = dtr__sat((__int128)outb + bytes);
             if (bytes > s->recv_bytes_max) s->recv_bytes_max = s->send_bytes_max = bytes;
             if (extra > s->extra_bytes_max) s->extra_bytes_max = extra;

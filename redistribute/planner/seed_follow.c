@@ -133,11 +133,9 @@ static void dtr__seq_text(const dtr__seq_t *q, char *out, size_t len) {
 static void dtr__follow_step(dtr__follow_t *f, const dtr_step_t *s, int64_t *bad_class) {
     const dtr__ctx_t *ctx = f->ctx;
     int d = f->d, i = s->mesh_dim;
-    bool gather = (s->kind == DTR_STEP_ALL_GATHER || s->kind == DTR_STEP_ALL_TO_ALL) &&
-                  s->tensor_dim == d;
-    bool chunk = ((s->kind == DTR_STEP_LOCAL_CHUNK || s->kind == DTR_STEP_REDUCE_SCATTER) &&
-                  s->tensor_dim == d) ||
-                 (s->kind == DTR_STEP_ALL_TO_ALL && s->tensor_dim2 == d);
+    const dtr__kind_t *kind = dtr__kind_of(s);
+    bool gather = kind->gathers && s->tensor_dim == d;
+    bool chunk = (kind->chunks && s->tensor_dim == d) || (kind->chunks2 && s->tensor_dim2 == d);
     f->runs = 0;
     for (int64_t k = 0; k < f->nclass; k++) {
         int64_t coord[DTR_MAX_MESH_DIMS];
@@ -182,7 +180,7 @@ static dtr__seed_verdict_t dtr__follow_dim(dtr__follow_t *f, const dtr_spec_t *s
     }
     for (int j = 0; j < plan->nsteps; j++) {
         const dtr_step_t *s = &plan->steps[j];
-        if (s->kind == DTR_STEP_EXCHANGE || s->kind == DTR_STEP_REDUCE_EXCHANGE) {
+        if (!dtr__kind_of(s)->follows) {
             snprintf(why, len, "step %d is an exchange, which the seed has not", j + 1);
             return DTR__SEED_UNDECIDED;
         }

@@ -406,7 +406,7 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
             sum *= p.t[d].sums[e].sum;
             sources *= p.t[d].sums[e].hits;
         }
-        /* as plan.c's dtr__step_rank_in and dtr__step_figures_at for an exchange */
+        /* as kind_exchange.c's moves and plan.c's dtr__step_figures_at */
         int64_t recv = dtr__sat((numel - self) * ctx->item);
         int64_t send = dtr__sat((sum - self) * ctx->item);
         int peers = (int)(sources - (self > 0));
@@ -420,44 +420,6 @@ bool dtr__exchange_figures_tables(const dtr__ctx_t *ctx, dtr_step_t *s, const dt
     return true;
 }
 
-/* What the rank receives in step s (elements), from its terms: plan.c's
- * dtr__step_rank_in for each kind but the balanced reduction. */
-static __int128 dtr__recv_from_terms(const dtr__ctx_t *ctx, const dtr_step_t *s,
-                                     const dtr__term_t *const *t) {
-    int64_t n = s->mesh_dim >= 0 ? ctx->msize[s->mesh_dim] : 1;
-    int a = s->tensor_dim, b = s->tensor_dim2;
-    __int128 r = 1;
-    switch (s->kind) {
-    case DTR_STEP_ALL_GATHER:
-    case DTR_STEP_REDUCE_SCATTER: {
-        for (int d = 0; d < ctx->ndim; d++) {
-            int64_t len = s->kind == DTR_STEP_ALL_GATHER ? t[d]->alen : t[d]->blen;
-            r *= d == a ? len / n + (len % n != 0) : len;
-        }
-        return (n - 1) * r;
-    }
-    case DTR_STEP_ALL_REDUCE: {
-        for (int d = 0; d < ctx->ndim; d++) r *= t[d]->blen;
-        __int128 q = r <= INT64_MAX ? (__int128)((int64_t)r / n) : r / n;
-        return 2 * (__int128)(n - 1) * (q + (q * n != r));
-    }
-    case DTR_STEP_ALL_TO_ALL:
-        for (int d = 0; d < ctx->ndim; d++)
-            r *= d == a ? t[d]->alen - t[d]->blen : d == b ? t[d]->alen : t[d]->blen;
-        return r;
-    case DTR_STEP_EXCHANGE: {
-        __int128 self = 1;
-        for (int d = 0; d < ctx->ndim; d++) {
-            r *= t[d]->alen;
-            self *= t[d]->meet;
-        }
-        return r - self;
-    }
-    default:
-        return 0;
-    }
-}
-
 bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const dtr__reps_t *r,
                            const bool *vary, __int128 *best_out) {
     dtr__pair_t p[DTR_MAX_PLAN_STEPS];
@@ -465,7 +427,7 @@ bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const 
     bool ok = !dtr__even_off;
     for (int k = 0; ok && k < plan->nsteps; k++) {
         const dtr_step_t *s = &plan->steps[k];
-        ok = s->kind != DTR_STEP_REDUCE_EXCHANGE &&
+        ok = dtr__kind_of(s)->recv_terms != NULL &&
              dtr__pair_init(ctx, s->before, s->after, false, r, &p[k]);
         built += ok;
     }
@@ -479,7 +441,8 @@ bool dtr__plan_recv_tables(const dtr__ctx_t *ctx, const dtr_plan_t *plan, const 
                 const dtr__term_t *t[DTR_MAX_TENSOR_DIMS];
                 for (int d = 0; d < ctx->ndim; d++) t[d] = &p[k].t[d].terms[p[k].cur[d]];
                 /* (as dtr__step_rank_recv: bytes, saturated, per step) */
-                total += dtr__sat(dtr__recv_from_terms(ctx, &plan->steps[k], t) * ctx->item);
+                const dtr_step_t *s = &plan->steps[k];
+                total += dtr__sat(dtr__kind_of(s)->recv_terms(ctx, s, t) * ctx->item);
             }
             if (total > best) best = total;
         } while (dtr__cursor_next(&cur));

@@ -388,88 +388,162 @@ static int apply_exchange(interp_t *in, const dtr_step_t *s, block_t *next, char
     return 0;
 }
 
-static int apply_step(interp_t *in, const dtr_step_t *s, char *err, size_t len) {
-    if (s->kind == DTR_STEP_REDUCE_EXCHANGE) {
-        /* By its meaning, whatever parts the members reduce: the mesh dim's reduction (as an
-         * all-reduce), then every rank takes its "after" block (as an exchange). */
-        dtr_step_t reduce = *s, move = *s;
-        reduce.kind = DTR_STEP_ALL_REDUCE;
-        reduce.to = dtr_replicate();
-        reduce.after[s->mesh_dim] = dtr_replicate();
-        for (int i = 0; i < in->mdims; i++)
-            if (i != s->mesh_dim) reduce.after[i] = s->before[i];
-        move.kind = DTR_STEP_EXCHANGE;
-        move.mesh_dim = -1;
-        memcpy(move.before, reduce.after, sizeof move.before);
-        int rc = apply_step(in, &reduce, err, len);
-        return rc != 0 ? rc : apply_step(in, &move, err, len);
-    }
-    if (s->kind == DTR_STEP_LOCAL_RELABEL && s->mesh_dim < 0)
-        return 0; /* (an exchange over mesh dims of one rank: every block stays) */
-    block_t *next = calloc((size_t)in->nranks, sizeof *next);
-    int64_t members[64];
-    int rc = 0;
-    if (s->kind == DTR_STEP_EXCHANGE) {
-        rc = apply_exchange(in, s, next, err, len);
-    } else {
-        int i = s->mesh_dim;
-        int64_t n = in->msize[i];
-        for (int64_t p = 0; p < in->nranks && rc == 0; p++) {
-            int64_t coord[DTR_MAX_MESH_DIMS];
-            coord_of(in, p, coord);
-            group_of(in, p, i, members);
-            block_t tmp = {0};
-            block_t *own = &in->ranks[p];
-            switch (s->kind) {
-            case DTR_STEP_ALL_GATHER:
-                rc = concat(in, in->ranks, members, n, s->tensor_dim, &next[p], err, len);
-                break;
-            case DTR_STEP_ALL_TO_ALL:
-                rc = concat(in, in->ranks, members, n, s->tensor_dim, &tmp, err, len);
-                if (rc == 0) take_chunk(in->ndim, &tmp, s->tensor_dim2, n, coord[i], &next[p]);
-                break;
-            case DTR_STEP_ALL_REDUCE:
-                rc = reduce_group(in, in->ranks, members, n, s->op, &next[p], err, len);
-                break;
-            case DTR_STEP_REDUCE_SCATTER:
-                rc = reduce_group(in, in->ranks, members, n, s->op, &tmp, err, len);
-                if (rc == 0) take_chunk(in->ndim, &tmp, s->tensor_dim, n, coord[i], &next[p]);
-                break;
-            case DTR_STEP_LOCAL_CHUNK:
-                take_chunk(in->ndim, own, s->tensor_dim, n, coord[i], &next[p]);
-                break;
-            case DTR_STEP_LOCAL_ZERO_FILL: {
-                /* own block at its place in zeros of the after block */
-                int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
-                int64_t ao[DTR_MAX_TENSOR_DIMS];
-                layout_for(in, s->before, coord, bs, bo);
-                layout_for(in, s->after, coord, next[p].shape, ao);
-                for (int d = 0; d < in->ndim; d++) bo[d] -= ao[d];
-                int64_t total = numel(in->ndim, next[p].shape);
-                next[p].data = calloc((size_t)(total > 0 ? total : 1), sizeof(double));
-                copy_box(in->ndim, own->data, own->shape, zero, own->shape, next[p].data,
-                         next[p].shape, bo);
-                break;
-            }
-            case DTR_STEP_LOCAL_SCALE:
-            case DTR_STEP_LOCAL_RELABEL: {
-                double f = s->kind == DTR_STEP_LOCAL_SCALE ? 1.0 / (double)n : 1.0;
-                int64_t total = numel(in->ndim, own->shape);
-                memcpy(next[p].shape, own->shape, sizeof own->shape);
-                next[p].data = malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
-                for (int64_t e = 0; e < total; e++) next[p].data[e] = own->data[e] * f;
-                break;
-            }
-            default:
-                rc = fail(err, len, "unknown step kind %d", (int)s->kind);
-            }
-            free(tmp.data);
-        }
-    }
+/* One rank's side of a step over one mesh dim: its block after the step, from its group's
+ * blocks (members, n of them, in group order) or its own. */
+typedef struct {
+    interp_t *in;
+    const dtr_step_t *s;
+    const int64_t *coord, *members;
+    int64_t n;
+    const block_t *own;
+    block_t *out;
+} rank_step_t;
+
+static int rank_gather(const rank_step_t *r, char *err, size_t len) {
+    return concat(r->in, r->in->ranks, r->members, r->n, r->s->tensor_dim, r->out, err, len);
+}
+
+static int rank_all_to_all(const rank_step_t *r, char *err, size_t len) {
+    block_t tmp = {0};
+    int rc = concat(r->in, r->in->ranks, r->members, r->n, r->s->tensor_dim, &tmp, err, len);
+    if (rc == 0)
+        take_chunk(r->in->ndim, &tmp, r->s->tensor_dim2, r->n, r->coord[r->s->mesh_dim], r->out);
+    free(tmp.data);
+    return rc;
+}
+
+static int rank_all_reduce(const rank_step_t *r, char *err, size_t len) {
+    return reduce_group(r->in, r->in->ranks, r->members, r->n, r->s->op, r->out, err, len);
+}
+
+static int rank_reduce_scatter(const rank_step_t *r, char *err, size_t len) {
+    block_t tmp = {0};
+    int rc = reduce_group(r->in, r->in->ranks, r->members, r->n, r->s->op, &tmp, err, len);
+    if (rc == 0)
+        take_chunk(r->in->ndim, &tmp, r->s->tensor_dim, r->n, r->coord[r->s->mesh_dim], r->out);
+    free(tmp.data);
+    return rc;
+}
+
+static int rank_chunk(const rank_step_t *r, char *err, size_t len) {
+    (void)err;
+    (void)len;
+    take_chunk(r->in->ndim, r->own, r->s->tensor_dim, r->n, r->coord[r->s->mesh_dim], r->out);
+    return 0;
+}
+
+/* own block at its place in zeros of the after block */
+static int rank_zero_fill(const rank_step_t *r, char *err, size_t len) {
+    (void)err;
+    (void)len;
+    const interp_t *in = r->in;
+    int64_t bs[DTR_MAX_TENSOR_DIMS], bo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+    int64_t ao[DTR_MAX_TENSOR_DIMS];
+    layout_for(in, r->s->before, r->coord, bs, bo);
+    layout_for(in, r->s->after, r->coord, r->out->shape, ao);
+    for (int d = 0; d < in->ndim; d++) bo[d] -= ao[d];
+    int64_t total = numel(in->ndim, r->out->shape);
+    r->out->data = calloc((size_t)(total > 0 ? total : 1), sizeof(double));
+    copy_box(in->ndim, r->own->data, r->own->shape, zero, r->own->shape, r->out->data,
+             r->out->shape, bo);
+    return 0;
+}
+
+/* the block times f: 1/n for a scale, 1 for a relabel */
+static int rank_scaled(const rank_step_t *r, double f) {
+    int64_t total = numel(r->in->ndim, r->own->shape);
+    memcpy(r->out->shape, r->own->shape, sizeof r->own->shape);
+    r->out->data = malloc((size_t)(total > 0 ? total : 1) * sizeof(double));
+    for (int64_t e = 0; e < total; e++) r->out->data[e] = r->own->data[e] * f;
+    return 0;
+}
+
+static int rank_scale(const rank_step_t *r, char *err, size_t len) {
+    (void)err;
+    (void)len;
+    return rank_scaled(r, 1.0 / (double)r->n);
+}
+
+static int rank_relabel(const rank_step_t *r, char *err, size_t len) {
+    (void)err;
+    (void)len;
+    return rank_scaled(r, 1.0);
+}
+
+static int apply_step(interp_t *in, const dtr_step_t *s, char *err, size_t len);
+
+/* By its meaning, whatever parts the members reduce: the mesh dim's reduction (as an
+ * all-reduce), then every rank takes its "after" block (as an exchange). */
+static int apply_reduce_exchange(interp_t *in, const dtr_step_t *s, char *err, size_t len) {
+    dtr_step_t reduce = *s, move = *s;
+    reduce.kind = DTR_STEP_ALL_REDUCE;
+    reduce.to = dtr_replicate();
+    reduce.after[s->mesh_dim] = dtr_replicate();
+    for (int i = 0; i < in->mdims; i++)
+        if (i != s->mesh_dim) reduce.after[i] = s->before[i];
+    move.kind = DTR_STEP_EXCHANGE;
+    move.mesh_dim = -1;
+    memcpy(move.before, reduce.after, sizeof move.before);
+    int rc = apply_step(in, &reduce, err, len);
+    return rc != 0 ? rc : apply_step(in, &move, err, len);
+}
+
+/* The reference's row of a step kind: a rank's side of a step over one mesh dim (rank), or
+ * the step over the whole mesh at once (whole). Every kind has a row: adding one to the
+ * library adds one here (redistribute/README.md). */
+typedef struct {
+    int (*rank)(const rank_step_t *r, char *err, size_t len);
+    int (*whole)(interp_t *in, const dtr_step_t *s, char *err, size_t len);
+} kind_rule_t;
+
+static int apply_exchange_whole(interp_t *in, const dtr_step_t *s, char *err, size_t len);
+
+static const kind_rule_t kind_rules[DTR_STEP_KIND_LAST] = {
+    [DTR_STEP_ALL_GATHER] = {.rank = rank_gather},
+    [DTR_STEP_REDUCE_SCATTER] = {.rank = rank_reduce_scatter},
+    [DTR_STEP_ALL_REDUCE] = {.rank = rank_all_reduce},
+    [DTR_STEP_ALL_TO_ALL] = {.rank = rank_all_to_all},
+    [DTR_STEP_EXCHANGE] = {.whole = apply_exchange_whole},
+    [DTR_STEP_REDUCE_EXCHANGE] = {.whole = apply_reduce_exchange},
+    [DTR_STEP_LOCAL_CHUNK] = {.rank = rank_chunk},
+    [DTR_STEP_LOCAL_SCALE] = {.rank = rank_scale},
+    [DTR_STEP_LOCAL_RELABEL] = {.rank = rank_relabel},
+    [DTR_STEP_LOCAL_ZERO_FILL] = {.rank = rank_zero_fill},
+};
+
+/* Every rank's block replaced by next's (the old ones freed). */
+static void replace_blocks(interp_t *in, block_t *next) {
     block_t *old = in->ranks;
     in->ranks = next;
     for (int64_t p = 0; p < in->nranks; p++) free(old[p].data);
     free(old);
+}
+
+static int apply_exchange_whole(interp_t *in, const dtr_step_t *s, char *err, size_t len) {
+    block_t *next = calloc((size_t)in->nranks, sizeof *next);
+    int rc = apply_exchange(in, s, next, err, len);
+    replace_blocks(in, next);
+    return rc;
+}
+
+static int apply_step(interp_t *in, const dtr_step_t *s, char *err, size_t len) {
+    if ((unsigned)s->kind >= DTR_STEP_KIND_LAST)
+        return fail(err, len, "unknown step kind %d", (int)s->kind);
+    if (s->kind == DTR_STEP_LOCAL_RELABEL && s->mesh_dim < 0)
+        return 0; /* (an exchange over mesh dims of one rank: every block stays) */
+    const kind_rule_t *rule = &kind_rules[s->kind];
+    if (rule->whole != NULL) return rule->whole(in, s, err, len);
+    block_t *next = calloc((size_t)in->nranks, sizeof *next);
+    int64_t members[64];
+    int rc = 0;
+    for (int64_t p = 0; p < in->nranks && rc == 0; p++) {
+        int64_t coord[DTR_MAX_MESH_DIMS];
+        coord_of(in, p, coord);
+        group_of(in, p, s->mesh_dim, members);
+        rank_step_t r = {in, s, coord, members, in->msize[s->mesh_dim], &in->ranks[p], &next[p]};
+        rc = rule->rank(&r, err, len);
+    }
+    replace_blocks(in, next);
     return rc;
 }
 

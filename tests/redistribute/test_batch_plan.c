@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/planner/internal.h"
+#include "redistribute/planner/testing.h"
 #include "tests/redistribute/interp.h"
 #include "tests/redistribute/plan_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "redistribute/planner/internal.h"
+#include "redistribute/planner/testing.h"
 #include "tests/redistribute/interp.h"
 #include "tests/redistribute/plan_util.h"
 #include "tests/redistribute/rand_cases.h"

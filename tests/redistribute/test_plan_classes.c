@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/planner/internal.h"
+#include "redistribute/planner/testing.h"
 #include "tests/redistribute/rand_cases.h"
 
 static uint64_t seed_from_env(uint64_t fallback) {

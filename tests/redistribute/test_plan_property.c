@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "redistribute/planner/internal.h"
+#include "redistribute/planner/testing.h"
 #include "tests/redistribute/interp.h"
 #include "tests/redistribute/plan_util.h"
 

@@ -23,6 +23,7 @@ MAX_FUNCTION_LINES = 120
 EXECUTOR_PUBLIC = ["redistribute/executor/executor.h", "redistribute/executor/backend.h",
                    "redistribute/executor/memory.h", "redistribute/executor/stream.h"]
 BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h"]
+PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/geometry.h"]
 
 # folder -> the include paths (prefixes) its files may use
 INCLUDES = {
@@ -30,7 +31,7 @@ INCLUDES = {
     "placement": ["core/", "placement/"],
     "dtensor": ["core/", "placement/", "dtensor/"],
     "redistribute/planner": ["core/", "placement/", "dtensor/", "redistribute/planner/"],
-    "redistribute/executor": ["core/", "placement/", "dtensor/", "redistribute/planner/",
+    "redistribute/executor": ["core/", "placement/", "dtensor/"] + PLANNER_FOR_EXECUTOR + [
                               "redistribute/executor/"],
     "redistribute/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/mpi/", "dtr_version.h"],
     "redistribute/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/cuda/"],

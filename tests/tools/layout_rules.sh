@@ -40,6 +40,9 @@ expect_violation "planner including the executor" \
 expect_violation "a backend including the executor's internals" \
     'redistribute/mpi/mpi.c: includes "redistribute/executor/internal.h"' \
     "sed -i '1i #include \"redistribute/executor/internal.h\"' redistribute/mpi/mpi.c"
+expect_violation "the executor including the planner's internals" \
+    'redistribute/executor/copy.c: includes "redistribute/planner/internal.h"' \
+    "sed -i '1i #include \"redistribute/planner/internal.h\"' redistribute/executor/copy.c"
 expect_violation "a file over 800 lines" 'redistribute/executor/copy.c: 1[0-9]* lines, over 800' \
     "for k in \$(seq 900); do echo '/* filler */' >> redistribute/executor/copy.c; done"
 expect_violation "a circle" 'circle: .*dtensor/mesh.c.*dtensor/spec.c' \
