@@ -241,6 +241,118 @@ static double dtr__eps(dtr_dtype_t t) {
     }
 }
 
+/* A rank's buffers: the gradient and the result in host memory, what the calls see
+ * (the same, or GPU copies), their bytes, the gradient's elements. */
+typedef struct {
+    float *grad, *out;
+    void *dgrad, *dout;
+    size_t gbytes, obytes;
+    int64_t numel;
+} dtr__bufs_t;
+
+/* The microbatches' gradients of the rank at position pos reduced into b->out: through the
+ * reducer (fsdp, hsdp), or summed locally and all-reduced by the DDP hook. */
+static dtr_status_t dtr__grad_reduce(const dtr__grad_args_t *a, const dtr_cli_engine_t *eng,
+                                     dtr_context_t *ctx, dtr_reducer_t *red,
+                                     const dtr_mesh_t *mesh, unsigned replicate_dims,
+                                     int64_t pos, const dtr__bufs_t *b) {
+    dtr_status_t st = DTR_OK;
+    if (red == NULL) memset(b->out, 0, b->obytes);
+    for (long m = 0; m < a->microbatches && st == DTR_OK; m++) {
+        for (int64_t k = 0; k < b->numel; k++) b->grad[k] = (float)dtr__value(a, pos, m, k);
+        if (red != NULL) {
+            bool sync = m == a->microbatches - 1;
+            st = dtr_cli_dev_in(eng, b->dgrad, b->grad, b->gbytes);
+            if (st == DTR_OK)
+                st = dtr_reducer_reduce(red, b->dgrad, b->gbytes, sync, b->dout, b->obytes);
+            /* the next microbatch's copy-in must not overwrite what this one reads */
+            if (st == DTR_OK) st = dtr_context_sync(ctx);
+        } else {
+            for (int64_t k = 0; k < b->numel; k++) b->out[k] += b->grad[k]; /* ddp: local sum */
+        }
+    }
+    if (st == DTR_OK && red == NULL) {
+        dtr_grad_hook_fn hook = a->dtype == DTR_F16    ? dtr_hook_fp16_compress
+                                : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress
+                                                       : dtr_hook_all_reduce;
+        st = dtr_cli_dev_in(eng, b->dout, b->out, b->obytes);
+        if (st == DTR_OK) st = hook(NULL, ctx, mesh, replicate_dims, b->dout, b->numel, DTR_F32);
+    }
+    if (st == DTR_OK) st = dtr_context_sync(ctx);
+    if (st == DTR_OK) st = dtr_cli_dev_get(eng, b->out, b->dout, b->obytes);
+    return st;
+}
+
+/* Where this rank's result sits: [outer, rows at row_off.., inner] of [outer, len, inner]. */
+typedef struct {
+    int64_t outer, rows, inner, len, row_off;
+} dtr__shard_t;
+
+/* Every element of the result out against the exact mean: the largest error into err[0],
+ * the count of inf or NaN elements into err[1]. */
+static void dtr__grad_check(const dtr__grad_args_t *a, int64_t n, double factor,
+                            const dtr__shard_t *sh, const float *out, double *err) {
+    for (int64_t o = 0; o < sh->outer; o++)
+        for (int64_t r = 0; r < sh->rows; r++)
+            for (int64_t i = 0; i < sh->inner; i++) {
+                double got = out[(o * sh->rows + r) * sh->inner + i];
+                double want = dtr__mean(a, n, (o * sh->len + sh->row_off + r) * sh->inner + i, factor);
+                if (!isfinite(got))
+                    err[1] += 1;
+                else if (fabs(got - want) > err[0])
+                    err[0] = fabs(got - want);
+            }
+}
+
+/* What a reduction gave, for the report. */
+typedef struct {
+    int64_t numel, n;
+    double tol, err; /* the tolerance and the largest error over every rank */
+    bool nonfinite;  /* some element overflowed to inf or NaN */
+    double seconds;  /* the slowest rank's */
+    bool ok;
+} dtr__grad_result_t;
+
+/* The report on rank 0: text or one JSON object, and a failed check on stderr. */
+static void dtr__grad_report(const dtr__grad_args_t *a, const dtr__grad_plan_t *p,
+                             const char *meshtext, const char *backend, const char *device,
+                             const dtr__grad_result_t *r) {
+    char shape[128];
+    dtr_shape_format(a->shape, a->ndim, shape, sizeof shape);
+    if (a->json) {
+        dtr__json_plan(a, p, meshtext);
+        printf(",\"shape\":\"%s\",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
+               "\"backend\":\"%s\",\"device\":\"%s\","
+               "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"tolerance\":%.9g,"
+               "\"seconds\":%.6f}\n",
+               shape, (long long)r->numel, a->shard_dim, a->microbatches,
+               backend, device,
+               a->verify ? (r->ok ? "true" : "false") : "null", r->err,
+               r->nonfinite ? "true" : "false", r->tol, r->seconds);
+    } else {
+        dtr__print_plan(a, p, meshtext);
+        printf("  gradient %s (%lld elements), %ld microbatch%s, %s on %s; %.3f ms\n",
+               shape, (long long)r->numel, a->microbatches, a->microbatches == 1 ? "" : "es",
+               backend, device, r->seconds * 1e3);
+        if (a->verify && r->ok && p->f.factor == (double)r->n)
+            printf("  verified: every element on every rank is the mean over %lld ranks and "
+                   "%ld microbatch%s; max abs error %.9g (tolerance %.9g)\n",
+                   (long long)r->n, a->microbatches, a->microbatches == 1 ? "" : "es",
+                   r->err, r->tol);
+        else if (a->verify && r->ok)
+            printf("  verified: every element on every rank is the sum over %lld ranks and "
+                   "%ld microbatch%s divided by %.9g; max abs error %.9g (tolerance %.9g)\n",
+                   (long long)r->n, a->microbatches, a->microbatches == 1 ? "" : "es",
+                   p->f.factor, r->err, r->tol);
+    }
+    if (!r->ok)
+        fprintf(stderr,
+                "dtr grad: verification failed: %s; max abs error %.9g (tolerance %.9g)\n",
+                r->nonfinite ? "elements overflowed to inf or NaN on some rank"
+                              : "elements differ from the exact mean",
+                r->err, r->tol);
+}
+
 static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr_mesh_t *mesh = NULL;
     int rc = dtr_cli_build_mesh("grad", &a->spec, &mesh);
@@ -305,29 +417,8 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     if (!dtr_cli_all_ok("grad", st, rank, "output")) goto done_out;
     double t0 = MPI_Wtime();
     if (inside) {
-        if (red == NULL) memset(out, 0, obytes);
-        for (long m = 0; m < a->microbatches && st == DTR_OK; m++) {
-            for (int64_t k = 0; k < numel; k++) grad[k] = (float)dtr__value(a, pos, m, k);
-            if (red != NULL) {
-                bool sync = m == a->microbatches - 1;
-                st = dtr_cli_dev_in(&eng, dgrad, grad, gbytes);
-                if (st == DTR_OK)
-                    st = dtr_reducer_reduce(red, dgrad, gbytes, sync, dout, obytes);
-                /* the next microbatch's copy-in must not overwrite what this one reads */
-                if (st == DTR_OK) st = dtr_context_sync(ctx);
-            } else {
-                for (int64_t k = 0; k < numel; k++) out[k] += grad[k]; /* ddp: local sum */
-            }
-        }
-        if (st == DTR_OK && red == NULL) {
-            dtr_grad_hook_fn hook = a->dtype == DTR_F16    ? dtr_hook_fp16_compress
-                                    : a->dtype == DTR_BF16 ? dtr_hook_bf16_compress
-                                                           : dtr_hook_all_reduce;
-            st = dtr_cli_dev_in(&eng, dout, out, obytes);
-            if (st == DTR_OK) st = hook(NULL, ctx, mesh, p.replicate_dims, dout, numel, DTR_F32);
-        }
-        if (st == DTR_OK) st = dtr_context_sync(ctx);
-        if (st == DTR_OK) st = dtr_cli_dev_get(&eng, out, dout, obytes);
+        dtr__bufs_t bufs = {grad, out, dgrad, dout, gbytes, obytes, numel};
+        st = dtr__grad_reduce(a, &eng, ctx, red, mesh, p.replicate_dims, pos, &bufs);
     }
     double secs = MPI_Wtime() - t0;
     if (!dtr_cli_all_ok("grad", st, rank, "reduce")) goto done_out;
@@ -338,54 +429,16 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     double tol = dtr__eps(a->dtype) * amax * levels * ((double)n / p.f.factor);
     double err[2] = {0, 0}, allerr[2]; /* max abs error, non-finite count */
     if (a->verify && inside) {
-        for (int64_t o = 0; o < outer; o++)
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t i = 0; i < inner; i++) {
-                    double got = out[(o * rows + r) * inner + i];
-                    double want = dtr__mean(a, n, (o * len + row_off + r) * inner + i, p.f.factor);
-                    if (!isfinite(got)) err[1] += 1;
-                    else if (fabs(got - want) > err[0]) err[0] = fabs(got - want);
-                }
+        dtr__shard_t shard = {outer, rows, inner, len, row_off};
+        dtr__grad_check(a, n, p.f.factor, &shard, out, err);
     }
     MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     double tmax;
     MPI_Allreduce(&secs, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     bool ok = !a->verify || (allerr[1] == 0 && allerr[0] <= tol);
     if (rank == 0) {
-        char shape[128];
-        dtr_shape_format(a->shape, a->ndim, shape, sizeof shape);
-        if (a->json) {
-            dtr__json_plan(a, &p, meshtext);
-            printf(",\"shape\":\"%s\",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
-                   "\"backend\":\"%s\",\"device\":\"%s\","
-                   "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"tolerance\":%.9g,"
-                   "\"seconds\":%.6f}\n",
-                   shape, (long long)numel, a->shard_dim, a->microbatches,
-                   dtr_context_backend(ctx), eng.device,
-                   a->verify ? (ok ? "true" : "false") : "null", allerr[0],
-                   allerr[1] > 0 ? "true" : "false", tol, tmax);
-        } else {
-            dtr__print_plan(a, &p, meshtext);
-            printf("  gradient %s (%lld elements), %ld microbatch%s, %s on %s; %.3f ms\n",
-                   shape, (long long)numel, a->microbatches, a->microbatches == 1 ? "" : "es",
-                   dtr_context_backend(ctx), eng.device, tmax * 1e3);
-            if (a->verify && ok && p.f.factor == (double)n)
-                printf("  verified: every element on every rank is the mean over %lld ranks and "
-                       "%ld microbatch%s; max abs error %.9g (tolerance %.9g)\n",
-                       (long long)n, a->microbatches, a->microbatches == 1 ? "" : "es",
-                       allerr[0], tol);
-            else if (a->verify && ok)
-                printf("  verified: every element on every rank is the sum over %lld ranks and "
-                       "%ld microbatch%s divided by %.9g; max abs error %.9g (tolerance %.9g)\n",
-                       (long long)n, a->microbatches, a->microbatches == 1 ? "" : "es",
-                       p.f.factor, allerr[0], tol);
-        }
-        if (!ok)
-            fprintf(stderr,
-                    "dtr grad: verification failed: %s; max abs error %.9g (tolerance %.9g)\n",
-                    allerr[1] > 0 ? "elements overflowed to inf or NaN on some rank"
-                                  : "elements differ from the exact mean",
-                    allerr[0], tol);
+        dtr__grad_result_t res = {numel, n, tol, allerr[0], allerr[1] > 0, tmax, ok};
+        dtr__grad_report(a, &p, meshtext, dtr_context_backend(ctx), eng.device, &res);
     }
     rc = ok ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done_out:

@@ -1,8 +1,8 @@
 /* dtr plan: the dry run. Builds the plan the executor would run and prints it. */
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/change.h"
 #include "tools/cli.h"
 
 static void dtr__plan_help(FILE *out) {
@@ -183,140 +183,70 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
     return rc;
 }
 
-static int dtr__plan_main(int argc, char **argv) {
-    static const struct option options[] = {
-        DTR_CLI_SPEC_OPTIONS,
-        {"from", required_argument, NULL, 'f'},
-        {"to", required_argument, NULL, 't'},
-        {"strategy", required_argument, NULL, 'S'},
-        {"compare", no_argument, NULL, 'c'},
-        {"json", no_argument, NULL, 'j'},
-        {"alpha-us", required_argument, NULL, 'a'},
-        {"bandwidth-gbps", required_argument, NULL, 'b'},
-        {"local-gbps", required_argument, NULL, 'l'},
-        {"batch", required_argument, NULL, 'B'},
-        {"backward", no_argument, NULL, 'w'},
-        {"to-dtype", required_argument, NULL, 'T'},
-        {"backward-dtype", required_argument, NULL, 'D'},
-        {"nodes-of", required_argument, NULL, 'N'},
-        {"inter-alpha-us", required_argument, NULL, 'A'},
-        {"inter-bandwidth-gbps", required_argument, NULL, 'G'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    dtr_cli_spec_args_t args = {.placements_flag = "--from"};
-    const char *nodes_of = NULL, *inter_alpha = NULL, *inter_bw = NULL;
-    const char *to = NULL, *strategy_text = NULL, *alpha = NULL, *bw = NULL, *local = NULL;
-    const char *batch = NULL, *to_dtype = NULL, *backward_dtype_text = NULL;
-    int json = 0, compare = 0, backward = 0;
-    opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, ":h", options, NULL);
-        if (c == -1) break;
-        switch (c) {
-        case 'f': args.placements = optarg; break;
-        case 't': to = optarg; break;
-        case 'S': strategy_text = optarg; break;
-        case 'c': compare = 1; break;
-        case 'j': json = 1; break;
-        case 'a': alpha = optarg; break;
-        case 'b': bw = optarg; break;
-        case 'l': local = optarg; break;
-        case 'B': batch = optarg; break;
-        case 'w': backward = 1; break;
-        case 'T': to_dtype = optarg; break;
-        case 'D': backward_dtype_text = optarg; break;
-        case 'N': nodes_of = optarg; break;
-        case 'A': inter_alpha = optarg; break;
-        case 'G': inter_bw = optarg; break;
-        case 'h': dtr__plan_help(stdout); return DTR_EXIT_OK;
-        default: /* a spec flag, or ':' / '?' */
-            if (dtr_cli_spec_option(c, optarg, &args)) break;
-            return dtr_cli_option_error("plan", c, argv);
-        }
-    }
-    if (optind < argc) return dtr_cli_option_error("plan", 0, argv);
-    dtr_dtype_t backward_dtype = DTR_F32;
-    int brc = dtr_cli_backward_dtype("plan", backward_dtype_text, backward, &backward_dtype);
-    if (brc != DTR_EXIT_OK) return brc;
-    dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
-    if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--strategy");
-    if (compare && strategy_text != NULL)
-        return dtr_cli_usage_error("plan", "--compare shows both strategies; drop --strategy");
-    dtr_cost_model_t cost;
-    if (dtr_cost_model_from_env(&cost) != DTR_OK) return dtr_cli_lib_error("plan", NULL);
-    /* one flag at a time, so the error names the flag */
-    if (dtr_cost_model_set(&cost, alpha, NULL, NULL) != DTR_OK)
+/* The cost model from the environment and the cost flags, each checked on its own so that
+ * an error names its flag. */
+static int dtr__plan_cost(const dtr_cli_change_t *o, dtr_cost_model_t *cost) {
+    if (dtr_cost_model_from_env(cost) != DTR_OK) return dtr_cli_lib_error("plan", NULL);
+    if (dtr_cost_model_set(cost, o->alpha, NULL, NULL) != DTR_OK)
         return dtr_cli_lib_error("plan", "--alpha-us");
-    if (dtr_cost_model_set(&cost, NULL, bw, NULL) != DTR_OK)
+    if (dtr_cost_model_set(cost, NULL, o->bandwidth, NULL) != DTR_OK)
         return dtr_cli_lib_error("plan", "--bandwidth-gbps");
-    if (dtr_cost_model_set(&cost, NULL, NULL, local) != DTR_OK)
+    if (dtr_cost_model_set(cost, NULL, NULL, o->local) != DTR_OK)
         return dtr_cli_lib_error("plan", "--local-gbps");
-    int nrc = dtr__plan_nodes(args.mesh, nodes_of, inter_alpha, inter_bw, &cost);
-    if (nrc != DTR_EXIT_OK) return nrc;
+    return dtr__plan_nodes(o->spec.mesh, o->nodes_of, o->inter_alpha, o->inter_bandwidth, cost);
+}
 
-    if (batch != NULL) {
-        const char *extra = args.shape != NULL ? "--shape" : args.placements != NULL ? "--from"
-                            : to != NULL ? "--to" : args.dtype != NULL ? "--dtype"
-                            : to_dtype != NULL ? "--to-dtype"
-                            : compare ? "--compare" : NULL;
-        if (extra != NULL)
-            return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
-                                               "tensor's shape, dtype and change)", extra);
-        if (backward)
-            return dtr_cli_usage_error("plan", "--backward: not with --batch (plan one tensor's "
-                                               "gradient with --shape, --from and --to)");
-        dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
-        return dtr__plan_batch(&args, batch, &opts, json);
-    }
-    dtr_mesh_t *mesh;
-    dtr_spec_t src, dst;
-    int rc = dtr_cli_build_spec("plan", &args, &mesh, &src);
-    if (rc != DTR_EXIT_OK) return rc;
-    rc = dtr_cli_other_spec("plan", "--to", to, &src, &dst);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("plan", to_dtype, &dst);
-    if (rc != DTR_EXIT_OK) {
-        dtr_mesh_destroy(mesh);
-        return rc;
-    }
+/* --batch with the flags of one change: refused by name. */
+static int dtr__plan_batch_flags(const dtr_cli_change_t *o) {
+    const char *extra = o->spec.shape != NULL ? "--shape" : o->spec.placements != NULL ? "--from"
+                        : o->to != NULL ? "--to" : o->spec.dtype != NULL ? "--dtype"
+                        : o->to_dtype != NULL ? "--to-dtype"
+                        : o->compare ? "--compare" : NULL;
+    if (extra != NULL)
+        return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
+                                           "tensor's shape, dtype and change)", extra);
+    if (o->backward)
+        return dtr_cli_usage_error("plan", "--backward: not with --batch (plan one tensor's "
+                                           "gradient with --shape, --from and --to)");
+    return DTR_EXIT_OK;
+}
 
-    /* plans[0] compat, plans[1] optimal. */
-    dtr_plan_t *plans = malloc(2 * sizeof *plans);
-    if (plans == NULL) {
-        dtr_mesh_destroy(mesh);
-        return dtr_cli_usage_error("plan", "out of memory");
-    }
+/* The plans asked for into plans[0] (compat) and plans[1] (optimal), their statuses and
+ * errors; DTR_EXIT_OK, or the refusal of a --backward whose forward change is refused. */
+static int dtr__plan_make(const dtr_cli_change_t *o, const dtr_spec_t *src, const dtr_spec_t *dst,
+                          const dtr_cost_model_t *cost, dtr_plan_t *plans, dtr_status_t *st,
+                          char (*errors)[600]) {
     /* --backward: no gradient plan for a forward change no strategy plans (S -> P(max) has
      * no backward, though P(max) -> S would plan) */
-    dtr_plan_options_t forward = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
-    if (backward && dtr_plan_create(&src, &dst, &forward, &plans[1]) != DTR_OK) {
-        rc = dtr_cli_plan_error("plan", "--backward: the forward change is refused");
-        free(plans);
-        dtr_mesh_destroy(mesh);
-        return rc;
-    }
-    dtr_status_t st[2] = {DTR_OK, DTR_OK};
-    char errors[2][600] = {"", ""};
+    dtr_plan_options_t forward = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
+    if (o->backward && dtr_plan_create(src, dst, &forward, &plans[1]) != DTR_OK)
+        return dtr_cli_plan_error("plan", "--backward: the forward change is refused");
     for (int k = 0; k < 2; k++) {
         dtr_strategy_t s = k == 0 ? DTR_STRATEGY_COMPAT : DTR_STRATEGY_OPTIMAL;
-        if (!compare && s != strategy) continue;
-        dtr_plan_options_t opts = {.strategy = s, .cost = &cost};
-        if (backward_dtype_text != NULL)
-            st[k] = dtr_plan_backward_in(&src, &dst, backward_dtype, &opts, &plans[k]);
-        else if (backward)
-            st[k] = dtr_plan_backward(&src, &dst, &opts, &plans[k]);
+        st[k] = DTR_OK;
+        errors[k][0] = '\0';
+        if (!o->compare && s != o->strategy) continue;
+        dtr_plan_options_t opts = {.strategy = s, .cost = cost};
+        if (o->backward_dtype_text != NULL)
+            st[k] = dtr_plan_backward_in(src, dst, o->backward_dtype, &opts, &plans[k]);
+        else if (o->backward)
+            st[k] = dtr_plan_backward(src, dst, &opts, &plans[k]);
         else
-            st[k] = dtr_plan_create(&src, &dst, &opts, &plans[k]);
-        if (st[k] != DTR_OK) snprintf(errors[k], sizeof errors[k], "%s", dtr_last_error());
+            st[k] = dtr_plan_create(src, dst, &opts, &plans[k]);
+        if (st[k] != DTR_OK) snprintf(errors[k], 600, "%s", dtr_last_error());
     }
-    rc = DTR_EXIT_OK;
-    int only = strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
+    return DTR_EXIT_OK;
+}
+
+/* Prints what was planned: one plan or both, as text or JSON. */
+static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_plan_t *plans,
+                            const dtr_status_t *st, char (*errors)[600]) {
+    int only = o->strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
     /* the plan reported is the last one made (compat alone, or optimal after compat), so
      * the library's last error is its own */
-    if ((!compare && st[only] != DTR_OK) || (compare && st[1] != DTR_OK)) {
-        rc = dtr_cli_plan_error("plan", NULL);
-    } else if (json && compare) {
+    if ((!o->compare && st[only] != DTR_OK) || (o->compare && st[1] != DTR_OK))
+        return dtr_cli_plan_error("plan", NULL);
+    if (o->json && o->compare) {
         fputs("{\"compat\":", stdout);
         if (st[0] == DTR_OK) {
             dtr_plan_print_json(&plans[0], stdout);
@@ -328,18 +258,54 @@ static int dtr__plan_main(int argc, char **argv) {
         fputs(",\"optimal\":", stdout);
         dtr_plan_print_json(&plans[1], stdout);
         fputs("}\n", stdout);
-    } else if (json) {
+    } else if (o->json) {
         dtr_plan_print_json(&plans[only], stdout);
         fputc('\n', stdout);
-    } else if (compare) {
+    } else if (o->compare) {
         const char *errs[2] = {errors[0], errors[1]};
         dtr__print_compare(stdout, plans, st, errs);
     } else {
         dtr_plan_print(&plans[only], stdout);
     }
+    return DTR_EXIT_OK;
+}
+
+/* One change: its specs, its plans, the report. */
+static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost) {
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    int rc = dtr_cli_build_spec("plan", &o->spec, &mesh, &src);
+    if (rc != DTR_EXIT_OK) return rc;
+    rc = dtr_cli_other_spec("plan", "--to", o->to, &src, &dst);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("plan", o->to_dtype, &dst);
+    dtr_plan_t *plans = NULL; /* [0] compat, [1] optimal */
+    if (rc == DTR_EXIT_OK && (plans = malloc(2 * sizeof *plans)) == NULL)
+        rc = dtr_cli_usage_error("plan", "out of memory");
+    dtr_status_t st[2];
+    char errors[2][600];
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_make(o, &src, &dst, cost, plans, st, errors);
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_report(o, plans, st, errors);
     free(plans);
     dtr_mesh_destroy(mesh);
     return rc;
+}
+
+static int dtr__plan_main(int argc, char **argv) {
+    dtr_cli_change_t o;
+    int rc = dtr_cli_change_parse("plan", DTR_CLI_PLAN, argc, argv, &o);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (o.help) {
+        dtr__plan_help(stdout);
+        return DTR_EXIT_OK;
+    }
+    rc = dtr_cli_change_check("plan", DTR_CLI_PLAN, 1, &o, NULL);
+    dtr_cost_model_t cost;
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_cost(&o, &cost);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (o.batch == NULL) return dtr__plan_one(&o, &cost);
+    rc = dtr__plan_batch_flags(&o);
+    dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};
+    return rc != DTR_EXIT_OK ? rc : dtr__plan_batch(&o.spec, o.batch, &opts, o.json);
 }
 
 const dtr_cli_command_t dtr_cli_plan = {

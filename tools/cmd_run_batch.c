@@ -1,12 +1,12 @@
 /* dtr run --batch: many tensors redistributed together under mpirun, verified element by
  * element, and timed three ways side by side: the batch, the same tensors one plan at a
  * time, and the batch's collectives alone. */
-#include <getopt.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tools/change.h"
 #include "tools/cli.h"
 #include "tools/pattern/pattern.h"
 
@@ -167,15 +167,16 @@ static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, bool verify
                med[2] > 0 ? med[0] / med[2] : 0, (long long)iters);
 }
 
-/* Runs the batch once, checks it (with verify), times it; the body after the flags. */
+/* Runs the batch once, checks it (with --verify), times it; the body after the flags. */
 static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const char *mesh_text,
-                          dtr_fill_t fill, bool verify, bool nonblocking, bool json,
-                          int64_t warmup, int64_t iters, int rank) {
+                          const dtr_cli_change_t *o, int rank) {
+    bool verify = o->verify, nonblocking = o->nonblocking;
+    int64_t iters = o->iters;
     dtr_context_t *ctx = NULL;
     dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
     int rc = DTR_EXIT_FAIL;
-    st = dtr__tensors_fill(t, rank, fill);
+    st = dtr__tensors_fill(t, rank, o->fill);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     st = dtr__batched(ctx, bp, t, nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
@@ -191,10 +192,11 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     double med[3] = {0, 0, 0};
     if (iters > 0) {
-        st = dtr__time(ctx, bp, t, nonblocking, warmup, iters, med);
+        st = dtr__time(ctx, bp, t, nonblocking, o->warmup, iters, med);
         if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     }
-    if (rank == 0) dtr__print(bp, mesh_text, verify, totals[0] == 0, totals[1], med, iters, json);
+    if (rank == 0)
+        dtr__print(bp, mesh_text, verify, totals[0] == 0, totals[1], med, iters, o->json);
     rc = totals[0] == 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
     dtr_context_destroy(ctx);
@@ -202,92 +204,29 @@ done:
 }
 
 int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
-    static const struct option options[] = {
-        DTR_CLI_SPEC_OPTIONS,
-        {"batch", required_argument, NULL, 'B'},
-        {"strategy", required_argument, NULL, 'S'},
-        {"iters", required_argument, NULL, 'i'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"verify", no_argument, NULL, 'v'},
-        {"nonblocking", no_argument, NULL, 'n'},
-        {"json", no_argument, NULL, 'j'},
-        {"fill", required_argument, NULL, 'F'},
-        {"seed", required_argument, NULL, 'E'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    dtr_cli_spec_args_t args = {0};
-    const char *batch = NULL, *strategy_text = NULL, *iters_text = "20", *warmup_text = "3";
-    const char *fill_text = "pattern", *seed_text = NULL;
-    int verify = 0, nonblocking = 0, json = 0;
-    opterr = 0;
-    for (;;) {
-        int c = getopt_long(argc, argv, ":h", options, NULL);
-        if (c == -1) break;
-        switch (c) {
-        case 'B': batch = optarg; break;
-        case 'S': strategy_text = optarg; break;
-        case 'i': iters_text = optarg; break;
-        case 'w': warmup_text = optarg; break;
-        case 'v': verify = 1; break;
-        case 'n': nonblocking = 1; break;
-        case 'j': json = 1; break;
-        case 'F': fill_text = optarg; break;
-        case 'E': seed_text = optarg; break;
-        case 'h': return DTR_EXIT_OK; /* (not reached: cmd_run.c prints the help) */
-        default:
-            if (dtr_cli_spec_option(c, optarg, &args) && c != 's' && c != 'd') break;
-            if (c == 's' || c == 'd')
-                return dtr_cli_usage_error("run", "%s: not with --batch (the file gives each "
-                                                  "tensor's shape and dtype)",
-                                           c == 's' ? "--shape" : "--dtype");
-            if (c == '?' && optopt == 0)
-                return dtr_cli_usage_error("run", "%s: not with --batch (supported with it: "
-                                                  "--mesh, --ranks, --strategy, --iters, "
-                                                  "--warmup, --verify, --nonblocking, --json, "
-                                                  "--fill, --seed)",
-                                           argv[optind - 1]);
-            return dtr_cli_option_error("run", c, argv);
-        }
-    }
-    if (optind < argc) return dtr_cli_option_error("run", 0, argv);
-    int64_t iters, warmup, seed = 1;
-    int rc = dtr_cli_parse_int("run", "--iters", iters_text, 0, 1000000, "a count 0..1000000",
-                               &iters);
-    if (rc == DTR_EXIT_OK)
-        rc = dtr_cli_parse_int("run", "--warmup", warmup_text, 0, 1000000, "a count 0..1000000",
-                               &warmup);
-    if (rc == DTR_EXIT_OK && seed_text != NULL)
-        rc = dtr_cli_parse_int("run", "--seed", seed_text, 0, INT64_MAX, "a seed 0..2^63-1", &seed);
+    dtr_cli_change_t o;
+    int rc = dtr_cli_change_parse("run", DTR_CLI_RUN_BATCH, argc, argv, &o);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_change_check("run", DTR_CLI_RUN_BATCH, world, &o, NULL);
     if (rc != DTR_EXIT_OK) return rc;
-    dtr_fill_t fill = {.kind = DTR_FILL_PATTERN, .seed = (uint64_t)seed};
-    if (strcmp(fill_text, "random") == 0)
-        fill.kind = DTR_FILL_RANDOM;
-    else if (strcmp(fill_text, "pattern") != 0)
-        return dtr_cli_usage_error("run", "--fill: '%s' is not pattern or random", fill_text);
-    dtr_strategy_t strategy = DTR_STRATEGY_OPTIMAL;
-    if (strategy_text != NULL && dtr_strategy_parse(strategy_text, &strategy) != DTR_OK)
-        return dtr_cli_lib_error("run", "--strategy");
     dtr_mesh_t *mesh = NULL;
-    rc = dtr_cli_build_mesh("run", &args, &mesh);
+    rc = dtr_cli_build_mesh("run", &o.spec, &mesh);
     if (rc != DTR_EXIT_OK) return rc;
     dtr__tensors_t t = {0};
     dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", mesh, world);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", batch, mesh, &t.src, &t.dst, &t.n);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, &t.src, &t.dst, &t.n);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;
     uint32_t across, planned;
     if (rc == DTR_EXIT_OK) rc = dtr_cli_node_cost("run", mesh, "auto", &cost, &across, &planned);
-    dtr_plan_options_t opts = {.strategy = strategy, .cost = &cost};
+    dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};
     char what[512];
-    snprintf(what, sizeof what, "--batch %s", batch);
+    snprintf(what, sizeof what, "--batch %s", o.batch);
     if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK)
         rc = dtr_cli_plan_error("run", what);
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */
-        rc = dtr__run_batch(&t, bp, args.mesh, fill, verify, nonblocking, json, warmup, iters,
-                            rank);
+        rc = dtr__run_batch(&t, bp, o.spec.mesh, &o, rank);
     }
     dtr_batch_plan_destroy(bp);
     dtr__tensors_free(&t);

@@ -1,0 +1,238 @@
+/* The flags of dtr plan, dtr run and dtr run --batch: one table, one parser, one check
+ * (change.h). */
+#include "tools/change.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* getopt_long's codes past the characters the spec flags use ('m', 's', 'd', 'r'). */
+enum {
+    OPT_FROM = 256, OPT_TO, OPT_STRATEGY, OPT_JSON, OPT_BATCH, OPT_BACKWARD, OPT_TO_DTYPE,
+    OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
+    OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
+    OPT_INJECT, OPT_DUMP, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
+};
+
+#define ALL (DTR_CLI_PLAN | DTR_CLI_RUN | DTR_CLI_RUN_BATCH)
+#define RUNS (DTR_CLI_RUN | DTR_CLI_RUN_BATCH)
+#define SINGLE (DTR_CLI_PLAN | DTR_CLI_RUN)
+
+/* The table: each flag, and the commands that take it. */
+static const struct {
+    struct option opt;
+    unsigned who;
+} dtr__flags[] = {
+    {{"mesh", required_argument, NULL, 'm'}, ALL},
+    {{"ranks", required_argument, NULL, 'r'}, ALL},
+    {{"shape", required_argument, NULL, 's'}, SINGLE}, /* (run --batch names why not) */
+    {{"dtype", required_argument, NULL, 'd'}, SINGLE},
+    {{"from", required_argument, NULL, OPT_FROM}, SINGLE},
+    {{"to", required_argument, NULL, OPT_TO}, SINGLE},
+    {{"to-dtype", required_argument, NULL, OPT_TO_DTYPE}, SINGLE},
+    {{"strategy", required_argument, NULL, OPT_STRATEGY}, ALL},
+    {{"json", no_argument, NULL, OPT_JSON}, ALL},
+    {{"batch", required_argument, NULL, OPT_BATCH}, ALL},
+    {{"backward", no_argument, NULL, OPT_BACKWARD}, SINGLE},
+    {{"backward-dtype", required_argument, NULL, OPT_BACKWARD_DTYPE}, SINGLE},
+    {{"nodes-of", required_argument, NULL, OPT_NODES_OF}, SINGLE},
+    {{"compare", no_argument, NULL, OPT_COMPARE}, DTR_CLI_PLAN},
+    {{"alpha-us", required_argument, NULL, OPT_ALPHA}, DTR_CLI_PLAN},
+    {{"bandwidth-gbps", required_argument, NULL, OPT_BANDWIDTH}, DTR_CLI_PLAN},
+    {{"local-gbps", required_argument, NULL, OPT_LOCAL}, DTR_CLI_PLAN},
+    {{"inter-alpha-us", required_argument, NULL, OPT_INTER_ALPHA}, DTR_CLI_PLAN},
+    {{"inter-bandwidth-gbps", required_argument, NULL, OPT_INTER_BANDWIDTH}, DTR_CLI_PLAN},
+    {{"iters", required_argument, NULL, OPT_ITERS}, RUNS},
+    {{"warmup", required_argument, NULL, OPT_WARMUP}, RUNS},
+    {{"verify", no_argument, NULL, OPT_VERIFY}, RUNS},
+    {{"nonblocking", no_argument, NULL, OPT_NONBLOCKING}, RUNS},
+    {{"fill", required_argument, NULL, OPT_FILL}, RUNS},
+    {{"seed", required_argument, NULL, OPT_SEED}, RUNS},
+    {{"inject-mismatch", required_argument, NULL, OPT_INJECT}, DTR_CLI_RUN},
+    {{"dump", required_argument, NULL, OPT_DUMP}, DTR_CLI_RUN},
+    {{"backend", required_argument, NULL, OPT_BACKEND}, DTR_CLI_RUN},
+    {{"device", required_argument, NULL, OPT_DEVICE}, DTR_CLI_RUN},
+    {{"input", required_argument, NULL, OPT_INPUT}, DTR_CLI_RUN},
+    {{"buffers", required_argument, NULL, OPT_BUFFERS}, DTR_CLI_RUN},
+    {{"help", no_argument, NULL, 'h'}, ALL},
+};
+#define DTR__NFLAGS ((int)(sizeof dtr__flags / sizeof dtr__flags[0]))
+
+bool dtr_cli_change_is_batch(int argc, char **argv) {
+    bool batch = false, help = false;
+    for (int k = 1; k < argc; k++) {
+        batch = batch || strcmp(argv[k], "--batch") == 0 || strncmp(argv[k], "--batch=", 8) == 0;
+        help = help || strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0;
+    }
+    return batch && !help;
+}
+
+/* Stores a flag's value (the spec flags through dtr_cli_spec_option). */
+static void dtr__store(dtr_cli_change_t *o, int c, const char *v) {
+    switch (c) {
+    case OPT_FROM: o->spec.placements = v; break;
+    case OPT_TO: o->to = v; break;
+    case OPT_TO_DTYPE: o->to_dtype = v; break;
+    case OPT_STRATEGY: o->strategy_text = v; break;
+    case OPT_JSON: o->json = true; break;
+    case OPT_BATCH: o->batch = v; break;
+    case OPT_BACKWARD: o->backward = true; break;
+    case OPT_BACKWARD_DTYPE: o->backward_dtype_text = v; break;
+    case OPT_NODES_OF: o->nodes_of = v; break;
+    case OPT_COMPARE: o->compare = true; break;
+    case OPT_ALPHA: o->alpha = v; break;
+    case OPT_BANDWIDTH: o->bandwidth = v; break;
+    case OPT_LOCAL: o->local = v; break;
+    case OPT_INTER_ALPHA: o->inter_alpha = v; break;
+    case OPT_INTER_BANDWIDTH: o->inter_bandwidth = v; break;
+    case OPT_ITERS: o->iters_text = v; break;
+    case OPT_WARMUP: o->warmup_text = v; break;
+    case OPT_VERIFY: o->verify = true; break;
+    case OPT_NONBLOCKING: o->nonblocking = true; break;
+    case OPT_INJECT: o->inject_text = v; break;
+    case OPT_DUMP: o->dump = v; break;
+    case OPT_BACKEND: o->backend = v; break;
+    case OPT_DEVICE: o->device = v; break;
+    case OPT_FILL: o->fill_text = v; break;
+    case OPT_SEED: o->seed_text = v; break;
+    case OPT_INPUT: o->input = v; break;
+    case OPT_BUFFERS: o->buffers = v; break;
+    case 'h': o->help = true; break;
+    default: dtr_cli_spec_option(c, v, &o->spec); break;
+    }
+}
+
+/* A flag the table knows that `who` does not take: run --batch names what it takes. */
+static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name) {
+    if (who == DTR_CLI_RUN_BATCH && (c == 's' || c == 'd'))
+        return dtr_cli_usage_error(cmd, "--%s: not with --batch (the file gives each tensor's "
+                                        "shape and dtype)", name);
+    if (who == DTR_CLI_RUN_BATCH)
+        return dtr_cli_usage_error(cmd, "--%s: not with --batch (supported with it: --mesh, "
+                                        "--ranks, --strategy, --iters, --warmup, --verify, "
+                                        "--nonblocking, --json, --fill, --seed)", name);
+    return dtr_cli_usage_error(cmd, "unknown option '--%s' (see 'dtr %s --help')", name, cmd);
+}
+
+int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
+                         dtr_cli_change_t *o) {
+    memset(o, 0, sizeof *o);
+    o->spec.placements_flag = "--from";
+    if (who & RUNS) {
+        o->iters_text = "20";
+        o->warmup_text = "3";
+        o->fill_text = "pattern";
+        o->backend = "mpi";
+        o->buffers = "private";
+        o->nodes_of = "auto";
+    }
+    struct option options[DTR__NFLAGS + 1];
+    for (int k = 0; k < DTR__NFLAGS; k++) options[k] = dtr__flags[k].opt;
+    options[DTR__NFLAGS] = (struct option){NULL, 0, NULL, 0};
+    opterr = 0;
+    for (;;) {
+        int index = -1;
+        int c = getopt_long(argc, argv, ":h", options, &index);
+        if (c == -1) break;
+        if (c == ':' || c == '?') {
+            if (who == DTR_CLI_RUN_BATCH && c == '?' && optopt == 0)
+                return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "
+                                                "--mesh, --ranks, --strategy, --iters, "
+                                                "--warmup, --verify, --nonblocking, --json, "
+                                                "--fill, --seed)", argv[optind - 1]);
+            return dtr_cli_option_error(cmd, c, argv);
+        }
+        if (index < 0) /* (-h) */
+            for (index = 0; dtr__flags[index].opt.val != c; index++) continue;
+        if (!(dtr__flags[index].who & who))
+            return dtr__not_here(cmd, who, c, dtr__flags[index].opt.name);
+        dtr__store(o, c, optarg);
+        if (o->help) return DTR_EXIT_OK;
+    }
+    if (optind < argc) return dtr_cli_option_error(cmd, 0, argv);
+    return DTR_EXIT_OK;
+}
+
+/* --fill and --seed, and where they meet --input. */
+static int dtr__fill_check(const char *cmd, unsigned who, dtr_cli_change_t *o) {
+    o->fill = (dtr_fill_t){.kind = DTR_FILL_PATTERN, .seed = 1};
+    if (o->seed_text != NULL) {
+        int64_t seed;
+        int rc = dtr_cli_parse_int(cmd, "--seed", o->seed_text, 0, INT64_MAX, "a seed 0..2^63-1",
+                                   &seed);
+        if (rc != DTR_EXIT_OK) return rc;
+        o->fill.seed = (uint64_t)seed;
+    }
+    if (strcmp(o->fill_text, "random") == 0)
+        o->fill.kind = DTR_FILL_RANDOM;
+    else if (strcmp(o->fill_text, "pattern") != 0)
+        return dtr_cli_usage_error(cmd, "--fill: '%s' is not pattern or random", o->fill_text);
+    if (who != DTR_CLI_RUN) return DTR_EXIT_OK; /* (a batch seeds tensor k's pattern with S + k) */
+    if (o->seed_text != NULL && o->fill.kind != DTR_FILL_RANDOM)
+        return dtr_cli_usage_error(cmd, "--seed: seeds the random fill only (add --fill "
+                                        "random)");
+    if (o->input != NULL && o->fill.kind == DTR_FILL_RANDOM)
+        return dtr_cli_usage_error(cmd, "--input: reads the source blocks; --fill random "
+                                        "fills them: pick one");
+    if (o->input != NULL) o->fill.kind = DTR_FILL_GIVEN;
+    return DTR_EXIT_OK;
+}
+
+static bool dtr__is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* dtr run's own flags after the counts and the fill: the engine, the buffers, the
+ * directories. */
+static int dtr__run_flags(const char *cmd, dtr_cli_change_t *o, dtr_cli_engine_t *engine) {
+    int rc = dtr_cli_engine_args(cmd, o->backend, o->device, engine);
+    if (rc != DTR_EXIT_OK) return rc;
+    o->device = engine->device;
+    o->shared = strcmp(o->buffers, "shared") == 0;
+    if (!o->shared && strcmp(o->buffers, "private") != 0)
+        return dtr_cli_usage_error(cmd, "--buffers: '%s' is not private or shared", o->buffers);
+    if (o->shared && (engine->cuda || engine->nccl))
+        return dtr_cli_usage_error(cmd, "--buffers shared: the MPI backend on CPU buffers "
+                                        "only (--backend mpi --device cpu)");
+    if (o->dump != NULL && !dtr__is_dir(o->dump))
+        return dtr_cli_usage_error(cmd, "--dump: '%s' is not an existing directory", o->dump);
+    if (o->input != NULL && !dtr__is_dir(o->input))
+        return dtr_cli_usage_error(cmd, "--input: '%s' is not an existing directory", o->input);
+    return DTR_EXIT_OK;
+}
+
+/* --iters, --warmup and --inject-mismatch. */
+static int dtr__counts_check(const char *cmd, int world, dtr_cli_change_t *o) {
+    int rc = dtr_cli_parse_int(cmd, "--iters", o->iters_text, 0, 1000000, "a count 0..1000000",
+                               &o->iters);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_parse_int(cmd, "--warmup", o->warmup_text, 0, 1000000, "a count 0..1000000",
+                               &o->warmup);
+    o->inject = -1;
+    if (rc == DTR_EXIT_OK && o->inject_text != NULL) {
+        char what[48];
+        snprintf(what, sizeof what, "a rank 0..%d", world - 1);
+        rc = dtr_cli_parse_int(cmd, "--inject-mismatch", o->inject_text, 0, world - 1, what,
+                               &o->inject);
+    }
+    return rc;
+}
+
+int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,
+                         dtr_cli_engine_t *engine) {
+    o->backward_dtype = DTR_F32;
+    int rc = dtr_cli_backward_dtype(cmd, o->backward_dtype_text, o->backward, &o->backward_dtype);
+    if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__counts_check(cmd, world, o);
+    if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__fill_check(cmd, who, o);
+    if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN) rc = dtr__run_flags(cmd, o, engine);
+    if (rc != DTR_EXIT_OK) return rc;
+    o->strategy = DTR_STRATEGY_OPTIMAL;
+    if (o->strategy_text != NULL && dtr_strategy_parse(o->strategy_text, &o->strategy) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--strategy");
+    if (o->compare && o->strategy_text != NULL)
+        return dtr_cli_usage_error(cmd, "--compare shows both strategies; drop --strategy");
+    return DTR_EXIT_OK;
+}

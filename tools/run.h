@@ -1,0 +1,87 @@
+/*
+ * One `dtr run` of a single change, in phases over one state: cmd_run.c parses the flags
+ * (change.h), sets up the specs, the plan, the context and the buffers, runs the plan and
+ * times it; run_check.c fills the sources, checks the results on every rank and runs the
+ * backward plan; run_report.c prints the result as text or JSON on rank 0.
+ */
+#ifndef DTR_TOOLS_RUN_H
+#define DTR_TOOLS_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tools/change.h"
+#include "tools/cli.h"
+#include "tools/pattern/pattern.h"
+
+/* One rank's check: its report, and whether its input was written. */
+typedef struct {
+    dtr_pattern_report_t rep;
+    int64_t input_changed;
+} dtr_cli_verdict_t;
+
+/* Where the source values come from: --fill, or --input (every rank's block loaded for
+ * --verify). */
+typedef struct {
+    dtr_fill_t fill;
+    const char *input;          /* --input DIR, or NULL */
+    dtr_fill_blocks_t *blocks;  /* every rank's block, for --verify with --input */
+} dtr_cli_source_t;
+
+typedef struct {
+    const dtr_cli_change_t *o;
+    int rank, world;
+    dtr_cli_engine_t eng;
+    /* the change */
+    dtr_mesh_t *mesh;
+    dtr_spec_t src, dst;
+    dtr_cost_model_t cost;
+    dtr_plan_options_t opts;
+    uint32_t across, planned_across; /* mesh dims that cross nodes; planned as crossing */
+    dtr_plan_t *plan;
+    dtr_plan_t *bplan; /* --backward */
+    /* this rank's side */
+    dtr_context_t *ctx;
+    bool inside; /* the rank is in the mesh */
+    size_t in_bytes, out_bytes;
+    unsigned char *in, *copy, *out; /* host buffers: source, its copy, result */
+    void *din, *dout;               /* what the run reads and writes (device or shared) */
+    void *sin, *sout;               /* --buffers shared: the context's allocations */
+    double *times;                  /* 2 x iters: the run's, then the baseline's */
+    dtr_cli_source_t data;
+    /* the verdicts, over every rank (rank 0) */
+    dtr_cli_verdict_t *all; /* each rank's forward verdict (rank 0) */
+    dtr_cli_verdict_t fwd, bwd;
+    int first_bad;          /* the first rank whose forward check failed, or -1 */
+    bool ok;                /* verified forward and backward (or no --verify) */
+    /* the timing and the paths the MPI backend took */
+    double med, base;
+    bool mpi;
+    long long paths[7];
+    int steps_across;
+} dtr_cli_run_t;
+
+/* run_check.c */
+/* Fills this rank's block of spec (the forward source, or the gradient with suffix
+ * "grad_in"), and with verify loads what the check needs. */
+dtr_status_t dtr_cli_source_fill(dtr_cli_source_t *d, const dtr_spec_t *spec, const char *suffix,
+                                 int rank, bool verify, void *buf, size_t bytes);
+/* --dump: bytes to DIR/rank<R>.<what> (nothing for dir NULL); prints the error and returns
+ * false on failure. */
+bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, size_t n);
+/* Whether ok holds on every rank (collective). */
+bool dtr_cli_all_true(bool ok);
+/* The forward result: dumped, checked on every rank (--verify), the verdicts gathered on
+ * rank 0 (r->all, r->fwd, r->first_bad). Collective; false where a rank failed (it said
+ * why). */
+bool dtr_cli_run_check(dtr_cli_run_t *r);
+/* --backward: the gradient's plan made, run and checked (r->bplan, r->bwd). Collective;
+ * false where a rank failed. */
+bool dtr_cli_run_backward(dtr_cli_run_t *r);
+
+/* run_report.c: the result on rank 0 (text, or one JSON object), and the failure lines on
+ * stderr. */
+void dtr_cli_run_report(const dtr_cli_run_t *r);
+
+#endif
