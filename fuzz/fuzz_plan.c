@@ -2,7 +2,7 @@
  * libFuzzer harness for planning: random specs on meshes of 1 to 3 dims (sizes 1..4), uneven
  * shapes with empty shards, every placement kind, shard orders, both strategies. A plan that is made must
  * turn the source layout into the target layout when the reference interpreter
- * (tests/redistribute/interp.c) runs it on virtual ranks, and the optimal plan must not
+ * (tests/support/interp.c) runs it on virtual ranks, and the optimal plan must not
  * receive fewer bytes than the lower bound or model more time than compat's. A refusal must
  * be a known error with a detail. Printing the plan must work.
  */
@@ -12,7 +12,7 @@
 
 #include "dtr.h"
 #include "fuzz/fuzz_util.h"
-#include "tests/redistribute/interp.h"
+#include "tests/support/interp.h"
 
 static FILE *devnull;
 

@@ -56,13 +56,13 @@ flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer
 
 # The library without the MPI backend (the harnesses never communicate), plus the reference
 # interpreter, built once per run into objects.
-srcs=(core/*.c placement/*.c dtensor/*.c autograd/*.c tests/redistribute/interp.c)
+srcs=(core/*.c placement/*.c dtensor/*.c autograd/*.c tests/support/interp.c)
 for f in redistribute/planner/*.c redistribute/executor/*.c; do srcs+=("$f"); done
 objs=()
 for f in "${srcs[@]}"; do
     o="$build/obj/${f//\//_}.o"
     objs+=("$o")
-    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor redistribute autograd tests/redistribute -name '*.h' -newer "$o" -print -quit)" ]; then
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor redistribute autograd tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
         "$cc" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$f" -o "$o" || {
             echo "fuzz: build of $f failed: 0 passed, 1 failed"
             exit 1

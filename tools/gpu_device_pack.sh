@@ -22,7 +22,7 @@ case "$dir" in
     exit 2
     ;;
 esac
-bazel build -c opt //tools:dtr //bench:cuda_bench //tests/redistribute:mpi_exec_test_bin \
+bazel build -c opt //tools:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_bin \
     //tests/autograd:premul_mpi_test_bin >/dev/null
 ldd bazel-bin/tools/dtr | grep -q libcudart || {
     echo "gpu_device_pack: bazel-bin/tools/dtr was built without CUDA (nvcc not found?)" >&2
@@ -33,7 +33,7 @@ rm -rf "$dir/bin" "$dir/lib" "$dir/root" "$dir/run.sh"
 mkdir -p "$dir/bin" "$dir/lib" "$dir/root/usr/lib/x86_64-linux-gnu" "$dir/root/usr/bin" \
     "$dir/root/etc" "$dir/root/usr/share"
 cp -L bazel-bin/tools/dtr bazel-bin/bench/cuda_bench \
-    bazel-bin/tests/redistribute/mpi_exec_test_bin \
+    bazel-bin/tests/redistribute/executor/mpi_exec_test_bin \
     bazel-bin/tests/autograd/premul_mpi_test_bin "$dir/bin/"
 cp -L /usr/local/cuda/lib64/libcudart.so.13 "$dir/lib/"
 lib=/usr/lib/x86_64-linux-gnu
@@ -68,7 +68,7 @@ grep -E "FAIL|passed|skipped" "\$OUT/premul_cuda.txt" | tail -8
 fi
 if [[ \$parts == *" exec "* ]]; then
 echo "== mpi_exec_gpu_test"
-timeout 200 bash tests/redistribute/mpi_exec_gpu_test.sh $dir/bin/mpi_exec_test_bin \\
+timeout 200 bash tests/redistribute/executor/mpi_exec_gpu_test.sh $dir/bin/mpi_exec_test_bin \\
     >"\$OUT/gpu_test.txt" 2>&1; echo "exit \$?"
 grep -E "plans on|all runs|FAIL" "\$OUT/gpu_test.txt" | tail -12
 fi

@@ -67,11 +67,11 @@ trap 'rm -f "$summary"' EXIT
 
 # The multi-rank suites the nodes part runs over simulated nodes.
 node_targets=(
-    //tests/redistribute:mpi_exec_test //tests/redistribute:mpi_exec_staged_test
-    //tests/redistribute:mpi_exec_slices_test //tests/redistribute:mpi_exec_errors_test
-    //tests/redistribute:mpi_batch_test //tests/redistribute:mpi_batch_staged_test
-    //tests/redistribute:mpi_batch_spans_test //tests/redistribute:mpi_batch_packed_test
-    //tests/redistribute:mpi_shm_test //tests/redistribute:mpi_shm_reduce_test
+    //tests/redistribute/executor:mpi_exec_test //tests/redistribute/executor:mpi_exec_staged_test
+    //tests/redistribute/executor:mpi_exec_slices_test //tests/redistribute/executor:mpi_exec_errors_test
+    //tests/redistribute/executor:mpi_batch_test //tests/redistribute/executor:mpi_batch_staged_test
+    //tests/redistribute/executor:mpi_batch_spans_test //tests/redistribute/executor:mpi_batch_packed_test
+    //tests/redistribute/mpi:mpi_shm_test //tests/redistribute/mpi:mpi_shm_reduce_test
     //tests/autograd:grad_mpi_test //tests/autograd:group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
 )
@@ -137,7 +137,7 @@ suite() {
     failed=$((failed + f))
 }
 
-# The paths every nodes run printed (tests/mpi_paths.h), summed: shared memory must have
+# The paths every nodes run printed (tests/support/mpi_paths.h), summed: shared memory must have
 # carried operations inside the nodes and MPI across them, or the part counts a failure.
 node_paths() {
     local logs sums
@@ -188,7 +188,7 @@ for part in $parts; do
         # the reductions again over 3 nodes, where the order across nodes shows in the bits
         # (with 2, swapping the two node results gives the same sum)
         suite nodes-3 "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 3" \
-            --test_env=DTR_CASES_DIV=5 -- //tests/redistribute:mpi_shm_reduce_test
+            --test_env=DTR_CASES_DIV=5 -- //tests/redistribute/mpi:mpi_shm_reduce_test
         ;;
     nocuda)
         echo "== nocuda: bazel build --config=nocuda //..."
@@ -201,7 +201,7 @@ for part in $parts; do
         # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test,
         # absent under nocuda, is left out) and the CLI's (its device choice changes)
         if pick_tests nocuda 'rdeps(//..., //redistribute/cuda:* + //redistribute/nccl:*) +
-                //tests/tools:*' //tests/redistribute:mpi_exec_gpu_test; then
+                //tests/tools:*' //tests/redistribute/executor:mpi_exec_gpu_test; then
             suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;
@@ -210,7 +210,7 @@ for part in $parts; do
     # issues a reduce-scatter time out, and under MPICH one fewer does (docs/integration.md,
     # "MPICH"); every other multi-rank test runs.
     mpich)
-        if pick_tests mpich 'rdeps(//..., @mpi//:*)' //tests/redistribute:mpi_exec_errors_test; then
+        if pick_tests mpich 'rdeps(//..., @mpi//:*)' //tests/redistribute/executor:mpi_exec_errors_test; then
             suite mpich --config=mpich --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;

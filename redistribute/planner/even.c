@@ -7,7 +7,7 @@
  * values classes.c finds in about the sum of the mesh dims' sizes.
  *
  * Each function gives exactly what visiting every rank gives (plan.c's loops, kept for the
- * layouts that are not even); tests/redistribute/test_plan_classes.c compares the two on
+ * layouts that are not even); tests/redistribute/planner/test_plan_classes.c compares the two on
  * random changes.
  */
 #include <string.h>

@@ -15,12 +15,12 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "tests/mpi_check.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_check.h"
+#include "tests/support/mpi_paths.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/autograd/recording_backend.h"
-#include "tests/redistribute/fake_device.h"
+#include "tests/support/recording_backend.h"
+#include "tests/support/fake_device.h"
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -247,68 +247,9 @@ static int reducer_case(const rcase_t *c, const char *what, float *wrong_out, in
     return ok;
 }
 
-static void test_reducer(void) {
-    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16, DTR_F64};
-    char what[200];
-    for (int i = 0; i < 4; i++) {
-        rcase_t fsdp = {.shard = 0x3, .ndim = 1, .shape = {1003}, .reduce = types[i],
-                        .microbatches = 1};
-        snprintf(what, sizeof what, "FSDP over 8, 1003 elements (uneven), reduce %s",
-                 dtr_dtype_name(types[i]));
-        check(reducer_case(&fsdp, what, NULL, NULL), what);
-        rcase_t later = {.shard = 0x3, .ndim = 3, .shape = {3, 11, 5}, .shard_dim = 1,
-                         .reduce = types[i], .microbatches = 1};
-        snprintf(what, sizeof what, "FSDP over 8, 3x11x5 sharded on dim 1, reduce %s",
-                 dtr_dtype_name(types[i]));
-        check(reducer_case(&later, what, NULL, NULL), what);
-        rcase_t hsdp = {.shard = 0x2, .rep = 0x1, .ndim = 2, .shape = {10, 7},
-                        .reduce = types[i], .microbatches = 1};
-        snprintf(what, sizeof what, "HSDP 2x4, 10x7, reduce %s", dtr_dtype_name(types[i]));
-        check(reducer_case(&hsdp, what, NULL, NULL), what);
-    }
-    for (int i = 0; i < 4; i++) {
-        rcase_t ar = {.shard = 0, .rep = 0x3, .ndim = 2, .shape = {9, 5}, .reduce = types[i],
-                      .microbatches = 2};
-        snprintf(what, sizeof what, "FSDP all-reduce variant (no shard group), reduce %s",
-                 dtr_dtype_name(types[i]));
-        check(reducer_case(&ar, what, NULL, NULL), what);
-    }
-    rcase_t tiny = {.shard = 0x3, .ndim = 1, .shape = {3}, .reduce = DTR_F32, .microbatches = 2};
-    check(reducer_case(&tiny, "FSDP, 3 elements on 8 ranks (5 empty shards)", NULL, NULL),
-          "FSDP with empty shards");
-    rcase_t user = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_F32,
-                    .microbatches = 1, .factor = 4};
-    check(reducer_case(&user, "HSDP, user factor 4", NULL, NULL),
-          "user factor 4: the sum over 8 ranks divided by 4");
-    rcase_t fsum = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_BF16,
-                    .microbatches = 1, .force_sum = true};
-    nrecs = 0;
-    check(reducer_case(&fsum, "HSDP bf16, force SUM", NULL, NULL), "force SUM: exact mean");
-    check(nrecs == 2 && recs[0].op == DTR_REDUCE_SUM && recs[1].op == DTR_REDUCE_SUM,
-          "force SUM: both collectives SUM");
-
-    /* HSDP gradient accumulation: 2 microbatches on 2x4, exactly the mean over 8 ranks and
-     * both microbatches; the collectives run RS, RS, AR (accumulate, then all-reduce); and
-     * the result is not what the wrong order would give. */
-    static const dtr_dtype_t acc_types[] = {DTR_F32, DTR_BF16, DTR_F16};
-    for (int i = 0; i < 3; i++) {
-        rcase_t acc = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {1000}, .reduce = acc_types[i],
-                       .microbatches = 2};
-        int differs = 0;
-        nrecs = 0;
-        snprintf(what, sizeof what, "HSDP accumulation, 2 microbatches, reduce %s",
-                 dtr_dtype_name(acc_types[i]));
-        check(reducer_case(&acc, what, NULL, &differs), what);
-        int order = nrecs == 3 && recs[0].kind == 'r' && recs[1].kind == 'r' &&
-                    recs[2].kind == 'a' && recs[0].count == 250 && recs[2].count == 250 &&
-                    recs[0].dtype == acc_types[i];
-        snprintf(what, sizeof what,
-                 "HSDP accumulation (%s): reduce-scatter, reduce-scatter, then one all-reduce",
-                 dtr_dtype_name(acc_types[i]));
-        check(order, what);
-        check(differs, "HSDP accumulation: the result differs from the all-reduce-first order");
-    }
-
+/* The reducer's run-time factors, its errors at create naming the field, and bad calls on
+ * one rank that every rank returns from. */
+static void test_reducer_setup(void) {
     /* The factors the reducer picked at run time, from the groups it uses. */
     dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1, .ndim = 1,
                             .shape = {16}, .param_dtype = DTR_F32, .reduce_dtype = DTR_F16};
@@ -392,6 +333,72 @@ static void test_reducer(void) {
     for (int k = 0; k < 4 && good; k++) good = out[k] == group_mean(0x3, index * 4 + k, 0, 1);
     check(good, "reducer: after the errors, the next reduction is exact");
     dtr_reducer_destroy(r);
+}
+
+
+static void test_reducer(void) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16, DTR_F64};
+    char what[200];
+    for (int i = 0; i < 4; i++) {
+        rcase_t fsdp = {.shard = 0x3, .ndim = 1, .shape = {1003}, .reduce = types[i],
+                        .microbatches = 1};
+        snprintf(what, sizeof what, "FSDP over 8, 1003 elements (uneven), reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&fsdp, what, NULL, NULL), what);
+        rcase_t later = {.shard = 0x3, .ndim = 3, .shape = {3, 11, 5}, .shard_dim = 1,
+                         .reduce = types[i], .microbatches = 1};
+        snprintf(what, sizeof what, "FSDP over 8, 3x11x5 sharded on dim 1, reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&later, what, NULL, NULL), what);
+        rcase_t hsdp = {.shard = 0x2, .rep = 0x1, .ndim = 2, .shape = {10, 7},
+                        .reduce = types[i], .microbatches = 1};
+        snprintf(what, sizeof what, "HSDP 2x4, 10x7, reduce %s", dtr_dtype_name(types[i]));
+        check(reducer_case(&hsdp, what, NULL, NULL), what);
+    }
+    for (int i = 0; i < 4; i++) {
+        rcase_t ar = {.shard = 0, .rep = 0x3, .ndim = 2, .shape = {9, 5}, .reduce = types[i],
+                      .microbatches = 2};
+        snprintf(what, sizeof what, "FSDP all-reduce variant (no shard group), reduce %s",
+                 dtr_dtype_name(types[i]));
+        check(reducer_case(&ar, what, NULL, NULL), what);
+    }
+    rcase_t tiny = {.shard = 0x3, .ndim = 1, .shape = {3}, .reduce = DTR_F32, .microbatches = 2};
+    check(reducer_case(&tiny, "FSDP, 3 elements on 8 ranks (5 empty shards)", NULL, NULL),
+          "FSDP with empty shards");
+    rcase_t user = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_F32,
+                    .microbatches = 1, .factor = 4};
+    check(reducer_case(&user, "HSDP, user factor 4", NULL, NULL),
+          "user factor 4: the sum over 8 ranks divided by 4");
+    rcase_t fsum = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {64}, .reduce = DTR_BF16,
+                    .microbatches = 1, .force_sum = true};
+    nrecs = 0;
+    check(reducer_case(&fsum, "HSDP bf16, force SUM", NULL, NULL), "force SUM: exact mean");
+    check(nrecs == 2 && recs[0].op == DTR_REDUCE_SUM && recs[1].op == DTR_REDUCE_SUM,
+          "force SUM: both collectives SUM");
+
+    /* HSDP gradient accumulation: 2 microbatches on 2x4, exactly the mean over 8 ranks and
+     * both microbatches; the collectives run RS, RS, AR (accumulate, then all-reduce); and
+     * the result is not what the wrong order would give. */
+    static const dtr_dtype_t acc_types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    for (int i = 0; i < 3; i++) {
+        rcase_t acc = {.shard = 0x2, .rep = 0x1, .ndim = 1, .shape = {1000}, .reduce = acc_types[i],
+                       .microbatches = 2};
+        int differs = 0;
+        nrecs = 0;
+        snprintf(what, sizeof what, "HSDP accumulation, 2 microbatches, reduce %s",
+                 dtr_dtype_name(acc_types[i]));
+        check(reducer_case(&acc, what, NULL, &differs), what);
+        int order = nrecs == 3 && recs[0].kind == 'r' && recs[1].kind == 'r' &&
+                    recs[2].kind == 'a' && recs[0].count == 250 && recs[2].count == 250 &&
+                    recs[0].dtype == acc_types[i];
+        snprintf(what, sizeof what,
+                 "HSDP accumulation (%s): reduce-scatter, reduce-scatter, then one all-reduce",
+                 dtr_dtype_name(acc_types[i]));
+        check(order, what);
+        check(differs, "HSDP accumulation: the result differs from the all-reduce-first order");
+    }
+
+    test_reducer_setup();
 }
 
 /* ---- factors ------------------------------------------------------------------------ */

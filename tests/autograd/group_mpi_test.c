@@ -18,10 +18,10 @@
 #include "dtr.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/autograd/recording_backend.h"
-#include "tests/mpi_check.h"
-#include "tests/mpi_paths.h"
-#include "tests/redistribute/fake_device.h"
+#include "tests/support/recording_backend.h"
+#include "tests/support/mpi_check.h"
+#include "tests/support/mpi_paths.h"
+#include "tests/support/fake_device.h"
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
 static dtr_context_t *ctx;
@@ -609,6 +609,70 @@ static void dbufs_back(dbufs_t *d, bufs_t *b, bool free_them) {
     }
 }
 
+/* The pipeline over two groups on the device context dctx. */
+static void device_pipeline(dtr_context_t *dctx) {
+    dtr_param_group_t *g0 = make_group(mixed, 3, 0x2, 0x1, DTR_BF16, 0, false);
+    dtr_param_group_t *g1 = make_group(&mixed[3], 3, 0x2, 0x1, DTR_BF16, 0, false);
+    bufs_t b0, b1;
+    dbufs_t d0, d1;
+    bufs_make(&b0, mixed, 3, 0x2);
+    bufs_make(&b1, &mixed[3], 3, 0x2);
+    bufs_fill(&b0, mixed, 0, 0, 1);
+    bufs_fill(&b1, &mixed[3], 3, 0, 1);
+    dbufs_make(&d0, &b0);
+    dbufs_make(&d1, &b1);
+    dtr_grad_pipeline_t *p = NULL;
+    int ok = dtr_grad_pipeline_create(dctx, &p) == DTR_OK &&
+             dtr_grad_pipeline_push(p, g1, (const void *const *)d1.grads, b1.grad_bytes,
+                                    true, d1.outs, b1.out_bytes) == DTR_OK &&
+             dtr_grad_pipeline_push(p, g0, (const void *const *)d0.grads, b0.grad_bytes,
+                                    true, d0.outs, b0.out_bytes) == DTR_OK &&
+             dtr_grad_pipeline_finish(p) == DTR_OK;
+    dbufs_back(&d0, &b0, true);
+    dbufs_back(&d1, &b1, true);
+    check(ok && bufs_check(&b0, mixed, 0, 1, 8, "device pipeline") &&
+              bufs_check(&b1, &mixed[3], 3, 1, 8, "device pipeline"),
+          "device: the pipeline over two groups, exact");
+    dtr_grad_pipeline_destroy(p);
+    bufs_free(&b0);
+    bufs_free(&b1);
+    dtr_param_group_destroy(g0);
+    dtr_param_group_destroy(g1);
+}
+
+/* The foreach all-gather of the mixed params on the device context (ctx). */
+static void device_all_gather(void) {
+    dtr_param_group_t *g = make_group(mixed, NMIXED, 0x3, 0, DTR_F32, 0, false);
+    const dtr_memory_ops_t *m = fake_device_ops();
+    void *in[NMIXED], *full[NMIXED];
+    size_t in_bytes[NMIXED], full_bytes[NMIXED];
+    int ok = g != NULL;
+    for (int i = 0; i < NMIXED; i++) {
+        geo_t e = geo(&mixed[i], 0x3);
+        in_bytes[i] = (size_t)e.shard * e.item;
+        full_bytes[i] = (size_t)e.numel * e.item;
+        m->alloc(NULL, (int64_t)in_bytes[i] + 1, &in[i]);
+        m->alloc(NULL, (int64_t)full_bytes[i] + 1, &full[i]);
+        void *h = fake_device_host(in[i]);
+        for (int64_t o = 0; o < e.outer; o++)
+            for (int64_t r = 0; r < e.rows; r++)
+                for (int64_t j = 0; j < e.inner; j++)
+                    dtr__store(mixed[i].dtype, h, (o * e.rows + r) * e.inner + j,
+                               val(i, 0, 0, (o * e.len + e.off + r) * e.inner + j));
+    }
+    ok = ok && dtr_param_group_all_gather(g, (const void *const *)in, in_bytes, full,
+                                          full_bytes) == DTR_OK;
+    for (int i = 0; i < NMIXED; i++) {
+        geo_t e = geo(&mixed[i], 0x3);
+        for (int64_t k = 0; k < e.numel && ok; k++)
+            ok = dtr__load(mixed[i].dtype, fake_device_host(full[i]), k) == val(i, 0, 0, k);
+        m->free(NULL, in[i]);
+        m->free(NULL, full[i]);
+    }
+    check(ok, "device: the foreach all-gather of 6 mixed params, exact");
+    dtr_param_group_destroy(g);
+}
+
 static void test_device(void) {
     dtr_context_t *host_ctx = ctx, *dctx = NULL;
     dtr_memory_ops_t no_add = *fake_device_ops();
@@ -649,66 +713,8 @@ static void test_device(void) {
         dtr_param_group_destroy(g);
     }
     /* The pipeline and the all-gather on the device context. */
-    {
-        dtr_param_group_t *g0 = make_group(mixed, 3, 0x2, 0x1, DTR_BF16, 0, false);
-        dtr_param_group_t *g1 = make_group(&mixed[3], 3, 0x2, 0x1, DTR_BF16, 0, false);
-        bufs_t b0, b1;
-        dbufs_t d0, d1;
-        bufs_make(&b0, mixed, 3, 0x2);
-        bufs_make(&b1, &mixed[3], 3, 0x2);
-        bufs_fill(&b0, mixed, 0, 0, 1);
-        bufs_fill(&b1, &mixed[3], 3, 0, 1);
-        dbufs_make(&d0, &b0);
-        dbufs_make(&d1, &b1);
-        dtr_grad_pipeline_t *p = NULL;
-        int ok = dtr_grad_pipeline_create(dctx, &p) == DTR_OK &&
-                 dtr_grad_pipeline_push(p, g1, (const void *const *)d1.grads, b1.grad_bytes,
-                                        true, d1.outs, b1.out_bytes) == DTR_OK &&
-                 dtr_grad_pipeline_push(p, g0, (const void *const *)d0.grads, b0.grad_bytes,
-                                        true, d0.outs, b0.out_bytes) == DTR_OK &&
-                 dtr_grad_pipeline_finish(p) == DTR_OK;
-        dbufs_back(&d0, &b0, true);
-        dbufs_back(&d1, &b1, true);
-        check(ok && bufs_check(&b0, mixed, 0, 1, 8, "device pipeline") &&
-                  bufs_check(&b1, &mixed[3], 3, 1, 8, "device pipeline"),
-              "device: the pipeline over two groups, exact");
-        dtr_grad_pipeline_destroy(p);
-        bufs_free(&b0);
-        bufs_free(&b1);
-        dtr_param_group_destroy(g0);
-        dtr_param_group_destroy(g1);
-    }
-    {
-        dtr_param_group_t *g = make_group(mixed, NMIXED, 0x3, 0, DTR_F32, 0, false);
-        const dtr_memory_ops_t *m = fake_device_ops();
-        void *in[NMIXED], *full[NMIXED];
-        size_t in_bytes[NMIXED], full_bytes[NMIXED];
-        int ok = g != NULL;
-        for (int i = 0; i < NMIXED; i++) {
-            geo_t e = geo(&mixed[i], 0x3);
-            in_bytes[i] = (size_t)e.shard * e.item;
-            full_bytes[i] = (size_t)e.numel * e.item;
-            m->alloc(NULL, (int64_t)in_bytes[i] + 1, &in[i]);
-            m->alloc(NULL, (int64_t)full_bytes[i] + 1, &full[i]);
-            void *h = fake_device_host(in[i]);
-            for (int64_t o = 0; o < e.outer; o++)
-                for (int64_t r = 0; r < e.rows; r++)
-                    for (int64_t j = 0; j < e.inner; j++)
-                        dtr__store(mixed[i].dtype, h, (o * e.rows + r) * e.inner + j,
-                                   val(i, 0, 0, (o * e.len + e.off + r) * e.inner + j));
-        }
-        ok = ok && dtr_param_group_all_gather(g, (const void *const *)in, in_bytes, full,
-                                              full_bytes) == DTR_OK;
-        for (int i = 0; i < NMIXED; i++) {
-            geo_t e = geo(&mixed[i], 0x3);
-            for (int64_t k = 0; k < e.numel && ok; k++)
-                ok = dtr__load(mixed[i].dtype, fake_device_host(full[i]), k) == val(i, 0, 0, k);
-            m->free(NULL, in[i]);
-            m->free(NULL, full[i]);
-        }
-        check(ok, "device: the foreach all-gather of 6 mixed params, exact");
-        dtr_param_group_destroy(g);
-    }
+    device_pipeline(dctx);
+    device_all_gather();
     /* What a device space cannot do: a fractional factor; accumulating without add. */
     dtr_param_group_t *g = NULL;
     dtr_param_group_desc_t dd = {.mesh = mesh, .shard_dims = 0x2, .replicate_dims = 0x1,

@@ -29,9 +29,9 @@
 #include "dtr.h"
 #include "dtensor/internal.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/autograd/recording_backend.h"
-#include "tests/mpi_check.h"
-#include "tests/redistribute/fake_device.h"
+#include "tests/support/recording_backend.h"
+#include "tests/support/mpi_check.h"
+#include "tests/support/fake_device.h"
 #if defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
 #endif

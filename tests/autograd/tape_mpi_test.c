@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "tests/mpi_check.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_check.h"
+#include "tests/support/mpi_paths.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/redistribute/fake_device.h"
+#include "tests/support/fake_device.h"
 #include "tools/pattern/pattern.h"
 
 static dtr_context_t *ctx;

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "dtr.h"
-#include "tests/redistribute/interp.h"
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/interp.h"
+#include "tests/support/plan_util.h"
 
 static void placements(const char *text, dtr_placement_t *p) {
     int n;

@@ -22,7 +22,7 @@
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/pattern/pattern.h"
-#include "tests/mpi_check.h"
+#include "tests/support/mpi_check.h"
 
 /* ---- counting the statically linked code's heap ---------------------------------------- */
 

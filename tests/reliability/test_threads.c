@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "tests/reliability/solo_backend.h"
+#include "tests/support/solo_backend.h"
 
 #define THREADS 8
 #define ROUNDS 300

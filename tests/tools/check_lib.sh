@@ -4,7 +4,7 @@
 read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
 pass=0
 fail=0
-source "$(dirname "${BASH_SOURCE[0]}")/../launch_lib.sh" # few, launch_asan
+source "$(dirname "${BASH_SOURCE[0]}")/../support/launch_lib.sh" # few, launch_asan
 # pair_skipped I J: true where `few` leaves out pair (I, J) of two equally long loops (1-based
 # indexes): only the diagonal runs, so each value of either loop runs once.
 pair_skipped() { [ -n "$few" ] && [ "$1" -ne "$2" ]; }

@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
-"""The layout rules of the library's source tree, checked (issue 22, docs/executor.md).
+"""The layout rules of the source tree, checked: the library, the CLI (tools/), the tests,
+the fuzz harnesses and the benchmarks (docs/design.md, "Layout rules").
 
 usage: layout_rules.py [ROOT]     (ROOT: the checkout, default: this file's ../..)
 
-1. Includes: each folder includes only the folders below it (INCLUDES). The planner
-   includes nothing of the executor or of a backend; the executor no backend; a backend only
-   the executor's public interface (executor.h, backend.h, memory.h) and stream.h.
-2. Sizes: no source file of the library over MAX_FILE_LINES lines, no function over
-   MAX_FUNCTION_LINES (tables, which are data, are not functions).
-3. No circles: no two files of the library call each other's functions, directly or
-   through others (a helper both need lives in a file below both).
+1. Includes: each folder includes only what INCLUDES lists for it. The library's folders
+   include only the folders below them: the planner nothing of the executor or of a
+   backend; the executor of the planner only planner.h and geometry.h, never its
+   internal.h; a backend only the executor's public interface (executor.h, backend.h,
+   memory.h) and stream.h. The CLI includes the public headers and its own; tests the
+   public headers, tests/support/ and the internals of the modules at or below the one
+   they test (the planner's through its testing.h only).
+2. Sizes: no source file over MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES
+   (tables, which are data, are not functions; a Criterion test body counts as one).
+3. No circles: no two files call each other's functions, directly or through others (a
+   helper both need lives in a file below both).
 
+Every folder with a C source file must be listed: one that is not is a violation too.
 Prints one line per violation and a summary; exit status 1 on any violation.
 """
 import os
@@ -25,8 +31,22 @@ EXECUTOR_PUBLIC = ["redistribute/executor/executor.h", "redistribute/executor/ba
 BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h"]
 PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/geometry.h"]
 
+# The public headers: what a program outside the library includes (installed as dtr.h and
+# the backends' headers).
+PUBLIC = ["dtr.h", "dtr_version.h", "core/status.h", "core/api.h", "placement/placement.h",
+          "dtensor/dtensor.h", "redistribute/planner/planner.h",
+          "redistribute/executor/executor.h", "redistribute/executor/backend.h",
+          "redistribute/executor/memory.h", "redistribute/mpi/dtr_mpi.h",
+          "redistribute/cuda/dtr_cuda.h", "redistribute/nccl/dtr_nccl.h",
+          "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
+# What every test may include besides: the shared helpers and the fills.
+TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
+# The basic internals below every module a test exercises.
+LOW = ["core/internal.h", "dtensor/internal.h"]
+
 # folder -> the include paths (prefixes) its files may use
 INCLUDES = {
+    ".": PUBLIC + ["core/internal.h"],
     "core": ["core/", "dtr_version.h"],
     "placement": ["core/", "placement/"],
     "dtensor": ["core/", "placement/", "dtensor/"],
@@ -41,18 +61,53 @@ INCLUDES = {
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
     "tools/pattern": ["core/", "placement/", "dtensor/", "tools/pattern/"],
+    "tools": PUBLIC + ["tools/cli.h", "tools/change.h", "tools/run.h", "tools/pattern/pattern.h"],
+    "tests/support": TESTS + LOW,
+    "tests/core": TESTS + ["core/internal.h"],
+    "tests/placement": TESTS,
+    "tests/dtensor": TESTS + LOW,
+    "tests/redistribute/planner": TESTS + LOW + ["redistribute/planner/testing.h"],
+    "tests/redistribute/executor": TESTS + LOW,
+    "tests/redistribute/mpi": TESTS + LOW,
+    "tests/cuda": TESTS + ["tests/cuda/"],
+    "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
+    "tests/reliability": TESTS + ["tests/reliability/"],
+    "tests/tools": TESTS + LOW,
+    "tests/install": ["dtr/"],
+    "fuzz": PUBLIC + ["fuzz/", "tests/support/"],
+    "bench": PUBLIC + LOW,
+    "examples/tensor_parallel_mlp": ["dtr/"],
+    "docs": PUBLIC,
 }
-SOURCE = (".c", ".h", ".cu")
+# Folders that hold no C source (scripts, data, docs, third_party's Bazel wiring).
+SKIP = {"third_party", "dist", "tests/data", "bench/pytorch"}
+SOURCE = (".c", ".h", ".cu", ".cpp", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-# a function definition: a line at column 0 naming a function, then its body's "{"
-DEFINITION = re.compile(r"^(?!typedef|struct|#|/|\s)[^;=()]*?\b(dtr_\w+)\s*\(([^;{}]*?)\)\s*\{",
+# a function definition: a line at column 0 naming a function (or a Criterion test), then
+# its body's "{"
+DEFINITION = re.compile(r"^(?!typedef|struct|enum|union|#|/|\s)[^;=(){}]*?\b(\w+)\s*\(([^;{}]*?)\)\s*\{",
                         re.M | re.S)
-CALL = re.compile(r"\b(dtr_\w+)\b")
+CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+# names many files define, which no file calls as another's
+NOT_CALLS = {"main", "Test", "ParameterizedTest", "ParameterizedTestParameters", "TestSuite"}
+
+
+def folders_with_sources(root):
+    """Every folder of the checkout holding a C source file, but SKIP's and hidden ones."""
+    for d, subdirs, files in os.walk(root):
+        rel = os.path.relpath(d, root)
+        subdirs[:] = sorted(x for x in subdirs if not x.startswith((".", "bazel-")))
+        if any(rel == s or rel.startswith(s + "/") for s in SKIP):
+            continue
+        if any(f.endswith(SOURCE) for f in files):
+            yield rel
 
 
 def files_of(root):
     for folder in sorted(INCLUDES):
         d = os.path.join(root, folder)
+        if not os.path.isdir(d):
+            continue
         for name in sorted(os.listdir(d)):
             if name.endswith(SOURCE):
                 yield folder, os.path.join(folder, name)
@@ -84,8 +139,11 @@ def functions(text):
 def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     bad = []
-    texts, defined = {}, {}
+    texts, defined, twice = {}, {}, set()
     nfiles = 0
+    for folder in folders_with_sources(root):
+        if folder not in INCLUDES:
+            bad.append("%s/: holds C sources but has no entry in the layout rules" % folder)
     for folder, path in files_of(root):
         nfiles += 1
         raw = open(os.path.join(root, path), encoding="utf-8").read()
@@ -105,12 +163,16 @@ def main(argv):
                 bad.append("%s:%d: %s is %d lines, over %d" % (path, start, name, n,
                                                                  MAX_FUNCTION_LINES))
             static = re.search(r"^static\b[^;{]*\b%s\s*\(" % re.escape(name), text, re.M)
-            if not static and path.endswith((".c", ".cu")):
+            if not static and path.endswith((".c", ".cu", ".cpp")) and name not in NOT_CALLS:
+                if name in defined and defined[name] != path:
+                    twice.add(name)
                 defined.setdefault(name, path)
+    for name in twice:  # (a name several programs define: no file calls it as another's)
+        del defined[name]
     # the file graph: a -> b when a calls a function b defines (not static)
     edges = {p: set() for p in texts}
     for path, text in texts.items():
-        if not path.endswith((".c", ".cu")):
+        if not path.endswith((".c", ".cu", ".cpp")):
             continue
         for name in set(CALL.findall(text)):
             home = defined.get(name)

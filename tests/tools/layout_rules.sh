@@ -23,7 +23,8 @@ expect_violation() {
     local name=$1 pattern=$2
     shift 2
     rm -rf "$work/t" && mkdir -p "$work/t"
-    (cd "$root" && cp -rL --parents core placement dtensor redistribute autograd tools/pattern "$work/t" 2>/dev/null)
+    (cd "$root" && cp -rL --parents core placement dtensor redistribute autograd tools tests \
+        "$work/t" 2>/dev/null)
     (cd "$work/t" && eval "$@")
     local out rc
     out=$(python3 "$rules" "$work/t")
@@ -49,6 +50,15 @@ expect_violation "a circle" 'circle: .*dtensor/mesh.c.*dtensor/spec.c' \
     "printf 'void dtr__back(void) { dtr_spec_layout(0, 0, 0); }\n' >> dtensor/mesh.c"
 expect_violation "a function over 120 lines" 'dtr__long is 1[0-9]* lines, over 120' \
     "{ echo 'void dtr__long(void) {'; for k in \$(seq 130); do echo '    (void)0;'; done; echo '}'; } >> core/log.c"
+expect_violation "a test over 120 lines" 'tests/redistribute/planner/test_cache.c:[0-9]*: long_test is 1[0-9]* lines, over 120' \
+    "{ echo 'static void long_test(void) {'; for k in \$(seq 130); do echo '    (void)0;'; done; echo '}'; } >> tests/redistribute/planner/test_cache.c"
+expect_violation "a test including the planner's internals" \
+    'tests/redistribute/planner/test_plan.c: includes "redistribute/planner/internal.h"' \
+    "sed -i '1i #include \"redistribute/planner/internal.h\"' tests/redistribute/planner/test_plan.c"
+expect_violation "the CLI including a library internal" 'tools/cli.c: includes "core/internal.h"' \
+    "sed -i '1i #include \"core/internal.h\"' tools/cli.c"
+expect_violation "a folder the rules do not know" 'tests/newfolder/: holds C sources but has no entry' \
+    "mkdir -p tests/newfolder && echo 'int x;' > tests/newfolder/x.c"
 
 echo "layout rules: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

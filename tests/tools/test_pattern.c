@@ -14,7 +14,7 @@
 
 #include "dtensor/internal.h"
 #include "dtr.h"
-#include "tests/spec_fixture.h"
+#include "tests/support/spec_fixture.h"
 #include "tools/pattern/pattern.h"
 
 static const dtr_fill_t random7 = {.kind = DTR_FILL_RANDOM, .seed = 7};

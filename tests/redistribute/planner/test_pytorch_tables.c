@@ -13,8 +13,8 @@
 
 #include <stdlib.h>
 
-#include "tests/redistribute/interp.h"
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/interp.h"
+#include "tests/support/plan_util.h"
 
 typedef struct {
     const char *test; /* PyTorch's test */

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "redistribute/planner/testing.h"
-#include "tests/redistribute/interp.h"
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/interp.h"
+#include "tests/support/plan_util.h"
 
 /* "kind@mesh_dim[dtype op]: tensor.step ..." per round, "; " between rounds. */
 static void rounds_text(const dtr_batch_plan_t *b, char *buf, size_t len) {

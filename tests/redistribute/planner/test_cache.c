@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/plan_util.h"
 
 Test(cache, hits_return_the_same_plan_with_the_callers_mesh) {
     dtr_plan_cache_t *cache;

@@ -19,14 +19,12 @@
 
 #include "core/internal.h"
 #include "dtr.h"
-#include "tests/mpi_check.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_check.h"
+#include "tests/support/mpi_paths.h"
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/pattern/pattern.h"
-#include "tests/redistribute/fake_device.h"
-#include "tests/redistribute/faulty_backend.h"
-
-
+#include "tests/support/fake_device.h"
+#include "tests/support/faulty_backend.h"
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -404,9 +402,36 @@ static dtr_status_t run_on_device(dtr_context_t *ctx, job_t *j) {
     return st;
 }
 
+/* The group collectives on device buffers (ctx on the fake device, j's 2x2 mesh): AVG over
+ * the mesh's row through the space, then the DDP hook on the same buffer. */
+static void device_collectives(dtr_context_t *ctx, const job_t *j) {
+    const dtr_memory_ops_t *m = fake_device_ops();
+    float h[3] = {(float)rank, 2.0f * rank, 8.0f}, r[3] = {0, 0, 0};
+    void *d = NULL;
+    m->alloc(NULL, sizeof h, &d);
+    m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
+    int64_t idx = -1;
+    dtr_mesh_group_index(j->mesh, 0x2, rank, &idx);
+    dtr_status_t st0 = dtr_all_reduce(ctx, j->mesh, 0x2, d, d, 3, DTR_F32, DTR_REDUCE_AVG);
+    m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
+    /* the row of rank r on a 2x2 mesh: ranks r - idx and r - idx + 1 */
+    float mean = (float)(2 * (rank - idx) + 1) / 2;
+    check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f,
+          "dtr_all_reduce(AVG) in place on fake-device buffers: the row's mean");
+    /* the DDP hook on the same device buffer: its divide and all-reduce through the
+     * space (autograd's device path; tests/autograd/grad_mpi_test.c has the rest) */
+    fake_device_counts_t before = fake_device_counts();
+    m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
+    st0 = dtr_hook_all_reduce(NULL, ctx, j->mesh, 0x2, d, 3, DTR_F32);
+    m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
+    check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f &&
+              fake_device_counts().divide > before.divide,
+          "a gradient hook on a device context: the row's mean, divided by the space");
+    m->free(NULL, d);
+}
+
 static void memory_spaces(void) {
     dtr_context_t *ctx = NULL;
-    dtr_status_t st0;
     check(dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) == DTR_OK, "context");
     check(strcmp(dtr_context_memory(ctx), "host") == 0, "a new context is on host memory");
     check(dtr_context_set_memory(NULL, fake_device_ops(), fake_device_state()) ==
@@ -431,32 +456,7 @@ static void memory_spaces(void) {
     check(run_on_device(ctx, &j) == DTR_OK && verified(&j) && intact(&j),
           "a plan on the fake device (MPI staged): verified, input intact");
     check(dtr_context_sync(ctx) == DTR_OK, "sync");
-    /* the group collectives on device buffers: AVG over the mesh's row, through the space */
-    {
-        const dtr_memory_ops_t *m = fake_device_ops();
-        float h[3] = {(float)rank, 2.0f * rank, 8.0f}, r[3] = {0, 0, 0};
-        void *d = NULL;
-        m->alloc(NULL, sizeof h, &d);
-        m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
-        int64_t idx = -1;
-        dtr_mesh_group_index(j.mesh, 0x2, rank, &idx);
-        st0 = dtr_all_reduce(ctx, j.mesh, 0x2, d, d, 3, DTR_F32, DTR_REDUCE_AVG);
-        m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
-        /* the row of rank r on a 2x2 mesh: ranks r - idx and r - idx + 1 */
-        float mean = (float)(2 * (rank - idx) + 1) / 2;
-        check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f,
-              "dtr_all_reduce(AVG) in place on fake-device buffers: the row's mean");
-        /* the DDP hook on the same device buffer: its divide and all-reduce through the
-         * space (autograd's device path; tests/autograd/grad_mpi_test.c has the rest) */
-        fake_device_counts_t before = fake_device_counts();
-        m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
-        st0 = dtr_hook_all_reduce(NULL, ctx, j.mesh, 0x2, d, 3, DTR_F32);
-        m->copy(NULL, r, d, sizeof r, DTR_COPY_TO_HOST);
-        check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f &&
-                  fake_device_counts().divide > before.divide,
-              "a gradient hook on a device context: the row's mean, divided by the space");
-        m->free(NULL, d);
-    }
+    device_collectives(ctx, &j);
     /* host buffers on a device context: the space refuses them (the executor passes them on) */
     dtr_status_t st = dtr_redistribute(ctx, &j.plan, j.in, j.in_bytes, j.out, j.out_bytes);
     check(st != DTR_OK && intact(&j), "host buffers on a fake-device context: an error, input intact");
@@ -598,6 +598,49 @@ static int refuses(dtr_context_t *ctx, job_t *j) {
            has("aborted by an earlier timeout");
 }
 
+/* A rank that never makes the call (the argument agreement times out), and a rank whose
+ * group collective fails to issue after the agreement. */
+static void deadlines_absent(void) {
+    char what[200];
+    /* Rank 3 never makes the call (its communicators exist from a first good call). */
+    job_t j;
+    check(job_init(&j, "4", "8x6", "S(0)", "R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0, "setup");
+    dtr_context_t *ctx = fresh_context(T_S);
+    double secs;
+    check(run(ctx, &j, false, &secs) == DTR_OK && verified(&j), "a first good call");
+    dtr_status_t st = rank == 3 ? DTR_OK : run(ctx, &j, false, &secs);
+    check(rank == 3 || (st == DTR_ERR_TIMEOUT && has("argument agreement over the mesh") &&
+                        secs < T_S + 5 && intact(&j) && refuses(ctx, &j)),
+          "rank 3 never calls: the others time out in the argument agreement, then refuse");
+    dtr_context_destroy(ctx);
+
+    /* The group collectives: rank 2 fails to issue the reduction after the agreement. */
+    for (int scatter = 0; scatter < 2; scatter++) {
+        const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
+        ctx = fresh_context(T_S);
+        float send[8] = {1, 2, 3, 4, 5, 6, 7, 8}, keep[8], recv[8];
+        memcpy(keep, send, sizeof send);
+        faulty_reset();
+        if (rank == 2) faulty.fail_issue = 2;
+        st = scatter ? dtr_reduce_scatter(ctx, j.mesh, 1, send, recv, 2, DTR_F32, DTR_REDUCE_SUM)
+                     : dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32, DTR_REDUCE_SUM);
+        snprintf(what, sizeof what, "%s: rank 2 fails to issue: BACKEND there, TIMEOUT elsewhere",
+                 func);
+        check(rank == 2 ? st == DTR_ERR_BACKEND
+                        : st == DTR_ERR_TIMEOUT && has(func) && has("no completion within"),
+              what);
+        snprintf(what, sizeof what, "%s: send intact; a timed-out context refuses the next call",
+                 func);
+        check(memcmp(send, keep, sizeof send) == 0 &&
+                  (rank == 2 || (dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32,
+                                                DTR_REDUCE_SUM) == DTR_ERR_ABORTED)),
+              what);
+        faulty_reset();
+        dtr_context_destroy(ctx);
+    }
+    job_free(&j);
+}
+
 static void deadlines(void) {
     char what[200];
     for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
@@ -683,43 +726,7 @@ static void deadlines(void) {
         job_free(&j);
     }
 
-    /* Rank 3 never makes the call (its communicators exist from a first good call). */
-    job_t j;
-    check(job_init(&j, "4", "8x6", "S(0)", "R", DTR_F32, DTR_STRATEGY_OPTIMAL) == 0, "setup");
-    dtr_context_t *ctx = fresh_context(T_S);
-    double secs;
-    check(run(ctx, &j, false, &secs) == DTR_OK && verified(&j), "a first good call");
-    dtr_status_t st = rank == 3 ? DTR_OK : run(ctx, &j, false, &secs);
-    check(rank == 3 || (st == DTR_ERR_TIMEOUT && has("argument agreement over the mesh") &&
-                        secs < T_S + 5 && intact(&j) && refuses(ctx, &j)),
-          "rank 3 never calls: the others time out in the argument agreement, then refuse");
-    dtr_context_destroy(ctx);
-
-    /* The group collectives: rank 2 fails to issue the reduction after the agreement. */
-    for (int scatter = 0; scatter < 2; scatter++) {
-        const char *func = scatter ? "dtr_reduce_scatter" : "dtr_all_reduce";
-        ctx = fresh_context(T_S);
-        float send[8] = {1, 2, 3, 4, 5, 6, 7, 8}, keep[8], recv[8];
-        memcpy(keep, send, sizeof send);
-        faulty_reset();
-        if (rank == 2) faulty.fail_issue = 2;
-        st = scatter ? dtr_reduce_scatter(ctx, j.mesh, 1, send, recv, 2, DTR_F32, DTR_REDUCE_SUM)
-                     : dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32, DTR_REDUCE_SUM);
-        snprintf(what, sizeof what, "%s: rank 2 fails to issue: BACKEND there, TIMEOUT elsewhere",
-                 func);
-        check(rank == 2 ? st == DTR_ERR_BACKEND
-                        : st == DTR_ERR_TIMEOUT && has(func) && has("no completion within"),
-              what);
-        snprintf(what, sizeof what, "%s: send intact; a timed-out context refuses the next call",
-                 func);
-        check(memcmp(send, keep, sizeof send) == 0 &&
-                  (rank == 2 || (dtr_all_reduce(ctx, j.mesh, 1, send, recv, 8, DTR_F32,
-                                                DTR_REDUCE_SUM) == DTR_ERR_ABORTED)),
-              what);
-        faulty_reset();
-        dtr_context_destroy(ctx);
-    }
-    job_free(&j);
+    deadlines_absent();
 }
 
 /* The deadline's settings: DTR_TIMEOUT_S at creation, dtr_context_set_timeout after. */

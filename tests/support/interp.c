@@ -1,4 +1,4 @@
-#include "tests/redistribute/interp.h"
+#include "tests/support/interp.h"
 
 #include <math.h>
 #include <stdarg.h>

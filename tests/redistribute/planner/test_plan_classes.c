@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "redistribute/planner/testing.h"
-#include "tests/redistribute/rand_cases.h"
+#include "tests/support/rand_cases.h"
 
 static uint64_t seed_from_env(uint64_t fallback) {
     const char *s = getenv("DTR_SEED");
@@ -82,6 +82,63 @@ typedef struct {
     int cases, even, exchanges, balanced, direct_balanced, ordered_balanced, direct_exchanges,
         refused, collapsed;
 } tally_t;
+
+/* The balanced step on every mesh dim where it applies, and one exchange straight from a
+ * to b (no Partial dims): their figures from classes equal to those visiting every rank. */
+static void direct_steps(const dtr__ctx_t *ctx, const dtr_spec_t *a, const dtr_spec_t *b,
+                         const char *desc, tally_t *tally) {
+    for (int k = 0; k < ctx->mdims; k++) {
+        if (!dtr__balance_applies(ctx, a->placements, b->placements, k)) continue;
+        dtr_plan_t p[2];
+        for (int off = 0; off < 2; off++) {
+            dtr__builder_t builder;
+            dtr__even_off = off;
+            dtr__builder_init(&builder, ctx, a->placements, &p[off]);
+            cr_assert(dtr__emit_reduce_exchange(&builder, k, b->placements[k]), "%s", desc);
+        }
+        dtr__even_off = false;
+        const dtr_step_t *x = &p[0].steps[0], *y = &p[1].steps[0];
+        cr_assert(x->recv_bytes_max == y->recv_bytes_max && x->send_bytes_max == y->send_bytes_max &&
+                      x->extra_bytes_max == y->extra_bytes_max && x->peers_max == y->peers_max,
+                  "%s: balanced step on mesh dim %d: recv %lld/%lld send %lld/%lld extra %lld/%lld "
+                  "peers %d/%d (classes/every rank)",
+                  desc, k, (long long)x->recv_bytes_max, (long long)y->recv_bytes_max,
+                  (long long)x->send_bytes_max, (long long)y->send_bytes_max,
+                  (long long)x->extra_bytes_max, (long long)y->extra_bytes_max, x->peers_max,
+                  y->peers_max);
+        tally->direct_balanced++;
+        bool ordered = false;
+        for (int i = 0; i < ctx->mdims; i++) ordered = ordered || b->placements[i].order != 0;
+        tally->ordered_balanced += ordered;
+    }
+    /* One exchange straight from the source to the target (no Partial dims), directly. */
+    bool partial = false;
+    for (int i = 0; i < ctx->mdims; i++)
+        partial = partial || a->placements[i].kind == DTR_PARTIAL || b->placements[i].kind == DTR_PARTIAL;
+    if (!partial) {
+        dtr_plan_t p[2];
+        for (int off = 0; off < 2; off++) {
+            dtr__builder_t builder;
+            dtr__even_off = off;
+            dtr__builder_init(&builder, ctx, a->placements, &p[off]);
+            cr_assert(dtr__emit_exchange(&builder, b->placements), "%s", desc);
+        }
+        dtr__even_off = false;
+        if (p[0].nsteps == 1 && p[0].steps[0].kind == DTR_STEP_EXCHANGE) {
+            const dtr_step_t *x = &p[0].steps[0], *y = &p[1].steps[0];
+            cr_assert(x->recv_bytes_max == y->recv_bytes_max &&
+                          x->send_bytes_max == y->send_bytes_max &&
+                          x->extra_bytes_max == y->extra_bytes_max && x->peers_max == y->peers_max,
+                      "%s: exchange: recv %lld/%lld send %lld/%lld extra %lld/%lld peers %d/%d "
+                      "(classes/every rank)",
+                      desc, (long long)x->recv_bytes_max, (long long)y->recv_bytes_max,
+                      (long long)x->send_bytes_max, (long long)y->send_bytes_max,
+                      (long long)x->extra_bytes_max, (long long)y->extra_bytes_max, x->peers_max,
+                      y->peers_max);
+            tally->direct_exchanges++;
+        }
+    }
+}
 
 static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *shape,
                      const dtr_placement_t *src, const dtr_placement_t *dst, dtr_dtype_t dtype,
@@ -143,63 +200,13 @@ static void one_case(int mdims, const int64_t *msize, int ndim, const int64_t *s
             tally->balanced += classes.steps[k].kind == DTR_STEP_REDUCE_EXCHANGE;
         }
     }
-    /* The balanced step on every mesh dim where it applies, and the lower bound, directly
-     * (a candidate's figures count even where another candidate wins). */
+    /* The balanced step on every mesh dim where it applies, one exchange and the lower
+     * bound, directly (a candidate's figures count even where another candidate wins). */
     dtr__ctx_t ctx;
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr__ctx_init(&ctx, &a, &cost);
-    for (int k = 0; k < mdims; k++) {
-        if (!dtr__balance_applies(&ctx, a.placements, b.placements, k)) continue;
-        dtr_plan_t p[2];
-        for (int off = 0; off < 2; off++) {
-            dtr__builder_t builder;
-            dtr__even_off = off;
-            dtr__builder_init(&builder, &ctx, a.placements, &p[off]);
-            cr_assert(dtr__emit_reduce_exchange(&builder, k, b.placements[k]), "%s", desc);
-        }
-        dtr__even_off = false;
-        const dtr_step_t *x = &p[0].steps[0], *y = &p[1].steps[0];
-        cr_assert(x->recv_bytes_max == y->recv_bytes_max && x->send_bytes_max == y->send_bytes_max &&
-                      x->extra_bytes_max == y->extra_bytes_max && x->peers_max == y->peers_max,
-                  "%s: balanced step on mesh dim %d: recv %lld/%lld send %lld/%lld extra %lld/%lld "
-                  "peers %d/%d (classes/every rank)",
-                  desc, k, (long long)x->recv_bytes_max, (long long)y->recv_bytes_max,
-                  (long long)x->send_bytes_max, (long long)y->send_bytes_max,
-                  (long long)x->extra_bytes_max, (long long)y->extra_bytes_max, x->peers_max,
-                  y->peers_max);
-        tally->direct_balanced++;
-        bool ordered = false;
-        for (int i = 0; i < mdims; i++) ordered = ordered || b.placements[i].order != 0;
-        tally->ordered_balanced += ordered;
-    }
-    /* One exchange straight from the source to the target (no Partial dims), directly. */
-    bool partial = false;
-    for (int i = 0; i < mdims; i++)
-        partial = partial || a.placements[i].kind == DTR_PARTIAL || b.placements[i].kind == DTR_PARTIAL;
-    if (!partial) {
-        dtr_plan_t p[2];
-        for (int off = 0; off < 2; off++) {
-            dtr__builder_t builder;
-            dtr__even_off = off;
-            dtr__builder_init(&builder, &ctx, a.placements, &p[off]);
-            cr_assert(dtr__emit_exchange(&builder, b.placements), "%s", desc);
-        }
-        dtr__even_off = false;
-        if (p[0].nsteps == 1 && p[0].steps[0].kind == DTR_STEP_EXCHANGE) {
-            const dtr_step_t *x = &p[0].steps[0], *y = &p[1].steps[0];
-            cr_assert(x->recv_bytes_max == y->recv_bytes_max &&
-                          x->send_bytes_max == y->send_bytes_max &&
-                          x->extra_bytes_max == y->extra_bytes_max && x->peers_max == y->peers_max,
-                      "%s: exchange: recv %lld/%lld send %lld/%lld extra %lld/%lld peers %d/%d "
-                      "(classes/every rank)",
-                      desc, (long long)x->recv_bytes_max, (long long)y->recv_bytes_max,
-                      (long long)x->send_bytes_max, (long long)y->send_bytes_max,
-                      (long long)x->extra_bytes_max, (long long)y->extra_bytes_max, x->peers_max,
-                      y->peers_max);
-            tally->direct_exchanges++;
-        }
-    }
+    direct_steps(&ctx, &a, &b, desc, tally);
     int64_t bound[2];
     for (int off = 0; off < 2; off++) {
         dtr__even_off = off;

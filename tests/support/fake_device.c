@@ -1,4 +1,4 @@
-#include "tests/redistribute/fake_device.h"
+#include "tests/support/fake_device.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

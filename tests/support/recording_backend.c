@@ -1,5 +1,5 @@
 /* The recording wrapper (recording_backend.h). */
-#include "tests/autograd/recording_backend.h"
+#include "tests/support/recording_backend.h"
 
 #include <mpi.h>
 #include <stdlib.h>

@@ -7,8 +7,8 @@
 
 #include "dtr.h"
 #include "redistribute/planner/testing.h"
-#include "tests/redistribute/plan_util.h"
-#include "tests/redistribute/rand_cases.h"
+#include "tests/support/plan_util.h"
+#include "tests/support/rand_cases.h"
 
 Test(nodes, dims_parse) {
     uint32_t mask = 77;

@@ -28,10 +28,10 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/mpi_paths.h"
-#include "tests/redistribute/fake_device.h"
-#include "tests/redistribute/plan_util.h"
-#include "tests/redistribute/rand_cases.h"
+#include "tests/support/mpi_paths.h"
+#include "tests/support/fake_device.h"
+#include "tests/support/plan_util.h"
+#include "tests/support/rand_cases.h"
 #include "tools/pattern/pattern.h"
 
 #define GUARD 32
@@ -401,6 +401,28 @@ static int hostile(dtr_context_t *ctx, int rank, int world) {
     return fails;
 }
 
+/* Case `index`'s batch run and checked on ctx (non-blocking for index & 2), its baseline
+ * run, and (index & 4) the same plan again on new buffers, non-blocking the other way. */
+static int run_case(dtr_context_t *ctx, const dtr_batch_plan_t *bp, const batch_case_t *c,
+                    int rank, const dtr_fill_t *fills, buffers_t *b, int index, char *why,
+                    size_t len) {
+    bool nonblocking = index & 2;
+    int bad = run_checked(ctx, bp, c, rank, fills, b, nonblocking, "", why, len);
+    if (!bad && dtr_redistribute_batch_baseline(ctx, bp) != DTR_OK) {
+        snprintf(why, len, "baseline: %s", dtr_last_error());
+        bad = 1;
+    }
+    /* the same plan again on new buffers: the context keeps what the plan fixes (batch.c,
+     * dtr__batch_fix), nothing of the last call's buffers */
+    if (!bad && (index & 4)) {
+        buffers_t again;
+        buffers_make(c, rank, fills, &again);
+        bad = run_checked(ctx, bp, c, rank, fills, &again, !nonblocking, "again: ", why, len);
+        buffers_free(c, &again);
+    }
+    return bad;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, world;
@@ -450,23 +472,7 @@ int main(int argc, char **argv) {
                                     .seed = seed * 1000003ull + (uint64_t)(index * 16 + t)};
         buffers_t b;
         buffers_make(&c, rank, fills, &b);
-        if (!bad) {
-            bad = run_checked(ctx[padded], bp, &c, rank, fills, &b, nonblocking, "", why,
-                              sizeof why);
-            if (!bad && dtr_redistribute_batch_baseline(ctx[padded], bp) != DTR_OK) {
-                snprintf(why, sizeof why, "baseline: %s", dtr_last_error());
-                bad = 1;
-            }
-            /* the same plan again on new buffers: the context keeps what the plan fixes
-             * (batch.c, dtr__batch_fix), nothing of the last call's buffers */
-            if (!bad && (index & 4)) {
-                buffers_t again;
-                buffers_make(&c, rank, fills, &again);
-                bad = run_checked(ctx[padded], bp, &c, rank, fills, &again, !nonblocking, "again: ",
-                                  why, sizeof why);
-                buffers_free(&c, &again);
-            }
-        }
+        if (!bad) bad = run_case(ctx[padded], bp, &c, rank, fills, &b, index, why, sizeof why);
         if (bad)
             printf("FAIL seed %llu case %d (%s, %s, fill %s): %s: rank %d: %s\n",
                    (unsigned long long)seed, index, padded ? "padded" : "mpi",

@@ -7,7 +7,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 passed=0
 failed=0
-source "$(dirname "${BASH_SOURCE[0]}")/../launch_lib.sh" # few, launch_asan
+source "$(dirname "${BASH_SOURCE[0]}")/../../support/launch_lib.sh" # few, launch_asan
 
 # run ENV RANKS CASES [ARGS...]: one run of the test executable with ENV (a VAR=value list,
 # or -) and any further arguments

@@ -1,5 +1,5 @@
 /* The one-rank backend (see solo_backend.h). */
-#include "tests/reliability/solo_backend.h"
+#include "tests/support/solo_backend.h"
 
 static int s_rank(void *s) {
     (void)s;

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 
 #include "redistribute/planner/testing.h"
-#include "tests/redistribute/interp.h"
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/interp.h"
+#include "tests/support/plan_util.h"
 
 static uint64_t g_state;
 

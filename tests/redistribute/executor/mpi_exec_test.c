@@ -16,7 +16,7 @@
  * under 8 slices are gathered whole).
  *
  * With --memory fake, every buffer (the caller's and the context's scratch) lives in the
- * test's fake device space (tests/redistribute/fake_device.h): the executor must do all its
+ * test's fake device space (tests/support/fake_device.h): the executor must do all its
  * local work through the space's table, and the MPI backend runs staged through host memory,
  * as in the shared-GPU mode. --memory cuda does the same on the GPU (the CUDA memory space;
  * ranks share GPU 0), and skips with the reason when no GPU is visible.
@@ -36,11 +36,11 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_paths.h"
 #include "tools/pattern/pattern.h"
-#include "tests/redistribute/fake_device.h"
-#include "tests/redistribute/plan_util.h"
-#include "tests/redistribute/rand_cases.h"
+#include "tests/support/fake_device.h"
+#include "tests/support/plan_util.h"
+#include "tests/support/rand_cases.h"
 #if defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
 #endif
@@ -291,252 +291,278 @@ static int run_plan(dtr_context_t *ctx, const dtr_plan_t *plan, const dtr_spec_t
     return bad;
 }
 
-int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    int cases = 100;
-    uint64_t seed = 20261121;
-    const char *memory = "host", *backend = "mpi";
+/* What the run covered, counted over the plans (the summary checks each was reached). */
+typedef struct {
+    int kinds[DTR_STEP_KIND_LAST], dtypes[DTR_DTYPE_LAST], mdims[4];
+    int partial_ops[DTR_REDUCE_OP_LAST];
+    int fills[2];   /* plans run on the pattern, on random values */
+    int sliced;     /* plans with a gather along a non-leading dim, run in slices on rank 0 */
+    int casts;      /* plans that cast (dst in another dtype: cast_to) */
+    int ordered;    /* plans from or to a shard order other than mesh-dim order */
+    int own_blocks; /* compat plans through the seed's own block lengths (seed_blocks) */
+    int node_aware; /* plans made knowing which mesh dims cross nodes (some did) */
+} coverage_t;
+
+/* The run's settings and contexts: [0] the backend as it is, [1] without the v-forms (MPI:
+ * pieces padded; NCCL: the same context). */
+typedef struct {
+    int rank, world, cases;
+    uint64_t seed;
+    const char *memory, *backend;
+    bool nccl, verbose;
+    dtr_context_t *ctx[2];
+} run_t;
+
+/* Reads the flags and makes the contexts. 0, or the exit status to finish with (2: bad
+ * flags; 0: skipped, having printed why). */
+static int setup(run_t *r, int argc, char **argv) {
+    r->cases = 100;
+    r->seed = 20261121;
+    r->memory = "host";
+    r->backend = "mpi";
     for (int k = 1; k + 1 < argc; k += 2) {
-        if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
-        if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
-        if (strcmp(argv[k], "--memory") == 0) memory = argv[k + 1];
-        if (strcmp(argv[k], "--backend") == 0) backend = argv[k + 1];
+        if (strcmp(argv[k], "--cases") == 0) r->cases = atoi(argv[k + 1]);
+        if (strcmp(argv[k], "--seed") == 0) r->seed = strtoull(argv[k + 1], NULL, 10);
+        if (strcmp(argv[k], "--memory") == 0) r->memory = argv[k + 1];
+        if (strcmp(argv[k], "--backend") == 0) r->backend = argv[k + 1];
     }
-    bool nccl = strcmp(backend, "nccl") == 0;
-    if (!nccl && strcmp(backend, "mpi") != 0) {
-        if (rank == 0) printf("mpi exec: FAIL: --backend %s: not mpi or nccl\n", backend);
-        MPI_Finalize();
+    int rank = r->rank;
+    r->nccl = strcmp(r->backend, "nccl") == 0;
+    if (!r->nccl && strcmp(r->backend, "mpi") != 0) {
+        if (rank == 0) printf("mpi exec: FAIL: --backend %s: not mpi or nccl\n", r->backend);
         return 2;
     }
-    if (nccl && strcmp(memory, "cuda") != 0) {
+    if (r->nccl && strcmp(r->memory, "cuda") != 0) {
         if (rank == 0) printf("mpi exec: FAIL: --backend nccl needs --memory cuda\n");
-        MPI_Finalize();
         return 2;
     }
     char why[512] = "";
-    int sp = space_new(memory, &space_ops, &space_state, why, sizeof why);
+    int sp = space_new(r->memory, &space_ops, &space_state, why, sizeof why);
     if (sp != 0) {
-        if (rank == 0) printf("mpi exec (memory %s): %s: %s\n", memory,
+        if (rank == 0) printf("mpi exec (memory %s): %s: %s\n", r->memory,
                               sp == 1 ? "skipped" : "FAIL", why);
-        if (rank == 0 && sp == 1) printf("  plans on %d ranks: 0 passed, 0 failed, skipped\n", world);
-        MPI_Finalize();
+        if (rank == 0 && sp == 1) printf("  plans on %d ranks: 0 passed, 0 failed, skipped\n", r->world);
         return sp == 1 ? 0 : 2;
     }
-    bool verbose = getenv("DTR_TEST_VERBOSE") != NULL;
+    r->verbose = getenv("DTR_TEST_VERBOSE") != NULL;
     padded_ops = *dtr_backend_mpi_ops();
     padded_ops.name = "mpi-padded";
     padded_ops.all_gatherv = NULL;
     padded_ops.reduce_scatterv = NULL;
-    dtr_context_t *ctx[2] = {NULL, NULL};
     void *state = NULL;
-    if (nccl) {
+    if (r->nccl) {
 #if defined(DTR_HAVE_NCCL)
         /* no padded variant: both kinds of case run on the one NCCL context */
-        if (dtr_context_create_nccl(MPI_COMM_WORLD, 0, NULL, &ctx[0]) != DTR_OK) {
+        if (dtr_context_create_nccl(MPI_COMM_WORLD, 0, NULL, &r->ctx[0]) != DTR_OK) {
             fprintf(stderr, "rank %d: NCCL context: %s\n", rank, dtr_last_error());
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        ctx[1] = ctx[0];
+        r->ctx[1] = r->ctx[0];
 #else
         if (rank == 0) printf("mpi exec (backend nccl): skipped: built without NCCL\n");
-        MPI_Finalize();
         return 0;
 #endif
-    } else if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
+    } else if (dtr_context_create_mpi(MPI_COMM_WORLD, &r->ctx[0]) != DTR_OK ||
         dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK) {
+        dtr_context_create(&padded_ops, state, &r->ctx[1]) != DTR_OK) {
         fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    for (int k = 0; k < 2 && space_ops != NULL && !nccl; k++) {
+    for (int k = 0; k < 2 && space_ops != NULL && !r->nccl; k++) {
         const dtr_memory_ops_t *ops;
-        void *state;
-        if (space_new(memory, &ops, &state, why, sizeof why) != 0 ||
-            dtr_context_set_memory(ctx[k], ops, state) != DTR_OK) {
-            fprintf(stderr, "rank %d: memory %s: %s %s\n", rank, memory, why, dtr_last_error());
+        void *st;
+        if (space_new(r->memory, &ops, &st, why, sizeof why) != 0 ||
+            dtr_context_set_memory(r->ctx[k], ops, st) != DTR_OK) {
+            fprintf(stderr, "rank %d: memory %s: %s %s\n", rank, r->memory, why, dtr_last_error());
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
+    return -1;
+}
+
+/* Counts what a plan covers (rank 0's view of its gathers in slices). */
+static void cover(coverage_t *cv, const test_case_t *c, const dtr_plan_t *plan,
+                  const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_mesh_t *mesh,
+                  uint32_t across, int64_t slice) {
+    for (int k = 0; k < plan->nsteps; k++) cv->kinds[plan->steps[k].kind]++;
+    cv->node_aware += across != 0;
+    cv->dtypes[c->dtype]++;
+    cv->casts += dst->dtype != src->dtype;
+    cv->own_blocks += plan->seed_blocks;
+    for (int i = 0, any = 0; i < c->mdims && !any; i++)
+        if ((src->placements[i].kind == DTR_SHARD && src->placements[i].order != 0) ||
+            (dst->placements[i].kind == DTR_SHARD && dst->placements[i].order != 0))
+            cv->ordered += any = 1;
+    cv->mdims[c->mdims]++;
+    for (int i = 0; i < c->mdims; i++)
+        if (c->src[i].kind == DTR_PARTIAL) {
+            cv->partial_ops[c->src[i].op]++;
+            break;
+        }
+    for (int k = 0; k < plan->nsteps; k++) {
+        /* rank 0's view: a gather along a non-leading dim whose output holds the executor's
+         * minimum of 8 slices */
+        const dtr_step_t *step = &plan->steps[k];
+        dtr_spec_t after;
+        dtr_layout_t lay;
+        if (slice > 0 && step->kind == DTR_STEP_ALL_GATHER && step->tensor_dim > 0 &&
+            dtr_spec_init(&after, mesh, step->after, c->mdims, c->shape, c->ndim, c->dtype) ==
+                DTR_OK &&
+            dtr_spec_layout(&after, 0, &lay) == DTR_OK && lay.bytes >= 8 * slice) {
+            cv->sliced++;
+            break;
+        }
+    }
+}
+
+/* Case `index` with strategy s (0 optimal, 1 compat): planned, run and checked on every
+ * rank; the tally and the coverage updated. */
+static void run_strategy(const run_t *r, int index, int s, const test_case_t *c,
+                         const dtr_mesh_t *mesh, const dtr_spec_t *src, const dtr_spec_t *dst,
+                         tally_t *t, coverage_t *cv) {
+    int rank = r->rank;
+    dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
+    dtr_cost_model_t bytes_only, nodes;
+    cost_bytes_only(&bytes_only);
+    dtr_plan_options_t opts = {.strategy = strategy, .cost = c->blocked ? &bytes_only : NULL};
+    /* every other optimal plan knows where the mesh dims run (collective: every rank draws
+     * the same case), as `dtr run` plans by default */
+    uint32_t across = 0;
+    if (s == 0 && !c->blocked && index % 2 == 1) {
+        dtr_cost_model_default(&nodes);
+        if (dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK ||
+            dtr_cost_model_nodes(&nodes, across, NULL, NULL) != DTR_OK) {
+            if (rank == 0)
+                printf("FAIL seed %llu case %d: node-aware cost: %s\n",
+                       (unsigned long long)r->seed, index, dtr_last_error());
+            t->failures++;
+        }
+        opts.cost = &nodes;
+    }
+    dtr_plan_t *plan = malloc(sizeof *plan);
+    if (dtr_plan_create(src, dst, &opts, plan) != DTR_OK) {
+        t->skipped++; /* an invalid change, or compat refusing an unsafe plan */
+        free(plan);
+        return;
+    }
+    int variant = (index + s) % 4;
+    if (r->verbose && rank == 0) {
+        printf("case %d %s variant %d: %s\n", index, dtr_strategy_name(strategy), variant, c->text);
+        fflush(stdout);
+    }
+    bool padded = variant & 1, nonblocking = variant & 2;
+    static const int64_t slices[] = {0, 1, 5, 48, 4096};
+    int64_t slice = slices[pick(5)];
+    if (dtr_context_set_slice_bytes(r->ctx[padded], slice) != DTR_OK) t->failures++;
+    cover(cv, c, plan, src, dst, mesh, across, slice);
+    char why[512] = "";
+    dtr_fill_t fill = {.kind = index % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN,
+                       .seed = r->seed * 1000003ull + (uint64_t)index};
+    cv->fills[fill.kind]++;
+    int bad = run_plan(r->ctx[padded], plan, src, dst, &fill, rank, nonblocking, why, sizeof why);
+    char how[96];
+    snprintf(how, sizeof how, "%s, %s, fill %s", padded ? "padded" : "mpi",
+             nonblocking ? "non-blocking" : "blocking",
+             fill.kind == DTR_FILL_RANDOM ? "random" : "pattern");
+    if (bad) report(rank, r->seed, index, dtr_strategy_name(strategy), how, c, why);
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    t->plans++;
+    t->failures += any;
+    free(plan);
+}
+
+/* "FAIL: what" (counted) where something the run must reach was not reached. */
+static void need(tally_t *t, bool reached, const char *what) {
+    if (reached) return;
+    printf("\n  FAIL: %s", what);
+    t->failures++;
+}
+
+/* Rank 0's summary: what ran, by kind, dtype and form, and what a large run must reach. */
+static void summary(const run_t *r, const coverage_t *cv, tally_t *t) {
+    bool many = r->cases >= 100;
+    printf("mpi exec on %d ranks (%s, memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
+           "seed %llu\n  steps run by kind:",
+           r->world, r->backend, r->memory, r->cases, t->plans, t->skipped,
+           (unsigned long long)r->seed);
+    for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
+        printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, cv->kinds[k]);
+    printf("\n  plans by dtype:");
+    for (int k = 0; k < DTR_DTYPE_LAST; k++) printf(" %s %d", dtr_dtype_name((dtr_dtype_t)k), cv->dtypes[k]);
+    printf("\n  plans by mesh dims: 1-d %d, 2-d %d, 3-d %d; Partial sources by op:", cv->mdims[1],
+           cv->mdims[2], cv->mdims[3]);
+    for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
+        printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), cv->partial_ops[k]);
+    printf("\n  plans with a non-leading gather run in slices: %d; casting plans: %d",
+           cv->sliced, cv->casts);
+    need(t, !many || cv->casts > 0, "no casting plan ran");
+    printf("\n  plans with shard orders: %d", cv->ordered);
+    need(t, !many || r->world < 4 || cv->ordered > 0, "no plan with a shard order ran");
+    printf("\n  plans made node-aware with some mesh dim across nodes: %d", cv->node_aware);
+    printf("\n  compat plans through the seed's own block lengths: %d", cv->own_blocks);
+    need(t, !many || r->world < 8 || cv->own_blocks > 0,
+         "no plan through the seed's own block lengths ran");
+    printf("\n  plans on the pattern %d, on random values %d", cv->fills[0], cv->fills[1]);
+    need(t, !many || (cv->fills[0] > 0 && cv->fills[1] > 0), "one of the fills never ran");
+    if (strcmp(r->memory, "fake") == 0) {
+        fake_device_counts_t fc = fake_device_counts();
+        printf("\n  fake device (rank 0): %lld copy_box, %lld copy_range, %lld divide, %lld "
+               "zero, %lld copies within, %lld to host, %lld from host, %lld refused",
+               (long long)fc.copy_box, (long long)fc.copy_range, (long long)fc.divide,
+               (long long)fc.zero, (long long)fc.copy_within, (long long)fc.to_host,
+               (long long)fc.from_host, (long long)fc.refused);
+        need(t, fc.refused == 0 && (!many || (fc.copy_box > 0 && fc.divide > 0 && fc.zero > 0 &&
+                                              fc.copy_within > 0)),
+             "the fake device refused an address, or some local operation never ran on it");
+    }
+    need(t, r->world < 2 || !many || cv->sliced > 0, "no gather ran in slices");
+    need(t, r->world < 4 || !many || cv->kinds[DTR_STEP_REDUCE_EXCHANGE] > 0,
+         "no reduce_exchange step ran");
+    printf("\n  plans on %d ranks: %d passed, %d failed\n", r->world, t->plans - t->failures,
+           t->failures);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    run_t r = {0};
+    MPI_Comm_rank(MPI_COMM_WORLD, &r.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r.world);
+    int rc = setup(&r, argc, argv);
+    if (rc >= 0) {
+        MPI_Finalize();
+        return rc;
+    }
     tally_t t = {0};
-    int kinds[DTR_STEP_KIND_LAST] = {0}, dtypes[DTR_DTYPE_LAST] = {0}, mdims[4] = {0};
-    int partial_ops[DTR_REDUCE_OP_LAST] = {0};
-    int fills[2] = {0, 0}; /* plans run on the pattern, on random values */
-    int sliced = 0; /* plans with a gather along a non-leading dim, run in slices on rank 0 */
-    int casts = 0;  /* plans that cast (dst in another dtype: cast_to) */
-    int ordered = 0; /* plans from or to a shard order other than mesh-dim order */
-    int own_blocks = 0; /* compat plans through the seed's own block lengths (seed_blocks) */
-    int node_aware = 0; /* plans made knowing which mesh dims cross nodes (some did) */
-    for (int index = 0; index < cases; index++) {
-        rng_state = seed * 1000003ull + (uint64_t)index;
+    coverage_t cv = {0};
+    for (int index = 0; index < r.cases; index++) {
+        rng_state = r.seed * 1000003ull + (uint64_t)index;
         test_case_t c;
-        draw(&c, world);
+        draw(&c, r.world);
         dtr_mesh_t *mesh = NULL;
         dtr_spec_t src, dst;
         if (dtr_mesh_create(c.mdims, c.msize, c.ranks, c.ranks ? c.nranks : 0, &mesh) != DTR_OK ||
             dtr_spec_init(&src, mesh, c.src, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK ||
             dtr_spec_init(&dst, mesh, c.dst, c.mdims, c.shape, c.ndim, cast_to(c.dtype, index)) !=
                 DTR_OK) {
-            if (rank == 0) printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)seed, index, dtr_last_error());
+            if (r.rank == 0) printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)r.seed, index, dtr_last_error());
             t.failures++;
-            dtr_mesh_destroy(mesh);
-            free(c.ranks);
-            continue;
-        }
-        for (int s = 0; s < 2; s++) {
-            dtr_strategy_t strategy = s == 0 ? DTR_STRATEGY_OPTIMAL : DTR_STRATEGY_COMPAT;
-            dtr_cost_model_t bytes_only, nodes;
-            cost_bytes_only(&bytes_only);
-            dtr_plan_options_t opts = {.strategy = strategy, .cost = c.blocked ? &bytes_only : NULL};
-            /* every other optimal plan knows where the mesh dims run (collective: every rank
-             * draws the same case), as `dtr run` plans by default */
-            uint32_t across = 0;
-            if (s == 0 && !c.blocked && index % 2 == 1) {
-                dtr_cost_model_default(&nodes);
-                if (dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, &across) != DTR_OK ||
-                    dtr_cost_model_nodes(&nodes, across, NULL, NULL) != DTR_OK) {
-                    if (rank == 0)
-                        printf("FAIL seed %llu case %d: node-aware cost: %s\n",
-                               (unsigned long long)seed, index, dtr_last_error());
-                    t.failures++;
-                }
-                opts.cost = &nodes;
-            }
-            dtr_plan_t *plan = malloc(sizeof *plan);
-            dtr_status_t st = dtr_plan_create(&src, &dst, &opts, plan);
-            if (st != DTR_OK) { /* an invalid change, or compat refusing an unsafe plan */
-                t.skipped++;
-                free(plan);
-                continue;
-            }
-            for (int k = 0; k < plan->nsteps; k++) kinds[plan->steps[k].kind]++;
-            node_aware += across != 0;
-            dtypes[c.dtype]++;
-            casts += dst.dtype != src.dtype;
-            own_blocks += plan->seed_blocks;
-            for (int i = 0, any = 0; i < c.mdims && !any; i++)
-                if ((src.placements[i].kind == DTR_SHARD && src.placements[i].order != 0) ||
-                    (dst.placements[i].kind == DTR_SHARD && dst.placements[i].order != 0))
-                    ordered += any = 1;
-            mdims[c.mdims]++;
-            for (int i = 0; i < c.mdims; i++)
-                if (c.src[i].kind == DTR_PARTIAL) {
-                    partial_ops[c.src[i].op]++;
-                    break;
-                }
-            int variant = (index + s) % 4;
-            if (verbose && rank == 0) {
-                printf("case %d %s variant %d: %s\n", index, dtr_strategy_name(strategy), variant, c.text);
-                fflush(stdout);
-            }
-            bool padded = variant & 1, nonblocking = variant & 2;
-            static const int64_t slices[] = {0, 1, 5, 48, 4096};
-            int64_t slice = slices[pick(5)];
-            if (dtr_context_set_slice_bytes(ctx[padded], slice) != DTR_OK) t.failures++;
-            for (int k = 0; k < plan->nsteps; k++) {
-                /* rank 0's view: a gather along a non-leading dim whose output holds the
-                 * executor's minimum of 8 slices */
-                const dtr_step_t *step = &plan->steps[k];
-                dtr_spec_t after;
-                dtr_layout_t lay;
-                if (slice > 0 && step->kind == DTR_STEP_ALL_GATHER && step->tensor_dim > 0 &&
-                    dtr_spec_init(&after, mesh, step->after, c.mdims, c.shape, c.ndim,
-                                  c.dtype) == DTR_OK &&
-                    dtr_spec_layout(&after, 0, &lay) == DTR_OK && lay.bytes >= 8 * slice) {
-                    sliced++;
-                    break;
-                }
-            }
-            why[0] = '\0';
-            dtr_fill_t fill = {.kind = index % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN,
-                               .seed = seed * 1000003ull + (uint64_t)index};
-            fills[fill.kind]++;
-            int bad = run_plan(ctx[padded], plan, &src, &dst, &fill, rank, nonblocking, why,
-                               sizeof why);
-            char how[96];
-            snprintf(how, sizeof how, "%s, %s, fill %s", padded ? "padded" : "mpi",
-                     nonblocking ? "non-blocking" : "blocking",
-                     fill.kind == DTR_FILL_RANDOM ? "random" : "pattern");
-            if (bad) report(rank, seed, index, dtr_strategy_name(strategy), how, &c, why);
-            int any = 0;
-            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            t.plans++;
-            t.failures += any;
-            free(plan);
+        } else {
+            for (int s = 0; s < 2; s++) run_strategy(&r, index, s, &c, mesh, &src, &dst, &t, &cv);
         }
         dtr_mesh_destroy(mesh);
         free(c.ranks);
     }
     /* shared memory inside a node, MPI across nodes (tools/mpirun_nodes.sh) */
-    if (mpi_paths_check("executor plans") > 0 && rank == 0) {
+    if (mpi_paths_check("executor plans") > 0 && r.rank == 0) {
         printf("FAIL: a group took the wrong path\n");
         t.failures++;
     }
     /* which mesh dims cross nodes (node-aware cost) */
-    if (mpi_paths_mesh_check() > 0 && rank == 0) t.failures++;
-    if (rank == 0) {
-        printf("mpi exec on %d ranks (%s, memory %s): %d cases, %d plans run, %d skipped (invalid or refused), "
-               "seed %llu\n  steps run by kind:",
-               world, backend, memory, cases, t.plans, t.skipped, (unsigned long long)seed);
-        for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
-            printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
-        printf("\n  plans by dtype:");
-        for (int k = 0; k < DTR_DTYPE_LAST; k++) printf(" %s %d", dtr_dtype_name((dtr_dtype_t)k), dtypes[k]);
-        printf("\n  plans by mesh dims: 1-d %d, 2-d %d, 3-d %d; Partial sources by op:", mdims[1],
-               mdims[2], mdims[3]);
-        for (int k = 0; k < DTR_REDUCE_OP_LAST; k++)
-            printf(" %s %d", dtr_reduce_op_name((dtr_reduce_op_t)k), partial_ops[k]);
-        printf("\n  plans with a non-leading gather run in slices: %d; casting plans: %d",
-               sliced, casts);
-        if (cases >= 100 && casts == 0) {
-            printf("\n  FAIL: no casting plan ran");
-            t.failures++;
-        }
-        printf("\n  plans with shard orders: %d", ordered);
-        if (cases >= 100 && world >= 4 && ordered == 0) {
-            printf("\n  FAIL: no plan with a shard order ran");
-            t.failures++;
-        }
-        printf("\n  plans made node-aware with some mesh dim across nodes: %d", node_aware);
-        printf("\n  compat plans through the seed's own block lengths: %d", own_blocks);
-        if (cases >= 100 && world >= 8 && own_blocks == 0) {
-            printf("\n  FAIL: no plan through the seed's own block lengths ran");
-            t.failures++;
-        }
-        printf("\n  plans on the pattern %d, on random values %d", fills[0], fills[1]);
-        if (cases >= 100 && (fills[0] == 0 || fills[1] == 0)) {
-            printf("\n  FAIL: one of the fills never ran");
-            t.failures++;
-        }
-        if (strcmp(memory, "fake") == 0) {
-            fake_device_counts_t fc = fake_device_counts();
-            printf("\n  fake device (rank 0): %lld copy_box, %lld copy_range, %lld divide, %lld "
-                   "zero, %lld copies within, %lld to host, %lld from host, %lld refused",
-                   (long long)fc.copy_box, (long long)fc.copy_range, (long long)fc.divide,
-                   (long long)fc.zero, (long long)fc.copy_within, (long long)fc.to_host,
-                   (long long)fc.from_host, (long long)fc.refused);
-            if (fc.refused > 0 || (cases >= 100 && (fc.copy_box == 0 || fc.divide == 0 ||
-                                                     fc.zero == 0 || fc.copy_within == 0))) {
-                printf("\n  FAIL: the fake device refused an address, or some local operation "
-                       "never ran on it");
-                t.failures++;
-            }
-        }
-        if (world >= 2 && cases >= 100 && sliced == 0) {
-            printf("\n  FAIL: no gather ran in slices");
-            t.failures++;
-        }
-        if (world >= 4 && cases >= 100 && kinds[DTR_STEP_REDUCE_EXCHANGE] == 0) {
-            printf("\n  FAIL: no reduce_exchange step ran");
-            t.failures++;
-        }
-        printf("\n  plans on %d ranks: %d passed, %d failed\n", world, t.plans - t.failures,
-               t.failures);
-    }
-    dtr_context_destroy(ctx[0]);
-    if (ctx[1] != ctx[0]) dtr_context_destroy(ctx[1]);
+    if (mpi_paths_mesh_check() > 0 && r.rank == 0) t.failures++;
+    if (r.rank == 0) summary(&r, &cv, &t);
+    dtr_context_destroy(r.ctx[0]);
+    if (r.ctx[1] != r.ctx[0]) dtr_context_destroy(r.ctx[1]);
     if (space_ops != NULL) space_ops->destroy(space_state);
     MPI_Finalize();
     return t.failures > 0 ? 1 : 0;

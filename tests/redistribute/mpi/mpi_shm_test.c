@@ -27,7 +27,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_paths.h"
 
 #define GUARD 64
 #define FILL_GAP 0xA5

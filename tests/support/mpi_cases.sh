@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the executor's random-case test under mpirun on 2, 4 and 8 ranks.
-# Usage: mpi_exec_test.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
+# Runs a random-case test executable (the executor's plans or batches) under mpirun on 2,
+# 4 and 8 ranks. Usage: mpi_cases.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
 # DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list; DTR_CASES_DIV divides
 # every case count, rounding up: tools/test.sh's simulated nodes run fewer, over TCP)
 set -u
@@ -24,7 +24,7 @@ for spec in ${DTR_EXEC_SPECS:-2:400 4:400 8:300}; do
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: mpirun -n $n mpi_exec_test --cases $cases --seed $seed $* (exit $rc)"
+        echo "FAIL: mpirun -n $n $(basename "$bin") --cases $cases --seed $seed $* (exit $rc)"
         fail=$((fail + 1))
     fi
     if [ -n "$line" ]; then

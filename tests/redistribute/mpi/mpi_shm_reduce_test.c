@@ -31,7 +31,7 @@
 #include "dtensor/internal.h"
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
-#include "tests/mpi_paths.h"
+#include "tests/support/mpi_paths.h"
 
 #define GUARD 64
 /* --shared: each rank's part of the allocation holds send in its first half, recv in its
@@ -202,6 +202,65 @@ static double loose(const case_t *t, int n, int c, int64_t k, double *tol) {
     return acc;
 }
 
+/* The result in recv (mine elements, the first at element `first` of the whole) against
+ * the expected values: bit for bit in the member order (or the hierarchical one), or within
+ * a tolerance of MPI's own reductions; an all-reduce's replicas the same bits everywhere. */
+static void check_result(const case_t *t, const char *recv, int me, int n, int c,
+                         uint64_t seed, int64_t first, int64_t mine, int64_t total, bool shm,
+                         const hier_t *hier, int rank) {
+    int64_t es = dtr_dtype_info(t->dtype)->size;
+    char what[512];
+    char want[8];
+    static char block[BLOCK * 8]; /* expected()'s values for elements [k0, k0 + BLOCK) */
+    int64_t k0 = -1;
+    /* the hierarchical form takes equal reduce-scatters and all-reduces of a multiple of the
+     * members (DTR_MPI_HIER_MIN=0 here: at any size) */
+    bool hierarchical = hier != NULL && total > 0 &&
+                        (t->kind == 0 || (t->kind == 2 && t->count % n == 0));
+    for (int64_t k = 0; k < mine; k++) {
+        int64_t at = t->kind == 2 ? k : first + k;
+        double got = dtr__load(t->dtype, recv, k);
+        bool ok;
+        double ref = 0, tol = 0;
+        if (hierarchical) {
+            /* the local index whose cross group reduces element `at` */
+            int l = t->kind == 0 ? hier->local[me] : (int)(at / (t->count / (n / hier->k) ));
+            expected_hier(t, hier, n, c, l, at, want);
+            ok = memcmp(want, recv + k * es, (size_t)es) == 0;
+            ref = dtr__load(t->dtype, want, 0);
+        } else if (shm) {
+            if (k0 < 0 || k >= k0 + BLOCK) {
+                k0 = k;
+                expected(t, n, c, at, mine - k < BLOCK ? mine - k : BLOCK, block);
+            }
+            ok = memcmp(block + (k - k0) * es, recv + k * es, (size_t)es) == 0;
+            ref = dtr__load(t->dtype, block, k - k0);
+        } else {
+            ref = loose(t, n, c, at, &tol);
+            ok = t->dtype == DTR_I32 || t->dtype == DTR_I64 || t->dtype == DTR_U8
+                     ? (expected(t, n, c, at, 1, want), memcmp(want, recv + k * es, (size_t)es) == 0)
+                     : fabs(got - ref) <= tol;
+        }
+        if (!ok) {
+            snprintf(what, sizeof what,
+                     "%s %s %s of %lld (%s): element %lld is %.17g, want %.17g (tolerance %g)",
+                     kind_name(t->kind), dtr_dtype_name(t->dtype), dtr_reduce_op_name(t->op),
+                     (long long)total, t->blocking ? "blocking" : "non-blocking", (long long)k,
+                     got, ref, tol);
+            fail(rank, c, seed, what);
+            break;
+        }
+    }
+    if (t->kind == 2) {
+        /* the replicas agree bit for bit: every member's hash of its result is the same */
+        uint64_t h = 1469598103934665603ull, lo = 0, hi = 0;
+        for (int64_t b = 0; b < mine * es; b++) h = (h ^ (unsigned char)recv[b]) * 1099511628211ull;
+        MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        if (lo != hi) fail(rank, c, seed, "the all-reduce's members hold different bits");
+    }
+}
+
 static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, int c,
                      uint64_t seed, const case_t *t, bool shm, const hier_t *hier, int rank) {
     int64_t es = dtr_dtype_info(t->dtype)->size;
@@ -289,55 +348,7 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
             fail(rank, c, seed, "bytes past the output were written");
             break;
         }
-    char want[8];
-    static char block[BLOCK * 8]; /* expected()'s values for elements [k0, k0 + BLOCK) */
-    int64_t k0 = -1;
-    /* the hierarchical form takes equal reduce-scatters and all-reduces of a multiple of the
-     * members (DTR_MPI_HIER_MIN=0 here: at any size) */
-    bool hierarchical = hier != NULL && total > 0 &&
-                        (t->kind == 0 || (t->kind == 2 && t->count % n == 0));
-    for (int64_t k = 0; k < mine; k++) {
-        int64_t at = t->kind == 2 ? k : first + k;
-        double got = dtr__load(t->dtype, recv, k);
-        bool ok;
-        double ref = 0, tol = 0;
-        if (hierarchical) {
-            /* the local index whose cross group reduces element `at` */
-            int l = t->kind == 0 ? hier->local[me] : (int)(at / (t->count / (n / hier->k) ));
-            expected_hier(t, hier, n, c, l, at, want);
-            ok = memcmp(want, recv + k * es, (size_t)es) == 0;
-            ref = dtr__load(t->dtype, want, 0);
-        } else if (shm) {
-            if (k0 < 0 || k >= k0 + BLOCK) {
-                k0 = k;
-                expected(t, n, c, at, mine - k < BLOCK ? mine - k : BLOCK, block);
-            }
-            ok = memcmp(block + (k - k0) * es, recv + k * es, (size_t)es) == 0;
-            ref = dtr__load(t->dtype, block, k - k0);
-        } else {
-            ref = loose(t, n, c, at, &tol);
-            ok = t->dtype == DTR_I32 || t->dtype == DTR_I64 || t->dtype == DTR_U8
-                     ? (expected(t, n, c, at, 1, want), memcmp(want, recv + k * es, (size_t)es) == 0)
-                     : fabs(got - ref) <= tol;
-        }
-        if (!ok) {
-            snprintf(what, sizeof what,
-                     "%s %s %s of %lld (%s): element %lld is %.17g, want %.17g (tolerance %g)",
-                     kind_name(t->kind), dtr_dtype_name(t->dtype), dtr_reduce_op_name(t->op),
-                     (long long)total, t->blocking ? "blocking" : "non-blocking", (long long)k,
-                     got, ref, tol);
-            fail(rank, c, seed, what);
-            break;
-        }
-    }
-    if (t->kind == 2) {
-        /* the replicas agree bit for bit: every member's hash of its result is the same */
-        uint64_t h = 1469598103934665603ull, lo = 0, hi = 0;
-        for (int64_t b = 0; b < mine * es; b++) h = (h ^ (unsigned char)recv[b]) * 1099511628211ull;
-        MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-        MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-        if (lo != hi) fail(rank, c, seed, "the all-reduce's members hold different bits");
-    }
+    check_result(t, recv, me, n, c, seed, first, mine, total, shm, hier, rank);
 out:
     if (t->arena == NULL) {
         free(send);
@@ -383,6 +394,105 @@ static void shuffle(const dtr_backend_ops_t *ops, void *group, int n, int c, uin
     if (st != DTR_OK) fail(rank, c, seed, "the all-to-all between reductions failed");
     free(send);
     free(recv);
+}
+
+/* What the cases run on, and their tally. */
+typedef struct {
+    const dtr_backend_ops_t *ops;
+    void *groups[2]; /* the ranks in order, and reversed */
+    int n, rank;
+    uint64_t seed;
+    bool shm;
+    char *arena;            /* --shared: the allocation the buffers lie in, else NULL */
+    const hier_t *hier[2];  /* each group's hierarchical form, or NULL */
+    int64_t direct_seen, direct_want; /* reductions that read the buffers in place, and that should */
+    int passed, failed;
+} run_t;
+
+/* Case t on group g (this rank's place in it: me), and whether it read the buffers in place
+ * as it should (want_direct); with shuffles, an all-to-all after it now and then. */
+static void count_case(run_t *r, int g, int me, int c, const case_t *t, bool want_direct,
+                       bool shuffles) {
+    int64_t before_direct = direct_ops(g);
+    run_case(r->ops, r->groups[g], me, r->n, c, r->seed, t, r->shm, r->hier[g], r->rank);
+    r->direct_seen += direct_ops(g) - before_direct;
+    r->direct_want += want_direct;
+    if (shuffles && pick(3) == 0) shuffle(r->ops, r->groups[g], r->n, c, r->seed, r->rank);
+}
+
+/* The tally of one case: failed on any rank, or passed. */
+static void tally(run_t *r, int before) {
+    int mine = failures > before, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+        r->failed++;
+    else
+        r->passed++;
+}
+
+/* Random case c: a dtype, op, kind, size and group drawn from the case's seed; with an
+ * arena, the buffers in it (one member's on the heap, now and then; in place, now and then). */
+static void random_case(run_t *r, int c) {
+    static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16,
+                                         DTR_I32, DTR_I64, DTR_U8};
+    static const dtr_reduce_op_t rops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
+                                           DTR_REDUCE_PRODUCT};
+    int n = r->n, rank = r->rank, before = failures;
+    rng_state = r->seed * 1000003u + (uint64_t)c;
+    case_t t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dtypes[pick(7)];
+    t.op = pick(3) == 0 ? rops[pick(4)] : DTR_REDUCE_SUM;
+    t.kind = (int)pick(3);
+    t.blocking = pick(2) == 0;
+    /* 1 element to about 300 KB: one chunk to many, the rings wrapping */
+    int64_t scale = pick(4);
+    t.count = scale == 0 ? 1 + pick(8) : scale == 1 ? 1 + pick(600) : scale == 2 ? 1 + pick(6000) : 1 + pick(40000);
+    for (int k = 0; k < n; k++) t.counts[k] = pick(4) == 0 ? 0 : pick(t.count + 1);
+    int g = (int)pick(2);
+    int me = g == 0 ? rank : n - 1 - rank;
+    bool all_shared = false;
+    if (r->arena != NULL) {
+        int heap = pick(5) == 0 ? (int)pick(n) : -1; /* that member: the ring form */
+        /* in place only where the segment's forms run it (MPI's calls and the hierarchical
+         * form take no aliasing buffers) */
+        bool in_place = t.kind != 1 && r->shm && r->hier[g] == NULL && takes_direct(&t, n) &&
+                        pick(4) == 0;
+        all_shared = heap < 0;
+        if (rank != heap) {
+            int64_t es = dtr_dtype_info(t.dtype)->size;
+            t.arena = r->arena;
+            t.send_at = 64 * (rank % 3) + es * (rank % 2);
+            t.recv_at = ARENA_HALF + 64 * ((rank * 7) % 5) + es * (rank % 3 == 1);
+            t.in_place = in_place;
+        }
+    }
+    count_case(r, g, me, c, &t, all_shared && r->shm && r->hier[g] == NULL && takes_direct(&t, n),
+               true);
+    tally(r, before);
+}
+
+/* All-reduces of 9 MiB (case c, i = 0 or 1: f32 blocking on the first group, bf16
+ * non-blocking on the second): the result is copied out with streaming stores (8 MiB and up). */
+static void large_case(run_t *r, int c, int i) {
+    static const dtr_dtype_t large_dtypes[] = {DTR_F32, DTR_BF16};
+    int rank = r->rank, before = failures;
+    case_t t;
+    memset(&t, 0, sizeof t);
+    t.dtype = large_dtypes[i];
+    t.op = DTR_REDUCE_SUM;
+    t.kind = 2;
+    t.blocking = i == 0;
+    t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
+    if (r->arena != NULL) { /* the second in place, on the segment */
+        t.arena = r->arena;
+        t.send_at = 64 * (rank % 3);
+        t.recv_at = ARENA_HALF + 64 * (rank % 2);
+        t.in_place = i == 1 && r->shm && r->hier[i] == NULL;
+    }
+    count_case(r, i, i == 0 ? rank : r->n - 1 - rank, c, &t,
+               r->arena != NULL && r->shm && r->hier[i] == NULL, false);
+    tally(r, before);
 }
 
 int main(int argc, char **argv) {
@@ -434,7 +544,6 @@ int main(int argc, char **argv) {
         printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int64_t direct_seen = 0, direct_want = 0;
     /* which groups the backend made hierarchical (mpi_paths_check below checks it was right
      * to): their results are checked bit for bit in the hierarchical order */
     hier_t hiers[2];
@@ -450,89 +559,21 @@ int main(int argc, char **argv) {
     if (rank == 0 && hier[0] != NULL)
         printf("  hierarchical over %d nodes: reductions checked bit for bit in node, then "
                "node order\n", hiers[0].k);
-    static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16,
-                                         DTR_I32, DTR_I64, DTR_U8};
-    static const dtr_reduce_op_t rops[] = {DTR_REDUCE_SUM, DTR_REDUCE_MAX, DTR_REDUCE_MIN,
-                                           DTR_REDUCE_PRODUCT};
-    int passed = 0, failed = 0;
-    for (int c = 0; c < cases; c++) {
-        int before = failures;
-        rng_state = seed * 1000003u + (uint64_t)c;
-        case_t t;
-        memset(&t, 0, sizeof t);
-        t.dtype = dtypes[pick(7)];
-        t.op = pick(3) == 0 ? rops[pick(4)] : DTR_REDUCE_SUM;
-        t.kind = (int)pick(3);
-        t.blocking = pick(2) == 0;
-        /* 1 element to about 300 KB: one chunk to many, the rings wrapping */
-        int64_t scale = pick(4);
-        t.count = scale == 0 ? 1 + pick(8) : scale == 1 ? 1 + pick(600) : scale == 2 ? 1 + pick(6000) : 1 + pick(40000);
-        for (int k = 0; k < n; k++) t.counts[k] = pick(4) == 0 ? 0 : pick(t.count + 1);
-        int g = (int)pick(2);
-        int me = g == 0 ? rank : n - 1 - rank;
-        bool all_shared = false;
-        if (arena != NULL) {
-            int heap = pick(5) == 0 ? (int)pick(n) : -1; /* that member: the ring form */
-            /* in place only where the segment's forms run it (MPI's calls and the
-             * hierarchical form take no aliasing buffers) */
-            bool in_place = t.kind != 1 && shm && hier[g] == NULL && takes_direct(&t, n) &&
-                            pick(4) == 0;
-            all_shared = heap < 0;
-            if (rank != heap) {
-                int64_t es = dtr_dtype_info(t.dtype)->size;
-                t.arena = arena;
-                t.send_at = 64 * (rank % 3) + es * (rank % 2);
-                t.recv_at = ARENA_HALF + 64 * ((rank * 7) % 5) + es * (rank % 3 == 1);
-                t.in_place = in_place;
-            }
-        }
-        int64_t before_direct = direct_ops(g);
-        run_case(ops, groups[g], me, n, c, seed, &t, shm, hier[g], rank);
-        direct_seen += direct_ops(g) - before_direct;
-        direct_want += all_shared && shm && hier[g] == NULL && takes_direct(&t, n);
-        if (pick(3) == 0) shuffle(ops, groups[g], n, c, seed, rank);
-        int mine = failures > before, any = 0;
-        MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any) failed++;
-        else passed++;
-    }
-    /* all-reduces of 9 MiB: the result is copied out with streaming stores (8 MiB and up) */
-    static const dtr_dtype_t large_dtypes[] = {DTR_F32, DTR_BF16};
-    for (int i = 0; i < 2 && large; i++) {
-        int c = cases + i, before = failures;
-        case_t t;
-        memset(&t, 0, sizeof t);
-        t.dtype = large_dtypes[i];
-        t.op = DTR_REDUCE_SUM;
-        t.kind = 2;
-        t.blocking = i == 0;
-        t.count = (9 << 20) / dtr_dtype_info(t.dtype)->size;
-        if (arena != NULL) { /* the second in place, on the segment */
-            t.arena = arena;
-            t.send_at = 64 * (rank % 3);
-            t.recv_at = ARENA_HALF + 64 * (rank % 2);
-            t.in_place = i == 1 && shm && hier[i] == NULL;
-        }
-        int64_t before_direct = direct_ops(i);
-        run_case(ops, groups[i], i == 0 ? rank : n - 1 - rank, n, c, seed, &t, shm, hier[i], rank);
-        direct_seen += direct_ops(i) - before_direct;
-        direct_want += arena != NULL && shm && hier[i] == NULL;
-        int mine = failures > before, any = 0;
-        MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any) failed++;
-        else passed++;
-    }
+    run_t r = {ops, {groups[0], groups[1]}, n, rank, seed, shm, arena, {hier[0], hier[1]}, 0, 0,
+               0, 0};
+    for (int c = 0; c < cases; c++) random_case(&r, c);
+    for (int i = 0; i < 2 && large; i++) large_case(&r, cases + i, i);
     if (arena != NULL) {
         /* every case whose members' buffers were all in the allocation read them in place,
          * and no other */
-        if (direct_seen != direct_want) {
+        if (r.direct_seen != r.direct_want) {
             printf("rank %d: %lld reductions read the buffers in place, want %lld\n", rank,
-                   (long long)direct_seen, (long long)direct_want);
+                   (long long)r.direct_seen, (long long)r.direct_want);
             failures++;
         }
         if (rank == 0)
             printf("  %lld reductions read the members' buffers in place\n",
-                   (long long)direct_seen);
+                   (long long)r.direct_seen);
         if (!ops->mem_free(state, arena) || ops->mem_free(state, arena)) {
             printf("rank %d: mem_free: the allocation was not freed exactly once\n", rank);
             failures++;
@@ -544,7 +585,7 @@ int main(int argc, char **argv) {
     int bad = failures > 0, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("reductions on %d ranks: %d passed, %d failed\n", n, passed, failed);
+        printf("reductions on %d ranks: %d passed, %d failed\n", n, r.passed, r.failed);
     MPI_Finalize();
     return anybad ? 1 : 0;
 }

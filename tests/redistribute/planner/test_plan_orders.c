@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/redistribute/rand_cases.h"
-#include "tests/redistribute/interp.h"
-#include "tests/redistribute/plan_util.h"
+#include "tests/support/rand_cases.h"
+#include "tests/support/interp.h"
+#include "tests/support/plan_util.h"
 
 typedef struct {
     const char *mesh, *shape, *from, *to, *steps;

@@ -1,6 +1,6 @@
 /* The fault-injecting backend wrapper (see faulty_backend.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "tests/redistribute/faulty_backend.h"
+#include "tests/support/faulty_backend.h"
 
 #include <string.h>
 #include <time.h>
