@@ -17,9 +17,15 @@
  * Installed (tools/install.sh), these are one file, <dtr/dtr.h>, beside <dtr/dtr_mpi.h>,
  * <dtr/dtr_cuda.h> and <dtr/dtr_nccl.h>.
  *
- * Conventions for every function: it returns dtr_status_t (DTR_OK or a negative code);
- * on failure no output is written and dtr_last_error() names the argument; the caller owns
- * what it passes in, and what a *_create hands out until the matching *_destroy.
+ * Conventions: a function that can fail returns dtr_status_t (DTR_OK, or a negative code
+ * with one line in dtr_last_error() naming the function, the argument and the value). A
+ * pure call (parsing, specs, layouts, planning, the tape's bookkeeping) writes none of its
+ * outputs on failure. A collective call moves data as it runs, so on failure its output
+ * buffers hold unspecified contents; what it reads only (dtr_redistribute's `in`) is never
+ * written, and each declaration says which buffers it may have touched. Queries that cannot
+ * fail return their value (a name, a size, a flag; NULL, -1 or false for a NULL handle or an
+ * index out of range, as each says); destroy functions accept NULL. The caller owns what it
+ * passes in, and what a *_create hands out until the matching *_destroy.
  */
 #ifndef DTR_H
 #define DTR_H
@@ -48,7 +54,7 @@ extern "C" {
  * caller was compiled against; dtr_check_headers() says whether the two can work together. */
 DTR_API int dtr_version(void);
 
-/* The loaded library's version as text, "0.6.0". Static storage. */
+/* The loaded library's version as text, "0.8.1". Static storage. */
 DTR_API const char *dtr_version_string(void);
 
 /*

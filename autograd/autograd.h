@@ -1,5 +1,5 @@
 /*
- * Autograd rules for redistributions (issue 5, first part: the backward plan).
+ * Autograd rules for redistributions: the backward plan of a redistribution.
  *
  * The backward of a redistribution src -> dst takes the gradient, which arrives in some
  * placements `grad` (usually dst's), back to src's placements, with two exceptions that
@@ -55,7 +55,7 @@ DTR_API dtr_status_t dtr_plan_backward_in(const dtr_spec_t *forward_src, const d
                                           const dtr_plan_options_t *opts, dtr_plan_t *out);
 
 /*
- * Gradient reduction's pre/post divide factors for n workers (DESIGN.md): f = 1; while
+ * Gradient reduction's pre/post divide factors for n workers (docs/design.md): f = 1; while
  * n % f == 0 and n / f > f: f *= 2. pre = f, post = n / f, so pre * post = n and neither
  * factor alone overflows fp16 as dividing by n after the sum could. n = 12 gives 4 and 3;
  * n = 6 gives 4 and 1.5 (post may be fractional). n >= 1; outputs written on success.

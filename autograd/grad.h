@@ -1,9 +1,10 @@
 /*
- * Gradient reduction (issue 5): DDP-style communication hooks, the FSDP/HSDP reducer with
+ * Gradient reduction: DDP-style communication hooks, the FSDP/HSDP reducer with
  * its runtime divide factors and gradient accumulation, and the fused all-reduce. All run on
  * the executor's collectives (dtr_all_reduce / dtr_reduce_scatter in
  * redistribute/executor/executor.h), so on any backend, and are collective over their group: every
- * member calls with the same arguments. The semantics are DESIGN.md's "Gradient reduction";
+ * member calls with the same arguments. The semantics are docs/design.md's "Gradient
+ * reduction";
  * autograd/README.md walks through them with the numbers.
  *
  * Groups are named by a mask of mesh dims (bit i = mesh dim i), as for dtr_all_reduce: on a

@@ -1,6 +1,7 @@
 /*
- * Parameter groups (issue 24): FSDP2's foreach reduction and gather of many parameters at
- * once, and seed 004's HSDP pipeline. A group is a list of parameters (full shape, shard
+ * Parameter groups: FSDP2's foreach reduction and gather of many parameters at once, and an
+ * HSDP pipeline that overlaps one layer's reduce-scatter with the previous layer's
+ * all-reduce. A group is a list of parameters (full shape, shard
  * dim, dtype) reduced together:
  *
  *   - one reduce-scatter over the shard group for all of the group's gradients: rank k's
@@ -17,7 +18,7 @@
  * group x replicate group; or the user's factor; SUM forced or AVG), computed once per
  * group. The same layout all-gathers a group's shards into their unsharded tensors.
  *
- * The pipeline runs groups in seed 004's order, so a caller overlaps backward compute with
+ * The pipeline runs groups in backward order, so a caller overlaps backward compute with
  * communication: pushing layer k waits for layer k-1's reduce-scatter, issues layer k's,
  * then issues layer k-1's all-reduce; finish drains it. At most one reduce-scatter and one
  * all-reduce are in flight. All calls are collective over the shard and replicate groups

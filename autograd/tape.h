@@ -1,6 +1,6 @@
 /*
  * from_local / to_local backward, and a small tape that records a forward chain of
- * redistributions and runs their backward plans in reverse order (issue 5).
+ * redistributions and runs their backward plans in reverse order.
  *
  * The tape is a chain: each recorded operation consumes the previous one's output. It
  * starts with dtr_tape_from_local (local tensors become a DTensor of a spec) or with a first

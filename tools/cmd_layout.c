@@ -21,7 +21,13 @@ static void dtr__layout_help(FILE *out) {
         "                       R replicate, P or P(op) partial with op sum|avg|max|min|product;\n"
         "                       S(d)[k]: the k-th mesh dim (from 0) to split d, a shard order;\n"
         "                       _S(d, sf): PyTorch's _StridedShard, read as its shard order\n"
-        "  --dtype DTYPE        f32 (default), f64, f16, bf16, i32, i64, u8, f8e4m3, f8e5m2\n"
+        "  --dtype DTYPE        f32 (default), or any of the library's dtypes:\n"
+        "                       ",
+        out);
+    /* the list from the library's dtype table, so that a new dtype shows here */
+    for (int d = 0; d < DTR_DTYPE_LAST; d++)
+        fprintf(out, "%s%s", d ? ", " : "", dtr_dtype_name((dtr_dtype_t)d));
+    fputs("\n"
         "  --ranks LIST         explicit ranks in row-major mesh order, e.g. 3,2,1,0\n"
         "                       (default 0..N-1)\n"
         "  --json               one JSON object instead of the table\n"

@@ -17,7 +17,7 @@ show() {
     "$dtr" "$@"
 }
 
-# DESIGN.md's nested-sharding example: tensor dim 1 (length 5) split over both mesh dims.
+# docs/design.md's nested-sharding example: tensor dim 1 (length 5) split over both mesh dims.
 show layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'
 # Uneven shards: 5 rows over 4 ranks gives 2,2,1,0 (the empty one sits at offset 5).
 show layout --mesh 4 --shape 5x3 --placements 'S(0)' --json

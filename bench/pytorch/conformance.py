@@ -57,7 +57,7 @@ KNOWN = {
         "PyTorch refuses",
         "DTensor.redistribute refuses Replicate -> Partial ('only Shard to Partial(sum) "
         "redistribution is supported'); dtr does it: sum divides by the mesh dim's size, "
-        "avg/max/min keep the value (DESIGN.md)"),
+        "avg/max/min keep the value (docs/design.md)"),
     "compat-has-no-S-to-P": (
         "dtr refuses",
         "dtr's compat strategy is the seed algorithm (PyTorch 2.1), which had no Shard -> "

@@ -100,7 +100,7 @@ dtr_status_t dtr__step_prepare(dtr_request_t *r, dtr__step_args_t *out, bool *sk
     a.op = a.s->op;
     if (a.op == DTR_REDUCE_AVG) {
         /* AVG over several mesh dims is their SUM divided once by the product of their
-         * sizes (DESIGN.md): per-step divides would truncate integers at every step and
+         * sizes (docs/design.md): per-step divides would truncate integers at every step and
          * round floats more than once. One AVG step alone may use the backend's AVG
          * (not in a batch, whose coalesced rounds reduce every member with one op). */
         int64_t divisor = 1, last = -1, steps = 0;

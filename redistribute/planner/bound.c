@@ -16,14 +16,14 @@
  *    contributions moves one element, so the group receives at least (n-1)|W_r| in all and
  *    its busiest member (n-1)|W_r|/n. When the target is R, each member also needs the
  *    (n-1)|W_r|/n results it did not combine itself: 2(n-1)|W_r|/n, the all-reduce bound.
- *    This is the collective model (DESIGN.md's table): each reduction is done by the
+ *    This is the collective model (docs/design.md, "Minimal bytes per rank"): each reduction is done by the
  *    mesh dim's groups on their own data, as every plan here does. Replicas holding the same
  *    contributions could share that work across groups and go lower; the bound does not
  *    claim those algorithms.
  *  - balanced reduction: when the change is P -> S(d) on mesh dim k alone and a later mesh
  *    dim shards d, a member of r's k-group cannot have its target reduced in place. Under
  *    the same model, with each element reduced at one member that receives the other n-1
- *    contributions (as DESIGN.md's reduce-scatter figure counts), member a reducing z
+ *    contributions (as docs/design.md's reduce-scatter figure counts), member a reducing z
  *    elements receives at least (n-1)z + |T_a| - min(h_a, z) (h_a: the part of T_a in the
  *    group's block C; every element of T_a it did not reduce arrives once), and the members
  *    reduce all of C between them. The least level at which that is possible
@@ -31,7 +31,7 @@
  *    meets it where reducing home pieces at home costs nothing, as on even shapes.
  * Single-mesh-dim changes of even shapes meet it: all-gather (n-1)S/n, reduce-scatter
  * (n-1)S/n, all-reduce 2(n-1)S/n, all-to-all (n-1)S/n^2, local steps 0, and the exchange
- * |T_r \ C_r| exactly (DESIGN.md's table).
+ * |T_r \ C_r| exactly (docs/design.md, "Minimal bytes per rank").
  */
 /* What the bound's per-rank terms need of the change, the same at every rank. */
 typedef struct {

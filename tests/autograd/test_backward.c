@@ -259,7 +259,7 @@ Test(backward, random_plans_move_the_gradient_exactly) {
 }
 
 Test(gradient_reduction, divide_factors) {
-    /* n, pre, post: DESIGN.md's examples and the first few */
+    /* n, pre, post: docs/design.md's examples and the first few */
     static const double table[][3] = {{1, 1, 1},   {2, 2, 1},   {4, 2, 2},  {6, 4, 1.5},
                                       {8, 4, 2},   {12, 4, 3},  {16, 4, 4}, {32, 8, 4},
                                       {64, 8, 8},  {3, 2, 1.5}, {5, 2, 2.5}, {1024, 32, 32}};

@@ -114,7 +114,7 @@ Test(layout, replicate_and_partial_keep_the_whole_dim) {
 }
 
 Test(layout, chunk_rule_table) {
-    /* length, n, r -> size, offset (DESIGN.md's formula, checked by hand) */
+    /* length, n, r -> size, offset (docs/design.md's formula, checked by hand) */
     const int64_t rows[][5] = {
         {5, 4, 0, 2, 0}, {5, 4, 3, 0, 5}, {4, 3, 2, 0, 4}, {7, 3, 2, 1, 6},
         {0, 5, 4, 0, 0}, {1, 1, 0, 1, 0}, {8, 8, 7, 1, 7}, {3, 8, 2, 1, 2},

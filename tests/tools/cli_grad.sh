@@ -7,7 +7,7 @@ set -u
 dtr=$1
 source "$(dirname "$0")/check_lib.sh"
 
-# The dry run: DESIGN.md's factors, no MPI.
+# The dry run: docs/design.md's factors, no MPI.
 check "dry run N=12 f16" 0 0 "divide by 12: pre 4, post 3; ops: reduce_scatter:sum" "" \
     grad --dry-run --world 12 --dtype f16
 check "dry run N=6 f16 (fractional post)" 0 0 '"pre_factor":4,"post_factor":1.5' "" \

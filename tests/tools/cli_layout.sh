@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dtr layout` output, exactly: the JSON of DESIGN.md's examples, the table, and help.
+# `dtr layout` output, exactly: the JSON of docs/design.md's examples, the table, and help.
 # Usage: cli_layout.sh DTR VERSION_HEADER (dtr_version.h, generated from version.bzl)
 set -u
 dtr=$1
@@ -73,6 +73,8 @@ expect_contains '  3  the change was refused' --help
 expect_contains 'layout     show each rank' -h
 expect_contains "dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'" --help
 expect_contains 'usage: dtr layout --mesh MESH' layout --help
+# every dtype of the library, c64 and c128 among them (the list comes from its table)
+expect_contains 'f32, f64, f16, bf16, i32, i64, u8, f8e4m3, f8e5m2, c64, c128' layout --help
 expect_contains '--placements LIST' help layout
 expect_contains 'examples:' layout -h
 expect_output "dtr $version" --version

@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-/* Table tests of the planner: compat step lists (DESIGN.md's cases), optimal plans of the
+/* Table tests of the planner: compat step lists (docs/design.md's cases), optimal plans of the
  * simple changes, bytes, and every planning error. Every plan is also run by the reference
  * interpreter. */
 #include <criterion/criterion.h>
