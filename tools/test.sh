@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: installs what it needs, then runs parts of it.
 #
-#   bash tools/test.sh          the quick check (4.4 minutes on a fresh 2-core machine):
+#   bash tools/test.sh          the quick check (5.5 minutes on a fresh clone, 2 cores):
 #                               every test target once (part 1, `plain`) and the installed
 #                               trees checked from outside (part 6, `install`)
 #   bash tools/test.sh --all    the whole matrix below (26 minutes there): what CI runs
