@@ -54,7 +54,7 @@ extern "C" {
  * caller was compiled against; dtr_check_headers() says whether the two can work together. */
 DTR_API int dtr_version(void);
 
-/* The loaded library's version as text, "0.8.1". Static storage. */
+/* The loaded library's version as text, "0.9.0". Static storage. */
 DTR_API const char *dtr_version_string(void);
 
 /*
@@ -78,7 +78,8 @@ DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int cou
     X(dtr_plan_options_t) X(dtr_backend_req_t) X(dtr_backend_ops_t) X(dtr_memory_ops_t)     \
     X(dtr_compress_wrapper_t) X(dtr_grad_factors_t) X(dtr_reducer_desc_t)                   \
     X(dtr_fused_entry_t) X(dtr_batch_item_t) X(dtr_batch_round_t) X(dtr_batch_plan_t)       \
-    X(dtr_span_t) X(dtr_spans_op_t) X(dtr_param_desc_t) X(dtr_param_group_desc_t)
+    X(dtr_span_t) X(dtr_spans_op_t) X(dtr_param_desc_t) X(dtr_param_group_desc_t)         \
+    X(dtr_cross_options_t) X(dtr_cross_figures_t)
 #define DTR__ABI_SIZEOF(type) sizeof(type),
 
 /* dtr_abi_check for the headers this translation unit includes: call it once at start-up,

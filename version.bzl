@@ -7,6 +7,6 @@ tools/install.sh writes. While MAJOR is 0 the API may still change: see docs/int
 for the ABI policy.
 """
 
-DTR_VERSION = "0.8.1"
+DTR_VERSION = "0.9.0"
 
 DTR_VERSION_MAJOR, DTR_VERSION_MINOR, DTR_VERSION_PATCH = DTR_VERSION.split(".")

@@ -14,6 +14,7 @@ enum {
     OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
     OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
     OPT_INJECT, OPT_DUMP, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
+    OPT_TO_MESH, OPT_TO_RANKS,
 };
 
 #define ALL (DTR_CLI_PLAN | DTR_CLI_RUN | DTR_CLI_RUN_BATCH)
@@ -32,6 +33,8 @@ static const struct {
     {{"from", required_argument, NULL, OPT_FROM}, SINGLE},
     {{"to", required_argument, NULL, OPT_TO}, SINGLE},
     {{"to-dtype", required_argument, NULL, OPT_TO_DTYPE}, SINGLE},
+    {{"to-mesh", required_argument, NULL, OPT_TO_MESH}, SINGLE},
+    {{"to-ranks", required_argument, NULL, OPT_TO_RANKS}, SINGLE},
     {{"strategy", required_argument, NULL, OPT_STRATEGY}, ALL},
     {{"json", no_argument, NULL, OPT_JSON}, ALL},
     {{"batch", required_argument, NULL, OPT_BATCH}, ALL},
@@ -75,6 +78,8 @@ static void dtr__store(dtr_cli_change_t *o, int c, const char *v) {
     case OPT_FROM: o->spec.placements = v; break;
     case OPT_TO: o->to = v; break;
     case OPT_TO_DTYPE: o->to_dtype = v; break;
+    case OPT_TO_MESH: o->to_mesh = v; break;
+    case OPT_TO_RANKS: o->to_ranks = v; break;
     case OPT_STRATEGY: o->strategy_text = v; break;
     case OPT_JSON: o->json = true; break;
     case OPT_BATCH: o->batch = v; break;

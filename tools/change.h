@@ -24,6 +24,7 @@ typedef struct {
     /* the flags as given (NULL or false where absent; run's defaults filled in) */
     dtr_cli_spec_args_t spec; /* --mesh --shape --from --dtype --ranks */
     const char *to, *to_dtype, *strategy_text, *batch, *nodes_of;
+    const char *to_mesh, *to_ranks; /* a change between meshes: the destination's */
     const char *backward_dtype_text;
     bool json, backward, help;
     /* dtr plan: --compare and the cost flags */

@@ -62,11 +62,12 @@ int dtr_cli_lib_error(const char *cmd, const char *flag) {
     return dtr_cli_usage_error(cmd, "%s", dtr_last_error());
 }
 
-int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n) {
+int dtr_cli_parse_ranks(const char *cmd, const char *flag, const char *text, int **ranks,
+                        int64_t *n) {
     int64_t count = 1;
     for (const char *p = text; *p; p++) count += (*p == ',');
     int *list = malloc((size_t)count * sizeof *list);
-    if (list == NULL) return dtr_cli_usage_error(cmd, "--ranks: out of memory");
+    if (list == NULL) return dtr_cli_usage_error(cmd, "%s: out of memory", flag);
     const char *p = text;
     for (int64_t i = 0; i < count; i++) {
         char *end;
@@ -76,8 +77,8 @@ int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t 
         if (end == p || errno != 0 || v < INT_MIN || v > INT_MAX || (*end != ',' && *end != '\0')) {
             free(list);
             return dtr_cli_usage_error(
-                cmd, "--ranks \"%s\": item %lld is not an integer (ranks are comma-separated)",
-                text, (long long)i);
+                cmd, "%s \"%s\": item %lld is not an integer (ranks are comma-separated)",
+                flag, text, (long long)i);
         }
         list[i] = (int)v;
         p = end + 1;
@@ -93,7 +94,7 @@ int dtr_cli_build_mesh(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
     int *ranks = NULL;
     int64_t nranks = 0;
     if (args->ranks != NULL) {
-        int rc = dtr_cli_parse_ranks(cmd, args->ranks, &ranks, &nranks);
+        int rc = dtr_cli_parse_ranks(cmd, "--ranks", args->ranks, &ranks, &nranks);
         if (rc != DTR_EXIT_OK) return rc;
     }
     dtr_status_t st = dtr_mesh_parse(args->mesh, ranks, nranks, mesh);
@@ -151,6 +152,36 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
             DTR_OK)
         return dtr_cli_lib_error(cmd, flag);
     return DTR_EXIT_OK;
+}
+
+int dtr_cli_target_spec(const char *cmd, const char *to, const char *to_mesh,
+                        const char *to_ranks, const char *to_dtype, const dtr_spec_t *src,
+                        dtr_mesh_t **mesh_b, dtr_spec_t *dst) {
+    *mesh_b = NULL;
+    int rc;
+    if (to_mesh == NULL) {
+        if (to_ranks != NULL)
+            return dtr_cli_usage_error(cmd, "--to-ranks: goes with --to-mesh (the destination "
+                                            "mesh's ranks)");
+        rc = dtr_cli_other_spec(cmd, "--to", to, src, dst);
+    } else {
+        int *ranks = NULL;
+        int64_t nranks = 0;
+        if (to_ranks != NULL && (rc = dtr_cli_parse_ranks(cmd, "--to-ranks", to_ranks, &ranks, &nranks)) != DTR_EXIT_OK)
+            return rc;
+        dtr_status_t st = dtr_mesh_parse(to_mesh, ranks, nranks, mesh_b);
+        free(ranks);
+        if (st != DTR_OK) return dtr_cli_lib_error(cmd, to_ranks != NULL ? "--to-mesh/--to-ranks" : "--to-mesh");
+        dtr_spec_t like = *src;
+        like.mesh = *mesh_b;
+        rc = dtr_cli_other_spec(cmd, "--to", to, &like, dst);
+    }
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec(cmd, to_dtype, dst);
+    if (rc != DTR_EXIT_OK) {
+        dtr_mesh_destroy(*mesh_b);
+        *mesh_b = NULL;
+    }
+    return rc;
 }
 
 int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec) {

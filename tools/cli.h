@@ -49,8 +49,10 @@ int dtr_cli_parse_int(const char *cmd, const char *flag, const char *text, int64
 int dtr_cli_parse_number(const char *cmd, const char *flag, const char *text, bool positive,
                          const char *what, double *out);
 
-/* Parses "0,1,2,3" into a malloc'd array. Returns 0, or prints a usage error and returns 2. */
-int dtr_cli_parse_ranks(const char *cmd, const char *text, int **ranks, int64_t *n);
+/* Parses flag's "0,1,2,3" into a malloc'd array. Returns 0, or prints a usage error naming
+ * the flag and returns 2. */
+int dtr_cli_parse_ranks(const char *cmd, const char *flag, const char *text, int **ranks,
+                        int64_t *n);
 
 /* The common spec flags: --mesh, --shape, --placements (or another name), --dtype, --ranks. */
 typedef struct {
@@ -82,6 +84,14 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
  * the error and returns DTR_EXIT_USAGE on failure. */
 int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
                        const dtr_spec_t *like, dtr_spec_t *out);
+
+/* The target spec of a change from src: the --to placements on src's mesh, or (to_mesh set)
+ * on the mesh --to-mesh and --to-ranks make (*mesh_b, which the caller destroys; NULL
+ * otherwise), in --to-dtype where given. Prints the error naming the flag and returns
+ * DTR_EXIT_USAGE on failure. */
+int dtr_cli_target_spec(const char *cmd, const char *to, const char *to_mesh,
+                        const char *to_ranks, const char *to_dtype, const dtr_spec_t *src,
+                        dtr_mesh_t **mesh_b, dtr_spec_t *dst);
 
 /* --to-dtype TEXT (NULL: nothing to do): spec, the target, in that dtype (a cast). Prints
  * the error and returns DTR_EXIT_USAGE on failure. */
@@ -126,9 +136,9 @@ void dtr_cli_restore_stderr(void);
 /* Collective over the job: false if st failed on any rank; each failing rank prints
  * "dtr <cmd>: rank R: <what>: <error>". */
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
-/* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why and returns
- * DTR_EXIT_USAGE. */
-int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world);
+/* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why (naming `flag`, the
+ * option that gave the mesh) and returns DTR_EXIT_USAGE. */
+int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world);
 /* The MPI backend's groups over the job (dtr_mpi_groups), each counted once, by its first
  * member: [0] groups with a shared-memory segment (all members on one node), [1] their
  * operations through it, [2] their operations through MPI, [3] groups without one (across

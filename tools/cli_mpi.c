@@ -53,7 +53,7 @@ int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what)
     return !any;
 }
 
-int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world) {
+int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world) {
     int top = -1, nd = dtr_mesh_ndims(mesh);
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     for (int64_t p = 0; p < dtr_mesh_nranks(mesh); p++) {
@@ -67,9 +67,9 @@ int dtr_cli_mesh_fits(const char *cmd, const dtr_mesh_t *mesh, int world) {
     }
     if (top < world) return DTR_EXIT_OK;
     return dtr_cli_usage_error(cmd,
-                               "--mesh: the mesh uses ranks up to %d and the job has %d: run "
+                               "%s: the mesh uses ranks up to %d and the job has %d: run "
                                "under 'mpirun -n %d'",
-                               top, world, top + 1);
+                               flag, top, world, top + 1);
 }
 
 void dtr_cli_mpi_paths(long long sums[7]) {

@@ -357,7 +357,7 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr_mesh_t *mesh = NULL;
     int rc = dtr_cli_build_mesh("grad", &a->spec, &mesh);
     if (rc != DTR_EXIT_OK) return rc;
-    rc = dtr_cli_mesh_fits("grad", mesh, world);
+    rc = dtr_cli_mesh_fits("grad", "--mesh", mesh, world);
     if (rc != DTR_EXIT_OK) goto done_mesh;
     int nd = dtr_mesh_ndims(mesh);
     int64_t sizes[DTR_MAX_MESH_DIMS], n = dtr_mesh_nranks(mesh);

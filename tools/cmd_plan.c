@@ -14,6 +14,9 @@ static void dtr__plan_help(FILE *out) {
         "                [--nodes-of DIMS [--inter-alpha-us A] [--inter-bandwidth-gbps B]]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
+        "       dtr plan --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
+        "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
+        "                [--json] [cost flags]\n"
         "\n"
         "Plans a redistribution from the --from placements to the --to placements and prints\n"
         "its steps (mesh dim, from -> to, kind, bytes each rank receives), the most bytes any\n"
@@ -44,6 +47,14 @@ static void dtr__plan_help(FILE *out) {
         "                       change, the rounds (one coalesced collective each: kind, mesh\n"
         "                       dim, dtype and op for reductions, member tensor.step), the\n"
         "                       collectives against one plan at a time, bytes and the bound\n"
+        "  --to-mesh MESH, --to-ranks LIST  a change between meshes: the destination mesh and\n"
+        "                       its ranks (default 0..N-1), the source's being --mesh and\n"
+        "                       --ranks; they may be disjoint, overlap or be the same ranks\n"
+        "                       in another shape or order. Prints what the source mesh does\n"
+        "                       first (a Partial reduced, a cast), then the boxes each rank\n"
+        "                       sends to each other (the first 64), the most bytes a rank\n"
+        "                       sends and receives and their lower bounds\n"
+        "                       (docs/cross-mesh.md); --to is Shard or Replicate\n"
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
         "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
         "                       dim (default 5; env DTR_ALPHA_US)\n"
@@ -270,14 +281,45 @@ static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_plan_t *plans,
     return DTR_EXIT_OK;
 }
 
+/* A change between meshes (--to-mesh): its specs, the cross plan, the report. */
+static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *cost) {
+    const char *other = o->compare ? "--compare" : o->backward ? "--backward"
+                        : o->batch != NULL ? "--batch" : o->nodes_of != NULL ? "--nodes-of"
+                        : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
+    if (other != NULL)
+        return dtr_cli_usage_error("plan", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
+                                           "\"Not yet\", lists what a change between meshes "
+                                           "lacks)", other);
+    dtr_mesh_t *mesh = NULL, *mesh_b = NULL;
+    dtr_spec_t src, dst;
+    int rc = dtr_cli_build_spec("plan", &o->spec, &mesh, &src);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_target_spec("plan", o->to, o->to_mesh, o->to_ranks, o->to_dtype, &src,
+                                 &mesh_b, &dst);
+    dtr_cross_plan_t *plan = NULL;
+    dtr_cross_options_t opts = {.cost = cost};
+    if (rc == DTR_EXIT_OK && dtr_cross_plan_create(&src, &dst, &opts, &plan) != DTR_OK)
+        rc = dtr_cli_plan_error("plan", "--to-mesh");
+    if (rc == DTR_EXIT_OK && o->json) {
+        dtr_cross_plan_print_json(plan, stdout);
+        fputc('\n', stdout);
+    } else if (rc == DTR_EXIT_OK) {
+        dtr_cross_plan_print(plan, 64, stdout);
+    }
+    dtr_cross_plan_destroy(plan);
+    dtr_mesh_destroy(mesh_b);
+    dtr_mesh_destroy(mesh);
+    return rc;
+}
+
 /* One change: its specs, its plans, the report. */
 static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost) {
     dtr_mesh_t *mesh;
     dtr_spec_t src, dst;
     int rc = dtr_cli_build_spec("plan", &o->spec, &mesh, &src);
     if (rc != DTR_EXIT_OK) return rc;
-    rc = dtr_cli_other_spec("plan", "--to", o->to, &src, &dst);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("plan", o->to_dtype, &dst);
+    dtr_mesh_t *none = NULL;
+    rc = dtr_cli_target_spec("plan", o->to, NULL, o->to_ranks, o->to_dtype, &src, &none, &dst);
     dtr_plan_t *plans = NULL; /* [0] compat, [1] optimal */
     if (rc == DTR_EXIT_OK && (plans = malloc(2 * sizeof *plans)) == NULL)
         rc = dtr_cli_usage_error("plan", "out of memory");
@@ -302,6 +344,7 @@ static int dtr__plan_main(int argc, char **argv) {
     dtr_cost_model_t cost;
     if (rc == DTR_EXIT_OK) rc = dtr__plan_cost(&o, &cost);
     if (rc != DTR_EXIT_OK) return rc;
+    if (o.to_mesh != NULL) return dtr__plan_cross(&o, &cost);
     if (o.batch == NULL) return dtr__plan_one(&o, &cost);
     rc = dtr__plan_batch_flags(&o);
     dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};

@@ -17,6 +17,10 @@ static void dtr__run_help(FILE *out) {
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
         "                [--buffers private|shared]\n"
+        "       mpirun -n N dtr run --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
+        "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
+        "                [--iters N] [--warmup N] [--verify] [--fill pattern|random] [--seed S]\n"
+        "                [--json]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
         "                [--fill pattern|random] [--seed S]\n"
@@ -93,6 +97,12 @@ static void dtr__run_help(FILE *out) {
         "                       collectives alone (--json: batched_median_us,\n"
         "                       one_by_one_median_us, baseline_median_us). MPI on CPU buffers;\n"
         "                       planned for where the ranks run (as --nodes-of auto)\n"
+        "  --to-mesh MESH, --to-ranks LIST  a change between meshes (dtr plan --help): the\n"
+        "                       source ranks (--mesh, --ranks) and the destination ranks may\n"
+        "                       be disjoint, overlap or be the same; --verify checks every\n"
+        "                       element on every destination rank and every source rank's\n"
+        "                       input; blocking, MPI backend, CPU buffers (--json adds\n"
+        "                       messages, send_bytes_per_rank_max and the lower bounds)\n"
         "  --buffers B          private (default: the heap) or shared: the source and result\n"
         "                       blocks come from dtr_context_alloc, which the MPI backend\n"
         "                       maps on every rank of the node, so that reductions read the\n"
@@ -139,9 +149,9 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     const dtr_cli_change_t *o = r->o;
     int rc = dtr_cli_build_spec("run", &o->spec, &r->mesh, &r->src);
     if (rc != DTR_EXIT_OK) return rc;
-    rc = dtr_cli_other_spec("run", "--to", o->to, &r->src, &r->dst);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_cast_spec("run", o->to_dtype, &r->dst);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", r->mesh, r->world);
+    dtr_mesh_t *none = NULL;
+    rc = dtr_cli_target_spec("run", o->to, NULL, o->to_ranks, o->to_dtype, &r->src, &none, &r->dst);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
     if (rc == DTR_EXIT_OK)
@@ -285,6 +295,11 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     }
     dtr_cli_run_t r = {.o = &o, .rank = rank, .world = world, .first_bad = -1};
     rc = dtr_cli_change_check("run", DTR_CLI_RUN, world, &o, &r.eng);
+    if (rc == DTR_EXIT_OK && o.to_mesh != NULL) {
+        rc = dtr_cli_run_cross(&o, rank, world);
+        dtr__run_free(&r);
+        return rc;
+    }
     r.data = (dtr_cli_source_t){.fill = o.fill, .input = o.input};
     if (rc == DTR_EXIT_OK) rc = dtr__setup_plan(&r);
     if (rc == DTR_EXIT_OK) {

@@ -213,7 +213,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     if (rc != DTR_EXIT_OK) return rc;
     dtr__tensors_t t = {0};
     dtr_batch_plan_t *bp = NULL;
-    rc = dtr_cli_mesh_fits("run", mesh, world);
+    rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, &t.src, &t.dst, &t.n);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;

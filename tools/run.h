@@ -81,7 +81,16 @@ bool dtr_cli_run_check(dtr_cli_run_t *r);
 bool dtr_cli_run_backward(dtr_cli_run_t *r);
 
 /* run_report.c: the result on rank 0 (text, or one JSON object), and the failure lines on
- * stderr. */
+ * stderr; for a change between meshes, from its plan, the verdicts summed over the ranks
+ * (*sum), the first rank that failed (-1: none) with its verdict (*bad), and the median
+ * time. */
 void dtr_cli_run_report(const dtr_cli_run_t *r);
+void dtr_cli_cross_report(const dtr_cli_change_t *o, const dtr_spec_t *src,
+                          const dtr_spec_t *dst, const dtr_cross_plan_t *plan,
+                          const dtr_cli_verdict_t *sum, int first_bad,
+                          const dtr_cli_verdict_t *bad, double median_us, int world);
+
+/* run_cross.c: dtr run --to-mesh, after the flags were checked. An exit code. */
+int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world);
 
 #endif

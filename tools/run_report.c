@@ -2,6 +2,7 @@
  * stderr (run.h). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/run.h"
 
@@ -204,4 +205,81 @@ void dtr_cli_run_report(const dtr_cli_run_t *r) {
     else
         dtr__text(r, &t);
     dtr__failures(r, &t);
+}
+
+/* The names a change between meshes prints. */
+typedef struct {
+    char shape[128], from[128], to[128], ma[64], mb[64];
+    const char *dtype, *to_dtype;
+} dtr__xnames_t;
+
+/* The text of a change between meshes (dtr_cli_cross_report). */
+static void dtr__cross_text(const dtr_cli_change_t *o, const dtr__xnames_t *n,
+                            const dtr_cross_figures_t *f, const dtr_cli_verdict_t *v, bool ok,
+                            double median_us, int world) {
+    printf("dtr run: shape %s %s, mesh %s %s -> mesh %s %s%s%s, %d ranks (mpi backend, cpu buffers)\n",
+           n->shape, n->dtype, n->ma, n->from, n->mb, n->to, strcmp(n->to_dtype, n->dtype) != 0 ? " in " : "",
+           strcmp(n->to_dtype, n->dtype) != 0 ? n->to_dtype : "", world);
+    printf("  %d step%s on the source mesh first, then %lld messages between ranks; most bytes one "
+           "rank sends %lld (lower bound %lld), receives %lld (lower bound %lld)\n",
+           f->pre_steps, f->pre_steps == 1 ? "" : "s", (long long)f->messages,
+           (long long)f->send_bytes_max, (long long)f->lower_bound_send_bytes,
+           (long long)f->recv_bytes_max, (long long)f->lower_bound_recv_bytes);
+    if (o->fill.kind == DTR_FILL_RANDOM)
+        printf("  fill: random, seed %llu\n", (unsigned long long)o->fill.seed);
+    else
+        printf("  fill: pattern\n");
+    if (o->verify && ok)
+        printf("  verified: all %lld elements on every destination rank match; every source rank's "
+               "input intact\n",
+               (long long)v->rep.checked);
+    if (o->iters > 0) printf("  median of %ld iterations: %.1f us\n", (long)o->iters, median_us);
+}
+
+/* The JSON of a change between meshes (dtr_cli_cross_report). */
+static void dtr__cross_json(const dtr_cli_change_t *o, const dtr__xnames_t *n,
+                            const dtr_cross_plan_t *plan, const dtr_cross_figures_t *f,
+                            const dtr_cli_verdict_t *v, bool ok, double median_us, int world) {
+    printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,"
+           "\"fill\":\"%s\",",
+           o->verify ? (ok ? "true" : "false") : "null", (long long)v->rep.mismatches,
+           (long long)v->rep.checked, v->input_changed == 0 ? "true" : "false", o->fill_text);
+    if (o->fill.kind == DTR_FILL_RANDOM) printf("\"seed\":%llu,", (unsigned long long)o->fill.seed);
+    printf("\"median_us\":%.3f,\"iters\":%ld,\"ranks\":%d,\"mesh\":\"%s\",\"to_mesh\":\"%s\","
+           "\"shape\":\"%s\",\"dtype\":\"%s\",\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\","
+           "\"messages\":%lld,\"recv_bytes_per_rank_max\":%lld,\"send_bytes_per_rank_max\":%lld,"
+           "\"lower_bound_recv_bytes_per_rank\":%lld,\"lower_bound_send_bytes_per_rank\":%lld,"
+           "\"plan\":",
+           median_us, (long)o->iters, world, n->ma, n->mb, n->shape, n->dtype, n->to_dtype, n->from,
+           n->to, (long long)f->messages, (long long)f->recv_bytes_max, (long long)f->send_bytes_max,
+           (long long)f->lower_bound_recv_bytes, (long long)f->lower_bound_send_bytes);
+    dtr_cross_plan_print_json(plan, stdout);
+    printf("}\n");
+}
+
+void dtr_cli_cross_report(const dtr_cli_change_t *o, const dtr_spec_t *src,
+                          const dtr_spec_t *dst, const dtr_cross_plan_t *plan,
+                          const dtr_cli_verdict_t *v, int first_bad,
+                          const dtr_cli_verdict_t *bad, double median_us, int world) {
+    bool ok = !o->verify || first_bad < 0;
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(plan, &f);
+    dtr__xnames_t n = {.dtype = dtr_dtype_name(src->dtype), .to_dtype = dtr_dtype_name(dst->dtype)};
+    dtr_shape_format(src->shape, src->ndim, n.shape, sizeof n.shape);
+    dtr_placements_format(src->placements, dtr_mesh_ndims(src->mesh), n.from, sizeof n.from);
+    dtr_placements_format(dst->placements, dtr_mesh_ndims(dst->mesh), n.to, sizeof n.to);
+    dtr_mesh_format(src->mesh, n.ma, sizeof n.ma);
+    dtr_mesh_format(dst->mesh, n.mb, sizeof n.mb);
+    if (o->json)
+        dtr__cross_json(o, &n, plan, &f, v, ok, median_us, world);
+    else
+        dtr__cross_text(o, &n, &f, v, ok, median_us, world);
+    if (ok) return;
+    if (bad->rep.mismatches > 0)
+        fprintf(stderr, "dtr run: verification failed: %lld of %lld elements wrong; first on rank "
+                        "%d at local index %lld: got %.9g, want %.9g\n",
+                (long long)v->rep.mismatches, (long long)v->rep.checked, first_bad,
+                (long long)bad->rep.first, bad->rep.got, bad->rep.want);
+    else
+        fprintf(stderr, "dtr run: verification failed: rank %d's input was written\n", first_bad);
 }

@@ -359,12 +359,7 @@ static dtr_status_t dtr__batch_args(dtr_context_t *ctx, const dtr_batch_plan_t *
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, DTR__FUNC, "%s: must not be NULL (one entry "
                           "per tensor)", in == NULL ? "in" : in_bytes == NULL ? "in_bytes"
                           : out == NULL ? "out" : "out_bytes");
-    DTR_CHECK(dtr__check_alive(ctx, DTR__FUNC));
-    DTR_CHECK(dtr__check_memory(ctx, DTR__FUNC));
-    if (ctx->busy)
-        return dtr__error(DTR_ERR_BUSY, DTR__FUNC,
-                          "ctx: a request is still in flight (complete it with "
-                          "dtr_request_wait, or use another context)");
+    DTR_CHECK(dtr__check_ready(ctx, DTR__FUNC));
     if (ctx->batch == NULL && (ctx->batch = calloc(1, sizeof *ctx->batch)) == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "batch state");
     return DTR_OK;

@@ -76,12 +76,7 @@ static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh,
                                      const char *func, void **group, int64_t *n) {
     if (ctx == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ctx: must not be NULL");
     DTR_CHECK(dtr__check_dims(mesh, dims, func));
-    DTR_CHECK(dtr__check_alive(ctx, func));
-    DTR_CHECK(dtr__check_memory(ctx, func));
-    if (ctx->busy)
-        return dtr__error(DTR_ERR_BUSY, func,
-                          "ctx: a request is still in flight (complete it with "
-                          "dtr_request_wait, or use another context)");
+    DTR_CHECK(dtr__check_ready(ctx, func));
     return dtr__dims_group(ctx, mesh, dims, func, group, n);
 }
 

@@ -92,6 +92,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->stage_recv);
     dtr__m_free(ctx, ctx->agree_dev);
     dtr__m_free(ctx, ctx->grad_scratch);
+    dtr__m_free(ctx, ctx->cross_mid);
     free(ctx->arrays);
     dtr__allocs_destroy(ctx);
     if (ctx->batch != NULL) {
@@ -202,6 +203,16 @@ dtr_status_t dtr__check_alive(const dtr_context_t *ctx, const char *func) {
                       "ctx: aborted by an earlier timeout (%s); its operations may still be "
                       "pending: destroy it, and end or rebuild the job",
                       ctx->abort_msg);
+}
+
+dtr_status_t dtr__check_ready(const dtr_context_t *ctx, const char *func) {
+    DTR_CHECK(dtr__check_alive(ctx, func));
+    DTR_CHECK(dtr__check_memory(ctx, func));
+    if (ctx->busy)
+        return dtr__error(DTR_ERR_BUSY, func,
+                          "ctx: a request is still in flight (complete it with "
+                          "dtr_request_wait, or use another context)");
+    return DTR_OK;
 }
 
 int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx) {

@@ -232,6 +232,24 @@ DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *me
                                         unsigned dims, const void *send, void *recv,
                                         int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
 
+/*
+ * Runs a change between meshes (dtr_cross_plan_create): collective over the ranks of both
+ * meshes (RA and RB), in the same order with the same plan; a rank in neither returns at
+ * once. A rank of the source mesh passes its source block as `in` (in_bytes its exact
+ * size); a rank of the destination mesh receives its target block in `out` (out_bytes at
+ * least its size); a rank in both passes both (they must not overlap); `in` of a rank only
+ * in the destination, and `out` of one only in the source, are not read (NULL is fine).
+ * The source ranks first run the plan's reduction on their mesh (dtr_redistribute, on this
+ * context), then every rank of both meshes takes part in one exchange of boxes. Blocks until
+ * done. Errors: as dtr_redistribute's (the argument agreement covers both meshes; a rank
+ * whose arguments are wrong makes every rank return an error); on error `out` holds
+ * unspecified contents, `in` is intact. Uses the context's scratch memory: at most this
+ * rank's reduced source block and the bytes it sends and receives.
+ */
+DTR_API dtr_status_t dtr_redistribute_cross(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                                            const void *in, size_t in_bytes, void *out,
+                                            size_t out_bytes);
+
 #ifdef __cplusplus
 }
 #endif

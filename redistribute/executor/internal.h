@@ -16,6 +16,7 @@
  *   batch_round.c  a coalesced round: prepare the member steps, size, pack, start, unpack
  *                  (through the kind's round in the step table)
  *   round_pack.c   what the kinds' rounds share: pieces, boxes, blocks, span lists
+ *   cross.c        changes between meshes: dtr_redistribute_cross
  *   steps.c        the table of step kinds; a step's start (this rank's side of it)
  *   step_common.c  what the step kinds share: the end of a start and of a finish
  *   step_*.c       one step kind each: its start, finish and bare (baseline) form
@@ -41,6 +42,7 @@
 #define DTR__TAG_MESH 0x4d00
 #define DTR__TAG_DIM 0x4d10
 #define DTR__TAG_MASK 0x4d20
+#define DTR__TAG_CROSS 0x4d30 /* the ranks of two meshes (cross.c) */
 
 /* ---- the context and its request ---------------------------------------------------- */
 
@@ -163,6 +165,8 @@ struct dtr_context {
     dtr__group_op_t gops[DTR__GROUP_SLOTS];
     void *grad_scratch;
     int64_t grad_scratch_cap;
+    void *cross_mid; /* a change between meshes: the source block after its reduction */
+    int64_t cross_mid_cap;
     struct dtr__batch *batch; /* a batch's state, made by its first batch call */
     struct dtr__alloc *allocs; /* dtr_context_alloc's that the backend did not make */
 };
@@ -173,6 +177,9 @@ struct dtr_context {
 dtr_status_t dtr__check_alive(const dtr_context_t *ctx, const char *func);
 /* A backend that only reads device memory needs the context's memory space set. */
 dtr_status_t dtr__check_memory(const dtr_context_t *ctx, const char *func);
+/* Before a call that moves data: the context alive, its memory space right for its backend,
+ * no request in flight on it (DTR_ERR_BUSY). */
+dtr_status_t dtr__check_ready(const dtr_context_t *ctx, const char *func);
 
 /* ---- comms.c ------------------------------------------------------------------------ */
 

@@ -180,12 +180,7 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
                               k, (unsigned)plan->steps[k].kind < DTR_STEP_KIND_LAST
                                      ? dtr_step_kind_info(plan->steps[k].kind)->name
                                      : "unknown");
-    DTR_CHECK(dtr__check_alive(ctx, func));
-    DTR_CHECK(dtr__check_memory(ctx, func));
-    if (ctx->busy)
-        return dtr__error(DTR_ERR_BUSY, func,
-                          "ctx: a request is still in flight (complete it with "
-                          "dtr_request_wait, or use another context)");
+    DTR_CHECK(dtr__check_ready(ctx, func));
     int64_t coord[DTR_MAX_MESH_DIMS];
     if (dtr_mesh_coord(plan->src.mesh, ctx->rank, coord) != DTR_OK) {
         /* A bystander: the input is the result. */

@@ -302,4 +302,8 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
 
 
 
+/* A spec the caller says was made by dtr_spec_init: its mesh, dtype, dims and placements in
+ * range (planner.c); the error names it as `name`, under func. */
+dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func);
+
 #endif

@@ -146,7 +146,7 @@ dtr_status_t dtr_cost_model_from_env(dtr_cost_model_t *out) {
     return DTR_OK;
 }
 
-static dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func) {
+dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func) {
     if (spec == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL", name);
     if (spec->mesh == NULL || dtr_dtype_info(spec->dtype) == NULL || spec->ndim < 0 ||
         spec->ndim > DTR_MAX_TENSOR_DIMS)

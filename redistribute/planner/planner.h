@@ -325,6 +325,60 @@ DTR_API dtr_status_t dtr_batch_plan_rank_bytes(const dtr_batch_plan_t *plan, int
 DTR_API dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out);
 DTR_API dtr_status_t dtr_batch_plan_print_json(const dtr_batch_plan_t *plan, FILE *out);
 
+/* ---- between meshes --------------------------------------------------------------- */
+
+/*
+ * A change between two meshes: src on mesh A (its ranks RA), dst on mesh B (RB), the same
+ * global shape, every rank of both in one communicator. RA and RB may be disjoint, overlap,
+ * or be the same ranks in another shape or order. Every destination rank ends with its block
+ * of the tensor (for a Partial source, of the reduced tensor); every source rank's input
+ * stays as it was; a rank in both lists plays both parts; a rank in neither takes no part.
+ * docs/cross-mesh.md.
+ *
+ * The plan reduces Partial mesh dims (and casts to dst's dtype) on A first, with a
+ * single-mesh plan, then moves boxes: each destination rank receives exactly its block
+ * less what it holds as a source, each box from one holder, spread over the replicas where
+ * the source has them. dst's placements are Shard or Replicate (a Partial destination is
+ * refused: reduce, then move). Opaque; it borrows both specs' meshes, which must outlive it.
+ */
+typedef struct dtr_cross_plan dtr_cross_plan_t;
+
+typedef struct {
+    const dtr_cost_model_t *cost; /* NULL: dtr_cost_model_from_env() */
+} dtr_cross_options_t;
+
+/* A cross plan's figures (bytes per rank: the most over ranks). */
+typedef struct {
+    int64_t send_bytes_max, recv_bytes_max;     /* between distinct ranks */
+    int64_t lower_bound_send_bytes;             /* no plan of these boxes sends less from its
+                                                   busiest source rank */
+    int64_t lower_bound_recv_bytes;             /* nor receives less on its busiest rank */
+    int64_t messages;                           /* point-to-point messages, self copies out */
+    int64_t moved_bytes;                        /* their bytes, summed */
+    int64_t peak_extra_bytes;                   /* staging and the reduced source block */
+    int pre_steps;                              /* steps of the plan run on A first */
+    double time_us;                             /* modeled, the plan on A included */
+} dtr_cross_figures_t;
+
+/* Plans src -> dst between their meshes. opts may be NULL. Errors name the argument: specs
+ * not initialised, shapes that differ, dtypes that do not cast, a Partial in dst, a change
+ * on A the single-mesh planner refuses. *out (free with dtr_cross_plan_destroy) is written
+ * only on success. Pure: no communication. */
+DTR_API dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                           const dtr_cross_options_t *opts,
+                                           dtr_cross_plan_t **out);
+DTR_API void dtr_cross_plan_destroy(dtr_cross_plan_t *plan);
+DTR_API dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan,
+                                            dtr_cross_figures_t *out);
+/* Bytes one rank sends to and receives from other ranks (0 for a rank in neither mesh). */
+DTR_API dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank,
+                                               int64_t *send, int64_t *recv);
+/* The plan as a table (its messages, at most `max_messages` of them; -1: all), or as one
+ * JSON object. */
+DTR_API dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_messages,
+                                          FILE *out);
+DTR_API dtr_status_t dtr_cross_plan_print_json(const dtr_cross_plan_t *plan, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -159,6 +159,97 @@ CASE(pattern_fill_wrong_size) {
     return buf[0] == -1 && buf[3] == -1;
 }
 
+/* ---- between meshes (1-rank meshes over the solo backend) ------------------------------ */
+
+typedef struct {
+    dtr_mesh_t *m;
+    dtr_spec_t a, b;
+    dtr_cross_plan_t *plan;
+    dtr_context_t *ctx;
+    float in[8], in_keep[8], out[8], out_keep[8];
+} cross_t;
+
+static cross_t *cross_setup(const char *to) {
+    static cross_t x;
+    memset(&x, 0, sizeof x);
+    x.m = mesh_of("1");
+    spec_of(&x.a, x.m, "R", "8", DTR_F32);
+    spec_of(&x.b, x.m, to, "8", DTR_F32);
+    if (strcmp(to, "P") != 0)
+        cr_assert_eq(dtr_cross_plan_create(&x.a, &x.b, NULL, &x.plan), DTR_OK, "fixture plan");
+    x.ctx = solo_context();
+    for (int k = 0; k < 8; k++) x.in[k] = (float)k, x.out[k] = -1;
+    memcpy(x.in_keep, x.in, sizeof x.in), memcpy(x.out_keep, x.out, sizeof x.out);
+    return &x;
+}
+static bool cross_done(cross_t *x) {
+    bool ok = memcmp(x->in, x->in_keep, sizeof x->in) == 0 &&
+              memcmp(x->out, x->out_keep, sizeof x->out) == 0;
+    dtr_cross_plan_destroy(x->plan);
+    dtr_context_destroy(x->ctx);
+    dtr_mesh_destroy(x->m);
+    return ok;
+}
+CASE(cross_null_plan) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_redistribute_cross(x->ctx, NULL, x->in, 32, x->out, 32);
+    return cross_done(x);
+}
+CASE(cross_wrong_in_bytes) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_redistribute_cross(x->ctx, x->plan, x->in, 28, x->out, 32);
+    return cross_done(x);
+}
+CASE(cross_small_out) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_redistribute_cross(x->ctx, x->plan, x->in, 32, x->out, 16);
+    return cross_done(x);
+}
+CASE(cross_null_out) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_redistribute_cross(x->ctx, x->plan, x->in, 32, NULL, 32);
+    return cross_done(x);
+}
+CASE(cross_out_overlaps_in) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_redistribute_cross(x->ctx, x->plan, x->in, 32, x->in + 4, 32);
+    return cross_done(x);
+}
+CASE(cross_plan_partial_dst) {
+    cross_t *x = cross_setup("P");
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)(uintptr_t)0x5e;
+    *st = dtr_cross_plan_create(&x->a, &x->b, NULL, &p);
+    return cross_done(x) && p == (dtr_cross_plan_t *)(uintptr_t)0x5e;
+}
+CASE(cross_plan_null_out) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_cross_plan_create(&x->a, &x->b, NULL, NULL);
+    return cross_done(x);
+}
+CASE(cross_plan_uninitialised_dst) {
+    cross_t *x = cross_setup("S(0)");
+    dtr_spec_t junk;
+    memset(&junk, 0x7f, sizeof junk);
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)(uintptr_t)0x5e;
+    *st = dtr_cross_plan_create(&x->a, &junk, NULL, &p);
+    return cross_done(x) && p == (dtr_cross_plan_t *)(uintptr_t)0x5e;
+}
+CASE(cross_figures_null_out) {
+    cross_t *x = cross_setup("S(0)");
+    *st = dtr_cross_plan_figures(x->plan, NULL);
+    return cross_done(x);
+}
+CASE(cross_rank_bytes_null_send) {
+    cross_t *x = cross_setup("S(0)");
+    int64_t recv = -9;
+    *st = dtr_cross_plan_rank_bytes(x->plan, 0, NULL, &recv);
+    return cross_done(x) && recv == -9;
+}
+CASE(cross_print_json_null_plan) {
+    *st = dtr_cross_plan_print_json(NULL, stdout);
+    return true;
+}
+
 /* ---- autograd ----------------------------------------------------------------------- */
 
 CASE(divide_factors_zero) {

@@ -162,4 +162,40 @@ check "unknown option" 0 2 "" "dtr plan: unknown option '--form'" plan --mesh 2 
 check "--backward with --batch" 0 2 "" "dtr plan: --backward: not with --batch" \
     plan --mesh 2 --batch /dev/null --backward
 
+# Between meshes (docs/cross-mesh.md): the refit, exact JSON; the boxes in the table;
+# the refusals by name
+check "cross: refit on 8 ranks, exact JSON" 0 0 \
+    '{"shape":[8,8],"from":{"mesh":"2x2","ranks":[0,1,2,3],"dtype":"f32","placements":"S(0),P(sum)"},"to":{"mesh":"4","ranks":[4,5,6,7],"dtype":"f32","placements":"S(1)"},"pre":{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064}],"collectives":{"all_gather":0,"reduce_scatter":1,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":128,"modeled_time_us":5.0064},"messages":8,"local_copies":0,"moved_bytes":256,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0141}' "" \
+    plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8 --json
+check "cross: a box of the table" 0 0 '       3      7  4..7,6..7                                            32' "" \
+    plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8
+check "cross: overlapping ranks keep their boxes, cast first" 0 0 \
+    '       1      1  2..3,0..3                                            16  (kept)' "" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to 'S(1)' --shape 8x8 --to-dtype bf16
+check "cross: the figures of that plan" 0 0 \
+    '  most bytes one rank sends: 32 (lower bound 32); receives: 48 (lower bound 48)' "" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to 'S(1)' --shape 8x8 --to-dtype bf16
+check "cross: a Partial destination" 0 3 "" \
+    "dtr plan: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum): a change between meshes ends in Shard or Replicate (make it Partial on the destination mesh afterwards)" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
+check "cross: a dtype that does not cast" 0 3 "" \
+    "dtr plan: --to-mesh: dtr_cross_plan_create: dst: dtype i32 from src's f32: a redistribution casts between float dtypes" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --to-dtype i32
+check "cross: --to-ranks of another length" 0 2 "" \
+    "dtr plan: --to-mesh/--to-ranks: dtr_mesh_parse: nranks: 3 ranks given for a mesh of 2" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2,3 --to R --shape 8x8
+check "cross: a rank twice" 0 2 "" \
+    "dtr plan: --to-mesh/--to-ranks: dtr_mesh_parse: ranks: rank 1 appears twice (positions 0 and 1)" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,1 --to R --shape 8x8
+check "cross: a negative rank" 0 2 "" "dtr plan: --to-mesh/--to-ranks: dtr_mesh_parse: ranks[1]: -2, must be >= 0" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,-2 --to R --shape 8x8
+check "cross: --to-ranks alone" 0 2 "" "dtr plan: --to-ranks: goes with --to-mesh (the destination mesh's ranks)" \
+    plan --mesh 4 --from 'S(0)' --to-ranks 1,2 --to R --shape 8x8
+check "cross: --to out of range for the shape" 0 2 "" \
+    "dtr plan: --to: dtr_spec_init: placements[0]: S(2): shard dim out of range for a 2-d tensor" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to 'S(2)' --shape 8x8
+check "cross: not with --compare yet" 0 2 "" \
+    "dtr plan: --compare: not with --to-mesh yet (docs/cross-mesh.md" \
+    plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --compare
+
 finish "cli plan"

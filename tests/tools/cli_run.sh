@@ -224,5 +224,38 @@ gpu_check "shared GPU, 2 ranks" 2 run --mesh 2 --shape 64x33 --from 'S(0)' --to 
 gpu_check "shared GPU, 4 ranks, P(avg) bf16 with backward" 4 run --mesh 2x2 --shape 9x70 \
     --from 'P(avg),S(1)' --to 'S(1),R' --dtype bf16 --device cuda --backward --verify --json \
     --iters 2
+# Between meshes (docs/cross-mesh.md): the refit on 8 ranks, disjoint sets; a reshape
+# of the same ranks in another order; overlapping sets with a cast; the refusals
+check "cross: refit 2x2 S(0),P -> 4 S(1) on other ranks" 8 0 \
+    "verified: all 1024000 elements on every destination rank match; every source rank's input intact" "" \
+    run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
+    --shape 1024x1000 --verify --iters 2
+check "cross: the refit's figures at the bounds" 8 0 \
+    '"messages":8,"recv_bytes_per_rank_max":1024000,"send_bytes_per_rank_max":1024000,"lower_bound_recv_bytes_per_rank":1024000,"lower_bound_send_bytes_per_rank":1024000,' "" \
+    run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
+    --shape 1024x1000 --verify --json --iters 1
+check "cross: 2x3 -> 3x2 in reverse rank order, c64, random, uneven" 6 0 \
+    "verified: all 1122 elements on every destination rank match" "" \
+    run --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
+    --shape 33x17 --dtype c64 --fill random --verify --iters 1
+check "cross: overlapping sets, P(max) reduced first, bf16, a bystander" 5 0 \
+    '{"verified":true,"mismatches":0,"checked":35,"input_intact":true,"fill":"random","seed":1,' "" \
+    run --mesh 2x2 --ranks 4,3,2,1 --from 'P(max),S(1)' --to-mesh 3 --to-ranks 0,2,4 --to 'S(0)' \
+    --shape 7x5 --dtype bf16 --fill random --verify --json --iters 1
+check "cross: f32 -> f16 on the same 4 ranks" 4 0 '"to_dtype":"f16","from":"S(0)","to":"R,S(1)"' "" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2x2 --to 'R,S(1)' --to-dtype f16 --shape 10x6 --verify --json --iters 1
+check "cross: a mismatch names the rank and index" 4 1 "" \
+    "dtr run: verification failed: 1 of 1920 elements wrong; first on rank 1 at local index 511: got 1.32348898e-22, want 10" \
+    run --mesh 2x2 --from 'S(0),S(1)' --to-mesh 4 --to-ranks 3,2,1,0 --to 'S(1)' --shape 64x30 \
+    --verify --inject-mismatch 1 --iters 1
+check "cross: a destination mesh larger than the job" 4 2 "" \
+    "dtr run: --to-mesh: the mesh uses ranks up to 7 and the job has 4: run under 'mpirun -n 8'" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2x4 --to 'S(1),R' --shape 8x8
+check "cross: not --nonblocking yet" 4 2 "" \
+    "dtr run: --nonblocking: not with --to-mesh yet (docs/cross-mesh.md" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --nonblocking
+check "cross: a Partial destination" 4 3 "" \
+    "dtr run: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum)" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
 finish "dtr run CLI"

@@ -418,12 +418,19 @@ static dtr_status_t dtr__check_args(const dtr_spec_t *src, const dtr_spec_t *dst
                                     size_t bytes, const char *func) {
     if (buf == NULL && bytes > 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "buf: must not be NULL");
-    if (src->mesh == NULL || !dtr_mesh_equal(src->mesh, dst->mesh) ||
-        !dtr__castable(src->dtype, via) || !dtr__castable(via, dst->dtype) ||
-        src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
+    /* a change between meshes (dst on another mesh) ends in Shard or Replicate: every target
+     * element is then the whole reduction, whatever the meshes */
+    bool other_mesh = src->mesh != NULL && dst->mesh != NULL && !dtr_mesh_equal(src->mesh, dst->mesh);
+    for (int i = 0; other_mesh && i < dtr_mesh_ndims(dst->mesh); i++)
+        if (dst->placements[i].kind == DTR_PARTIAL)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "dst: placements[%d] is Partial on another mesh than src's", i);
+    if (src->mesh == NULL || dst->mesh == NULL || !dtr__castable(src->dtype, via) ||
+        !dtr__castable(via, dst->dtype) || src->ndim != dst->ndim ||
+        memcmp(src->shape, dst->shape, (size_t)src->ndim * 8) != 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                          "src, dst: must share the mesh and shape, and the dtype but for a "
-                          "cast between float (or between complex) dtypes (through %s)",
+                          "src, dst: must share the shape, and the dtype but for a cast between "
+                          "float (or between complex) dtypes (through %s)",
                           dtr_dtype_name(via) != NULL ? dtr_dtype_name(via) : "no dtype");
     return dtr__fill_arg(fill, src, func);
 }
@@ -473,8 +480,10 @@ static dtr_status_t dtr__check(const dtr_spec_t *src, const dtr_spec_t *dst, dtr
      * this rank's coordinate; R -> P(sum) dims divide. */
     bool reduced[DTR_MAX_MESH_DIMS] = {false}, zero_fill = false;
     int64_t divisor = 1, divisions = 0, nreduced = 1;
+    bool same_mesh = dtr_mesh_equal(src->mesh, dst->mesh);
     for (int i = 0; i < mdims; i++) {
-        dtr_placement_t t = dst->placements[i];
+        /* (on another mesh every Partial of src is reduced: dst has none) */
+        dtr_placement_t t = same_mesh ? dst->placements[i] : dtr_replicate();
         if (partial[i] && t.kind != DTR_PARTIAL) {
             reduced[i] = true;
             nreduced *= dtr_mesh_size(src->mesh, i);

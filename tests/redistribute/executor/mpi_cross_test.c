@@ -1,0 +1,272 @@
+/*
+ * Changes between meshes on real MPI (dtr_redistribute_cross), random cases: every rank
+ * draws the same case from the seed: a source mesh and a destination mesh of 1 to 3 dims,
+ * each over a random subset of the world's ranks in a random order (so the two are disjoint,
+ * overlap, or are the same ranks reshaped or permuted, and some ranks are in neither), a
+ * shape of 0 to 3 dims with uneven and zero lengths, random placements (Partial of one op on
+ * the source, Shard and Replicate on the destination, shard orders now and then), every
+ * dtype, now and then a cast. Even cases fill the source with the exact pattern, odd ones
+ * with random values (reduction order and precision show). Each case checks every element
+ * of every destination rank's block, that every source rank's input is intact, that nothing
+ * is written past the output, and that a rank in neither mesh returns at once; each plan
+ * runs twice on one context. Then the unhappy paths: one rank's wrong sizes (its error
+ * there, REMOTE on the others, nobody hangs).
+ *
+ * Usage: mpirun -n N mpi_cross_test [--cases N] [--seed S]. Prints one line per failing
+ * case (seed and case number to rerun it) and "cross: N passed, N failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtr.h"
+#include "redistribute/mpi/dtr_mpi.h"
+#include "tests/support/rand_cases.h"
+#include "tools/pattern/pattern.h"
+
+#define GUARD 16
+
+typedef struct {
+    dtr_mesh_t *mesh[2]; /* source, destination */
+    dtr_spec_t src, dst;
+    char text[512];
+} xcase_t;
+
+/* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
+static dtr_mesh_t *draw_mesh(int world, int n) {
+    int64_t sizes[3];
+    int nd = 0, left = n;
+    while (left > 1 && nd < 2 && pick(3) != 0) {
+        int f = 2 + pick(left - 1);
+        while (left % f != 0) f--;
+        if (f < 2) break;
+        sizes[nd++] = f;
+        left /= f;
+    }
+    sizes[nd++] = left;
+    int all[64];
+    for (int k = 0; k < world; k++) all[k] = k;
+    for (int k = world - 1; k > 0; k--) {
+        int j = pick(k + 1), t = all[k];
+        all[k] = all[j];
+        all[j] = t;
+    }
+    dtr_mesh_t *m = NULL;
+    dtr_mesh_create(nd, sizes, all, n, &m);
+    return m;
+}
+
+static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16, DTR_I32,
+                                     DTR_I64, DTR_U8,  DTR_F8E4M3, DTR_C64};
+
+/* Draws case k; false where the draw is no valid pair of specs (then nothing to free). */
+static bool draw(xcase_t *c, int world, int k) {
+    memset(c, 0, sizeof *c);
+    c->mesh[0] = draw_mesh(world, 1 + pick(world));
+    c->mesh[1] = draw_mesh(world, 1 + pick(world));
+    int ndim = pick(4);
+    int64_t shape[3];
+    for (int d = 0; d < ndim; d++) shape[d] = pick(5) == 0 ? 0 : 1 + pick(11);
+    dtr_dtype_t dtype = dtypes[pick(9)];
+    bool storage = dtr_dtype_info(dtype)->storage_only, complex = dtr_dtype_info(dtype)->is_complex;
+    dtr_reduce_op_t op = complex ? (dtr_reduce_op_t)pick(2) : (dtr_reduce_op_t)pick(4);
+    dtr_placement_t pa[3], pb[3];
+    for (int i = 0; i < dtr_mesh_ndims(c->mesh[0]); i++) {
+        pa[i] = random_placement(ndim, op);
+        if (storage && pa[i].kind == DTR_PARTIAL) pa[i] = dtr_replicate();
+    }
+    for (int i = 0; i < dtr_mesh_ndims(c->mesh[1]); i++) {
+        pb[i] = random_placement(ndim, op);
+        if (pb[i].kind == DTR_PARTIAL) pb[i] = dtr_replicate();
+    }
+    if (pick(4) == 0) random_orders(dtr_mesh_ndims(c->mesh[0]), pa);
+    if (pick(4) == 0) random_orders(dtr_mesh_ndims(c->mesh[1]), pb);
+    /* every sixth case casts (float to float, complex to complex) */
+    dtr_dtype_t to = dtype;
+    if (k % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
+        to = dtype == DTR_F32 ? DTR_BF16 : DTR_F32;
+    if (dtr_spec_init(&c->src, c->mesh[0], pa, dtr_mesh_ndims(c->mesh[0]), shape, ndim, dtype) != DTR_OK ||
+        dtr_spec_init(&c->dst, c->mesh[1], pb, dtr_mesh_ndims(c->mesh[1]), shape, ndim, to) != DTR_OK) {
+        dtr_mesh_destroy(c->mesh[0]);
+        dtr_mesh_destroy(c->mesh[1]);
+        return false;
+    }
+    char ma[32], mb[32], sh[64], fa[96], fb[96], ra[256] = "", rb[256] = "";
+    for (int s = 0; s < 2; s++) { /* the rank lists, row-major */
+        char *to = s ? rb : ra;
+        int64_t coord[3] = {0, 0, 0}, n = dtr_mesh_nranks(c->mesh[s]);
+        for (int64_t p = 0; p < n; p++) {
+            int r;
+            dtr_mesh_rank_at(c->mesh[s], coord, &r);
+            snprintf(to + strlen(to), 256 - strlen(to), "%s%d", p ? "," : "", r);
+            for (int i = dtr_mesh_ndims(c->mesh[s]) - 1; i >= 0; i--) {
+                if (++coord[i] < dtr_mesh_size(c->mesh[s], i)) break;
+                coord[i] = 0;
+            }
+        }
+    }
+    dtr_mesh_format(c->mesh[0], ma, sizeof ma);
+    dtr_mesh_format(c->mesh[1], mb, sizeof mb);
+    dtr_shape_format(shape, ndim, sh, sizeof sh);
+    dtr_placements_format(pa, dtr_mesh_ndims(c->mesh[0]), fa, sizeof fa);
+    dtr_placements_format(pb, dtr_mesh_ndims(c->mesh[1]), fb, sizeof fb);
+    snprintf(c->text, sizeof c->text, "--mesh %s --ranks %s --from '%s' --to-mesh %s --to-ranks %s "
+             "--to '%s' --shape %s --dtype %s --to-dtype %s", ma, ra, fa, mb, rb, fb, sh,
+             dtr_dtype_name(dtype), dtr_dtype_name(to));
+    return true;
+}
+
+/* One case on this rank: plan, run twice, check. 0, or 1 with why. */
+static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill, int rank,
+                    char *why, size_t len) {
+    dtr_cross_plan_t *plan = NULL;
+    if (dtr_cross_plan_create(&c->src, &c->dst, NULL, &plan) != DTR_OK) {
+        snprintf(why, len, "plan: %s", dtr_last_error());
+        return 1;
+    }
+    dtr_layout_t sl = {0}, dl = {0};
+    bool in_src = dtr_spec_layout(&c->src, rank, &sl) == DTR_OK;
+    bool in_dst = dtr_spec_layout(&c->dst, rank, &dl) == DTR_OK;
+    unsigned char *in = malloc((size_t)sl.bytes + 1), *copy = malloc((size_t)sl.bytes + 1);
+    unsigned char *out = malloc((size_t)dl.bytes + GUARD);
+    int bad = 0;
+    if (in_src && dtr_fill(&c->src, fill, rank, in, (size_t)sl.bytes) != DTR_OK) {
+        snprintf(why, len, "fill: %s", dtr_last_error());
+        bad = 1;
+    }
+    memcpy(copy, in, (size_t)sl.bytes);
+    for (int round = 0; round < 2 && !bad; round++) {
+        memset(out, 0x5A, (size_t)dl.bytes + GUARD);
+        double t0 = MPI_Wtime();
+        dtr_status_t st = dtr_redistribute_cross(ctx, plan, in_src ? in : NULL, (size_t)sl.bytes,
+                                                 in_dst ? out : NULL, (size_t)dl.bytes);
+        if (st != DTR_OK) {
+            snprintf(why, len, "round %d: %s", round, dtr_last_error());
+            bad = 1;
+        } else if (!in_src && !in_dst && MPI_Wtime() - t0 > 0.5) {
+            snprintf(why, len, "a rank in neither mesh waited %.2f s", MPI_Wtime() - t0);
+            bad = 1;
+        }
+    }
+    dtr_pattern_report_t rep = {0};
+    if (!bad && in_dst && dtr_fill_check(&c->src, &c->dst, fill, rank, out, (size_t)dl.bytes, &rep) != DTR_OK) {
+        snprintf(why, len, "check: %s", dtr_last_error());
+        bad = 1;
+    } else if (!bad && rep.mismatches > 0) {
+        snprintf(why, len, "%lld of %lld values wrong, first at %lld: got %.9g, want %.9g",
+                 (long long)rep.mismatches, (long long)rep.checked, (long long)rep.first, rep.got,
+                 rep.want);
+        bad = 1;
+    }
+    for (int g = 0; g < GUARD && !bad && in_dst; g++)
+        if (out[dl.bytes + g] != 0x5A) {
+            snprintf(why, len, "a byte past the output was written");
+            bad = 1;
+        }
+    if (!bad && memcmp(in, copy, (size_t)sl.bytes) != 0) {
+        snprintf(why, len, "the input was written");
+        bad = 1;
+    }
+    free(in);
+    free(copy);
+    free(out);
+    dtr_cross_plan_destroy(plan);
+    return bad;
+}
+
+/* One rank's out_bytes too small: BUFFER_TOO_SMALL there, REMOTE on the others; the context
+ * works again after. 0, or 1 with why. */
+static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
+    int ra[64], rb[64];
+    for (int k = 0; k < world; k++) ra[k] = rb[k] = k;
+    dtr_mesh_t *a = NULL, *b = NULL;
+    int64_t na = world, nb = world;
+    dtr_mesh_create(1, &na, ra, world, &a);
+    dtr_mesh_create(1, &nb, rb, world, &b);
+    dtr_spec_t src, dst;
+    int64_t shape[2] = {8, 4};
+    dtr_placement_t s0 = dtr_shard(0), s1 = dtr_shard(1);
+    dtr_spec_init(&src, a, &s0, 1, shape, 2, DTR_F32);
+    dtr_spec_init(&dst, b, &s1, 1, shape, 2, DTR_F32);
+    dtr_cross_plan_t *plan = NULL;
+    dtr_cross_plan_create(&src, &dst, NULL, &plan);
+    dtr_layout_t sl, dl;
+    dtr_spec_layout(&src, rank, &sl);
+    dtr_spec_layout(&dst, rank, &dl);
+    float in[64] = {0}, out[64];
+    size_t ob = rank == world - 1 ? (size_t)dl.bytes - 4 : (size_t)dl.bytes;
+    dtr_status_t st = dtr_redistribute_cross(ctx, plan, in, (size_t)sl.bytes, out, ob);
+    int bad = 0;
+    if (rank == world - 1 ? st != DTR_ERR_BUFFER_TOO_SMALL || !strstr(dtr_last_error(), "out_bytes")
+                          : st != DTR_ERR_REMOTE) {
+        snprintf(why, len, "one rank's out_bytes short: %s (%s)", dtr_status_name(st), dtr_last_error());
+        bad = 1;
+    }
+    if (!bad && dtr_redistribute_cross(ctx, plan, in, (size_t)sl.bytes, out, (size_t)dl.bytes) != DTR_OK) {
+        snprintf(why, len, "the good call after it: %s", dtr_last_error());
+        bad = 1;
+    }
+    dtr_cross_plan_destroy(plan);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, world, cases = 100, passed = 0, failed = 0;
+    uint64_t seed = 20261127;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    for (int k = 1; k + 1 < argc; k += 2) {
+        if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
+        if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+    }
+    dtr_context_t *ctx = NULL;
+    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) != DTR_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+    int kinds[3] = {0, 0, 0}; /* disjoint, overlapping, the same set of ranks */
+    for (int k = 0; k < cases; k++) {
+        rng_state = seed * 1000003ull + (uint64_t)k;
+        xcase_t c;
+        if (!draw(&c, world, k)) continue;
+        dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN, .seed = seed + (uint64_t)k};
+        char why[512] = "";
+        int bad = run_case(ctx, &c, &fill, rank, why, sizeof why), any = 0;
+        if (bad) printf("FAIL seed %llu case %d: %s: rank %d: %s\n", (unsigned long long)seed, k, c.text, rank, why);
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any)
+            failed++;
+        else
+            passed++;
+        int shared = 0, na = (int)dtr_mesh_nranks(c.mesh[0]), nb = (int)dtr_mesh_nranks(c.mesh[1]);
+        for (int r = 0; r < world; r++) {
+            int64_t coord[3];
+            shared += dtr_mesh_coord(c.mesh[0], r, coord) == DTR_OK && dtr_mesh_coord(c.mesh[1], r, coord) == DTR_OK;
+        }
+        kinds[shared == 0 ? 0 : shared == na && shared == nb ? 2 : 1]++;
+        dtr_mesh_destroy(c.mesh[0]);
+        dtr_mesh_destroy(c.mesh[1]);
+    }
+    char why[512] = "";
+    int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0, any = 0;
+    if (bad) printf("FAIL hostile: rank %d: %s\n", rank, why);
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+        failed++;
+    else
+        passed++;
+    if (rank == 0 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
+        printf("FAIL: the draws missed a kind of rank sets (disjoint %d, overlapping %d, the same %d)\n",
+               kinds[0], kinds[1], kinds[2]);
+        failed++;
+    }
+    dtr_context_destroy(ctx);
+    if (rank == 0)
+        printf("cross on %d ranks, seed %llu: rank sets disjoint %d, overlapping %d, the same %d\n"
+               "cross: %d passed, %d failed\n",
+               world, (unsigned long long)seed, kinds[0], kinds[1], kinds[2], passed, failed);
+    MPI_Finalize();
+    return failed > 0;
+}

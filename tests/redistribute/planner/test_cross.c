@@ -1,0 +1,267 @@
+/* Changes between meshes, planned (redistribute/planner/cross.c): every target block tiled
+ * exactly by the boxes its rank receives or keeps, each box inside its sender's block, the
+ * bounds met, replicas spread, and the refusals named. Seeded random cases print their seed
+ * and the failing case. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtr.h"
+#include "redistribute/planner/testing.h"
+
+static uint64_t rng;
+static uint64_t pick(uint64_t n) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (rng >> 33) % n;
+}
+
+/* A mesh of `n` of the `world` ranks: 1-3 dims, its ranks a random choice in random order. */
+static dtr_mesh_t *random_mesh(int world, int n) {
+    int64_t sizes[3];
+    int nd = 0, left = n;
+    while (left > 1 && nd < 2) { /* a factor of what is left, then the rest */
+        int f = 1 + (int)pick((uint64_t)left);
+        while (left % f != 0) f--;
+        if (f == 1) break;
+        sizes[nd++] = f;
+        left /= f;
+    }
+    sizes[nd++] = left;
+    int all[16], ranks[16];
+    for (int k = 0; k < world; k++) all[k] = k;
+    for (int k = world - 1; k > 0; k--) { /* shuffle, then take n */
+        int j = (int)pick((uint64_t)k + 1), t = all[k];
+        all[k] = all[j];
+        all[j] = t;
+    }
+    memcpy(ranks, all, (size_t)n * sizeof *ranks);
+    dtr_mesh_t *m = NULL;
+    cr_assert_eq(dtr_mesh_create(nd, sizes, ranks, n, &m), DTR_OK, "%s", dtr_last_error());
+    return m;
+}
+
+static dtr_placement_t random_placement(int ndim, bool partial) {
+    uint64_t r = pick(partial ? 4 : 3);
+    if (r == 3) return dtr_partial((dtr_reduce_op_t)pick(4));
+    if (r < 2 && ndim > 0) return dtr_shard((int32_t)pick((uint64_t)ndim));
+    return dtr_replicate();
+}
+
+/* The case as a command line, for the failure messages. */
+static void describe(const dtr_spec_t *a, const dtr_spec_t *b, uint64_t seed, int k, char *out,
+                     size_t len) {
+    char ma[32], mb[32], sh[64], pa[128], pb[128];
+    dtr_mesh_format(a->mesh, ma, sizeof ma);
+    dtr_mesh_format(b->mesh, mb, sizeof mb);
+    dtr_shape_format(a->shape, a->ndim, sh, sizeof sh);
+    dtr_placements_format(a->placements, dtr_mesh_ndims(a->mesh), pa, sizeof pa);
+    dtr_placements_format(b->placements, dtr_mesh_ndims(b->mesh), pb, sizeof pb);
+    snprintf(out, len, "seed %llu case %d: --mesh %s --shape %s --from '%s' --to-mesh %s --to '%s'",
+             (unsigned long long)seed, k, ma, sh, pa, mb, pb);
+}
+
+/* Every target block: the boxes of the messages to its rank lie inside it, inside their
+ * sender's reduced block, do not overlap, and cover it (their elements add up to its own). */
+static void check_tiling(const dtr_cross_plan_t *p, const char *what) {
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    const dtr_mesh_t *mb = p->dst.mesh;
+    for (int64_t q = 0; q < dtr_mesh_nranks(mb); q++) {
+        int r;
+        dtr_layout_t t;
+        dtr_mesh_rank_at(mb, coord, &r);
+        dtr_spec_layout(&p->dst, r, &t);
+        int64_t first, n, covered = 0;
+        dtr__cross_recvs(p, r, &first, &n);
+        for (int64_t k = first; k < first + n; k++) {
+            const dtr__xmsg_t *m = &p->msgs[p->by_to[k]];
+            dtr_layout_t s;
+            cr_assert_eq(dtr_spec_layout(&p->mid, m->from, &s), DTR_OK, "%s: sender %d", what, m->from);
+            int64_t numel = 1;
+            for (int d = 0; d < p->dst.ndim; d++) {
+                cr_assert(m->lo[d] >= t.global_offset[d] &&
+                              m->lo[d] + m->ext[d] <= t.global_offset[d] + t.local_shape[d],
+                          "%s: a box to rank %d leaves its block on dim %d", what, r, d);
+                cr_assert(m->lo[d] >= s.global_offset[d] &&
+                              m->lo[d] + m->ext[d] <= s.global_offset[d] + s.local_shape[d],
+                          "%s: a box from rank %d leaves its block on dim %d", what, m->from, d);
+                numel *= m->ext[d];
+            }
+            for (int64_t j = first; j < k; j++) { /* disjoint from the earlier boxes */
+                const dtr__xmsg_t *o = &p->msgs[p->by_to[j]];
+                bool meet = true;
+                for (int d = 0; d < p->dst.ndim; d++)
+                    meet = meet && m->lo[d] < o->lo[d] + o->ext[d] && o->lo[d] < m->lo[d] + m->ext[d];
+                cr_assert(!meet || numel == 0, "%s: two boxes to rank %d overlap", what, r);
+            }
+            covered += numel;
+        }
+        cr_assert_eq(covered, t.numel, "%s: rank %d's boxes hold %lld of its %lld elements", what,
+                     r, (long long)covered, (long long)t.numel);
+        for (int i = dtr_mesh_ndims(mb) - 1; i >= 0; i--) {
+            if (++coord[i] < dtr_mesh_size(mb, i)) break;
+            coord[i] = 0;
+        }
+    }
+}
+
+Test(cross, random_changes_tile_every_target_block) {
+    const uint64_t seed = 20261127;
+    int planned = 0, kept = 0, reduced = 0;
+    for (int k = 0; k < 400; k++) {
+        rng = seed * 1000003u + (uint64_t)k;
+        int world = 2 + (int)pick(7);
+        dtr_mesh_t *ma = random_mesh(world, 1 + (int)pick((uint64_t)world));
+        dtr_mesh_t *mb = random_mesh(world, 1 + (int)pick((uint64_t)world));
+        int ndim = (int)pick(4);
+        int64_t shape[3];
+        for (int d = 0; d < ndim; d++) shape[d] = (int64_t)pick(13);
+        dtr_placement_t pa[3], pb[3];
+        dtr_reduce_op_t op = (dtr_reduce_op_t)pick(4);
+        for (int i = 0; i < dtr_mesh_ndims(ma); i++) {
+            pa[i] = random_placement(ndim, true);
+            if (pa[i].kind == DTR_PARTIAL) pa[i] = dtr_partial(op); /* (one op a case) */
+        }
+        for (int i = 0; i < dtr_mesh_ndims(mb); i++) pb[i] = random_placement(ndim, false);
+        dtr_spec_t a, b;
+        if (dtr_spec_init(&a, ma, pa, dtr_mesh_ndims(ma), shape, ndim, DTR_F32) != DTR_OK ||
+            dtr_spec_init(&b, mb, pb, dtr_mesh_ndims(mb), shape, ndim, DTR_F32) != DTR_OK) {
+            dtr_mesh_destroy(ma);
+            dtr_mesh_destroy(mb);
+            continue;
+        }
+        char what[512];
+        describe(&a, &b, seed, k, what, sizeof what);
+        dtr_cross_plan_t *p = NULL;
+        cr_assert_eq(dtr_cross_plan_create(&a, &b, NULL, &p), DTR_OK, "%s: %s", what, dtr_last_error());
+        check_tiling(p, what);
+        dtr_cross_figures_t f;
+        dtr_cross_plan_figures(p, &f);
+        cr_assert_eq(f.recv_bytes_max, f.lower_bound_recv_bytes, "%s", what);
+        cr_assert_geq(f.send_bytes_max, f.lower_bound_send_bytes, "%s", what);
+        bool replicas = false; /* no replicas in the moved layout: the send bound is met */
+        for (int i = 0; i < dtr_mesh_ndims(ma); i++)
+            replicas |= p->mid.placements[i].kind != DTR_SHARD && dtr_mesh_size(ma, i) > 1;
+        if (!replicas)
+            cr_assert_eq(f.send_bytes_max, f.lower_bound_send_bytes, "%s", what);
+        for (int64_t j = 0; j < p->nmsgs; j++) kept += p->msgs[j].from == p->msgs[j].to;
+        reduced += p->has_pre;
+        planned++;
+        dtr_cross_plan_destroy(p);
+        dtr_mesh_destroy(ma);
+        dtr_mesh_destroy(mb);
+    }
+    cr_assert_geq(planned, 300, "only %d of 400 cases planned", planned);
+    cr_assert_gt(kept, 0, "no case kept a box in place");
+    cr_assert_gt(reduced, 20, "only %d cases reduced a Partial first", reduced);
+}
+
+static dtr_spec_t spec_on(const dtr_mesh_t *m, const char *placements, const char *shape,
+                          dtr_dtype_t dtype) {
+    dtr_placement_t p[8];
+    int n, nd;
+    int64_t sh[8];
+    dtr_spec_t s;
+    cr_assert_eq(dtr_placements_parse(placements, p, 8, &n), DTR_OK);
+    cr_assert_eq(dtr_shape_parse(shape, sh, 8, &nd), DTR_OK);
+    cr_assert_eq(dtr_spec_init(&s, m, p, n, sh, nd, dtype), DTR_OK, "%s", dtr_last_error());
+    return s;
+}
+
+static dtr_mesh_t *mesh_of(const char *text, const int *ranks, int n) {
+    dtr_mesh_t *m = NULL;
+    cr_assert_eq(dtr_mesh_parse(text, ranks, n, &m), DTR_OK);
+    return m;
+}
+
+/* The issue's example: 2x2 training ranks, S(0) and Partial, to 4 inference ranks as S(1). */
+Test(cross, the_refit_example) {
+    int ra[] = {0, 1, 2, 3}, rb[] = {4, 5, 6, 7};
+    dtr_mesh_t *a = mesh_of("2x2", ra, 4), *b = mesh_of("4", rb, 4);
+    dtr_spec_t src = spec_on(a, "S(0),P", "1024x1000", DTR_F32), dst = spec_on(b, "S(1)", "1024x1000", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    /* reduce-scatter on A (to S(0),S(1)), then each of 4 ranks sends 2 boxes of 512x250 */
+    cr_expect(p->has_pre && p->pre.nsteps == 1 && p->pre.steps[0].kind == DTR_STEP_REDUCE_SCATTER);
+    cr_expect_eq(f.messages, 8);
+    cr_expect_eq(f.moved_bytes, 1024 * 1000 * 4);
+    cr_expect_eq(f.send_bytes_max, 512 * 500 * 4);
+    cr_expect_eq(f.recv_bytes_max, 1024 * 250 * 4);
+    cr_expect_eq(f.lower_bound_send_bytes, 512 * 500 * 4);
+    cr_expect_eq(f.lower_bound_recv_bytes, 1024 * 250 * 4);
+    int64_t send, recv;
+    cr_expect_eq(dtr_cross_plan_rank_bytes(p, 5, &send, &recv), DTR_OK);
+    cr_expect(send == 0 && recv == 1024 * 250 * 4);
+    cr_expect_eq(dtr_cross_plan_rank_bytes(p, 9, &send, &recv), DTR_OK); /* in neither */
+    cr_expect(send == 0 && recv == 0);
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
+/* The same ranks in another order and shape: what a rank holds already stays. */
+Test(cross, the_same_blocks_move_nothing) {
+    int ra[] = {0, 1, 2, 3}, rb[] = {0, 1, 2, 3};
+    dtr_mesh_t *a = mesh_of("2x2", ra, 4), *b = mesh_of("4", rb, 4);
+    /* S(0),S(0) on 2x2 and S(0) on 4: the same rows on the same ranks */
+    dtr_spec_t src = spec_on(a, "S(0),S(0)", "8x3", DTR_F32), dst = spec_on(b, "S(0)", "8x3", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    cr_expect_eq(f.messages, 0);
+    cr_expect_eq(f.recv_bytes_max, 0);
+    cr_expect_eq(p->nmsgs, 4, "four boxes kept in place");
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
+/* Replicas share the sends: four copies of a tensor serve four targets, one box each. */
+Test(cross, replicas_share_the_sends) {
+    int rb[] = {4, 5, 6, 7};
+    dtr_mesh_t *a = mesh_of("2x2", NULL, 0), *b = mesh_of("4", rb, 4);
+    dtr_spec_t src = spec_on(a, "R,R", "64x3", DTR_F32), dst = spec_on(b, "S(0)", "64x3", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK);
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    cr_expect_eq(f.send_bytes_max, 16 * 3 * 4);
+    cr_expect_eq(f.lower_bound_send_bytes, 16 * 3 * 4);
+    for (int r = 0; r < 4; r++) {
+        int64_t send, recv;
+        dtr_cross_plan_rank_bytes(p, r, &send, &recv);
+        cr_expect_eq(send, 16 * 3 * 4, "rank %d sends %lld", r, (long long)send);
+    }
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
+Test(cross, refusals_name_the_argument) {
+    dtr_mesh_t *a = mesh_of("2", NULL, 0), *b = mesh_of("2", NULL, 0);
+    dtr_spec_t src = spec_on(a, "S(0)", "4x4", DTR_F32);
+    dtr_spec_t other = spec_on(b, "S(0)", "4x5", DTR_F32);
+    dtr_spec_t partial = spec_on(b, "P", "4x4", DTR_F32);
+    dtr_spec_t ints = spec_on(b, "R", "4x4", DTR_I32);
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)0x1;
+    cr_expect_eq(dtr_cross_plan_create(&src, &other, NULL, &p), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_cross_plan_create: dst: shape 4x5 differs from src's 4x4");
+    cr_expect_eq(dtr_cross_plan_create(&src, &partial, NULL, &p), DTR_ERR_UNSUPPORTED);
+    cr_expect(strstr(dtr_last_error(), "dst: placements[0] is P(sum)") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(dtr_cross_plan_create(&src, &ints, NULL, &p), DTR_ERR_UNSUPPORTED);
+    cr_expect(strstr(dtr_last_error(), "dst: dtype i32 from src's f32") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(dtr_cross_plan_create(NULL, &ints, NULL, &p), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_str_eq(dtr_last_error(), "dtr_cross_plan_create: src: must not be NULL");
+    cr_expect_eq(dtr_cross_plan_create(&src, &ints, NULL, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(p, (dtr_cross_plan_t *)0x1, "out written on failure");
+    /* a Partial of a storage-only dtype cannot be reduced on the source mesh */
+    dtr_spec_t fp8 = spec_on(a, "P", "4x4", DTR_F8E4M3), fp8d = spec_on(b, "R", "4x4", DTR_F8E4M3);
+    cr_expect_eq(dtr_cross_plan_create(&fp8, &fp8d, NULL, &p), DTR_ERR_UNSUPPORTED);
+    cr_expect(strstr(dtr_last_error(), "the reduction on src's mesh") != NULL, "%s", dtr_last_error());
+    dtr_cross_plan_destroy(NULL);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
