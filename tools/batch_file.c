@@ -166,7 +166,7 @@ static int dtr__grow(dtr__reader_t *r, void **a, int index, size_t size) {
 /* ---- --batch ---------------------------------------------------------------------------- */
 
 typedef struct {
-    const dtr_mesh_t *mesh;
+    const dtr_mesh_t *mesh, *mesh_b; /* the sources', the destinations' */
     dtr_spec_t *src, *dst;
 } dtr__batch_arg_t;
 
@@ -193,20 +193,20 @@ static int dtr__batch_entry(dtr__reader_t *r, void *arg, int index) {
         (which = "from", st = dtr_placements_parse(val[2], a, DTR_MAX_MESH_DIMS, &n1)) == DTR_OK &&
         (which = "to", st = dtr_placements_parse(val[3], c, DTR_MAX_MESH_DIMS, &n2)) == DTR_OK &&
         (which = "from", st = dtr_spec_init(src, b->mesh, a, n1, shape, ndim, dtype)) == DTR_OK)
-        which = "to", st = dtr_spec_init(dst, b->mesh, c, n2, shape, ndim, dtype);
+        which = "to", st = dtr_spec_init(dst, b->mesh_b, c, n2, shape, ndim, dtype);
     if (st != DTR_OK) return dtr__bad(r, "%s: %s", which, dtr_last_error());
     return DTR_EXIT_OK;
 }
 
 int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
-                       dtr_spec_t **src, dtr_spec_t **dst, int *n) {
+                       const dtr_mesh_t *mesh_b, dtr_spec_t **src, dtr_spec_t **dst, int *n) {
     *src = *dst = NULL;
     *n = 0;
     char *text;
     int rc = dtr__read_file(cmd, "--batch", path, &text);
     if (rc != DTR_EXIT_OK) return rc;
     dtr__reader_t r = {.cmd = cmd, .flag = "--batch", .path = path, .text = text, .entry = -1};
-    dtr__batch_arg_t b = {.mesh = mesh};
+    dtr__batch_arg_t b = {.mesh = mesh, .mesh_b = mesh_b != NULL ? mesh_b : mesh};
     rc = dtr__list(&r, dtr__batch_entry, &b, n, "'[' (the file is a JSON list of tensors)");
     free(text);
     if (rc != DTR_EXIT_OK) {

@@ -14,7 +14,7 @@ enum {
     OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
     OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
     OPT_INJECT, OPT_DUMP, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
-    OPT_TO_MESH, OPT_TO_RANKS,
+    OPT_TO_MESH, OPT_TO_RANKS, OPT_RELABEL, OPT_STAGING_CAP,
 };
 
 #define ALL (DTR_CLI_PLAN | DTR_CLI_RUN | DTR_CLI_RUN_BATCH)
@@ -33,8 +33,10 @@ static const struct {
     {{"from", required_argument, NULL, OPT_FROM}, SINGLE},
     {{"to", required_argument, NULL, OPT_TO}, SINGLE},
     {{"to-dtype", required_argument, NULL, OPT_TO_DTYPE}, SINGLE},
-    {{"to-mesh", required_argument, NULL, OPT_TO_MESH}, SINGLE},
-    {{"to-ranks", required_argument, NULL, OPT_TO_RANKS}, SINGLE},
+    {{"to-mesh", required_argument, NULL, OPT_TO_MESH}, ALL},
+    {{"to-ranks", required_argument, NULL, OPT_TO_RANKS}, ALL},
+    {{"relabel", no_argument, NULL, OPT_RELABEL}, ALL},
+    {{"staging-cap", required_argument, NULL, OPT_STAGING_CAP}, ALL},
     {{"strategy", required_argument, NULL, OPT_STRATEGY}, ALL},
     {{"json", no_argument, NULL, OPT_JSON}, ALL},
     {{"batch", required_argument, NULL, OPT_BATCH}, ALL},
@@ -80,6 +82,8 @@ static void dtr__store(dtr_cli_change_t *o, int c, const char *v) {
     case OPT_TO_DTYPE: o->to_dtype = v; break;
     case OPT_TO_MESH: o->to_mesh = v; break;
     case OPT_TO_RANKS: o->to_ranks = v; break;
+    case OPT_RELABEL: o->relabel = true; break;
+    case OPT_STAGING_CAP: o->staging_cap_text = v; break;
     case OPT_STRATEGY: o->strategy_text = v; break;
     case OPT_JSON: o->json = true; break;
     case OPT_BATCH: o->batch = v; break;
@@ -117,7 +121,8 @@ static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name)
     if (who == DTR_CLI_RUN_BATCH)
         return dtr_cli_usage_error(cmd, "--%s: not with --batch (supported with it: --mesh, "
                                         "--ranks, --strategy, --iters, --warmup, --verify, "
-                                        "--nonblocking, --json, --fill, --seed)", name);
+                                        "--nonblocking, --json, --fill, --seed, --to-mesh, "
+                                        "--to-ranks, --relabel, --staging-cap)", name);
     return dtr_cli_usage_error(cmd, "unknown option '--%s' (see 'dtr %s --help')", name, cmd);
 }
 
@@ -146,7 +151,8 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
                 return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "
                                                 "--mesh, --ranks, --strategy, --iters, "
                                                 "--warmup, --verify, --nonblocking, --json, "
-                                                "--fill, --seed)", argv[optind - 1]);
+                                                "--fill, --seed, --to-mesh, --to-ranks, "
+                                                "--relabel, --staging-cap)", argv[optind - 1]);
             return dtr_cli_option_error(cmd, c, argv);
         }
         if (index < 0) /* (-h) */
@@ -226,6 +232,34 @@ static int dtr__counts_check(const char *cmd, int world, dtr_cli_change_t *o) {
     return rc;
 }
 
+/* --to-mesh's companions: --to-ranks, --relabel and --staging-cap (bytes, or with a K, M
+ * or G suffix: binary units). */
+static int dtr__cross_check(const char *cmd, dtr_cli_change_t *o) {
+    const char *lone = o->to_ranks ? "--to-ranks: goes with --to-mesh (the destination mesh's ranks)"
+                       : o->relabel ? "--relabel: goes with --to-mesh (it orders the destination "
+                                      "mesh's ranks)"
+                       : o->staging_cap_text ? "--staging-cap: goes with --to-mesh (it caps the "
+                                               "moves between meshes)"
+                                             : NULL;
+    if (o->to_mesh == NULL && lone != NULL) return dtr_cli_usage_error(cmd, "%s", lone);
+    o->staging_cap = 0;
+    if (o->staging_cap_text == NULL) return DTR_EXIT_OK;
+    char digits[32];
+    size_t len = strlen(o->staging_cap_text);
+    int shift = 0;
+    char last = len > 0 ? o->staging_cap_text[len - 1] : '\0';
+    if (last == 'K' || last == 'M' || last == 'G') shift = last == 'K' ? 10 : last == 'M' ? 20 : 30;
+    if (len - (shift > 0) >= sizeof digits || len - (shift > 0) == 0)
+        return dtr_cli_usage_error(cmd, "--staging-cap: '%s' is not a byte count (like 65536, "
+                                        "64K, 16M or 1G)", o->staging_cap_text);
+    memcpy(digits, o->staging_cap_text, len - (shift > 0));
+    digits[len - (shift > 0)] = '\0';
+    int rc = dtr_cli_parse_int(cmd, "--staging-cap", digits, 1, INT64_MAX >> 30,
+                               "a byte count >= 1 (like 65536, 64K, 16M or 1G)", &o->staging_cap);
+    o->staging_cap <<= shift;
+    return rc;
+}
+
 int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,
                          dtr_cli_engine_t *engine) {
     o->backward_dtype = DTR_F32;
@@ -233,6 +267,7 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
     if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__counts_check(cmd, world, o);
     if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__fill_check(cmd, who, o);
     if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN) rc = dtr__run_flags(cmd, o, engine);
+    if (rc == DTR_EXIT_OK) rc = dtr__cross_check(cmd, o);
     if (rc != DTR_EXIT_OK) return rc;
     o->strategy = DTR_STRATEGY_OPTIMAL;
     if (o->strategy_text != NULL && dtr_strategy_parse(o->strategy_text, &o->strategy) != DTR_OK)

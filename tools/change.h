@@ -25,6 +25,8 @@ typedef struct {
     dtr_cli_spec_args_t spec; /* --mesh --shape --from --dtype --ranks */
     const char *to, *to_dtype, *strategy_text, *batch, *nodes_of;
     const char *to_mesh, *to_ranks; /* a change between meshes: the destination's */
+    const char *staging_cap_text;   /* --staging-cap */
+    bool relabel;                   /* --relabel */
     const char *backward_dtype_text;
     bool json, backward, help;
     /* dtr plan: --compare and the cost flags */
@@ -39,7 +41,8 @@ typedef struct {
     dtr_dtype_t backward_dtype;
     int64_t iters, warmup, inject; /* inject -1: none */
     dtr_fill_t fill;
-    bool shared; /* --buffers shared */
+    bool shared;         /* --buffers shared */
+    int64_t staging_cap; /* --staging-cap in bytes, 0: none */
 } dtr_cli_change_t;
 
 /* True when argv holds --batch (or --batch=FILE) and no --help: `dtr run` runs its batch
@@ -56,7 +59,8 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
 /* Checks the values and how the flags go together, in the order the errors are reported:
  * --backward-dtype; for run and run --batch, --iters, --warmup, --inject-mismatch (a rank
  * below world), --seed, --fill, --input, --backend and --device (run: into *engine),
- * --buffers, --dump's and --input's directories; then --strategy (plan: not with
+ * --buffers, --dump's and --input's directories; --to-ranks, --relabel and --staging-cap
+ * (with --to-mesh only); then --strategy (plan: not with
  * --compare). The one-line error and DTR_EXIT_USAGE, or DTR_EXIT_OK with the derived
  * fields set. */
 int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,

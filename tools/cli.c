@@ -154,6 +154,19 @@ int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_target_mesh(const char *cmd, const char *to_mesh, const char *to_ranks,
+                        dtr_mesh_t **mesh_b) {
+    int *ranks = NULL;
+    int64_t nranks = 0;
+    int rc = to_ranks != NULL ? dtr_cli_parse_ranks(cmd, "--to-ranks", to_ranks, &ranks, &nranks)
+                              : DTR_EXIT_OK;
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr_status_t st = dtr_mesh_parse(to_mesh, ranks, nranks, mesh_b);
+    free(ranks);
+    if (st != DTR_OK) return dtr_cli_lib_error(cmd, to_ranks != NULL ? "--to-mesh/--to-ranks" : "--to-mesh");
+    return DTR_EXIT_OK;
+}
+
 int dtr_cli_target_spec(const char *cmd, const char *to, const char *to_mesh,
                         const char *to_ranks, const char *to_dtype, const dtr_spec_t *src,
                         dtr_mesh_t **mesh_b, dtr_spec_t *dst) {
@@ -165,13 +178,7 @@ int dtr_cli_target_spec(const char *cmd, const char *to, const char *to_mesh,
                                             "mesh's ranks)");
         rc = dtr_cli_other_spec(cmd, "--to", to, src, dst);
     } else {
-        int *ranks = NULL;
-        int64_t nranks = 0;
-        if (to_ranks != NULL && (rc = dtr_cli_parse_ranks(cmd, "--to-ranks", to_ranks, &ranks, &nranks)) != DTR_EXIT_OK)
-            return rc;
-        dtr_status_t st = dtr_mesh_parse(to_mesh, ranks, nranks, mesh_b);
-        free(ranks);
-        if (st != DTR_OK) return dtr_cli_lib_error(cmd, to_ranks != NULL ? "--to-mesh/--to-ranks" : "--to-mesh");
+        if ((rc = dtr_cli_target_mesh(cmd, to_mesh, to_ranks, mesh_b)) != DTR_EXIT_OK) return rc;
         dtr_spec_t like = *src;
         like.mesh = *mesh_b;
         rc = dtr_cli_other_spec(cmd, "--to", to, &like, dst);

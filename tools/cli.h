@@ -85,10 +85,13 @@ int dtr_cli_build_spec(const char *cmd, const dtr_cli_spec_args_t *args, dtr_mes
 int dtr_cli_other_spec(const char *cmd, const char *flag, const char *text,
                        const dtr_spec_t *like, dtr_spec_t *out);
 
-/* The target spec of a change from src: the --to placements on src's mesh, or (to_mesh set)
- * on the mesh --to-mesh and --to-ranks make (*mesh_b, which the caller destroys; NULL
- * otherwise), in --to-dtype where given. Prints the error naming the flag and returns
- * DTR_EXIT_USAGE on failure. */
+/* dtr_cli_target_mesh: the destination mesh of --to-mesh and --to-ranks, into *mesh_b (the
+ * caller destroys it). dtr_cli_target_spec: the target spec of a change from src: the --to
+ * placements on src's mesh, or (to_mesh set) on the mesh --to-mesh and --to-ranks make
+ * (*mesh_b, which the caller destroys; NULL otherwise), in --to-dtype where given. Both
+ * print the error naming the flag and return DTR_EXIT_USAGE on failure. */
+int dtr_cli_target_mesh(const char *cmd, const char *to_mesh, const char *to_ranks,
+                        dtr_mesh_t **mesh_b);
 int dtr_cli_target_spec(const char *cmd, const char *to, const char *to_mesh,
                         const char *to_ranks, const char *to_dtype, const dtr_spec_t *src,
                         dtr_mesh_t **mesh_b, dtr_spec_t *dst);
@@ -101,10 +104,11 @@ int dtr_cli_cast_spec(const char *cmd, const char *text, dtr_spec_t *spec);
 int dtr_cli_backward_dtype(const char *cmd, const char *text, bool backward, dtr_dtype_t *out);
 
 /* Reads a --batch FILE (batch_file.c): a JSON list of {"shape", "dtype", "from", "to"}
- * into n specs on mesh each side (malloc'd; the caller frees both). On failure prints the
- * one-line error naming the file, line and entry and returns DTR_EXIT_USAGE. */
+ * into n specs each side, the sources on mesh, the destinations on mesh_b (NULL: mesh)
+ * (malloc'd; the caller frees both). On failure prints the one-line error naming the file,
+ * line and entry and returns DTR_EXIT_USAGE. */
 int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh,
-                       dtr_spec_t **src, dtr_spec_t **dst, int *n);
+                       const dtr_mesh_t *mesh_b, dtr_spec_t **src, dtr_spec_t **dst, int *n);
 /* A parameter of a --model FILE (batch_file.c): its shape (f32, shard dim 0) and its
  * group's name ("#<index>" when none is given). */
 typedef struct {

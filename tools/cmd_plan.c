@@ -16,7 +16,9 @@ static void dtr__plan_help(FILE *out) {
         "                [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
-        "                [--json] [cost flags]\n"
+        "                [--relabel] [--staging-cap BYTES] [--json] [cost flags]\n"
+        "       dtr plan --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
+        "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--json]\n"
         "\n"
         "Plans a redistribution from the --from placements to the --to placements and prints\n"
         "its steps (mesh dim, from -> to, kind, bytes each rank receives), the most bytes any\n"
@@ -54,7 +56,16 @@ static void dtr__plan_help(FILE *out) {
         "                       first (a Partial reduced, a cast), then the boxes each rank\n"
         "                       sends to each other (the first 64), the most bytes a rank\n"
         "                       sends and receives and their lower bounds\n"
-        "                       (docs/cross-mesh.md); --to is Shard or Replicate\n"
+        "                       (docs/cross-mesh.md); --to is Shard or Replicate. With\n"
+        "                       --batch, the file's tensors between the two meshes, moved\n"
+        "                       in one round of messages\n"
+        "  --relabel            with --to-mesh: choose which of the destination ranks holds\n"
+        "                       which coordinate so that the fewest bytes move (--json:\n"
+        "                       \"relabel\", the rank of each coordinate, row-major; the\n"
+        "                       bytes saved; \"permutation\" where nothing moves)\n"
+        "  --staging-cap BYTES  with --to-mesh: at most BYTES of staging on a rank at once\n"
+        "                       (sent and received together; K, M, G suffixes); larger moves\n"
+        "                       go in chunks over rounds\n"
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
         "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
         "                       dim (default 5; env DTR_ALPHA_US)\n"
@@ -77,6 +88,10 @@ static void dtr__plan_help(FILE *out) {
         "  dtr plan --mesh 2x2 --shape 1024x1024 --from 'S(0),S(0)' --to 'R,S(0)' --json\n"
         "  dtr plan --mesh 2x2 --batch tensors.json\n"
         "  dtr plan --mesh 2x4 --shape 1024x1024 --from 'S(0),S(1)' --to 'S(1),S(0)' --nodes-of 0\n"
+        "  dtr plan --mesh 2x2 --ranks 0,1,2,3 --shape 1024x1000 --from 'S(0),P' --to-mesh 4\n"
+        "           --to-ranks 4,5,6,7 --to 'S(1)'\n"
+        "  dtr plan --mesh 2x3 --shape 33x17 --from 'S(1),S(0)' --to-mesh 3x2\n"
+        "           --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' --relabel\n"
         "\n"
         "Exit status: 0 planned; 2 bad arguments; 3 the change was refused: no plan for it\n"
         "(e.g. P(sum) -> P(avg), S -> P(max), or compat where the seed plan would misplace data).\n",
@@ -174,7 +189,7 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
     if (rc != DTR_EXIT_OK) return rc;
     dtr_spec_t *src = NULL, *dst = NULL;
     int n = 0;
-    rc = dtr_cli_batch_load("plan", path, mesh, &src, &dst, &n);
+    rc = dtr_cli_batch_load("plan", path, mesh, NULL, &src, &dst, &n);
     dtr_batch_plan_t *plan = NULL;
     char what[512];
     snprintf(what, sizeof what, "--batch %s", path);
@@ -281,25 +296,55 @@ static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_plan_t *plans,
     return DTR_EXIT_OK;
 }
 
-/* A change between meshes (--to-mesh): its specs, the cross plan, the report. */
+/* The specs of a change between meshes: one (--shape, --from, --to) or a --batch file's;
+ * *mesh and *mesh_b made (the caller destroys them), *src and *dst malloc'd. */
+static int dtr__cross_specs(const dtr_cli_change_t *o, dtr_mesh_t **mesh, dtr_mesh_t **mesh_b,
+                            dtr_spec_t **src, dtr_spec_t **dst, int *n) {
+    *mesh = *mesh_b = NULL;
+    *src = *dst = NULL;
+    *n = 0;
+    int rc;
+    if (o->batch != NULL) {
+        rc = dtr_cli_build_mesh("plan", &o->spec, mesh);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_target_mesh("plan", o->to_mesh, o->to_ranks, mesh_b);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("plan", o->batch, *mesh, *mesh_b, src, dst, n);
+        return rc;
+    }
+    *src = malloc(sizeof **src);
+    *dst = malloc(sizeof **dst);
+    if (*src == NULL || *dst == NULL) return dtr_cli_usage_error("plan", "out of memory");
+    rc = dtr_cli_build_spec("plan", &o->spec, mesh, *src);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_target_spec("plan", o->to, o->to_mesh, o->to_ranks, o->to_dtype, *src,
+                                 mesh_b, *dst);
+    *n = 1;
+    return rc;
+}
+
+/* A change between meshes (--to-mesh), of one tensor or a --batch: the cross plan, the
+ * report. */
 static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *cost) {
     const char *other = o->compare ? "--compare" : o->backward ? "--backward"
-                        : o->batch != NULL ? "--batch" : o->nodes_of != NULL ? "--nodes-of"
+                        : o->nodes_of != NULL ? "--nodes-of"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
     if (other != NULL)
         return dtr_cli_usage_error("plan", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
                                            "\"Not yet\", lists what a change between meshes "
                                            "lacks)", other);
-    dtr_mesh_t *mesh = NULL, *mesh_b = NULL;
-    dtr_spec_t src, dst;
-    int rc = dtr_cli_build_spec("plan", &o->spec, &mesh, &src);
-    if (rc == DTR_EXIT_OK)
-        rc = dtr_cli_target_spec("plan", o->to, o->to_mesh, o->to_ranks, o->to_dtype, &src,
-                                 &mesh_b, &dst);
+    int rc = o->batch != NULL ? dtr__plan_batch_flags(o) : DTR_EXIT_OK;
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr_mesh_t *mesh, *mesh_b;
+    dtr_spec_t *src, *dst;
+    int n;
+    rc = dtr__cross_specs(o, &mesh, &mesh_b, &src, &dst, &n);
     dtr_cross_plan_t *plan = NULL;
-    dtr_cross_options_t opts = {.cost = cost};
-    if (rc == DTR_EXIT_OK && dtr_cross_plan_create(&src, &dst, &opts, &plan) != DTR_OK)
-        rc = dtr_cli_plan_error("plan", "--to-mesh");
+    dtr_cross_options_t opts = {.cost = cost, .relabel = o->relabel, .staging_cap_bytes = o->staging_cap};
+    char what[512];
+    snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
+    if (rc == DTR_EXIT_OK &&
+        (o->batch != NULL ? dtr_cross_plan_create_batch(n, src, dst, &opts, &plan)
+                          : dtr_cross_plan_create(src, dst, &opts, &plan)) != DTR_OK)
+        rc = dtr_cli_plan_error("plan", what);
     if (rc == DTR_EXIT_OK && o->json) {
         dtr_cross_plan_print_json(plan, stdout);
         fputc('\n', stdout);
@@ -307,6 +352,8 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
         dtr_cross_plan_print(plan, 64, stdout);
     }
     dtr_cross_plan_destroy(plan);
+    free(src);
+    free(dst);
     dtr_mesh_destroy(mesh_b);
     dtr_mesh_destroy(mesh);
     return rc;

@@ -9,6 +9,7 @@
 #include "tools/change.h"
 #include "tools/cli.h"
 #include "tools/pattern/pattern.h"
+#include "tools/run.h"
 
 typedef struct {
     int n;
@@ -208,13 +209,14 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     int rc = dtr_cli_change_parse("run", DTR_CLI_RUN_BATCH, argc, argv, &o);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_change_check("run", DTR_CLI_RUN_BATCH, world, &o, NULL);
     if (rc != DTR_EXIT_OK) return rc;
+    if (o.to_mesh != NULL) return dtr_cli_run_cross(&o, rank, world); /* between meshes */
     dtr_mesh_t *mesh = NULL;
     rc = dtr_cli_build_mesh("run", &o.spec, &mesh);
     if (rc != DTR_EXIT_OK) return rc;
     dtr__tensors_t t = {0};
     dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, &t.src, &t.dst, &t.n);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;
     uint32_t across, planned;

@@ -81,16 +81,28 @@ bool dtr_cli_run_check(dtr_cli_run_t *r);
 bool dtr_cli_run_backward(dtr_cli_run_t *r);
 
 /* run_report.c: the result on rank 0 (text, or one JSON object), and the failure lines on
- * stderr; for a change between meshes, from its plan, the verdicts summed over the ranks
- * (*sum), the first rank that failed (-1: none) with its verdict (*bad), and the median
- * time. */
+ * stderr. */
 void dtr_cli_run_report(const dtr_cli_run_t *r);
-void dtr_cli_cross_report(const dtr_cli_change_t *o, const dtr_spec_t *src,
-                          const dtr_spec_t *dst, const dtr_cross_plan_t *plan,
-                          const dtr_cli_verdict_t *sum, int first_bad,
-                          const dtr_cli_verdict_t *bad, double median_us, int world);
 
-/* run_cross.c: dtr run --to-mesh, after the flags were checked. An exit code. */
+/* A change between meshes' result (run_cross.c), as rank 0 reports it. */
+typedef struct {
+    const dtr_cli_change_t *o;
+    const dtr_cross_plan_t *plan;
+    const dtr_spec_t *src, *dst; /* tensor 0's (dst as the plan delivers it) */
+    int world;
+    bool batch;
+    dtr_cli_verdict_t sum;       /* over every rank and tensor */
+    int first_bad, bad_tensor;   /* the first rank that failed (-1: none), and its tensor */
+    dtr_cli_verdict_t bad;       /* that rank's verdict on that tensor */
+    double med, one_by_one;      /* medians (us): the plan; a batch's tensors one at a time */
+} dtr_cli_cross_result_t;
+
+/* run_cross_report.c: a change between meshes' result on rank 0 (text, or one JSON object)
+ * and its failure line on stderr. */
+void dtr_cli_cross_report(const dtr_cli_cross_result_t *r);
+
+/* run_cross.c: dtr run --to-mesh (and dtr run --batch FILE --to-mesh), after the flags were
+ * checked. An exit code. */
 int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world);
 
 #endif

@@ -1,5 +1,6 @@
-/* dtr run --to-mesh: a change between two meshes of the job's ranks, verified on every
- * destination rank (and every source rank's input intact) and timed (run.h). */
+/* dtr run --to-mesh: a change between two meshes of the job's ranks, of one tensor or of a
+ * --batch file's, verified on every destination rank (and every source rank's input
+ * intact) and timed; a batch also one tensor at a time, side by side (run.h). */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,20 +8,23 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/run.h"
 
-/* What one rank holds and checks. */
+/* What this rank holds and checks, per tensor. */
 typedef struct {
-    bool src, dst;
-    size_t in_bytes, out_bytes;
-    unsigned char *in, *copy, *out;
-} dtr__xbufs_t;
+    int n;
+    dtr_spec_t *src, *dst;  /* dst: as the plan delivers it */
+    dtr_fill_t *fills;
+    void **in, **copy, **out;
+    size_t *in_bytes, *out_bytes;
+    dtr_cross_plan_t **one; /* a batch's tensors planned one at a time (for the timing) */
+} dtr__xt_t;
 
 /* The flags a change between meshes does not take yet, named. */
 static int dtr__cross_flags(const dtr_cli_change_t *o) {
     const char *other = o->backward ? "--backward" : o->nonblocking ? "--nonblocking"
                         : o->dump != NULL ? "--dump" : o->input != NULL ? "--input"
                         : o->shared ? "--buffers shared"
-                        : strcmp(o->backend, "mpi") != 0 ? "--backend"
-                        : strcmp(o->device, "cpu") != 0 ? "--device"
+                        : o->backend != NULL && strcmp(o->backend, "mpi") != 0 ? "--backend"
+                        : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
@@ -29,116 +33,225 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
     return DTR_EXIT_OK;
 }
 
-/* This rank's buffers: its source block filled (a copy kept), room for its target block. */
-static dtr_status_t dtr__xbufs(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_fill_t *fill,
-                               int rank, dtr__xbufs_t *b) {
-    dtr_layout_t sl = {0}, dl = {0};
-    b->src = dtr_spec_layout(src, rank, &sl) == DTR_OK;
-    b->dst = dtr_spec_layout(dst, rank, &dl) == DTR_OK;
-    b->in_bytes = (size_t)sl.bytes;
-    b->out_bytes = (size_t)dl.bytes;
-    b->in = malloc(b->in_bytes + 1);
-    b->copy = malloc(b->in_bytes + 1);
-    b->out = malloc(b->out_bytes + 1);
-    if (b->in == NULL || b->copy == NULL || b->out == NULL) return DTR_ERR_OUT_OF_MEMORY;
-    dtr_status_t st = b->src ? dtr_fill(src, fill, rank, b->in, b->in_bytes) : DTR_OK;
-    memcpy(b->copy, b->in, b->in_bytes);
+static void dtr__xt_free(dtr__xt_t *t) {
+    for (int k = 0; k < t->n; k++) {
+        if (t->in != NULL) free(t->in[k]);
+        if (t->copy != NULL) free(t->copy[k]);
+        if (t->out != NULL) free(t->out[k]);
+        if (t->one != NULL) dtr_cross_plan_destroy(t->one[k]);
+    }
+    free(t->in), free(t->copy), free(t->out), free(t->in_bytes), free(t->out_bytes);
+    free(t->fills), free(t->one), free(t->src), free(t->dst);
+}
+
+/* This rank's buffers: its source blocks filled (a copy kept; a batch's tensor k with seed
+ * + k), room for its target blocks. */
+static dtr_status_t dtr__xt_fill(dtr__xt_t *t, const dtr_fill_t *fill, bool batch, int rank) {
+    size_t n = (size_t)t->n;
+    t->in = calloc(n, sizeof *t->in), t->copy = calloc(n, sizeof *t->copy);
+    t->out = calloc(n, sizeof *t->out), t->fills = calloc(n, sizeof *t->fills);
+    t->in_bytes = calloc(n, sizeof *t->in_bytes), t->out_bytes = calloc(n, sizeof *t->out_bytes);
+    if (!t->in || !t->copy || !t->out || !t->fills || !t->in_bytes || !t->out_bytes)
+        return DTR_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < t->n; k++) {
+        dtr_layout_t sl = {0}, dl = {0};
+        bool src = dtr_spec_layout(&t->src[k], rank, &sl) == DTR_OK;
+        dtr_spec_layout(&t->dst[k], rank, &dl);
+        t->fills[k] = *fill;
+        t->fills[k].seed = fill->seed + (batch ? (uint64_t)k : 0);
+        t->in_bytes[k] = (size_t)sl.bytes;
+        t->out_bytes[k] = (size_t)dl.bytes;
+        t->in[k] = malloc(t->in_bytes[k] + 1);
+        t->copy[k] = malloc(t->in_bytes[k] + 1);
+        t->out[k] = malloc(t->out_bytes[k] + 1);
+        if (t->in[k] == NULL || t->copy[k] == NULL || t->out[k] == NULL) return DTR_ERR_OUT_OF_MEMORY;
+        dtr_status_t st = src ? dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]) : DTR_OK;
+        if (st != DTR_OK) return st;
+        memcpy(t->copy[k], t->in[k], t->in_bytes[k]);
+    }
+    return DTR_OK;
+}
+
+/* The check on this rank: every target block against the reference, every input intact;
+ * *v the first failing tensor's verdict (its index in *bad_tensor, -1: none), with the
+ * counts summed over the tensors. */
+static dtr_status_t dtr__xt_check(const dtr__xt_t *t, int rank, dtr_cli_verdict_t *v,
+                                  int *bad_tensor) {
+    memset(v, 0, sizeof *v);
+    v->rep.first = -1;
+    *bad_tensor = -1;
+    int64_t mismatches = 0, checked = 0, changed = 0;
+    for (int k = 0; k < t->n; k++) {
+        dtr_cli_verdict_t one = {0};
+        dtr_layout_t l;
+        one.input_changed = memcmp(t->in[k], t->copy[k], t->in_bytes[k]) != 0;
+        dtr_status_t st = DTR_OK;
+        if (dtr_spec_layout(&t->dst[k], rank, &l) == DTR_OK)
+            st = dtr_fill_check(&t->src[k], &t->dst[k], &t->fills[k], rank, t->out[k],
+                                t->out_bytes[k], &one.rep);
+        if (st != DTR_OK) return st;
+        mismatches += one.rep.mismatches;
+        checked += one.rep.checked;
+        changed += one.input_changed;
+        if (*bad_tensor < 0 && (one.rep.mismatches > 0 || one.input_changed)) *v = one, *bad_tensor = k;
+    }
+    v->rep.mismatches = mismatches;
+    v->rep.checked = checked;
+    v->input_changed = changed;
+    return DTR_OK;
+}
+
+/* The verdicts over every rank into r: the sums, and the first rank that failed (-1: none)
+ * with its first failing tensor's verdict. Collective over the job. */
+static void dtr__xverdicts(const dtr_cli_verdict_t *v, int bad_tensor, int rank,
+                           dtr_cli_cross_result_t *r) {
+    int64_t mine[3] = {v->rep.mismatches, v->rep.checked, v->input_changed}, all[3];
+    MPI_Allreduce(mine, all, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    memset(&r->sum, 0, sizeof r->sum);
+    r->sum.rep.mismatches = all[0];
+    r->sum.rep.checked = all[1];
+    r->sum.input_changed = all[2];
+    int me = bad_tensor >= 0 ? rank : r->world, first = r->world;
+    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    r->first_bad = first < r->world ? first : -1;
+    if (r->first_bad < 0) return;
+    double d[5] = {(double)v->rep.first, v->rep.got, v->rep.want, 0, (double)bad_tensor};
+    d[3] = (double)v->rep.mismatches;
+    MPI_Bcast(d, 5, MPI_DOUBLE, first, MPI_COMM_WORLD);
+    r->bad.rep.first = (int64_t)d[0];
+    r->bad.rep.got = d[1];
+    r->bad.rep.want = d[2];
+    r->bad.rep.mismatches = (int64_t)d[3];
+    r->bad_tensor = (int)d[4];
+}
+
+/* One run of the plan (form 0), or of the batch's tensors one plan at a time (form 1). */
+static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
+                               bool batch, int form) {
+    if (!batch)
+        return dtr_redistribute_cross(ctx, plan, t->in[0], t->in_bytes[0], t->out[0], t->out_bytes[0]);
+    if (form == 0)
+        return dtr_redistribute_cross_batch(ctx, plan, (const void *const *)t->in, t->in_bytes,
+                                            t->out, t->out_bytes);
+    dtr_status_t st = DTR_OK;
+    for (int k = 0; k < t->n && st == DTR_OK; k++)
+        st = dtr_redistribute_cross(ctx, t->one[k], t->in[k], t->in_bytes[k], t->out[k], t->out_bytes[k]);
     return st;
 }
 
-/* The check on this rank: its target block against the reference, its input intact. */
-static dtr_status_t dtr__xcheck(const dtr_spec_t *src, const dtr_spec_t *dst, const dtr_fill_t *fill,
-                                int rank, const dtr__xbufs_t *b, dtr_cli_verdict_t *v) {
-    memset(v, 0, sizeof *v);
-    v->rep.first = -1;
-    v->input_changed = b->src && memcmp(b->in, b->copy, b->in_bytes) != 0;
-    if (!b->dst) return DTR_OK;
-    return dtr_fill_check(src, dst, fill, rank, b->out, b->out_bytes, &v->rep);
-}
-
-/* The verdicts over every rank: *sum their totals, and the first rank that failed (returned;
- * -1 if none) with its own verdict in *bad. Collective over the job. */
-static int dtr__xverdicts(const dtr_cli_verdict_t *v, int rank, int world, dtr_cli_verdict_t *sum,
-                          dtr_cli_verdict_t *bad) {
-    int64_t mine[3] = {v->rep.mismatches, v->rep.checked, v->input_changed}, all[3];
-    MPI_Allreduce(mine, all, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    memset(sum, 0, sizeof *sum);
-    sum->rep.mismatches = all[0];
-    sum->rep.checked = all[1];
-    sum->input_changed = all[2];
-    int me = v->rep.mismatches > 0 || v->input_changed ? rank : world, first = world;
-    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    *bad = *v;
-    if (first == world) return -1;
-    double d[4] = {(double)v->rep.first, v->rep.got, v->rep.want, (double)v->rep.mismatches};
-    MPI_Bcast(d, 4, MPI_DOUBLE, first, MPI_COMM_WORLD);
-    bad->rep.first = (int64_t)d[0];
-    bad->rep.got = d[1];
-    bad->rep.want = d[2];
-    bad->rep.mismatches = (int64_t)d[3];
-    return first;
+/* The timing: warmup, then iters of each form (a batch alternates the two), the slowest
+ * rank's times; their medians into r. */
+static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
+                               const dtr_cli_change_t *o, dtr_cli_cross_result_t *r) {
+    int forms = r->batch ? 2 : 1;
+    double *times = malloc(sizeof *times * (size_t)(2 * o->iters + 2));
+    if (times == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    dtr_status_t st = DTR_OK;
+    for (int64_t k = -o->warmup; k < o->iters && st == DTR_OK; k++)
+        for (int form = 0; form < forms && st == DTR_OK; form++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime(), dt, slowest;
+            st = dtr__xonce(ctx, plan, t, r->batch, form);
+            dt = (MPI_Wtime() - t0) * 1e6;
+            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (k >= 0) times[form * o->iters + k] = slowest;
+        }
+    r->med = dtr_cli_median(times, (int)o->iters);
+    r->one_by_one = r->batch ? dtr_cli_median(times + o->iters, (int)o->iters) : 0;
+    free(times);
+    return st;
 }
 
 /* Runs once, checks, times; rank 0 reports. An exit code, the same on every rank. */
-static int dtr__xrun(const dtr_cli_change_t *o, const dtr_spec_t *src, const dtr_spec_t *dst,
-                     const dtr_cross_plan_t *plan, int rank, int world) {
+static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_plan_t *plan,
+                     int rank, int world) {
     dtr_context_t *ctx = NULL;
-    dtr__xbufs_t b = {0};
-    double *times = malloc(sizeof *times * (size_t)(o->iters + 1));
-    dtr_status_t st = times != NULL ? dtr_context_create_mpi(MPI_COMM_WORLD, &ctx) : DTR_ERR_OUT_OF_MEMORY;
+    dtr_cli_cross_result_t r = {.o = o, .plan = plan, .src = &t->src[0], .dst = &t->dst[0],
+                                .world = world, .batch = o->batch != NULL, .first_bad = -1};
+    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
     int rc = DTR_EXIT_FAIL;
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
-    st = dtr__xbufs(src, dst, &o->fill, rank, &b);
+    st = dtr__xt_fill(t, &o->fill, r.batch, rank);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
-    st = dtr_redistribute_cross(ctx, plan, b.in, b.in_bytes, b.out, b.out_bytes);
+    st = dtr__xonce(ctx, plan, t, r.batch, 0);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
-    if (o->inject == rank && b.out_bytes > 0) b.out[b.out_bytes - 1] ^= 0x5a; /* the checker's test */
-    dtr_cli_verdict_t v, sum, bad;
-    st = o->verify ? dtr__xcheck(src, dst, &o->fill, rank, &b, &v) : DTR_OK;
-    if (!o->verify) memset(&v, 0, sizeof v);
+    for (int k = 0; k < t->n && o->inject == rank; k++)
+        if (t->out_bytes[k] > 0) { /* the checker's own test */
+            ((unsigned char *)t->out[k])[t->out_bytes[k] - 1] ^= 0x5a;
+            break;
+        }
+    dtr_cli_verdict_t v = {0};
+    int bad_tensor = -1;
+    st = o->verify ? dtr__xt_check(t, rank, &v, &bad_tensor) : DTR_OK;
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
-    int first_bad = dtr__xverdicts(&v, rank, world, &sum, &bad);
-    for (int64_t k = -o->warmup; k < o->iters && st == DTR_OK; k++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime(), dt, slowest;
-        st = dtr_redistribute_cross(ctx, plan, b.in, b.in_bytes, b.out, b.out_bytes);
-        dt = (MPI_Wtime() - t0) * 1e6;
-        MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (k >= 0) times[k] = slowest;
-    }
+    dtr__xverdicts(&v, bad_tensor, rank, &r);
+    st = dtr__xtime(ctx, plan, t, o, &r);
     if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
-    bool ok = !o->verify || first_bad < 0;
-    if (rank == 0)
-        dtr_cli_cross_report(o, src, dst, plan, &sum, first_bad, &bad,
-                             dtr_cli_median(times, (int)o->iters), world);
-    rc = ok ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+    if (rank == 0) dtr_cli_cross_report(&r);
+    rc = !o->verify || r.first_bad < 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
     dtr_context_destroy(ctx);
-    free(b.in);
-    free(b.copy);
-    free(b.out);
-    free(times);
     return rc;
+}
+
+/* The specs: one tensor's (--shape, --from, --to) or a --batch file's; *mesh and *mesh_b
+ * made (the caller destroys them). */
+static int dtr__xspecs(const dtr_cli_change_t *o, int world, dtr_mesh_t **mesh, dtr_mesh_t **mesh_b,
+                       dtr__xt_t *t) {
+    int rc;
+    if (o->batch != NULL) {
+        rc = dtr_cli_build_mesh("run", &o->spec, mesh);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_target_mesh("run", o->to_mesh, o->to_ranks, mesh_b);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", *mesh, world);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--to-mesh", *mesh_b, world);
+        if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o->batch, *mesh, *mesh_b, &t->src, &t->dst, &t->n);
+        return rc;
+    }
+    t->src = malloc(sizeof *t->src);
+    t->dst = malloc(sizeof *t->dst);
+    if (t->src == NULL || t->dst == NULL) return dtr_cli_usage_error("run", "out of memory");
+    t->n = 1;
+    rc = dtr_cli_build_spec("run", &o->spec, mesh, t->src);
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_target_spec("run", o->to, o->to_mesh, o->to_ranks, o->to_dtype, t->src,
+                                 mesh_b, t->dst);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", *mesh, world);
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--to-mesh", *mesh_b, world);
+    return rc;
+}
+
+/* The plan (and, for a batch, each tensor's own plan to the same destination specs). */
+static int dtr__xplans(const dtr_cli_change_t *o, dtr__xt_t *t, dtr_cross_plan_t **plan) {
+    dtr_cross_options_t opts = {.relabel = o->relabel, .staging_cap_bytes = o->staging_cap};
+    char what[512];
+    snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
+    dtr_status_t st = o->batch != NULL ? dtr_cross_plan_create_batch(t->n, t->src, t->dst, &opts, plan)
+                                       : dtr_cross_plan_create(t->src, t->dst, &opts, plan);
+    if (st != DTR_OK) return dtr_cli_plan_error("run", what);
+    for (int k = 0; k < t->n; k++) dtr_cross_plan_dst(*plan, k, &t->dst[k]);
+    if (o->batch == NULL) return DTR_EXIT_OK;
+    opts.relabel = false; /* (the batch's order, already in dst) */
+    if ((t->one = calloc((size_t)t->n, sizeof *t->one)) == NULL)
+        return dtr_cli_usage_error("run", "out of memory");
+    for (int k = 0; k < t->n; k++)
+        if (dtr_cross_plan_create(&t->src[k], &t->dst[k], &opts, &t->one[k]) != DTR_OK)
+            return dtr_cli_plan_error("run", what);
+    return DTR_EXIT_OK;
 }
 
 int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world) {
     int rc = dtr__cross_flags(o);
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *mesh = NULL, *mesh_b = NULL;
-    dtr_spec_t src, dst;
-    rc = dtr_cli_build_spec("run", &o->spec, &mesh, &src);
-    if (rc == DTR_EXIT_OK)
-        rc = dtr_cli_target_spec("run", o->to, o->to_mesh, o->to_ranks, o->to_dtype, &src,
-                                 &mesh_b, &dst);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--to-mesh", mesh_b, world);
+    dtr__xt_t t = {0};
     dtr_cross_plan_t *plan = NULL;
-    if (rc == DTR_EXIT_OK && dtr_cross_plan_create(&src, &dst, NULL, &plan) != DTR_OK)
-        rc = dtr_cli_plan_error("run", "--to-mesh");
+    rc = dtr__xspecs(o, world, &mesh, &mesh_b, &t);
+    if (rc == DTR_EXIT_OK) rc = dtr__xplans(o, &t, &plan);
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */
-        rc = dtr__xrun(o, &src, &dst, plan, rank, world);
+        rc = dtr__xrun(o, &t, plan, rank, world);
     }
+    dtr__xt_free(&t);
     dtr_cross_plan_destroy(plan);
     dtr_mesh_destroy(mesh_b);
     dtr_mesh_destroy(mesh);

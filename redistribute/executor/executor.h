@@ -237,18 +237,28 @@ DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *me
  * meshes (RA and RB), in the same order with the same plan; a rank in neither returns at
  * once. A rank of the source mesh passes its source block as `in` (in_bytes its exact
  * size); a rank of the destination mesh receives its target block in `out` (out_bytes at
- * least its size); a rank in both passes both (they must not overlap); `in` of a rank only
- * in the destination, and `out` of one only in the source, are not read (NULL is fine).
- * The source ranks first run the plan's reduction on their mesh (dtr_redistribute, on this
- * context), then every rank of both meshes takes part in one exchange of boxes. Blocks until
- * done. Errors: as dtr_redistribute's (the argument agreement covers both meshes; a rank
- * whose arguments are wrong makes every rank return an error); on error `out` holds
- * unspecified contents, `in` is intact. Uses the context's scratch memory: at most this
- * rank's reduced source block and the bytes it sends and receives.
+ * least its size; the block of dtr_cross_plan_dst's spec, which a relabeled plan changed);
+ * a rank in both passes both (they must not overlap); `in` of a rank only in the
+ * destination, and `out` of one only in the source, are not read (NULL is fine). The
+ * source ranks first run the plan's reduction on their mesh (dtr_redistribute, on this
+ * context), then every rank of both meshes takes part in the exchanges of boxes (one, or
+ * one per round under a staging cap). Blocks until done. Errors: as dtr_redistribute's
+ * (the argument agreement covers both meshes; a rank whose arguments are wrong makes every
+ * rank return an error); on error `out` holds unspecified contents, `in` is intact. Uses the
+ * context's scratch memory: this rank's reduced source blocks and its staging (the plan's
+ * staging_bytes_max at most).
  */
 DTR_API dtr_status_t dtr_redistribute_cross(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                             const void *in, size_t in_bytes, void *out,
                                             size_t out_bytes);
+/* The same for a plan of many tensors (dtr_cross_plan_create_batch): in[i], in_bytes[i],
+ * out[i], out_bytes[i] for tensor i, each as above; the arrays themselves must not be NULL
+ * (their entries may be where the rank holds no block of that side). One agreement, the
+ * reductions on the source mesh tensor by tensor, then the rounds of all tensors' boxes. */
+DTR_API dtr_status_t dtr_redistribute_cross_batch(dtr_context_t *ctx,
+                                                  const dtr_cross_plan_t *plan,
+                                                  const void *const *in, const size_t *in_bytes,
+                                                  void *const *out, const size_t *out_bytes);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
- * Changes between two meshes (dtr_cross_plan_create): a source spec on mesh A (its ranks
- * RA) to a destination spec on mesh B (RB), the same global shape, both within one
- * communicator. The plan is two parts:
+ * Changes between two meshes (dtr_cross_plan_create, _create_batch): tensors from specs on
+ * mesh A (its ranks RA) to specs on mesh B (RB), each with the same global shape on both
+ * sides, all within one communicator. Per tensor the plan is two parts:
  *
  *   1. where the source has Partial mesh dims (or another dtype than the destination), a
  *      single-mesh plan on A turns it into `mid`, a layout without Partial dims in the
@@ -12,288 +12,134 @@
  *      holds C (a rank in both meshes) the box stays (a local copy); otherwise the holder is
  *      the least loaded of C's replicas so far, the largest boxes placed first.
  *
- * The blocks of a layout without Partial dims are the products of per-tensor-dim intervals
- * (each mesh dim shards one tensor dim at most), so the distinct blocks of mid are found
- * from A's ranks once, and a target block meets the blocks whose intervals meet its own on
- * every dim (binary searches): the cost grows with the ranks and the messages, not with the
- * elements. docs/cross-mesh.md has the rules and the bounds.
+ * Relabeling (cross_relabel.c) may first choose another order of B's ranks; a staging cap
+ * (cross_rounds.c) splits the messages into chunks over rounds. The blocks come from
+ * cross_blocks.c: the cost grows with the ranks and the messages, not with the elements.
+ * docs/cross-mesh.md has the rules and the bounds.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
 
-#define DTR__FUNC "dtr_cross_plan_create"
-
-/* The per-dim intervals of a layout's blocks and, per distinct block, its holders. */
+/* What a plan's creation carries: the call's name (for errors) and the cost model. */
 typedef struct {
-    int ndim;
-    int64_t n[DTR_MAX_TENSOR_DIMS];            /* intervals along each dim */
-    int64_t *lo[DTR_MAX_TENSOR_DIMS], *len[DTR_MAX_TENSOR_DIMS]; /* sorted by lo */
-    int64_t nclasses;                          /* product of n[] */
-    int64_t *first;                            /* per class: its holders' start in holder[] */
-    int *holder;                               /* ranks, grouped by class, ascending */
-} dtr__blocks_t;
+    const char *func;
+    const dtr_cost_model_t *cost;
+    bool batch;
+} dtr__xctx_t;
 
-static void dtr__blocks_free(dtr__blocks_t *b) {
-    for (int d = 0; d < DTR_MAX_TENSOR_DIMS; d++) {
-        free(b->lo[d]);
-        free(b->len[d]);
-    }
-    free(b->first);
-    free(b->holder);
-    memset(b, 0, sizeof *b);
-}
-
-/* Steps coord through the mesh row-major; false after the last. */
-static bool dtr__coord_next(const dtr_mesh_t *mesh, int64_t *coord) {
-    for (int i = dtr_mesh_ndims(mesh) - 1; i >= 0; i--) {
-        if (++coord[i] < dtr_mesh_size(mesh, i)) return true;
-        coord[i] = 0;
-    }
-    return false;
-}
-
-static int dtr__cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int dtr__cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* Index of the interval starting at lo along dim d (it exists). */
-static int64_t dtr__interval(const dtr__blocks_t *b, int d, int64_t lo) {
-    int64_t a = 0, z = b->n[d] - 1;
-    while (a < z) {
-        int64_t m = (a + z) / 2;
-        if (b->lo[d][m] < lo)
-            a = m + 1;
-        else
-            z = m;
-    }
-    return a;
-}
-
-/* The class (mixed-radix index of its intervals) of a non-empty block. */
-static int64_t dtr__class_of(const dtr__blocks_t *b, const dtr_layout_t *l) {
-    int64_t c = 0;
-    for (int d = 0; d < b->ndim; d++) c = c * b->n[d] + dtr__interval(b, d, l->global_offset[d]);
-    return c;
-}
-
-/* The distinct non-empty intervals along each dim of spec's blocks, over every rank. */
-static dtr_status_t dtr__intervals(const dtr_spec_t *spec, dtr__blocks_t *b) {
-    int64_t nranks = dtr_mesh_nranks(spec->mesh), coord[DTR_MAX_MESH_DIMS] = {0};
-    b->ndim = spec->ndim;
-    int64_t *starts = malloc(sizeof *starts * (size_t)(nranks > 0 ? nranks : 1));
-    if (starts == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld ranks", (long long)nranks);
-    dtr_status_t st = DTR_OK;
-    for (int d = 0; d < spec->ndim && st == DTR_OK; d++) {
-        int64_t k = 0;
-        memset(coord, 0, sizeof coord);
-        do {
-            dtr_layout_t l;
-            dtr_spec_layout_at(spec, coord, &l);
-            if (l.numel > 0) starts[k++] = l.global_offset[d];
-        } while (dtr__coord_next(spec->mesh, coord));
-        qsort(starts, (size_t)k, sizeof *starts, dtr__cmp_i64);
-        int64_t m = 0;
-        for (int64_t j = 0; j < k; j++)
-            if (m == 0 || starts[j] != starts[m - 1]) starts[m++] = starts[j];
-        b->n[d] = m;
-        b->lo[d] = malloc(sizeof *b->lo[d] * (size_t)(m > 0 ? m : 1));
-        b->len[d] = malloc(sizeof *b->len[d] * (size_t)(m > 0 ? m : 1));
-        if (b->lo[d] == NULL || b->len[d] == NULL) {
-            st = dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "intervals of dim %d", d);
-            break;
-        }
-        /* the intervals of a layout tile the dim: each ends where the next starts */
-        for (int64_t j = 0; j < m; j++) {
-            b->lo[d][j] = starts[j];
-            b->len[d][j] = (j + 1 < m ? starts[j + 1] : spec->shape[d]) - starts[j];
-        }
-    }
-    free(starts);
-    return st;
-}
-
-/* Every distinct block of spec and its holders (ranks of its mesh, ascending). */
-static dtr_status_t dtr__blocks(const dtr_spec_t *spec, dtr__blocks_t *b) {
-    memset(b, 0, sizeof *b);
-    DTR_CHECK(dtr__intervals(spec, b));
-    int64_t nranks = dtr_mesh_nranks(spec->mesh), coord[DTR_MAX_MESH_DIMS] = {0};
-    b->nclasses = 1;
-    for (int d = 0; d < spec->ndim; d++) b->nclasses *= b->n[d];
-    b->first = calloc((size_t)b->nclasses + 1, sizeof *b->first);
-    b->holder = malloc(sizeof *b->holder * (size_t)(nranks > 0 ? nranks : 1));
-    int64_t *cls = malloc(sizeof *cls * (size_t)(nranks > 0 ? nranks : 1));
-    if (b->first == NULL || b->holder == NULL || cls == NULL) {
-        free(cls);
-        dtr__blocks_free(b);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "blocks of %lld ranks", (long long)nranks);
-    }
-    /* counting sort of the ranks by class: counts, starts, then each rank in its place */
-    int64_t p = 0;
-    do {
-        dtr_layout_t l;
-        dtr_spec_layout_at(spec, coord, &l);
-        cls[p] = l.numel > 0 ? dtr__class_of(b, &l) : -1;
-        if (cls[p] >= 0) b->first[cls[p] + 1]++;
-        p++;
-    } while (dtr__coord_next(spec->mesh, coord));
-    for (int64_t c = 0; c < b->nclasses; c++) b->first[c + 1] += b->first[c];
-    int64_t *at = calloc((size_t)b->nclasses + 1, sizeof *at);
-    if (at == NULL) {
-        free(cls);
-        dtr__blocks_free(b);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "blocks of %lld ranks", (long long)nranks);
-    }
-    memset(coord, 0, sizeof coord);
-    p = 0;
-    do {
-        if (cls[p] >= 0) dtr_mesh_rank_at(spec->mesh, coord, &b->holder[b->first[cls[p]] + at[cls[p]]++]);
-        p++;
-    } while (dtr__coord_next(spec->mesh, coord));
-    for (int64_t c = 0; c < b->nclasses; c++) /* ascending ranks: the same order everywhere */
-        qsort(b->holder + b->first[c], (size_t)(b->first[c + 1] - b->first[c]), sizeof *b->holder,
-              dtr__cmp_int);
-    free(at);
-    free(cls);
-    return DTR_OK;
-}
-
-/* A box of a target block that one holder sends (or, from = to, keeps). */
-typedef struct {
-    int from, to;
-    int64_t cls; /* the source block it comes from */
-    int64_t numel;
-    int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
-} dtr__piece_t;
-
-typedef struct {
-    dtr__piece_t *v;
-    int64_t n, cap;
-} dtr__pieces_t;
-
-static dtr_status_t dtr__piece_push(dtr__pieces_t *p, const dtr__piece_t *x) {
-    if (p->n == p->cap) {
-        int64_t cap = p->cap ? 2 * p->cap : 64;
-        dtr__piece_t *v = realloc(p->v, sizeof *v * (size_t)cap);
-        if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld messages", (long long)cap);
-        p->v = v;
-        p->cap = cap;
-    }
-    p->v[p->n++] = *x;
-    return DTR_OK;
-}
-
-/* The first interval along d that ends after x (the one holding x). */
-static int64_t dtr__interval_at(const dtr__blocks_t *b, int d, int64_t x) {
-    int64_t a = 0, z = b->n[d];
-    while (a < z) {
-        int64_t m = (a + z) / 2;
-        if (b->lo[d][m] + b->len[d][m] <= x)
-            a = m + 1;
-        else
-            z = m;
-    }
-    return a;
-}
-
-/* The boxes of target block t (on rank `to`) that the source blocks meet, one per block. */
-static dtr_status_t dtr__target_pieces(const dtr__blocks_t *b, int to, const dtr_layout_t *t,
-                                       dtr__pieces_t *out) {
-    int nd = b->ndim;
-    int64_t first[DTR_MAX_TENSOR_DIMS], last[DTR_MAX_TENSOR_DIMS], at[DTR_MAX_TENSOR_DIMS];
-    for (int d = 0; d < nd; d++) {
-        first[d] = at[d] = dtr__interval_at(b, d, t->global_offset[d]);
-        last[d] = dtr__interval_at(b, d, t->global_offset[d] + t->local_shape[d] - 1);
-    }
-    for (;;) {
-        dtr__piece_t x = {.from = -1, .to = to, .cls = 0, .numel = 1};
-        for (int d = 0; d < nd; d++) {
-            int64_t lo = b->lo[d][at[d]], hi = lo + b->len[d][at[d]];
-            int64_t tlo = t->global_offset[d], thi = tlo + t->local_shape[d];
-            x.lo[d] = lo > tlo ? lo : tlo;
-            x.ext[d] = (hi < thi ? hi : thi) - x.lo[d];
-            x.numel *= x.ext[d];
-            x.cls = x.cls * b->n[d] + at[d];
-        }
-        DTR_CHECK(dtr__piece_push(out, &x));
-        int d = nd - 1;
-        for (; d >= 0; d--) {
-            if (++at[d] <= last[d]) break;
-            at[d] = first[d];
-        }
-        if (d < 0) return DTR_OK;
-    }
-}
-
-static bool dtr__holds(const dtr__blocks_t *b, int64_t cls, int rank) {
-    const int *h = b->holder + b->first[cls];
-    return bsearch(&rank, h, (size_t)(b->first[cls + 1] - b->first[cls]), sizeof *h,
-                   dtr__cmp_int) != NULL;
-}
-
-/* Larger boxes first; then by block and target, so every rank orders them alike. */
+/* Larger boxes first; then by tensor, block and target, so every rank orders them alike. */
 static int dtr__cmp_piece_size(const void *a, const void *b) {
-    const dtr__piece_t *x = a, *y = b;
+    const dtr__xpiece_t *x = a, *y = b;
     if (x->numel != y->numel) return x->numel > y->numel ? -1 : 1;
+    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
     if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
     return (x->to > y->to) - (x->to < y->to);
 }
 
-/* By sender, then receiver, then box: the order the plan keeps its messages in. */
+/* By sender, then receiver, tensor and block: the order messages are chunked in. */
 static int dtr__cmp_piece_from(const void *a, const void *b) {
-    const dtr__piece_t *x = a, *y = b;
+    const dtr__xpiece_t *x = a, *y = b;
     if (x->from != y->from) return x->from < y->from ? -1 : 1;
     if (x->to != y->to) return x->to < y->to ? -1 : 1;
+    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
     return x->cls < y->cls ? -1 : x->cls > y->cls;
 }
 
 /* The position of rank r in the sorted union (it is there). */
 static int dtr__union_at(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__cmp_int);
+    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__xcmp_int);
     return (int)(at - p->ranks);
+}
+
+/* Per block (of each tensor), a heap of its holders by (load, rank): the least loaded on
+ * top. Loads only grow, and a rank's load may grow through another block (of another
+ * tensor) it holds, so an entry is checked when it comes to the top and pushed down again
+ * where stale. */
+typedef struct {
+    int64_t load;
+    int rank;
+} dtr__hent_t;
+
+static bool dtr__hless(const dtr__hent_t *a, const dtr__hent_t *b) {
+    return a->load != b->load ? a->load < b->load : a->rank < b->rank;
+}
+
+static void dtr__hdown(dtr__hent_t *h, int64_t n, int64_t i) {
+    for (;;) {
+        int64_t l = 2 * i + 1, m = i;
+        if (l < n && dtr__hless(&h[l], &h[m])) m = l;
+        if (l + 1 < n && dtr__hless(&h[l + 1], &h[m])) m = l + 1;
+        if (m == i) return;
+        dtr__hent_t t = h[i];
+        h[i] = h[m], h[m] = t;
+        i = m;
+    }
+}
+
+/* The least loaded holder of a block's heap h (n entries), its load brought up to date. */
+static int dtr__hpick(dtr__hent_t *h, int64_t n, const dtr_cross_plan_t *p, const int64_t *load) {
+    for (;;) {
+        int64_t now = load[dtr__union_at(p, h[0].rank)];
+        if (now == h[0].load) return h[0].rank;
+        h[0].load = now;
+        dtr__hdown(h, n, 0);
+    }
 }
 
 /* Each piece's sender: the target itself where it holds the block, else the least loaded of
  * the block's holders so far (the largest pieces first, ties to the lowest rank). */
-static void dtr__assign(const dtr__blocks_t *b, dtr__pieces_t *ps, const dtr_cross_plan_t *p,
-                        int64_t *load) {
-    if (ps->n == 0) return;
+static dtr_status_t dtr__assign(const dtr__xblocks_t *b, dtr__xpieces_t *ps,
+                                const dtr_cross_plan_t *p, int64_t *load) {
+    if (ps->n == 0) return DTR_OK;
+    int64_t holders = 0;
+    for (int t = 0; t < p->ntensors; t++) holders += b[t].first[b[t].nclasses];
+    dtr__hent_t *heap = malloc(sizeof *heap * (size_t)(holders > 0 ? holders : 1));
+    int64_t *base = calloc((size_t)p->ntensors + 1, sizeof *base);
+    if (heap == NULL || base == NULL) {
+        free(heap);
+        free(base);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld holders", (long long)holders);
+    }
+    for (int t = 0; t < p->ntensors; t++) { /* (ascending ranks: a heap already) */
+        base[t + 1] = base[t] + b[t].first[b[t].nclasses];
+        for (int64_t h = 0; h < b[t].first[b[t].nclasses]; h++)
+            heap[base[t] + h] = (dtr__hent_t){0, b[t].holder[h]};
+    }
     qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_size);
     for (int64_t k = 0; k < ps->n; k++) {
-        dtr__piece_t *x = &ps->v[k];
-        if (dtr__holds(b, x->cls, x->to)) {
+        dtr__xpiece_t *x = &ps->v[k];
+        const dtr__xblocks_t *tb = &b[x->tensor];
+        if (dtr__xholds(tb, x->cls, x->to)) {
             x->from = x->to;
             continue;
         }
-        for (int64_t h = b->first[x->cls]; h < b->first[x->cls + 1]; h++) {
-            int r = b->holder[h];
-            if (x->from < 0 || load[dtr__union_at(p, r)] < load[dtr__union_at(p, x->from)])
-                x->from = r;
-        }
-        load[dtr__union_at(p, x->from)] += x->numel;
+        dtr__hent_t *h = heap + base[x->tensor] + tb->first[x->cls];
+        int64_t n = tb->first[x->cls + 1] - tb->first[x->cls];
+        x->from = dtr__hpick(h, n, p, load);
+        load[dtr__union_at(p, x->from)] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
     }
     qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_from);
+    free(heap);
+    free(base);
+    return DTR_OK;
 }
 
 /* RA and RB together, ascending, into p->ranks. */
 static dtr_status_t dtr__union(dtr_cross_plan_t *p) {
-    int64_t na = dtr_mesh_nranks(p->src.mesh), nb = dtr_mesh_nranks(p->dst.mesh);
+    const dtr_mesh_t *a = p->t[0].src.mesh, *b = p->t[0].dst.mesh;
+    int64_t na = dtr_mesh_nranks(a), nb = dtr_mesh_nranks(b);
     int *r = malloc(sizeof *r * (size_t)(na + nb));
-    if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld ranks", (long long)(na + nb));
+    if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld ranks", (long long)(na + nb));
     int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = 0;
-    do dtr_mesh_rank_at(p->src.mesh, coord, &r[n++]);
-    while (dtr__coord_next(p->src.mesh, coord));
+    do dtr_mesh_rank_at(a, coord, &r[n++]);
+    while (dtr__xcoord_next(a, coord));
     memset(coord, 0, sizeof coord);
-    do dtr_mesh_rank_at(p->dst.mesh, coord, &r[n++]);
-    while (dtr__coord_next(p->dst.mesh, coord));
-    qsort(r, (size_t)n, sizeof *r, dtr__cmp_int);
+    do dtr_mesh_rank_at(b, coord, &r[n++]);
+    while (dtr__xcoord_next(b, coord));
+    qsort(r, (size_t)n, sizeof *r, dtr__xcmp_int);
     int m = 0;
     for (int64_t k = 0; k < n; k++)
         if (m == 0 || r[k] != r[m - 1]) r[m++] = r[k];
@@ -302,139 +148,141 @@ static dtr_status_t dtr__union(dtr_cross_plan_t *p) {
     return DTR_OK;
 }
 
-typedef struct {
-    int to, from;
-    int64_t k;
-} dtr__to_key_t;
-
-static int dtr__cmp_to_key(const void *a, const void *b) {
-    const dtr__to_key_t *x = a, *y = b;
-    if (x->to != y->to) return x->to < y->to ? -1 : 1;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    return (x->k > y->k) - (x->k < y->k);
-}
-
-/* p->by_to: the messages by receiver, then sender (then their place by sender). */
-static dtr_status_t dtr__cross_sort_by_to(dtr_cross_plan_t *p) {
-    dtr__to_key_t *key = malloc(sizeof *key * (size_t)(p->nmsgs > 0 ? p->nmsgs : 1));
-    if (key == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld messages", (long long)p->nmsgs);
-    for (int64_t k = 0; k < p->nmsgs; k++) key[k] = (dtr__to_key_t){p->msgs[k].to, p->msgs[k].from, k};
-    qsort(key, (size_t)p->nmsgs, sizeof *key, dtr__cmp_to_key);
-    for (int64_t k = 0; k < p->nmsgs; k++) p->by_to[k] = key[k].k;
-    free(key);
+/* The boxes every destination block needs, over the tensors (p->t[*].dst set). */
+static dtr_status_t dtr__pieces(const dtr_cross_plan_t *p, const dtr__xblocks_t *b,
+                                dtr__xpieces_t *ps) {
+    for (int t = 0; t < p->ntensors; t++) {
+        const dtr_spec_t *dst = &p->t[t].dst;
+        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        if (b[t].nclasses == 0) continue;
+        do {
+            dtr_layout_t l;
+            int to;
+            dtr_spec_layout_at(dst, coord, &l);
+            dtr_mesh_rank_at(dst->mesh, coord, &to);
+            if (l.numel > 0) DTR_CHECK(dtr__xtarget_pieces(&b[t], t, to, &l, ps));
+        } while (dtr__xcoord_next(dst->mesh, coord));
+    }
     return DTR_OK;
 }
 
-/* The figures of the messages (per rank bytes and peers, the bounds) and the modeled time. */
-static dtr_status_t dtr__cross_figures(dtr_cross_plan_t *p, const dtr__blocks_t *b,
-                                       const dtr__pieces_t *ps, const dtr_cost_model_t *cost) {
-    int64_t item = dtr_dtype_info(p->dst.dtype)->size, n = p->nranks;
-    int64_t *v = calloc((size_t)(4 * n + b->nclasses + 1), sizeof *v);
-    if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "figures of %lld ranks", (long long)n);
-    int64_t *send = v, *recv = v + n, *speers = v + 2 * n, *rpeers = v + 3 * n, *need = v + 4 * n;
-    dtr_cross_figures_t f = {0};
+/* The per-rank figures of the messages and the bounds (cross_rounds.c set rounds and
+ * staging), and the modeled time. need: per tensor and class, bytes its targets lack. */
+static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
+                                 const dtr__xpieces_t *ps, const dtr_cost_model_t *cost) {
+    int64_t n = p->nranks, classes = 0;
+    for (int t = 0; t < p->ntensors; t++) classes += b[t].nclasses;
+    int64_t *v = calloc((size_t)(4 * n + classes + p->ntensors + 1), sizeof *v);
+    if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "figures of %lld ranks", (long long)n);
+    int64_t *send = v, *recv = v + n, *peers = v + 2 * n, *forced = v + 3 * n, *need = v + 4 * n;
+    int64_t *base = need + classes; /* per tensor: its classes' start in need[] */
+    for (int t = 1; t < p->ntensors; t++) base[t] = base[t - 1] + b[t - 1].nclasses;
+    dtr_cross_figures_t f = p->fig; /* (rounds and staging from cross_rounds.c) */
     for (int64_t k = 0; k < ps->n; k++) {
-        const dtr__piece_t *x = &ps->v[k];
-        if (x->from == x->to) continue;
-        int a = dtr__union_at(p, x->from), z = dtr__union_at(p, x->to);
-        send[a] += x->numel * item;
-        recv[z] += x->numel * item;
-        need[x->cls] += x->numel * item;
+        const dtr__xpiece_t *x = &ps->v[k];
+        if (x->from != x->to)
+            need[base[x->tensor] + x->cls] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
+    }
+    for (int64_t k = 0; k < p->nmsgs; k++) {
+        const dtr__xmsg_t *m = &p->msgs[k];
+        if (m->from == m->to) continue;
+        send[dtr__union_at(p, m->from)] += m->bytes;
+        recv[dtr__union_at(p, m->to)] += m->bytes;
         f.messages++;
-        f.moved_bytes += x->numel * item;
-        /* (sorted by sender, then receiver: a new receiver of this sender is a new peer) */
-        if (k == 0 || ps->v[k - 1].from != x->from || ps->v[k - 1].to != x->to) speers[a]++;
+        f.moved_bytes += m->bytes;
     }
-    for (int64_t k = 0; k < p->nmsgs; k++) { /* peers that send to a rank, through by_to */
-        const dtr__xmsg_t *m = &p->msgs[p->by_to[k]], *prev = k ? &p->msgs[p->by_to[k - 1]] : NULL;
-        if (m->from != m->to && (prev == NULL || prev->to != m->to || prev->from != m->from))
-            rpeers[dtr__union_at(p, m->to)]++;
+    for (int64_t k = 0; k < ps->n; k++) { /* (pieces by sender, then receiver) */
+        const dtr__xpiece_t *x = &ps->v[k], *prev = k ? &ps->v[k - 1] : NULL;
+        if (x->from != x->to && (prev == NULL || prev->from != x->from || prev->to != x->to)) {
+            peers[dtr__union_at(p, x->from)]++;
+            peers[dtr__union_at(p, x->to)]++;
+        }
     }
-    int64_t peers = 0;
+    int64_t most_peers = 0, extra = 0, pre_peak = 0;
     for (int64_t r = 0; r < n; r++) {
         if (send[r] > f.send_bytes_max) f.send_bytes_max = send[r];
         if (recv[r] > f.recv_bytes_max) f.recv_bytes_max = recv[r];
-        if (send[r] + recv[r] > f.peak_extra_bytes) f.peak_extra_bytes = send[r] + recv[r];
-        if (speers[r] > peers) peers = speers[r];
-        if (rpeers[r] > peers) peers = rpeers[r];
+        if (peers[r] > most_peers) most_peers = peers[r];
     }
     /* every element a target lacks comes from some holder of its block: the busiest of a
-     * block's holders sends at least its share of what the block's targets lack */
-    for (int64_t c = 0; c < b->nclasses; c++) {
-        int64_t h = b->first[c + 1] - b->first[c], share = h > 0 ? (need[c] / item + h - 1) / h * item : 0;
-        if (share > f.lower_bound_send_bytes) f.lower_bound_send_bytes = share;
+     * block's holders sends at least its share, and a sole holder all of it */
+    for (int t = 0; t < p->ntensors; t++) {
+        int64_t item = dtr_dtype_info(p->t[t].dst.dtype)->size;
+        for (int64_t c = 0; c < b[t].nclasses; c++) {
+            int64_t h = b[t].first[c + 1] - b[t].first[c], lack = need[base[t] + c];
+            int64_t share = h > 0 ? (lack / item + h - 1) / h * item : 0;
+            if (share > f.lower_bound_send_bytes) f.lower_bound_send_bytes = share;
+            if (h == 1) forced[dtr__union_at(p, b[t].holder[b[t].first[c]])] += lack;
+        }
     }
-    /* each target receives its block less the box it holds itself, whoever sends */
+    for (int64_t r = 0; r < n; r++)
+        if (forced[r] > f.lower_bound_send_bytes) f.lower_bound_send_bytes = forced[r];
+    /* each target receives its blocks less the boxes it holds itself, whoever sends */
     f.lower_bound_recv_bytes = f.recv_bytes_max;
-    f.time_us = (double)peers * cost->alpha_us[0] +
-                (double)(f.send_bytes_max > f.recv_bytes_max ? f.send_bytes_max : f.recv_bytes_max) /
-                    (cost->bandwidth_gbps[0] * 1e3) +
-                (double)f.peak_extra_bytes / (cost->local_gbps * 1e3);
-    if (p->has_pre) {
+    for (int t = 0; t < p->ntensors; t++) {
+        const dtr__xtensor_t *x = &p->t[t];
+        if (!x->has_pre) continue;
         dtr_layout_t l;
         int64_t zero[DTR_MAX_MESH_DIMS] = {0};
-        dtr_spec_layout_at(&p->mid, zero, &l); /* (coordinate 0's block is the largest) */
-        f.pre_steps = p->pre.nsteps;
-        f.time_us += p->pre.time_us;
-        int64_t pre_peak = p->pre.peak_extra_bytes + l.bytes;
-        if (pre_peak > f.peak_extra_bytes) f.peak_extra_bytes = pre_peak;
+        dtr_spec_layout_at(&x->mid, zero, &l); /* (coordinate 0's block is the largest) */
+        extra += l.bytes;
+        f.pre_steps += x->pre.nsteps;
+        f.time_us += x->pre.time_us;
+        if (x->pre.peak_extra_bytes > pre_peak) pre_peak = x->pre.peak_extra_bytes;
     }
+    f.peak_extra_bytes = extra + (f.staging_bytes_max > pre_peak ? f.staging_bytes_max : pre_peak);
+    f.time_us += (double)(most_peers * f.rounds) * cost->alpha_us[0] +
+                 (double)(f.send_bytes_max > f.recv_bytes_max ? f.send_bytes_max : f.recv_bytes_max) /
+                     (cost->bandwidth_gbps[0] * 1e3) +
+                 (double)f.staging_bytes_max * (double)f.rounds / (cost->local_gbps * 1e3);
+    f.permutation = f.messages == 0 && f.pre_steps == 0;
+    for (int t = 0; t < p->ntensors; t++) f.permutation &= !p->t[t].has_pre;
     p->fig = f;
     free(v);
     return DTR_OK;
 }
 
-/* The messages from mid's blocks (p->mid set) to dst's: pieces, senders, figures. */
-static dtr_status_t dtr__cross_moves(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
-    dtr__blocks_t b;
-    DTR_CHECK(dtr__blocks(&p->mid, &b));
-    dtr__pieces_t ps = {0};
-    int64_t *load = calloc((size_t)p->nranks, sizeof *load);
-    dtr_status_t st = load != NULL ? DTR_OK : dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "loads");
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-    if (b.nclasses > 0)
-        do {
-            dtr_layout_t t;
-            int to;
-            dtr_spec_layout_at(&p->dst, coord, &t);
-            dtr_mesh_rank_at(p->dst.mesh, coord, &to);
-            if (st == DTR_OK && t.numel > 0) st = dtr__target_pieces(&b, to, &t, &ps);
-        } while (dtr__coord_next(p->dst.mesh, coord));
-    if (st == DTR_OK) {
-        dtr__assign(&b, &ps, p, load);
-        p->msgs = malloc(sizeof *p->msgs * (size_t)(ps.n > 0 ? ps.n : 1));
-        p->by_to = malloc(sizeof *p->by_to * (size_t)(ps.n > 0 ? ps.n : 1));
-        if (p->msgs == NULL || p->by_to == NULL)
-            st = dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld messages", (long long)ps.n);
+/* The messages from the pieces (their senders chosen), round 0, unsorted. */
+static dtr_status_t dtr__messages(dtr_cross_plan_t *p, const dtr__xpieces_t *ps) {
+    p->msgs = malloc(sizeof *p->msgs * (size_t)(ps->n > 0 ? ps->n : 1));
+    if (p->msgs == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld messages", (long long)ps->n);
+    p->nmsgs = ps->n;
+    for (int64_t k = 0; k < ps->n; k++) {
+        const dtr__xpiece_t *x = &ps->v[k];
+        dtr__xmsg_t *m = &p->msgs[k];
+        memset(m, 0, sizeof *m);
+        m->tensor = x->tensor;
+        m->from = x->from;
+        m->to = x->to;
+        memcpy(m->lo, x->lo, sizeof m->lo);
+        memcpy(m->ext, x->ext, sizeof m->ext);
+        m->bytes = x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
     }
-    if (st == DTR_OK) {
-        int64_t item = dtr_dtype_info(p->dst.dtype)->size;
-        p->nmsgs = ps.n;
-        for (int64_t k = 0; k < ps.n; k++) {
-            dtr__xmsg_t *m = &p->msgs[k];
-            memset(m, 0, sizeof *m);
-            m->from = ps.v[k].from;
-            m->to = ps.v[k].to;
-            memcpy(m->lo, ps.v[k].lo, sizeof m->lo);
-            memcpy(m->ext, ps.v[k].ext, sizeof m->ext);
-            m->bytes = ps.v[k].numel * item;
-            p->by_to[k] = k;
-        }
-        st = dtr__cross_sort_by_to(p);
-        if (st == DTR_OK) st = dtr__cross_figures(p, &b, &ps, cost);
-    }
-    free(load);
-    free(ps.v);
-    dtr__blocks_free(&b);
-    return st;
+    return DTR_OK;
 }
 
-void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
-    if (plan == NULL) return;
-    free(plan->msgs);
-    free(plan->by_to);
-    free(plan->ranks);
-    free(plan);
+/* Relabeling: B's ranks in the order that keeps the most where it is, as the plan's own
+ * mesh, every tensor's dst moved onto it (nothing where the order is B's own). */
+static dtr_status_t dtr__relabeled(dtr_cross_plan_t *p, const dtr__xblocks_t *b) {
+    const dtr_mesh_t *mb = p->t[0].dst.mesh;
+    int64_t nb = dtr_mesh_nranks(mb), sizes[DTR_MAX_MESH_DIMS], coord[DTR_MAX_MESH_DIMS] = {0};
+    int *ranks = malloc(sizeof *ranks * (size_t)nb);
+    if (ranks == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld ranks", (long long)nb);
+    dtr_status_t st = dtr__xrelabel(p, b, ranks);
+    bool same = true;
+    for (int64_t k = 0; k < nb && st == DTR_OK; k++) {
+        int r;
+        dtr_mesh_rank_at(mb, coord, &r);
+        same &= r == ranks[k];
+        dtr__xcoord_next(mb, coord);
+    }
+    for (int i = 0; i < dtr_mesh_ndims(mb); i++) sizes[i] = dtr_mesh_size(mb, i);
+    if (st == DTR_OK && !same) st = dtr_mesh_create(dtr_mesh_ndims(mb), sizes, ranks, nb, &p->relabeled);
+    free(ranks);
+    if (st != DTR_OK || same) return st;
+    for (int t = 0; t < p->ntensors; t++) p->t[t].dst.mesh = p->relabeled;
+    return DTR_OK;
 }
 
 static uint64_t dtr__spec_hash(uint64_t h, const dtr_spec_t *s) {
@@ -449,100 +297,157 @@ static uint64_t dtr__spec_hash(uint64_t h, const dtr_spec_t *s) {
     return h;
 }
 
-/* A plan for one choice of mid (src itself, or src reduced on its mesh to mid's
- * placements in dst's dtype): *out, or an error (the pre plan's refusal). */
-static dtr_status_t dtr__cross_with(const dtr_spec_t *src, const dtr_spec_t *mid,
-                                    const dtr_spec_t *dst, const dtr_cost_model_t *cost,
-                                    dtr_cross_plan_t **out) {
-    dtr_cross_plan_t *p = calloc(1, sizeof *p);
-    if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "a plan");
-    p->src = *src;
-    p->mid = *mid;
-    p->dst = *dst;
-    dtr_status_t st = DTR_OK;
-    p->has_pre = mid != src;
-    if (p->has_pre) {
-        dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
-        st = dtr_plan_create(src, mid, &opts, &p->pre);
+static void dtr__hash(dtr_cross_plan_t *p) {
+    uint64_t h = dtr__fnv(0x63726f7373ull, p->ntensors);
+    for (int t = 0; t < p->ntensors; t++) {
+        h = dtr__spec_hash(dtr__spec_hash(h, &p->t[t].src), &p->t[t].dst);
+        h = dtr__fnv(h, p->t[t].has_pre ? (int64_t)dtr__plan_hash(&p->t[t].pre) : 0);
     }
+    h = dtr__fnv(dtr__fnv(h, p->nmsgs), p->nrounds);
+    for (int64_t k = 0; k < p->nmsgs; k++) {
+        const dtr__xmsg_t *m = &p->msgs[k];
+        h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(h, m->from), m->to), m->bytes), m->round);
+    }
+    p->hash = h;
+}
+
+/* The moves of a plan whose tensors (src, mid, pre, dst) are set: relabeling where asked,
+ * the blocks, the pieces and their senders, the messages in rounds, figures and hash. */
+static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
+    dtr__xblocks_t *b = calloc((size_t)p->ntensors, sizeof *b);
+    if (b == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%d tensors", p->ntensors);
+    dtr__xpieces_t ps = {0};
+    int64_t *load = NULL;
+    dtr_status_t st = DTR_OK;
+    for (int t = 0; t < p->ntensors && st == DTR_OK; t++) st = dtr__xblocks(&p->t[t].mid, &b[t]);
+    if (st == DTR_OK && p->relabel) st = dtr__relabeled(p, b);
     if (st == DTR_OK) st = dtr__union(p);
-    if (st == DTR_OK) st = dtr__cross_moves(p, cost);
+    if (st == DTR_OK) st = dtr__pieces(p, b, &ps);
+    if (st == DTR_OK && (load = calloc((size_t)p->nranks, sizeof *load)) == NULL)
+        st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "loads");
+    if (st == DTR_OK) st = dtr__assign(b, &ps, p, load);
+    if (st == DTR_OK) st = dtr__messages(p, &ps);
+    if (st == DTR_OK) st = dtr__xrounds(p);
+    if (st == DTR_OK) st = dtr__figures(p, b, &ps, cost);
+    if (st == DTR_OK) dtr__hash(p);
+    free(load);
+    free(ps.v);
+    for (int t = 0; t < p->ntensors; t++) dtr__xblocks_free(&b[t]);
+    free(b);
+    return st;
+}
+
+void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
+    if (plan == NULL) return;
+    free(plan->t);
+    dtr_mesh_destroy(plan->relabeled);
+    free(plan->msgs);
+    free(plan->by_to);
+    free(plan->round_first);
+    free(plan->ranks);
+    free(plan);
+}
+
+static dtr_cross_plan_t *dtr__new_plan(int n) {
+    dtr_cross_plan_t *p = calloc(1, sizeof *p);
+    if (p != NULL && (p->t = calloc((size_t)n, sizeof *p->t)) == NULL) {
+        free(p);
+        return NULL;
+    }
+    if (p != NULL) p->ntensors = n;
+    return p;
+}
+
+/* One tensor's plan for one choice of mid (src itself, or src reduced on its mesh to mid's
+ * placements in dst's dtype): *out, or an error (the pre plan's refusal). */
+static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
+                                  const dtr_spec_t *dst, const dtr_cost_model_t *cost,
+                                  dtr_cross_plan_t **out) {
+    dtr_cross_plan_t *p = dtr__new_plan(1);
+    if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "a plan");
+    dtr__xtensor_t *x = &p->t[0];
+    x->src = *src;
+    x->mid = *mid;
+    x->dst = *dst;
+    x->has_pre = mid != src;
+    dtr_status_t st = DTR_OK;
+    if (x->has_pre) {
+        dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
+        st = dtr_plan_create(src, mid, &opts, &x->pre);
+    }
+    if (st == DTR_OK) st = dtr__build(p, cost);
     if (st != DTR_OK) {
         dtr_cross_plan_destroy(p);
         return st;
     }
-    uint64_t h = dtr__spec_hash(dtr__spec_hash(0x63726f7373ull, src), dst);
-    h = dtr__fnv(h, p->has_pre ? (int64_t)dtr__plan_hash(&p->pre) : 0);
-    h = dtr__fnv(h, p->nmsgs);
-    for (int64_t k = 0; k < p->nmsgs; k++)
-        h = dtr__fnv(dtr__fnv(dtr__fnv(h, p->msgs[k].from), p->msgs[k].to), p->msgs[k].bytes);
-    p->hash = h;
     *out = p;
     return DTR_OK;
 }
 
-static dtr_status_t dtr__cross_check(const dtr_spec_t *src, const dtr_spec_t *dst) {
-    DTR_CHECK(dtr__check_spec(src, "src", DTR__FUNC));
-    DTR_CHECK(dtr__check_spec(dst, "dst", DTR__FUNC));
-    char a[256], b[256];
-    if (src->ndim != dst->ndim ||
-        memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) != 0) {
-        dtr_shape_format(src->shape, src->ndim, a, sizeof a);
-        dtr_shape_format(dst->shape, dst->ndim, b, sizeof b);
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, DTR__FUNC, "dst: shape %s differs from src's %s",
-                          b, a);
-    }
-    if (!dtr__castable(src->dtype, dst->dtype))
-        return dtr__error(DTR_ERR_UNSUPPORTED, DTR__FUNC,
-                          "dst: dtype %s from src's %s: a redistribution casts between float "
-                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
-                          dtr_dtype_name(dst->dtype), dtr_dtype_name(src->dtype));
-    for (int i = 0; i < dtr_mesh_ndims(dst->mesh); i++)
-        if (dst->placements[i].kind == DTR_PARTIAL) {
-            dtr_placement_format(dst->placements[i], a, sizeof a);
-            return dtr__error(DTR_ERR_UNSUPPORTED, DTR__FUNC,
-                              "dst: placements[%d] is %s: a change between meshes ends in Shard "
-                              "or Replicate (make it Partial on the destination mesh afterwards)",
-                              i, a);
-        }
-    return DTR_OK;
-}
-
 /* a better than b: less modeled time; then fewer bytes moved. */
-static bool dtr__cross_better(const dtr_cross_plan_t *a, const dtr_cross_plan_t *b) {
+static bool dtr__better(const dtr_cross_plan_t *a, const dtr_cross_plan_t *b) {
     if (a->fig.time_us != b->fig.time_us) return a->fig.time_us < b->fig.time_us;
     return a->fig.moved_bytes < b->fig.moved_bytes;
 }
 
-dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
-                                   const dtr_cross_options_t *opts, dtr_cross_plan_t **out) {
-    DTR_CHECK_PTR(out, DTR__FUNC);
-    DTR_CHECK(dtr__cross_check(src, dst));
-    dtr_cost_model_t model;
-    const dtr_cost_model_t *cost = opts != NULL ? opts->cost : NULL;
-    if (cost == NULL) {
-        DTR_CHECK(dtr_cost_model_from_env(&model));
-        cost = &model;
-    }
+/* How many boxes dst's blocks are cut into by mid's (*count), without making them. */
+static dtr_status_t dtr__count(const dtr_spec_t *mid, const dtr_spec_t *dst, int64_t *count) {
+    dtr__xblocks_t b;
+    DTR_CHECK(dtr__xblocks(mid, &b));
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = 0;
+    if (b.nclasses > 0)
+        do {
+            dtr_layout_t l;
+            dtr_spec_layout_at(dst, coord, &l);
+            if (l.numel > 0) n += dtr__xcount_pieces(&b, &l);
+        } while (dtr__xcoord_next(dst->mesh, coord));
+    dtr__xblocks_free(&b);
+    *count = n;
+    return DTR_OK;
+}
+
+/* The candidates of mid for a source with Partial dims (or another dtype than dst's):
+ * index -1, the Partial dims reduced to R; d >= 0, to S(d). */
+static dtr_status_t dtr__candidate(const dtr_spec_t *src, const dtr_spec_t *dst, int d,
+                                   dtr_spec_t *mid) {
+    int m = dtr_mesh_ndims(src->mesh);
+    dtr_placement_t pl[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < m; i++)
+        pl[i] = src->placements[i].kind != DTR_PARTIAL ? src->placements[i]
+                : d < 0                                 ? dtr_replicate()
+                                                        : dtr_shard(d);
+    return dtr_spec_init(mid, src->mesh, pl, m, src->shape, src->ndim, dst->dtype);
+}
+
+/* One tensor's best plan without relabeling or cap: src as it is where it has no Partial
+ * dims and dst's dtype; else the Partial dims reduced to R, or to S(d) for each tensor dim
+ * d (a reduce-scatter moves less, and the shards then move less again), each costed. A
+ * candidate cutting the targets into more than four times the boxes of the fewest (and
+ * over 4,096) is not planned: its messages alone would cost more, and making them could
+ * take gigabytes (a shard of columns sent to shards of rows on 4,096 ranks each). */
+static dtr_status_t dtr__best_mid(const dtr__xctx_t *c, const char *name, const dtr_spec_t *src,
+                                  const dtr_spec_t *dst, dtr_cross_plan_t **out) {
     int m = dtr_mesh_ndims(src->mesh);
     bool partial = false;
     for (int i = 0; i < m; i++) partial |= src->placements[i].kind == DTR_PARTIAL;
-    if (!partial && src->dtype == dst->dtype) return dtr__cross_with(src, src, dst, cost, out);
-    /* mid: the Partial dims reduced to R, or to S(d) for each tensor dim d (a
-     * reduce-scatter moves less, and the shards then move less again); each costed */
+    if (!partial && src->dtype == dst->dtype) return dtr__with_mid(src, src, dst, c->cost, out);
+    int last = partial ? src->ndim : 0;
+    int64_t count[DTR_MAX_TENSOR_DIMS + 1], fewest = INT64_MAX;
+    for (int d = -1; d < last; d++) {
+        dtr_spec_t mid;
+        count[d + 1] = INT64_MAX;
+        if (dtr__candidate(src, dst, d, &mid) == DTR_OK) DTR_CHECK(dtr__count(&mid, dst, &count[d + 1]));
+        if (count[d + 1] < fewest) fewest = count[d + 1];
+    }
     dtr_cross_plan_t *best = NULL;
     dtr_status_t first = DTR_OK;
     char why[512] = "";
-    for (int d = -1; d < (partial ? src->ndim : 0); d++) {
-        dtr_placement_t pl[DTR_MAX_MESH_DIMS];
-        for (int i = 0; i < m; i++)
-            pl[i] = src->placements[i].kind != DTR_PARTIAL ? src->placements[i]
-                    : d < 0                                 ? dtr_replicate()
-                                                            : dtr_shard(d);
+    for (int d = -1; d < last; d++) {
         dtr_spec_t mid;
         dtr_cross_plan_t *p = NULL;
-        dtr_status_t st = dtr_spec_init(&mid, src->mesh, pl, m, src->shape, src->ndim, dst->dtype);
-        if (st == DTR_OK) st = dtr__cross_with(src, &mid, dst, cost, &p);
+        if (fewest < INT64_MAX && count[d + 1] > 4 * fewest && count[d + 1] > 4096) continue;
+        dtr_status_t st = dtr__candidate(src, dst, d, &mid);
+        if (st == DTR_OK) st = dtr__with_mid(src, &mid, dst, c->cost, &p);
         if (st != DTR_OK) {
             if (first == DTR_OK) {
                 first = st;
@@ -550,69 +455,140 @@ dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
             }
             continue;
         }
-        if (best == NULL || dtr__cross_better(p, best)) {
+        if (best == NULL || dtr__better(p, best)) {
             dtr_cross_plan_destroy(best);
             best = p;
         } else {
             dtr_cross_plan_destroy(p);
         }
     }
-    if (best == NULL)
-        return dtr__error(first, DTR__FUNC, "the reduction on src's mesh: %s", why);
+    if (best == NULL) return dtr__error(first, c->func, "the reduction on %s's mesh: %s", name, why);
     *out = best;
     return DTR_OK;
 }
 
-dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan, dtr_cross_figures_t *out) {
-    DTR_CHECK_PTR(plan, __func__);
+/* One pair's checks: specs made by dtr_spec_init, the same shape, a dtype that casts, no
+ * Partial in dst. */
+static dtr_status_t dtr__check_pair(const dtr__xctx_t *c, int i, const dtr_spec_t *src,
+                                    const dtr_spec_t *dst) {
+    char sn[32], dn[32], a[256], b[256];
+    snprintf(sn, sizeof sn, c->batch ? "src[%d]" : "src", i);
+    snprintf(dn, sizeof dn, c->batch ? "dst[%d]" : "dst", i);
+    DTR_CHECK(dtr__check_spec(src, sn, c->func));
+    DTR_CHECK(dtr__check_spec(dst, dn, c->func));
+    if (src->ndim != dst->ndim ||
+        memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) != 0) {
+        dtr_shape_format(src->shape, src->ndim, a, sizeof a);
+        dtr_shape_format(dst->shape, dst->ndim, b, sizeof b);
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func, "%s: shape %s differs from %s's %s",
+                          dn, b, sn, a);
+    }
+    if (!dtr__castable(src->dtype, dst->dtype))
+        return dtr__error(DTR_ERR_UNSUPPORTED, c->func,
+                          "%s: dtype %s from %s's %s: a redistribution casts between float "
+                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
+                          dn, dtr_dtype_name(dst->dtype), sn, dtr_dtype_name(src->dtype));
+    for (int k = 0; k < dtr_mesh_ndims(dst->mesh); k++)
+        if (dst->placements[k].kind == DTR_PARTIAL) {
+            dtr_placement_format(dst->placements[k], a, sizeof a);
+            return dtr__error(DTR_ERR_UNSUPPORTED, c->func,
+                              "%s: placements[%d] is %s: a change between meshes ends in Shard "
+                              "or Replicate (make it Partial on the destination mesh afterwards)",
+                              dn, k, a);
+        }
+    if (i > 0 && !dtr_mesh_equal(src->mesh, (src - i)->mesh))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+                          "%s: on another mesh than src[0]: a batch moves tensors between the "
+                          "same two meshes", sn);
+    if (i > 0 && !dtr_mesh_equal(dst->mesh, (dst - i)->mesh))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+                          "%s: on another mesh than dst[0]: a batch moves tensors between the "
+                          "same two meshes", dn);
+    return DTR_OK;
+}
+
+/* The arguments of a create call, checked; the cost model chosen into *model. */
+static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src,
+                                    const dtr_spec_t *dst, const dtr_cross_options_t *opts,
+                                    dtr_cost_model_t *model) {
+    if (c->batch && (n < 1 || n > (1 << 24)))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func, "n: %d, must be 1..%d", n, 1 << 24);
+    if (src == NULL || dst == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func, "%s: must not be NULL",
+                          src == NULL ? "src" : "dst");
+    int64_t most_item = 1;
+    for (int i = 0; i < n; i++) {
+        DTR_CHECK(dtr__check_pair(c, i, &src[i], &dst[i]));
+        int64_t item = dtr_dtype_info(dst[i].dtype)->size;
+        if (item > most_item) most_item = item;
+    }
+    int64_t cap = opts != NULL ? opts->staging_cap_bytes : 0;
+    if (cap < 0 || (cap > 0 && cap < most_item))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+                          "opts->staging_cap_bytes: %lld, %s", (long long)cap,
+                          cap < 0 ? "must be >= 0 (0: no cap)"
+                                  : "less than one element: nothing could move");
+    c->cost = opts != NULL ? opts->cost : NULL;
+    if (c->cost == NULL) {
+        DTR_CHECK(dtr_cost_model_from_env(model));
+        c->cost = model;
+    }
+    return DTR_OK;
+}
+
+/* The plan of n tensors: each one's mid chosen alone, then the moves of them all together. */
+static dtr_status_t dtr__create(dtr__xctx_t *c, int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                const dtr_cross_options_t *opts, dtr_cross_plan_t **out) {
+    dtr_cost_model_t model;
+    DTR_CHECK(dtr__check_args(c, n, src, dst, opts, &model));
+    dtr_cross_plan_t *p = dtr__new_plan(n);
+    if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, c->func, "a plan of %d tensors", n);
+    int64_t kept_moving = 0; /* bytes moved in dst's own order */
+    dtr_status_t st = DTR_OK;
+    for (int i = 0; i < n && st == DTR_OK; i++) {
+        dtr_cross_plan_t *one = NULL;
+        char name[32];
+        snprintf(name, sizeof name, c->batch ? "src[%d]" : "src", i);
+        st = dtr__best_mid(c, name, &src[i], &dst[i], &one);
+        if (st != DTR_OK) break;
+        p->t[i] = one->t[0];
+        kept_moving += one->fig.moved_bytes;
+        dtr_cross_plan_destroy(one);
+    }
+    p->relabel = opts != NULL && opts->relabel;
+    p->cap = opts != NULL ? opts->staging_cap_bytes : 0;
+    if (st == DTR_OK) st = dtr__build(p, c->cost);
+    if (st == DTR_OK && p->relabel && p->fig.moved_bytes > kept_moving) {
+        /* (a greedy order on a large mesh that moves more than dst's own: keep dst's) */
+        dtr_cross_plan_t *q = dtr__new_plan(n);
+        st = q != NULL ? DTR_OK : dtr__error(DTR_ERR_OUT_OF_MEMORY, c->func, "a plan");
+        for (int i = 0; i < n && st == DTR_OK; i++) q->t[i] = p->t[i], q->t[i].dst.mesh = dst[i].mesh;
+        if (q != NULL) q->cap = p->cap, q->relabel = false;
+        if (st == DTR_OK) st = dtr__build(q, c->cost);
+        dtr_cross_plan_destroy(p);
+        p = q;
+        if (p != NULL) p->relabel = true;
+    }
+    if (st != DTR_OK) {
+        dtr_cross_plan_destroy(p);
+        return st;
+    }
+    if (p->relabel) p->fig.relabel_saved_bytes = kept_moving - p->fig.moved_bytes;
+    *out = p;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                   const dtr_cross_options_t *opts, dtr_cross_plan_t **out) {
     DTR_CHECK_PTR(out, __func__);
-    *out = plan->fig;
-    return DTR_OK;
+    dtr__xctx_t c = {.func = __func__, .batch = false};
+    return dtr__create(&c, 1, src, dst, opts, out);
 }
 
-void dtr__cross_sends(const dtr_cross_plan_t *p, int rank, int64_t *first, int64_t *n) {
-    int64_t a = 0, z = p->nmsgs;
-    while (a < z) { /* the first message from `rank` or a later sender */
-        int64_t mid = (a + z) / 2;
-        if (p->msgs[mid].from < rank)
-            a = mid + 1;
-        else
-            z = mid;
-    }
-    *first = a;
-    while (z < p->nmsgs && p->msgs[z].from == rank) z++;
-    *n = z - a;
-}
-
-void dtr__cross_recvs(const dtr_cross_plan_t *p, int rank, int64_t *first, int64_t *n) {
-    int64_t a = 0, z = p->nmsgs;
-    while (a < z) {
-        int64_t mid = (a + z) / 2;
-        if (p->msgs[p->by_to[mid]].to < rank)
-            a = mid + 1;
-        else
-            z = mid;
-    }
-    *first = a;
-    while (z < p->nmsgs && p->msgs[p->by_to[z]].to == rank) z++;
-    *n = z - a;
-}
-
-dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank, int64_t *send,
-                                       int64_t *recv) {
-    DTR_CHECK_PTR(plan, __func__);
-    DTR_CHECK_PTR(send, __func__);
-    DTR_CHECK_PTR(recv, __func__);
-    int64_t first, n, s = 0, r = 0;
-    dtr__cross_sends(plan, rank, &first, &n);
-    for (int64_t k = first; k < first + n; k++)
-        if (plan->msgs[k].to != rank) s += plan->msgs[k].bytes;
-    dtr__cross_recvs(plan, rank, &first, &n);
-    for (int64_t k = first; k < first + n; k++) {
-        const dtr__xmsg_t *m = &plan->msgs[plan->by_to[k]];
-        if (m->from != rank) r += m->bytes;
-    }
-    *send = s;
-    *recv = r;
-    return DTR_OK;
+dtr_status_t dtr_cross_plan_create_batch(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                         const dtr_cross_options_t *opts,
+                                         dtr_cross_plan_t **out) {
+    DTR_CHECK_PTR(out, __func__);
+    dtr__xctx_t c = {.func = __func__, .batch = true};
+    return dtr__create(&c, n, src, dst, opts, out);
 }

@@ -1,4 +1,5 @@
-/* A change between meshes as text and JSON (dtr cross plans: cross.c). */
+/* What a change between meshes' plan (cross.c) tells: its figures, its tensors'
+ * destination specs, a rank's bytes, and the plan as text and as JSON. */
 #include <string.h>
 
 #include "redistribute/planner/internal.h"
@@ -21,7 +22,9 @@ static void dtr__mesh_ranks(FILE *out, const dtr_mesh_t *mesh, int64_t max) {
     }
 }
 
-static void dtr__side(FILE *out, const dtr_spec_t *s, bool json) {
+/* A side of the change: its mesh and ranks, and (but for a batch's) its dtype and
+ * placements. */
+static void dtr__side(FILE *out, const dtr_spec_t *s, bool json, bool batch) {
     char mesh[128], pl[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
     dtr_mesh_format(s->mesh, mesh, sizeof mesh);
     if (dtr_placements_format(s->placements, dtr_mesh_ndims(s->mesh), pl, sizeof pl) != DTR_OK)
@@ -29,12 +32,51 @@ static void dtr__side(FILE *out, const dtr_spec_t *s, bool json) {
     if (!json) {
         fprintf(out, "mesh %s (ranks ", mesh);
         dtr__mesh_ranks(out, s->mesh, 16);
-        fprintf(out, ") %s %s", dtr_dtype_name(s->dtype), pl);
+        fputc(')', out);
+        if (!batch) fprintf(out, " %s %s", dtr_dtype_name(s->dtype), pl);
         return;
     }
     fprintf(out, "{\"mesh\":\"%s\",\"ranks\":[", mesh);
     dtr__mesh_ranks(out, s->mesh, -1);
-    fprintf(out, "],\"dtype\":\"%s\",\"placements\":\"%s\"}", dtr_dtype_name(s->dtype), pl);
+    fputc(']', out);
+    if (!batch) fprintf(out, ",\"dtype\":\"%s\",\"placements\":\"%s\"", dtr_dtype_name(s->dtype), pl);
+    fputc('}', out);
+}
+
+dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan, dtr_cross_figures_t *out) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    *out = plan->fig;
+    return DTR_OK;
+}
+
+int dtr_cross_plan_tensors(const dtr_cross_plan_t *plan) { return plan != NULL ? plan->ntensors : 0; }
+
+dtr_status_t dtr_cross_plan_dst(const dtr_cross_plan_t *plan, int i, dtr_spec_t *out) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (i < 0 || i >= plan->ntensors)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "i: %d, the plan has tensors 0..%d",
+                          i, plan->ntensors - 1);
+    *out = plan->t[i].dst;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank, int64_t *send,
+                                       int64_t *recv) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(send, __func__);
+    DTR_CHECK_PTR(recv, __func__);
+    int64_t s = 0, r = 0;
+    for (int64_t k = 0; k < plan->nmsgs; k++) {
+        const dtr__xmsg_t *m = &plan->msgs[k];
+        if (m->from == m->to) continue;
+        s += m->from == rank ? m->bytes : 0;
+        r += m->to == rank ? m->bytes : 0;
+    }
+    *send = s;
+    *recv = r;
+    return DTR_OK;
 }
 
 static int64_t dtr__local_copies(const dtr_cross_plan_t *p) {
@@ -55,39 +97,73 @@ static void dtr__box(char *buf, size_t len, const dtr__xmsg_t *m, int nd) {
     if (nd == 0) snprintf(buf, len, "scalar");
 }
 
+/* Tensor t's change on one line: shape, dtypes, placements, what runs on A first. */
+static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool batch) {
+    char shape[256], from[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX], to[sizeof from];
+    dtr_shape_format(x->src.shape, x->src.ndim, shape, sizeof shape);
+    dtr_placements_format(x->src.placements, dtr_mesh_ndims(x->src.mesh), from, sizeof from);
+    dtr_placements_format(x->dst.placements, dtr_mesh_ndims(x->dst.mesh), to, sizeof to);
+    if (batch)
+        fprintf(out, "  tensor %d: shape %s %s %s -> %s %s", t, shape, dtr_dtype_name(x->src.dtype),
+                from, dtr_dtype_name(x->dst.dtype), to);
+    if (x->has_pre) {
+        char mid[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
+        dtr_placements_format(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
+        fprintf(out, "%sfirst, on the source mesh (to %s %s):", batch ? "; " : "  ", mid,
+                dtr_dtype_name(x->mid.dtype));
+        for (int k = 0; k < x->pre.nsteps; k++)
+            fprintf(out, "%s %s", k ? "," : "", dtr_step_kind_info(x->pre.steps[k].kind)->name);
+        fprintf(out, "%s", x->pre.nsteps == 0 ? " a cast" : "");
+    }
+    if (batch || x->has_pre) fputc('\n', out);
+}
+
+/* The relabeled order: the rank of each coordinate of B, row-major. */
+static void dtr__relabel_line(FILE *out, const dtr_cross_plan_t *p) {
+    const dtr_cross_figures_t *f = &p->fig;
+    fprintf(out, "  relabeled: ranks by coordinate of the destination mesh ");
+    dtr__mesh_ranks(out, p->t[0].dst.mesh, 32);
+    fprintf(out, "; %lld bytes kept from moving%s\n", (long long)f->relabel_saved_bytes,
+            f->permutation ? "; a pure permutation: nothing moves" : "");
+}
+
 dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_messages, FILE *out) {
     DTR_CHECK_PTR(plan, __func__);
     DTR_CHECK_PTR(out, __func__);
     const dtr_cross_figures_t *f = &plan->fig;
+    const dtr__xtensor_t *x0 = &plan->t[0];
+    bool batch = plan->ntensors > 1;
     char shape[256];
-    dtr_shape_format(plan->src.shape, plan->src.ndim, shape, sizeof shape);
-    fprintf(out, "cross plan, shape %s: from ", shape);
-    dtr__side(out, &plan->src, false);
-    fputs("\n                        to ", out);
-    dtr__side(out, &plan->dst, false);
+    dtr_shape_format(x0->src.shape, x0->src.ndim, shape, sizeof shape);
+    if (batch)
+        fprintf(out, "cross plan of %d tensors:\n  from ", plan->ntensors);
+    else
+        fprintf(out, "cross plan, shape %s:\n  from ", shape);
+    dtr__side(out, &x0->src, false, batch);
+    fputs("\n  to   ", out);
+    dtr__side(out, &x0->dst, false, batch);
     fputc('\n', out);
-    if (plan->has_pre) {
-        char mid[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
-        dtr_placements_format(plan->mid.placements, dtr_mesh_ndims(plan->mid.mesh), mid, sizeof mid);
-        fprintf(out, "  first, on the source mesh (to %s %s):", mid, dtr_dtype_name(plan->mid.dtype));
-        for (int k = 0; k < plan->pre.nsteps; k++)
-            fprintf(out, "%s %s", k ? "," : "", dtr_step_kind_info(plan->pre.steps[k].kind)->name);
-        fprintf(out, "%s\n", plan->pre.nsteps == 0 ? " a cast" : "");
-    }
-    fprintf(out, "  %lld messages between ranks (%lld bytes), %lld boxes kept where they are\n",
-            (long long)f->messages, (long long)f->moved_bytes, (long long)dtr__local_copies(plan));
+    for (int t = 0; t < plan->ntensors; t++) dtr__tensor_line(out, &plan->t[t], t, batch);
+    if (plan->relabel) dtr__relabel_line(out, plan);
+    fprintf(out, "  %lld messages between ranks (%lld bytes) in %lld round%s, %lld boxes kept where "
+                 "they are\n",
+            (long long)f->messages, (long long)f->moved_bytes, (long long)f->rounds,
+            f->rounds == 1 ? "" : "s", (long long)dtr__local_copies(plan));
     fprintf(out, "  most bytes one rank sends: %lld (lower bound %lld); receives: %lld (lower bound "
                  "%lld)\n",
             (long long)f->send_bytes_max, (long long)f->lower_bound_send_bytes,
             (long long)f->recv_bytes_max, (long long)f->lower_bound_recv_bytes);
-    fprintf(out, "  peak extra memory per rank: %lld bytes; modeled time %.2f us\n",
-            (long long)f->peak_extra_bytes, f->time_us);
-    if (plan->nmsgs > 0 && max_messages != 0) fprintf(out, "  %6s %6s  %-40s %14s\n", "from", "to", "box", "bytes");
+    fprintf(out, "  peak extra memory per rank: %lld bytes (staging %lld%s); modeled time %.2f us\n",
+            (long long)f->peak_extra_bytes, (long long)f->staging_bytes_max,
+            plan->cap > 0 ? ", under the cap" : "", f->time_us);
+    if (plan->nmsgs > 0 && max_messages != 0)
+        fprintf(out, "  %s%6s %6s  %-40s %14s\n", batch ? "tensor " : "", "from", "to", "box", "bytes");
     for (int64_t k = 0; k < plan->nmsgs && (max_messages < 0 || k < max_messages); k++) {
         const dtr__xmsg_t *m = &plan->msgs[k];
-        char box[512];
-        dtr__box(box, sizeof box, m, plan->dst.ndim);
-        fprintf(out, "  %6d %6d  %-40s %14lld%s\n", m->from, m->to, box, (long long)m->bytes,
+        char box[512], tensor[16] = "";
+        dtr__box(box, sizeof box, m, plan->t[m->tensor].dst.ndim);
+        if (batch) snprintf(tensor, sizeof tensor, "%6d ", m->tensor);
+        fprintf(out, "  %s%6d %6d  %-40s %14lld%s\n", tensor, m->from, m->to, box, (long long)m->bytes,
                 m->from == m->to ? "  (kept)" : "");
     }
     if (max_messages >= 0 && plan->nmsgs > max_messages)
@@ -95,30 +171,58 @@ dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_mess
     return DTR_OK;
 }
 
+/* One tensor's shape, sides and plan on A, as JSON members (no braces). */
+static dtr_status_t dtr__tensor_json(FILE *out, const dtr__xtensor_t *x) {
+    fputs("\"shape\":[", out);
+    for (int d = 0; d < x->src.ndim; d++) fprintf(out, "%s%lld", d ? "," : "", (long long)x->src.shape[d]);
+    fputs("],\"from\":", out);
+    dtr__side(out, &x->src, true, false);
+    fputs(",\"to\":", out);
+    dtr__side(out, &x->dst, true, false);
+    fputs(",\"pre\":", out);
+    if (x->has_pre) return dtr_plan_print_json(&x->pre, out);
+    fputs("null", out);
+    return DTR_OK;
+}
+
 dtr_status_t dtr_cross_plan_print_json(const dtr_cross_plan_t *plan, FILE *out) {
     DTR_CHECK_PTR(plan, __func__);
     DTR_CHECK_PTR(out, __func__);
     const dtr_cross_figures_t *f = &plan->fig;
-    fputs("{\"shape\":[", out);
-    for (int d = 0; d < plan->src.ndim; d++)
-        fprintf(out, "%s%lld", d ? "," : "", (long long)plan->src.shape[d]);
-    fputs("],\"from\":", out);
-    dtr__side(out, &plan->src, true);
-    fputs(",\"to\":", out);
-    dtr__side(out, &plan->dst, true);
-    fputs(",\"pre\":", out);
-    if (plan->has_pre)
-        DTR_CHECK(dtr_plan_print_json(&plan->pre, out));
-    else
-        fputs("null", out);
+    fputc('{', out);
+    if (plan->ntensors == 1) {
+        DTR_CHECK(dtr__tensor_json(out, &plan->t[0]));
+    } else {
+        fputs("\"from\":", out);
+        dtr__side(out, &plan->t[0].src, true, true);
+        fputs(",\"to\":", out);
+        dtr__side(out, &plan->t[0].dst, true, true);
+        fputs(",\"tensors\":[", out);
+        for (int t = 0; t < plan->ntensors; t++) {
+            fputs(t ? ",{" : "{", out);
+            DTR_CHECK(dtr__tensor_json(out, &plan->t[t]));
+            fputc('}', out);
+        }
+        fputc(']', out);
+    }
     fprintf(out,
             ",\"messages\":%lld,\"local_copies\":%lld,\"moved_bytes\":%lld,"
             "\"send_bytes_per_rank_max\":%lld,\"recv_bytes_per_rank_max\":%lld,"
             "\"lower_bound_send_bytes_per_rank\":%lld,\"lower_bound_recv_bytes_per_rank\":%lld,"
-            "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g}",
+            "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g,\"rounds\":%lld,"
+            "\"staging_bytes_per_rank_max\":%lld",
             (long long)f->messages, (long long)dtr__local_copies(plan), (long long)f->moved_bytes,
             (long long)f->send_bytes_max, (long long)f->recv_bytes_max,
             (long long)f->lower_bound_send_bytes, (long long)f->lower_bound_recv_bytes,
-            (long long)f->peak_extra_bytes, f->time_us);
+            (long long)f->peak_extra_bytes, f->time_us, (long long)f->rounds,
+            (long long)f->staging_bytes_max);
+    if (plan->cap > 0) fprintf(out, ",\"staging_cap_bytes\":%lld", (long long)plan->cap);
+    if (plan->relabel) {
+        fputs(",\"relabel\":[", out);
+        dtr__mesh_ranks(out, plan->t[0].dst.mesh, -1);
+        fprintf(out, "],\"relabel_saved_bytes\":%lld,\"permutation\":%s",
+                (long long)f->relabel_saved_bytes, f->permutation ? "true" : "false");
+    }
+    fputs("}", out);
     return DTR_OK;
 }

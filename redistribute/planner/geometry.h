@@ -159,30 +159,42 @@ bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 
 uint64_t dtr__plan_hash(const dtr_plan_t *plan);
 uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p);
 
-/* A change between meshes (cross.c): the plan run on the source mesh first (src -> mid,
- * where has_pre), then the messages of mid's boxes to dst's blocks, sorted by sender, then
- * receiver (from == to: a box the rank keeps, copied locally). */
+/* A change between meshes (cross*.c): per tensor, the plan run on the source mesh first
+ * (src -> mid, where has_pre); then the messages of mid's boxes to dst's blocks, sorted by
+ * round, sender, receiver, tensor (from == to: a box the rank keeps, copied locally in
+ * round 0). */
 typedef struct {
+    int tensor, round;
     int from, to;
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS]; /* the box, global */
     int64_t bytes;
 } dtr__xmsg_t;
 
-struct dtr_cross_plan {
-    dtr_spec_t src, mid, dst;
+typedef struct {
+    dtr_spec_t src, mid, dst; /* dst on the plan's destination mesh (relabeled or the caller's) */
     bool has_pre;
-    dtr_plan_t pre;  /* src -> mid on src's mesh */
+    dtr_plan_t pre;           /* src -> mid on src's mesh */
+} dtr__xtensor_t;
+
+struct dtr_cross_plan {
+    int ntensors;
+    dtr__xtensor_t *t;
+    dtr_mesh_t *relabeled;    /* the destination mesh relabeling chose (owned), or NULL */
+    bool relabel;             /* asked for */
+    int64_t cap;              /* the staging cap, 0: none */
     int64_t nmsgs;
     dtr__xmsg_t *msgs;
-    int64_t *by_to;  /* message indices sorted by receiver, then sender */
+    int64_t *by_to;           /* message indices by round, receiver, sender */
+    int nrounds;
+    int64_t *round_first;     /* round r's messages: [round_first[r], round_first[r + 1]) */
     int nranks;
-    int *ranks;      /* RA and RB together, ascending */
+    int *ranks;               /* RA and RB together, ascending */
     dtr_cross_figures_t fig;
-    uint64_t hash;   /* what the ranks' argument agreement compares */
+    uint64_t hash;            /* what the ranks' argument agreement compares */
 };
 
-/* The messages rank sends (*first, *n into msgs) and receives (into by_to). */
-void dtr__cross_sends(const dtr_cross_plan_t *p, int rank, int64_t *first, int64_t *n);
-void dtr__cross_recvs(const dtr_cross_plan_t *p, int rank, int64_t *first, int64_t *n);
+/* The messages rank sends in a round (*first, *n into msgs) and receives (into by_to). */
+void dtr__cross_sends(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
+void dtr__cross_recvs(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
 
 #endif

@@ -302,6 +302,56 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx, const dtr_spec_t *src,
 
 
 
+/* ---- between meshes (cross*.c) --------------------------------------------------------- */
+
+/* The blocks of a layout without Partial dims: the per-dim intervals of its blocks and,
+ * per distinct block (a class: the mixed-radix index of its intervals), its holders. */
+typedef struct {
+    int ndim;
+    int64_t n[DTR_MAX_TENSOR_DIMS];                              /* intervals along each dim */
+    int64_t *lo[DTR_MAX_TENSOR_DIMS], *len[DTR_MAX_TENSOR_DIMS]; /* sorted by lo */
+    int64_t nclasses;                                            /* product of n[] */
+    int64_t *first; /* per class: its holders' start in holder[] (nclasses + 1) */
+    int *holder;    /* ranks, grouped by class, ascending within each */
+} dtr__xblocks_t;
+
+/* A box of a target block that one holder sends (or, from = to, keeps). */
+typedef struct {
+    int tensor, from, to;
+    int64_t cls; /* the source block it comes from */
+    int64_t numel;
+    int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+} dtr__xpiece_t;
+
+typedef struct {
+    dtr__xpiece_t *v;
+    int64_t n, cap;
+} dtr__xpieces_t;
+
+/* cross_blocks.c: every distinct block of spec and its holders; freeing them; stepping a
+ * coordinate through a mesh row-major (false after the last); the boxes of target block t
+ * (on rank `to`, of tensor `tensor`) that the blocks meet, one per block, appended to out;
+ * whether `rank` holds class cls; int comparison for qsort and bsearch. */
+dtr_status_t dtr__xblocks(const dtr_spec_t *spec, dtr__xblocks_t *b);
+void dtr__xblocks_free(dtr__xblocks_t *b);
+bool dtr__xcoord_next(const dtr_mesh_t *mesh, int64_t *coord);
+dtr_status_t dtr__xtarget_pieces(const dtr__xblocks_t *b, int tensor, int to,
+                                 const dtr_layout_t *t, dtr__xpieces_t *out);
+bool dtr__xholds(const dtr__xblocks_t *b, int64_t cls, int rank);
+/* How many boxes the blocks of b cut non-empty target block t into (without making them). */
+int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
+int dtr__xcmp_int(const void *a, const void *b);
+
+/* cross_relabel.c: the rank of dst's mesh for each of its coordinates (row-major) into
+ * ranks[], the order keeping the most bytes where they are over the plan's tensors (their
+ * mids and dsts set, b their mids' blocks), dst's own order on ties. */
+dtr_status_t dtr__xrelabel(const dtr_cross_plan_t *p, const dtr__xblocks_t *b, int *ranks);
+
+/* cross_rounds.c: the messages between distinct ranks split into chunks of at most the cap
+ * (half of it where it holds a row) and put in rounds in which no rank stages more than the
+ * cap; without a cap one round. Replaces p->msgs (p->nmsgs) and sets rounds. */
+dtr_status_t dtr__xrounds(dtr_cross_plan_t *p);
+
 /* A spec the caller says was made by dtr_spec_init: its mesh, dtype, dims and placements in
  * range (planner.c); the error names it as `name`, under func. */
 dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func);

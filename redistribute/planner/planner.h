@@ -345,6 +345,13 @@ typedef struct dtr_cross_plan dtr_cross_plan_t;
 
 typedef struct {
     const dtr_cost_model_t *cost; /* NULL: dtr_cost_model_from_env() */
+    /* Relabeling: choose which rank of dst's mesh holds which coordinate (the same ranks,
+     * another order) so that the fewest bytes move; dtr_cross_plan_dst gives the mesh
+     * chosen. Where no order moves fewer bytes, dst's own order stays. */
+    bool relabel;
+    /* The most bytes of staging one rank holds at once for the moves (sent and received
+     * together); larger moves go in chunks over several rounds. 0: no cap (one round). */
+    int64_t staging_cap_bytes;
 } dtr_cross_options_t;
 
 /* A cross plan's figures (bytes per rank: the most over ranks). */
@@ -352,25 +359,49 @@ typedef struct {
     int64_t send_bytes_max, recv_bytes_max;     /* between distinct ranks */
     int64_t lower_bound_send_bytes;             /* no plan of these boxes sends less from its
                                                    busiest source rank */
-    int64_t lower_bound_recv_bytes;             /* nor receives less on its busiest rank */
-    int64_t messages;                           /* point-to-point messages, self copies out */
+    int64_t lower_bound_recv_bytes;             /* nor receives less on its busiest rank (for
+                                                   the destination order the plan uses) */
+    int64_t messages;                           /* point-to-point messages (chunks under a
+                                                   cap), the boxes kept out */
     int64_t moved_bytes;                        /* their bytes, summed */
-    int64_t peak_extra_bytes;                   /* staging and the reduced source block */
-    int pre_steps;                              /* steps of the plan run on A first */
-    double time_us;                             /* modeled, the plan on A included */
+    int64_t peak_extra_bytes;                   /* staging and the reduced source blocks */
+    int pre_steps;                              /* steps run on the source mesh first, over
+                                                   the tensors */
+    double time_us;                             /* modeled, the plans on A included */
+    int64_t rounds;                             /* rounds of messages (> 1 under a cap) */
+    int64_t staging_bytes_max;                  /* the most staging one rank holds in a round */
+    int64_t relabel_saved_bytes;                /* bytes the relabeling kept from moving */
+    bool permutation;                           /* nothing moves and nothing is reduced: the
+                                                   destination is the source, relabeled */
 } dtr_cross_figures_t;
 
 /* Plans src -> dst between their meshes. opts may be NULL. Errors name the argument: specs
  * not initialised, shapes that differ, dtypes that do not cast, a Partial in dst, a change
- * on A the single-mesh planner refuses. *out (free with dtr_cross_plan_destroy) is written
- * only on success. Pure: no communication. */
+ * on A the single-mesh planner refuses, a staging cap smaller than one element. *out (free
+ * with dtr_cross_plan_destroy) is written only on success. Pure: no communication. */
 DTR_API dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
                                            const dtr_cross_options_t *opts,
                                            dtr_cross_plan_t **out);
+/* Many tensors between the same two meshes (a model's parameters, a refit): src[i] ->
+ * dst[i] for i < n, every src on one mesh and every dst on one other (or the same), moved
+ * in one round of messages per pair of ranks (more under a staging cap). Relabeling
+ * chooses one order of dst's mesh for all of them. Errors as for one tensor, naming
+ * src[i] / dst[i]. */
+DTR_API dtr_status_t dtr_cross_plan_create_batch(int n, const dtr_spec_t *src,
+                                                 const dtr_spec_t *dst,
+                                                 const dtr_cross_options_t *opts,
+                                                 dtr_cross_plan_t **out);
 DTR_API void dtr_cross_plan_destroy(dtr_cross_plan_t *plan);
 DTR_API dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan,
                                             dtr_cross_figures_t *out);
-/* Bytes one rank sends to and receives from other ranks (0 for a rank in neither mesh). */
+/* The tensors of the plan (1 for dtr_cross_plan_create). */
+DTR_API int dtr_cross_plan_tensors(const dtr_cross_plan_t *plan);
+/* The destination spec of tensor i as the plan delivers it: dst[i], on the relabeled mesh
+ * where the plan relabeled (the mesh is the plan's: valid until dtr_cross_plan_destroy).
+ * Each rank's block is dtr_spec_layout of it. */
+DTR_API dtr_status_t dtr_cross_plan_dst(const dtr_cross_plan_t *plan, int i, dtr_spec_t *out);
+/* Bytes one rank sends to and receives from other ranks over the whole plan (0 for a rank in
+ * neither mesh). */
 DTR_API dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank,
                                                int64_t *send, int64_t *recv);
 /* The plan as a table (its messages, at most `max_messages` of them; -1: all), or as one

@@ -250,6 +250,42 @@ CASE(cross_print_json_null_plan) {
     return true;
 }
 
+CASE(cross_dst_out_of_range) {
+    cross_t *x = cross_setup("S(0)");
+    dtr_spec_t keep, out;
+    memset(&out, 0x3c, sizeof out), memcpy(&keep, &out, sizeof out);
+    *st = dtr_cross_plan_dst(x->plan, 1, &out);
+    return cross_done(x) && SAME(out, keep);
+}
+CASE(cross_batch_null_arrays) {
+    cross_t *x = cross_setup("S(0)");
+    size_t bytes[1] = {32};
+    *st = dtr_redistribute_cross_batch(x->ctx, x->plan, NULL, bytes, NULL, bytes);
+    return cross_done(x);
+}
+CASE(cross_batch_plan_to_single_call) {
+    cross_t *x = cross_setup("S(0)");
+    dtr_spec_t a[2] = {x->a, x->a}, b[2] = {x->b, x->b};
+    dtr_cross_plan_t *two = NULL;
+    cr_assert_eq(dtr_cross_plan_create_batch(2, a, b, NULL, &two), DTR_OK, "fixture batch");
+    *st = dtr_redistribute_cross(x->ctx, two, x->in, 32, x->out, 32);
+    dtr_cross_plan_destroy(two);
+    return cross_done(x);
+}
+CASE(cross_batch_negative_count) {
+    cross_t *x = cross_setup("S(0)");
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)(uintptr_t)0x5e;
+    *st = dtr_cross_plan_create_batch(-1, &x->a, &x->b, NULL, &p);
+    return cross_done(x) && p == (dtr_cross_plan_t *)(uintptr_t)0x5e;
+}
+CASE(cross_cap_below_an_element) {
+    cross_t *x = cross_setup("S(0)");
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)(uintptr_t)0x5e;
+    dtr_cross_options_t opts = {.staging_cap_bytes = 2};
+    *st = dtr_cross_plan_create(&x->a, &x->b, &opts, &p);
+    return cross_done(x) && p == (dtr_cross_plan_t *)(uintptr_t)0x5e;
+}
+
 /* ---- autograd ----------------------------------------------------------------------- */
 
 CASE(divide_factors_zero) {

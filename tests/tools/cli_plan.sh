@@ -165,7 +165,7 @@ check "--backward with --batch" 0 2 "" "dtr plan: --backward: not with --batch" 
 # Between meshes (docs/cross-mesh.md): the issue's refit, exact JSON; the boxes in the table;
 # the refusals by name
 check "cross: refit on 8 ranks, exact JSON" 0 0 \
-    '{"shape":[8,8],"from":{"mesh":"2x2","ranks":[0,1,2,3],"dtype":"f32","placements":"S(0),P(sum)"},"to":{"mesh":"4","ranks":[4,5,6,7],"dtype":"f32","placements":"S(1)"},"pre":{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064}],"collectives":{"all_gather":0,"reduce_scatter":1,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":128,"modeled_time_us":5.0064},"messages":8,"local_copies":0,"moved_bytes":256,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0141}' "" \
+    '{"shape":[8,8],"from":{"mesh":"2x2","ranks":[0,1,2,3],"dtype":"f32","placements":"S(0),P(sum)"},"to":{"mesh":"4","ranks":[4,5,6,7],"dtype":"f32","placements":"S(1)"},"pre":{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064}],"collectives":{"all_gather":0,"reduce_scatter":1,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":128,"modeled_time_us":5.0064},"messages":8,"local_copies":0,"moved_bytes":256,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0141,"rounds":1,"staging_bytes_per_rank_max":64}' "" \
     plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8 --json
 check "cross: a box of the table" 0 0 '       3      7  4..7,6..7                                            32' "" \
     plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8
@@ -197,5 +197,50 @@ check "cross: --to out of range for the shape" 0 2 "" \
 check "cross: not with --compare yet" 0 2 "" \
     "dtr plan: --compare: not with --to-mesh yet (docs/cross-mesh.md" \
     plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --compare
+
+# relabeling: 2x3 S(1),S(0) and 3x2 S(0),S(1) over the ranks reversed hold the same blocks
+check "cross: relabeling finds the permutation, exact JSON tail" 0 0 \
+    '"rounds":1,"staging_bytes_per_rank_max":0,"relabel":[0,3,1,4,2,5],"relabel_saved_bytes":2244,"permutation":true}' "" \
+    plan --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
+    --shape 33x17 --relabel --json
+check "cross: relabeling in the text" 0 0 \
+    "  relabeled: ranks by coordinate of the destination mesh 0,3,1,4,2,5; 2244 bytes kept from moving; a pure permutation: nothing moves" "" \
+    plan --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
+    --shape 33x17 --relabel
+# a cap of one f64 element: each chunk one element, each rank one a round
+check "cross: a staging cap, in rounds" 0 0 \
+    '"messages":16,"local_copies":0,"moved_bytes":128,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,' "" \
+    plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 8 --json
+check "cross: the cap's rounds" 0 0 '"rounds":8,"staging_bytes_per_rank_max":8,"staging_cap_bytes":8}' "" \
+    plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 8 --json
+check "cross: a cap below one element" 0 3 "" \
+    "dtr plan: --to-mesh: dtr_cross_plan_create: opts->staging_cap_bytes: 4, less than one element: nothing could move" \
+    plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 4
+check "cross: --staging-cap not a count" 0 2 "" \
+    "dtr plan: --staging-cap: '1x' is not a byte count >= 1 (like 65536, 64K, 16M or 1G)" \
+    plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --staging-cap 1x
+check "cross: --relabel alone" 0 2 "" \
+    "dtr plan: --relabel: goes with --to-mesh (it orders the destination mesh's ranks)" \
+    plan --mesh 2 --from 'S(0)' --to R --shape 8 --relabel
+check "cross: --staging-cap alone" 0 2 "" \
+    "dtr plan: --staging-cap: goes with --to-mesh (it caps the moves between meshes)" \
+    plan --mesh 2 --from 'S(0)' --to R --shape 8 --staging-cap 64K
+batch=$(mktemp)
+cat >"$batch" <<'EOF2'
+[{"shape": "64x48", "from": "S(0),P", "to": "S(1)"},
+ {"shape": "48", "dtype": "bf16", "from": "R,R", "to": "R"},
+ {"shape": "30x7", "dtype": "f64", "from": "S(1),S(0)", "to": "S(0)"}]
+EOF2
+check "cross: a batch, its tensors" 0 0 "  tensor 2: shape 30x7 f64 S(1),S(0) -> f64 S(0)" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: a batch's figures" 0 0 \
+    "  16 messages between ranks (10872 bytes) in 1 round, 6 boxes kept where they are" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: a batch in JSON" 0 0 '{"from":{"mesh":"2x2","ranks":[0,1,2,3]},"to":{"mesh":"4","ranks":[2,3,4,5]},"tensors":[{"shape":[64,48],' "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
+check "cross: a batch takes no --shape" 0 2 "" \
+    "dtr plan: --shape: not with --batch (the file gives each tensor's shape, dtype and change)" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --shape 4
+rm -f "$batch"
 
 finish "cli plan"

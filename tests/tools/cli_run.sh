@@ -257,5 +257,35 @@ check "cross: not --nonblocking yet" 4 2 "" \
 check "cross: a Partial destination" 4 3 "" \
     "dtr run: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum)" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
+check "cross: relabeled, a pure permutation, verified" 6 0 \
+    "  relabeled: the destination mesh's ranks by coordinate 0,3,1,4,2,5, 2244 bytes kept from moving (a pure permutation: nothing moves)" "" \
+    run --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
+    --shape 33x17 --relabel --verify --iters 1
+check "cross: under a staging cap of 64 KiB, 16 rounds" 8 0 \
+    "then 128 messages between ranks in 16 rounds; most bytes one rank sends 1024000 (lower bound 1024000)" "" \
+    run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
+    --shape 1024x1000 --staging-cap 64K --verify --iters 1
+check "cross: the cap's staging" 8 0 '"rounds":16,"staging_bytes_per_rank_max":64000,' "" \
+    run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
+    --shape 1024x1000 --staging-cap 64K --verify --json --iters 1
+xbatch=$(mktemp)
+cat >"$xbatch" <<'EOF2'
+[{"shape": "64x48", "from": "S(0),P", "to": "S(1)"},
+ {"shape": "48", "dtype": "bf16", "from": "R,R", "to": "R"},
+ {"shape": "30x7", "dtype": "f64", "from": "S(1),S(0)", "to": "S(0)"},
+ {"shape": "5x0", "dtype": "c64", "from": "S(0),S(1)", "to": "S(1)"}]
+EOF2
+check "cross: a batch, random values, verified" 6 0 \
+    "verified: all 3474 elements on every destination rank match; every source rank's input intact" "" \
+    run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 1 --fill random --seed 5
+check "cross: a batch timed beside one tensor at a time" 6 0 '"tensors":4,"one_by_one_median_us":' "" \
+    run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 2 --json
+check "cross: a batch relabeled under a cap" 6 0 '"verified":true' "" \
+    run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 3,2,1,0 --verify --iters 1 --json \
+    --relabel --staging-cap 100
+check "cross: a batch's destination mesh larger than the job" 4 2 "" \
+    "dtr run: --to-mesh: the mesh uses ranks up to 5 and the job has 4: run under 'mpirun -n 6'" \
+    run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5
+rm -f "$xbatch"
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
 finish "dtr run CLI"

@@ -5,14 +5,17 @@
  * overlap, or are the same ranks reshaped or permuted, and some ranks are in neither), a
  * shape of 0 to 3 dims with uneven and zero lengths, random placements (Partial of one op on
  * the source, Shard and Replicate on the destination, shard orders now and then), every
- * dtype, now and then a cast. Even cases fill the source with the exact pattern, odd ones
- * with random values (reduction order and precision show). Each case checks every element
+ * dtype, now and then a cast; one case in three relabeled, one in four under a random
+ * staging cap (many rounds of chunks), one in five a batch of up to three tensors between
+ * the same meshes. Even cases fill the source with the exact pattern, odd ones with random
+ * values (reduction order and precision show). Each case checks every element
  * of every destination rank's block, that every source rank's input is intact, that nothing
  * is written past the output, and that a rank in neither mesh returns at once; each plan
  * runs twice on one context. Then the unhappy paths: one rank's wrong sizes (its error
  * there, REMOTE on the others, nobody hangs).
  *
- * Usage: mpirun -n N mpi_cross_test [--cases N] [--seed S]. Prints one line per failing
+ * Usage: mpirun -n N mpi_cross_test [--cases N] [--seed S] (XTRACE=1: print each case before
+ * it runs, to find one that hangs). Prints one line per failing
  * case (seed and case number to rerun it) and "cross: N passed, N failed".
  */
 #define _POSIX_C_SOURCE 200809L
@@ -30,8 +33,11 @@
 
 typedef struct {
     dtr_mesh_t *mesh[2]; /* source, destination */
-    dtr_spec_t src, dst;
-    char text[512];
+    int n;               /* tensors: 1, or a batch of up to 3 */
+    dtr_spec_t src[3], dst[3];
+    bool relabel;
+    int64_t cap;
+    char text[1024];
 } xcase_t;
 
 /* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
@@ -61,11 +67,9 @@ static dtr_mesh_t *draw_mesh(int world, int n) {
 static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16, DTR_I32,
                                      DTR_I64, DTR_U8,  DTR_F8E4M3, DTR_C64};
 
-/* Draws case k; false where the draw is no valid pair of specs (then nothing to free). */
-static bool draw(xcase_t *c, int world, int k) {
-    memset(c, 0, sizeof *c);
-    c->mesh[0] = draw_mesh(world, 1 + pick(world));
-    c->mesh[1] = draw_mesh(world, 1 + pick(world));
+/* Tensor t of a case on its meshes: a shape, a dtype, placements, now and then a cast (and
+ * its command line appended to c->text); false where the draw is no valid pair. */
+static bool draw_tensor(xcase_t *c, int t, int k) {
     int ndim = pick(4);
     int64_t shape[3];
     for (int d = 0; d < ndim; d++) shape[d] = pick(5) == 0 ? 0 : 1 + pick(11);
@@ -85,15 +89,29 @@ static bool draw(xcase_t *c, int world, int k) {
     if (pick(4) == 0) random_orders(dtr_mesh_ndims(c->mesh[1]), pb);
     /* every sixth case casts (float to float, complex to complex) */
     dtr_dtype_t to = dtype;
-    if (k % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
+    if ((k + t) % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
         to = dtype == DTR_F32 ? DTR_BF16 : DTR_F32;
-    if (dtr_spec_init(&c->src, c->mesh[0], pa, dtr_mesh_ndims(c->mesh[0]), shape, ndim, dtype) != DTR_OK ||
-        dtr_spec_init(&c->dst, c->mesh[1], pb, dtr_mesh_ndims(c->mesh[1]), shape, ndim, to) != DTR_OK) {
-        dtr_mesh_destroy(c->mesh[0]);
-        dtr_mesh_destroy(c->mesh[1]);
+    if (dtr_spec_init(&c->src[t], c->mesh[0], pa, dtr_mesh_ndims(c->mesh[0]), shape, ndim, dtype) != DTR_OK ||
+        dtr_spec_init(&c->dst[t], c->mesh[1], pb, dtr_mesh_ndims(c->mesh[1]), shape, ndim, to) != DTR_OK)
         return false;
-    }
-    char ma[32], mb[32], sh[64], fa[96], fb[96], ra[256] = "", rb[256] = "";
+    char sh[64], fa[96], fb[96];
+    dtr_shape_format(shape, ndim, sh, sizeof sh);
+    dtr_placements_format(pa, dtr_mesh_ndims(c->mesh[0]), fa, sizeof fa);
+    dtr_placements_format(pb, dtr_mesh_ndims(c->mesh[1]), fb, sizeof fb);
+    size_t at = strlen(c->text);
+    snprintf(c->text + at, sizeof c->text - at, "%s--from '%s' --to '%s' --shape %s --dtype %s --to-dtype %s",
+             t ? "; tensor: " : "", fa, fb, sh, dtr_dtype_name(dtype), dtr_dtype_name(to));
+    return true;
+}
+
+/* Draws case k; false where the draw is no valid pair of specs (then nothing to free). */
+static bool draw(xcase_t *c, int world, int k) {
+    memset(c, 0, sizeof *c);
+    c->mesh[0] = draw_mesh(world, 1 + pick(world));
+    c->mesh[1] = draw_mesh(world, 1 + pick(world));
+    c->relabel = k % 3 == 1;
+    c->cap = k % 4 == 2 ? 16 + pick(300) : 0;
+    char ma[32], mb[32], ra[256] = "", rb[256] = "";
     for (int s = 0; s < 2; s++) { /* the rank lists, row-major */
         char *to = s ? rb : ra;
         int64_t coord[3] = {0, 0, 0}, n = dtr_mesh_nranks(c->mesh[s]);
@@ -109,69 +127,117 @@ static bool draw(xcase_t *c, int world, int k) {
     }
     dtr_mesh_format(c->mesh[0], ma, sizeof ma);
     dtr_mesh_format(c->mesh[1], mb, sizeof mb);
-    dtr_shape_format(shape, ndim, sh, sizeof sh);
-    dtr_placements_format(pa, dtr_mesh_ndims(c->mesh[0]), fa, sizeof fa);
-    dtr_placements_format(pb, dtr_mesh_ndims(c->mesh[1]), fb, sizeof fb);
-    snprintf(c->text, sizeof c->text, "--mesh %s --ranks %s --from '%s' --to-mesh %s --to-ranks %s "
-             "--to '%s' --shape %s --dtype %s --to-dtype %s", ma, ra, fa, mb, rb, fb, sh,
-             dtr_dtype_name(dtype), dtr_dtype_name(to));
+    snprintf(c->text, sizeof c->text, "--mesh %s --ranks %s --to-mesh %s --to-ranks %s%s", ma, ra,
+             mb, rb, c->relabel ? " --relabel" : "");
+    if (c->cap > 0)
+        snprintf(c->text + strlen(c->text), sizeof c->text - strlen(c->text),
+                 " --staging-cap %lld", (long long)c->cap);
+    strcat(c->text, " ");
+    if (!draw_tensor(c, 0, k)) {
+        dtr_mesh_destroy(c->mesh[0]);
+        dtr_mesh_destroy(c->mesh[1]);
+        return false;
+    }
+    c->n = 1;
+    for (int tries = 0; k % 5 == 4 && c->n < 3 && tries < 6; tries++) /* a batch */
+        if (draw_tensor(c, c->n, k)) c->n++;
     return true;
 }
 
-/* One case on this rank: plan, run twice, check. 0, or 1 with why. */
+/* This rank's buffers for one tensor of a case. */
+typedef struct {
+    bool in_src, in_dst;
+    dtr_layout_t sl, dl;
+    dtr_spec_t dst; /* as the plan delivers it */
+    unsigned char *in, *copy, *out;
+    dtr_fill_t fill;
+} xbuf_t;
+
+/* Tensor t's result on this rank: every element, the guard past the output, the input
+ * intact. 0, or 1 with why. */
+static int check_tensor(const xcase_t *c, int t, const xbuf_t *b, int rank, char *why, size_t len) {
+    dtr_pattern_report_t rep = {0};
+    if (b->in_dst && dtr_fill_check(&c->src[t], &b->dst, &b->fill, rank, b->out, (size_t)b->dl.bytes, &rep) != DTR_OK) {
+        snprintf(why, len, "tensor %d: check: %s", t, dtr_last_error());
+        return 1;
+    }
+    if (rep.mismatches > 0) {
+        snprintf(why, len, "tensor %d: %lld of %lld values wrong, first at %lld: got %.9g, want %.9g", t,
+                 (long long)rep.mismatches, (long long)rep.checked, (long long)rep.first, rep.got, rep.want);
+        return 1;
+    }
+    for (int g = 0; g < GUARD && b->in_dst; g++)
+        if (b->out[b->dl.bytes + g] != 0x5A) {
+            snprintf(why, len, "tensor %d: a byte past the output was written", t);
+            return 1;
+        }
+    if (memcmp(b->in, b->copy, (size_t)b->sl.bytes) != 0) {
+        snprintf(why, len, "tensor %d: the input was written", t);
+        return 1;
+    }
+    return 0;
+}
+
+/* One run of the case's plan (the batch call for several tensors). */
+static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const xcase_t *c,
+                             xbuf_t *b) {
+    const void *in[3];
+    void *out[3];
+    size_t ib[3], ob[3];
+    for (int t = 0; t < c->n; t++) {
+        memset(b[t].out, 0x5A, (size_t)b[t].dl.bytes + GUARD);
+        in[t] = b[t].in_src ? b[t].in : NULL;
+        out[t] = b[t].in_dst ? b[t].out : NULL;
+        ib[t] = (size_t)b[t].sl.bytes;
+        ob[t] = (size_t)b[t].dl.bytes;
+    }
+    if (c->n == 1) return dtr_redistribute_cross(ctx, plan, in[0], ib[0], out[0], ob[0]);
+    return dtr_redistribute_cross_batch(ctx, plan, in, ib, out, ob);
+}
+
+/* One case on this rank: plan, run twice, check every tensor. 0, or 1 with why. */
 static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill, int rank,
                     char *why, size_t len) {
     dtr_cross_plan_t *plan = NULL;
-    if (dtr_cross_plan_create(&c->src, &c->dst, NULL, &plan) != DTR_OK) {
+    dtr_cross_options_t opts = {.relabel = c->relabel, .staging_cap_bytes = c->cap};
+    dtr_status_t st = c->n == 1 ? dtr_cross_plan_create(&c->src[0], &c->dst[0], &opts, &plan)
+                                : dtr_cross_plan_create_batch(c->n, c->src, c->dst, &opts, &plan);
+    if (st != DTR_OK) {
         snprintf(why, len, "plan: %s", dtr_last_error());
         return 1;
     }
-    dtr_layout_t sl = {0}, dl = {0};
-    bool in_src = dtr_spec_layout(&c->src, rank, &sl) == DTR_OK;
-    bool in_dst = dtr_spec_layout(&c->dst, rank, &dl) == DTR_OK;
-    unsigned char *in = malloc((size_t)sl.bytes + 1), *copy = malloc((size_t)sl.bytes + 1);
-    unsigned char *out = malloc((size_t)dl.bytes + GUARD);
+    xbuf_t b[3];
+    memset(b, 0, sizeof b);
     int bad = 0;
-    if (in_src && dtr_fill(&c->src, fill, rank, in, (size_t)sl.bytes) != DTR_OK) {
-        snprintf(why, len, "fill: %s", dtr_last_error());
-        bad = 1;
+    bool any = false;
+    for (int t = 0; t < c->n; t++) {
+        dtr_cross_plan_dst(plan, t, &b[t].dst);
+        b[t].in_src = dtr_spec_layout(&c->src[t], rank, &b[t].sl) == DTR_OK;
+        b[t].in_dst = dtr_spec_layout(&b[t].dst, rank, &b[t].dl) == DTR_OK;
+        b[t].in = malloc((size_t)b[t].sl.bytes + 1);
+        b[t].copy = malloc((size_t)b[t].sl.bytes + 1);
+        b[t].out = malloc((size_t)b[t].dl.bytes + GUARD);
+        b[t].fill = *fill;
+        b[t].fill.seed = fill->seed + (uint64_t)t;
+        any |= b[t].in_src || b[t].in_dst;
+        if (!bad && b[t].in_src && dtr_fill(&c->src[t], &b[t].fill, rank, b[t].in, (size_t)b[t].sl.bytes) != DTR_OK) {
+            snprintf(why, len, "fill: %s", dtr_last_error());
+            bad = 1;
+        }
+        memcpy(b[t].copy, b[t].in, (size_t)b[t].sl.bytes);
     }
-    memcpy(copy, in, (size_t)sl.bytes);
     for (int round = 0; round < 2 && !bad; round++) {
-        memset(out, 0x5A, (size_t)dl.bytes + GUARD);
         double t0 = MPI_Wtime();
-        dtr_status_t st = dtr_redistribute_cross(ctx, plan, in_src ? in : NULL, (size_t)sl.bytes,
-                                                 in_dst ? out : NULL, (size_t)dl.bytes);
-        if (st != DTR_OK) {
+        if ((st = run_once(ctx, plan, c, b)) != DTR_OK) {
             snprintf(why, len, "round %d: %s", round, dtr_last_error());
             bad = 1;
-        } else if (!in_src && !in_dst && MPI_Wtime() - t0 > 0.5) {
+        } else if (!any && MPI_Wtime() - t0 > 0.5) {
             snprintf(why, len, "a rank in neither mesh waited %.2f s", MPI_Wtime() - t0);
             bad = 1;
         }
     }
-    dtr_pattern_report_t rep = {0};
-    if (!bad && in_dst && dtr_fill_check(&c->src, &c->dst, fill, rank, out, (size_t)dl.bytes, &rep) != DTR_OK) {
-        snprintf(why, len, "check: %s", dtr_last_error());
-        bad = 1;
-    } else if (!bad && rep.mismatches > 0) {
-        snprintf(why, len, "%lld of %lld values wrong, first at %lld: got %.9g, want %.9g",
-                 (long long)rep.mismatches, (long long)rep.checked, (long long)rep.first, rep.got,
-                 rep.want);
-        bad = 1;
-    }
-    for (int g = 0; g < GUARD && !bad && in_dst; g++)
-        if (out[dl.bytes + g] != 0x5A) {
-            snprintf(why, len, "a byte past the output was written");
-            bad = 1;
-        }
-    if (!bad && memcmp(in, copy, (size_t)sl.bytes) != 0) {
-        snprintf(why, len, "the input was written");
-        bad = 1;
-    }
-    free(in);
-    free(copy);
-    free(out);
+    for (int t = 0; t < c->n && !bad; t++) bad = check_tensor(c, t, &b[t], rank, why, len);
+    for (int t = 0; t < c->n; t++) free(b[t].in), free(b[t].copy), free(b[t].out);
     dtr_cross_plan_destroy(plan);
     return bad;
 }
@@ -231,6 +297,7 @@ int main(int argc, char **argv) {
         rng_state = seed * 1000003ull + (uint64_t)k;
         xcase_t c;
         if (!draw(&c, world, k)) continue;
+        if (getenv("XTRACE") && rank == 0) printf("case %d (%d tensors): %s\n", k, c.n, c.text), fflush(stdout);
         dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN, .seed = seed + (uint64_t)k};
         char why[512] = "";
         int bad = run_case(ctx, &c, &fill, rank, why, sizeof why), any = 0;

@@ -2,108 +2,11 @@
  * exactly by the boxes its rank receives or keeps, each box inside its sender's block, the
  * bounds met, replicas spread, and the refusals named. Seeded random cases print their seed
  * and the failing case. */
-#include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtr.h"
-#include "redistribute/planner/testing.h"
-
-static uint64_t rng;
-static uint64_t pick(uint64_t n) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (rng >> 33) % n;
-}
-
-/* A mesh of `n` of the `world` ranks: 1-3 dims, its ranks a random choice in random order. */
-static dtr_mesh_t *random_mesh(int world, int n) {
-    int64_t sizes[3];
-    int nd = 0, left = n;
-    while (left > 1 && nd < 2) { /* a factor of what is left, then the rest */
-        int f = 1 + (int)pick((uint64_t)left);
-        while (left % f != 0) f--;
-        if (f == 1) break;
-        sizes[nd++] = f;
-        left /= f;
-    }
-    sizes[nd++] = left;
-    int all[16], ranks[16];
-    for (int k = 0; k < world; k++) all[k] = k;
-    for (int k = world - 1; k > 0; k--) { /* shuffle, then take n */
-        int j = (int)pick((uint64_t)k + 1), t = all[k];
-        all[k] = all[j];
-        all[j] = t;
-    }
-    memcpy(ranks, all, (size_t)n * sizeof *ranks);
-    dtr_mesh_t *m = NULL;
-    cr_assert_eq(dtr_mesh_create(nd, sizes, ranks, n, &m), DTR_OK, "%s", dtr_last_error());
-    return m;
-}
-
-static dtr_placement_t random_placement(int ndim, bool partial) {
-    uint64_t r = pick(partial ? 4 : 3);
-    if (r == 3) return dtr_partial((dtr_reduce_op_t)pick(4));
-    if (r < 2 && ndim > 0) return dtr_shard((int32_t)pick((uint64_t)ndim));
-    return dtr_replicate();
-}
-
-/* The case as a command line, for the failure messages. */
-static void describe(const dtr_spec_t *a, const dtr_spec_t *b, uint64_t seed, int k, char *out,
-                     size_t len) {
-    char ma[32], mb[32], sh[64], pa[128], pb[128];
-    dtr_mesh_format(a->mesh, ma, sizeof ma);
-    dtr_mesh_format(b->mesh, mb, sizeof mb);
-    dtr_shape_format(a->shape, a->ndim, sh, sizeof sh);
-    dtr_placements_format(a->placements, dtr_mesh_ndims(a->mesh), pa, sizeof pa);
-    dtr_placements_format(b->placements, dtr_mesh_ndims(b->mesh), pb, sizeof pb);
-    snprintf(out, len, "seed %llu case %d: --mesh %s --shape %s --from '%s' --to-mesh %s --to '%s'",
-             (unsigned long long)seed, k, ma, sh, pa, mb, pb);
-}
-
-/* Every target block: the boxes of the messages to its rank lie inside it, inside their
- * sender's reduced block, do not overlap, and cover it (their elements add up to its own). */
-static void check_tiling(const dtr_cross_plan_t *p, const char *what) {
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-    const dtr_mesh_t *mb = p->dst.mesh;
-    for (int64_t q = 0; q < dtr_mesh_nranks(mb); q++) {
-        int r;
-        dtr_layout_t t;
-        dtr_mesh_rank_at(mb, coord, &r);
-        dtr_spec_layout(&p->dst, r, &t);
-        int64_t first, n, covered = 0;
-        dtr__cross_recvs(p, r, &first, &n);
-        for (int64_t k = first; k < first + n; k++) {
-            const dtr__xmsg_t *m = &p->msgs[p->by_to[k]];
-            dtr_layout_t s;
-            cr_assert_eq(dtr_spec_layout(&p->mid, m->from, &s), DTR_OK, "%s: sender %d", what, m->from);
-            int64_t numel = 1;
-            for (int d = 0; d < p->dst.ndim; d++) {
-                cr_assert(m->lo[d] >= t.global_offset[d] &&
-                              m->lo[d] + m->ext[d] <= t.global_offset[d] + t.local_shape[d],
-                          "%s: a box to rank %d leaves its block on dim %d", what, r, d);
-                cr_assert(m->lo[d] >= s.global_offset[d] &&
-                              m->lo[d] + m->ext[d] <= s.global_offset[d] + s.local_shape[d],
-                          "%s: a box from rank %d leaves its block on dim %d", what, m->from, d);
-                numel *= m->ext[d];
-            }
-            for (int64_t j = first; j < k; j++) { /* disjoint from the earlier boxes */
-                const dtr__xmsg_t *o = &p->msgs[p->by_to[j]];
-                bool meet = true;
-                for (int d = 0; d < p->dst.ndim; d++)
-                    meet = meet && m->lo[d] < o->lo[d] + o->ext[d] && o->lo[d] < m->lo[d] + m->ext[d];
-                cr_assert(!meet || numel == 0, "%s: two boxes to rank %d overlap", what, r);
-            }
-            covered += numel;
-        }
-        cr_assert_eq(covered, t.numel, "%s: rank %d's boxes hold %lld of its %lld elements", what,
-                     r, (long long)covered, (long long)t.numel);
-        for (int i = dtr_mesh_ndims(mb) - 1; i >= 0; i--) {
-            if (++coord[i] < dtr_mesh_size(mb, i)) break;
-            coord[i] = 0;
-        }
-    }
-}
+#include "tests/redistribute/planner/cross_fixture.h"
 
 Test(cross, random_changes_tile_every_target_block) {
     const uint64_t seed = 20261127;
@@ -141,11 +44,11 @@ Test(cross, random_changes_tile_every_target_block) {
         cr_assert_geq(f.send_bytes_max, f.lower_bound_send_bytes, "%s", what);
         bool replicas = false; /* no replicas in the moved layout: the send bound is met */
         for (int i = 0; i < dtr_mesh_ndims(ma); i++)
-            replicas |= p->mid.placements[i].kind != DTR_SHARD && dtr_mesh_size(ma, i) > 1;
+            replicas |= p->t[0].mid.placements[i].kind != DTR_SHARD && dtr_mesh_size(ma, i) > 1;
         if (!replicas)
             cr_assert_eq(f.send_bytes_max, f.lower_bound_send_bytes, "%s", what);
         for (int64_t j = 0; j < p->nmsgs; j++) kept += p->msgs[j].from == p->msgs[j].to;
-        reduced += p->has_pre;
+        reduced += p->t[0].has_pre;
         planned++;
         dtr_cross_plan_destroy(p);
         dtr_mesh_destroy(ma);
@@ -154,24 +57,6 @@ Test(cross, random_changes_tile_every_target_block) {
     cr_assert_geq(planned, 300, "only %d of 400 cases planned", planned);
     cr_assert_gt(kept, 0, "no case kept a box in place");
     cr_assert_gt(reduced, 20, "only %d cases reduced a Partial first", reduced);
-}
-
-static dtr_spec_t spec_on(const dtr_mesh_t *m, const char *placements, const char *shape,
-                          dtr_dtype_t dtype) {
-    dtr_placement_t p[8];
-    int n, nd;
-    int64_t sh[8];
-    dtr_spec_t s;
-    cr_assert_eq(dtr_placements_parse(placements, p, 8, &n), DTR_OK);
-    cr_assert_eq(dtr_shape_parse(shape, sh, 8, &nd), DTR_OK);
-    cr_assert_eq(dtr_spec_init(&s, m, p, n, sh, nd, dtype), DTR_OK, "%s", dtr_last_error());
-    return s;
-}
-
-static dtr_mesh_t *mesh_of(const char *text, const int *ranks, int n) {
-    dtr_mesh_t *m = NULL;
-    cr_assert_eq(dtr_mesh_parse(text, ranks, n, &m), DTR_OK);
-    return m;
 }
 
 /* The example: 2x2 training ranks, S(0) and Partial, to 4 inference ranks as S(1). */
@@ -184,7 +69,8 @@ Test(cross, the_refit_example) {
     dtr_cross_figures_t f;
     dtr_cross_plan_figures(p, &f);
     /* reduce-scatter on A (to S(0),S(1)), then each of 4 ranks sends 2 boxes of 512x250 */
-    cr_expect(p->has_pre && p->pre.nsteps == 1 && p->pre.steps[0].kind == DTR_STEP_REDUCE_SCATTER);
+    cr_expect(p->t[0].has_pre && p->t[0].pre.nsteps == 1 &&
+              p->t[0].pre.steps[0].kind == DTR_STEP_REDUCE_SCATTER);
     cr_expect_eq(f.messages, 8);
     cr_expect_eq(f.moved_bytes, 1024 * 1000 * 4);
     cr_expect_eq(f.send_bytes_max, 512 * 500 * 4);

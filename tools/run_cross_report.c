@@ -1,0 +1,131 @@
+/* dtr run --to-mesh: the result on rank 0, as text or one JSON object, and the failure line
+ * on stderr (run.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/run.h"
+
+/* The names a change between meshes prints (tensor 0's for a batch). */
+typedef struct {
+    char shape[128], from[128], to[128], ma[64], mb[64];
+    const char *dtype, *to_dtype;
+} dtr__xnames_t;
+
+static void dtr__names(const dtr_cli_cross_result_t *r, dtr__xnames_t *n) {
+    n->dtype = dtr_dtype_name(r->src->dtype);
+    n->to_dtype = dtr_dtype_name(r->dst->dtype);
+    dtr_shape_format(r->src->shape, r->src->ndim, n->shape, sizeof n->shape);
+    dtr_placements_format(r->src->placements, dtr_mesh_ndims(r->src->mesh), n->from, sizeof n->from);
+    dtr_placements_format(r->dst->placements, dtr_mesh_ndims(r->dst->mesh), n->to, sizeof n->to);
+    dtr_mesh_format(r->src->mesh, n->ma, sizeof n->ma);
+    dtr_mesh_format(r->dst->mesh, n->mb, sizeof n->mb);
+}
+
+/* The destination mesh's ranks by coordinate, comma-separated. */
+static void dtr__ranks(const dtr_mesh_t *mesh) {
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = dtr_mesh_nranks(mesh);
+    for (int64_t p = 0; p < n; p++) {
+        int rank;
+        dtr_mesh_rank_at(mesh, coord, &rank);
+        printf("%s%d", p ? "," : "", rank);
+        for (int i = dtr_mesh_ndims(mesh) - 1; i >= 0; i--) {
+            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+            coord[i] = 0;
+        }
+    }
+}
+
+static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
+                      const dtr_cross_figures_t *f, bool ok) {
+    const dtr_cli_change_t *o = r->o;
+    bool cast = strcmp(n->to_dtype, n->dtype) != 0;
+    if (r->batch)
+        printf("dtr run: batch of %d tensors, mesh %s -> mesh %s, %d ranks (mpi backend, cpu "
+               "buffers)\n",
+               dtr_cross_plan_tensors(r->plan), n->ma, n->mb, r->world);
+    else
+        printf("dtr run: shape %s %s, mesh %s %s -> mesh %s %s%s%s, %d ranks (mpi backend, cpu "
+               "buffers)\n",
+               n->shape, n->dtype, n->ma, n->from, n->mb, n->to, cast ? " in " : "",
+               cast ? n->to_dtype : "", r->world);
+    if (o->relabel) {
+        printf("  relabeled: the destination mesh's ranks by coordinate ");
+        dtr__ranks(r->dst->mesh);
+        printf(", %lld bytes kept from moving%s\n", (long long)f->relabel_saved_bytes,
+               f->permutation ? " (a pure permutation: nothing moves)" : "");
+    }
+    printf("  %d step%s on the source mesh first, then %lld messages between ranks in %lld "
+           "round%s; most bytes one rank sends %lld (lower bound %lld), receives %lld (lower "
+           "bound %lld)\n",
+           f->pre_steps, f->pre_steps == 1 ? "" : "s", (long long)f->messages, (long long)f->rounds,
+           f->rounds == 1 ? "" : "s", (long long)f->send_bytes_max,
+           (long long)f->lower_bound_send_bytes, (long long)f->recv_bytes_max,
+           (long long)f->lower_bound_recv_bytes);
+    if (o->staging_cap > 0)
+        printf("  staging cap %lld bytes: at most %lld staged on a rank in a round\n",
+               (long long)o->staging_cap, (long long)f->staging_bytes_max);
+    if (o->fill.kind == DTR_FILL_RANDOM)
+        printf("  fill: random, seed %llu%s\n", (unsigned long long)o->fill.seed,
+               r->batch ? " (tensor k: seed + k)" : "");
+    else
+        printf("  fill: pattern\n");
+    if (o->verify && ok)
+        printf("  verified: all %lld elements on every destination rank match; every source rank's "
+               "input intact\n",
+               (long long)r->sum.rep.checked);
+    if (o->iters > 0 && r->batch)
+        printf("  median of %ld iterations: batched %.1f us, one tensor at a time %.1f us (%.2fx)\n",
+               (long)o->iters, r->med, r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
+    else if (o->iters > 0)
+        printf("  median of %ld iterations: %.1f us\n", (long)o->iters, r->med);
+}
+
+static void dtr__json(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
+                      const dtr_cross_figures_t *f, bool ok) {
+    const dtr_cli_change_t *o = r->o;
+    const dtr_cli_verdict_t *v = &r->sum;
+    printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,"
+           "\"fill\":\"%s\",",
+           o->verify ? (ok ? "true" : "false") : "null", (long long)v->rep.mismatches,
+           (long long)v->rep.checked, v->input_changed == 0 ? "true" : "false", o->fill_text);
+    if (o->fill.kind == DTR_FILL_RANDOM) printf("\"seed\":%llu,", (unsigned long long)o->fill.seed);
+    printf("\"median_us\":%.3f,\"iters\":%ld,\"ranks\":%d,\"mesh\":\"%s\",\"to_mesh\":\"%s\",",
+           r->med, (long)o->iters, r->world, n->ma, n->mb);
+    if (r->batch)
+        printf("\"tensors\":%d,\"one_by_one_median_us\":%.3f,\"one_by_one_over_batched\":%.3f,",
+               dtr_cross_plan_tensors(r->plan), r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
+    else
+        printf("\"shape\":\"%s\",\"dtype\":\"%s\",\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\",",
+               n->shape, n->dtype, n->to_dtype, n->from, n->to);
+    printf("\"messages\":%lld,\"recv_bytes_per_rank_max\":%lld,\"send_bytes_per_rank_max\":%lld,"
+           "\"lower_bound_recv_bytes_per_rank\":%lld,\"lower_bound_send_bytes_per_rank\":%lld,"
+           "\"rounds\":%lld,\"staging_bytes_per_rank_max\":%lld,\"plan\":",
+           (long long)f->messages, (long long)f->recv_bytes_max, (long long)f->send_bytes_max,
+           (long long)f->lower_bound_recv_bytes, (long long)f->lower_bound_send_bytes,
+           (long long)f->rounds, (long long)f->staging_bytes_max);
+    dtr_cross_plan_print_json(r->plan, stdout);
+    printf("}\n");
+}
+
+void dtr_cli_cross_report(const dtr_cli_cross_result_t *r) {
+    bool ok = !r->o->verify || r->first_bad < 0;
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(r->plan, &f);
+    dtr__xnames_t n;
+    dtr__names(r, &n);
+    if (r->o->json)
+        dtr__json(r, &n, &f, ok);
+    else
+        dtr__text(r, &n, &f, ok);
+    if (ok) return;
+    char where[48] = "";
+    if (r->batch) snprintf(where, sizeof where, " in tensor %d", r->bad_tensor);
+    if (r->bad.rep.mismatches > 0)
+        fprintf(stderr, "dtr run: verification failed: %lld of %lld elements wrong; first on rank "
+                        "%d%s at local index %lld: got %.9g, want %.9g\n",
+                (long long)r->sum.rep.mismatches, (long long)r->sum.rep.checked, r->first_bad,
+                where, (long long)r->bad.rep.first, r->bad.rep.got, r->bad.rep.want);
+    else
+        fprintf(stderr, "dtr run: verification failed: rank %d's input%s was written\n",
+                r->first_bad, where);
+}
