@@ -10,20 +10,22 @@
  *              MPI_Allgatherv of the blocks over the Shard dims into the whole tensor on every
  *              source rank, MPI_Isend/MPI_Irecv of the whole tensor to each destination rank
  *              (destination j from source j mod |A|), and the slice copied out;
- *   limit      the busiest rank's received bytes copied once at the memcpy bandwidth of as
- *              many processes as ranks, measured in the same run.
+ *   limit      the busiest destination rank's output (every byte of its target blocks, received
+ *              or kept) written once at the memcpy bandwidth of as many processes as ranks,
+ *              measured in the same run (a Partial source's reduction reads more: the limit
+ *              leaves that out, so it is lower than any run can reach there).
  *
  * Every destination block of dtr's result is compared byte for byte with gather-then-slice's
  * (the values are small integers, so every order of reduction gives the same sums).
  *
- * Usage: mpirun -n N cross_mesh_bench --list gpt2-medium|uniform:MIB:COUNT
+ * Usage: mpirun -n N cross_mesh_bench --list gpt2-medium|uniform:SIZE:COUNT
  *          --mesh A --ranks LIST --to-mesh B --to-ranks LIST [--from P] [--to P] [--relabel]
  *          [--staging-cap BYTES] [--iters N]
  * gpt2-medium: GPT-2 medium's 292 tensors (f32, 355M parameters), each --from on A (default
  * S(0),P) and, on B, as tensor parallelism shards them: the embedding by vocabulary (S(0)),
  * the attention's and MLP's first weights by column (S(1)), their second by row (S(0)), the
- * first ones' biases S(0), norms and the other biases R. uniform:MIB:COUNT: COUNT tensors of
- * MIB MiB (MIB*256 x 1024 f32), --from -> --to. Prints one JSON line (rank 0).
+ * first ones' biases S(0), norms and the other biases R. uniform:SIZE:COUNT: COUNT tensors
+ * of SIZE (16K, 16M: rows of 1024 f32), --from -> --to. Prints one JSON line (rank 0).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -80,12 +82,16 @@ static int tensor_list(const args_t *a, tdesc_t *t) {
         add(t, &n, d, 0, "R"), add(t, &n, d, 0, "R"); /* ln_f */
         return n;
     }
-    int mib = 0, count = 0;
-    if (sscanf(a->list, "uniform:%d:%d", &mib, &count) != 2 || mib < 1 || count < 1 || count > 4096) {
-        fprintf(stderr, "cross_mesh_bench: --list: gpt2-medium or uniform:MIB:COUNT\n");
+    long long size = 0;
+    int count = 0;
+    char unit = 'M';
+    if (sscanf(a->list, "uniform:%lld%c:%d", &size, &unit, &count) != 3 || size < 1 || count < 1 ||
+        count > 4096 || (unit != 'K' && unit != 'M')) {
+        fprintf(stderr, "cross_mesh_bench: --list: gpt2-medium or uniform:SIZE{K,M}:COUNT\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    for (int k = 0; k < count; k++) add(t, &n, (int64_t)mib * 256, 1024, a->to);
+    int64_t rows = unit == 'K' ? size / 4 : size * 256; /* rows of 1024 f32 */
+    for (int k = 0; k < count; k++) add(t, &n, rows > 0 ? rows : 1, 1024, a->to);
     return n;
 }
 
@@ -272,7 +278,8 @@ static void run_form(bench_t *b, int f, int rank) {
 
 /* Runs gather-then-slice once, then each of dtr's forms, comparing their results with its
  * (the bytes that differ on this rank, returned); then iters timed rounds, the forms
- * alternating; the slowest rank's medians into med. */
+ * alternating (each in each position in turn: what runs before a form warms or cools its
+ * caches); the slowest rank's medians into med. */
 static int64_t run_all(bench_t *b, int iters, double *med) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -287,7 +294,8 @@ static int64_t run_all(bench_t *b, int iters, double *med) {
     }
     double *t = malloc(sizeof *t * (size_t)(3 * iters));
     for (int it = 0; it < iters; it++)
-        for (int f = 0; f < 3; f++) {
+        for (int j = 0; j < 3; j++) {
+            int f = (j + it) % 3; /* each form first, second and third in turn */
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime(), dt, slowest;
             run_form(b, f, rank);
@@ -369,18 +377,21 @@ int main(int argc, char **argv) {
     MPI_Allreduce(&diff, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     dtr_cross_figures_t f;
     dtr_cross_plan_figures(b.batch, &f);
-    double limit = 2.0 * (double)f.recv_bytes_max / (gbps * 1e3);
+    int64_t mine = 0, out_max = 0;
+    for (int k = 0; k < n; k++) mine += (int64_t)b.out_bytes[k];
+    MPI_Allreduce(&mine, &out_max, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    double limit = 2.0 * (double)out_max / (gbps * 1e3);
     if (rank == 0)
         printf("{\"tensors\":%d,\"bytes\":%lld,\"ranks\":%d,\"batch_us\":%.1f,\"one_by_one_us\":%.1f,"
-               "\"gather_us\":%.1f,\"limit_us\":%.1f,\"copy_gbps\":%.2f,\"recv_bytes_max\":%lld,"
+               "\"gather_us\":%.1f,\"limit_us\":%.1f,\"copy_gbps\":%.2f,\"out_bytes_max\":%lld,\"recv_bytes_max\":%lld,"
                "\"messages\":%lld,\"rounds\":%lld,\"cap\":%lld,\"staging_bytes_max\":%lld,"
                "\"peak_extra_bytes\":%lld,\"scratch_bytes_max\":%lld,\"relabel_saved_bytes\":%lld,"
                "\"gather_over_batch\":%.2f,\"one_by_one_over_batch\":%.2f,\"batch_over_limit\":%.2f,"
                "\"mismatched_bytes\":%lld}\n",
-               n, (long long)b.total, world, med[0], med[1], med[2], limit, gbps,
+               n, (long long)b.total, world, med[0], med[1], med[2], limit, gbps, (long long)out_max,
                (long long)f.recv_bytes_max, (long long)f.messages, (long long)f.rounds, (long long)a.cap,
                (long long)f.staging_bytes_max, (long long)f.peak_extra_bytes, (long long)most,
-               (long long)f.relabel_saved_bytes, med[2] / med[0], med[1] / med[0], med[0] / limit,
+               (long long)f.relabel_saved_bytes, med[2] / med[0], med[1] / med[0], limit > 0 ? med[0] / limit : 0.0,
                (long long)wrong);
     teardown(&b);
     dtr_mesh_destroy(ma), dtr_mesh_destroy(mb);

@@ -1,10 +1,11 @@
 /*
  * A change between meshes on this rank (dtr_redistribute_cross, _batch): one argument
- * agreement over the ranks of both meshes; each tensor's reduction on the source mesh (a
- * plan of its own, run by the source ranks alone) into the context's scratch; then, round
- * by round, one all-to-all-v over the ranks of both meshes, each rank packing the boxes it
- * sends from its (reduced) source blocks and placing the boxes it receives into its target
- * blocks; the boxes it keeps are copied in round 0. A rank in neither mesh returns at once.
+ * agreement over the ranks of both meshes; then round by round: the reductions on the
+ * source mesh of the tensors that start in it (a plan of their own, run by the source ranks
+ * alone, into the context's scratch), and one all-to-all-v over the ranks of both meshes,
+ * each rank packing the boxes it sends from its (reduced) source blocks and placing the
+ * boxes it receives into its target blocks; the boxes it keeps are copied in their
+ * tensor's first round. A rank in neither mesh returns at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,12 +134,55 @@ static dtr_status_t dtr__xunpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, 
     return DTR_OK;
 }
 
-/* The moves, round by round: counts, staging, pack, one all-to-all-v, unpack. */
+/* The mids' scratch (the plan's mid_bytes) and each tensor's reduced block in it. */
+static dtr_status_t dtr__xmids(dtr_context_t *ctx, const dtr_cross_plan_t *p, dtr__xside_t *xs) {
+    if (p->mid_bytes > 0)
+        DTR_CHECK(dtr__reserve(ctx, &ctx->cross_mid, &ctx->cross_mid_cap, p->mid_bytes,
+                               "the reduced source blocks"));
+    for (int t = 0; t < p->ntensors; t++)
+        if (p->t[t].has_pre && xs[t].src) xs[t].mid = (char *)ctx->cross_mid + p->t[t].mid_offset;
+    return DTR_OK;
+}
+
+/* The reductions on the source mesh of the tensors whose first round is `round`: those
+ * its batch coalesces in one call, the others one by one (a rank with empty blocks still
+ * takes part). */
+static dtr_status_t dtr__xpre(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
+                              dtr__xside_t *xs, const char *func) {
+    dtr_status_t st = DTR_OK;
+    const dtr_batch_plan_t *bp = p->pre_batch != NULL ? p->pre_batch[round] : NULL;
+    if (bp != NULL && xs[0].src) { /* (every tensor's source is on one mesh) */
+        const void **in = malloc(sizeof *in * (size_t)bp->ntensors);
+        void **out = malloc(sizeof *out * (size_t)bp->ntensors);
+        size_t *ib = malloc(sizeof *ib * (size_t)bp->ntensors), *ob = malloc(sizeof *ob * (size_t)bp->ntensors);
+        int m = 0;
+        for (int t = 0; in && out && ib && ob && t < p->ntensors; t++)
+            if (p->t[t].round == round && dtr__xcoalesced(p, t))
+                in[m] = xs[t].in, ib[m] = xs[t].in_bytes, out[m] = (void *)xs[t].mid,
+                ob[m++] = (size_t)xs[t].ml.bytes;
+        st = in && out && ib && ob ? dtr_redistribute_batch(ctx, bp, in, ib, out, ob)
+                                   : dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "the reductions' arrays");
+        free(in), free(out), free(ib), free(ob);
+    }
+    for (int t = 0; st == DTR_OK && t < p->ntensors; t++) {
+        dtr__xside_t *x = &xs[t];
+        if (!p->t[t].has_pre || !x->src || p->t[t].round != round || dtr__xcoalesced(p, t)) continue;
+        st = dtr_redistribute(ctx, &p->t[t].pre, x->in, x->in_bytes, (void *)x->mid, (size_t)x->ml.bytes);
+    }
+    if (st != DTR_OK)
+        return dtr__error(st, func, "the reduction on the source mesh%s: %s",
+                          p->ntensors > 1 ? " (a tensor of the batch)" : "", dtr_last_error());
+    return DTR_OK;
+}
+
+/* The rounds: the reductions of the tensors starting there, counts, staging, pack, one
+ * all-to-all-v, unpack. */
 static dtr_status_t dtr__xmoves(dtr_context_t *ctx, const dtr_cross_plan_t *p, void *group,
-                                const dtr__xside_t *xs, const char *func) {
+                                dtr__xside_t *xs, const char *func) {
     int64_t *a[6], send, recv;
     DTR_CHECK(dtr__arrays(ctx, p->nranks > 2 ? p->nranks : 2, a));
     for (int round = 0; round < p->nrounds; round++) {
+        DTR_CHECK(dtr__xpre(ctx, p, round, xs, func));
         dtr__xcounts(p, round, ctx->rank, a, &send, &recv);
         DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "cross send staging"));
         DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "cross receive staging"));
@@ -151,30 +195,6 @@ static dtr_status_t dtr__xmoves(dtr_context_t *ctx, const dtr_cross_plan_t *p, v
             return dtr__error(st, func, "the moves between the meshes (round %d of %d): %s", round,
                               p->nrounds, dtr_last_error());
         DTR_CHECK(dtr__xunpack(ctx, p, round, xs));
-    }
-    return DTR_OK;
-}
-
-/* Each tensor's reduction on the source mesh, into one scratch buffer of their mids. */
-static dtr_status_t dtr__xpre(dtr_context_t *ctx, const dtr_cross_plan_t *p, dtr__xside_t *xs,
-                              const char *func) {
-    int64_t need = 0;
-    for (int t = 0; t < p->ntensors; t++)
-        if (p->t[t].has_pre && xs[t].src) need += (xs[t].ml.bytes + 63) / 64 * 64;
-    if (need > 0) /* (a rank with empty blocks still takes part in the reductions) */
-        DTR_CHECK(dtr__reserve(ctx, &ctx->cross_mid, &ctx->cross_mid_cap, need,
-                               "the reduced source blocks"));
-    int64_t at = 0;
-    for (int t = 0; t < p->ntensors; t++) {
-        dtr__xside_t *x = &xs[t];
-        if (!p->t[t].has_pre || !x->src) continue;
-        void *mid = (char *)ctx->cross_mid + at;
-        at += (x->ml.bytes + 63) / 64 * 64;
-        dtr_status_t st = dtr_redistribute(ctx, &p->t[t].pre, x->in, x->in_bytes, mid, (size_t)x->ml.bytes);
-        if (st != DTR_OK)
-            return dtr__error(st, func, "the reduction on the source mesh%s: %s",
-                              p->ntensors > 1 ? " (a tensor of the batch)" : "", dtr_last_error());
-        x->mid = mid;
     }
     return DTR_OK;
 }
@@ -200,7 +220,7 @@ static dtr_status_t dtr__xrun(dtr_context_t *ctx, const dtr_cross_plan_t *plan, 
     for (int t = 0; t < plan->ntensors && local == DTR_OK; t++)
         local = dtr__xlocal(&xs[t], t, batch, msg, sizeof msg);
     DTR_CHECK(dtr__agree_on(ctx, group, func, plan->hash, local, msg));
-    DTR_CHECK(dtr__xpre(ctx, plan, xs, func));
+    DTR_CHECK(dtr__xmids(ctx, plan, xs));
     return dtr__xmoves(ctx, plan, group, xs, func);
 }
 

@@ -222,14 +222,11 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     for (int t = 0; t < p->ntensors; t++) {
         const dtr__xtensor_t *x = &p->t[t];
         if (!x->has_pre) continue;
-        dtr_layout_t l;
-        int64_t zero[DTR_MAX_MESH_DIMS] = {0};
-        dtr_spec_layout_at(&x->mid, zero, &l); /* (coordinate 0's block is the largest) */
-        extra += l.bytes;
         f.pre_steps += x->pre.nsteps;
         f.time_us += x->pre.time_us;
         if (x->pre.peak_extra_bytes > pre_peak) pre_peak = x->pre.peak_extra_bytes;
     }
+    extra = p->mid_bytes; /* (the reduced blocks alive at once, cross_rounds.c) */
     f.peak_extra_bytes = extra + (f.staging_bytes_max > pre_peak ? f.staging_bytes_max : pre_peak);
     f.time_us += (double)(most_peers * f.rounds) * cost->alpha_us[0] +
                  (double)(f.send_bytes_max > f.recv_bytes_max ? f.send_bytes_max : f.recv_bytes_max) /
@@ -311,6 +308,41 @@ static void dtr__hash(dtr_cross_plan_t *p) {
     p->hash = h;
 }
 
+bool dtr__xcoalesced(const dtr_cross_plan_t *p, int t) {
+    const dtr__xtensor_t *x = &p->t[t];
+    return x->has_pre && x->src.dtype == x->mid.dtype && p->pre_batch != NULL &&
+           p->pre_batch[x->round] != NULL;
+}
+
+/* Per round, the reductions of the tensors starting there (those that keep their dtype: a
+ * batch does not cast) as one batch plan, where there are two or more: one collective per
+ * kind of step for all of them instead of one per tensor. */
+static dtr_status_t dtr__pre_batches(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
+    int n = p->ntensors;
+    p->pre_batch = calloc((size_t)p->nrounds, sizeof *p->pre_batch);
+    dtr_spec_t *src = malloc(sizeof *src * (size_t)(2 * (n > 0 ? n : 1)));
+    int *count = calloc((size_t)p->nrounds, sizeof *count);
+    dtr_status_t st = p->pre_batch != NULL && src != NULL && count != NULL
+                          ? DTR_OK
+                          : dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "batches");
+    for (int t = 0; st == DTR_OK && t < n; t++)
+        count[p->t[t].round] += p->t[t].has_pre && p->t[t].src.dtype == p->t[t].mid.dtype;
+    dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
+    for (int r = 0; st == DTR_OK && r < p->nrounds; r++) {
+        if (count[r] < 2) continue;
+        int m = 0;
+        for (int t = 0; t < n; t++) {
+            const dtr__xtensor_t *x = &p->t[t];
+            if (x->round == r && x->has_pre && x->src.dtype == x->mid.dtype)
+                src[m] = x->src, src[n + m] = x->mid, m++;
+        }
+        st = dtr_batch_plan_create(m, src, src + n, &opts, NULL, &p->pre_batch[r]);
+    }
+    free(src);
+    free(count);
+    return st;
+}
+
 /* The moves of a plan whose tensors (src, mid, pre, dst) are set: relabeling where asked,
  * the blocks, the pieces and their senders, the messages in rounds, figures and hash. */
 static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
@@ -328,6 +360,7 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
     if (st == DTR_OK) st = dtr__assign(b, &ps, p, load);
     if (st == DTR_OK) st = dtr__messages(p, &ps);
     if (st == DTR_OK) st = dtr__xrounds(p);
+    if (st == DTR_OK) st = dtr__pre_batches(p, cost);
     if (st == DTR_OK) st = dtr__figures(p, b, &ps, cost);
     if (st == DTR_OK) dtr__hash(p);
     free(load);
@@ -339,6 +372,9 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
 
 void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
     if (plan == NULL) return;
+    for (int r = 0; plan->pre_batch != NULL && r < plan->nrounds; r++)
+        dtr_batch_plan_destroy(plan->pre_batch[r]);
+    free(plan->pre_batch);
     free(plan->t);
     dtr_mesh_destroy(plan->relabeled);
     free(plan->msgs);

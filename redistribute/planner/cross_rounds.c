@@ -1,12 +1,21 @@
 /*
- * The rounds of a change between meshes (cross.c): without a staging cap every message goes
- * in one round. Under a cap C, a message between distinct ranks larger than the chunk size
- * (C/2 where that holds one element, so a rank can send and receive in the same round; else
- * C) is split into boxes of at most that many bytes: rows of its leading dims, each cut
- * along the first dim whose rows fit. The chunks then go into rounds greedily in message
- * order: a chunk joins the first round in which neither its sender nor its receiver would
- * stage more than C bytes (sent and received together). Every chunk fits a round alone, so
- * each round places at least one. Kept boxes (from == to) stay in round 0, unsplit.
+ * The rounds of a change between meshes (cross.c), each one all-to-all-v.
+ *
+ * Without a staging cap, whole tensors in order: a round takes the next tensors while no
+ * rank would stage more than DTR__ROUND_BYTES in it (a larger tensor has a round alone), so
+ * a batch's small tensors share one exchange and a large one is packed, sent and unpacked
+ * while its bytes are in cache.
+ *
+ * Under a cap C, a message between distinct ranks larger than the chunk size (C/2 where
+ * that holds one element, so a rank can send and receive in the same round; else C) is
+ * split into boxes of at most that many bytes: rows of its leading dims, each cut along the
+ * first dim whose rows fit. The chunks then go into rounds greedily in tensor order: a
+ * chunk joins the first round in which neither its sender nor its receiver would stage
+ * more than C bytes (sent and received together). Every chunk fits a round alone, so each
+ * round places at least one.
+ *
+ * Boxes a rank keeps (from == to) are never split and go in their tensor's first round,
+ * before which its reduction on the source mesh runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +23,13 @@
 #include "redistribute/planner/internal.h"
 
 #define DTR__FUNC "dtr_cross_plan_create"
+
+/* Without a cap, the most a round stages on a rank before the next tensor opens another:
+ * about what stays in a core's L2 cache with the blocks it is packed from and unpacked
+ * into (bench/cross_mesh_bench.sh measured 256 KiB to 4 MiB; larger rounds ran slower). */
+#ifndef DTR__ROUND_BYTES
+#define DTR__ROUND_BYTES (1ll << 20)
+#endif
 
 typedef struct {
     dtr__xmsg_t *v;
@@ -64,9 +80,9 @@ static int dtr__union_pos(const dtr_cross_plan_t *p, int r) {
     return (int)(at - p->ranks);
 }
 
-/* Each chunk's round, greedily under the cap (the chunks in message order). The most any
+/* Under a cap: each chunk's round, greedily (the chunks in tensor order). The most any
  * rank stages in a round into p->fig.staging_bytes_max. */
-static dtr_status_t dtr__assign_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
+static dtr_status_t dtr__capped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
     int64_t *load = calloc((size_t)p->nranks, sizeof *load), left = 0;
     int64_t *todo = malloc(sizeof *todo * (size_t)(a->n > 0 ? a->n : 1));
     if (load == NULL || todo == NULL) {
@@ -83,7 +99,7 @@ static dtr_status_t dtr__assign_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
         for (int64_t j = 0; j < left; j++) {
             dtr__xmsg_t *m = &a->v[todo[j]];
             int s = dtr__union_pos(p, m->from), r = dtr__union_pos(p, m->to);
-            if (p->cap > 0 && (load[s] + m->bytes > p->cap || load[r] + m->bytes > p->cap)) {
+            if (load[s] + m->bytes > p->cap || load[r] + m->bytes > p->cap) {
                 todo[kept++] = todo[j];
                 continue;
             }
@@ -99,6 +115,135 @@ static dtr_status_t dtr__assign_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
     p->nrounds = round > 0 ? round : 1;
     free(load);
     free(todo);
+    return DTR_OK;
+}
+
+/* Without a cap: whole tensors, in order, a round holding the next ones while no rank would
+ * stage more than DTR__ROUND_BYTES in it (a larger tensor takes a round alone). Many small
+ * tensors then share one all-to-all-v, and a large one is packed, sent and unpacked while
+ * its bytes are still in cache; its reduction on the source mesh runs just before its
+ * round. a's messages are in tensor order. */
+static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
+    int64_t n = p->nranks, *v = calloc((size_t)(2 * n), sizeof *v);
+    int *touched = malloc(sizeof *touched * (size_t)(2 * n)), nt = 0, nr = 0, round = 0;
+    if (v == NULL || touched == NULL) {
+        free(v);
+        free(touched);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "rounds of %lld ranks", (long long)n);
+    }
+    int64_t *load = v, *mine = v + n, used = 0; /* the round's loads; this tensor's */
+    int *round_ranks = touched + n;
+    for (int64_t k = 0; k < a->n;) {
+        int64_t end = k, most = 0;
+        for (; end < a->n && a->v[end].tensor == a->v[k].tensor; end++) {
+            const dtr__xmsg_t *m = &a->v[end];
+            if (m->from == m->to) continue;
+            int ends[2] = {dtr__union_pos(p, m->from), dtr__union_pos(p, m->to)};
+            for (int e = 0; e < 2; e++) {
+                if (mine[ends[e]] == 0) touched[nt++] = ends[e];
+                mine[ends[e]] += m->bytes;
+            }
+        }
+        for (int j = 0; j < nt; j++)
+            if (load[touched[j]] + mine[touched[j]] > most) most = load[touched[j]] + mine[touched[j]];
+        if (used > 0 && most > DTR__ROUND_BYTES) { /* a new round */
+            for (int j = 0; j < nr; j++) load[round_ranks[j]] = 0;
+            nr = 0, used = 0, round++;
+        }
+        for (int j = 0; j < nt; j++) {
+            int r = touched[j];
+            if (load[r] == 0) round_ranks[nr++] = r;
+            load[r] += mine[r], mine[r] = 0;
+            if (load[r] > p->fig.staging_bytes_max) p->fig.staging_bytes_max = load[r];
+        }
+        used += nt, nt = 0;
+        for (; k < end; k++) a->v[k].round = round;
+    }
+    p->nrounds = round + 1;
+    free(v);
+    free(touched);
+    return DTR_OK;
+}
+
+/* By tensor, sender, receiver, then the box's corner: the order rounds are filled in. */
+static int dtr__cmp_tensor(const void *a, const void *b) {
+    const dtr__xmsg_t *x = a, *y = b;
+    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+    if (x->from != y->from) return x->from < y->from ? -1 : 1;
+    if (x->to != y->to) return x->to < y->to ? -1 : 1;
+    for (int d = 0; d < DTR_MAX_TENSOR_DIMS; d++)
+        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
+    return 0;
+}
+
+/* Each tensor's first and last rounds (its boxes kept in place go in the first, and its
+ * reduction on the source mesh runs before it); a tensor that sends nothing takes the round
+ * before it. */
+static void dtr__tensor_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
+    for (int t = 0; t < p->ntensors; t++) p->t[t].round = p->t[t].last = -1;
+    for (int64_t k = 0; k < a->n; k++) {
+        const dtr__xmsg_t *m = &a->v[k];
+        dtr__xtensor_t *x = &p->t[m->tensor];
+        if (m->from == m->to) continue;
+        if (x->round < 0 || m->round < x->round) x->round = m->round;
+        if (m->round > x->last) x->last = m->round;
+    }
+    for (int t = 0; t < p->ntensors; t++) {
+        dtr__xtensor_t *x = &p->t[t];
+        if (x->round < 0) x->round = x->last = t > 0 ? p->t[t - 1].round : 0;
+    }
+    for (int64_t k = 0; k < a->n; k++)
+        if (a->v[k].from == a->v[k].to) a->v[k].round = p->t[a->v[k].tensor].round;
+}
+
+/* The bytes a tensor's reduced block takes in the mids' scratch: its layout's largest
+ * block (coordinate 0's), in 64-byte units. */
+static int64_t dtr__mid_size(const dtr__xtensor_t *x) {
+    dtr_layout_t l;
+    int64_t zero[DTR_MAX_MESH_DIMS] = {0};
+    dtr_spec_layout_at(&x->mid, zero, &l);
+    return (l.bytes + 63) / 64 * 64;
+}
+
+/* Where each reduced block lies in the mids' scratch: a block lives from its tensor's first
+ * round to its last, and a freed one's room is reused (first fit, the tensors by first
+ * round). p->mid_bytes: the most at once. */
+static dtr_status_t dtr__mid_offsets(dtr_cross_plan_t *p) {
+    int n = p->ntensors, live = 0, nb = 0;
+    int *by_round = malloc(sizeof *by_round * (size_t)(n > 0 ? n : 1));
+    int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1)); /* live blocks by offset */
+    if (by_round == NULL || order == NULL) {
+        free(by_round);
+        free(order);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%d tensors", n);
+    }
+    for (int t = 0; t < n; t++)
+        if (p->t[t].has_pre) by_round[nb++] = t;
+    for (int i = 1; i < nb; i++) /* insertion sort by first round (stable; mostly sorted) */
+        for (int j = i; j > 0 && p->t[by_round[j - 1]].round > p->t[by_round[j]].round; j--) {
+            int x = by_round[j];
+            by_round[j] = by_round[j - 1], by_round[j - 1] = x;
+        }
+    p->mid_bytes = 0;
+    for (int i = 0; i < nb; i++) {
+        dtr__xtensor_t *x = &p->t[by_round[i]];
+        int64_t size = dtr__mid_size(x), at = 0;
+        int kept = 0, slot = 0;
+        for (int j = 0; j < live; j++) /* drop the blocks whose last round is before this one */
+            if (p->t[order[j]].last >= x->round) order[kept++] = order[j];
+        live = kept;
+        for (; slot < live; slot++) { /* the first gap that holds it */
+            const dtr__xtensor_t *y = &p->t[order[slot]];
+            if (y->mid_offset - at >= size) break;
+            at = y->mid_offset + dtr__mid_size(y);
+        }
+        x->mid_offset = at;
+        memmove(order + slot + 1, order + slot, sizeof *order * (size_t)(live - slot));
+        order[slot] = by_round[i], live++;
+        if (at + size > p->mid_bytes) p->mid_bytes = at + size;
+    }
+    free(by_round);
+    free(order);
     return DTR_OK;
 }
 
@@ -169,7 +314,10 @@ dtr_status_t dtr__xrounds(dtr_cross_plan_t *p) {
     p->nmsgs = a.n;
     if (p->msgs == NULL && (p->msgs = malloc(sizeof *p->msgs)) == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "messages");
-    DTR_CHECK(dtr__assign_rounds(p, &a));
+    qsort(a.v, (size_t)a.n, sizeof *a.v, dtr__cmp_tensor);
+    DTR_CHECK(p->cap > 0 ? dtr__capped_rounds(p, &a) : dtr__grouped_rounds(p, &a));
+    dtr__tensor_rounds(p, &a);
+    DTR_CHECK(dtr__mid_offsets(p));
     p->fig.rounds = p->nrounds;
     return dtr__index(p);
 }

@@ -173,7 +173,9 @@ typedef struct {
 typedef struct {
     dtr_spec_t src, mid, dst; /* dst on the plan's destination mesh (relabeled or the caller's) */
     bool has_pre;
-    dtr_plan_t pre;           /* src -> mid on src's mesh */
+    dtr_plan_t pre;           /* src -> mid on src's mesh, run before round `round` */
+    int round, last;          /* the tensor's first and last rounds */
+    int64_t mid_offset;       /* where its reduced block lies in the mids' scratch (has_pre) */
 } dtr__xtensor_t;
 
 struct dtr_cross_plan {
@@ -187,11 +189,18 @@ struct dtr_cross_plan {
     int64_t *by_to;           /* message indices by round, receiver, sender */
     int nrounds;
     int64_t *round_first;     /* round r's messages: [round_first[r], round_first[r + 1]) */
+    int64_t mid_bytes;        /* the mids' scratch: the most reduced blocks alive at once */
+    /* per round, the reductions on the source mesh of the tensors starting there that keep
+     * their dtype (dtr__xcoalesced says which), as one batch; NULL where fewer than two */
+    dtr_batch_plan_t **pre_batch;
     int nranks;
     int *ranks;               /* RA and RB together, ascending */
     dtr_cross_figures_t fig;
     uint64_t hash;            /* what the ranks' argument agreement compares */
 };
+
+/* Whether tensor t's reduction on the source mesh runs in its round's pre_batch. */
+bool dtr__xcoalesced(const dtr_cross_plan_t *p, int t);
 
 /* The messages rank sends in a round (*first, *n into msgs) and receives (into by_to). */
 void dtr__cross_sends(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);

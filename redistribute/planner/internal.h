@@ -347,9 +347,10 @@ int dtr__xcmp_int(const void *a, const void *b);
  * mids and dsts set, b their mids' blocks), dst's own order on ties. */
 dtr_status_t dtr__xrelabel(const dtr_cross_plan_t *p, const dtr__xblocks_t *b, int *ranks);
 
-/* cross_rounds.c: the messages between distinct ranks split into chunks of at most the cap
- * (half of it where it holds a row) and put in rounds in which no rank stages more than the
- * cap; without a cap one round. Replaces p->msgs (p->nmsgs) and sets rounds. */
+/* cross_rounds.c: the messages in rounds: without a cap, whole tensors grouped while a round
+ * stays small; under a cap, split into chunks of at most the cap (half of it where it holds
+ * an element) in rounds in which no rank stages more than the cap. Replaces p->msgs
+ * (p->nmsgs), sets the rounds and each tensor's first round. */
 dtr_status_t dtr__xrounds(dtr_cross_plan_t *p);
 
 /* A spec the caller says was made by dtr_spec_init: its mesh, dtype, dims and placements in
