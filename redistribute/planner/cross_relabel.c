@@ -151,7 +151,7 @@ static dtr_status_t dtr__greedy(const dtr_cross_plan_t *p, const dtr__xblocks_t 
     for (int t = 1; t < p->ntensors; t++) base[t] = base[t - 1] + b[t - 1].nclasses;
     for (int64_t k = 0; k < ps->n; k++)
         ps->v[k].numel *= dtr_dtype_info(p->t[ps->v[k].tensor].dst.dtype)->size;
-    qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_bytes);
+    if (ps->n > 1) qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_bytes);
     for (int64_t k = 0; k < ps->n; k++) {
         const dtr__xpiece_t *x = &ps->v[k];
         const dtr__xblocks_t *tb = &b[x->tensor];

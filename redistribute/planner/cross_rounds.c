@@ -314,7 +314,7 @@ dtr_status_t dtr__xrounds(dtr_cross_plan_t *p) {
     p->nmsgs = a.n;
     if (p->msgs == NULL && (p->msgs = malloc(sizeof *p->msgs)) == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "messages");
-    qsort(a.v, (size_t)a.n, sizeof *a.v, dtr__cmp_tensor);
+    if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, dtr__cmp_tensor);
     DTR_CHECK(p->cap > 0 ? dtr__capped_rounds(p, &a) : dtr__grouped_rounds(p, &a));
     dtr__tensor_rounds(p, &a);
     DTR_CHECK(dtr__mid_offsets(p));
