@@ -58,7 +58,7 @@ static void dtr__plan_help(FILE *out) {
         "                       sends and receives and their lower bounds\n"
         "                       (docs/cross-mesh.md); --to is Shard or Replicate. With\n"
         "                       --batch, the file's tensors between the two meshes, moved\n"
-        "                       in one round of messages\n"
+        "                       together (small ones sharing each exchange)\n"
         "  --relabel            with --to-mesh: choose which of the destination ranks holds\n"
         "                       which coordinate so that the fewest bytes move (--json:\n"
         "                       \"relabel\", the rank of each coordinate, row-major; the\n"

@@ -193,31 +193,34 @@ static void dtr__mpi_group_destroy(void *state, void *group) {
 static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, int tag,
                                           void **out) {
     dtr__mpi_t *m = state;
+    int size = 0;
+    MPI_Comm_size(m->world, &size);
+    for (int k = 0; k < n; k++) /* (every member finds it: none waits) */
+        if (ranks[k] < 0 || ranks[k] >= size)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                              "the mesh's rank %d is not in the context's communicator of %d "
+                              "ranks", ranks[k], size);
     dtr__mpi_group_t *g = calloc(1, sizeof *g);
     int *ints = malloc((size_t)n * 4 * sizeof *ints);
     MPI_Datatype *types = malloc((size_t)n * 2 * sizeof *types);
     int *members = malloc((size_t)n * sizeof *members);
-    if (g == NULL || ints == NULL || types == NULL || members == NULL) {
-        free(g);
-        free(ints);
-        free(types);
-        free(members);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "group of %d ranks", n);
-    }
-    memcpy(members, ranks, (size_t)n * sizeof *members);
+    int rc = MPI_ERR_NO_MEM;
     MPI_Group world_group = MPI_GROUP_NULL, sub = MPI_GROUP_NULL;
-    int rc = MPI_Comm_group(m->world, &world_group);
-    if (rc == MPI_SUCCESS) rc = MPI_Group_incl(world_group, n, ranks, &sub);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(m->world, sub, tag, &g->comm);
-    if (sub != MPI_GROUP_NULL) MPI_Group_free(&sub);
-    if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+    if (g != NULL && ints != NULL && types != NULL && members != NULL) {
+        memcpy(members, ranks, (size_t)n * sizeof *members);
+        rc = MPI_Comm_group(m->world, &world_group);
+        if (rc == MPI_SUCCESS) rc = MPI_Group_incl(world_group, n, ranks, &sub);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_create_group(m->world, sub, tag, &g->comm);
+        if (sub != MPI_GROUP_NULL) MPI_Group_free(&sub);
+        if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+    }
     if (rc != MPI_SUCCESS) {
+        int oom = g == NULL || ints == NULL || types == NULL || members == NULL;
         free(g);
         free(ints);
         free(types);
         free(members);
-        int size = 0;
-        MPI_Comm_size(m->world, &size);
+        if (oom) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "group of %d ranks", n);
         return dtr__error(DTR_ERR_BACKEND, "mpi",
                           "MPI_Comm_create_group of %d ranks (the mesh needs ranks 0..%d of a "
                           "communicator of %d): error %d",

@@ -350,7 +350,8 @@ typedef struct {
      * chosen. Where no order moves fewer bytes, dst's own order stays. */
     bool relabel;
     /* The most bytes of staging one rank holds at once for the moves (sent and received
-     * together); larger moves go in chunks over several rounds. 0: no cap (one round). */
+     * together); larger moves go in chunks over several rounds. 0: no cap (a tensor's
+     * messages in one round). */
     int64_t staging_cap_bytes;
 } dtr_cross_options_t;
 
@@ -384,7 +385,9 @@ DTR_API dtr_status_t dtr_cross_plan_create(const dtr_spec_t *src, const dtr_spec
                                            dtr_cross_plan_t **out);
 /* Many tensors between the same two meshes (a model's parameters, a refit): src[i] ->
  * dst[i] for i < n, every src on one mesh and every dst on one other (or the same), moved
- * in one round of messages per pair of ranks (more under a staging cap). Relabeling
+ * together: rounds of whole tensors, each one exchange between the ranks, a round holding
+ * the next tensors while a rank stages at most 1 MiB (a larger tensor alone; under a
+ * staging cap, chunks), each round's reductions on the source mesh coalesced. Relabeling
  * chooses one order of dst's mesh for all of them. Errors as for one tensor, naming
  * src[i] / dst[i]. */
 DTR_API dtr_status_t dtr_cross_plan_create_batch(int n, const dtr_spec_t *src,

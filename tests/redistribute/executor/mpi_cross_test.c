@@ -12,7 +12,8 @@
  * of every destination rank's block, that every source rank's input is intact, that nothing
  * is written past the output, and that a rank in neither mesh returns at once; each plan
  * runs twice on one context. Then the unhappy paths: one rank's wrong sizes (its error
- * there, REMOTE on the others, nobody hangs).
+ * there, REMOTE on the others, nobody hangs), and a mesh naming a rank past the
+ * communicator (an error naming it, at once).
  *
  * Usage: mpirun -n N mpi_cross_test [--cases N] [--seed S] (XTRACE=1: print each case before
  * it runs, to find one that hangs). Prints one line per failing
@@ -280,6 +281,37 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
     return bad;
 }
 
+/* A destination mesh naming a rank past the communicator: rank 0 (the only other member)
+ * gets the error naming it, at once, and the others are bystanders.
+ * 0, or 1 with why. */
+static int out_of_comm(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
+    int ra[1] = {0}, rb[1] = {world};
+    int64_t one = 1;
+    dtr_mesh_t *a = NULL, *b = NULL;
+    dtr_mesh_create(1, &one, ra, 1, &a);
+    dtr_mesh_create(1, &one, rb, 1, &b);
+    dtr_spec_t src, dst;
+    int64_t shape[1] = {4};
+    dtr_placement_t r = dtr_replicate();
+    dtr_spec_init(&src, a, &r, 1, shape, 1, DTR_F32);
+    dtr_spec_init(&dst, b, &r, 1, shape, 1, DTR_F32);
+    dtr_cross_plan_t *plan = NULL;
+    dtr_cross_plan_create(&src, &dst, NULL, &plan);
+    float in[4] = {1, 2, 3, 4};
+    dtr_status_t st = dtr_redistribute_cross(ctx, plan, in, sizeof in, NULL, 0);
+    int bad = 0;
+    if (rank == 0 ? st != DTR_ERR_INVALID_ARGUMENT ||
+                        strstr(dtr_last_error(), "not in the context's communicator") == NULL
+                  : st != DTR_OK) {
+        snprintf(why, len, "a mesh past the communicator: %s (%s)", dtr_status_name(st), dtr_last_error());
+        bad = 1;
+    }
+    dtr_cross_plan_destroy(plan);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, world, cases = 100, passed = 0, failed = 0;
@@ -318,13 +350,14 @@ int main(int argc, char **argv) {
     }
     char why[512] = "";
     int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0, any = 0;
+    if (!bad) bad = out_of_comm(ctx, rank, world, why, sizeof why);
     if (bad) printf("FAIL hostile: rank %d: %s\n", rank, why);
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any)
         failed++;
     else
         passed++;
-    if (rank == 0 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
+    if (rank == 0 && world >= 2 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
         printf("FAIL: the draws missed a kind of rank sets (disjoint %d, overlapping %d, the same %d)\n",
                kinds[0], kinds[1], kinds[2]);
         failed++;
