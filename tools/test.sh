@@ -2,8 +2,9 @@
 # The test suite: installs what it needs, then runs parts of it.
 #
 #   bash tools/test.sh          the quick check (5.5 minutes on a fresh clone, 2 cores):
-#                               every test target once (part 1, `plain`) and the installed
-#                               trees checked from outside (part 6, `install`)
+#                               every test target once (part 1, `plain`), the installed
+#                               trees checked from outside (part 6, `install`) and the
+#                               Python package (part 7, `python`)
 #   bash tools/test.sh --all    the whole matrix below (26 minutes there): what CI runs
 #   bash tools/test.sh --help   this text
 #
@@ -36,6 +37,9 @@
 #                                                Open MPI and MPICH, with their .deb files;
 #                                                tests/install/run.sh builds programs outside
 #                                                the tree from them and runs them),
+#   7. python                                   (python/tests/run.sh: `pip install ./python`
+#                                                into a virtual environment, the wheel's
+#                                                contents, pytest on 1, 2 and 4 ranks),
 # sums the test cases every part reported and ends with one line "N passed, N failed".
 # DTR_TEST_PARTS picks parts by name (it overrides --all); other arguments go to `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
 # its GPU tests skip (printing why) when no GPU is visible.
@@ -47,8 +51,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all_parts="plain nodes asan fuzz nocuda mpich install"
-parts="plain install"
+all_parts="plain nodes asan fuzz nocuda mpich install python"
+parts="plain install python"
 args=()
 for a in "$@"; do
     case $a in
@@ -234,6 +238,15 @@ for part in $parts; do
             passed=$((passed + p))
             failed=$((failed + f))
         done
+        ;;
+    python)
+        out=$(bash python/tests/run.sh 2>&1)
+        echo "$out" | grep -vE '^\.*s*\.* *\[' | tail -20
+        line=$(grep -oE '^python: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
+        [ -n "$line" ] || line="python: 0 passed, 1 failed"
+        read -r p f < <(sed -E 's/python: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
+        passed=$((passed + p))
+        failed=$((failed + f))
         ;;
     asan) suite asan --config=asan --test_env=DTR_CASES_DIV=5 \
         "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0" ;;

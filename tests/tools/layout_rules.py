@@ -79,9 +79,10 @@ INCLUDES = {
     "bench": PUBLIC + LOW,
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
+    "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)
 }
 # Folders that hold no C source (scripts, data, docs, third_party's Bazel wiring).
-SKIP = {"third_party", "dist", "tests/data", "bench/pytorch"}
+SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build"}
 SOURCE = (".c", ".h", ".cu", ".cpp", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a function definition: a line at column 0 naming a function (or a Criterion test), then

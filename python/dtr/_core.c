@@ -1,0 +1,68 @@
+/*
+ * The module dtr._core: its functions and its setup (docs/python.md).
+ */
+#include "_core.h"
+
+/* ---- the module ---------------------------------------------------------------------- */
+
+static PyObject *dtrpy_version(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyUnicode_FromString(dtr_version_string());
+}
+
+static PyObject *dtrpy_mpi_library(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(v, &len);
+    return PyUnicode_FromStringAndSize(v, len);
+}
+
+static PyMethodDef dtrpy_methods[] = {
+    {"version", dtrpy_version, METH_NOARGS, "The loaded library's version (\"0.10.0\")."},
+    {"mpi_library", dtrpy_mpi_library, METH_NOARGS, "The MPI library dtr was built with."},
+    {"_shutdown", dtrpy_shutdown, METH_NOARGS, "Destroys every context (at exit)."},
+    {"layout", (PyCFunction)(void (*)(void))dtrpy_layout, METH_VARARGS | METH_KEYWORDS,
+     "Each rank's (rank, coordinate, local_shape, global_offset, bytes); see dtr.layout."},
+    {"plan", (PyCFunction)(void (*)(void))dtrpy_plan, METH_VARARGS | METH_KEYWORDS,
+     "The Plan of a change; see dtr.plan."},
+    {"redistribute", (PyCFunction)(void (*)(void))dtrpy_redistribute,
+     METH_VARARGS | METH_KEYWORDS,
+     "redistribute(local, mesh, src, dst, *, shape=None, out=None, async_op=False,\n"
+     "             to_mesh=None, dtype=None, to_dtype=None, relabel=False, staging_cap=None)\n"
+     "--\n\n"
+     "Moves this rank's block `local` (a numpy array or a torch CPU tensor) of a tensor\n"
+     "placed by `src` on `mesh` to its block placed by `dst` (on `to_mesh` where given), and\n"
+     "returns it (a new array of local's kind, or `out` filled). Collective: every rank of\n"
+     "the mesh's communicator calls it; one outside both meshes gets None at once, as does a\n"
+     "rank that holds no destination block. `shape` is the global shape (default: inferred\n"
+     "from local as even shards). `dtype` names the source dtype on a rank with no source\n"
+     "block; `to_dtype` casts. async_op=True returns a Request (wait() gives the result).\n"
+     "The GIL is released while data moves."},
+    {"redistribute_many", (PyCFunction)(void (*)(void))dtrpy_redistribute_many,
+     METH_VARARGS | METH_KEYWORDS,
+     "redistribute_many(locals, mesh, src, dst, *, shapes=None, outs=None, to_mesh=None,\n"
+     "                  dtypes=None, relabel=False)\n"
+     "--\n\n"
+     "Moves many tensors at once, their collectives coalesced (one plan for the batch).\n"
+     "src, dst, shapes, outs and dtypes are lists of one entry per tensor, or one value for\n"
+     "all. Returns the list of results."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef dtrpy_module = {
+    PyModuleDef_HEAD_INIT, "dtr._core", "dtr's extension module (use `import dtr`).", -1,
+    dtrpy_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__core(void) {
+    PyObject *m = PyModule_Create(&dtrpy_module);
+    if (m == NULL) return NULL;
+    if (dtrpy_error_module_init(m) < 0 || dtrpy_mesh_module_init(m) < 0 ||
+        dtrpy_spec_module_init(m) < 0 || dtrpy_plan_module_init(m) < 0 ||
+        dtrpy_move_module_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,101 @@
+/*
+ * dtr._core: the extension module under `import dtr`, on the CPython API.
+ *
+ *   _core.c   the module: its function table and setup
+ *   _error.c  dtr.Error and its subclasses
+ *   _mesh.c   the MPI contexts (one per communicator) and dtr.Mesh
+ *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
+ *   _plan.c   dtr.layout, dtr.plan and the Plan object
+ *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
+ *
+ * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
+ * helpers in dtr/_arrays.py, which hand over a numpy view of it). Every collective call
+ * releases the GIL while it runs.
+ */
+#ifndef DTR_PY_CORE_H
+#define DTR_PY_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <dtr/dtr.h>
+#include <dtr/dtr_mpi.h>
+
+/* One dtr context over one communicator, shared by every Mesh on it. */
+typedef struct {
+    PyObject_HEAD
+    dtr_context_t *ctx;
+    PyObject *comm; /* the mpi4py communicator */
+    int rank, size; /* in comm */
+} dtrpy_context_t;
+
+typedef struct {
+    PyObject_HEAD
+    dtr_mesh_t *mesh;
+    PyObject *comm;             /* NULL: mpi4py's COMM_WORLD */
+    dtrpy_context_t *context;   /* NULL until the first collective call */
+    PyObject *weak;
+} dtrpy_mesh_t;
+
+/* The mesh's context, made at the first collective call (collective over the communicator),
+ * after checking that every rank of the mesh is in the communicator. Borrowed. */
+dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m);
+
+extern PyTypeObject dtrpy_mesh_type;
+extern PyTypeObject dtrpy_plan_type;
+extern PyTypeObject dtrpy_request_type;
+
+/* The exceptions (dtr.Error and its subclasses). */
+extern PyObject *dtrpy_error, *dtrpy_argument_error, *dtrpy_refused_error,
+    *dtrpy_backend_error, *dtrpy_timeout_error;
+
+int dtrpy_error_module_init(PyObject *module);
+int dtrpy_mesh_module_init(PyObject *module);
+/* Destroys every context (at exit, before mpi4py finalizes MPI). */
+PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs);
+
+/* Raises the exception of a dtr status with dtr_last_error()'s detail; returns NULL. */
+PyObject *dtrpy_raise(dtr_status_t st);
+/* Raises dtr.ArgumentError with a formatted message; returns NULL. */
+PyObject *dtrpy_arg_error(const char *fmt, ...);
+
+/* ---- _spec.c ---- */
+
+/* A shape: a sequence of ints, an int, or text ("16x8"). 0, or -1 with ArgumentError naming
+ * `what`. */
+int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim);
+/* A dtype: dtr's names and aliases ("f32", "float32"), a numpy dtype or a torch dtype. */
+int dtrpy_dtype(PyObject *obj, const char *what, dtr_dtype_t *out);
+/* Placements for a mesh of `ndims` dims: text ("S(0),R"), or a sequence of texts, dtr's
+ * placement objects or torch's. Parsed once per distinct hashable value (cached). */
+int dtrpy_placements(PyObject *obj, const char *what, int ndims, dtr_placement_t *out);
+/* A spec, with the error naming `what` (dtr_spec_init's detail after it). */
+int dtrpy_spec(dtr_spec_t *out, const dtrpy_mesh_t *mesh, PyObject *placements,
+               const char *what, const int64_t *shape, int ndim, dtr_dtype_t dtype);
+/* "(16, 8)" for messages. */
+void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len);
+/* A tuple of ints. */
+PyObject *dtrpy_tuple(const int64_t *v, int n);
+/* The helper dtr/_arrays.py registered under `name` (borrowed), or NULL with an error. */
+PyObject *dtrpy_helper(const char *name);
+int dtrpy_spec_module_init(PyObject *module);
+
+/* ---- _plan.c ---- */
+
+/* The plan options every call uses (the cost model read from the environment at import). */
+const dtr_plan_options_t *dtrpy_plan_options(void);
+dtr_plan_cache_t *dtrpy_plan_cache(void);
+int dtrpy_plan_module_init(PyObject *module);
+PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- _move.c ---- */
+
+int dtrpy_move_module_init(PyObject *module);
+PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * dtr's exceptions: dtr.Error and its subclasses, raised from a status and its detail.
+ */
+#include "_core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+PyObject *dtrpy_error, *dtrpy_argument_error, *dtrpy_refused_error, *dtrpy_backend_error,
+    *dtrpy_timeout_error;
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static PyObject *dtrpy_error_class(dtr_status_t st) {
+    switch (st) {
+    case DTR_ERR_INVALID_ARGUMENT:
+    case DTR_ERR_PARSE:
+    case DTR_ERR_OVERFLOW:
+    case DTR_ERR_NOT_IN_MESH:
+    case DTR_ERR_BUFFER_TOO_SMALL: return dtrpy_argument_error;
+    case DTR_ERR_UNSUPPORTED: return dtrpy_refused_error;
+    case DTR_ERR_BACKEND:
+    case DTR_ERR_MISMATCH:
+    case DTR_ERR_REMOTE:
+    case DTR_ERR_BUSY: return dtrpy_backend_error;
+    case DTR_ERR_TIMEOUT:
+    case DTR_ERR_ABORTED: return dtrpy_timeout_error;
+    default: return dtrpy_error;
+    }
+}
+
+static PyObject *dtrpy_raise_obj(PyObject *cls, const char *status, PyObject *text) {
+    if (text == NULL) return NULL;
+    PyObject *e = PyObject_CallOneArg(cls, text);
+    Py_DECREF(text);
+    if (e == NULL) return NULL;
+    PyObject *s = PyUnicode_FromString(status);
+    if (s == NULL || PyObject_SetAttrString(e, "status", s) < 0) {
+        Py_XDECREF(s);
+        Py_DECREF(e);
+        return NULL;
+    }
+    Py_DECREF(s);
+    PyErr_SetObject(cls, e);
+    Py_DECREF(e);
+    return NULL;
+}
+
+PyObject *dtrpy_raise(dtr_status_t st) {
+    return dtrpy_raise_obj(dtrpy_error_class(st), dtr_status_name(st),
+                           PyUnicode_DecodeUTF8(dtr_last_error(), (Py_ssize_t)strlen(dtr_last_error()),
+                                                "replace"));
+}
+
+/* (PyUnicode_FromFormat's conversions: %s %d %ld %lld %zd %R ...) */
+PyObject *dtrpy_arg_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *text = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    return dtrpy_raise_obj(dtrpy_argument_error, "DTR_ERR_INVALID_ARGUMENT", text);
+}
+
+int dtrpy_error_module_init(PyObject *m) {
+    dtrpy_error = PyErr_NewExceptionWithDoc(
+        "dtr.Error", "A dtr call failed; .status is dtr's status name (DTR_ERR_...).", NULL,
+        NULL);
+    if (dtrpy_error == NULL) return -1;
+    PyObject *arg_bases = Py_BuildValue("(OOO)", dtrpy_error, PyExc_ValueError, PyExc_TypeError);
+    PyObject *timeout_bases = Py_BuildValue("(OO)", dtrpy_error, PyExc_TimeoutError);
+    if (arg_bases == NULL || timeout_bases == NULL) return -1;
+    dtrpy_argument_error = PyErr_NewExceptionWithDoc(
+        "dtr.ArgumentError", "An argument is wrong (its name is in the message).", arg_bases,
+        NULL);
+    dtrpy_refused_error = PyErr_NewExceptionWithDoc(
+        "dtr.RefusedError", "dtr refuses this change (docs/semantics.md says why).",
+        dtrpy_error, NULL);
+    dtrpy_backend_error = PyErr_NewExceptionWithDoc(
+        "dtr.BackendError",
+        "The communication failed, or the ranks disagreed on a collective call's arguments.",
+        dtrpy_error, NULL);
+    dtrpy_timeout_error = PyErr_NewExceptionWithDoc(
+        "dtr.TimeoutError", "A collective missed its deadline (the context is then aborted).",
+        timeout_bases, NULL);
+    Py_DECREF(arg_bases);
+    Py_DECREF(timeout_bases);
+    if (dtrpy_argument_error == NULL || dtrpy_refused_error == NULL ||
+        dtrpy_backend_error == NULL || dtrpy_timeout_error == NULL)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Error", dtrpy_error) < 0 ||
+        PyModule_AddObjectRef(m, "ArgumentError", dtrpy_argument_error) < 0 ||
+        PyModule_AddObjectRef(m, "RefusedError", dtrpy_refused_error) < 0 ||
+        PyModule_AddObjectRef(m, "BackendError", dtrpy_backend_error) < 0 ||
+        PyModule_AddObjectRef(m, "TimeoutError", dtrpy_timeout_error) < 0)
+        return -1;
+    return 0;
+}
+

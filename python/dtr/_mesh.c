@@ -1,0 +1,360 @@
+/*
+ * One dtr context per communicator (made at the first collective call on it), and dtr.Mesh.
+ */
+#include "_core.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static PyObject *dtrpy_contexts; /* comm.py2f() -> context */
+
+/* ---- contexts -------------------------------------------------------------------------- */
+
+static void dtrpy_context_close(dtrpy_context_t *c) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (c->ctx != NULL && !finalized) dtr_context_destroy(c->ctx);
+    c->ctx = NULL; /* (after MPI_Finalize nothing can be freed: left to the exit) */
+}
+
+static void dtrpy_context_dealloc(dtrpy_context_t *c) {
+    dtrpy_context_close(c);
+    Py_XDECREF(c->comm);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyTypeObject dtrpy_context_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dtr._Context",
+    .tp_basicsize = sizeof(dtrpy_context_t),
+    .tp_dealloc = (destructor)dtrpy_context_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "dtr's context over one communicator (internal).",
+};
+
+/* mpi4py and dtr must run on one MPI library: their handles are not interchangeable. */
+static int dtrpy_check_mpi(PyObject *mpi) {
+    char ours[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(ours, &len);
+    PyObject *theirs = PyObject_CallMethod(mpi, "Get_library_version", NULL);
+    if (theirs == NULL) return -1;
+    const char *t = PyUnicode_AsUTF8(theirs);
+    int same = t != NULL && strncmp(t, ours, 24) == 0;
+    if (!same && t != NULL) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "%.40s", t);
+        snprintf(b, sizeof b, "%.40s", ours);
+        for (char *p = a; *p; p++) if (*p == '\n' || *p == ',') *p = '\0';
+        for (char *p = b; *p; p++) if (*p == '\n' || *p == ',') *p = '\0';
+        PyErr_Format(dtrpy_error,
+                     "mpi4py runs on '%s' but dtr was built for '%s': build both for one MPI "
+                     "(pip install --no-binary mpi4py mpi4py; DTR_MPI=mpich for dtr's MPICH build)",
+                     a, b);
+    }
+    Py_DECREF(theirs);
+    return same ? 0 : -1;
+}
+
+/* The context over comm: the one already made, or a new one (collective over comm). */
+static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
+    PyObject *key = PyObject_CallMethod(comm, "py2f", NULL);
+    if (key == NULL) return NULL;
+    PyObject *found = PyDict_GetItemWithError(dtrpy_contexts, key);
+    if (found != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        Py_XINCREF(found);
+        return (dtrpy_context_t *)found;
+    }
+    MPI_Comm mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
+    dtrpy_context_t *c = PyObject_New(dtrpy_context_t, &dtrpy_context_type);
+    if (c == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    c->ctx = NULL;
+    c->comm = Py_NewRef(comm);
+    MPI_Comm_rank(mc, &c->rank);
+    MPI_Comm_size(mc, &c->size);
+    dtr_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = dtr_context_create_mpi(mc, &c->ctx);
+    Py_END_ALLOW_THREADS
+    if (st != DTR_OK || PyDict_SetItem(dtrpy_contexts, key, (PyObject *)c) < 0) {
+        if (st != DTR_OK) dtrpy_raise(st);
+        Py_DECREF(key);
+        Py_DECREF(c);
+        return NULL;
+    }
+    Py_DECREF(key);
+    return c;
+}
+
+PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dtrpy_contexts, &pos, &key, &value))
+        dtrpy_context_close((dtrpy_context_t *)value);
+    PyDict_Clear(dtrpy_contexts);
+    Py_RETURN_NONE;
+}
+
+/* ---- dtr.Mesh ------------------------------------------------------------------------- */
+
+static void dtrpy_mesh_dealloc(dtrpy_mesh_t *m) {
+    if (m->weak != NULL) PyObject_ClearWeakRefs((PyObject *)m);
+    dtr_mesh_destroy(m->mesh);
+    Py_XDECREF(m->context);
+    Py_XDECREF(m->comm);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+/* ranks: None (0..n-1) or a sequence of n ints. */
+static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
+    *out = NULL;
+    if (obj == Py_None) return 0;
+    PyObject *seq = PySequence_Fast(obj, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("ranks: expected a sequence of ints, got %s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (len != n) {
+        Py_DECREF(seq);
+        dtrpy_arg_error("ranks: %zd ranks for a mesh of %lld", len, (long long)n);
+        return -1;
+    }
+    int *r = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
+    if (r == NULL) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            dtrpy_arg_error("ranks[%zd]: expected an int", i);
+            PyMem_Free(r);
+            Py_DECREF(seq);
+            return -1;
+        }
+        r[i] = v < -1 || v > INT32_MAX ? -1 : (int)v;
+        if (v < 0 || v > INT32_MAX) {
+            dtrpy_arg_error("ranks[%zd]: %ld is not a rank", i, v);
+            PyMem_Free(r);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    *out = r;
+    return 0;
+}
+
+static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"shape", "ranks", "comm", NULL};
+    PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Mesh", names, &shape_obj, &ranks_obj, &comm))
+        return -1;
+    if (m->mesh != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Mesh: already initialised");
+        return -1;
+    }
+    int64_t sizes[DTR_MAX_TENSOR_DIMS];
+    int ndims = 0;
+    if (dtrpy_shape(shape_obj, "shape", sizes, &ndims) < 0) return -1;
+    int64_t n = 1;
+    for (int i = 0; i < ndims; i++) n = sizes[i] > 0 && n <= INT32_MAX ? n * sizes[i] : 0;
+    int *ranks = NULL;
+    if (n > 0 && dtrpy_ranks(ranks_obj, n, &ranks) < 0) return -1;
+    dtr_status_t st = dtr_mesh_create(ndims, sizes, ranks, n, &m->mesh);
+    PyMem_Free(ranks);
+    if (st != DTR_OK) {
+        dtrpy_raise(st);
+        return -1;
+    }
+    if (comm != Py_None) {
+        PyObject *py2f = PyObject_GetAttrString(comm, "py2f");
+        if (py2f == NULL) {
+            PyErr_Clear();
+            dtrpy_arg_error("comm: expected an mpi4py communicator, got %s",
+                            Py_TYPE(comm)->tp_name);
+            return -1;
+        }
+        Py_DECREF(py2f);
+        m->comm = Py_NewRef(comm);
+    }
+    return 0;
+}
+
+/* The mesh's communicator: its own, or mpi4py's COMM_WORLD (importing mpi4py.MPI, which
+ * initialises MPI). New reference. */
+static PyObject *dtrpy_mesh_comm(dtrpy_mesh_t *m) {
+    if (m->comm != NULL) return Py_NewRef(m->comm);
+    PyObject *mpi = PyImport_ImportModule("mpi4py.MPI");
+    if (mpi == NULL) return NULL;
+    PyObject *world = PyObject_GetAttrString(mpi, "COMM_WORLD");
+    Py_DECREF(mpi);
+    return world;
+}
+
+dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
+    if (m->context != NULL) return m->context;
+    PyObject *comm = dtrpy_mesh_comm(m);
+    if (comm == NULL) return NULL;
+    static int checked = 0;
+    if (!checked) {
+        PyObject *mpi = PyImport_ImportModule("mpi4py.MPI");
+        int bad = mpi == NULL || dtrpy_check_mpi(mpi) < 0;
+        Py_XDECREF(mpi);
+        if (bad) {
+            Py_DECREF(comm);
+            return NULL;
+        }
+        checked = 1;
+    }
+    dtrpy_context_t *c = dtrpy_context_for(comm);
+    Py_DECREF(comm);
+    if (c == NULL) return NULL;
+    int64_t n = dtr_mesh_nranks(m->mesh);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t coord[DTR_MAX_MESH_DIMS];
+        int64_t rest = i;
+        for (int d = dtr_mesh_ndims(m->mesh) - 1; d >= 0; d--) {
+            coord[d] = rest % dtr_mesh_size(m->mesh, d);
+            rest /= dtr_mesh_size(m->mesh, d);
+        }
+        int r = -1;
+        dtr_mesh_rank_at(m->mesh, coord, &r);
+        if (r >= c->size) {
+            Py_DECREF(c);
+            dtrpy_arg_error("mesh: its rank %d is not in the communicator of %d ranks (run "
+                            "with at least %d ranks, or give the mesh other ranks)",
+                            r, c->size, r + 1);
+            return NULL;
+        }
+    }
+    m->context = c;
+    return c;
+}
+
+static PyObject *dtrpy_mesh_get_shape(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    int64_t s[DTR_MAX_MESH_DIMS];
+    int n = dtr_mesh_ndims(m->mesh);
+    for (int i = 0; i < n; i++) s[i] = dtr_mesh_size(m->mesh, i);
+    return dtrpy_tuple(s, n);
+}
+
+static PyObject *dtrpy_mesh_get_ranks(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    int64_t n = dtr_mesh_nranks(m->mesh);
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (t == NULL) return NULL;
+    int ndims = dtr_mesh_ndims(m->mesh);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t coord[DTR_MAX_MESH_DIMS], rest = i;
+        for (int d = ndims - 1; d >= 0; d--) {
+            coord[d] = rest % dtr_mesh_size(m->mesh, d);
+            rest /= dtr_mesh_size(m->mesh, d);
+        }
+        int r = -1;
+        dtr_mesh_rank_at(m->mesh, coord, &r);
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromLong(r));
+    }
+    return t;
+}
+
+static PyObject *dtrpy_mesh_get_size(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong(dtr_mesh_nranks(m->mesh));
+}
+
+static PyObject *dtrpy_mesh_get_ndim(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(dtr_mesh_ndims(m->mesh));
+}
+
+static PyObject *dtrpy_mesh_get_comm(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    return dtrpy_mesh_comm(m);
+}
+
+/* This process's rank in the mesh's communicator. */
+static int dtrpy_mesh_my_rank(dtrpy_mesh_t *m, int *rank) {
+    PyObject *comm = dtrpy_mesh_comm(m);
+    if (comm == NULL) return -1;
+    PyObject *r = PyObject_CallMethod(comm, "Get_rank", NULL);
+    Py_DECREF(comm);
+    if (r == NULL) return -1;
+    *rank = (int)PyLong_AsLong(r);
+    Py_DECREF(r);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *dtrpy_mesh_get_rank(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    int rank;
+    if (dtrpy_mesh_my_rank(m, &rank) < 0) return NULL;
+    return PyLong_FromLong(rank);
+}
+
+static PyObject *dtrpy_mesh_get_coordinate(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    int rank;
+    if (dtrpy_mesh_my_rank(m, &rank) < 0) return NULL;
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    if (dtr_mesh_coord(m->mesh, rank, coord) != DTR_OK) Py_RETURN_NONE;
+    return dtrpy_tuple(coord, dtr_mesh_ndims(m->mesh));
+}
+
+static PyObject *dtrpy_mesh_repr(dtrpy_mesh_t *m) {
+    if (m->mesh == NULL) return PyUnicode_FromString("dtr.Mesh(<uninitialised>)");
+    PyObject *shape = dtrpy_mesh_get_shape(m, NULL), *ranks = dtrpy_mesh_get_ranks(m, NULL);
+    PyObject *r = shape && ranks ? PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R)", shape, ranks)
+                                 : NULL;
+    Py_XDECREF(shape);
+    Py_XDECREF(ranks);
+    return r;
+}
+
+static PyGetSetDef dtrpy_mesh_getset[] = {
+    {"shape", (getter)dtrpy_mesh_get_shape, NULL, "The mesh's dims (a tuple).", NULL},
+    {"ranks", (getter)dtrpy_mesh_get_ranks, NULL,
+     "The communicator's rank at each position, in row-major mesh order.", NULL},
+    {"size", (getter)dtrpy_mesh_get_size, NULL, "How many ranks the mesh holds.", NULL},
+    {"ndim", (getter)dtrpy_mesh_get_ndim, NULL, "How many dims the mesh has.", NULL},
+    {"comm", (getter)dtrpy_mesh_get_comm, NULL, "The mpi4py communicator.", NULL},
+    {"rank", (getter)dtrpy_mesh_get_rank, NULL, "This process's rank in the communicator.",
+     NULL},
+    {"coordinate", (getter)dtrpy_mesh_get_coordinate, NULL,
+     "This process's coordinate in the mesh, or None where it is not in the mesh.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject dtrpy_mesh_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dtr.Mesh",
+    .tp_basicsize = sizeof(dtrpy_mesh_t),
+    .tp_dealloc = (destructor)dtrpy_mesh_dealloc,
+    .tp_repr = (reprfunc)dtrpy_mesh_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Mesh(shape, ranks=None, comm=None)\n\n"
+              "An N-D grid of the ranks of an mpi4py communicator (default COMM_WORLD): shape\n"
+              "as (2, 4), 8 or '2x4'; ranks in row-major mesh order (default 0..n-1). The first\n"
+              "collective call on a communicator sets dtr up on it (collective over it).",
+    .tp_weaklistoffset = offsetof(dtrpy_mesh_t, weak),
+    .tp_getset = dtrpy_mesh_getset,
+    .tp_init = (initproc)dtrpy_mesh_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int dtrpy_mesh_module_init(PyObject *m) {
+    dtrpy_contexts = PyDict_New();
+    if (dtrpy_contexts == NULL || PyType_Ready(&dtrpy_context_type) < 0 ||
+        PyType_Ready(&dtrpy_mesh_type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "Mesh", (PyObject *)&dtrpy_mesh_type);
+}

@@ -1,0 +1,674 @@
+/*
+ * dtr.redistribute and dtr.redistribute_many: arrays in through the buffer protocol, the
+ * plan through the plan cache (single mesh) or dtr_cross_plan_create (between meshes), the
+ * collective with the GIL released, the result as a new array of the input's kind or in
+ * `out`. Everything about the arguments is checked before anything moves, so a bad
+ * argument raises on this rank with nothing written (the other ranks then see a
+ * BackendError from the argument agreement, not a hang).
+ */
+#include "_core.h"
+
+#include <string.h>
+
+/* One tensor of a call: its buffers and what the caller gets back. */
+typedef struct {
+    Py_buffer in, out;
+    bool has_in, has_out;
+    PyObject *kind;   /* NULL for numpy; else what the helpers wrap results as (torch) */
+    PyObject *result; /* new reference: the output object, NULL where this rank has none */
+    dtr_dtype_t dtype;
+    int64_t local[DTR_MAX_TENSOR_DIMS];
+    int ndim;
+    /* An error of this rank's own arrays (a block of the wrong shape, a bad `out`), kept
+     * until the call has made the other ranks fail with it rather than wait for this one. */
+    PyObject *err_type, *err_value, *err_tb;
+} dtrpy_tensor_t;
+
+static void dtrpy_tensor_defer(dtrpy_tensor_t *t) {
+    if (t->err_type == NULL) PyErr_Fetch(&t->err_type, &t->err_value, &t->err_tb);
+    else PyErr_Clear();
+}
+
+static void dtrpy_tensor_release(dtrpy_tensor_t *t) {
+    Py_CLEAR(t->err_type);
+    Py_CLEAR(t->err_value);
+    Py_CLEAR(t->err_tb);
+    if (t->has_in) PyBuffer_Release(&t->in);
+    if (t->has_out) PyBuffer_Release(&t->out);
+    t->has_in = t->has_out = false;
+    Py_CLEAR(t->kind);
+    Py_CLEAR(t->result);
+}
+
+/* numpy's names of dtr's dtypes, for the outputs of numpy inputs (NULL: through a helper). */
+static const char *const dtrpy_numpy_names[DTR_DTYPE_LAST] = {
+    [DTR_F32] = "float32", [DTR_F64] = "float64",  [DTR_F16] = "float16",
+    [DTR_I32] = "int32",   [DTR_I64] = "int64",    [DTR_U8] = "uint8",
+    [DTR_C64] = "complex64", [DTR_C128] = "complex128",
+};
+
+/* A buffer's dtype from its struct-module format and item size; -1 when dtr has none. */
+static int dtrpy_format_dtype(const char *fmt, Py_ssize_t itemsize) {
+    if (fmt == NULL) fmt = "B";
+    if (*fmt == '<' || *fmt == '=' || *fmt == '@') fmt++;
+    if (strcmp(fmt, "f") == 0) return DTR_F32;
+    if (strcmp(fmt, "d") == 0) return DTR_F64;
+    if (strcmp(fmt, "e") == 0) return DTR_F16;
+    if (strcmp(fmt, "B") == 0) return DTR_U8;
+    if (strcmp(fmt, "Zf") == 0) return DTR_C64;
+    if (strcmp(fmt, "Zd") == 0) return DTR_C128;
+    if (strchr("ilq", fmt[0]) != NULL && fmt[1] == '\0')
+        return itemsize == 4 ? DTR_I32 : itemsize == 8 ? DTR_I64 : -1;
+    return -1;
+}
+
+/* A buffer of obj (C-contiguous; writable for outputs) and its dtype. Objects without one
+ * (torch tensors, ml_dtypes arrays) go through the helper `as_array`, which returns
+ * (numpy view, dtype text, kind); non-contiguous inputs are copied, outputs refused. */
+static int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+                        dtr_dtype_t *dtype, PyObject **kind) {
+    PyObject *arr = Py_NewRef(obj);
+    *kind = NULL;
+    int flags = PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0);
+    int dt = -1;
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) == 0) {
+        dt = dtrpy_format_dtype(view->format, view->itemsize);
+        PyBuffer_Release(view);
+    } else {
+        PyErr_Clear();
+    }
+    if (dt < 0) { /* torch, ml_dtypes' bfloat16 and fp8, or a dtype dtr does not move */
+        PyObject *f = dtrpy_helper("as_array");
+        PyObject *r = f == NULL ? NULL : PyObject_CallFunction(f, "Osi", obj, what, (int)writable);
+        Py_DECREF(arr);
+        if (r == NULL) return -1;
+        dtr_dtype_t d;
+        if (!PyArg_ParseTuple(r, "OOO", &arr, &f, kind) || dtrpy_dtype(f, what, &d) < 0) {
+            Py_DECREF(r);
+            *kind = NULL;
+            return -1;
+        }
+        Py_INCREF(arr);
+        Py_INCREF(*kind);
+        Py_DECREF(r);
+        dt = (int)d;
+    }
+    if (PyObject_GetBuffer(arr, view, flags) < 0) {
+        PyErr_Clear();
+        Py_DECREF(arr);
+        Py_CLEAR(*kind);
+        dtrpy_arg_error(writable ? "%s: a read-only array cannot receive the result"
+                                 : "%s: not readable as a buffer", what);
+        return -1;
+    }
+    if (!PyBuffer_IsContiguous(view, 'C')) {
+        PyBuffer_Release(view);
+        if (writable) {
+            Py_DECREF(arr);
+            Py_CLEAR(*kind);
+            dtrpy_arg_error("%s: not C-contiguous (pass a contiguous array to fill)", what);
+            return -1;
+        }
+        PyObject *f = dtrpy_helper("contiguous");
+        PyObject *copy = f == NULL ? NULL : PyObject_CallOneArg(f, arr);
+        Py_DECREF(arr);
+        if (copy == NULL || PyObject_GetBuffer(copy, view, flags) < 0) {
+            Py_XDECREF(copy);
+            Py_CLEAR(*kind);
+            return -1;
+        }
+        arr = copy;
+    }
+    Py_DECREF(arr); /* (the view holds it) */
+    *dtype = (dtr_dtype_t)dt;
+    return 0;
+}
+
+/* What a call needs beside the tensors. */
+typedef struct {
+    dtrpy_mesh_t *mesh, *to; /* to: NULL within one mesh */
+    dtrpy_context_t *ctx;
+    bool in_src, in_dst;     /* this rank's parts */
+} dtrpy_call_t;
+
+/* The global shape: given, or from the local block as DTensor infers it (every Shard
+ * multiplies its dim by the mesh dim's size: even shards). */
+static int dtrpy_global_shape(PyObject *shape_obj, const dtrpy_tensor_t *t, const dtrpy_call_t *c,
+                              PyObject *src, int64_t *shape, int *ndim) {
+    if (shape_obj != NULL && shape_obj != Py_None) return dtrpy_shape(shape_obj, "shape", shape, ndim);
+    if (!t->has_in)
+        return dtrpy_arg_error("shape: needed on a rank that holds no source block"), -1;
+    dtr_placement_t p[DTR_MAX_MESH_DIMS];
+    int nd = dtr_mesh_ndims(c->mesh->mesh);
+    if (dtrpy_placements(src, "src", nd, p) < 0) return -1;
+    *ndim = t->ndim;
+    memcpy(shape, t->local, sizeof(int64_t) * (size_t)t->ndim);
+    for (int i = 0; i < nd; i++)
+        if (p[i].kind == DTR_SHARD) {
+            int d = p[i].dim < 0 ? p[i].dim + t->ndim : p[i].dim;
+            if (d >= 0 && d < t->ndim) shape[d] *= dtr_mesh_size(c->mesh->mesh, i);
+        }
+    return 0;
+}
+
+/* Checks the input block against this rank's layout of spec. */
+static int dtrpy_check_block(const char *what, const dtrpy_tensor_t *t, const dtr_spec_t *spec,
+                             int rank, bool given_shape) {
+    dtr_layout_t l;
+    if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
+    bool same = l.ndim == t->ndim;
+    for (int i = 0; same && i < l.ndim; i++) same = l.local_shape[i] == t->local[i];
+    if (same) return 0;
+    char have[160], want[160], global[160];
+    dtrpy_format_shape(t->local, t->ndim, have, sizeof have);
+    dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
+    dtrpy_format_shape(spec->shape, spec->ndim, global, sizeof global);
+    dtrpy_arg_error("%s: shape %s is not rank %d's block %s of the global shape %s%s", what,
+                    have, rank, want, global,
+                    given_shape ? "" : " (inferred as even shards: pass shape= for uneven ones)");
+    return -1;
+}
+
+/* The output of this rank's block of spec: `out` checked, or a new array. */
+static int dtrpy_output(PyObject *out, dtrpy_tensor_t *t, const dtr_spec_t *spec, int rank) {
+    dtr_layout_t l;
+    if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
+    if (out != NULL && out != Py_None) {
+        dtr_dtype_t d;
+        PyObject *kind = NULL;
+        if (dtrpy_buffer(out, "out", true, &t->out, &d, &kind) < 0) return -1;
+        Py_XDECREF(kind);
+        t->has_out = true;
+        bool same = t->out.ndim == l.ndim;
+        for (int i = 0; same && i < l.ndim; i++) same = t->out.shape[i] == l.local_shape[i];
+        if (d != spec->dtype)
+            return dtrpy_arg_error("out: dtype %s, the result is %s", dtr_dtype_name(d),
+                                   dtr_dtype_name(spec->dtype)), -1;
+        if (!same) {
+            char have[160], want[160];
+            int64_t s[DTR_MAX_TENSOR_DIMS];
+            for (int i = 0; i < t->out.ndim && i < DTR_MAX_TENSOR_DIMS; i++) s[i] = t->out.shape[i];
+            dtrpy_format_shape(s, t->out.ndim, have, sizeof have);
+            dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
+            return dtrpy_arg_error("out: shape %s, rank %d's block of the result is %s", have,
+                                   rank, want), -1;
+        }
+        t->result = Py_NewRef(out);
+        return 0;
+    }
+    PyObject *shape = dtrpy_tuple(l.local_shape, l.ndim), *arr = NULL;
+    if (shape == NULL) return -1;
+    if (t->kind == NULL && dtrpy_numpy_names[spec->dtype] != NULL) {
+        PyObject *f = dtrpy_helper("numpy_empty");
+        t->result = f == NULL ? NULL
+                              : PyObject_CallFunction(f, "Os", shape, dtrpy_numpy_names[spec->dtype]);
+        arr = Py_XNewRef(t->result);
+    } else {
+        PyObject *f = dtrpy_helper("empty");
+        PyObject *r = f == NULL ? NULL
+                                : PyObject_CallFunction(f, "OsO", shape, dtr_dtype_name(spec->dtype),
+                                                        t->kind ? t->kind : Py_None);
+        if (r != NULL && PyArg_ParseTuple(r, "OO", &t->result, &arr)) {
+            Py_INCREF(t->result);
+            Py_INCREF(arr);
+        }
+        Py_XDECREF(r);
+    }
+    Py_DECREF(shape);
+    if (arr == NULL) return -1;
+    int rc = PyObject_GetBuffer(arr, &t->out, PyBUF_SIMPLE | PyBUF_WRITABLE);
+    Py_DECREF(arr);
+    if (rc < 0) return -1;
+    t->has_out = true;
+    return 0;
+}
+
+/* ---- the Request of async_op ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    dtr_request_t *req;
+    dtr_plan_t *plan;
+    dtr_batch_plan_t *batch;
+    dtrpy_tensor_t *tensors;
+    int n;
+    PyObject *mesh;
+    PyObject *result;  /* what wait() returns */
+    dtr_status_t status;
+    bool done;
+} dtrpy_request_t;
+
+static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
+    r->done = true;
+    r->req = NULL;
+    r->status = st;
+    for (int i = 0; i < r->n; i++) dtrpy_tensor_release(&r->tensors[i]);
+    PyMem_Free(r->tensors);
+    r->tensors = NULL;
+    PyMem_Free(r->plan);
+    r->plan = NULL;
+    dtr_batch_plan_destroy(r->batch);
+    r->batch = NULL;
+}
+
+static PyObject *dtrpy_request_wait(dtrpy_request_t *r, PyObject *noargs) {
+    (void)noargs;
+    if (!r->done) {
+        dtr_status_t st;
+        dtr_request_t *req = r->req;
+        Py_BEGIN_ALLOW_THREADS
+        st = dtr_request_wait(req);
+        Py_END_ALLOW_THREADS
+        dtrpy_request_finish(r, st);
+    }
+    if (r->status != DTR_OK) return dtrpy_raise(r->status);
+    return Py_NewRef(r->result);
+}
+
+static PyObject *dtrpy_request_is_completed(dtrpy_request_t *r, PyObject *noargs) {
+    (void)noargs;
+    if (!r->done) {
+        bool done = false;
+        dtr_status_t st = dtr_request_test(r->req, &done);
+        if (done) dtrpy_request_finish(r, st);
+    }
+    return PyBool_FromLong(r->done);
+}
+
+static void dtrpy_request_dealloc(dtrpy_request_t *r) {
+    if (!r->done) { /* the buffers must outlive the operation */
+        dtr_request_t *req = r->req;
+        dtr_status_t st;
+        Py_BEGIN_ALLOW_THREADS
+        st = dtr_request_wait(req);
+        Py_END_ALLOW_THREADS
+        dtrpy_request_finish(r, st);
+    }
+    Py_XDECREF(r->mesh);
+    Py_XDECREF(r->result);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyMethodDef dtrpy_request_methods[] = {
+    {"wait", (PyCFunction)dtrpy_request_wait, METH_NOARGS,
+     "Completes the redistribution (GIL released) and returns its result, or raises."},
+    {"is_completed", (PyCFunction)dtrpy_request_is_completed, METH_NOARGS,
+     "Makes progress; whether it completed (wait() then returns at once)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject dtrpy_request_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dtr.Request",
+    .tp_basicsize = sizeof(dtrpy_request_t),
+    .tp_dealloc = (destructor)dtrpy_request_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An async_op redistribution in flight: wait() returns its result. Progress is "
+              "made inside wait() and is_completed(); the buffers stay referenced until then.",
+    .tp_methods = dtrpy_request_methods,
+};
+
+/* A completed request (calls between meshes run at once: they have no non-blocking form). */
+static PyObject *dtrpy_request_done(PyObject *result) {
+    dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
+    if (r == NULL) return NULL;
+    memset((char *)r + sizeof(PyObject), 0, sizeof *r - sizeof(PyObject));
+    r->done = true;
+    r->status = DTR_OK;
+    r->result = Py_NewRef(result);
+    return (PyObject *)r;
+}
+
+
+static int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
+    if (!PyObject_TypeCheck(obj, &dtrpy_mesh_type) || ((dtrpy_mesh_t *)obj)->mesh == NULL) {
+        dtrpy_arg_error("%s: expected a dtr.Mesh, got %s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = (dtrpy_mesh_t *)obj;
+    return 0;
+}
+
+/* The meshes, the context (made at the first call: collective) and this rank's parts. */
+static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
+    memset(c, 0, sizeof *c);
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &c->mesh) < 0 ||
+        (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_of(to_obj, "to_mesh", &c->to) < 0))
+        return -1;
+    c->ctx = dtrpy_mesh_context(c->mesh);
+    if (c->ctx == NULL) return -1;
+    if (c->to != NULL) {
+        dtrpy_context_t *other = dtrpy_mesh_context(c->to);
+        if (other == NULL) return -1;
+        if (other != c->ctx)
+            return dtrpy_arg_error("to_mesh: on another communicator than mesh (both meshes "
+                                   "must be over one communicator)"), -1;
+    }
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    c->in_src = dtr_mesh_coord(c->mesh->mesh, c->ctx->rank, coord) == DTR_OK;
+    c->in_dst = c->to == NULL ? c->in_src
+                              : dtr_mesh_coord(c->to->mesh, c->ctx->rank, coord) == DTR_OK;
+    return 0;
+}
+
+/* The input side of one tensor: its buffer where this rank holds a source block, its dtype
+ * (from the array, else from dtype=), and the specs of both sides. */
+static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
+                              PyObject *dst, PyObject *shape_obj, PyObject *dtype_obj,
+                              PyObject *to_dtype_obj, const char *what, dtrpy_tensor_t *t,
+                              dtr_spec_t *s, dtr_spec_t *d) {
+    if (c->in_src) {
+        if (local == NULL || local == Py_None)
+            return dtrpy_arg_error("%s: None on a rank of the source mesh", what), -1;
+        if (dtrpy_buffer(local, what, false, &t->in, &t->dtype, &t->kind) < 0) return -1;
+        t->has_in = true;
+        t->ndim = t->in.ndim;
+        if (t->ndim > DTR_MAX_TENSOR_DIMS)
+            return dtrpy_arg_error("%s: %d dims, at most %d", what, t->ndim, DTR_MAX_TENSOR_DIMS), -1;
+        for (int i = 0; i < t->ndim; i++) t->local[i] = t->in.shape[i];
+        dtr_dtype_t given;
+        if (dtype_obj != NULL && dtype_obj != Py_None) {
+            if (dtrpy_dtype(dtype_obj, "dtype", &given) < 0) return -1;
+            if (given != t->dtype)
+                return dtrpy_arg_error("dtype: %s, but %s holds %s", dtr_dtype_name(given), what,
+                                       dtr_dtype_name(t->dtype)), -1;
+        }
+    } else if (dtype_obj == NULL || dtype_obj == Py_None) {
+        return dtrpy_arg_error("dtype: needed on a rank that holds no source block"), -1;
+    } else if (dtrpy_dtype(dtype_obj, "dtype", &t->dtype) < 0) {
+        return -1;
+    }
+    dtr_dtype_t to_dtype = t->dtype;
+    if (to_dtype_obj != NULL && to_dtype_obj != Py_None &&
+        dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0)
+        return -1;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int ndim = 0;
+    if (dtrpy_global_shape(shape_obj, t, c, src, shape, &ndim) < 0 ||
+        dtrpy_spec(s, c->mesh, src, "src", shape, ndim, t->dtype) < 0 ||
+        dtrpy_spec(d, c->to != NULL ? c->to : c->mesh, dst, "dst", shape, ndim, to_dtype) < 0)
+        return -1;
+    if (c->in_src &&
+        dtrpy_check_block(what, t, s, c->ctx->rank, shape_obj != NULL && shape_obj != Py_None) < 0)
+        dtrpy_tensor_defer(t);
+    return 0;
+}
+
+static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
+    if (st != DTR_OK) {
+        Py_XDECREF(result);
+        return dtrpy_raise(st);
+    }
+    return result;
+}
+
+/* A deferred error of this rank's arrays: the call runs with an input size that cannot be
+ * right, so that the argument agreement fails on every rank (REMOTE on the others, which
+ * would otherwise wait for this one), and then the error is raised here. Returns NULL. */
+static char dtrpy_poison_byte;
+static PyObject *dtrpy_poison(dtrpy_tensor_t *t) {
+    PyErr_Restore(t->err_type, t->err_value, t->err_tb);
+    t->err_type = t->err_value = t->err_tb = NULL;
+    return NULL;
+}
+
+static void dtrpy_set_cross_options(PyObject *relabel, int64_t cap, dtr_cross_options_t *co) {
+    memset(co, 0, sizeof *co);
+    co->cost = dtrpy_plan_options()->cost;
+    co->relabel = relabel != NULL && PyObject_IsTrue(relabel) == 1;
+    co->staging_cap_bytes = cap;
+}
+
+/* Runs one tensor's change between meshes. */
+static PyObject *dtrpy_run_cross(const dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
+                                 const dtr_spec_t *d, PyObject *out, bool async_op,
+                                 PyObject *relabel, int64_t cap) {
+    dtr_cross_options_t co;
+    dtrpy_set_cross_options(relabel, cap, &co);
+    dtr_cross_plan_t *plan = NULL;
+    dtr_spec_t dd;
+    dtr_status_t st = dtr_cross_plan_create(s, d, &co, &plan);
+    if (st != DTR_OK) return dtrpy_raise(st);
+    if (c->in_dst && t->err_type == NULL) {
+        if ((st = dtr_cross_plan_dst(plan, 0, &dd)) != DTR_OK) {
+            dtr_cross_plan_destroy(plan);
+            return dtrpy_raise(st);
+        }
+        if (dtrpy_output(out, t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+    }
+    bool bad = t->err_type != NULL;
+    const void *in = bad ? &dtrpy_poison_byte : t->has_in ? t->in.buf : NULL;
+    size_t in_bytes = t->has_in ? (size_t)t->in.len + bad : bad;
+    void *o = !bad && t->has_out ? t->out.buf : NULL;
+    size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
+    Py_BEGIN_ALLOW_THREADS
+    st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes);
+    Py_END_ALLOW_THREADS
+    dtr_cross_plan_destroy(plan);
+    if (bad) return dtrpy_poison(t);
+    PyObject *r = dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
+    if (r != NULL && async_op) Py_SETREF(r, dtrpy_request_done(r));
+    return r;
+}
+
+/* Starts one single-mesh change as a Request (it takes the tensor's buffers and the plan). */
+static PyObject *dtrpy_start(const dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_t *plan,
+                             PyObject *mesh_obj) {
+    dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
+    dtrpy_tensor_t *ts = PyMem_Malloc(sizeof *ts);
+    if (r == NULL || ts == NULL) {
+        PyMem_Free(plan);
+        PyMem_Free(ts);
+        Py_XDECREF(r);
+        return PyErr_NoMemory();
+    }
+    memset((char *)r + sizeof(PyObject), 0, sizeof *r - sizeof(PyObject));
+    *ts = *t;
+    memset(t, 0, sizeof *t);
+    r->tensors = ts;
+    r->n = 1;
+    r->plan = plan;
+    r->mesh = Py_NewRef(mesh_obj);
+    r->result = Py_NewRef(ts->result);
+    dtr_status_t st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf, (size_t)ts->in.len,
+                                             ts->out.buf, (size_t)ts->out.len, &r->req);
+    if (st != DTR_OK) dtrpy_request_finish(r, st);
+    return dtrpy_status_or(st, (PyObject *)r);
+}
+
+/* Runs one tensor's change; returns its result (None where this rank gets no block). */
+static PyObject *dtrpy_run_one(const dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
+                               const dtr_spec_t *d, PyObject *out, bool async_op,
+                               PyObject *relabel, PyObject *cap, PyObject *mesh_obj) {
+    int64_t cap_bytes = 0;
+    if (cap != NULL && cap != Py_None) {
+        cap_bytes = PyLong_AsLongLong(cap);
+        if (PyErr_Occurred() || cap_bytes < 0) {
+            PyErr_Clear();
+            return dtrpy_arg_error("staging_cap: expected a non-negative int of bytes");
+        }
+    }
+    if (c->to != NULL) return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes);
+    if (relabel != NULL && PyObject_IsTrue(relabel) == 1)
+        return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");
+    if (cap_bytes != 0)
+        return dtrpy_arg_error("staging_cap: only for a change between meshes (to_mesh=)");
+    dtr_plan_t *plan = PyMem_Malloc(sizeof *plan);
+    if (plan == NULL) return PyErr_NoMemory();
+    dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), plan, NULL);
+    if (st != DTR_OK) {
+        PyMem_Free(plan);
+        return dtrpy_raise(st);
+    }
+    if (t->err_type == NULL && dtrpy_output(out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+    bool bad = t->err_type != NULL;
+    if (async_op && !bad) return dtrpy_start(c, t, plan, mesh_obj);
+    const void *in = bad ? &dtrpy_poison_byte : t->in.buf;
+    size_t in_bytes = (size_t)t->in.len + bad;
+    void *o = bad ? NULL : t->out.buf;
+    size_t out_bytes = bad ? 0 : (size_t)t->out.len;
+    Py_BEGIN_ALLOW_THREADS
+    st = dtr_redistribute(c->ctx->ctx, plan, in, in_bytes, o, out_bytes);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(plan);
+    if (bad) return dtrpy_poison(t);
+    return dtrpy_status_or(st, Py_NewRef(t->result));
+}
+
+PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
+    static char *names[] = {"local", "mesh", "src", "dst", "shape", "out", "async_op",
+                            "to_mesh", "dtype", "to_dtype", "relabel", "staging_cap", NULL};
+    PyObject *local, *mesh_obj, *src, *dst, *shape_obj = NULL, *out = NULL, *to_obj = NULL;
+    PyObject *dtype_obj = NULL, *to_dtype_obj = NULL, *relabel = NULL, *cap = NULL;
+    int async_op = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOpOOOOO:redistribute", names, &local,
+                                     &mesh_obj, &src, &dst, &shape_obj, &out, &async_op, &to_obj,
+                                     &dtype_obj, &to_dtype_obj, &relabel, &cap))
+        return NULL;
+    dtrpy_call_t c;
+    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
+    if (!c.in_src && !c.in_dst) return async_op ? dtrpy_request_done(Py_None) : Py_NewRef(Py_None);
+    dtrpy_tensor_t t;
+    memset(&t, 0, sizeof t);
+    dtr_spec_t s, d;
+    PyObject *r = NULL;
+    if (dtrpy_tensor_specs(&c, local, src, dst, shape_obj, dtype_obj, to_dtype_obj, "local", &t,
+                           &s, &d) == 0)
+        r = dtrpy_run_one(&c, &t, &s, &d, out, async_op, relabel, cap, mesh_obj);
+    dtrpy_tensor_release(&t);
+    return r;
+}
+
+/* An argument given per tensor (a list or tuple of n entries, each a str, a list, a tuple,
+ * an array or None) or once for all (a str, a list of placement objects or of ints). */
+static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
+    if (obj == NULL || obj == Py_None) return NULL;
+    if (!(PyList_Check(obj) || PyTuple_Check(obj)) || PySequence_Fast_GET_SIZE(obj) != n)
+        return obj;
+    PyObject *first = PySequence_Fast_GET_ITEM(obj, 0);
+    if (PyLong_Check(first)) return obj;
+    bool each = PyUnicode_Check(first) || PyList_Check(first) || PyTuple_Check(first) ||
+                first == Py_None || PyObject_CheckBuffer(first) ||
+                PyObject_HasAttrString(first, "dtype");
+    return each ? PySequence_Fast_GET_ITEM(obj, i) : obj;
+}
+
+/* Runs a batch; fills results[i]. */
+static dtr_status_t dtrpy_run_many(const dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
+                                   const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
+                                   PyObject *relabel, int *bad) {
+    *bad = -1;
+    for (int i = 0; i < n; i++)
+        if (t[i].err_type != NULL && *bad < 0) *bad = i;
+    const void **in = PyMem_Calloc((size_t)n, sizeof *in);
+    void **out = PyMem_Calloc((size_t)n, sizeof *out);
+    size_t *in_bytes = PyMem_Calloc((size_t)n, sizeof *in_bytes);
+    size_t *out_bytes = PyMem_Calloc((size_t)n, sizeof *out_bytes);
+    dtr_batch_plan_t *bp = NULL;
+    dtr_cross_plan_t *cp = NULL;
+    dtr_status_t st = in && out && in_bytes && out_bytes ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    if (st == DTR_OK && c->to != NULL) {
+        dtr_cross_options_t co;
+        dtrpy_set_cross_options(relabel, 0, &co);
+        st = dtr_cross_plan_create_batch(n, s, d, &co, &cp);
+    } else if (st == DTR_OK) {
+        st = dtr_batch_plan_create(n, s, d, dtrpy_plan_options(), dtrpy_plan_cache(), &bp);
+    }
+    for (int i = 0; st == DTR_OK && i < n; i++) {
+        dtr_spec_t dd = d[i];
+        if (cp != NULL) st = dtr_cross_plan_dst(cp, i, &dd);
+        if (st == DTR_OK && c->in_dst && t[i].err_type == NULL &&
+            dtrpy_output(dtrpy_each(outs, i, n), &t[i], &dd, c->ctx->rank) < 0)
+            dtrpy_tensor_defer(&t[i]);
+        if (t[i].err_type != NULL && *bad < 0) *bad = i;
+        in[i] = t[i].has_in ? t[i].in.buf : NULL;
+        in_bytes[i] = t[i].has_in ? (size_t)t[i].in.len : 0;
+        out[i] = t[i].has_out ? t[i].out.buf : NULL;
+        out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
+    }
+    if (st == DTR_OK && *bad >= 0) { /* (see dtrpy_poison) */
+        in[*bad] = &dtrpy_poison_byte;
+        in_bytes[*bad] += 1;
+        for (int i = 0; i < n; i++) out[i] = NULL, out_bytes[i] = 0;
+    }
+    if (st == DTR_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        st = cp != NULL ? dtr_redistribute_cross_batch(c->ctx->ctx, cp, in, in_bytes, out, out_bytes)
+                        : dtr_redistribute_batch(c->ctx->ctx, bp, in, in_bytes, out, out_bytes);
+        Py_END_ALLOW_THREADS
+        if (*bad >= 0) {
+            dtrpy_poison(&t[*bad]);
+            st = DTR_ERR_INVALID_ARGUMENT;
+        } else if (st != DTR_OK) {
+            dtrpy_raise(st);
+        }
+    } else if (!PyErr_Occurred()) {
+        dtrpy_raise(st);
+    }
+    dtr_batch_plan_destroy(bp);
+    dtr_cross_plan_destroy(cp);
+    PyMem_Free(in);
+    PyMem_Free(out);
+    PyMem_Free(in_bytes);
+    PyMem_Free(out_bytes);
+    return st;
+}
+
+PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self;
+    static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
+                            "dtypes", "relabel", NULL};
+    PyObject *locals, *mesh_obj, *src, *dst, *shapes = NULL, *outs = NULL, *to_obj = NULL;
+    PyObject *dtypes = NULL, *relabel = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOO:redistribute_many", names, &locals,
+                                     &mesh_obj, &src, &dst, &shapes, &outs, &to_obj, &dtypes,
+                                     &relabel))
+        return NULL;
+    dtrpy_call_t c;
+    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
+    PyObject *seq = PySequence_Fast(locals, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        return dtrpy_arg_error("locals: expected a list of arrays, got %s", Py_TYPE(locals)->tp_name);
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > INT32_MAX) {
+        Py_DECREF(seq);
+        return dtrpy_arg_error("locals: %zd arrays, at least 1", n);
+    }
+    if (!c.in_src && !c.in_dst) {
+        PyObject *none = PyList_New(n);
+        for (Py_ssize_t i = 0; none != NULL && i < n; i++) PyList_SET_ITEM(none, i, Py_NewRef(Py_None));
+        Py_DECREF(seq);
+        return none;
+    }
+    dtrpy_tensor_t *t = PyMem_Calloc((size_t)n, sizeof *t);
+    dtr_spec_t *s = PyMem_Calloc((size_t)n, sizeof *s), *d = PyMem_Calloc((size_t)n, sizeof *d);
+    PyObject *results = NULL;
+    int bad = t == NULL || s == NULL || d == NULL;
+    if (bad) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; !bad && i < n; i++) {
+        char what[40];
+        snprintf(what, sizeof what, "locals[%zd]", i);
+        bad = dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(src, i, n),
+                                 dtrpy_each(dst, i, n), dtrpy_each(shapes, i, n),
+                                 dtrpy_each(dtypes, i, n), NULL, what, &t[i], &s[i], &d[i]) < 0;
+    }
+    int first_bad = -1;
+    if (!bad && dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, &first_bad) == DTR_OK) {
+        results = PyList_New(n);
+        for (Py_ssize_t i = 0; results != NULL && i < n; i++)
+            PyList_SET_ITEM(results, i, Py_NewRef(t[i].result ? t[i].result : Py_None));
+    }
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++) dtrpy_tensor_release(&t[i]);
+    PyMem_Free(t);
+    PyMem_Free(s);
+    PyMem_Free(d);
+    Py_DECREF(seq);
+    return results;
+}
+
+int dtrpy_move_module_init(PyObject *module) {
+    if (PyType_Ready(&dtrpy_request_type) < 0) return -1;
+    return PyModule_AddObjectRef(module, "Request", (PyObject *)&dtrpy_request_type);
+}

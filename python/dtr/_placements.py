@@ -1,0 +1,99 @@
+"""Placements as objects, in DTensor's words: Shard(dim), Replicate(), Partial(op)."""
+
+
+class Placement:
+    """A placement of one mesh dim; str() is dtr's text form ("S(0)", "R", "P(sum)")."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return self.__class__.__name__ + "(" + ", ".join(repr(a) for a in self._args()) + ")"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._args() == other._args()
+
+    def __hash__(self):
+        return hash((type(self).__name__,) + self._args())
+
+    def is_shard(self, dim=None):
+        return False
+
+    def is_replicate(self):
+        return False
+
+    def is_partial(self):
+        return False
+
+
+class Shard(Placement):
+    """Each rank of the mesh dim holds one chunk of tensor dim `dim` (torch.chunk's rule)."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim):
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise TypeError(f"Shard: dim must be an int, got {type(dim).__name__}")
+        self.dim = dim
+
+    def _args(self):
+        return (self.dim,)
+
+    def __str__(self):
+        return f"S({self.dim})"
+
+    def is_shard(self, dim=None):
+        return dim is None or dim == self.dim
+
+
+class Replicate(Placement):
+    """Every rank of the mesh dim holds the whole (of what the other dims leave)."""
+
+    __slots__ = ()
+
+    def _args(self):
+        return ()
+
+    def __str__(self):
+        return "R"
+
+    def is_replicate(self):
+        return True
+
+
+class Partial(Placement):
+    """Each rank holds a contribution; the tensor is their reduction by `reduce_op`
+    ("sum", "avg", "max", "min", "product")."""
+
+    __slots__ = ("reduce_op",)
+
+    def __init__(self, reduce_op="sum"):
+        if not isinstance(reduce_op, str):
+            raise TypeError(f"Partial: reduce_op must be a str, got {type(reduce_op).__name__}")
+        self.reduce_op = reduce_op
+
+    def _args(self):
+        return (self.reduce_op,)
+
+    def __str__(self):
+        return f"P({self.reduce_op})"
+
+    def is_partial(self):
+        return True
+
+
+def placement_text(p):
+    """dtr's text of one placement: dtr's own objects, or torch's (Shard, Replicate,
+    Partial, _StridedShard) by their fields; None for anything else."""
+    if isinstance(p, Placement):
+        return str(p)
+    name = type(p).__name__
+    if name == "_StridedShard" and hasattr(p, "split_factor"):
+        return f"_S({p.dim}, {p.split_factor})"
+    if name == "Shard" and hasattr(p, "dim"):
+        return f"S({p.dim})"
+    if name == "Replicate":
+        return "R"
+    if name in ("Partial", "_Partial", "_NormPartial") and hasattr(p, "reduce_op"):
+        op = str(getattr(p.reduce_op, "name", p.reduce_op)).lower()
+        return f"P({op})"
+    return None

@@ -1,0 +1,253 @@
+/*
+ * Arguments into dtr's values: shapes, dtypes, placements and specs. Placements are parsed
+ * once per distinct hashable value ("S(0),R", a tuple of dtr.Shard/Replicate/Partial or of
+ * torch's placements) and kept, so a training loop's repeated calls only look them up.
+ */
+#include "_core.h"
+
+#include <string.h>
+
+static PyObject *dtrpy_helpers;         /* name -> callable, from dtr/_arrays.py */
+static PyObject *dtrpy_placement_cache; /* value -> bytes of dtr_placement_t[n] */
+#define DTRPY_PLACEMENT_CACHE_MAX 4096
+
+PyObject *dtrpy_helper(const char *name) {
+    PyObject *f = dtrpy_helpers == NULL ? NULL : PyDict_GetItemString(dtrpy_helpers, name);
+    if (f == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "dtr._core: helper %s not registered", name);
+    return f;
+}
+
+static PyObject *dtrpy_set_helpers(PyObject *self, PyObject *helpers) {
+    (void)self;
+    if (!PyDict_Check(helpers)) return dtrpy_arg_error("helpers: expected a dict");
+    Py_XSETREF(dtrpy_helpers, Py_NewRef(helpers));
+    Py_RETURN_NONE;
+}
+
+PyObject *dtrpy_tuple(const int64_t *v, int n) {
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong(v[i]);
+        if (x == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, x);
+    }
+    return t;
+}
+
+void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "(");
+    for (int i = 0; i < ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, i ? ", %lld" : "%lld",
+                                 (long long)shape[i]);
+    if (used < len) snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
+}
+
+int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim) {
+    if (PyUnicode_Check(obj)) {
+        const char *text = PyUnicode_AsUTF8(obj);
+        if (text == NULL) return -1;
+        int n = 0;
+        dtr_status_t st = dtr_shape_parse(text, shape, DTR_MAX_TENSOR_DIMS, &n);
+        if (st != DTR_OK) {
+            dtrpy_arg_error("%s: %s", what, dtr_last_error());
+            return -1;
+        }
+        *ndim = n;
+        return 0;
+    }
+    if (PyLong_Check(obj)) {
+        shape[0] = PyLong_AsLongLong(obj);
+        *ndim = 1;
+    } else {
+        PyObject *seq = PySequence_Fast(obj, "");
+        if (seq == NULL) {
+            PyErr_Clear();
+            dtrpy_arg_error("%s: expected a sequence of ints, got %s", what,
+                            Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > DTR_MAX_TENSOR_DIMS) {
+            Py_DECREF(seq);
+            dtrpy_arg_error("%s: %zd dims, at most %d", what, n, DTR_MAX_TENSOR_DIMS);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+            shape[i] = PyLong_Check(x) ? PyLong_AsLongLong(x) : PyNumber_Check(x) ? -2 : -3;
+            if (shape[i] == -2) { /* numpy integers and the like */
+                PyObject *ix = PyNumber_Index(x);
+                shape[i] = ix == NULL ? -3 : PyLong_AsLongLong(ix);
+                Py_XDECREF(ix);
+                PyErr_Clear();
+            }
+            if (shape[i] == -3 || PyErr_Occurred()) {
+                PyErr_Clear();
+                Py_DECREF(seq);
+                dtrpy_arg_error("%s[%zd]: expected an int, got %s", what, i,
+                                Py_TYPE(x)->tp_name);
+                return -1;
+            }
+        }
+        Py_DECREF(seq);
+        *ndim = (int)n;
+    }
+    for (int i = 0; i < *ndim; i++)
+        if (shape[i] < 0 || shape[i] > DTR_MAX_DIM_SIZE) {
+            dtrpy_arg_error("%s[%d]: %lld is not a size (0..2^40)", what, i,
+                            (long long)shape[i]);
+            return -1;
+        }
+    return 0;
+}
+
+int dtrpy_dtype(PyObject *obj, const char *what, dtr_dtype_t *out) {
+    PyObject *text = NULL;
+    if (PyUnicode_Check(obj)) {
+        text = Py_NewRef(obj);
+    } else {
+        PyObject *f = dtrpy_helper("dtype_text");
+        if (f == NULL) return -1;
+        text = PyObject_CallOneArg(f, obj);
+        if (text == NULL) return -1;
+        if (text == Py_None) {
+            Py_DECREF(text);
+            dtrpy_arg_error("%s: %R is not a dtype dtr moves", what, obj);
+            return -1;
+        }
+    }
+    const char *s = PyUnicode_AsUTF8(text);
+    dtr_status_t st = s == NULL ? DTR_ERR_PARSE : dtr_dtype_parse(s, out);
+    Py_DECREF(text);
+    if (s == NULL) return -1;
+    if (st != DTR_OK) {
+        dtrpy_arg_error("%s: %s", what, dtr_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses obj's placements into out[0..DTR_MAX_MESH_DIMS); *n how many. */
+static int dtrpy_parse_placements(PyObject *obj, const char *what, dtr_placement_t *out,
+                                  int *n) {
+    if (PyUnicode_Check(obj)) {
+        const char *text = PyUnicode_AsUTF8(obj);
+        if (text == NULL) return -1;
+        if (dtr_placements_parse(text, out, DTR_MAX_MESH_DIMS, n) != DTR_OK) {
+            dtrpy_arg_error("%s: %s", what, dtr_last_error());
+            return -1;
+        }
+        return 0;
+    }
+    PyObject *seq = PySequence_Fast(obj, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("%s: expected placements ('S(0),R', or a sequence of dtr.Shard, "
+                        "dtr.Replicate, dtr.Partial or their texts), got %s",
+                        what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (len > DTR_MAX_MESH_DIMS) {
+        Py_DECREF(seq);
+        dtrpy_arg_error("%s: %zd placements, at most %d", what, len, DTR_MAX_MESH_DIMS);
+        return -1;
+    }
+    PyObject *f = dtrpy_helper("placement_text");
+    for (Py_ssize_t i = 0; f != NULL && i < len; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *text = PyUnicode_Check(item) ? Py_NewRef(item) : PyObject_CallOneArg(f, item);
+        const char *s = text == NULL ? NULL : text == Py_None ? "" : PyUnicode_AsUTF8(text);
+        if (s == NULL || text == Py_None) {
+            if (text == Py_None || PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                dtrpy_arg_error("%s[%zd]: %R is not a placement", what, i, item);
+            }
+            Py_XDECREF(text);
+            Py_DECREF(seq);
+            return -1;
+        }
+        dtr_status_t st = dtr_placement_parse(s, &out[i]);
+        Py_DECREF(text);
+        if (st != DTR_OK) {
+            Py_DECREF(seq);
+            dtrpy_arg_error("%s[%zd]: %s", what, i, dtr_last_error());
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    if (f == NULL) return -1;
+    *n = (int)len;
+    return 0;
+}
+
+int dtrpy_placements(PyObject *obj, const char *what, int ndims, dtr_placement_t *out) {
+    PyObject *hit = PyDict_GetItemWithError(dtrpy_placement_cache, obj);
+    if (hit == NULL && PyErr_Occurred()) PyErr_Clear(); /* (unhashable: parse every time) */
+    int n = 0;
+    if (hit != NULL) {
+        n = (int)(PyBytes_GET_SIZE(hit) / (Py_ssize_t)sizeof *out);
+        memcpy(out, PyBytes_AS_STRING(hit), (size_t)n * sizeof *out);
+    } else {
+        if (dtrpy_parse_placements(obj, what, out, &n) < 0) return -1;
+        PyObject *b = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n * sizeof *out);
+        if (b == NULL) return -1;
+        if (PyDict_Size(dtrpy_placement_cache) >= DTRPY_PLACEMENT_CACHE_MAX)
+            PyDict_Clear(dtrpy_placement_cache);
+        if (PyDict_SetItem(dtrpy_placement_cache, obj, b) < 0) PyErr_Clear();
+        Py_DECREF(b);
+    }
+    if (n != ndims) {
+        dtrpy_arg_error("%s: %d placement%s for a mesh of %d dim%s", what, n, n == 1 ? "" : "s",
+                        ndims, ndims == 1 ? "" : "s");
+        return -1;
+    }
+    return 0;
+}
+
+int dtrpy_spec(dtr_spec_t *out, const dtrpy_mesh_t *mesh, PyObject *placements,
+               const char *what, const int64_t *shape, int ndim, dtr_dtype_t dtype) {
+    dtr_placement_t p[DTR_MAX_MESH_DIMS];
+    int nd = dtr_mesh_ndims(mesh->mesh);
+    if (dtrpy_placements(placements, what, nd, p) < 0) return -1;
+    dtr_status_t st = dtr_spec_init(out, mesh->mesh, p, nd, shape, ndim, dtype);
+    if (st != DTR_OK) {
+        /* (dtr_spec_init names its own argument: say which of the caller's it was) */
+        PyObject *cls = st == DTR_ERR_UNSUPPORTED ? dtrpy_refused_error : dtrpy_argument_error;
+        PyErr_Format(cls, "%s: %s", what, dtr_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *dtrpy_parse_placements_py(PyObject *self, PyObject *obj) {
+    (void)self;
+    dtr_placement_t p[DTR_MAX_MESH_DIMS];
+    int n = 0;
+    if (dtrpy_parse_placements(obj, "placements", p, &n) < 0) return NULL;
+    char buf[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t != NULL && i < n; i++) {
+        dtr_placement_format(p[i], buf, sizeof buf);
+        PyTuple_SET_ITEM(t, i, PyUnicode_FromString(buf));
+    }
+    return t;
+}
+
+static PyMethodDef dtrpy_spec_methods[] = {
+    {"_set_helpers", dtrpy_set_helpers, METH_O, "Registers dtr/_arrays.py's helpers."},
+    {"_placement_texts", dtrpy_parse_placements_py, METH_O,
+     "The canonical text of each placement of a list (a tuple of str)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int dtrpy_spec_module_init(PyObject *module) {
+    dtrpy_placement_cache = PyDict_New();
+    if (dtrpy_placement_cache == NULL) return -1;
+    return PyModule_AddFunctions(module, dtrpy_spec_methods);
+}

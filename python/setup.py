@@ -1,0 +1,111 @@
+"""Builds dtr's extension module against the dtr library and carries libdtr in the package.
+
+Where the library comes from, first match wins:
+  DTR_PREFIX=DIR   an installed tree (tools/install.sh --prefix DIR, or the .deb's /usr);
+  the checkout     when this folder sits in a dtr checkout (python/ beside tools/), the
+                   library is built and installed into build/dtr-prefix by
+                   `bash tools/install.sh --no-cuda` (Bazel; tools/setup.sh installs what it
+                   needs); DTR_MPI=mpich builds it for MPICH instead of Open MPI;
+  pkg-config       `pkg-config dtr` finds an installed tree.
+The extension is compiled with the MPI flags that tree's dtr.pc names, and libdtr.so.MAJOR is
+copied next to it (found through the rpath $ORIGIN), so a wheel carries it.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def fail(message):
+    sys.exit("dtr setup: " + message)
+
+
+def version():
+    """The library's version: version.bzl in a checkout, else the installed dtr.pc."""
+    bzl = os.path.join(ROOT, "version.bzl")
+    if os.path.exists(bzl):
+        for line in open(bzl):
+            if line.startswith("DTR_VERSION ="):
+                return line.split("=", 1)[1].strip().strip('"')
+    prefix = os.environ.get("DTR_PREFIX")
+    env = dict(os.environ)
+    if prefix:
+        env["PKG_CONFIG_PATH"] = os.path.join(prefix, "lib", "pkgconfig")
+    try:
+        return subprocess.check_output(["pkg-config", "--modversion", "dtr"], env=env,
+                                       text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        fail("no dtr found: set DTR_PREFIX to an installed tree (tools/install.sh --prefix DIR)")
+
+
+def pkg_config(prefix, *args):
+    env = dict(os.environ)
+    if prefix:
+        env["PKG_CONFIG_PATH"] = os.path.join(prefix, "lib", "pkgconfig")
+    try:
+        return subprocess.check_output(["pkg-config", *args], env=env, text=True).split()
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail(f"pkg-config {' '.join(args)} failed ({e}); is pkgconf installed?")
+
+
+class BuildExt(build_ext):
+    def find_prefix(self):
+        prefix = os.environ.get("DTR_PREFIX")
+        if prefix:
+            if not os.path.exists(os.path.join(prefix, "lib", "pkgconfig", "dtr.pc")):
+                fail(f"DTR_PREFIX={prefix}: no lib/pkgconfig/dtr.pc there")
+            return os.path.abspath(prefix)
+        if os.path.exists(os.path.join(ROOT, "tools", "install.sh")):
+            prefix = os.path.join(HERE, "build", "dtr-prefix")
+            cmd = ["bash", os.path.join(ROOT, "tools", "install.sh"), "--prefix", prefix,
+                   "--no-cuda", "--mpi", os.environ.get("DTR_MPI", "openmpi")]
+            print("dtr setup: " + " ".join(cmd), flush=True)
+            if subprocess.call(cmd, cwd=ROOT) != 0:
+                fail("building the library failed (the command above says why)")
+            return prefix
+        return None  # pkg-config's default search
+
+    def run(self):
+        prefix = self.find_prefix()
+        libdir = pkg_config(prefix, "--variable=libdir", "dtr")[0]
+        mpi = pkg_config(prefix, "--variable=mpi", "dtr")[0]
+        mpi_pkg = {"openmpi": "ompi-c", "mpich": "mpich"}.get(mpi)
+        if mpi_pkg is None:
+            fail(f"dtr.pc names MPI '{mpi}', not openmpi or mpich")
+        cflags = pkg_config(prefix, "--cflags", "dtr", mpi_pkg)
+        libs = pkg_config(prefix, "--libs", "dtr", mpi_pkg)
+        for ext in self.extensions:
+            ext.extra_compile_args += cflags + ["-std=c11", "-Wall", "-Wextra",
+                                                "-Wno-missing-field-initializers"]
+            ext.extra_link_args += libs + ["-Wl,-rpath,$ORIGIN"]
+            ext.define_macros.append(("DTR_PY_MPI", f'"{mpi}"'))
+        super().run()
+        # The library the extension was linked with goes beside it (SONAME libdtr.so.MAJOR).
+        soname = "libdtr.so." + version().split(".")[0]
+        src = os.path.join(libdir, soname)
+        if not os.path.exists(src):
+            fail(f"{src} is missing")
+        for ext in self.extensions:
+            dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
+            os.makedirs(dest_dir, exist_ok=True)
+            shutil.copy2(os.path.realpath(src), os.path.join(dest_dir, soname))
+
+
+core = Extension(
+    "dtr._core",
+    sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c"],
+    depends=["dtr/_core.h"],
+)
+
+setup(
+    version=version(),
+    ext_modules=[core],
+    cmdclass={"build_ext": BuildExt},
+    package_data={"dtr": ["libdtr.so.*"]},
+)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The Python package's tests, on the package as a user gets it: `pip install ./python` into a
+# virtual environment (which builds libdtr with tools/install.sh and carries it), `pip wheel`
+# checked for the library it must carry, then pytest on 1 process and under mpirun.
+#
+#   bash python/tests/run.sh [--torch]
+#
+#   --torch   run in the PyTorch environment instead (bench/pytorch/venv.sh: about 5 GiB from
+#             PyPI on first use), where the torch tests run too: torch tensors, and the
+#             differential test against torch.distributed.tensor over gloo
+# Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
+#                    mpi4py and pytest from PyPI on first use)
+#      DTR_PY_RANKS  the job sizes (default "1 2 4")
+#      DTR_PY_SEED   the seed of the random tests (printed by each run)
+# Ends with "python: N passed, N failed" (pytest's test counts of rank 0, summed over the runs,
+# and the checks of the wheel).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+venv=${DTR_PY_VENV:-$HOME/.cache/dtr/py-venv}
+if [ "${1:-}" = --torch ]; then
+    py=$(bash "$root/bench/pytorch/venv.sh") || exit 1
+    venv=$(dirname "$(dirname "$py")")
+elif [ -n "${1:-}" ]; then
+    echo "run.sh: unknown argument '$1' (see the comment at the top)" >&2
+    exit 2
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv" || exit 1
+"$venv/bin/python" -c 'import numpy, mpi4py, pytest' 2>/dev/null ||
+    "$venv/bin/pip" install -q numpy mpi4py pytest || exit 1
+passed=0 failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== python: pip install $root/python"
+if ! "$venv/bin/pip" install -q --force-reinstall --no-deps "$root/python" >"$tmp/log" 2>&1; then
+    cat "$tmp/log"
+    echo "python: 0 passed, 1 failed"
+    exit 1
+fi
+echo "== python: pip wheel $root/python"
+if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log" 2>&1; then
+    files=$(python3 -m zipfile -l "$tmp"/wheel/dtr-*.whl)
+    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py '; do
+        if grep -qE "^$f" <<<"$files"; then
+            passed=$((passed + 1))
+        else
+            echo "python: the wheel lacks $f"
+            failed=$((failed + 1))
+        fi
+    done
+else
+    cat "$tmp/log"
+    failed=$((failed + 1))
+fi
+
+cli="$root/python/build/dtr-prefix/bin/dtr"
+[ -x "$cli" ] && export DTR_CLI=$cli
+cd "$tmp" # (not the checkout: `import dtr` must find the installed package)
+for n in ${DTR_PY_RANKS:-1 2 4}; do
+    echo "== python: $n rank(s): pytest $root/python/tests"
+    if [ "$n" -eq 1 ]; then
+        "$venv/bin/python" -m pytest -q "$root/python/tests" >"$tmp/out" 2>&1
+    else
+        timeout 600 mpirun --oversubscribe -n "$n" bash -c \
+            'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$0" -m pytest -q "$1"; else exec "$0" -m pytest -q "$1" >/dev/null; fi' \
+            "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
+    fi
+    rc=$?
+    tail -3 "$tmp/out"
+    p=$(grep -oE '[0-9]+ passed' "$tmp/out" | tail -1 | cut -d' ' -f1)
+    f=$(grep -oE '[0-9]+ failed' "$tmp/out" | tail -1 | cut -d' ' -f1)
+    p=${p:-0} f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        cat "$tmp/out" | tail -30
+        f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+done
+echo "python: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

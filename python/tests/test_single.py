@@ -1,0 +1,195 @@
+"""Placements, layouts, plans and the errors of bad arguments: pure calls, and changes on a
+one-rank mesh (rank 0; under mpirun the other ranks are bystanders and get None)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import dtr
+from conftest import world
+
+LAYOUT_2x5 = [  # `dtr layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)'` (README)
+    (0, (0, 0), (2, 2), (0, 0), 16), (1, (0, 1), (2, 1), (0, 2), 8),
+    (2, (1, 0), (2, 1), (0, 3), 8), (3, (1, 1), (2, 1), (0, 4), 8)]
+PLAN_JSON = ('{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":'
+             '"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,'
+             '"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,'
+             '"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064},{"mesh_dim":0,"kind":'
+             '"all_gather","from":"S(0)","to":"R","tensor_dim":0,"recv_bytes_per_rank_max":64,'
+             '"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":192,'
+             '"modeled_time_us":5.0064}],"collectives":{"all_gather":1,"reduce_scatter":1,'
+             '"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},'
+             '"recv_bytes_per_rank_max":128,"lower_bound_recv_bytes_per_rank":128,'
+             '"peak_extra_bytes_per_rank":192,"modeled_time_us":10.0128}')
+
+
+def rank0():
+    return world().Get_rank() == 0
+
+
+def test_version_is_the_library_version():
+    bzl = os.path.join(os.path.dirname(__file__), "..", "..", "version.bzl")
+    if os.path.exists(bzl):
+        line = [x for x in open(bzl) if x.startswith("DTR_VERSION =")][0]
+        assert dtr.__version__ == line.split("=")[1].strip().strip('"')
+    assert dtr.__version__.count(".") == 2
+
+
+def test_placement_objects():
+    assert str(dtr.Shard(0)) == "S(0)" and repr(dtr.Shard(-1)) == "Shard(-1)"
+    assert str(dtr.Replicate()) == "R" and str(dtr.Partial("avg")) == "P(avg)"
+    assert dtr.Partial() == dtr.Partial("sum") != dtr.Partial("max")
+    assert len({dtr.Shard(1), dtr.Shard(1), dtr.Replicate()}) == 2
+    assert dtr.Shard(0).is_shard(0) and not dtr.Shard(0).is_shard(1)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        dtr.Shard("0")
+    texts = dtr._core._placement_texts
+    assert texts("S(0), R ,P(avg)") == ("S(0)", "R", "P(avg)")
+    assert texts([dtr.Shard(1), "Replicate()", dtr.Partial("max")]) == ("S(1)", "R", "P(max)")
+
+
+def test_torch_named_placements_by_their_fields():
+    # torch's own classes are read by name and fields; these stand-ins have torch's names
+    Shard = type("Shard", (), {"__init__": lambda s, d: setattr(s, "dim", d)})
+    Partial = type("Partial", (), {"__init__": lambda s, op: setattr(s, "reduce_op", op)})
+    Replicate = type("Replicate", (), {})
+    assert dtr._core._placement_texts([Shard(1), Replicate(), Partial("max")]) == (
+        "S(1)", "R", "P(max)")
+
+
+def test_layout_matches_the_cli_table():
+    mesh = dtr.Mesh((2, 2))
+    assert [tuple(x) for x in dtr.layout(mesh, (2, 5), "S(1),S(1)")] == LAYOUT_2x5
+    assert mesh.shape == (2, 2) and mesh.size == 4 and mesh.ranks == (0, 1, 2, 3)
+    m = dtr.Mesh("2x3", ranks=[5, 4, 3, 2, 1, 0])
+    assert m.ranks == (5, 4, 3, 2, 1, 0) and m.ndim == 2
+    lay = dtr.layout(m, (7,), [dtr.Shard(0), dtr.Replicate()], dtype="f64")
+    assert [(x.rank, x.local_shape, x.global_offset, x.bytes) for x in lay] == [
+        (5, (4,), (0,), 32), (4, (4,), (0,), 32), (3, (4,), (0,), 32),
+        (2, (3,), (4,), 24), (1, (3,), (4,), 24), (0, (3,), (4,), 24)]
+
+
+def test_plan_is_the_cli_plan():
+    mesh = dtr.Mesh((2, 2))
+    p = dtr.plan(mesh, (8, 8), "S(0),P", [dtr.Replicate(), dtr.Shard(1)])
+    assert p.to_dict() == json.loads(PLAN_JSON)
+    assert [s["kind"] for s in p.steps] == ["reduce_scatter", "all_gather"]
+    assert p.recv_bytes_per_rank_max == p.lower_bound_recv_bytes_per_rank == 128
+    assert str(p).splitlines()[0] == ("plan optimal (best candidate: greedy): mesh 2x2, shape "
+                                      "8x8 f32, S(0),P(sum) -> R,S(1)")
+    c = dtr.plan(dtr.Mesh(2), (8, 8), "S(0)", "S(1)", to_mesh=dtr.Mesh(2, ranks=[2, 3]))
+    assert c.cross and c.messages == 4 and c.to_dict()["send_bytes_per_rank_max"] == 128
+
+
+@pytest.mark.skipif(not os.environ.get("DTR_CLI"), reason="DTR_CLI (the dtr CLI) not set")
+def test_plans_agree_with_the_cli_over_many_changes():
+    rng = np.random.default_rng(7)
+    kinds = ["S(0)", "S(1)", "R", "P"]
+    for case in range(60):
+        mesh_shape = [(4,), (2, 2), (2, 3), (8,)][case % 4]
+        src = ",".join(rng.choice(kinds) for _ in mesh_shape)
+        dst = ",".join(rng.choice(kinds[:3]) for _ in mesh_shape)
+        shape = tuple(int(x) for x in rng.integers(0, 20, size=2))
+        mesh = dtr.Mesh(mesh_shape)
+        text = "x".join(map(str, mesh_shape))
+        cli = subprocess.run([os.environ["DTR_CLI"], "plan", "--mesh", text, "--shape",
+                              f"{shape[0]}x{shape[1]}", "--from", src, "--to", dst, "--json"],
+                             capture_output=True, text=True)
+        assert cli.returncode == 0, (src, dst, shape, cli.stderr)
+        assert dtr.plan(mesh, shape, src, dst).to_dict() == json.loads(cli.stdout), (src, dst, shape)
+
+
+def test_bad_meshes_and_placements_are_named():
+    with pytest.raises(dtr.ArgumentError, match="ranks: 3 ranks for a mesh of 4"):
+        dtr.Mesh((2, 2), ranks=[0, 1, 2])
+    with pytest.raises(dtr.ArgumentError, match=r"ranks\[1\]: -1 is not a rank"):
+        dtr.Mesh(2, ranks=[0, -1])
+    with pytest.raises(dtr.ArgumentError, match="comm: expected an mpi4py communicator"):
+        dtr.Mesh(2, comm=5)
+    with pytest.raises(dtr.ArgumentError, match=r"shape\[0\]: expected an int"):
+        dtr.Mesh(["a"])
+    mesh = dtr.Mesh((2, 2))
+    with pytest.raises(dtr.ArgumentError, match="placements: 1 placement for a mesh of 2 dims"):
+        dtr.layout(mesh, (4, 4), "S(0)")
+    with pytest.raises(dtr.ArgumentError, match="placements") as e:
+        dtr.layout(mesh, (4, 4), "S(0),Q")
+    assert e.value.status == "DTR_ERR_INVALID_ARGUMENT" and isinstance(e.value, ValueError)
+    with pytest.raises(dtr.ArgumentError, match="dtype"):
+        dtr.layout(mesh, (4, 4), "R,R", dtype="f128")
+    with pytest.raises(dtr.ArgumentError, match=r"placements\[0\]: S\(2\): shard dim out of range for a 2-d tensor"):
+        dtr.layout(mesh, (4, 4), "S(2),R")
+    with pytest.raises(dtr.ArgumentError, match=r"src\[1\]: 5 is not a placement"):
+        dtr.plan(mesh, (4, 4), ["R", 5], "R,R")
+    with pytest.raises(dtr.ArgumentError, match="strategy"):
+        dtr.plan(mesh, (4, 4), "R,R", "R,R", strategy="fast")
+    with pytest.raises(dtr.ArgumentError, match="zeros are no partition for max"):
+        dtr.plan(mesh, (4, 4), "S(0),R", "P(max),R")
+    with pytest.raises(dtr.RefusedError) as e:
+        dtr.plan(mesh, (4, 4), "R,R", "R,R", to_dtype="i32")
+    assert e.value.status == "DTR_ERR_UNSUPPORTED" and isinstance(e.value, dtr.Error)
+
+
+def sentinel(shape, dtype=np.float32):
+    return np.full(shape, -7, dtype=dtype)
+
+
+def test_one_rank_change_and_bad_arrays():
+    mesh = dtr.Mesh(1)
+    full = np.arange(12, dtype=np.float32).reshape(3, 4)
+    r = dtr.redistribute(full, mesh, "S(0)", "R")
+    if not rank0():
+        assert r is None
+        return
+    assert np.array_equal(r, full) and r.dtype == np.float32 and r is not full
+    # a non-contiguous input is copied, a read-only one is fine
+    t = np.asfortranarray(full)
+    assert np.array_equal(dtr.redistribute(t, mesh, "R", "R"), full)
+    ro = full.copy()
+    ro.flags.writeable = False
+    assert np.array_equal(dtr.redistribute(ro, mesh, "R", "R"), full)
+    out = sentinel((3, 4))
+    assert dtr.redistribute(full, mesh, "R", "R", out=out) is out and np.array_equal(out, full)
+    # a cast
+    assert dtr.redistribute(full, mesh, "R", "R", to_dtype="f64").dtype == np.float64
+
+
+BAD = [
+    (dict(local=np.zeros((3, 4), np.float32), shape=(4, 4)),
+     r"local: shape \(3, 4\) is not rank 0's block \(4, 4\) of the global shape \(4, 4\)"),
+    (dict(local=np.zeros((4, 4), np.int16)), "local: dtype int16 is not one dtr moves"),
+    (dict(local=[[1.0]]), "local: expected a numpy array or a torch tensor, got list"),
+    (dict(dtype="f64"), "dtype: f64, but local holds f32"),
+    (dict(out=sentinel((4, 3))), r"out: shape \(4, 3\), rank 0's block of the result is \(4, 4\)"),
+    (dict(out=sentinel((4, 4), np.float64)), "out: dtype f64, the result is f32"),
+    (dict(out=sentinel((4, 8))[:, ::2]), "out: not C-contiguous"),
+    (dict(out="readonly"), "out: a read-only array cannot receive the result"),
+    (dict(relabel=True), "relabel: only for a change between meshes"),
+    (dict(src="S(0),R"), "src: 2 placements for a mesh of 1 dim"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD, ids=[m.split(":")[0] + str(i) for i, (c, m) in enumerate(BAD)])
+def test_bad_arguments_raise_and_write_nothing(change, message):
+    mesh = dtr.Mesh(1)
+    args = dict(local=np.ones((4, 4), np.float32), src="R", dst="R")
+    args.update(change)
+    if isinstance(args.get("out"), str):
+        args["out"] = sentinel((4, 4))
+        args["out"].flags.writeable = False
+    before = None if args.get("out") is None else args["out"].copy()
+    local, src, dst = args.pop("local"), args.pop("src"), args.pop("dst")
+    if not rank0():
+        assert dtr.redistribute(local, mesh, src, dst, **args) is None
+        return
+    with pytest.raises(dtr.ArgumentError, match=message):
+        dtr.redistribute(local, mesh, src, dst, **args)
+    if before is not None:
+        assert np.array_equal(args["out"], before)
+
+
+def test_a_mesh_larger_than_the_communicator():
+    n = world().Get_size()
+    with pytest.raises(dtr.ArgumentError, match=f"is not in the communicator of {n} ranks"):
+        dtr.redistribute(np.zeros(4, np.float32), dtr.Mesh(n + 1), "R", "R")
