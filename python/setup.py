@@ -99,7 +99,7 @@ class BuildExt(build_ext):
 
 core = Extension(
     "dtr._core",
-    sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c"],
+    sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_grad.c"],
     depends=["dtr/_core.h"],
 )
 

@@ -13,6 +13,9 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   plan(mesh, shape, src, dst, ...)         the plan dtr would run (str(): `dtr plan`)
   redistribute(local, mesh, src, dst, ...) moves this rank's block; collective
   redistribute_many(locals, mesh, ...)     a batch of tensors, coalesced
+  grad_hook(buf, mesh, kind)               DDP's gradient all-reduce, in place
+  reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
+  dtr.torch                                DDP communication hooks (import dtr.torch)
   Error, ArgumentError, RefusedError, BackendError, TimeoutError
 """
 import atexit
@@ -25,7 +28,7 @@ from ._placements import Partial, Placement, Replicate, Shard
 from . import _arrays, _placements
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
-           "redistribute", "redistribute_many", "Plan", "Request", "LocalLayout", "Error",
+           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "Plan", "Request", "LocalLayout", "Error",
            "ArgumentError", "RefusedError", "BackendError", "TimeoutError", "__version__"]
 
 __version__ = _core.version()
@@ -66,3 +69,5 @@ def plan(mesh, shape, src, dst, *, dtype="f32", strategy="optimal", to_mesh=None
 
 redistribute = _core.redistribute
 redistribute_many = _core.redistribute_many
+grad_hook = _core.grad_hook
+reduce_scatter_grads = _core.reduce_scatter_grads

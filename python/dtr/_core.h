@@ -7,6 +7,7 @@
  *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
  *   _plan.c   dtr.layout, dtr.plan and the Plan object
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
+ *   _grad.c   gradient reduction: the DDP hooks' all-reduce, FSDP/HSDP reduce-scatter
  *
  * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
  * helpers in dtr/_arrays.py, which hand over a numpy view of it). Every collective call
@@ -95,7 +96,20 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw);
 /* ---- _move.c ---- */
 
 int dtrpy_move_module_init(PyObject *module);
+/* A C-contiguous buffer of obj (writable: refused otherwise; an input that is not contiguous
+ * is copied) and its dtype; kind: NULL for numpy, else what results are made as (torch). */
+int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+                 dtr_dtype_t *dtype, PyObject **kind);
+/* A new array of `kind` (as dtrpy_buffer gives it) and a writable buffer of it. */
+int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
+                PyObject **result, Py_buffer *view);
+/* obj as a dtr.Mesh, or ArgumentError naming `what`. */
+int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out);
 PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- _grad.c ---- */
+
+int dtrpy_grad_module_init(PyObject *module);
 
 #endif

@@ -65,7 +65,7 @@ static int dtrpy_format_dtype(const char *fmt, Py_ssize_t itemsize) {
 /* A buffer of obj (C-contiguous; writable for outputs) and its dtype. Objects without one
  * (torch tensors, ml_dtypes arrays) go through the helper `as_array`, which returns
  * (numpy view, dtype text, kind); non-contiguous inputs are copied, outputs refused. */
-static int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
                         dtr_dtype_t *dtype, PyObject **kind) {
     PyObject *arr = Py_NewRef(obj);
     *kind = NULL;
@@ -196,31 +196,41 @@ static int dtrpy_output(PyObject *out, dtrpy_tensor_t *t, const dtr_spec_t *spec
         t->result = Py_NewRef(out);
         return 0;
     }
-    PyObject *shape = dtrpy_tuple(l.local_shape, l.ndim), *arr = NULL;
+    if (dtrpy_alloc(l.local_shape, l.ndim, spec->dtype, t->kind, &t->result, &t->out) < 0)
+        return -1;
+    t->has_out = true;
+    return 0;
+}
+
+int dtrpy_alloc(const int64_t *shape_v, int ndim, dtr_dtype_t dtype, PyObject *kind,
+                PyObject **result, Py_buffer *view) {
+    PyObject *shape = dtrpy_tuple(shape_v, ndim), *arr = NULL;
+    *result = NULL;
     if (shape == NULL) return -1;
-    if (t->kind == NULL && dtrpy_numpy_names[spec->dtype] != NULL) {
+    if (kind == NULL && dtrpy_numpy_names[dtype] != NULL) {
         PyObject *f = dtrpy_helper("numpy_empty");
-        t->result = f == NULL ? NULL
-                              : PyObject_CallFunction(f, "Os", shape, dtrpy_numpy_names[spec->dtype]);
-        arr = Py_XNewRef(t->result);
+        *result = f == NULL ? NULL : PyObject_CallFunction(f, "Os", shape, dtrpy_numpy_names[dtype]);
+        arr = Py_XNewRef(*result);
     } else {
         PyObject *f = dtrpy_helper("empty");
         PyObject *r = f == NULL ? NULL
-                                : PyObject_CallFunction(f, "OsO", shape, dtr_dtype_name(spec->dtype),
-                                                        t->kind ? t->kind : Py_None);
-        if (r != NULL && PyArg_ParseTuple(r, "OO", &t->result, &arr)) {
-            Py_INCREF(t->result);
+                                : PyObject_CallFunction(f, "OsO", shape, dtr_dtype_name(dtype),
+                                                        kind ? kind : Py_None);
+        if (r != NULL && PyArg_ParseTuple(r, "OO", result, &arr)) {
+            Py_INCREF(*result);
             Py_INCREF(arr);
         }
         Py_XDECREF(r);
     }
     Py_DECREF(shape);
-    if (arr == NULL) return -1;
-    int rc = PyObject_GetBuffer(arr, &t->out, PyBUF_SIMPLE | PyBUF_WRITABLE);
+    if (arr == NULL) {
+        Py_CLEAR(*result);
+        return -1;
+    }
+    int rc = PyObject_GetBuffer(arr, view, PyBUF_SIMPLE | PyBUF_WRITABLE);
     Py_DECREF(arr);
-    if (rc < 0) return -1;
-    t->has_out = true;
-    return 0;
+    if (rc < 0) Py_CLEAR(*result);
+    return rc;
 }
 
 /* ---- the Request of async_op ------------------------------------------------------------ */
@@ -319,7 +329,7 @@ static PyObject *dtrpy_request_done(PyObject *result) {
 }
 
 
-static int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
+int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
     if (!PyObject_TypeCheck(obj, &dtrpy_mesh_type) || ((dtrpy_mesh_t *)obj)->mesh == NULL) {
         dtrpy_arg_error("%s: expected a dtr.Mesh, got %s", what, Py_TYPE(obj)->tp_name);
         return -1;

@@ -163,3 +163,38 @@ def test_one_ranks_bad_array_fails_every_rank_without_a_hang():
     # and the context still works
     got = dtr.redistribute(good, mesh, "S(0)", "R", shape=(2 * n, 3))
     assert np.array_equal(got, np.ones((2 * n, 3), np.float32))
+
+
+def test_grad_hook_means_in_place():
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    mesh = dtr.Mesh(n)
+    g = np.arange(10, dtype=np.float32) * (rank + 1)
+    assert dtr.grad_hook(g, mesh) is g
+    assert np.array_equal(g, np.arange(10, dtype=np.float32) * ((n + 1) / 2))
+    h = np.full(6, rank + 1, np.float32)
+    dtr.grad_hook(h, mesh, "bf16")
+    assert np.array_equal(h, np.full(6, (n + 1) / 2, np.float32))
+    with pytest.raises(dtr.ArgumentError, match="kind: 'max' is not allreduce, fp16 or bf16"):
+        dtr.grad_hook(h, mesh, "max")
+    ro = np.ones(3, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(dtr.ArgumentError, match="buf: a read-only array cannot receive the result"):
+        dtr.grad_hook(ro, mesh)
+
+
+def test_reduce_scatter_grads_fsdp_and_hsdp():
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    shapes = [(5, 3), (7,), (2 * n, 2)]
+    grads = [np.arange(np.prod(s), dtype=np.float32).reshape(s) * (rank + 1) for s in shapes]
+    mean = [np.arange(np.prod(s), dtype=np.float32).reshape(s) * ((n + 1) / 2) for s in shapes]
+    shards = dtr.reduce_scatter_grads(grads, dtr.Mesh(n))
+    for s, m in zip(shards, mean):
+        assert np.array_equal(s, m[block(m.shape, (n,), ["S(0)"], (rank,))])
+    if n % 2 == 0 and n > 2:
+        mesh = dtr.Mesh((2, n // 2))
+        shards = dtr.reduce_scatter_grads(grads, mesh, shard_dims=[1], replicate_dims=[0])
+        c = coords(mesh.shape)[rank]
+        for s, m in zip(shards, mean):
+            assert np.array_equal(s, m[block(m.shape, (n // 2,), ["S(0)"], (c[1],))])
