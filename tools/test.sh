@@ -40,6 +40,12 @@
 #   7. python                                   (python/tests/run.sh: `pip install ./python`
 #                                                into a virtual environment, the wheel's
 #                                                contents, pytest on 1, 2 and 4 ranks),
+#   8. torch                                    (not in --all: name it in DTR_TEST_PARTS;
+#                                                python/tests/run.sh --torch: the same in
+#                                                the PyTorch environment, about 5 GiB from
+#                                                PyPI on first use, where the torch tests,
+#                                                the differential test against DTensor and
+#                                                the Python example run too),
 # sums the test cases every part reported and ends with one line "N passed, N failed".
 # DTR_TEST_PARTS picks parts by name (it overrides --all); other arguments go to `bazel test`. Where the toolkit is found, the CUDA code is compiled in parts 1 and 2 and
 # its GPU tests skip (printing why) when no GPU is visible.
@@ -239,9 +245,11 @@ for part in $parts; do
             failed=$((failed + f))
         done
         ;;
-    python)
-        out=$(bash python/tests/run.sh 2>&1)
-        echo "$out" | grep -vE '^\.*s*\.* *\[' | tail -20
+    python | torch)
+        flag=()
+        [ "$part" = torch ] && flag=(--torch)
+        out=$(bash python/tests/run.sh "${flag[@]+"${flag[@]}"}" 2>&1)
+        echo "$out" | grep -vE '^[.sFEx]+ +\[ *[0-9]+%\]$' | tail -20
         line=$(grep -oE '^python: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
         [ -n "$line" ] || line="python: 0 passed, 1 failed"
         read -r p f < <(sed -E 's/python: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
@@ -266,7 +274,7 @@ for part in $parts; do
         failed=$((failed + f))
         ;;
     *)
-        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS ($all_parts)"
+        echo "test.sh: unknown part '$part' in DTR_TEST_PARTS ($all_parts torch)"
         failed=$((failed + 1))
         ;;
     esac

@@ -7,6 +7,7 @@
  *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
  *   _plan.c   dtr.layout, dtr.plan and the Plan object
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
+ *   _bench.c  the same change in a C loop, for the binding's benchmark
  *   _grad.c   gradient reduction: the DDP hooks' all-reduce, FSDP/HSDP reduce-scatter
  *
  * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
@@ -30,6 +31,7 @@ typedef struct {
     PyObject_HEAD
     dtr_context_t *ctx;
     PyObject *comm; /* the mpi4py communicator */
+    MPI_Comm mcomm; /* its handle */
     int rank, size; /* in comm */
 } dtrpy_context_t;
 
@@ -111,5 +113,9 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
 /* ---- _grad.c ---- */
 
 int dtrpy_grad_module_init(PyObject *module);
+
+/* ---- _bench.c: the C loop bench/python_bench.py measures the binding against ---- */
+
+int dtrpy_bench_module_init(PyObject *module);
 
 #endif

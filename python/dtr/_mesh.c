@@ -74,6 +74,7 @@ static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
     }
     c->ctx = NULL;
     c->comm = Py_NewRef(comm);
+    c->mcomm = mc;
     MPI_Comm_rank(mc, &c->rank);
     MPI_Comm_size(mc, &c->size);
     dtr_status_t st;

@@ -7,7 +7,8 @@
 #
 #   --torch   run in the PyTorch environment instead (bench/pytorch/venv.sh: about 5 GiB from
 #             PyPI on first use), where the torch tests run too: torch tensors, and the
-#             differential test against torch.distributed.tensor over gloo
+#             differential test against torch.distributed.tensor over gloo, the DDP hook
+#             against PyTorch's own, and examples/python_tensor_parallel on 1, 2 and 4 ranks
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
@@ -78,5 +79,19 @@ for n in ${DTR_PY_RANKS:-1 2 4}; do
     passed=$((passed + p))
     failed=$((failed + f))
 done
+if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    for m in 1x1 1x2 2x2; do
+        n=$(( ${m%x*} * ${m#*x} ))
+        echo "== python: examples/python_tensor_parallel/mlp.py $m on $n rank(s)"
+        if timeout 300 mpirun --oversubscribe -n "$n" "$venv/bin/python" \
+            "$root/examples/python_tensor_parallel/mlp.py" "$m" >"$tmp/out" 2>&1; then
+            tail -2 "$tmp/out"
+            passed=$((passed + 1))
+        else
+            tail -20 "$tmp/out"
+            failed=$((failed + 1))
+        fi
+    done
+fi
 echo "python: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
