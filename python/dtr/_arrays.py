@@ -57,11 +57,12 @@ def _from_torch(t, what, writable):
         arr = arr.view(carrier)
     else:
         arr = t.numpy()
-    return arr, name, t.dtype
+    return arr, name, "torch"
 
 
 def as_array(obj, what, writable):
-    """(a numpy array sharing obj's memory, dtr's dtype name, the kind results are made as)."""
+    """(a numpy array sharing obj's memory, dtr's dtype name, the family results are made in:
+    "torch", "numpy" (ml_dtypes' types), or None (plain numpy))."""
     torch = _torch()
     if torch is not None and isinstance(obj, torch.Tensor):
         return _from_torch(obj, what, writable)
@@ -75,7 +76,7 @@ def as_array(obj, what, writable):
                 if writable:
                     raise _core.ArgumentError(f"{what}: not C-contiguous (pass a contiguous array to fill)")
                 obj = np.ascontiguousarray(obj)
-            return obj.view(carrier), name, obj.dtype
+            return obj.view(carrier), name, "numpy"
         return obj, name, None
     raise _core.ArgumentError(
         f"{what}: expected a numpy array or a torch tensor, got {type(obj).__name__}")
@@ -89,17 +90,31 @@ def numpy_empty(shape, name):
     return np.empty(shape, dtype=name)
 
 
+def _torch_dtype(torch, name):
+    return getattr(torch, {"f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}.get(
+        name, _NUMPY_OF[name]))
+
+
+def _numpy_dtype(name):
+    if name in _CARRIER:  # bfloat16 and fp8: ml_dtypes' types
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise _core.ArgumentError(f"a {name} numpy result needs ml_dtypes (pip install "
+                                      "ml-dtypes), numpy has no such dtype") from None
+        return getattr(ml_dtypes, _NUMPY_OF[name])
+    return np.dtype(_NUMPY_OF[name])
+
+
 def empty(shape, name, kind):
-    """A new result of `kind` (a torch dtype, a numpy dtype, or None) and its numpy view."""
-    torch = _torch()
+    """A new result of dtr dtype `name` in the family `kind` ("torch", or numpy's) and a numpy
+    array of the same memory that dtr fills (an integer view for bfloat16 and fp8)."""
     carrier = _CARRIER.get(name)
-    if torch is not None and isinstance(kind, torch.dtype):
-        t = torch.empty(shape, dtype=kind)
+    if kind == "torch":
+        torch = _torch()
+        t = torch.empty(shape, dtype=_torch_dtype(torch, name))
         if carrier is not None:
             return t, t.view(torch.int16 if carrier is np.uint16 else torch.uint8).numpy()
         return t, t.numpy()
-    if kind is not None:
-        a = np.empty(shape, dtype=kind)
-        return a, a.view(carrier) if carrier is not None else a
-    a = np.empty(shape, dtype=_NUMPY_OF[name])
-    return a, a
+    a = np.empty(shape, dtype=_numpy_dtype(name))
+    return a, a.view(carrier) if carrier is not None else a

@@ -193,3 +193,23 @@ def test_a_mesh_larger_than_the_communicator():
     n = world().Get_size()
     with pytest.raises(dtr.ArgumentError, match=f"is not in the communicator of {n} ranks"):
         dtr.redistribute(np.zeros(4, np.float32), dtr.Mesh(n + 1), "R", "R")
+
+
+def test_bfloat16_and_fp8_numpy_arrays_through_ml_dtypes():
+    ml = pytest.importorskip("ml_dtypes")
+    mesh = dtr.Mesh(1)
+    a = np.arange(6, dtype=np.float32).astype(ml.bfloat16).reshape(2, 3)
+    f = np.arange(4, dtype=np.float32).astype(ml.float8_e4m3fn)
+    results = [dtr.redistribute(a, mesh, "R", "R"), dtr.redistribute(a.T, mesh, "R", "R"),
+               dtr.redistribute(a, mesh, "R", "R", to_dtype="f32"),
+               dtr.redistribute(np.ones(3, np.float32), mesh, "R", "R", to_dtype="bf16"),
+               dtr.redistribute(f, mesh, "S(0)", "R")]
+    if not rank0():
+        assert results == [None] * 5
+        return
+    r, t, up, down, r8 = results
+    assert r.dtype == ml.bfloat16 and np.array_equal(r.astype(np.float32), a.astype(np.float32))
+    assert t.shape == (3, 2) and np.array_equal(t.astype(np.float32), a.T.astype(np.float32))
+    assert up.dtype == np.float32 and np.array_equal(up, np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert down.dtype == ml.bfloat16 and np.array_equal(down.astype(np.float32), np.ones(3))
+    assert r8.dtype == ml.float8_e4m3fn and np.array_equal(r8.view(np.uint8), f.view(np.uint8))

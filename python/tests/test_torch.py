@@ -30,7 +30,9 @@ def test_torch_tensors_in_and_out():
         out = torch.full((4, 6), -1).to(dt)
         assert dtr.redistribute(t.t().contiguous().t(), mesh, "R", "R", out=out) is out
         assert torch.equal(out, t), name
+    up = dtr.redistribute(torch.ones(3, dtype=torch.bfloat16), mesh, "R", "R", to_dtype=torch.float32)
     if world().Get_rank() == 0:
+        assert up.dtype == torch.float32 and torch.equal(up, torch.ones(3))
         g = torch.ones(3, requires_grad=True)
         assert torch.equal(dtr.redistribute(g, mesh, "R", "R"), torch.ones(3))
         with pytest.raises(dtr.ArgumentError, match="out: not contiguous"):
