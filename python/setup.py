@@ -4,8 +4,9 @@ Where the library comes from, first match wins:
   DTR_PREFIX=DIR   an installed tree (tools/install.sh --prefix DIR, or the .deb's /usr);
   the checkout     when this folder sits in a dtr checkout (python/ beside tools/), the
                    library is built and installed into build/dtr-prefix by
-                   `bash tools/install.sh --no-cuda` (Bazel; tools/setup.sh installs what it
-                   needs); DTR_MPI=mpich builds it for MPICH instead of Open MPI;
+                   `bash tools/install.sh` (Bazel, the build `bazel build //...` makes, so a
+                   built checkout reuses it; tools/setup.sh installs what it needs);
+                   DTR_MPI=mpich builds it for MPICH instead of Open MPI;
   pkg-config       `pkg-config dtr` finds an installed tree.
 The extension is compiled with the MPI flags that tree's dtr.pc names, and libdtr.so.MAJOR is
 copied next to it (found through the rpath $ORIGIN), so a wheel carries it.
@@ -64,7 +65,7 @@ class BuildExt(build_ext):
         if os.path.exists(os.path.join(ROOT, "tools", "install.sh")):
             prefix = os.path.join(HERE, "build", "dtr-prefix")
             cmd = ["bash", os.path.join(ROOT, "tools", "install.sh"), "--prefix", prefix,
-                   "--no-cuda", "--mpi", os.environ.get("DTR_MPI", "openmpi")]
+                   "--mpi", os.environ.get("DTR_MPI", "openmpi")]
             print("dtr setup: " + " ".join(cmd), flush=True)
             if subprocess.call(cmd, cwd=ROOT) != 0:
                 fail("building the library failed (the command above says why)")
