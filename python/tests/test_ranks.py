@@ -198,3 +198,32 @@ def test_reduce_scatter_grads_fsdp_and_hsdp():
         c = coords(mesh.shape)[rank]
         for s, m in zip(shards, mean):
             assert np.array_equal(s, m[block(m.shape, (n // 2,), ["S(0)"], (c[1],))])
+
+
+def test_the_gil_is_released_while_a_call_waits():
+    import threading
+    import time
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    if n < 2:
+        pytest.skip("needs 2 ranks")
+    mesh = dtr.Mesh(n)
+    local = np.full((4, 4), rank, np.float32)
+    result = {}
+    dtr.redistribute(local, mesh, "S(0)", "R")  # (the context and its groups made already)
+    comm.Barrier()
+    if rank == 0:
+        time.sleep(0.5)  # the others' calls wait for this rank inside the library
+        result["out"] = dtr.redistribute(local, mesh, "S(0)", "R")
+        spins = None
+    else:
+        t = threading.Thread(target=lambda: result.update(out=dtr.redistribute(local, mesh, "S(0)", "R")))
+        t0 = time.monotonic()
+        t.start()
+        time.sleep(0.05)  # the thread is in the call now, waiting for rank 0 (0.5 s)
+        woke = time.monotonic() - t0  # about 0.05 if the call let go of the GIL, >= 0.5 if not
+        in_flight = "out" not in result
+        t.join()
+        assert woke < 0.3 and in_flight, (woke, in_flight)
+    want = np.repeat(np.arange(n, dtype=np.float32), 4)[:, None] * np.ones((1, 4), np.float32)
+    assert np.array_equal(result["out"], want)
