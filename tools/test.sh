@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The test suite: installs what it needs, then runs parts of it.
 #
-#   bash tools/test.sh          the quick check (5.5 minutes on a fresh clone, 2 cores):
+#   bash tools/test.sh          the quick check (6 minutes on a fresh clone, 2 cores):
 #                               every test target once (part 1, `plain`), the installed
 #                               trees checked from outside (part 6, `install`) and the
 #                               Python package (part 7, `python`)
-#   bash tools/test.sh --all    the whole matrix below (26 minutes there): what CI runs
+#   bash tools/test.sh --all    the whole matrix below (15-32 minutes there): what CI runs
 #   bash tools/test.sh --help   this text
 #
 # The parts:
