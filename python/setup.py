@@ -73,6 +73,9 @@ class BuildExt(build_ext):
         return None  # pkg-config's default search
 
     def run(self):
+        # Always compile: objects left in build/ from another CFLAGS or another library would
+        # otherwise be linked as they are.
+        self.force = True
         prefix = self.find_prefix()
         libdir = pkg_config(prefix, "--variable=libdir", "dtr")[0]
         mpi = pkg_config(prefix, "--variable=mpi", "dtr")[0]

@@ -50,6 +50,12 @@ if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log"
             failed=$((failed + 1))
         fi
     done
+    if grep -qE '^dtr/[^ ]+\.[ch] ' <<<"$files"; then
+        echo "python: the wheel carries the extension's C sources"
+        failed=$((failed + 1))
+    else
+        passed=$((passed + 1))
+    fi
 else
     cat "$tmp/log"
     failed=$((failed + 1))
