@@ -53,7 +53,7 @@ def binding_overhead():
             assert np.array_equal(dtr.redistribute(local, mesh, src, dst, shape=full.shape), want)
             c_us, o_us, a_us = median_us(c), median_us(p_out), median_us(p_new)
             rows.append(f"| {size >> 10} KiB | {src} -> {dst} | {iters} | {c_us:.2f} | {o_us:.2f} "
-                        f"(+{o_us - c_us:.2f}, {o_us / c_us:.3f}x) | {a_us:.2f} (+{a_us - c_us:.2f}, "
+                        f"({o_us - c_us:+.2f}, {o_us / c_us:.3f}x) | {a_us:.2f} ({a_us - c_us:+.2f}, "
                         f"{a_us / c_us:.3f}x) |")
     if rank == 0:
         print(f"\n### The binding's cost per call ({n} ranks, f32, medians; each call after a barrier)\n")
