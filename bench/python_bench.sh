@@ -20,4 +20,6 @@ py=$(bash "$root/bench/pytorch/venv.sh")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "bash bench/python_bench.sh --ranks $ranks on $(date -u +%Y-%m-%d), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p')"
 cd /tmp
-mpirun --oversubscribe -n "$ranks" --bind-to core "$py" "$root/bench/python_bench.py" "${args[@]}"
+bind=(--bind-to core)
+[ "$ranks" -le "$(nproc)" ] || bind=(--bind-to none) # (more ranks than cores: the scheduler's)
+mpirun --oversubscribe -n "$ranks" "${bind[@]}" "$py" "$root/bench/python_bench.py" "${args[@]}"
