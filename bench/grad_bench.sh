@@ -23,7 +23,10 @@ bazel build -c opt //tools:dtr //bench:copy_bw >/dev/null 2>&1
 ranks=${RANKS:-2} modes=${MODES:-ddp fsdp hsdp} dtypes=${DTYPES:-f32 bf16 f16}
 iters=${ITERS:-5} model=${MODEL:-gpt2-small}
 py=""
-[ "${TORCH:-1}" = 0 ] || py=$(bash bench/pytorch/venv.sh) && "$(dirname "$py")/pip" install -q mpi4py >&2
+if [ "${TORCH:-1}" != 0 ]; then
+    py=$(bash bench/pytorch/venv.sh)
+    "$(dirname "$py")/pip" install -q mpi4py >&2
+fi
 echo "\`bash bench/grad_bench.sh\` (RANKS=\"$ranks\" MODEL=$model ITERS=$iters) on $(date -u +%Y-%m-%d), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p')"
 echo
 echo "| ranks | mode | dtype | dtr grouped ms | dtr per tensor ms | bare collectives ms | memory limit ms | PyTorch gloo ms | grouped / bare | bare / limit | PyTorch / grouped |"
