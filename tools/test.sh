@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: installs what it needs, then runs parts of it.
 #
-#   bash tools/test.sh          the quick check (6 minutes on a fresh clone, 2 cores):
+#   bash tools/test.sh          the quick check (6.5 minutes on a fresh clone, 2 cores):
 #                               every test target once (part 1, `plain`), the installed
 #                               trees checked from outside (part 6, `install`) and the
 #                               Python package (part 7, `python`)
