@@ -50,10 +50,12 @@ static PyObject *dtrpy_c_loop(PyObject *self, PyObject *args) {
         for (int i = 0; st == DTR_OK && i < iters; i++) {
             double t0, t1;
             Py_BEGIN_ALLOW_THREADS
+            PyThread_acquire_lock(c->lock, WAIT_LOCK);
             if (barrier) MPI_Barrier(comm);
             t0 = dtrpy_now();
             st = dtr_redistribute(c->ctx, plan, in.buf, (size_t)in.len, o.buf, (size_t)o.len);
             t1 = dtrpy_now();
+            PyThread_release_lock(c->lock);
             Py_END_ALLOW_THREADS
             PyObject *x = PyFloat_FromDouble(t1 - t0);
             if (x == NULL || PyList_Append(times, x) < 0) st = DTR_ERR_OUT_OF_MEMORY;

@@ -33,7 +33,21 @@ typedef struct {
     PyObject *comm; /* the mpi4py communicator */
     MPI_Comm mcomm; /* its handle */
     int rank, size; /* in comm */
+    /* dtr uses a context from one thread at a time (docs/integration.md, "Threads") and
+     * every call below releases the GIL: each call into the context holds this lock. */
+    PyThread_type_lock lock;
 } dtrpy_context_t;
+
+/* Runs the statement, a call into context c, with the GIL released and c's lock held (taken after
+ * the GIL is let go, so a thread waiting for the lock never holds the GIL). */
+#define DTRPY_CALL(c, ...)                                                                 \
+    do {                                                                                    \
+        Py_BEGIN_ALLOW_THREADS                                                              \
+        PyThread_acquire_lock((c)->lock, WAIT_LOCK);                                        \
+        __VA_ARGS__;                                                                        \
+        PyThread_release_lock((c)->lock);                                                   \
+        Py_END_ALLOW_THREADS                                                                \
+    } while (0)
 
 typedef struct {
     PyObject_HEAD

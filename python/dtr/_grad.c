@@ -53,9 +53,7 @@ static PyObject *dtrpy_grad_hook(PyObject *self, PyObject *args, PyObject *kw) {
     Py_XDECREF(k);
     int64_t count = (int64_t)(view.len / dtr_dtype_info(dtype)->size);
     dtr_status_t st;
-    Py_BEGIN_ALLOW_THREADS
-    st = fn(NULL, c->ctx, mesh->mesh, dims, view.buf, count, dtype);
-    Py_END_ALLOW_THREADS
+    DTRPY_CALL(c, st = fn(NULL, c->ctx, mesh->mesh, dims, view.buf, count, dtype));
     PyBuffer_Release(&view);
     if (st != DTR_OK) return dtrpy_raise(st);
     return Py_NewRef(buf);
@@ -155,9 +153,7 @@ static PyObject *dtrpy_reduce_scatter_grads(PyObject *self, PyObject *args, PyOb
     }
     for (int i = 0; !bad && i < n; i++) op[i] = outv[i].buf, ob[i] = (size_t)outv[i].len;
     if (!bad) {
-        Py_BEGIN_ALLOW_THREADS
-        st = dtr_param_group_reduce(g, gp, gb, true, op, ob);
-        Py_END_ALLOW_THREADS
+        DTRPY_CALL(c, st = dtr_param_group_reduce(g, gp, gb, true, op, ob));
         if (st != DTR_OK) bad = (dtrpy_raise(st), 1);
     }
     dtr_param_group_destroy(g);

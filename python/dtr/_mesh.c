@@ -14,12 +14,13 @@ static PyObject *dtrpy_contexts; /* comm.py2f() -> context */
 static void dtrpy_context_close(dtrpy_context_t *c) {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (c->ctx != NULL && !finalized) dtr_context_destroy(c->ctx);
+    if (c->ctx != NULL && !finalized) DTRPY_CALL(c, dtr_context_destroy(c->ctx));
     c->ctx = NULL; /* (after MPI_Finalize nothing can be freed: left to the exit) */
 }
 
 static void dtrpy_context_dealloc(dtrpy_context_t *c) {
     dtrpy_context_close(c);
+    if (c->lock != NULL) PyThread_free_lock(c->lock);
     Py_XDECREF(c->comm);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -73,14 +74,17 @@ static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
         return NULL;
     }
     c->ctx = NULL;
+    c->lock = PyThread_allocate_lock();
     c->comm = Py_NewRef(comm);
     c->mcomm = mc;
     MPI_Comm_rank(mc, &c->rank);
     MPI_Comm_size(mc, &c->size);
-    dtr_status_t st;
-    Py_BEGIN_ALLOW_THREADS
-    st = dtr_context_create_mpi(mc, &c->ctx);
-    Py_END_ALLOW_THREADS
+    dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
+    if (c->lock != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        st = dtr_context_create_mpi(mc, &c->ctx);
+        Py_END_ALLOW_THREADS
+    }
     if (st != DTR_OK || PyDict_SetItem(dtrpy_contexts, key, (PyObject *)c) < 0) {
         if (st != DTR_OK) dtrpy_raise(st);
         Py_DECREF(key);

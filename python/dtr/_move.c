@@ -243,6 +243,7 @@ typedef struct {
     dtrpy_tensor_t *tensors;
     int n;
     PyObject *mesh;
+    dtrpy_context_t *context; /* (its lock) */
     PyObject *result;  /* what wait() returns */
     dtr_status_t status;
     bool done;
@@ -266,9 +267,7 @@ static PyObject *dtrpy_request_wait(dtrpy_request_t *r, PyObject *noargs) {
     if (!r->done) {
         dtr_status_t st;
         dtr_request_t *req = r->req;
-        Py_BEGIN_ALLOW_THREADS
-        st = dtr_request_wait(req);
-        Py_END_ALLOW_THREADS
+        DTRPY_CALL(r->context, st = dtr_request_wait(req));
         dtrpy_request_finish(r, st);
     }
     if (r->status != DTR_OK) return dtrpy_raise(r->status);
@@ -279,7 +278,8 @@ static PyObject *dtrpy_request_is_completed(dtrpy_request_t *r, PyObject *noargs
     (void)noargs;
     if (!r->done) {
         bool done = false;
-        dtr_status_t st = dtr_request_test(r->req, &done);
+        dtr_status_t st;
+        DTRPY_CALL(r->context, st = dtr_request_test(r->req, &done));
         if (done) dtrpy_request_finish(r, st);
     }
     return PyBool_FromLong(r->done);
@@ -289,12 +289,11 @@ static void dtrpy_request_dealloc(dtrpy_request_t *r) {
     if (!r->done) { /* the buffers must outlive the operation */
         dtr_request_t *req = r->req;
         dtr_status_t st;
-        Py_BEGIN_ALLOW_THREADS
-        st = dtr_request_wait(req);
-        Py_END_ALLOW_THREADS
+        DTRPY_CALL(r->context, st = dtr_request_wait(req));
         dtrpy_request_finish(r, st);
     }
     Py_XDECREF(r->mesh);
+    Py_XDECREF(r->context);
     Py_XDECREF(r->result);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -450,9 +449,7 @@ static PyObject *dtrpy_run_cross(const dtrpy_call_t *c, dtrpy_tensor_t *t, const
     size_t in_bytes = t->has_in ? (size_t)t->in.len + bad : bad;
     void *o = !bad && t->has_out ? t->out.buf : NULL;
     size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
-    Py_BEGIN_ALLOW_THREADS
-    st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes);
-    Py_END_ALLOW_THREADS
+    DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
     dtr_cross_plan_destroy(plan);
     if (bad) return dtrpy_poison(t);
     PyObject *r = dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
@@ -478,9 +475,12 @@ static PyObject *dtrpy_start(const dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_
     r->n = 1;
     r->plan = plan;
     r->mesh = Py_NewRef(mesh_obj);
+    r->context = (dtrpy_context_t *)Py_NewRef((PyObject *)c->ctx);
     r->result = Py_NewRef(ts->result);
-    dtr_status_t st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf, (size_t)ts->in.len,
-                                             ts->out.buf, (size_t)ts->out.len, &r->req);
+    dtr_status_t st;
+    DTRPY_CALL(c->ctx, st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf,
+                                                   (size_t)ts->in.len, ts->out.buf,
+                                                   (size_t)ts->out.len, &r->req));
     if (st != DTR_OK) dtrpy_request_finish(r, st);
     return dtrpy_status_or(st, (PyObject *)r);
 }
@@ -516,9 +516,7 @@ static PyObject *dtrpy_run_one(const dtrpy_call_t *c, dtrpy_tensor_t *t, const d
     size_t in_bytes = (size_t)t->in.len + bad;
     void *o = bad ? NULL : t->out.buf;
     size_t out_bytes = bad ? 0 : (size_t)t->out.len;
-    Py_BEGIN_ALLOW_THREADS
-    st = dtr_redistribute(c->ctx->ctx, plan, in, in_bytes, o, out_bytes);
-    Py_END_ALLOW_THREADS
+    DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
     PyMem_Free(plan);
     if (bad) return dtrpy_poison(t);
     return dtrpy_status_or(st, Py_NewRef(t->result));
@@ -602,10 +600,10 @@ static dtr_status_t dtrpy_run_many(const dtrpy_call_t *c, int n, dtrpy_tensor_t 
         for (int i = 0; i < n; i++) out[i] = NULL, out_bytes[i] = 0;
     }
     if (st == DTR_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        st = cp != NULL ? dtr_redistribute_cross_batch(c->ctx->ctx, cp, in, in_bytes, out, out_bytes)
-                        : dtr_redistribute_batch(c->ctx->ctx, bp, in, in_bytes, out, out_bytes);
-        Py_END_ALLOW_THREADS
+        DTRPY_CALL(c->ctx, st = cp != NULL ? dtr_redistribute_cross_batch(c->ctx->ctx, cp, in, in_bytes,
+                                                                       out, out_bytes)
+                                           : dtr_redistribute_batch(c->ctx->ctx, bp, in, in_bytes, out,
+                                                                    out_bytes));
         if (*bad >= 0) {
             dtrpy_poison(&t[*bad]);
             st = DTR_ERR_INVALID_ARGUMENT;

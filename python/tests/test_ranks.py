@@ -227,3 +227,27 @@ def test_the_gil_is_released_while_a_call_waits():
         assert woke < 0.3 and in_flight, (woke, in_flight)
     want = np.repeat(np.arange(n, dtype=np.float32), 4)[:, None] * np.ones((1, 4), np.float32)
     assert np.array_equal(result["out"], want)
+
+
+def test_threads_share_a_context_one_call_at_a_time():
+    import threading
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    mesh = dtr.Mesh(n)
+    full = np.arange(64 * n * 8, dtype=np.float32).reshape(64 * n, 8)
+    local = full[64 * rank:64 * (rank + 1)]
+    errors, results = [], []
+
+    def work():  # every call the same change: any order across threads matches across ranks
+        try:
+            for _ in range(20):
+                results.append(dtr.redistribute(local, mesh, "S(0)", "R"))
+        except Exception as e:  # (reported below, on the main thread)
+            errors.append(e)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 80
+    assert all(np.array_equal(r, full) for r in results)
