@@ -60,6 +60,8 @@ typedef struct {
 /* The mesh's context, made at the first collective call (collective over the communicator),
  * after checking that every rank of the mesh is in the communicator. Borrowed. */
 dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m);
+/* obj as a dtr.Mesh, or ArgumentError naming `what`. */
+int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out);
 
 extern PyTypeObject dtrpy_mesh_type;
 extern PyTypeObject dtrpy_plan_type;
@@ -119,8 +121,6 @@ int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view
 /* A new array of `kind` (as dtrpy_buffer gives it) and a writable buffer of it. */
 int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
                 PyObject **result, Py_buffer *view);
-/* obj as a dtr.Mesh, or ArgumentError naming `what`. */
-int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out);
 PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
 

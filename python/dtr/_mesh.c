@@ -195,6 +195,27 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
     return 0;
 }
 
+/* The communicator's rank at position i of the mesh in row-major order. */
+static int dtrpy_mesh_rank_of(const dtr_mesh_t *mesh, int64_t i) {
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    for (int d = dtr_mesh_ndims(mesh) - 1; d >= 0; d--) {
+        coord[d] = i % dtr_mesh_size(mesh, d);
+        i /= dtr_mesh_size(mesh, d);
+    }
+    int r = -1;
+    dtr_mesh_rank_at(mesh, coord, &r);
+    return r;
+}
+
+int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
+    if (!PyObject_TypeCheck(obj, &dtrpy_mesh_type) || ((dtrpy_mesh_t *)obj)->mesh == NULL) {
+        dtrpy_arg_error("%s: expected a dtr.Mesh, got %s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = (dtrpy_mesh_t *)obj;
+    return 0;
+}
+
 /* The mesh's communicator: its own, or mpi4py's COMM_WORLD (importing mpi4py.MPI, which
  * initialises MPI). New reference. */
 static PyObject *dtrpy_mesh_comm(dtrpy_mesh_t *m) {
@@ -226,14 +247,7 @@ dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
     if (c == NULL) return NULL;
     int64_t n = dtr_mesh_nranks(m->mesh);
     for (int64_t i = 0; i < n; i++) {
-        int64_t coord[DTR_MAX_MESH_DIMS];
-        int64_t rest = i;
-        for (int d = dtr_mesh_ndims(m->mesh) - 1; d >= 0; d--) {
-            coord[d] = rest % dtr_mesh_size(m->mesh, d);
-            rest /= dtr_mesh_size(m->mesh, d);
-        }
-        int r = -1;
-        dtr_mesh_rank_at(m->mesh, coord, &r);
+        int r = dtrpy_mesh_rank_of(m->mesh, i);
         if (r >= c->size) {
             Py_DECREF(c);
             dtrpy_arg_error("mesh: its rank %d is not in the communicator of %d ranks (run "
@@ -259,17 +273,8 @@ static PyObject *dtrpy_mesh_get_ranks(dtrpy_mesh_t *m, void *closure) {
     int64_t n = dtr_mesh_nranks(m->mesh);
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     if (t == NULL) return NULL;
-    int ndims = dtr_mesh_ndims(m->mesh);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t coord[DTR_MAX_MESH_DIMS], rest = i;
-        for (int d = ndims - 1; d >= 0; d--) {
-            coord[d] = rest % dtr_mesh_size(m->mesh, d);
-            rest /= dtr_mesh_size(m->mesh, d);
-        }
-        int r = -1;
-        dtr_mesh_rank_at(m->mesh, coord, &r);
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromLong(r));
-    }
+    for (int64_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromLong(dtrpy_mesh_rank_of(m->mesh, i)));
     return t;
 }
 

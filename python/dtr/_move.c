@@ -328,15 +328,6 @@ static PyObject *dtrpy_request_done(PyObject *result) {
 }
 
 
-int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
-    if (!PyObject_TypeCheck(obj, &dtrpy_mesh_type) || ((dtrpy_mesh_t *)obj)->mesh == NULL) {
-        dtrpy_arg_error("%s: expected a dtr.Mesh, got %s", what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = (dtrpy_mesh_t *)obj;
-    return 0;
-}
-
 /* The meshes, the context (made at the first call: collective) and this rank's parts. */
 static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
     memset(c, 0, sizeof *c);
@@ -502,22 +493,22 @@ static PyObject *dtrpy_run_one(const dtrpy_call_t *c, dtrpy_tensor_t *t, const d
         return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");
     if (cap_bytes != 0)
         return dtrpy_arg_error("staging_cap: only for a change between meshes (to_mesh=)");
-    dtr_plan_t *plan = PyMem_Malloc(sizeof *plan);
-    if (plan == NULL) return PyErr_NoMemory();
-    dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), plan, NULL);
-    if (st != DTR_OK) {
-        PyMem_Free(plan);
-        return dtrpy_raise(st);
-    }
+    dtr_plan_t plan; /* (on the stack: a blocking call's plan lives as long as the call) */
+    dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), &plan, NULL);
+    if (st != DTR_OK) return dtrpy_raise(st);
     if (t->err_type == NULL && dtrpy_output(out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     bool bad = t->err_type != NULL;
-    if (async_op && !bad) return dtrpy_start(c, t, plan, mesh_obj);
+    if (async_op && !bad) { /* the request keeps its own copy until it completes */
+        dtr_plan_t *kept = PyMem_Malloc(sizeof *kept);
+        if (kept == NULL) return PyErr_NoMemory();
+        memcpy(kept, &plan, sizeof plan);
+        return dtrpy_start(c, t, kept, mesh_obj);
+    }
     const void *in = bad ? &dtrpy_poison_byte : t->in.buf;
     size_t in_bytes = (size_t)t->in.len + bad;
     void *o = bad ? NULL : t->out.buf;
     size_t out_bytes = bad ? 0 : (size_t)t->out.len;
-    DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
-    PyMem_Free(plan);
+    DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, &plan, in, in_bytes, o, out_bytes));
     if (bad) return dtrpy_poison(t);
     return dtrpy_status_or(st, Py_NewRef(t->result));
 }

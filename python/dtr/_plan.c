@@ -109,15 +109,6 @@ PyTypeObject dtrpy_plan_type = {
     .tp_getset = dtrpy_plan_getset,
 };
 
-static int dtrpy_mesh_arg(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
-    if (!PyObject_TypeCheck(obj, &dtrpy_mesh_type) || ((dtrpy_mesh_t *)obj)->mesh == NULL) {
-        dtrpy_arg_error("%s: expected a dtr.Mesh, got %s", what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *out = (dtrpy_mesh_t *)obj;
-    return 0;
-}
-
 PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *names[] = {"mesh", "shape", "placements", "dtype", NULL};
@@ -130,7 +121,7 @@ PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
     int ndim;
     dtr_dtype_t dtype = DTR_F32;
     dtr_spec_t spec;
-    if (dtrpy_mesh_arg(mesh_obj, "mesh", &mesh) < 0 ||
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0 ||
         dtrpy_shape(shape_obj, "shape", shape, &ndim) < 0 ||
         (dtype_obj != NULL && dtype_obj != Py_None && dtrpy_dtype(dtype_obj, "dtype", &dtype) < 0) ||
         dtrpy_spec(&spec, mesh, pl, "placements", shape, ndim, dtype) < 0)
@@ -193,8 +184,8 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim;
     dtr_dtype_t dtype = DTR_F32, to_dtype;
-    if (dtrpy_mesh_arg(mesh_obj, "mesh", &mesh) < 0 ||
-        (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_arg(to_obj, "to_mesh", &to) < 0) ||
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0 ||
+        (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_of(to_obj, "to_mesh", &to) < 0) ||
         dtrpy_shape(shape_obj, "shape", shape, &ndim) < 0 ||
         (dtype_obj != NULL && dtype_obj != Py_None && dtrpy_dtype(dtype_obj, "dtype", &dtype) < 0))
         return NULL;
