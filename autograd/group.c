@@ -142,10 +142,12 @@ dtr_status_t dtr_param_group_create(dtr_context_t *ctx, const dtr_param_group_de
         g->post = f.post * (double)f.world;
     }
     g->premul = f.pre != 1 && dtr__group_premul(ctx, desc->mesh, desc->shard_dims);
-    g->direct = f.pre == 1 && !dtr__group_on_space(ctx) &&
+    g->scale = dtr__group_spans_scale(ctx);
+    g->direct = (f.pre == 1 || g->scale) && !g->premul && !dtr__group_on_space(ctx) &&
                 (desc->params[0].dtype == g->reduce_dtype || dtr__group_spans_cast(ctx));
     for (int i = 1; i < n; i++)
         g->direct = g->direct && desc->params[i].dtype == desc->params[0].dtype;
+    g->scale = g->scale && g->direct;
     dtr_status_t st = dtr__space_factors(ctx, f.factor, g->premul ? 1 : f.pre, g->post, func);
     if (st != DTR_OK) {
         dtr_param_group_destroy(g);
@@ -171,6 +173,7 @@ void dtr_param_group_destroy(dtr_param_group_t *g) {
         dtr__group_free(g->ctx, g->fused);
         dtr__group_free(g->ctx, g->acc);
     }
+    free(g->trash);
     free(g->params);
     free(g->m);
     free(g->outs);
@@ -236,76 +239,6 @@ static dtr_status_t dtr__pack(dtr_param_group_t *g, const void *const *grads, ch
     return DTR_OK;
 }
 
-/* Zeros for the span lists: padding and alignment gaps read from here, never written. */
-enum { DTR__ZEROS = 1 << 16 };
-static const char dtr__zeros[DTR__ZEROS];
-
-/* Spans reading `len` zero bytes; returns how many (0..2). */
-static int dtr__zero_spans(dtr_span_t *sp, int64_t len) {
-    int n = 0;
-    if (len >= DTR__ZEROS) sp[n++] = (dtr_span_t){(char *)dtr__zeros, len / DTR__ZEROS, DTR__ZEROS, 0};
-    if (len % DTR__ZEROS) sp[n++] = (dtr_span_t){(char *)dtr__zeros, 1, len % DTR__ZEROS, 0};
-    return n;
-}
-
-/*
- * The pack as a span list: block k of the send stream is what dtr__pack writes there (each
- * parameter's rows [k * chunk, ...) where they lie in its gradient, zeros past the end of
- * the dim and in the alignment gaps), read by the reduce-scatter itself, which casts them
- * to the reduce dtype as it reads where the parameters' dtype differs. Only for a direct
- * group (one parameter dtype, no pre-divide, host memory). Starts it in the RS slot.
- */
-static dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads) {
-    /* at most, per member and parameter: each row a data span after up to two of zeros,
-     * then the gap's zeros folded into the next flush; and the last flush */
-    int64_t most = 2;
-    for (int i = 0; i < g->n; i++) most += g->rs * (3 * g->m[i].outer + 2);
-    dtr_span_t *sp = malloc((size_t)most * sizeof *sp);
-    int64_t *counts = malloc((size_t)g->rs * sizeof *counts);
-    if (sp == NULL || counts == NULL) {
-        free(sp);
-        free(counts);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_param_group_reduce", "span lists");
-    }
-    int64_t ns = 0, zero = 0; /* zero: bytes of zeros not yet listed (parameter dtype) */
-    int64_t ritem = dtr_dtype_info(g->reduce_dtype)->size;
-    for (int64_t k = 0; k < g->rs; k++) {
-        counts[k] = g->fused_bytes / ritem;
-        for (int i = 0; i < g->n; i++) {
-            const dtr__gparam_t *m = &g->m[i];
-            int64_t lo = k * m->chunk, hi = lo + m->chunk < m->len ? lo + m->chunk : m->len;
-            int64_t real = (hi > lo ? (hi - lo) * m->inner : 0) * m->item;
-            int64_t slice = m->chunk * m->inner * m->item, row = m->len * m->inner * m->item;
-            const char *src = (const char *)grads[i] + lo * m->inner * m->item;
-            bool whole = real == slice && m->outer > 1; /* every row full: one strided span */
-            for (int64_t o = 0; o < m->outer; o++) {
-                if (real > 0) {
-                    ns += dtr__zero_spans(sp + ns, zero);
-                    zero = 0;
-                    sp[ns++] = (dtr_span_t){(char *)src + o * row, whole ? m->outer : 1, real,
-                                            whole ? row : 0};
-                }
-                zero += slice - real;
-                if (whole) break;
-            }
-            /* the alignment gap after the view, in elements of the fused buffer */
-            int64_t end = i + 1 < g->n ? g->m[i + 1].offset : g->fused_bytes;
-            zero += ((end - m->offset) / ritem - m->piece) * m->item;
-        }
-    }
-    ns += dtr__zero_spans(sp + ns, zero);
-    dtr_span_t recv = {g->fused, 1, g->fused_bytes, 0};
-    dtr_spans_op_t op = {.kind = DTR_SPANS_REDUCE_SCATTER, .send = sp, .recv = &recv,
-                         .nsend = (int)ns, .nrecv = 1, .counts = counts,
-                         .dtype = g->reduce_dtype, .op = g->rs_op,
-                         .cast = g->params[0].dtype != g->reduce_dtype,
-                         .send_dtype = g->params[0].dtype};
-    dtr_status_t st = dtr__group_start_spans(g->ctx, DTR__SLOT_RS, g->mesh, g->shard_dims, &op);
-    free(sp);
-    free(counts);
-    return st;
-}
-
 /* The argument checks of a reduction on this rank; msg says what was wrong. */
 static dtr_status_t dtr__check_reduce(const dtr_param_group_t *g, const void *const *grads,
                                       const size_t *grad_bytes, bool sync, void *const *outs,
@@ -353,6 +286,8 @@ static dtr_status_t dtr__check_reduce(const dtr_param_group_t *g, const void *co
     return DTR_OK;
 }
 
+static dtr_status_t dtr__group_pack_start(dtr_param_group_t *g, const void *const *grads);
+
 dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
                               const size_t *grad_bytes, bool sync, void *const *outs,
                               const size_t *out_bytes, const char *func) {
@@ -372,14 +307,32 @@ dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
                                dtr__fnv(g->hash, sync), local, msg));
     if (sync) memcpy(g->outs, outs, (size_t)g->n * sizeof *g->outs);
     g->sync = sync;
+    g->written = false;
+    /* A synced microbatch with nothing accumulated, whose collective is the last stage (no
+     * all-reduce after the reduce-scatter, or no reduce-scatter before the all-reduce),
+     * writes the outputs itself. */
+    bool last = sync && !g->have_acc && g->scale;
+    dtr_status_t st = DTR_OK;
     if (g->rs > 1 && g->direct &&
         dtr__group_spans_ok(g->ctx, g->mesh, g->shard_dims, DTR_SPANS_REDUCE_SCATTER,
                             g->reduce_dtype, g->rs_op, g->rs * g->fused_bytes)) {
-        g->pending = true;
-        dtr_status_t st = dtr__rs_spans(g, grads);
-        if (st != DTR_OK) g->pending = false;
-        return st;
+        g->written = last && g->ar == 1;
+        st = dtr__rs_spans(g, grads, g->written);
+    } else if (g->rs == 1 && g->ar > 1 && last &&
+               dtr__group_spans_ok(g->ctx, g->mesh, g->replicate_dims, DTR_SPANS_ALL_REDUCE,
+                                   g->reduce_dtype, g->ar_op, g->fused_bytes)) {
+        g->written = true;
+        st = dtr__ar_spans(g, grads);
+    } else {
+        return dtr__group_pack_start(g, grads);
     }
+    g->pending = st == DTR_OK;
+    if (st != DTR_OK) g->written = false;
+    return st;
+}
+
+/* The packed form of begin's reduce-scatter: the gradients into the fused buffer first. */
+static dtr_status_t dtr__group_pack_start(dtr_param_group_t *g, const void *const *grads) {
     char *send = g->fused;
     if (g->rs > 1)
         DTR_CHECK(dtr__group_scratch(g->ctx, g->rs * g->fused_bytes, (void **)&send));
@@ -432,9 +385,18 @@ dtr_status_t dtr__group_rs_done(dtr_param_group_t *g) {
 }
 
 dtr_status_t dtr__group_ar_start(dtr_param_group_t *g) {
-    if (g->ar == 1) return DTR_OK;
+    if (g->ar == 1 || g->written) return DTR_OK;
+    dtr_status_t st;
+    if (g->scale && dtr__group_spans_ok(g->ctx, g->mesh, g->replicate_dims,
+                                        DTR_SPANS_ALL_REDUCE, g->reduce_dtype, g->ar_op,
+                                        g->fused_bytes)) {
+        st = dtr__ar_spans_fused(g); /* the fused sums into the outputs, divided and cast */
+        g->written = st == DTR_OK;
+        if (st != DTR_OK) g->pending = false;
+        return st;
+    }
     int64_t count = g->fused_bytes / dtr_dtype_info(g->reduce_dtype)->size;
-    dtr_status_t st = dtr__group_start(g->ctx, DTR__SLOT_AR, g->mesh, g->replicate_dims,
+    st = dtr__group_start(g->ctx, DTR__SLOT_AR, g->mesh, g->replicate_dims,
                                        DTR__GROUP_ALL_REDUCE, g->fused, g->result, count,
                                        g->reduce_dtype, g->ar_op, 1);
     if (st != DTR_OK) g->pending = false;
@@ -459,10 +421,11 @@ static dtr_status_t dtr__unpack(dtr_param_group_t *g) {
 }
 
 dtr_status_t dtr__group_ar_done(dtr_param_group_t *g) {
-    bool done;
+    bool done, written = g->written;
     dtr_status_t st = g->ar > 1 ? dtr__group_complete(g->ctx, DTR__SLOT_AR, true, &done) : DTR_OK;
     g->pending = false;
-    if (st != DTR_OK) return st;
+    g->written = false;
+    if (st != DTR_OK || written) return st;
     return dtr__unpack(g);
 }
 

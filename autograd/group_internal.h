@@ -31,9 +31,14 @@ struct dtr_param_group {
     dtr_reduce_op_t rs_op, ar_op; /* what the backend runs */
     double post;                /* the one divide at the end (f.post, times D for SUM-for-AVG) */
     bool premul;                /* f.pre is the reduce-scatter's pre-multiply (NCCL), not the pack's */
-    bool direct;                /* host memory, one param dtype, no pre-divide: the reduce-
-                                 * scatter may read the gradients where they lie (span lists,
-                                 * cast on reading where the dtypes differ), no pack */
+    bool direct;                /* host memory, one param dtype, no pre-divide (or the
+                                 * backend's span lists divide): the reduce-scatter may read the
+                                 * gradients where they lie (span lists, cast on reading where
+                                 * the dtypes differ), no pack */
+    bool scale;                 /* direct, and the span lists divide and cast as they write
+                                 * (group_spans.c): the last collective writes the outputs */
+    bool written;               /* the reduction in progress writes the outputs itself */
+    char *trash;                /* where a receive list writes padding (group_spans.c) */
     int64_t fused_bytes, gather_bytes;
     void *fused;                /* the reduce-scatter's output, 512-byte aligned views */
     void *result;               /* the all-reduce's output (fused itself with no replicate group) */
@@ -54,5 +59,14 @@ dtr_status_t dtr__group_begin(dtr_param_group_t *g, const void *const *grads,
 dtr_status_t dtr__group_rs_done(dtr_param_group_t *g);
 dtr_status_t dtr__group_ar_start(dtr_param_group_t *g);
 dtr_status_t dtr__group_ar_done(dtr_param_group_t *g);
+
+/* The collectives over span lists (group_spans.c), each started in its slot: the reduce-
+ * scatter reading the gradients where they lie, into the fused buffer or (to_outs: a synced
+ * reduction's last stage) straight into the outputs; DDP's all-reduce from the gradients
+ * into the outputs (no reduce-scatter group); HSDP's all-reduce from the fused buffer into
+ * the outputs. The outputs are divided by the post factor and cast as they are written. */
+dtr_status_t dtr__rs_spans(dtr_param_group_t *g, const void *const *grads, bool to_outs);
+dtr_status_t dtr__ar_spans(dtr_param_group_t *g, const void *const *grads);
+dtr_status_t dtr__ar_spans_fused(dtr_param_group_t *g);
 
 #endif

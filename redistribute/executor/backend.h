@@ -35,6 +35,11 @@ typedef struct {
  * hold send_dtype elements, converted to the operation's dtype as they are read. */
 #define DTR_BACKEND_CAP_SPANS_CAST 4u
 
+/* The backend's reductions over span lists divide as they read and write and cast as they
+ * write (dtr_spans_op_t.pre, .post, .recv_cast): a gradient reduction's divides and casts
+ * ride on the collective's own passes over memory. */
+#define DTR_BACKEND_CAP_SPANS_SCALE 8u
+
 /* Bytes of a buffer that need not be contiguous: `rows` rows of `run` bytes, `stride` bytes
  * apart, from `base`. A list of spans is read or written in order as one stream of bytes. */
 typedef struct {
@@ -72,6 +77,15 @@ typedef struct {
      * spans are the stream's bytes as they are. */
     bool cast;
     dtr_dtype_t send_dtype;
+    /* Reductions on a backend with DTR_BACKEND_CAP_SPANS_SCALE (0 or 1: none): every
+     * element read is divided by pre in dtype (after the cast: the results are those of a
+     * cast pass, then a divide pass), and every result divided by post in dtype before it is
+     * written; with recv_cast the recv spans hold recv_dtype elements (a float dtype), each
+     * result converted to it (rounded to nearest even) as it is written, the counts and the
+     * streams' lengths still in dtype. */
+    double pre, post;
+    bool recv_cast;
+    dtr_dtype_t recv_dtype;
 } dtr_spans_op_t;
 
 /*

@@ -225,6 +225,10 @@ bool dtr__group_spans_cast(const dtr_context_t *ctx) {
     return (ctx->ops->caps & DTR_BACKEND_CAP_SPANS_CAST) != 0;
 }
 
+bool dtr__group_spans_scale(const dtr_context_t *ctx) {
+    return (ctx->ops->caps & DTR_BACKEND_CAP_SPANS_SCALE) != 0;
+}
+
 bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                          dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
                          int64_t bytes) {
@@ -238,7 +242,9 @@ bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned di
 
 dtr_status_t dtr__group_start_spans(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
                                     unsigned dims, const dtr_spans_op_t *op) {
-    static const char func[] = "reduce_scatter (spans)";
+    static const char *const names[] = {"all_gather (spans)", "reduce_scatter (spans)",
+                                        "all_reduce (spans)"};
+    const char *func = names[op->kind];
     dtr__group_op_t *g = &ctx->gops[slot];
     void *group;
     int64_t n;

@@ -66,11 +66,13 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
                               double scale);
 dtr_status_t dtr__group_complete(dtr_context_t *ctx, int slot, bool block, bool *done);
 /* The same over span lists (backend.h's spans_ok / spans_start), where the backend takes
- * them for this group: a reduce-scatter that reads each member's pieces where they lie, with
- * no pack pass. dtr__group_spans_ok is false for a group of one, a staging context, or a
+ * them for this group: a reduction that reads each member's pieces where they lie and writes
+ * its results where they go, with no pack or unpack pass. dtr__group_spans_ok is false for a group of one, a staging context, or a
  * backend without span lists; its answer is the same on every member (backend.h). */
-/* Whether the backend's span lists cast on reading (DTR_BACKEND_CAP_SPANS_CAST). */
+/* Whether the backend's span lists cast on reading (DTR_BACKEND_CAP_SPANS_CAST), and
+ * whether they divide on reading and writing and cast on writing (_SPANS_SCALE). */
 bool dtr__group_spans_cast(const dtr_context_t *ctx);
+bool dtr__group_spans_scale(const dtr_context_t *ctx);
 bool dtr__group_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                          dtr_spans_kind_t kind, dtr_dtype_t dtype, dtr_reduce_op_t op,
                          int64_t bytes);

@@ -764,7 +764,8 @@ static dtr_status_t dtr__mpi_spans_start(void *group, const dtr_spans_op_t *op,
 
 static const dtr_backend_ops_t dtr__mpi_ops = {
     .name = "mpi",
-    .caps = DTR_BACKEND_CAP_SPANS_CAST, /* no AVG; span lists cast on reading (shm.c) */
+    /* no AVG; span lists cast on reading, divide and cast on writing (shm.c) */
+    .caps = DTR_BACKEND_CAP_SPANS_CAST | DTR_BACKEND_CAP_SPANS_SCALE,
     .rank = dtr__mpi_rank,
     .group_create = dtr__mpi_group_create,
     .group_destroy = dtr__mpi_group_destroy,

@@ -197,6 +197,27 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
                                   i, (long long)op->send[i].run, dtr_dtype_name(op->send_dtype));
         sbytes = sbytes / fsize * esize;
     }
+    int64_t osize = 0; /* a cast on writing: the recv spans' element size */
+    if (op->recv_cast && op->recv_dtype != op->dtype) {
+        const dtr_dtype_info_t *to = dtr_dtype_info(op->recv_dtype);
+        if (gather || to == NULL || !to->is_float || to->storage_only ||
+            !dtr_dtype_info(op->dtype)->is_float)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                              "shared-memory spans: a cast on writing is for reductions of "
+                              "float dtypes");
+        osize = to->size;
+        for (int i = 0; i < op->nrecv; i++)
+            if (op->recv[i].run % osize != 0)
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                                  "shared-memory spans: recv span %d's run of %lld bytes is not "
+                                  "whole %s elements",
+                                  i, (long long)op->recv[i].run, dtr_dtype_name(op->recv_dtype));
+        rbytes = rbytes / osize * esize;
+    }
+    bool divides = (op->pre != 0 && op->pre != 1) || (op->post != 0 && op->post != 1);
+    if (divides && (gather || !dtr_dtype_info(op->dtype)->is_float))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                          "shared-memory spans: divides are for reductions of float dtypes");
     int64_t want_s = op->kind == DTR_SPANS_ALL_GATHER ? op->counts[s->me] : total;
     int64_t want_r = op->kind == DTR_SPANS_REDUCE_SCATTER ? op->counts[s->me] * esize : total;
     if (sbytes != want_s || rbytes != want_r)
@@ -214,6 +235,19 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
         s->in.from_size = fsize;
         s->in.to_size = esize;
     }
+    if (osize > 0) { /* the receive stream counts bytes of dtype too */
+        for (int i = 0; i <= op->nrecv; i++) s->ostart[i] = s->ostart[i] / osize * esize;
+        s->out.from = op->recv_dtype;
+        s->out.to = op->dtype;
+        s->out.from_size = osize;
+        s->out.to_size = esize;
+    }
+    if (op->pre != 0 && op->pre != 1) {
+        s->in.to = op->dtype;
+        s->in.to_size = esize;
+        s->in.scale = op->pre;
+    }
+    s->post = gather ? 0 : op->post;
     if (op->kind == DTR_SPANS_ALL_REDUCE) {
         dtr__shm_all_reduce_pieces(s, op->counts[0], esize);
         return dtr__shm_reduce_start(s, op->dtype, op->op, esize, true);

@@ -131,7 +131,8 @@ bool dtr__shm_reduce_send(dtr__shm_t *s) {
 
 /*
  * Reduces bytes [at, at + len) of this member's piece: the others' contributions in[k], its
- * own from its send stream. The result goes to its receive stream and, for an all-reduce,
+ * own from its send stream. The result (divided by the post factor where there is one: the
+ * others copy it so) goes to its receive stream and, for an all-reduce,
  * to `slot` (where the others copy it from). Where the own input or the output is not one
  * run of a span, it goes through the scratch sub-pieces.
  */
@@ -150,6 +151,7 @@ static void dtr__reduce_own(dtr__shm_t *s, const void **in, char *slot, int64_t 
     bool in_place = slot == NULL && out != NULL;
     if (out == NULL) out = s->scratch + s->rsub;
     dtr__reduce_n(s->dtype, s->op, (const void *const *)in, s->n, out, len / s->esize);
+    if (s->post != 0 && s->post != 1) dtr__divide_by(s->dtype, out, len / s->esize, s->post);
     if (!in_place) dtr__spans_write(&s->out, dst, len, out, s->stream);
 }
 

@@ -73,6 +73,7 @@ struct dtr__shm {
     dtr_dtype_t dtype;
     dtr_reduce_op_t op;
     int64_t esize;
+    double post; /* a reduction over spans: its results divided by this (0: none) */
     /* the reductions that read the members' buffers where they are (shm_direct.c) */
     int direct;           /* DTR__DIRECT_OFF, _WAIT (places posted, the others' unread), _RUN */
     bool dposted;         /* the running reduction posted its places (cancel takes them back) */

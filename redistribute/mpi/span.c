@@ -69,13 +69,16 @@ static void dtr__range(char *base, int64_t run, int64_t stride, int64_t at, int6
 }
 
 /* Reads `len` bytes of `from` elements at byte `at` of one span into `flat` as `to`
- * elements (len / fs of them). */
-static void dtr__range_cast(const char *base, int64_t run, int64_t stride, int64_t at,
-                            int64_t len, char *flat, const dtr__spans_t *st) {
+ * elements (len / fs of them), or writes them there from `flat` (pack false). */
+static void dtr__range_cast(char *base, int64_t run, int64_t stride, int64_t at, int64_t len,
+                            char *flat, const dtr__spans_t *st, bool pack) {
     int64_t i = at / run, c = at % run;
     while (len > 0) {
         int64_t take = run - c < len ? run - c : len;
-        dtr__convert(st->from, base + i * stride + c, st->to, flat, take / st->from_size);
+        if (pack)
+            dtr__convert(st->from, base + i * stride + c, st->to, flat, take / st->from_size);
+        else
+            dtr__convert(st->to, flat, st->from, base + i * stride + c, take / st->from_size);
         flat += take / st->from_size * st->to_size;
         len -= take;
         i++;
@@ -95,7 +98,7 @@ static void dtr__move(const dtr__spans_t *st, int64_t at, int64_t len, char *fla
         if (take <= 0) continue;
         if (st->from_size > 0) /* stream bytes to span bytes: whole elements both ways */
             dtr__range_cast(sp->base, sp->run, sp->stride, off / st->to_size * st->from_size,
-                            take / st->to_size * st->from_size, flat, st);
+                            take / st->to_size * st->from_size, flat, st, pack);
         else
             dtr__range(sp->base, sp->run, sp->stride, off, take, flat, pack, stream);
         flat += take;
@@ -105,6 +108,8 @@ static void dtr__move(const dtr__spans_t *st, int64_t at, int64_t len, char *fla
 
 void dtr__spans_read(const dtr__spans_t *st, int64_t at, int64_t len, char *flat) {
     dtr__move(st, at, len, flat, true, false);
+    if (st->scale != 0 && st->scale != 1 && len > 0)
+        dtr__divide_by(st->to, flat, len / st->to_size, st->scale);
 }
 
 void dtr__spans_write(const dtr__spans_t *st, int64_t at, int64_t len, const char *flat,
@@ -113,7 +118,7 @@ void dtr__spans_write(const dtr__spans_t *st, int64_t at, int64_t len, const cha
 }
 
 char *dtr__spans_ptr(const dtr__spans_t *st, int64_t at, int64_t len) {
-    if (st->n == 0 || st->from_size > 0) return NULL;
+    if (st->n == 0 || st->from_size > 0 || (st->scale != 0 && st->scale != 1)) return NULL;
     int i = dtr__locate(st, at);
     const dtr_span_t *sp = &st->span[i];
     int64_t off = at - st->start[i];

@@ -201,14 +201,15 @@ static void test_modes(void) {
             }
 }
 
-/* Whether the shard group (HSDP: this rank's row of 4; FSDP: all 8) runs on one node with
- * the shared-memory paths on: where the MPI backend takes span lists (over simulated nodes,
- * tools/mpirun_nodes.sh, an FSDP group spans two and packs). Collective. */
-static int spans_expected(int hsdp) {
+/* Whether this rank's group of `count` ranks `stride` apart from `first` (HSDP's shard
+ * group: its row of 4; its replicate group: its column of 2; FSDP's and DDP's: all 8) runs
+ * on one node with the shared-memory paths on: where the MPI backend takes span lists (over
+ * simulated nodes, tools/mpirun_nodes.sh, a group over two packs). Collective. */
+static int spans_expected(int first, int stride, int count) {
     char name[MPI_MAX_PROCESSOR_NAME];
     char *names = mpi_paths_names(name);
-    int first = hsdp ? rank / 4 * 4 : 0, same = 1;
-    for (int q = first; q < first + (hsdp ? 4 : 8); q++)
+    int same = 1;
+    for (int q = first; q < first + stride * count; q += stride)
         same = same && strcmp(names + (size_t)q * MPI_MAX_PROCESSOR_NAME,
                               names + (size_t)first * MPI_MAX_PROCESSOR_NAME) == 0;
     free(names);
@@ -216,29 +217,43 @@ static int spans_expected(int hsdp) {
            mpi_paths_env_on("DTR_MPI_SHM_REDUCE");
 }
 
-/* Groups whose parameters all have one dtype, on host memory: the reduce-scatter reads the
- * gradients where they lie (span lists through the shared-memory segment), casting them to
- * the reduce dtype as it reads where that differs, with the padding and alignment gaps read
- * as zeros; blocking and through the pipeline. */
+/*
+ * Groups whose parameters all have one dtype, on host memory: the collectives read the
+ * gradients where they lie and write the outputs where they go (span lists through the
+ * shared-memory segment), casting to the reduce dtype as they read and back as they write,
+ * with the pre-divide done on reading and the post-divide on writing (f16's pre 4 here, as
+ * f32's post): the reduce-scatter, with padding and alignment gaps read as zeros and, as
+ * the last stage, written into the outputs with the padding dropped; DDP's all-reduce from
+ * the gradients into the outputs; HSDP's all-reduce from the fused buffer into the outputs.
+ * Blocking (one microbatch) and through the pipeline (two: the second adds the first's
+ * accumulator, so the fused buffer holds the sum and the outputs are written from it).
+ */
 static void test_direct(void) {
     static const dtr_dtype_t ptypes[] = {DTR_F32, DTR_BF16, DTR_F32, DTR_F32, DTR_F32, DTR_F32};
     static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_BF16, DTR_F16, DTR_F32, DTR_BF16};
-    char what[200];
+    static const struct {
+        const char *name;
+        unsigned shard, rep;
+    } modes[] = {{"FSDP", 0x3, 0}, {"HSDP", 0x2, 0x1}, {"DDP", 0, 0x3}};
+    char what[240];
     /* and large ones, whose pieces the shared-memory path splits into many chunks */
     static const dtr_param_desc_t large[NMIXED] = {
         {1, {300007}, 0, DTR_F32}, {2, {1001, 77}, 1, DTR_F32}, {3, {7, 10, 3}, 1, DTR_F32},
         {1, {70001}, 0, DTR_F32},  {2, {0, 4}, 0, DTR_F32},     {2, {3, 90001}, 0, DTR_F32},
     };
+    /* this rank's shard and replicate groups on one node, as the MPI backend sees them */
+    int rs_on = spans_expected(0, 1, 8), row_on = spans_expected(rank / 4 * 4, 1, 4);
+    int col_on = spans_expected(rank % 4, 4, 2);
     for (int ti = 0; ti < 6; ti++) {
         dtr_param_desc_t same[NMIXED];
         memcpy(same, ti < 4 ? mixed : large, sizeof same);
         for (int i = 0; i < NMIXED; i++) same[i].dtype = ptypes[ti];
-        for (int hsdp = 0; hsdp < 2; hsdp++)
+        for (int mi = 0; mi < 3; mi++)
             for (int M = 1; M <= 2; M++) {
-                dtr_param_group_t *g = make_group(same, NMIXED, hsdp ? 0x2 : 0x3, hsdp ? 0x1 : 0,
+                dtr_param_group_t *g = make_group(same, NMIXED, modes[mi].shard, modes[mi].rep,
                                                   types[ti], 0, false);
                 bufs_t b;
-                bufs_make(&b, same, NMIXED, hsdp ? 0x2 : 0x3);
+                bufs_make(&b, same, NMIXED, modes[mi].shard);
                 int ok = g != NULL;
                 nrecs = 0;
                 dtr_grad_pipeline_t *p = NULL;
@@ -258,17 +273,38 @@ static void test_direct(void) {
                 }
                 dtr_grad_pipeline_destroy(p);
                 snprintf(what, sizeof what,
-                         "%s%s, all %s, reduce %s, %d microbatch(es)%s: exact means, the "
-                         "reduce-scatter over span lists inside a node unless f16's pre-divide "
-                         "packs",
-                         ti < 4 ? "" : "large ", hsdp ? "HSDP" : "FSDP", dtr_dtype_name(ptypes[ti]),
+                         "%s%s, all %s, reduce %s, %d microbatch(es)%s: exact means, span lists "
+                         "inside a node with the divides and casts folded in",
+                         ti < 4 ? "" : "large ", modes[mi].name, dtr_dtype_name(ptypes[ti]),
                          dtr_dtype_name(types[ti]), M, M == 2 ? " (pipeline)" : "");
                 ok = ok && bufs_check(&b, same, 0, M, 8, what);
-                /* f16 pre-divides (pre 4 here): that group still packs */
-                int want = types[ti] != DTR_F16 && spans_expected(hsdp), spans = nrecs == M + hsdp;
-                for (int k = 0; k < M && spans; k++)
-                    spans = recs[k].kind == 'r' && recs[k].spans == want;
-                if (!spans) printf("rank %d: recorded %s\n", rank, rec_kinds());
+                dtr_grad_factors_t f = {0};
+                ok = ok && dtr_param_group_info(g, &f, NULL) == DTR_OK;
+                /* MPI has no AVG: SUM, and the one divide by the whole D at the end */
+                double post = f.rs_op == DTR_REDUCE_AVG ? f.post * f.world : f.post;
+                int want = mi == 0 ? rs_on : mi == 1 ? row_on : 0, spans = 1;
+                int ar_want = mi == 0 ? 0 : mi == 1 ? col_on : rs_on;
+                int cast = ptypes[ti] != types[ti];
+                char kinds[8] = "";
+                int nk = 0;
+                if (mi < 2)
+                    for (int m = 0; m < M; m++) kinds[nk++] = 'r';
+                if (mi > 0) kinds[nk++] = 'a';
+                spans = strcmp(rec_kinds(), kinds) == 0;
+                for (int k = 0; k < nk && spans; k++) {
+                    int ar = recs[k].kind == 'a', on = ar ? ar_want : want;
+                    /* the stage that writes the outputs: FSDP's one reduce-scatter with
+                     * nothing accumulated, or the all-reduce */
+                    int last = ar || (mi == 0 && M == 1);
+                    spans = recs[k].spans == on;
+                    if (on && !ar) spans = spans && recs[k].pre == f.pre;
+                    if (on && ar) /* DDP's one all-reduce from the gradients pre-divides */
+                        spans = spans && recs[k].pre == (mi == 2 && M == 1 ? f.pre : 0);
+                    if (on)
+                        spans = spans && recs[k].post == (last ? post : 0) &&
+                                recs[k].recv_cast == (last && cast);
+                }
+                if (!spans) printf("rank %d: %s: recorded %s\n", rank, what, rec_kinds());
                 check(ok && spans, what);
                 bufs_free(&b);
                 dtr_param_group_destroy(g);

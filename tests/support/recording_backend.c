@@ -23,7 +23,7 @@ typedef struct {
 
 static void record(char kind, int64_t count, dtr_dtype_t t, dtr_reduce_op_t o, void *g) {
     if (kind == 'a' && t == DTR_I64 && count == 3 && o == DTR_REDUCE_MAX) return;
-    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n, 1, 0};
+    if (nrecs < REC_MAX) recs[nrecs++] = (rec_t){kind, count, t, o, ((wgroup_t *)g)->n, 1, 0, 0, 0, 0};
 }
 
 static int w_rank(void *s) { return inner->rank(s); }
@@ -82,7 +82,12 @@ static bool w_spans_ok(void *g, dtr_spans_kind_t k, dtr_dtype_t t, dtr_reduce_op
 static dtr_status_t w_spans_start(void *g, const dtr_spans_op_t *op, dtr_backend_req_t *q) {
     static const char kinds[] = {'g', 'r', 'a'};
     record(kinds[op->kind], op->counts[0], op->dtype, op->op, g);
-    if (nrecs > 0) recs[nrecs - 1].spans = 1;
+    if (nrecs > 0) {
+        recs[nrecs - 1].spans = 1;
+        recs[nrecs - 1].pre = op->pre;
+        recs[nrecs - 1].post = op->post;
+        recs[nrecs - 1].recv_cast = op->recv_cast;
+    }
     return inner->spans_start(((wgroup_t *)g)->g, op, q);
 }
 static dtr_status_t w_all_to_allv(void *g, const void *s, const int64_t *sc, const int64_t *sd,

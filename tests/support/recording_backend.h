@@ -17,6 +17,8 @@ typedef struct {
     int size; /* the group's size */
     double scale; /* a pre-multiplied SUM's scale (premul_sum); 1 otherwise */
     int spans;    /* 1: over span lists (spans_start), counts[0] in count */
+    double pre, post; /* span lists: the divides on reading and writing (0: none) */
+    int recv_cast;    /* span lists: the results cast as they are written */
 } rec_t;
 
 #define REC_MAX 256
