@@ -241,8 +241,21 @@ void dtr__divide_by(dtr_dtype_t dtype, void *buf, int64_t count, double d) {
     int64_t k;
     dtype = dtr__parts(dtype, &count);
     float fd = (float)d;
+    uint32_t bits;
+    memcpy(&bits, &fd, sizeof bits);
+    /* a power of two whose inverse is a normal f32: no mantissa, exponent field 2..253 */
+    bool pow2 = (bits & 0x807fffffu) == 0 && (bits >> 23) >= 2 && (bits >> 23) <= 253;
     switch (dtype) {
     case DTR_F32:
+        /* By a power of two the product with its (exact) inverse is the same correctly
+         * rounded x / d, bit for bit, at the multiplier's rate: the gradient reductions' post
+         * divide runs on every chunk while it is in cache, where the divider's throughput
+         * showed (10% of DDP's all-reduce over span lists, perf). */
+        if (pow2) {
+            float inv = 1.0f / fd;
+            for (k = 0; k < count; k++) ((float *)buf)[k] *= inv;
+            break;
+        }
         for (k = 0; k < count; k++) ((float *)buf)[k] /= fd;
         break;
     case DTR_F64:

@@ -326,8 +326,11 @@ static dtr_status_t dtr__baseline(dtr__model_t *s, bool sync) {
     if (s->f.rs_size > 1)
         DTR__TRY(dtr_reduce_scatter(s->ctx, s->mesh, s->shard, s->grad_arena, s->base_recv,
                                      s->base_count, t, DTR_REDUCE_SUM));
+    /* DDP's all-reduce reads the gradients too: a buffer never written would read the
+     * zero page from cache, not the bytes a real reduction reads from memory */
     if (sync && s->f.ar_size > 1)
-        DTR__TRY(dtr_all_reduce(s->ctx, s->mesh, s->rep, s->base_recv, s->base_out,
+        DTR__TRY(dtr_all_reduce(s->ctx, s->mesh, s->rep,
+                                 s->f.rs_size > 1 ? s->base_recv : s->grad_arena, s->base_out,
                                  s->base_count, t, DTR_REDUCE_SUM));
     return DTR_OK;
 }

@@ -68,15 +68,32 @@ static void dtr__range(char *base, int64_t run, int64_t stride, int64_t at, int6
     }
 }
 
+/* A cast written with streaming stores: converted a block at a time in cache, then
+ * streamed (a plain store would read every line of the output first). */
+enum { DTR__CAST_BLOCK = 4096 };
+
+static void dtr__cast_stream(const dtr__spans_t *st, const char *flat, char *out, int64_t n) {
+    _Alignas(64) char buf[DTR__CAST_BLOCK];
+    int64_t per = DTR__CAST_BLOCK / st->from_size;
+    for (int64_t k = 0; k < n; k += per) {
+        int64_t m = n - k < per ? n - k : per;
+        dtr__convert(st->to, flat + k * st->to_size, st->from, buf, m);
+        dtr__stream_copy(out + k * st->from_size, buf, m * st->from_size);
+    }
+}
+
 /* Reads `len` bytes of `from` elements at byte `at` of one span into `flat` as `to`
- * elements (len / fs of them), or writes them there from `flat` (pack false). */
+ * elements (len / fs of them), or writes them there from `flat` (pack false; with
+ * streaming stores where `stream`). */
 static void dtr__range_cast(char *base, int64_t run, int64_t stride, int64_t at, int64_t len,
-                            char *flat, const dtr__spans_t *st, bool pack) {
+                            char *flat, const dtr__spans_t *st, bool pack, bool stream) {
     int64_t i = at / run, c = at % run;
     while (len > 0) {
         int64_t take = run - c < len ? run - c : len;
         if (pack)
             dtr__convert(st->from, base + i * stride + c, st->to, flat, take / st->from_size);
+        else if (stream)
+            dtr__cast_stream(st, flat, base + i * stride + c, take / st->from_size);
         else
             dtr__convert(st->to, flat, st->from, base + i * stride + c, take / st->from_size);
         flat += take / st->from_size * st->to_size;
@@ -98,7 +115,7 @@ static void dtr__move(const dtr__spans_t *st, int64_t at, int64_t len, char *fla
         if (take <= 0) continue;
         if (st->from_size > 0) /* stream bytes to span bytes: whole elements both ways */
             dtr__range_cast(sp->base, sp->run, sp->stride, off / st->to_size * st->from_size,
-                            take / st->to_size * st->from_size, flat, st, pack);
+                            take / st->to_size * st->from_size, flat, st, pack, stream);
         else
             dtr__range(sp->base, sp->run, sp->stride, off, take, flat, pack, stream);
         flat += take;

@@ -148,13 +148,15 @@ static dtr_param_group_t *make_group(const dtr_param_desc_t *params, int n, unsi
     return g;
 }
 
+/* The three modes on the 2 x 4 mesh: their shard and replicate dims. */
+static const struct {
+    const char *name;
+    unsigned shard, rep;
+} modes[] = {{"FSDP", 0x3, 0}, {"HSDP", 0x2, 0x1}, {"DDP", 0, 0x3}};
+
 /* ---- every mode and dtype, blocking ------------------------------------------------------ */
 
 static void test_modes(void) {
-    static const struct {
-        const char *name;
-        unsigned shard, rep;
-    } modes[] = {{"FSDP", 0x3, 0}, {"HSDP", 0x2, 0x1}, {"DDP", 0, 0x3}};
     static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16, DTR_F64};
     char what[200];
     for (int mi = 0; mi < 3; mi++)
@@ -217,33 +219,22 @@ static int spans_expected(int first, int stride, int count) {
            mpi_paths_env_on("DTR_MPI_SHM_REDUCE");
 }
 
-/*
- * Groups whose parameters all have one dtype, on host memory: the collectives read the
- * gradients where they lie and write the outputs where they go (span lists through the
- * shared-memory segment), casting to the reduce dtype as they read and back as they write,
- * with the pre-divide done on reading and the post-divide on writing (f16's pre 4 here, as
- * f32's post): the reduce-scatter, with padding and alignment gaps read as zeros and, as
- * the last stage, written into the outputs with the padding dropped; DDP's all-reduce from
- * the gradients into the outputs; HSDP's all-reduce from the fused buffer into the outputs.
- * Blocking (one microbatch) and through the pipeline (two: the second adds the first's
- * accumulator, so the fused buffer holds the sum and the outputs are written from it).
- */
+/* One param dtype, host memory: span lists through the shared-memory segment read the
+ * gradients where they lie (padding and gaps as zeros) and write the outputs where they go
+ * (padding dropped), casting and dividing as they read and write (f16's pre 4 here): the
+ * reduce-scatter, DDP's all-reduce from the gradients, HSDP's from the fused buffer. Blocking
+ * and through the pipeline (two microbatches: outputs written from the accumulated sum). */
 static void test_direct(void) {
     static const dtr_dtype_t ptypes[] = {DTR_F32, DTR_BF16, DTR_F32, DTR_F32, DTR_F32, DTR_F32};
     static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_BF16, DTR_F16, DTR_F32, DTR_BF16};
-    static const struct {
-        const char *name;
-        unsigned shard, rep;
-    } modes[] = {{"FSDP", 0x3, 0}, {"HSDP", 0x2, 0x1}, {"DDP", 0, 0x3}};
     char what[240];
     /* and large ones, whose pieces the shared-memory path splits into many chunks */
     static const dtr_param_desc_t large[NMIXED] = {
         {1, {300007}, 0, DTR_F32}, {2, {1001, 77}, 1, DTR_F32}, {3, {7, 10, 3}, 1, DTR_F32},
-        {1, {70001}, 0, DTR_F32},  {2, {0, 4}, 0, DTR_F32},     {2, {3, 90001}, 0, DTR_F32},
-    };
-    /* this rank's shard and replicate groups on one node, as the MPI backend sees them */
-    int rs_on = spans_expected(0, 1, 8), row_on = spans_expected(rank / 4 * 4, 1, 4);
-    int col_on = spans_expected(rank % 4, 4, 2);
+        {1, {70001}, 0, DTR_F32},  {2, {0, 4}, 0, DTR_F32},     {2, {3, 90001}, 0, DTR_F32}};
+    /* this rank's groups on one node (all 8, its row, its column), as the MPI backend sees */
+    int rs_on = spans_expected(0, 1, 8), row_on = spans_expected(rank / 4 * 4, 1, 4),
+        col_on = spans_expected(rank % 4, 4, 2);
     for (int ti = 0; ti < 6; ti++) {
         dtr_param_desc_t same[NMIXED];
         memcpy(same, ti < 4 ? mixed : large, sizeof same);
@@ -282,27 +273,19 @@ static void test_direct(void) {
                 ok = ok && dtr_param_group_info(g, &f, NULL) == DTR_OK;
                 /* MPI has no AVG: SUM, and the one divide by the whole D at the end */
                 double post = f.rs_op == DTR_REDUCE_AVG ? f.post * f.world : f.post;
-                int want = mi == 0 ? rs_on : mi == 1 ? row_on : 0, spans = 1;
-                int ar_want = mi == 0 ? 0 : mi == 1 ? col_on : rs_on;
-                int cast = ptypes[ti] != types[ti];
-                char kinds[8] = "";
-                int nk = 0;
-                if (mi < 2)
-                    for (int m = 0; m < M; m++) kinds[nk++] = 'r';
-                if (mi > 0) kinds[nk++] = 'a';
-                spans = strcmp(rec_kinds(), kinds) == 0;
-                for (int k = 0; k < nk && spans; k++) {
-                    int ar = recs[k].kind == 'a', on = ar ? ar_want : want;
+                static const char *const kinds[3][2] = {{"r", "rr"}, {"ra", "rra"}, {"a", "a"}};
+                int spans = strcmp(rec_kinds(), kinds[mi][M - 1]) == 0;
+                for (int k = 0; k < nrecs && spans; k++) {
+                    int ar = recs[k].kind == 'a';
+                    int on = ar ? (mi == 1 ? col_on : rs_on) : (mi == 0 ? rs_on : row_on);
                     /* the stage that writes the outputs: FSDP's one reduce-scatter with
-                     * nothing accumulated, or the all-reduce */
+                     * nothing accumulated, or the all-reduce; DDP's one all-reduce from the
+                     * gradients pre-divides (from the fused buffer it does not) */
                     int last = ar || (mi == 0 && M == 1);
-                    spans = recs[k].spans == on;
-                    if (on && !ar) spans = spans && recs[k].pre == f.pre;
-                    if (on && ar) /* DDP's one all-reduce from the gradients pre-divides */
-                        spans = spans && recs[k].pre == (mi == 2 && M == 1 ? f.pre : 0);
-                    if (on)
-                        spans = spans && recs[k].post == (last ? post : 0) &&
-                                recs[k].recv_cast == (last && cast);
+                    double pre = !ar || (mi == 2 && M == 1) ? f.pre : 0;
+                    spans = recs[k].spans == on &&
+                            (!on || (recs[k].pre == pre && recs[k].post == (last ? post : 0) &&
+                                     recs[k].recv_cast == (last && ptypes[ti] != types[ti])));
                 }
                 if (!spans) printf("rank %d: %s: recorded %s\n", rank, what, rec_kinds());
                 check(ok && spans, what);

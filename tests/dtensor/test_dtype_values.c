@@ -150,6 +150,40 @@ Test(dtype_values, divide_in_the_dtype) {
     cr_expect_eq(bits(f[0]), bits(1.0f / 3.0f), "one correctly rounded division");
 }
 
+/* dtr__divide_by on f32 multiplies by the inverse where the divisor is a power of two
+ * whose inverse is normal: the same bits as the division, for every 4099th f32 pattern
+ * (subnormals, infinities and NaNs with payloads among them) and the ones next to the
+ * subnormal boundary, by powers of two from 2^-125 to 2^126, at both ends of that range and
+ * past it (2^127, 2^-126: divided), and by 3. */
+Test(dtype_values, f32_divide_by_a_power_of_two_is_the_division) {
+    enum { N = (1 << 20) + 64 };
+    float *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    for (uint32_t k = 0; k < N - 64; k++) {
+        uint32_t u = k * 4099u;
+        memcpy(&in[k], &u, sizeof u);
+    }
+    for (uint32_t k = 0; k < 64; k++) {
+        uint32_t u = 0x00800000u - 32 + k + (k & 1u) * 0x80000000u;
+        memcpy(&in[N - 64 + k], &u, sizeof u);
+    }
+    static const float by[] = {2, 4, 0.5f, 0x1p-125f, 0x1p126f, 0x1p127f, 0x1p-126f, 1024, 3};
+    for (int d = 0; d < 9; d++) {
+        memcpy(out, in, N * sizeof *in);
+        dtr__divide_by(DTR_F32, out, N, by[d]);
+        int bad = 0;
+        for (int k = 0; k < N; k++) {
+            volatile float q = in[k] / by[d];
+            float want = q;
+            if (bits(out[k]) != bits(want) && bad++ < 5)
+                cr_expect_fail("0x%08x / %a: 0x%08x, division 0x%08x", bits(in[k]), by[d],
+                               bits(out[k]), bits(want));
+        }
+        cr_expect_eq(bad, 0, "f32 / %a: %d quotients differ", by[d], bad);
+    }
+    free(in);
+    free(out);
+}
+
 /* The half types' divides (dtr__divide, and dtr__divide_by in place; AVX2, and F16C for f16,
  * where the CPU has them) give the scalar bits, f32(x) / f32(d) rounded once, for all 65536
  * values of each (NaNs with payloads, infinities and subnormals included), by divisors whose
