@@ -14,23 +14,26 @@
 #
 # Usage: bash bench/grad_bench.sh        (a markdown table on stdout)
 # Env: RANKS="2"  MODES="ddp fsdp hsdp" (hsdp on 4 or more ranks: mesh 2 x n/2)
-#      DTYPES="f32 bf16 f16"  ITERS=5  MODEL=gpt2-small (or a model file, docs/executor.md)
+#      DTYPES="f32 bf16 f16"  ITERS=5
+#      MODELS="gpt2-small bench/gpt2_medium.json" (gpt2-small is built in; a model file is a
+#      JSON list of {"shape", "group"}: bench/gpt2_medium.json is GPT-2 medium, 355M)
 #      TORCH=0 leaves PyTorch out
 set -eu
 cd "$(dirname "$0")/.."
 bazel build -c opt //tools:dtr //bench:copy_bw >/dev/null 2>&1
 . bench/common.sh
 ranks=${RANKS:-2} modes=${MODES:-ddp fsdp hsdp} dtypes=${DTYPES:-f32 bf16 f16}
-iters=${ITERS:-5} model=${MODEL:-gpt2-small}
+iters=${ITERS:-5} models=${MODELS:-${MODEL:-gpt2-small bench/gpt2_medium.json}}
 py=""
 if [ "${TORCH:-1}" != 0 ]; then
     py=$(bash bench/pytorch/venv.sh)
     "$(dirname "$py")/pip" install -q mpi4py >&2
 fi
-echo "\`bash bench/grad_bench.sh\` (RANKS=\"$ranks\" MODEL=$model ITERS=$iters) on $(date -u +%Y-%m-%d), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p')"
+echo "\`bash bench/grad_bench.sh\` (RANKS=\"$ranks\" MODELS=\"$models\" ITERS=$iters) on $(date -u +%Y-%m-%d), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p')"
 echo
-echo "| ranks | mode | dtype | dtr grouped ms | dtr per tensor ms | bare collectives ms | memory limit ms | PyTorch gloo ms | grouped / bare | bare / limit | PyTorch / grouped |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| model | ranks | mode | dtype | dtr grouped ms | dtr per tensor ms | bare collectives ms | memory limit ms | PyTorch gloo ms | grouped / bare | bare / limit | PyTorch / grouped |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+for model in $models; do
 for r in $ranks; do
     bind=(--bind-to core)
     [ "$r" -le "$(nproc)" ] || bind=(--bind-to none)
@@ -51,17 +54,18 @@ for r in $ranks; do
                 t=$(field median_us "$(mpirun --oversubscribe -n "$r" "${bind[@]}" "$py" bench/grad_bench_torch.py \
                     "$mode" "$d" "$numel" "$iters" 2>/dev/null | tail -1)")
             fi
-            python3 - "$r" "$mode" "$d" "$g" "$p" "$b" "$t" "$numel" "$gbps" <<'PY'
+            python3 - "$r" "$mode" "$d" "$g" "$p" "$b" "$t" "$numel" "$gbps" "$(basename "$model" .json)" <<'PY'
 import sys
-r, mode, d, g, p, b, t, numel, gbps = sys.argv[1:]
+r, mode, d, g, p, b, t, numel, gbps, model = sys.argv[1:]
 r, numel, gbps = int(r), int(numel), float(gbps)
 least = 8 * numel if mode == "ddp" else 4 * numel * (1 + 1 / r)
 limit = least / (gbps * 1e9) * 1e3
 g, p, b = float(g) / 1e3, float(p) / 1e3, float(b) / 1e3
 tt = "-" if t in ("-", "") else "%.1f" % (float(t) / 1e3)
 vs = "-" if tt == "-" else "%.2f" % (float(t) / 1e3 / g)
-print(f"| {r} | {mode} | {d} | {g:.1f} | {p:.1f} | {b:.1f} | {limit:.1f} | {tt} | {g / b:.2f} | {b / limit:.2f} | {vs} |")
+print(f"| {model} | {r} | {mode} | {d} | {g:.1f} | {p:.1f} | {b:.1f} | {limit:.1f} | {tt} | {g / b:.2f} | {b / limit:.2f} | {vs} |")
 PY
         done
     done
+done
 done
