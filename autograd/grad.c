@@ -170,6 +170,10 @@ struct dtr_reducer {
     void *send, *recv, *acc;   /* rs * piece, piece, piece elements of the reduce dtype */
     bool have_acc;
     bool premul; /* the pre-divide is the reduce-scatter's pre-multiply (NCCL), not the pack's */
+    bool spans;  /* host memory, and the backend's span lists cast and divide: the collectives
+                  * may read the gradient and write the output in place (internal.h) */
+    dtr__gparam_t m; /* the gradient as a group of one parameter lays it out */
+    char *trash;     /* where a receive list writes padding */
     uint64_t hash;
 };
 
@@ -230,6 +234,11 @@ dtr_status_t dtr_reducer_create(dtr_context_t *ctx, const dtr_reducer_desc_t *de
     dtr_chunk(r->len, rs, index, &r->rows, &off);
     r->chunk = (r->len + rs - 1) / rs; /* torch.chunk's size: uneven dims pad the last pieces */
     r->piece = r->outer * r->chunk * r->inner;
+    r->m = (dtr__gparam_t){.item = dtr__item(d->param_dtype), .outer = r->outer, .len = r->len,
+                           .inner = r->inner, .chunk = r->chunk, .rows = r->rows,
+                           .piece = r->piece};
+    r->spans = dtr__group_spans_scale(ctx) && !dtr__group_on_space(ctx) && !r->premul &&
+               (d->param_dtype == d->reduce_dtype || dtr__group_spans_cast(ctx));
     /* The buffers are of the context's memory; the accumulator comes with the first
      * microbatch that skips the all-reduce. */
     int64_t item = dtr__item(d->reduce_dtype);
@@ -257,6 +266,7 @@ void dtr_reducer_destroy(dtr_reducer_t *r) {
     dtr__group_free(r->ctx, r->send);
     dtr__group_free(r->ctx, r->recv);
     dtr__group_free(r->ctx, r->acc);
+    free(r->trash);
     free(r);
 }
 
@@ -320,6 +330,81 @@ static dtr_status_t dtr__unpack(dtr_reducer_t *r, void *out) {
     return DTR_OK;
 }
 
+/* What a collective of the reducer over the group of `dims` divides its sums by: the
+ * group's size for AVG (the MPI backend has none: SUM, then the executor's divide), 1 for
+ * SUM. */
+static double dtr__reducer_post(const dtr_reducer_t *r, unsigned dims, dtr_reduce_op_t op) {
+    int64_t n = 1;
+    if (op == DTR_REDUCE_AVG) dtr_mesh_group_size(r->d.mesh, dims, &n);
+    return (double)n;
+}
+
+/* Whether the collective over the group of `dims` runs over span lists: a reducer that may
+ * (r->spans), a backend without AVG where op is AVG (the divide then rides on the writes),
+ * never both an AVG divide and a post factor (the packed path rounds twice), and the
+ * group's answer, the same on every member of the group. */
+static bool dtr__reducer_spans_ok(dtr_reducer_t *r, dtr_spans_kind_t kind, int64_t bytes) {
+    bool rs = kind == DTR_SPANS_REDUCE_SCATTER;
+    dtr_reduce_op_t op = rs ? r->f.rs_op : r->f.ar_op;
+    if (!r->spans || (op == DTR_REDUCE_AVG && dtr__group_has_avg(r->ctx))) return false;
+    if (op == DTR_REDUCE_AVG && r->f.post != 1) return false;
+    return dtr__group_spans_ok(r->ctx, r->d.mesh, rs ? r->d.shard_dims : r->d.replicate_dims,
+                               kind, r->d.reduce_dtype, DTR_REDUCE_SUM, bytes);
+}
+
+/*
+ * One collective over span lists (internal.h's layout of one parameter), blocking:
+ *   REDUCE_SCATTER  the gradient where it lies (cast and pre-divided as read) into recv, or
+ *                   into out (the last stage: padding dropped, post-divided, cast back);
+ *   ALL_REDUCE      from the gradient (grad: DDP, pre-divided) or from recv (grad NULL) into
+ *                   out, post-divided and cast back.
+ * The same casts and divides as the packed path, so the same bits.
+ */
+static dtr_status_t dtr__reducer_spans(dtr_reducer_t *r, dtr_spans_kind_t kind,
+                                       const void *grad, void *out) {
+    static const char func[] = "dtr_reducer_reduce";
+    bool rs = kind == DTR_SPANS_REDUCE_SCATTER;
+    dtr_dtype_t pt = r->d.param_dtype, rt = r->d.reduce_dtype;
+    int64_t ritem = dtr__item(rt);
+    dtr__glayout_t l = {&r->m, 1, rs ? r->rs : 1, r->piece * ritem, pt, rt};
+    dtr_span_t *sp = malloc((size_t)dtr__layout_most(&l, l.rs) * sizeof *sp);
+    dtr_span_t *rp = malloc((size_t)dtr__layout_most(&l, 1) * sizeof *rp);
+    int64_t *counts = malloc((size_t)l.rs * sizeof *counts);
+    if (r->trash == NULL) r->trash = malloc(DTR__TRASH);
+    if (sp == NULL || rp == NULL || counts == NULL || r->trash == NULL) {
+        free(sp), free(rp), free(counts);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "span lists");
+    }
+    for (int64_t k = 0; k < l.rs; k++) counts[k] = r->piece;
+    dtr_spans_op_t op = {.kind = kind, .send = sp, .recv = rp, .counts = counts, .dtype = rt,
+                         .op = DTR_REDUCE_SUM};
+    if (grad != NULL) { /* read from the gradient: cast and pre-divided */
+        op.nsend = (int)dtr__layout_send(&l, (const void *const *)&grad, sp);
+        op.cast = pt != rt;
+        op.send_dtype = pt;
+        op.pre = r->f.pre;
+    } else {
+        sp[0] = (dtr_span_t){r->recv, 1, r->piece * ritem, 0};
+        op.nsend = 1;
+    }
+    unsigned dims = rs ? r->d.shard_dims : r->d.replicate_dims;
+    double post = dtr__reducer_post(r, dims, rs ? r->f.rs_op : r->f.ar_op);
+    if (out != NULL) { /* the last stage: the output in place */
+        op.nrecv = (int)dtr__layout_recv(&l, &out, r->trash, rp);
+        op.post = post != 1 ? post : r->f.post;
+        op.recv_cast = pt != rt;
+        op.recv_dtype = pt;
+    } else {
+        rp[0] = (dtr_span_t){r->recv, 1, r->piece * ritem, 0};
+        op.nrecv = 1;
+        op.post = post;
+    }
+    dtr_status_t st = dtr__group_start_spans(r->ctx, DTR__SLOT_RS, r->d.mesh, dims, &op);
+    free(sp), free(rp), free(counts);
+    bool done;
+    return st == DTR_OK ? dtr__group_complete(r->ctx, DTR__SLOT_RS, true, &done) : st;
+}
+
 dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_bytes, bool sync,
                                 void *out, size_t out_bytes) {
     static const char func[] = "dtr_reducer_reduce";
@@ -355,10 +440,21 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
 
     dtr_dtype_t rt = r->d.reduce_dtype;
     int64_t bytes = r->piece * dtr__item(rt);
-    DTR_CHECK(dtr__pack(r, grad));
-    /* Both groups agreed above: the collectives skip their own agreement. */
-    DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece, rt,
-                                r->f.rs_op, true, false, r->premul ? 1.0 / r->f.pre : 1));
+    /* Over span lists where the groups take them (DDP: the one all-reduce; FSDP: the
+     * reduce-scatter, into out when it is the last stage), else packed. Both groups agreed
+     * above: the collectives skip their own agreement. */
+    bool last = sync && !r->have_acc;
+    if (r->rs == 1 && last && dtr__reducer_spans_ok(r, DTR_SPANS_ALL_REDUCE, bytes))
+        return dtr__reducer_spans(r, DTR_SPANS_ALL_REDUCE, grad, out);
+    if (r->rs > 1 && dtr__reducer_spans_ok(r, DTR_SPANS_REDUCE_SCATTER, r->rs * bytes)) {
+        bool to_out = last && r->f.ar_size == 1;
+        DTR_CHECK(dtr__reducer_spans(r, DTR_SPANS_REDUCE_SCATTER, grad, to_out ? out : NULL));
+        if (to_out) return DTR_OK;
+    } else {
+        DTR_CHECK(dtr__pack(r, grad));
+        DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.shard_dims, r->send, r->recv, r->piece,
+                                    rt, r->f.rs_op, true, false, r->premul ? 1.0 / r->f.pre : 1));
+    }
     if (!sync) {
         /* Skips the all-reduce: keep the reduce-scatter output for the synced microbatch. */
         if (r->acc == NULL) DTR_CHECK(dtr__group_alloc(r->ctx, bytes, &r->acc, func));
@@ -371,6 +467,8 @@ dtr_status_t dtr_reducer_reduce(dtr_reducer_t *r, const void *grad, size_t grad_
     if (r->have_acc) st = dtr__group_add(r->ctx, rt, r->acc, r->recv, r->piece, func);
     r->have_acc = false;
     DTR_CHECK(st);
+    if (r->f.ar_size > 1 && dtr__reducer_spans_ok(r, DTR_SPANS_ALL_REDUCE, bytes))
+        return dtr__reducer_spans(r, DTR_SPANS_ALL_REDUCE, NULL, out);
     DTR_CHECK(dtr__group_reduce(r->ctx, mesh, r->d.replicate_dims, r->recv, r->recv, r->piece,
                                 rt, r->f.ar_op, false, false, 1));
     return dtr__unpack(r, out);

@@ -3,19 +3,8 @@
 #define DTR_AUTOGRAD_GROUP_INTERNAL_H
 
 #include "autograd/group.h"
+#include "autograd/internal.h"
 
-/* The context's slots (redistribute/executor/group.h) the two collectives use. */
-enum { DTR__SLOT_RS = 0, DTR__SLOT_AR = 1 };
-
-/* One parameter as [outer, len, inner] around its shard dim. */
-typedef struct {
-    int64_t item;               /* its dtype's bytes */
-    int64_t outer, len, inner;
-    int64_t chunk, rows;        /* padded rows per rank; this rank's real rows */
-    int64_t piece;              /* outer * chunk * inner elements */
-    int64_t offset;             /* its view in the fused buffer (reduce dtype), bytes */
-    int64_t goffset;            /* its piece in a gathered block (its dtype), bytes */
-} dtr__gparam_t;
 
 struct dtr_param_group {
     dtr_context_t *ctx;

@@ -198,6 +198,7 @@ static int reducer_case(const rcase_t *c, const char *what, float *wrong_out, in
     float *grad = malloc((size_t)(numel + 1) * sizeof *grad);
     float *copy = malloc((size_t)(numel + 1) * sizeof *copy);
     float *out = malloc((size_t)(shard_numel + 1) * sizeof *out);
+    out[shard_numel] = 12345.0f; /* nothing may be written past the shard */
     for (int m = 0; m < c->microbatches && ok; m++) {
         fill(DTR_F32, grad, numel, m, 0, 1, 1.0 / c->microbatches);
         memcpy(copy, grad, (size_t)numel * sizeof *grad);
@@ -240,6 +241,10 @@ static int reducer_case(const rcase_t *c, const char *what, float *wrong_out, in
                 if (wrong_out != NULL) *wrong_out = (float)wrong;
                 if (differs != NULL && wrong != want) *differs = 1;
             }
+    if (ok && out[shard_numel] != 12345.0f) {
+        printf("rank %d: %s: written past the shard\n", rank, what);
+        ok = 0;
+    }
     free(grad);
     free(copy);
     free(out);
@@ -399,6 +404,60 @@ static void test_reducer(void) {
     }
 
     test_reducer_setup();
+}
+
+/* Inside a node the reducer's collectives run over span lists (the MPI backend's shared-
+ * memory path): DDP's one all-reduce and FSDP's reduce-scatter read the gradient where it
+ * lies and write the output in place (padding dropped), HSDP's reduce-scatter reads it and
+ * its all-reduce writes the output; the divides and casts ride on them. Recorded: span lists
+ * (over simulated nodes: none), the pre-divide on reading the gradient, the post-divide and
+ * the cast on the last write; the means exact and nothing written past the shard. */
+static void test_reducer_spans(void) {
+    char name[MPI_MAX_PROCESSOR_NAME], what[200];
+    char *names = mpi_paths_names(name);
+    int env = mpi_paths_env_on("DTR_MPI_SHM") && mpi_paths_env_on("DTR_MPI_SPANS") &&
+              mpi_paths_env_on("DTR_MPI_SHM_REDUCE");
+    /* whether all 8 ranks, this rank's row of 4 and its column of 2 share a node */
+    int on[3] = {env, env, env}, first[3] = {0, rank / 4 * 4, rank % 4}, step[3] = {1, 1, 4};
+    for (int gi = 0; gi < 3; gi++)
+        for (int q = first[gi]; q < first[gi] + step[gi] * (gi == 0 ? 8 : gi == 1 ? 4 : 2);
+             q += step[gi])
+            on[gi] = on[gi] && strcmp(names + (size_t)q * MPI_MAX_PROCESSOR_NAME,
+                                      names + (size_t)first[gi] * MPI_MAX_PROCESSOR_NAME) == 0;
+    free(names);
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    static const struct {
+        const char *name, *kinds;
+        unsigned shard, rep;
+    } modes[] = {{"DDP", "a", 0, 0x3}, {"FSDP", "r", 0x3, 0}, {"HSDP", "ra", 0x2, 0x1}};
+    for (int t = 0; t < 3; t++)
+        for (int mi = 0; mi < 3; mi++) {
+            rcase_t c = {.shard = modes[mi].shard, .rep = modes[mi].rep, .ndim = 2,
+                         .shape = {1001, 33}, .reduce = types[t], .microbatches = 1};
+            snprintf(what, sizeof what, "reducer %s over span lists, 1001x33, reduce %s",
+                     modes[mi].name, dtr_dtype_name(types[t]));
+            nrecs = 0;
+            int ok = reducer_case(&c, what, NULL, NULL);
+            int64_t rs, ar;
+            dtr_mesh_group_size(mesh, c.shard, &rs);
+            dtr_mesh_group_size(mesh, c.rep, &ar);
+            dtr_grad_factors_t f;
+            dtr_grad_factors(rs, ar, types[t], 0, false, &f);
+            int good = strcmp(rec_kinds(), modes[mi].kinds) == 0;
+            for (int k = 0; k < nrecs && good; k++) /* HSDP: its row, then its column */
+                good = recs[k].spans == on[mi < 2 ? 0 : k + 1];
+            int all = 1;
+            for (int k = 0; k < nrecs; k++) all = all && recs[k].spans;
+            if (all && good) {
+                const rec_t *z = &recs[nrecs - 1];
+                dtr_reduce_op_t op = z->kind == 'a' ? f.ar_op : f.rs_op;
+                double post = op == DTR_REDUCE_AVG ? (double)(z->kind == 'a' ? ar : rs) : f.post;
+                good = recs[0].pre == f.pre && z->post == post &&
+                       z->recv_cast == (types[t] != DTR_F32);
+            }
+            if (!good) printf("rank %d: %s: recorded %s\n", rank, what, rec_kinds());
+            check(ok && good, what);
+        }
 }
 
 /* ---- factors ------------------------------------------------------------------------ */
@@ -720,6 +779,7 @@ int main(int argc, char **argv) {
     test_hooks();
     test_factors();
     test_reducer();
+    test_reducer_spans();
     test_fused();
     test_fp16_overflow();
     test_device();
