@@ -42,19 +42,58 @@ static dtr_status_t dtr__fail_together(dtr_context_t *ctx, const dtr_mesh_t *mes
 
 /* ---- DDP hooks ---------------------------------------------------------------------- */
 
+/* Whether the all-reduce hook over the group of `dims` runs as one all-reduce over span
+ * lists in place (dtr__hook_spans), reducing `count` elements of `rdtype`: host memory, no
+ * pre-multiplied SUM, and a backend whose span lists divide and cast and take this group
+ * (the same answer on every member). */
+static bool dtr__hook_spans_ok(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                               int64_t count, dtr_dtype_t rdtype) {
+    return count > 0 && dtr__group_spans_scale(ctx) && !dtr__group_on_space(ctx) &&
+           !dtr__group_premul(ctx, mesh, dims) &&
+           dtr__group_spans_ok(ctx, mesh, dims, DTR_SPANS_ALL_REDUCE, rdtype, DTR_REDUCE_SUM,
+                               count * dtr_dtype_info(rdtype)->size);
+}
+
+/* The all-reduce hook's divide and SUM as one all-reduce over span lists, buf in place (each
+ * piece read before its result is written): buf's `dtype` elements cast to `rdtype` as they
+ * are read and divided by n there, summed, and cast back as they are written. The same bits
+ * as a cast pass, a divide pass, the SUM and a cast back; one pass over memory. */
+static dtr_status_t dtr__hook_spans(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    void *buf, int64_t count, dtr_dtype_t dtype,
+                                    dtr_dtype_t rdtype, int64_t n) {
+    dtr_span_t sp = {buf, 1, count * dtr_dtype_info(dtype)->size, 0};
+    dtr_spans_op_t op = {.kind = DTR_SPANS_ALL_REDUCE, .send = &sp, .recv = &sp, .nsend = 1,
+                         .nrecv = 1, .counts = &count, .dtype = rdtype, .op = DTR_REDUCE_SUM,
+                         .cast = dtype != rdtype, .send_dtype = dtype, .pre = (double)n,
+                         .recv_cast = dtype != rdtype, .recv_dtype = dtype};
+    DTR_CHECK(dtr__group_start_spans(ctx, DTR__SLOT_RS, mesh, dims, &op));
+    bool done;
+    return dtr__group_complete(ctx, DTR__SLOT_RS, true, &done);
+}
+
+/* The all-reduce hook's checks and agreement (before anything is divided, so that an error
+ * anywhere leaves buf as it was); *n the group's size. */
+static dtr_status_t dtr__hook_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                    const void *buf, int64_t count, dtr_dtype_t dtype,
+                                    int64_t *n) {
+    static const char func[] = "dtr_hook_all_reduce";
+    DTR_CHECK_PTR(ctx, func);
+    DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
+    DTR_CHECK(dtr_mesh_group_size(mesh, dims, n));
+    const char *msg = count < 0 ? "count: must be >= 0"
+                      : count > 0 && buf == NULL ? "buf: must not be NULL" : NULL;
+    uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
+    return dtr__group_agree(ctx, mesh, dims, func, h,
+                            msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg);
+}
+
 dtr_status_t dtr_hook_all_reduce(void *arg, dtr_context_t *ctx, const dtr_mesh_t *mesh,
                                  unsigned dims, void *buf, int64_t count, dtr_dtype_t dtype) {
     (void)arg;
     int64_t n;
-    DTR_CHECK_PTR(ctx, __func__);
-    DTR_CHECK(dtr__float_arg(dtype, __func__, "dtype"));
-    DTR_CHECK(dtr_mesh_group_size(mesh, dims, &n));
-    /* Agree before dividing, so that an error anywhere leaves buf as it was. */
-    const char *msg = count < 0 ? "count: must be >= 0"
-                      : count > 0 && buf == NULL ? "buf: must not be NULL" : NULL;
-    uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
-    DTR_CHECK(dtr__group_agree(ctx, mesh, dims, __func__, h,
-                               msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg));
+    DTR_CHECK(dtr__hook_agree(ctx, mesh, dims, buf, count, dtype, &n));
+    if (dtr__hook_spans_ok(ctx, mesh, dims, count, dtype))
+        return dtr__hook_spans(ctx, mesh, dims, buf, count, dtype, dtype, n);
     /* A backend with a pre-multiplied SUM (NCCL) multiplies by 1 / n inside the collective;
      * otherwise a divide first (on a memory space, its kernel: n is whole). */
     if (dtr__group_premul(ctx, mesh, dims))
@@ -77,6 +116,13 @@ static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_d
                           dtr_dtype_name(low) != NULL ? dtr_dtype_name(low) : "?");
     if (dtype == low || count <= 0 || buf == NULL)
         return hook(hook_arg, ctx, mesh, dims, buf, count, dtype);
+    /* The all-reduce hook itself: the casts ride on its one all-reduce over span lists
+     * (agreed as the hook agrees on its low-precision call) */
+    if (hook == dtr_hook_all_reduce && dtr__hook_spans_ok(ctx, mesh, dims, count, low)) {
+        int64_t n;
+        DTR_CHECK(dtr__hook_agree(ctx, mesh, dims, buf, count, low, &n));
+        return dtr__hook_spans(ctx, mesh, dims, buf, count, dtype, low, n);
+    }
     /* The copy and both casts are of the context's memory (its space's kernels). */
     void *tmp = NULL;
     dtr_status_t st = dtr__group_alloc(ctx, count * 2, &tmp, func);

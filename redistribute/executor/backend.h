@@ -62,7 +62,10 @@ typedef enum {
  *   ALL_GATHER      send: this member's piece; recv: every member's piece, in member order
  *   REDUCE_SCATTER  send: every member's piece, in member order; recv: this member's, reduced
  *   ALL_REDUCE      send and recv: counts[0] elements (counts has one entry)
- * No span of recv may overlap a span of send.
+ * No span of recv may overlap a span of send, except that on a backend with
+ * DTR_BACKEND_CAP_SPANS_SCALE an ALL_REDUCE's recv list may be its send list (in place, the
+ * same spans; with casts each element keeps its place): each piece is read before its
+ * result is written.
  */
 typedef struct {
     dtr_spans_kind_t kind;

@@ -203,22 +203,6 @@ static void test_modes(void) {
             }
 }
 
-/* Whether this rank's group of `count` ranks `stride` apart from `first` (HSDP's shard
- * group: its row of 4; its replicate group: its column of 2; FSDP's and DDP's: all 8) runs
- * on one node with the shared-memory paths on: where the MPI backend takes span lists (over
- * simulated nodes, tools/mpirun_nodes.sh, a group over two packs). Collective. */
-static int spans_expected(int first, int stride, int count) {
-    char name[MPI_MAX_PROCESSOR_NAME];
-    char *names = mpi_paths_names(name);
-    int same = 1;
-    for (int q = first; q < first + stride * count; q += stride)
-        same = same && strcmp(names + (size_t)q * MPI_MAX_PROCESSOR_NAME,
-                              names + (size_t)first * MPI_MAX_PROCESSOR_NAME) == 0;
-    free(names);
-    return same && mpi_paths_env_on("DTR_MPI_SHM") && mpi_paths_env_on("DTR_MPI_SPANS") &&
-           mpi_paths_env_on("DTR_MPI_SHM_REDUCE");
-}
-
 /* One param dtype, host memory: span lists through the shared-memory segment read the
  * gradients where they lie (padding and gaps as zeros) and write the outputs where they go
  * (padding dropped), casting and dividing as they read and write (f16's pre 4 here): the
@@ -233,8 +217,8 @@ static void test_direct(void) {
         {1, {300007}, 0, DTR_F32}, {2, {1001, 77}, 1, DTR_F32}, {3, {7, 10, 3}, 1, DTR_F32},
         {1, {70001}, 0, DTR_F32},  {2, {0, 4}, 0, DTR_F32},     {2, {3, 90001}, 0, DTR_F32}};
     /* this rank's groups on one node (all 8, its row, its column), as the MPI backend sees */
-    int rs_on = spans_expected(0, 1, 8), row_on = spans_expected(rank / 4 * 4, 1, 4),
-        col_on = spans_expected(rank % 4, 4, 2);
+    int rs_on = mpi_paths_spans_on(0, 1, 8), row_on = mpi_paths_spans_on(rank / 4 * 4, 1, 4);
+    int col_on = mpi_paths_spans_on(rank % 4, 4, 2);
     for (int ti = 0; ti < 6; ti++) {
         dtr_param_desc_t same[NMIXED];
         memcpy(same, ti < 4 ? mixed : large, sizeof same);

@@ -60,6 +60,21 @@ static inline char *mpi_paths_names(char name[MPI_MAX_PROCESSOR_NAME]) {
     return names;
 }
 
+/* Whether the world ranks `step` apart from `first`, `count` of them, share a node with the
+ * shared-memory reductions and span lists on: where the MPI backend takes span lists for
+ * their group (tools/mpirun_nodes.sh may split them over nodes). Collective. */
+static inline bool mpi_paths_spans_on(int first, int step, int count) {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    char *names = mpi_paths_names(name);
+    bool on = mpi_paths_env_on("DTR_MPI_SHM") && mpi_paths_env_on("DTR_MPI_SPANS") &&
+              mpi_paths_env_on("DTR_MPI_SHM_REDUCE");
+    for (int q = first; q < first + step * count; q += step)
+        on = on && strcmp(names + (size_t)q * MPI_MAX_PROCESSOR_NAME,
+                          names + (size_t)first * MPI_MAX_PROCESSOR_NAME) == 0;
+    free(names);
+    return on;
+}
+
 static inline int mpi_paths_check(const char *what) {
     int me = 0, n = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
