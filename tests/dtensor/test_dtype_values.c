@@ -187,8 +187,9 @@ Test(dtype_values, f32_divide_by_a_power_of_two_is_the_division) {
 /* The half types' divides (dtr__divide, and dtr__divide_by in place; AVX2, and F16C for f16,
  * where the CPU has them) give the scalar bits, f32(x) / f32(d) rounded once, for all 65536
  * values of each (NaNs with payloads, infinities and subnormals included), by divisors whose
- * quotients round (3, 6, 1.5), from offsets 0..16 so that the vector loop and its scalar
- * tail both run; the source is not written. */
+ * quotients round (3, 6, 1.5) and powers of two (2, 0.25, 1024),
+ * from offsets 0..16 so that the vector loop and its scalar tail both run; the source is not
+ * written. */
 static uint16_t half_quotient(dtr_dtype_t dtype, uint16_t x, float d) {
     return dtype == DTR_BF16 ? dtr__f32_to_bf16(dtr__bf16_to_f32(x) / d)
                              : dtr__f32_to_f16(dtr__f16_to_f32(x) / d);
@@ -199,14 +200,15 @@ Test(dtype_values, half_divides_match_the_scalar_ones) {
     uint16_t *in = malloc((N + 16) * sizeof *in), *out = malloc((N + 16) * sizeof *out);
     for (uint32_t h = 0; h < N + 16; h++) in[h] = (uint16_t)(h * 40503u);
     static const dtr_dtype_t halves[] = {DTR_BF16, DTR_F16};
-    static const double by[] = {3, 6, 1.5};
+    /* and powers of two, the gradient reductions' usual factors */
+    static const double by[] = {3, 6, 1.5, 2, 0.25, 1024};
     for (int hv = 0; hv < 2; hv++) {
         dtr_dtype_t dtype = halves[hv];
         int bad = 0, changed = 0;
         for (int off = 0; off <= 16 && bad == 0; off++)
-            for (int d = 0; d < 3; d++) {
+            for (int d = 0; d < 6; d++) {
                 int64_t count = N - off;
-                if (by[d] == 3 || by[d] == 6) {
+                if (by[d] == (double)(int64_t)by[d]) {
                     dtr__divide(dtype, in + off, out, count, (int64_t)by[d]);
                 } else {
                     memcpy(out, in + off, (size_t)count * sizeof *out);
