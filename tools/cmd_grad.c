@@ -591,17 +591,17 @@ static int dtr__grad_main(int argc, char **argv) {
     dtr__grad_args_t a;
     bool help;
     bool local = false;
+    /* --help answers whatever else the line holds (--model's flags are not the parser's) */
     for (int k = 1; k < argc; k++)
-        if (strcmp(argv[k], "--dry-run") == 0 || strcmp(argv[k], "--help") == 0 ||
-            strcmp(argv[k], "-h") == 0)
-            local = true;
-    if (local) {
-        int rc = dtr__grad_args(argc, argv, &a, &help);
-        if (rc != DTR_EXIT_OK) return rc;
-        if (help) {
+        if (strcmp(argv[k], "--help") == 0 || strcmp(argv[k], "-h") == 0) {
             dtr__grad_help(stdout);
             return DTR_EXIT_OK;
         }
+    for (int k = 1; k < argc; k++)
+        if (strcmp(argv[k], "--dry-run") == 0) local = true;
+    if (local) {
+        int rc = dtr__grad_args(argc, argv, &a, &help);
+        if (rc != DTR_EXIT_OK) return rc;
         return dtr__dry_run(&a);
     }
     for (int k = 1; k < argc; k++)

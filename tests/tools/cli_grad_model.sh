@@ -62,6 +62,8 @@ check "bad --dtype" 2 2 "" "--dtype: 'f64', must be f32, bf16 or f16" \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --dtype f64
 check "bad --iters" 2 2 "" "--iters" grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters 0
 check "help lists --model" 0 0 "--model gpt2-small" "" grad --help
+check "--help after --model's flags, without MPI" 0 0 "usage: mpirun -n N dtr grad" "" \
+    grad --mode fsdp --mesh 2 --model gpt2-small --iters 3 --help
 # GPU memory is the plain form's (without CUDA the flag is refused for the build instead)
 check "--model with --device cuda" 2 2 "" "dtr grad: --device cuda: " \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --device cuda
