@@ -166,6 +166,28 @@ static void dtr__take(dtr_span_t *to, const dtr_span_t *from, int n, int64_t *by
     }
 }
 
+/* A cast between a span list of `dtype` and the reduction's float dtype: the span list's element
+ * size in *size, or an error when the cast is not one the reductions do or a span's run is not
+ * whole elements. `side` names the list ("send", "recv"), `when` the moment ("reading"). */
+static dtr_status_t dtr__shm_cast_size(const dtr_spans_op_t *op, const char *side,
+                                       const char *when, dtr_dtype_t dtype,
+                                       const dtr_span_t *spans, int n, int64_t *size) {
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    if (op->kind == DTR_SPANS_ALL_GATHER || info == NULL || !info->is_float ||
+        info->storage_only || !dtr_dtype_info(op->dtype)->is_float)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                          "shared-memory spans: a cast on %s is for reductions of float dtypes",
+                          when);
+    for (int i = 0; i < n; i++)
+        if (spans[i].run % info->size != 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                              "shared-memory spans: %s span %d's run of %lld bytes is not "
+                              "whole %s elements",
+                              side, i, (long long)spans[i].run, dtr_dtype_name(dtype));
+    *size = info->size;
+    return DTR_OK;
+}
+
 dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64_t esize) {
     static const char *const names[] = {"all-gather", "reduce-scatter", "all-reduce"};
     bool gather = op->kind == DTR_SPANS_ALL_GATHER;
@@ -180,40 +202,15 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
     }
     dtr__take(s->ispan, op->send, op->nsend, &sbytes);
     dtr__take(s->ospan, op->recv, op->nrecv, &rbytes);
-    int64_t fsize = 0; /* a cast on reading: the send spans' element size */
-    if (op->cast && op->send_dtype != op->dtype) {
-        const dtr_dtype_info_t *from = dtr_dtype_info(op->send_dtype);
-        if (gather || from == NULL || !from->is_float || from->storage_only ||
-            !dtr_dtype_info(op->dtype)->is_float)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
-                              "shared-memory spans: a cast on reading is for reductions of "
-                              "float dtypes");
-        fsize = from->size;
-        for (int i = 0; i < op->nsend; i++)
-            if (op->send[i].run % fsize != 0)
-                return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
-                                  "shared-memory spans: send span %d's run of %lld bytes is not "
-                                  "whole %s elements",
-                                  i, (long long)op->send[i].run, dtr_dtype_name(op->send_dtype));
-        sbytes = sbytes / fsize * esize;
-    }
-    int64_t osize = 0; /* a cast on writing: the recv spans' element size */
-    if (op->recv_cast && op->recv_dtype != op->dtype) {
-        const dtr_dtype_info_t *to = dtr_dtype_info(op->recv_dtype);
-        if (gather || to == NULL || !to->is_float || to->storage_only ||
-            !dtr_dtype_info(op->dtype)->is_float)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
-                              "shared-memory spans: a cast on writing is for reductions of "
-                              "float dtypes");
-        osize = to->size;
-        for (int i = 0; i < op->nrecv; i++)
-            if (op->recv[i].run % osize != 0)
-                return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
-                                  "shared-memory spans: recv span %d's run of %lld bytes is not "
-                                  "whole %s elements",
-                                  i, (long long)op->recv[i].run, dtr_dtype_name(op->recv_dtype));
-        rbytes = rbytes / osize * esize;
-    }
+    int64_t fsize = 0, osize = 0; /* the element sizes of a cast on reading, on writing */
+    if (op->cast && op->send_dtype != op->dtype)
+        DTR_CHECK(dtr__shm_cast_size(op, "send", "reading", op->send_dtype, op->send, op->nsend,
+                                     &fsize));
+    if (op->recv_cast && op->recv_dtype != op->dtype)
+        DTR_CHECK(dtr__shm_cast_size(op, "recv", "writing", op->recv_dtype, op->recv, op->nrecv,
+                                     &osize));
+    if (fsize > 0) sbytes = sbytes / fsize * esize;
+    if (osize > 0) rbytes = rbytes / osize * esize;
     bool divides = (op->pre != 0 && op->pre != 1) || (op->post != 0 && op->post != 1);
     if (divides && (gather || !dtr_dtype_info(op->dtype)->is_float))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
