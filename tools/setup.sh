@@ -16,6 +16,7 @@ packages=(
     pkgconf            # pkg-config, likewise
     python3            # tools/install.sh writes the installed headers with it
     libcriterion-dev   # single-process unit tests
+    libgloo-dev        # the Gloo backend and its tests (no MPI: tools/dtr_launch.sh)
     clang-14           # the libFuzzer harnesses (fuzz/run.sh)
     libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 )

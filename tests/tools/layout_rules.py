@@ -38,7 +38,7 @@ PUBLIC = ["dtr.h", "dtr_version.h", "core/status.h", "core/api.h", "placement/pl
           "redistribute/executor/executor.h", "redistribute/executor/backend.h",
           "redistribute/executor/memory.h", "redistribute/mpi/dtr_mpi.h",
           "redistribute/cuda/dtr_cuda.h", "redistribute/nccl/dtr_nccl.h",
-          "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
+          "redistribute/gloo/dtr_gloo.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
 TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
 # The basic internals below every module a test exercises.
@@ -57,6 +57,7 @@ INCLUDES = {
     "redistribute/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/cuda/"],
     "redistribute/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
         "redistribute/nccl/", "redistribute/cuda/", "redistribute/mpi/internal.h"],
+    "redistribute/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/gloo/"],
     "autograd": ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h",
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
@@ -70,6 +71,7 @@ INCLUDES = {
                                                  "tests/redistribute/planner/cross_fixture.h"],
     "tests/redistribute/executor": TESTS + LOW,
     "tests/redistribute/mpi": TESTS + LOW,
+    "tests/redistribute/gloo": TESTS + LOW,
     "tests/cuda": TESTS + ["tests/cuda/"],
     "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
     "tests/reliability": TESTS + ["tests/reliability/"],
@@ -83,7 +85,7 @@ INCLUDES = {
 }
 # Folders that hold no C source (scripts, data, docs, third_party's Bazel wiring).
 SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build"}
-SOURCE = (".c", ".h", ".cu", ".cpp", ".inc")
+SOURCE = (".c", ".h", ".cc", ".cu", ".cpp", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a function definition: a line at column 0 naming a function (or a Criterion test), then
 # its body's "{"
