@@ -1,16 +1,8 @@
-/* What belongs to the library as a whole: its version, and the check that a caller's
+/* What belongs to the library as a whole: the check that a caller's
  * headers and the loaded library agree on the public structs. */
 #include "dtr.h"
 
 #include "core/internal.h"
-
-int dtr_version(void) {
-    return DTR_VERSION_CODE;
-}
-
-const char *dtr_version_string(void) {
-    return DTR_VERSION_STRING;
-}
 
 /* The library's own sizes of the public structs, in DTR_ABI_STRUCTS' order. */
 #define DTR__ABI_ENTRY(type) {#type, sizeof(type)},

@@ -37,6 +37,7 @@
 #include "autograd/group.h"
 #include "autograd/tape.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "dtensor/dtensor.h"
 #include "placement/placement.h"
 #include "redistribute/executor/executor.h"
@@ -48,14 +49,6 @@ extern "C" {
 #endif
 
 /* ---- the library's identity -------------------------------------------------------- */
-
-/* The version of the library that is loaded, as DTR_VERSION_CODE spells it (MAJOR * 10000
- * + MINOR * 100 + PATCH). It may differ from the DTR_VERSION_* macros of the headers the
- * caller was compiled against; dtr_check_headers() says whether the two can work together. */
-DTR_API int dtr_version(void);
-
-/* The loaded library's version as text, "0.9.0". Static storage. */
-DTR_API const char *dtr_version_string(void);
 
 /*
  * Checks that a caller compiled against headers of version header_code, in which the

@@ -1,8 +1,13 @@
-/* The header/library agreement behind dtr_abi_check and dtr_mpi_abi_check: versions, then
+/* The loaded library's version, and the header/library agreement behind dtr_abi_check and dtr_mpi_abi_check: versions, then
  * the sizes of the public structs a caller allocates or embeds, in the order of the lists
  * the headers and the library were built from. */
 #include "core/internal.h"
+#include "core/version.h"
 #include "dtr_version.h"
+
+int dtr_version(void) { return DTR_VERSION_CODE; }
+
+const char *dtr_version_string(void) { return DTR_VERSION_STRING; }
 
 dtr_status_t dtr__abi_compare(const char *func, int header_code, const size_t *sizes,
                               int count, const dtr__abi_struct_t *known, int nknown) {

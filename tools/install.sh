@@ -10,11 +10,13 @@ usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--d
                                [--maintainer 'NAME <EMAIL>']
 
   --prefix DIR   where to install (created if missing); nothing is written outside it:
-                   DIR/include/dtr/   dtr.h (the whole API), dtr_mpi.h, and where CUDA was
-                                      found dtr_cuda.h, dtr_nccl.h
+                   DIR/include/dtr/   dtr.h (the whole API), dtr_mpi.h, dtr_core.h (layouts
+                                      and plans alone), and where CUDA was found dtr_cuda.h,
+                                      dtr_nccl.h
                    DIR/lib/           libdtr.so.X.Y.Z (SONAME libdtr.so.X) and its links,
-                                      libdtr.a, libdtr_cuda.so*, libdtr_nccl.so*
-                   DIR/lib/pkgconfig/ dtr.pc (dtr-cuda.pc, dtr-nccl.pc)
+                                      libdtr.a, libdtr_core.so* (no MPI), libdtr_cuda.so*,
+                                      libdtr_nccl.so*
+                   DIR/lib/pkgconfig/ dtr.pc, dtr-core.pc (dtr-cuda.pc, dtr-nccl.pc)
                    DIR/lib/cmake/dtr/ dtrConfig.cmake, dtrConfigVersion.cmake
                    DIR/bin/dtr        the CLI (MPI backend; finds libdtr.so in ../lib)
                    DIR/share/doc/dtr/ README, LICENSE (BSD-3-Clause), CHANGELOG.md, docs
@@ -88,7 +90,8 @@ lay_out() {
     python3 dist/flatten_header.py "$d/include/dtr/dtr.h" dtr.h --dir . --dir "$bin"
     python3 dist/flatten_header.py "$d/include/dtr/dtr_mpi.h" redistribute/mpi/dtr_mpi.h \
         --dir . --dir "$bin" --as dtr.h=dtr.h
-    local libs=(libdtr)
+    python3 dist/flatten_header.py "$d/include/dtr/dtr_core.h" dtr_core.h --dir . --dir "$bin"
+    local libs=(libdtr libdtr_core)
     if [ "$with_cuda" -eq 1 ]; then
         libs+=(libdtr_cuda libdtr_nccl)
         python3 dist/flatten_header.py "$d/include/dtr/dtr_cuda.h" redistribute/cuda/dtr_cuda.h \
@@ -107,6 +110,7 @@ lay_out() {
         -e "s|@MPI_NAME@|$mpi_name|g" -e "s|@MPI_PKG@|$mpi_pkg|g" -e "s|@MPICC@|$mpicc|g"
         -e "s|@CUDA_LIB@|$cuda_lib|g")
     sed "${subst[@]}" dist/dtr.pc.in >"$d/lib/pkgconfig/dtr.pc"
+    sed "${subst[@]}" dist/dtr-core.pc.in >"$d/lib/pkgconfig/dtr-core.pc"
     if [ "$with_cuda" -eq 1 ]; then
         sed "${subst[@]}" dist/dtr-cuda.pc.in >"$d/lib/pkgconfig/dtr-cuda.pc"
         sed "${subst[@]}" dist/dtr-nccl.pc.in >"$d/lib/pkgconfig/dtr-nccl.pc"

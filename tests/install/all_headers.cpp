@@ -3,6 +3,7 @@
 // (the CUDA and NCCL headers only where the tree has them: -DDTR_TEST_CUDA), and linked
 // against the installed library, so that a C++ framework can use dtr as it is installed.
 #include <dtr/dtr.h>
+#include <dtr/dtr_core.h>
 #include <dtr/dtr_mpi.h>
 #ifdef DTR_TEST_CUDA
 #include <dtr/dtr_cuda.h>

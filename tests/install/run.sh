@@ -6,6 +6,9 @@
 #   versions   pkg-config --modversion dtr, dtr --version and the CMake package agree
 #   pkgconfig  consumer.c built with `mpicc $(pkg-config --cflags --libs dtr)`, 4 ranks
 #   cmake      find_package(dtr) + dtr::dtr and dtr::dtr_static, 4 ranks each
+#   core       libdtr_core: its exports are dtr_core.h's, ldd names no MPI; core_consumer.c
+#              built with plain gcc and pkg-config dtr-core, and with CMake's dtr::core
+#              while MPI is disabled for CMake
 #   c++        every installed header in g++ -std=c++17 -Wall -Wextra -pedantic -Werror
 #   abi        programs built against copies of the installed headers in which one struct
 #              has another size are refused by dtr_check_headers (dtr_mpi_check_headers
@@ -105,6 +108,47 @@ if grep -q '^-- dtr ' "$work/cmake.log" && cmake --build "$work/cm" >"$work/buil
     if ldd "$work/cm/consumer_static" | grep -q libdtr; then bad "cmake: the static consumer loads libdtr.so"; else ok "cmake: the static consumer does not load libdtr.so"; fi
 else
     bad "cmake: $(cat "$work/cmake.log" "$work/build.log" 2>/dev/null | tail -20)"
+fi
+
+# --- the planning layer alone: libdtr_core, with no MPI anywhere ---------------------------
+core=$prefix/lib/libdtr_core.so.0
+nm -D --defined-only "$core" | awk '{print $3}' | sort -u >"$work/core_exported"
+sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' "$prefix/include/dtr/dtr_core.h" |
+    sort -u >"$work/core_declared"
+missing=$(comm -13 "$work/core_exported" "$work/core_declared")
+extra=$(comm -23 "$work/core_exported" "$work/core_declared" | comm -23 - "$work/internal")
+beyond=$(comm -23 "$work/core_exported" "$work/exported")
+if [ -z "$missing" ] && [ -z "$extra" ] && [ -z "$beyond" ]; then
+    ok "core: libdtr_core.so.0 exports the $(wc -l <"$work/core_declared") DTR_API functions of dtr_core.h (all also in libdtr.so)"
+else
+    bad "core: declared but not exported: ${missing:-none}; exported but not declared: ${extra:-none}; not in libdtr: ${beyond:-none}"
+fi
+if ldd "$core" | grep -qiE 'mpi|cuda|nccl|gloo'; then bad "core: ldd libdtr_core.so.0: $(ldd "$core")"; else ok "core: ldd libdtr_core.so.0 names no MPI, CUDA, NCCL or Gloo library"; fi
+[ "$(pkg-config --modversion dtr-core)" = "$pc_version" ] && ok "core: dtr-core.pc $pc_version" || bad "core: dtr-core.pc version '$(pkg-config --modversion dtr-core)'"
+# shellcheck disable=SC2046
+if gcc -Wall -Wextra -Werror "$here/core_consumer.c" $(pkg-config --cflags --libs dtr-core) \
+    -o "$work/core_pc" 2>"$work/core_cc.log"; then
+    out=$(LD_LIBRARY_PATH=$prefix/lib "$work/core_pc" 2>&1)
+    libs=$(LD_LIBRARY_PATH=$prefix/lib ldd "$work/core_pc")
+    if grep -qE '^core_consumer: [1-9][0-9]* passed, 0 failed$' <<<"$out" && ! grep -qiE 'mpi|cuda|nccl' <<<"$libs"; then
+        ok "core: gcc core_consumer.c \$(pkg-config --cflags --libs dtr-core): $out; ldd names no MPI"
+    else
+        bad "core: pkg-config consumer printed: $out; ldd: $libs"
+    fi
+else
+    bad "core: gcc failed: $(cat "$work/core_cc.log")"
+fi
+if cmake -S "$here/cmake_core" -B "$work/cmc" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=TRUE >"$work/cmc.log" 2>&1 && cmake --build "$work/cmc" >>"$work/cmc.log" 2>&1; then
+    out=$(LD_LIBRARY_PATH=$prefix/lib "$work/cmc/core_consumer" 2>&1)
+    if grep -qE '^core_consumer: [1-9][0-9]* passed, 0 failed$' <<<"$out" &&
+        ! LD_LIBRARY_PATH=$prefix/lib ldd "$work/cmc/core_consumer" | grep -qi mpi; then
+        ok "core: find_package(dtr COMPONENTS core) with MPI disabled, dtr::core: $out"
+    else
+        bad "core: the CMake consumer printed: $out"
+    fi
+else
+    bad "core: cmake: $(tail -20 "$work/cmc.log")"
 fi
 
 # --- the worked example: 2x2 (DP x TP) against one rank ------------------------------------

@@ -33,7 +33,7 @@ PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/
 
 # The public headers: what a program outside the library includes (installed as dtr.h and
 # the backends' headers).
-PUBLIC = ["dtr.h", "dtr_version.h", "core/status.h", "core/api.h", "placement/placement.h",
+PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h", "core/version.h", "placement/placement.h",
           "dtensor/dtensor.h", "redistribute/planner/planner.h",
           "redistribute/executor/executor.h", "redistribute/executor/backend.h",
           "redistribute/executor/memory.h", "redistribute/mpi/dtr_mpi.h",
@@ -78,7 +78,7 @@ INCLUDES = {
     "tests/tools": TESTS + LOW,
     "tests/install": ["dtr/"],
     "fuzz": PUBLIC + ["fuzz/", "tests/support/"],
-    "bench": PUBLIC + LOW,
+    "bench": PUBLIC + LOW + ["tools/pattern/pattern.h"],  # (the fills that verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
     "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)
