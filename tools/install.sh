@@ -19,6 +19,8 @@ usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--d
                    DIR/lib/pkgconfig/ dtr.pc, dtr-core.pc (dtr-cuda.pc, dtr-nccl.pc)
                    DIR/lib/cmake/dtr/ dtrConfig.cmake, dtrConfigVersion.cmake
                    DIR/bin/dtr        the CLI (MPI backend; finds libdtr.so in ../lib)
+                   DIR/share/man/man1/dtr.1  its man page (`man dtr` with DIR/share/man on
+                                      MANPATH, or from DIR/bin on PATH)
                    DIR/share/doc/dtr/ README, LICENSE (BSD-3-Clause), CHANGELOG.md, docs
   --mpi NAME     the MPI to build for: openmpi (default) or mpich; the two are not ABI
                  compatible, so a tree is for one of them (dtr.pc's `mpi` variable says which)
@@ -106,6 +108,8 @@ lay_out() {
     done
     install -m 644 "$bin/dist/libdtr.a" "$d/lib/libdtr.a"
     install -m 755 "$bin/tools/dtr_installed" "$d/bin/dtr"
+    mkdir -p "$d/share/man/man1"
+    bash tools/man.sh "$d/bin/dtr" "$d/share/man/man1/dtr.1"
     local subst=(-e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" -e "s|@MPI@|$mpi|g"
         -e "s|@MPI_NAME@|$mpi_name|g" -e "s|@MPI_PKG@|$mpi_pkg|g" -e "s|@MPICC@|$mpicc|g"
         -e "s|@CUDA_LIB@|$cuda_lib|g")

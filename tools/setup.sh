@@ -15,6 +15,8 @@ packages=(
     cmake              # the installed CMake package, tested from outside (tests/install)
     pkgconf            # pkg-config, likewise
     python3            # tools/install.sh writes the installed headers with it
+    help2man           # tools/man.sh: the installed man page dtr.1, from the CLI's help
+    man-db             # `man dtr` from an installed tree (tests/install/run.sh)
     libcriterion-dev   # single-process unit tests
     libgloo-dev        # the Gloo backend and its tests (no MPI: tools/dtr_launch.sh)
     clang-14           # the libFuzzer harnesses (fuzz/run.sh)

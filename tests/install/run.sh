@@ -14,6 +14,8 @@
 #              has another size are refused by dtr_check_headers (dtr_mpi_check_headers
 #              for dtr_mpi.h's struct), naming it; the unchanged headers pass
 #   cli        the installed dtr runs from bin/ with no library path set
+#   man        `man dtr` finds share/man/man1/dtr.1 (MANPATH, or bin/ on PATH) and the page
+#              holds every command's section and every flag of its --help
 #   deb        (with DEB) its file list and dependencies, `apt-get -s install` of it, and
 #              consumer.c built from its unpacked tree
 # Ends with "install: N passed, N failed".
@@ -236,6 +238,24 @@ out=$(env -u LD_LIBRARY_PATH "$prefix/bin/dtr" plan --mesh 2x2 --shape 8x8 --fro
 grep -q '"steps":\[{"mesh_dim":-1,"kind":"exchange"' <<<"$out" && ok "cli: bin/dtr plan runs (libdtr.so from ../lib)" || bad "cli: $out"
 out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 4 "$prefix/bin/dtr" run --mesh 2x2 --shape 16x8 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2 2>&1)
 grep -q 'verified: all' <<<"$out" && ok "cli: mpirun -n 4 bin/dtr run --verify" || bad "cli run: $out"
+
+# --- the man page: `man dtr` from the tree, every command and flag of the help in it -------
+manpath=$(MANPATH=$prefix/share/man man -w dtr 2>&1)
+page=$(MANPATH=$prefix/share/man MANWIDTH=200 man -P cat dtr 2>/dev/null)
+flags_missing=""
+for cmd in layout plan run grad; do
+    grep -q "COMMAND: DTR ${cmd^^}" <<<"$page" || flags_missing+=" (section of $cmd)"
+    for f in $("$prefix/bin/dtr" "$cmd" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+        grep -qF -- "$f" <<<"$page" || flags_missing+=" $cmd $f"
+    done
+done
+if [ "$manpath" = "$prefix/share/man/man1/dtr.1" ] && grep -q '^NAME' <<<"$page" && [ -z "$flags_missing" ]; then
+    ok "man: MANPATH=\$prefix/share/man man dtr: $(wc -l <<<"$page") lines, every command's section and flags"
+else
+    bad "man: man -w said '$manpath'; missing:${flags_missing:- none}; page starts: $(head -3 <<<"$page")"
+fi
+# PATH alone finds it too (man looks in ../share/man beside each bin/ on PATH)
+[ "$(PATH=$prefix/bin:$PATH man -w dtr 2>&1)" = "$prefix/share/man/man1/dtr.1" ] && ok "man: found through PATH=\$prefix/bin" || bad "man: through PATH: $(PATH=$prefix/bin:$PATH man -w dtr 2>&1)"
 
 # --- the licence ---------------------------------------------------------------------------
 lic=$(pkg-config --variable=license dtr)
