@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -214,6 +215,95 @@ void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
     fputc('[', out);
     for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);
     fputc(']', out);
+}
+
+void dtr_cli_json_str(FILE *out, const char *key, const char *text) {
+    fprintf(out, ",\"%s\":\"", key);
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(out, "\\u%04x", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}
+
+void dtr_cli_json_begin(FILE *out, const char *cmd, const dtr_mesh_t *mesh) {
+    fprintf(out, "{\"schema\":%d,\"command\":\"%s\",\"mesh\":[", DTR_CLI_JSON_SCHEMA, cmd);
+    int nd = dtr_mesh_ndims(mesh);
+    for (int i = 0; i < nd; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)dtr_mesh_size(mesh, i));
+    fputc(']', out);
+    /* the rank list, where it is not the row-major 0..N-1 */
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = dtr_mesh_nranks(mesh);
+    bool plain = true;
+    for (int64_t p = 0; p < n; p++) {
+        int r = -1;
+        dtr_mesh_rank_at(mesh, coord, &r);
+        if (r != p) plain = false;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+            coord[i] = 0;
+        }
+    }
+    if (plain) return;
+    fputs(",\"ranks\":[", out);
+    memset(coord, 0, sizeof coord);
+    for (int64_t p = 0; p < n; p++) {
+        int r = -1;
+        dtr_mesh_rank_at(mesh, coord, &r);
+        fprintf(out, "%s%d", p ? "," : "", r);
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
+            coord[i] = 0;
+        }
+    }
+    fputc(']', out);
+}
+
+void dtr_cli_json_begin_text(FILE *out, const char *cmd, const char *mesh) {
+    dtr_mesh_t *m = NULL;
+    if (mesh != NULL && dtr_mesh_parse(mesh, NULL, 0, &m) == DTR_OK) {
+        dtr_cli_json_begin(out, cmd, m);
+        dtr_mesh_destroy(m);
+    } else {
+        fprintf(out, "{\"schema\":%d,\"command\":\"%s\",\"mesh\":[]", DTR_CLI_JSON_SCHEMA, cmd);
+    }
+}
+
+void dtr_cli_json_change(FILE *out, const dtr_spec_t *src, const dtr_spec_t *dst) {
+    char from[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX], to[sizeof from];
+    if (dtr_placements_format(src->placements, dtr_mesh_ndims(src->mesh), from, sizeof from) != DTR_OK)
+        from[0] = '\0';
+    if (dtr_placements_format(dst->placements, dtr_mesh_ndims(dst->mesh), to, sizeof to) != DTR_OK)
+        to[0] = '\0';
+    fputs(",\"shape\":", out);
+    dtr_cli_json_i64_array(out, src->shape, src->ndim);
+    fprintf(out, ",\"dtype\":\"%s\",\"to_dtype\":\"%s\"", dtr_dtype_name(src->dtype),
+            dtr_dtype_name(dst->dtype));
+    dtr_cli_json_str(out, "from", from);
+    dtr_cli_json_str(out, "to", to);
+}
+
+dtr_status_t dtr_cli_json_splice(FILE *out, dtr_status_t (*print)(const void *arg, FILE *f),
+                                 const void *arg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (mem == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    dtr_status_t st = print(arg, mem);
+    fclose(mem);
+    if (st == DTR_OK && len >= 2 && buf[0] == '{' && buf[len - 1] == '}') {
+        if (len > 2) {
+            fputc(',', out);
+            fwrite(buf + 1, 1, len - 2, out);
+        }
+    } else if (st == DTR_OK) {
+        st = DTR_ERR_INTERNAL;
+    }
+    free(buf);
+    return st;
 }
 
 void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n) {

@@ -189,7 +189,23 @@ void dtr_cli_engine_end(dtr_cli_engine_t *e);
 
 extern const dtr_cli_command_t dtr_cli_grad;
 
-/* JSON output helpers (compact, one object per line). */
+/* JSON output helpers (compact, one object per line). Every --json object follows the one
+ * table of docs/json.md: it starts with dtr_cli_json_begin, and a key means the same type
+ * wherever it appears. */
+#define DTR_CLI_JSON_SCHEMA 1
+/* {"schema":1,"command":"CMD","mesh":[sizes] and, where the ranks are not 0..N-1 in order,
+ * "ranks":[...]: the caller goes on with ,"key":... and closes the object. */
+void dtr_cli_json_begin(FILE *out, const char *cmd, const dtr_mesh_t *mesh);
+/* The same from the mesh's text ("2x4"; "mesh":[] where it does not parse). */
+void dtr_cli_json_begin_text(FILE *out, const char *cmd, const char *mesh);
+/* ,"shape":[..],"dtype":"..","to_dtype":"..","from":"..","to":".." of a change. */
+void dtr_cli_json_change(FILE *out, const dtr_spec_t *src, const dtr_spec_t *dst);
+/* ,"key":"text" with text escaped as a JSON string. */
+void dtr_cli_json_str(FILE *out, const char *key, const char *text);
+/* The members of the JSON object print(arg, f) writes, after a comma (its braces dropped):
+ * a library object spliced into the CLI's. DTR_OK or print's status. */
+dtr_status_t dtr_cli_json_splice(FILE *out, dtr_status_t (*print)(const void *arg, FILE *f),
+                                 const void *arg);
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);
 void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n);
 /* {"all_gather":1,...}: a plan's steps that communicate, by kind. */

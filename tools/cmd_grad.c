@@ -169,10 +169,11 @@ static void dtr__print_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p
 
 static void dtr__json_plan(const dtr__grad_args_t *a, const dtr__grad_plan_t *p,
                            const char *mesh) {
-    printf("{\"mode\":\"%s\",\"mesh\":\"%s\",\"world\":%lld,\"shard_group\":%lld,"
+    dtr_cli_json_begin_text(stdout, "grad", mesh);
+    printf(",\"mode\":\"%s\",\"world\":%lld,\"shard_group\":%lld,"
            "\"replicate_group\":%lld,\"dtype\":\"%s\",\"factor\":%.17g,\"pre_factor\":%.17g,"
            "\"post_factor\":%.17g,\"ops\":[",
-           dtr__mode_names[a->mode], mesh, (long long)p->f.world, (long long)p->f.rs_size,
+           dtr__mode_names[a->mode], (long long)p->f.world, (long long)p->f.rs_size,
            (long long)p->f.ar_size, dtr_dtype_name(a->dtype), p->f.factor, p->f.pre, p->f.post);
     for (int k = 0; k < p->nops; k++) printf("%s\"%s\"", k ? "," : "", p->ops[k]);
     printf("]");
@@ -321,11 +322,13 @@ static void dtr__grad_report(const dtr__grad_args_t *a, const dtr__grad_plan_t *
     dtr_shape_format(a->shape, a->ndim, shape, sizeof shape);
     if (a->json) {
         dtr__json_plan(a, p, meshtext);
-        printf(",\"shape\":\"%s\",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
+        printf(",\"shape\":");
+        dtr_cli_json_i64_array(stdout, a->shape, a->ndim);
+        printf(",\"numel\":%lld,\"shard_dim\":%d,\"microbatches\":%ld,"
                "\"backend\":\"%s\",\"device\":\"%s\","
-               "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"tolerance\":%.9g,"
+               "\"verified\":%s,\"max_abs_err\":%.9g,\"nonfinite\":%s,\"abs_tolerance\":%.9g,"
                "\"seconds\":%.6f}\n",
-               shape, (long long)r->numel, a->shard_dim, a->microbatches,
+               (long long)r->numel, a->shard_dim, a->microbatches,
                backend, device,
                a->verify ? (r->ok ? "true" : "false") : "null", r->err,
                r->nonfinite ? "true" : "false", r->tol, r->seconds);

@@ -382,13 +382,15 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
     int nops = dtr_grad_ops(&s->f, ops, 2);
     int64_t per = a->microbatches * (s->f.rs_size > 1) + (s->f.ar_size > 1);
     if (a->json) {
-        printf("{\"model\":\"%s\",\"mode\":\"%s\",\"mesh\":\"%s\",\"dtype\":\"%s\","
-               "\"microbatches\":%lld,\"params\":%d,\"numel\":%lld,\"groups\":%d,\"ops\":[",
-               a->model, a->mode, mesh, dtr_dtype_name(a->dtype), (long long)a->microbatches,
+        dtr_cli_json_begin_text(stdout, "grad", mesh);
+        dtr_cli_json_str(stdout, "model", a->model);
+        printf(",\"mode\":\"%s\",\"dtype\":\"%s\","
+               "\"microbatches\":%lld,\"params\":%d,\"numel\":%lld,\"ngroups\":%d,\"ops\":[",
+               a->mode, dtr_dtype_name(a->dtype), (long long)a->microbatches,
                s->n, (long long)s->numel, s->ngroups);
         for (int k = 0; k < nops; k++) printf("%s\"%s\"", k ? "," : "", ops[k]);
         printf("],\"collectives\":{\"per_tensor\":%lld,\"grouped\":%lld,\"baseline\":%lld},"
-               "\"verified\":%s,\"max_abs_err\":%.9g,\"tolerance\":%.9g,\"iters\":%lld,"
+               "\"verified\":%s,\"max_abs_err\":%.9g,\"abs_tolerance\":%.9g,\"iters\":%lld,"
                "\"per_tensor_median_us\":%.1f,\"grouped_median_us\":%.1f,"
                "\"baseline_median_us\":%.1f}\n",
                (long long)(per * s->n), (long long)(per * s->ngroups), (long long)per,

@@ -89,15 +89,12 @@ static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh
 static void dtr__print_json(FILE *out, const dtr_spec_t *spec) {
     const dtr_mesh_t *mesh = spec->mesh;
     int mdims = dtr_mesh_ndims(mesh);
-    int64_t sizes[DTR_MAX_MESH_DIMS];
-    for (int i = 0; i < mdims; i++) sizes[i] = dtr_mesh_size(mesh, i);
-    fputs("{\"mesh\":", out);
-    dtr_cli_json_i64_array(out, sizes, mdims);
+    dtr_cli_json_begin(out, "layout", mesh);
     fputs(",\"shape\":", out);
     dtr_cli_json_i64_array(out, spec->shape, spec->ndim);
     fprintf(out, ",\"dtype\":\"%s\",\"placements\":", dtr_dtype_name(spec->dtype));
     dtr_cli_json_placements(out, spec->placements, mdims);
-    fputs(",\"ranks\":[", out);
+    fputs(",\"blocks\":[", out);
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     int64_t nranks = dtr_mesh_nranks(mesh);
     for (int64_t p = 0; p < nranks; p++) {

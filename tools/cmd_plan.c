@@ -181,6 +181,17 @@ static void dtr__json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
+/* The library's JSON printers, for dtr_cli_json_splice. */
+static dtr_status_t dtr__plan_json(const void *plan, FILE *f) { return dtr_plan_print_json(plan, f); }
+
+static dtr_status_t dtr__batch_json(const void *plan, FILE *f) {
+    return dtr_batch_plan_print_json(plan, f);
+}
+
+static dtr_status_t dtr__cross_json(const void *plan, FILE *f) {
+    return dtr_cross_plan_print_json(plan, f);
+}
+
 /* --batch: the tensors of FILE planned together. */
 static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
                            const dtr_plan_options_t *opts, int json) {
@@ -195,12 +206,13 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
     snprintf(what, sizeof what, "--batch %s", path);
     if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK)
         rc = dtr_cli_plan_error("plan", what);
-    if (plan != NULL) {
-        if (json)
-            dtr_batch_plan_print_json(plan, stdout);
-        else
-            dtr_batch_plan_print(plan, stdout);
-        if (json) fputc('\n', stdout);
+    if (plan != NULL && json) {
+        dtr_cli_json_begin(stdout, "plan", mesh);
+        dtr_cli_json_str(stdout, "batch", path);
+        dtr_cli_json_splice(stdout, dtr__batch_json, plan);
+        fputs("}\n", stdout);
+    } else if (plan != NULL) {
+        dtr_batch_plan_print(plan, stdout);
     }
     dtr_batch_plan_destroy(plan);
     free(src);
@@ -265,15 +277,20 @@ static int dtr__plan_make(const dtr_cli_change_t *o, const dtr_spec_t *src, cons
 }
 
 /* Prints what was planned: one plan or both, as text or JSON. */
-static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_plan_t *plans,
+static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_spec_t *src,
+                            const dtr_spec_t *dst, const dtr_plan_t *plans,
                             const dtr_status_t *st, char (*errors)[600]) {
     int only = o->strategy == DTR_STRATEGY_COMPAT ? 0 : 1;
     /* the plan reported is the last one made (compat alone, or optimal after compat), so
      * the library's last error is its own */
     if ((!o->compare && st[only] != DTR_OK) || (o->compare && st[1] != DTR_OK))
         return dtr_cli_plan_error("plan", NULL);
+    if (o->json) {
+        dtr_cli_json_begin(stdout, "plan", src->mesh);
+        dtr_cli_json_change(stdout, src, dst);
+    }
     if (o->json && o->compare) {
-        fputs("{\"compat\":", stdout);
+        fputs(",\"compat\":", stdout);
         if (st[0] == DTR_OK) {
             dtr_plan_print_json(&plans[0], stdout);
         } else {
@@ -285,8 +302,8 @@ static int dtr__plan_report(const dtr_cli_change_t *o, const dtr_plan_t *plans,
         dtr_plan_print_json(&plans[1], stdout);
         fputs("}\n", stdout);
     } else if (o->json) {
-        dtr_plan_print_json(&plans[only], stdout);
-        fputc('\n', stdout);
+        dtr_cli_json_splice(stdout, dtr__plan_json, &plans[only]);
+        fputs("}\n", stdout);
     } else if (o->compare) {
         const char *errs[2] = {errors[0], errors[1]};
         dtr__print_compare(stdout, plans, st, errs);
@@ -346,8 +363,10 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
                           : dtr_cross_plan_create(src, dst, &opts, &plan)) != DTR_OK)
         rc = dtr_cli_plan_error("plan", what);
     if (rc == DTR_EXIT_OK && o->json) {
-        dtr_cross_plan_print_json(plan, stdout);
-        fputc('\n', stdout);
+        dtr_cli_json_begin(stdout, "plan", mesh);
+        if (o->batch != NULL) dtr_cli_json_str(stdout, "batch", o->batch);
+        dtr_cli_json_splice(stdout, dtr__cross_json, plan);
+        fputs("}\n", stdout);
     } else if (rc == DTR_EXIT_OK) {
         dtr_cross_plan_print(plan, 64, stdout);
     }
@@ -373,7 +392,7 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     dtr_status_t st[2];
     char errors[2][600];
     if (rc == DTR_EXIT_OK) rc = dtr__plan_make(o, &src, &dst, cost, plans, st, errors);
-    if (rc == DTR_EXIT_OK) rc = dtr__plan_report(o, plans, st, errors);
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_report(o, &src, &dst, plans, st, errors);
     free(plans);
     dtr_mesh_destroy(mesh);
     return rc;

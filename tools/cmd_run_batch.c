@@ -132,7 +132,8 @@ static dtr_status_t dtr__time(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
     return st;
 }
 
-static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, bool verify, bool ok,
+static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, const char *path,
+                       bool verify, bool ok,
                        int64_t checked, const double *med, int64_t iters, bool json) {
     int coll = 0, one = 0;
     for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
@@ -140,9 +141,11 @@ static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, bool verify
         one += bp->member_count[k];
     }
     if (json) {
-        printf("{\"tensors\":%d,\"mesh\":\"%s\",\"verified\":%s,\"elements_checked\":%lld,"
-               "\"rounds\":%d,\"collectives\":", bp->ntensors, mesh, verify && ok ? "true" : "false",
-               (long long)checked, bp->nrounds);
+        dtr_cli_json_begin(stdout, "run", bp->plans[0].src.mesh);
+        dtr_cli_json_str(stdout, "batch", path);
+        printf(",\"ntensors\":%d,\"verified\":%s,\"elements_checked\":%lld,"
+               "\"nrounds\":%d,\"collectives\":", bp->ntensors,
+               verify ? (ok ? "true" : "false") : "null", (long long)checked, bp->nrounds);
         dtr_cli_json_counts(stdout, bp->count);
         fputs(",\"one_by_one_collectives\":", stdout);
         dtr_cli_json_counts(stdout, bp->member_count);
@@ -197,7 +200,7 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
         if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     }
     if (rank == 0)
-        dtr__print(bp, mesh_text, verify, totals[0] == 0, totals[1], med, iters, o->json);
+        dtr__print(bp, mesh_text, o->batch, verify, totals[0] == 0, totals[1], med, iters, o->json);
     rc = totals[0] == 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
     dtr_context_destroy(ctx);

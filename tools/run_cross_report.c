@@ -1,6 +1,7 @@
 /* dtr run --to-mesh: the result on rank 0, as text or one JSON object, and the failure line
  * on stderr (run.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tools/run.h"
@@ -80,26 +81,30 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
         printf("  median of %ld iterations: %.1f us\n", (long)o->iters, r->med);
 }
 
-static void dtr__json(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
-                      const dtr_cross_figures_t *f, bool ok) {
+static void dtr__json(const dtr_cli_cross_result_t *r, const dtr_cross_figures_t *f, bool ok) {
     const dtr_cli_change_t *o = r->o;
     const dtr_cli_verdict_t *v = &r->sum;
-    printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,"
+    dtr_cli_json_begin(stdout, "run", r->src->mesh);
+    printf(",\"to_mesh\":");
+    int64_t sizes[DTR_MAX_MESH_DIMS];
+    for (int i = 0; i < dtr_mesh_ndims(r->dst->mesh); i++) sizes[i] = dtr_mesh_size(r->dst->mesh, i);
+    dtr_cli_json_i64_array(stdout, sizes, dtr_mesh_ndims(r->dst->mesh));
+    if (r->batch) {
+        dtr_cli_json_str(stdout, "batch", o->batch);
+        printf(",\"ntensors\":%d,\"one_by_one_median_us\":%.3f,\"one_by_one_over_batched\":%.3f",
+               dtr_cross_plan_tensors(r->plan), r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
+    } else {
+        dtr_cli_json_change(stdout, r->src, r->dst);
+    }
+    printf(",\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,"
            "\"fill\":\"%s\",",
            o->verify ? (ok ? "true" : "false") : "null", (long long)v->rep.mismatches,
            (long long)v->rep.checked, v->input_changed == 0 ? "true" : "false", o->fill_text);
     if (o->fill.kind == DTR_FILL_RANDOM) printf("\"seed\":%llu,", (unsigned long long)o->fill.seed);
-    printf("\"median_us\":%.3f,\"iters\":%ld,\"ranks\":%d,\"mesh\":\"%s\",\"to_mesh\":\"%s\",",
-           r->med, (long)o->iters, r->world, n->ma, n->mb);
-    if (r->batch)
-        printf("\"tensors\":%d,\"one_by_one_median_us\":%.3f,\"one_by_one_over_batched\":%.3f,",
-               dtr_cross_plan_tensors(r->plan), r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
-    else
-        printf("\"shape\":\"%s\",\"dtype\":\"%s\",\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\",",
-               n->shape, n->dtype, n->to_dtype, n->from, n->to);
+    printf("\"median_us\":%.3f,\"iters\":%ld,\"world\":%d,", r->med, (long)o->iters, r->world);
     printf("\"messages\":%lld,\"recv_bytes_per_rank_max\":%lld,\"send_bytes_per_rank_max\":%lld,"
            "\"lower_bound_recv_bytes_per_rank\":%lld,\"lower_bound_send_bytes_per_rank\":%lld,"
-           "\"rounds\":%lld,\"staging_bytes_per_rank_max\":%lld,\"plan\":",
+           "\"nrounds\":%lld,\"staging_bytes_per_rank_max\":%lld,\"plan\":",
            (long long)f->messages, (long long)f->recv_bytes_max, (long long)f->send_bytes_max,
            (long long)f->lower_bound_recv_bytes, (long long)f->lower_bound_send_bytes,
            (long long)f->rounds, (long long)f->staging_bytes_max);
@@ -114,7 +119,7 @@ void dtr_cli_cross_report(const dtr_cli_cross_result_t *r) {
     dtr__xnames_t n;
     dtr__names(r, &n);
     if (r->o->json)
-        dtr__json(r, &n, &f, ok);
+        dtr__json(r, &f, ok);
     else
         dtr__text(r, &n, &f, ok);
     if (ok) return;

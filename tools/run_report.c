@@ -50,9 +50,9 @@ static void dtr__dims(FILE *out, const dtr_cli_run_t *r, uint32_t mask, const ch
 static void dtr__json_backward(const dtr_cli_run_t *r) {
     const dtr_cli_change_t *o = r->o;
     const dtr_plan_t *b = r->bplan;
-    printf(",\"backward\":{\"placements\":");
+    printf(",\"backward_result\":{\"placements\":");
     dtr_cli_json_placements(stdout, b->dst.placements, dtr_mesh_ndims(r->mesh));
-    printf(",\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"steps\":%d,"
+    printf(",\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"nsteps\":%d,"
            "\"collectives\":",
            o->verify ? (r->bwd.rep.mismatches == 0 ? "true" : "false") : "null",
            (long long)r->bwd.rep.mismatches, (long long)r->bwd.rep.checked, b->nsteps);
@@ -64,10 +64,12 @@ static void dtr__json_backward(const dtr_cli_run_t *r) {
     printf(",\"op_dtype\":\"%s\"}", dtr_dtype_name(b->op_dtype));
 }
 
-static void dtr__json(const dtr_cli_run_t *r, const dtr__texts_t *t) {
+static void dtr__json(const dtr_cli_run_t *r) {
     const dtr_cli_change_t *o = r->o;
     const dtr_plan_t *plan = r->plan;
-    printf("{\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,",
+    dtr_cli_json_begin(stdout, "run", r->mesh);
+    dtr_cli_json_change(stdout, &r->src, &r->dst);
+    printf(",\"verified\":%s,\"mismatches\":%lld,\"checked\":%lld,\"input_intact\":%s,",
            o->verify ? (r->ok ? "true" : "false") : "null", (long long)r->fwd.rep.mismatches,
            (long long)r->fwd.rep.checked, r->fwd.input_changed == 0 ? "true" : "false");
     printf("\"fill\":\"%s\",", o->fill_text);
@@ -83,12 +85,10 @@ static void dtr__json(const dtr_cli_run_t *r, const dtr__texts_t *t) {
     printf("\"iters\":%ld,\"recv_bytes_per_rank_max\":%lld,\"collectives\":", (long)o->iters,
            (long long)plan->recv_bytes_max);
     dtr_cli_json_collectives(stdout, plan);
-    printf(",\"steps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
-           "\"buffers\":\"%s\",\"ranks\":%d,\"mesh\":\"%s\",\"shape\":\"%s\","
-           "\"dtype\":\"%s\",\"to_dtype\":\"%s\",\"from\":\"%s\",\"to\":\"%s\"",
+    printf(",\"nsteps\":%d,\"strategy\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
+           "\"buffers\":\"%s\",\"world\":%d",
            plan->nsteps, dtr_strategy_name(o->strategy), dtr_context_backend(r->ctx), o->device,
-           o->buffers, r->world, t->mesh, t->shape, dtr_dtype_name(r->src.dtype),
-           dtr_dtype_name(r->dst.dtype), t->from, t->to);
+           o->buffers, r->world);
     printf(",\"mesh_dims_across_nodes\":[");
     dtr__dims(stdout, r, r->across, "");
     printf("],\"steps_across_nodes\":%d,\"node_aware\":%s", r->steps_across,
@@ -201,7 +201,7 @@ void dtr_cli_run_report(const dtr_cli_run_t *r) {
     dtr__texts_t t;
     dtr__texts(r, &t);
     if (r->o->json)
-        dtr__json(r, &t);
+        dtr__json(r);
     else
         dtr__text(r, &t);
     dtr__failures(r, &t);

@@ -36,10 +36,20 @@ static void dtr__side(FILE *out, const dtr_spec_t *s, bool json, bool batch) {
         if (!batch) fprintf(out, " %s %s", dtr_dtype_name(s->dtype), pl);
         return;
     }
-    fprintf(out, "{\"mesh\":\"%s\",\"ranks\":[", mesh);
+    fputs("{\"mesh\":[", out);
+    for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++)
+        fprintf(out, "%s%lld", i ? "," : "", (long long)dtr_mesh_size(s->mesh, i));
+    fputs("],\"ranks\":[", out);
     dtr__mesh_ranks(out, s->mesh, -1);
     fputc(']', out);
-    if (!batch) fprintf(out, ",\"dtype\":\"%s\",\"placements\":\"%s\"", dtr_dtype_name(s->dtype), pl);
+    if (!batch) {
+        /* the placements as a list, one item per mesh dim ("S(0)", "R") */
+        fprintf(out, ",\"dtype\":\"%s\",\"placements\":[\"", dtr_dtype_name(s->dtype));
+        for (const char *c = pl; *c != '\0'; c++)
+            if (*c == ',') fputs("\",\"", out);
+            else fputc(*c, out);
+        fputs("\"]", out);
+    }
     fputc('}', out);
 }
 
@@ -175,9 +185,9 @@ dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_mess
 static dtr_status_t dtr__tensor_json(FILE *out, const dtr__xtensor_t *x) {
     fputs("\"shape\":[", out);
     for (int d = 0; d < x->src.ndim; d++) fprintf(out, "%s%lld", d ? "," : "", (long long)x->src.shape[d]);
-    fputs("],\"from\":", out);
+    fputs("],\"src\":", out);
     dtr__side(out, &x->src, true, false);
-    fputs(",\"to\":", out);
+    fputs(",\"dst\":", out);
     dtr__side(out, &x->dst, true, false);
     fputs(",\"pre\":", out);
     if (x->has_pre) return dtr_plan_print_json(&x->pre, out);
@@ -193,9 +203,9 @@ dtr_status_t dtr_cross_plan_print_json(const dtr_cross_plan_t *plan, FILE *out) 
     if (plan->ntensors == 1) {
         DTR_CHECK(dtr__tensor_json(out, &plan->t[0]));
     } else {
-        fputs("\"from\":", out);
+        fputs("\"src\":", out);
         dtr__side(out, &plan->t[0].src, true, true);
-        fputs(",\"to\":", out);
+        fputs(",\"dst\":", out);
         dtr__side(out, &plan->t[0].dst, true, true);
         fputs(",\"tensors\":[", out);
         for (int t = 0; t < plan->ntensors; t++) {
@@ -209,7 +219,7 @@ dtr_status_t dtr_cross_plan_print_json(const dtr_cross_plan_t *plan, FILE *out) 
             ",\"messages\":%lld,\"local_copies\":%lld,\"moved_bytes\":%lld,"
             "\"send_bytes_per_rank_max\":%lld,\"recv_bytes_per_rank_max\":%lld,"
             "\"lower_bound_send_bytes_per_rank\":%lld,\"lower_bound_recv_bytes_per_rank\":%lld,"
-            "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g,\"rounds\":%lld,"
+            "\"peak_extra_bytes_per_rank\":%lld,\"modeled_time_us\":%.6g,\"nrounds\":%lld,"
             "\"staging_bytes_per_rank_max\":%lld",
             (long long)f->messages, (long long)dtr__local_copies(plan), (long long)f->moved_bytes,
             (long long)f->send_bytes_max, (long long)f->recv_bytes_max,

@@ -236,7 +236,7 @@ dtr_status_t dtr_batch_plan_print_json(const dtr_batch_plan_t *plan, FILE *out) 
     if (plan->ntensors <= 0 || plan->plans == NULL)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "plan: not a batch from dtr_batch_plan_create");
-    fprintf(out, "{\"strategy\":\"%s\",\"tensors\":%d,\"plans\":[",
+    fprintf(out, "{\"strategy\":\"%s\",\"ntensors\":%d,\"plans\":[",
             dtr_strategy_name(plan->plans[0].strategy), plan->ntensors);
     for (int t = 0; t < plan->ntensors; t++) {
         if (t) fputc(',', out);

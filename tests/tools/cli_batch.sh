@@ -28,7 +28,7 @@ check "plan: JSON totals" 0 0 '"recv_bytes_per_rank_max":480,"lower_bound_recv_b
 
 for flags in "" "--nonblocking --fill random --seed 9"; do
     # shellcheck disable=SC2086
-    check "run: verified ($flags)" 4 0 '"tensors":5,"mesh":"2x2","verified":true' "" \
+    check "run: verified ($flags)" 4 0 '"ntensors":5,"verified":true' "" \
         run --mesh 2x2 --batch "$dir/mixed.json" --verify --json --iters 2 --warmup 0 $flags
 done
 check "run: the three medians" 4 0 '"batched_median_us":' "" \

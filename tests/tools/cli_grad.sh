@@ -36,7 +36,7 @@ for mode in ddp fsdp hsdp; do
             grad --mode $mode --mesh 2x4 --dtype $dt --numel 100003 --microbatches 2 --verify --json
     done
 done
-check "hsdp JSON keys" 8 0 '{"mode":"hsdp","mesh":"2x4","world":8,"shard_group":4,"replicate_group":2,"dtype":"f16","factor":8,"pre_factor":4,"post_factor":2,"ops":["reduce_scatter:sum","all_reduce:sum"]' "" \
+check "hsdp JSON keys" 8 0 '"mesh":[2,4],"mode":"hsdp","world":8,"shard_group":4,"replicate_group":2,"dtype":"f16","factor":8,"pre_factor":4,"post_factor":2,"ops":["reduce_scatter:sum","all_reduce:sum"]' "" \
     grad --mode hsdp --mesh 2x4 --dtype f16 --numel 1000 --verify --json
 check "fsdp, later shard dim, uneven" 8 0 '"verified":true,"max_abs_err":0' "" \
     grad --mode fsdp --mesh 8 --shape 3x13x5 --shard-dim 1 --dtype bf16 --verify --json

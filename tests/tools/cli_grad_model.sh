@@ -28,7 +28,7 @@ for mode in ddp fsdp hsdp; do
     done
 done
 check "hsdp JSON: params, groups, ops, collective counts" 8 0 \
-    '"mode":"hsdp","mesh":"2x4","dtype":"f32","microbatches":2,"params":5,"numel":1731,"groups":3,"ops":["reduce_scatter:avg","all_reduce:avg"],"collectives":{"per_tensor":15,"grouped":9,"baseline":3}' "" \
+    '"mode":"hsdp","dtype":"f32","microbatches":2,"params":5,"numel":1731,"ngroups":3,"ops":["reduce_scatter:avg","all_reduce:avg"],"collectives":{"per_tensor":15,"grouped":9,"baseline":3}' "" \
     grad --mode hsdp --mesh 2x4 --model "$dir/model.json" --microbatches 2 --iters 1 --json
 check "fsdp: no all-reduce" 8 0 '"ops":["reduce_scatter:avg"],"collectives":{"per_tensor":5,"grouped":3,"baseline":1}' "" \
     grad --mode fsdp --mesh 8 --model "$dir/model.json" --iters 1 --json
@@ -39,7 +39,7 @@ check "timings in JSON" 4 0 '"per_tensor_median_us":' "" \
 # GPT-2 small's list, on one rank (its 124M elements fit there; the 8-rank run is the
 # benchmark in docs/executor-bench.md).
 check "gpt2-small: 148 tensors, 124439808 elements, 13 groups" 1 0 \
-    '"params":148,"numel":124439808,"groups":13,' "" \
+    '"params":148,"numel":124439808,"ngroups":13,' "" \
     grad --mode fsdp --mesh 1 --model gpt2-small --iters 1 --verify --json
 
 # Usage errors: one line from rank 0, exit 2.

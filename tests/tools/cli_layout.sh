@@ -36,23 +36,23 @@ expect_contains() {
     fi
 }
 
-expect_output '{"mesh":[2,2],"shape":[2,5],"dtype":"f32","placements":["S(1)","S(1)"],"ranks":[{"rank":0,"coord":[0,0],"local_shape":[2,2],"global_offset":[0,0],"bytes":16},{"rank":1,"coord":[0,1],"local_shape":[2,1],"global_offset":[0,2],"bytes":8},{"rank":2,"coord":[1,0],"local_shape":[2,1],"global_offset":[0,3],"bytes":8},{"rank":3,"coord":[1,1],"local_shape":[2,1],"global_offset":[0,4],"bytes":8}]}' \
+expect_output '{"schema":1,"command":"layout","mesh":[2,2],"shape":[2,5],"dtype":"f32","placements":["S(1)","S(1)"],"blocks":[{"rank":0,"coord":[0,0],"local_shape":[2,2],"global_offset":[0,0],"bytes":16},{"rank":1,"coord":[0,1],"local_shape":[2,1],"global_offset":[0,2],"bytes":8},{"rank":2,"coord":[1,0],"local_shape":[2,1],"global_offset":[0,3],"bytes":8},{"rank":3,"coord":[1,1],"local_shape":[2,1],"global_offset":[0,4],"bytes":8}]}' \
     layout --mesh 2x2 --shape 2x5 --placements 'S(1),S(1)' --json
 
-expect_output '{"mesh":[2,2],"shape":[9],"dtype":"f64","placements":["S(0)","S(0)"],"ranks":[{"rank":0,"coord":[0,0],"local_shape":[3],"global_offset":[0],"bytes":24},{"rank":1,"coord":[0,1],"local_shape":[2],"global_offset":[3],"bytes":16},{"rank":2,"coord":[1,0],"local_shape":[2],"global_offset":[5],"bytes":16},{"rank":3,"coord":[1,1],"local_shape":[2],"global_offset":[7],"bytes":16}]}' \
+expect_output '{"schema":1,"command":"layout","mesh":[2,2],"shape":[9],"dtype":"f64","placements":["S(0)","S(0)"],"blocks":[{"rank":0,"coord":[0,0],"local_shape":[3],"global_offset":[0],"bytes":24},{"rank":1,"coord":[0,1],"local_shape":[2],"global_offset":[3],"bytes":16},{"rank":2,"coord":[1,0],"local_shape":[2],"global_offset":[5],"bytes":16},{"rank":3,"coord":[1,1],"local_shape":[2],"global_offset":[7],"bytes":16}]}' \
     layout --mesh 2x2 --shape 9 --placements ' Shard(0) , s(0) ' --dtype float64 --json
 
 # Uneven and empty shards; explicit ranks; canonical placement text; Partial op kept.
-expect_output '{"mesh":[4],"shape":[5],"dtype":"bf16","placements":["P(avg)"],"ranks":[{"rank":3,"coord":[0],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":2,"coord":[1],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":1,"coord":[2],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":0,"coord":[3],"local_shape":[5],"global_offset":[0],"bytes":10}]}' \
+expect_output '{"schema":1,"command":"layout","mesh":[4],"ranks":[3,2,1,0],"shape":[5],"dtype":"bf16","placements":["P(avg)"],"blocks":[{"rank":3,"coord":[0],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":2,"coord":[1],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":1,"coord":[2],"local_shape":[5],"global_offset":[0],"bytes":10},{"rank":0,"coord":[3],"local_shape":[5],"global_offset":[0],"bytes":10}]}' \
     layout --mesh 4 --ranks 3,2,1,0 --shape 5 --placements 'Partial(avg)' --dtype bf16 --json
-expect_output '{"mesh":[4],"shape":[5],"dtype":"f32","placements":["S(0)"],"ranks":[{"rank":0,"coord":[0],"local_shape":[2],"global_offset":[0],"bytes":8},{"rank":1,"coord":[1],"local_shape":[2],"global_offset":[2],"bytes":8},{"rank":2,"coord":[2],"local_shape":[1],"global_offset":[4],"bytes":4},{"rank":3,"coord":[3],"local_shape":[0],"global_offset":[5],"bytes":0}]}' \
+expect_output '{"schema":1,"command":"layout","mesh":[4],"shape":[5],"dtype":"f32","placements":["S(0)"],"blocks":[{"rank":0,"coord":[0],"local_shape":[2],"global_offset":[0],"bytes":8},{"rank":1,"coord":[1],"local_shape":[2],"global_offset":[2],"bytes":8},{"rank":2,"coord":[2],"local_shape":[1],"global_offset":[4],"bytes":4},{"rank":3,"coord":[3],"local_shape":[0],"global_offset":[5],"bytes":0}]}' \
     layout --mesh 4 --shape 5 --placements 'S(-1)' --json
-expect_output '{"mesh":[2],"shape":[],"dtype":"u8","placements":["R"],"ranks":[{"rank":0,"coord":[0],"local_shape":[],"global_offset":[],"bytes":1},{"rank":1,"coord":[1],"local_shape":[],"global_offset":[],"bytes":1}]}' \
+expect_output '{"schema":1,"command":"layout","mesh":[2],"shape":[],"dtype":"u8","placements":["R"],"blocks":[{"rank":0,"coord":[0],"local_shape":[],"global_offset":[],"bytes":1},{"rank":1,"coord":[1],"local_shape":[],"global_offset":[],"bytes":1}]}' \
     layout --mesh 2 --shape scalar --placements R --dtype u8 --json
 
 # Shard orders: FSDP2 + TP on dim 0 (tp splits first), written as PyTorch prints the order
 # and as its _StridedShard; both give rows 0-1, 4-5, 2-3, 6-7 on ranks 0..3.
-fsdp_tp='{"mesh":[2,2],"shape":[8],"dtype":"f32","placements":["S(0)[1]","S(0)[0]"],"ranks":[{"rank":0,"coord":[0,0],"local_shape":[2],"global_offset":[0],"bytes":8},{"rank":1,"coord":[0,1],"local_shape":[2],"global_offset":[4],"bytes":8},{"rank":2,"coord":[1,0],"local_shape":[2],"global_offset":[2],"bytes":8},{"rank":3,"coord":[1,1],"local_shape":[2],"global_offset":[6],"bytes":8}]}'
+fsdp_tp='{"schema":1,"command":"layout","mesh":[2,2],"shape":[8],"dtype":"f32","placements":["S(0)[1]","S(0)[0]"],"blocks":[{"rank":0,"coord":[0,0],"local_shape":[2],"global_offset":[0],"bytes":8},{"rank":1,"coord":[0,1],"local_shape":[2],"global_offset":[4],"bytes":8},{"rank":2,"coord":[1,0],"local_shape":[2],"global_offset":[2],"bytes":8},{"rank":3,"coord":[1,1],"local_shape":[2],"global_offset":[6],"bytes":8}]}'
 expect_output "$fsdp_tp" layout --mesh 2x2 --shape 8 --placements 'S(0)[1],S(0)[0]' --json
 expect_output "$fsdp_tp" layout --mesh 2x2 --shape 8 --placements '_StridedShard(dim=0, sf=2), Shard(dim=0)' --json
 expect_contains "S(d)[k]: the k-th mesh dim (from 0) to split d, a shard order" layout --help

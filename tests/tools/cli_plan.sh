@@ -7,13 +7,13 @@ dtr=$1
 source "$(dirname "$0")/check_lib.sh"
 
 check "issue example, exact JSON" 0 0 \
-    '{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_to_all","from":"S(0)","to":"S(1)","tensor_dim":0,"tensor_dim2":1,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":112,"modeled_time_us":15.0048}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":48,"lower_bound_recv_bytes_per_rank":48,"peak_extra_bytes_per_rank":112,"modeled_time_us":15.0048}' "" \
+    '"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_to_all","from":"S(0)","to":"S(1)","tensor_dim":0,"tensor_dim2":1,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":112,"modeled_time_us":15.0048}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":48,"lower_bound_recv_bytes_per_rank":48,"peak_extra_bytes_per_rank":112,"modeled_time_us":15.0048}' "" \
     plan --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --json
-check "compare JSON has both" 0 0 '{"compat":{"strategy":"compat"' "" \
+check "compare JSON has both" 0 0 '"compat":{"strategy":"compat"' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(0)' --to 'R,S(0)' --compare --json
 check "compare JSON optimal at the bound" 0 0 '"optimal":{"strategy":"optimal","chosen_by":"exchange","steps":[{"mesh_dim":-1,"kind":"exchange","from":"S(0),S(0)","to":"R,S(0)","recv_bytes_per_rank_max":128' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(0)' --to 'R,S(0)' --compare --json
-check "compare JSON with compat refused" 0 0 '{"compat":{"error":"dtr_plan_create: compat: the seed algorithm' "" \
+check "compare JSON with compat refused" 0 0 '"compat":{"error":"dtr_plan_create: compat: the seed algorithm' "" \
     plan --mesh 2x3x2 --shape 12x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --compare --json
 check "compare table" 0 0 'lower bound on the most bytes one rank receives: 64' "" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --compare
@@ -29,7 +29,7 @@ check "help" 0 0 'usage: dtr plan --mesh MESH' "" plan --help
 # Shard orders (docs/semantics.md): FSDP2's unshard of a tp-first dim is one all-gather on dp;
 # compat refuses by name (exit 3).
 check "shard order: one all-gather, exact JSON" 0 0 \
-    '{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_gather","from":"S(0)[1]","to":"R","tensor_dim":0,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":192,"modeled_time_us":5.0064}],"collectives":{"all_gather":1,"reduce_scatter":0,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":5.0064}' "" \
+    '"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":0,"kind":"all_gather","from":"S(0)[1]","to":"R","tensor_dim":0,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":192,"modeled_time_us":5.0064}],"collectives":{"all_gather":1,"reduce_scatter":0,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":5.0064}' "" \
     plan --mesh 2x4 --shape 16x8 --from '_S(0, 4),S(0)' --to 'R,S(0)' --json
 check "shard order: compat refuses" 0 3 "" \
     "dtr plan: dtr_plan_create: compat: the seed algorithm knows only mesh-dim order, not the shard order of src; the optimal strategy handles this change" \
@@ -40,14 +40,14 @@ check "shard order: a _StridedShard that is strided for the shape" 0 2 "" \
 # --backward: the gradient arriving in --to goes back to --from, Partial there becoming R
 # (the same plan dtr run --backward runs, tests/tools/cli_run.sh)
 check "backward JSON" 0 0 \
-    '{"strategy":"optimal","backward":true,"chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"all_to_all","from":"S(1)","to":"S(0)","tensor_dim":1,"tensor_dim2":0,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":144,"modeled_time_us":5.0048},{"mesh_dim":0,"kind":"all_reduce","from":"P(max)","to":"R","recv_bytes_per_rank_max":96,"send_bytes_per_rank_max":96,"extra_bytes_per_rank_max":192,"modeled_time_us":10.0096}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":144,"lower_bound_recv_bytes_per_rank":96,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0144}' "" \
+    '"strategy":"optimal","backward":true,"chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"all_to_all","from":"S(1)","to":"S(0)","tensor_dim":1,"tensor_dim2":0,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":144,"modeled_time_us":5.0048},{"mesh_dim":0,"kind":"all_reduce","from":"P(max)","to":"R","recv_bytes_per_rank_max":96,"send_bytes_per_rank_max":96,"extra_bytes_per_rank_max":192,"modeled_time_us":10.0096}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":144,"lower_bound_recv_bytes_per_rank":96,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0144}' "" \
     plan --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --json
 check "backward text: a P(sum) source gets a Replicate gradient" 0 0 \
     'plan (backward) optimal (best candidate: greedy): mesh 2x2, shape 8x6 f32, R,S(1) -> R,S(0)' "" \
     plan --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward
 # --backward-dtype: PyTorch's backward_dtype (the gradient's steps in it, cast back last)
 check "backward_dtype: the steps in bf16, cast back to f32" 0 0 \
-    '{"strategy":"optimal","backward":true,"chosen_by":"greedy","cast":{"from":"f32","to":"bf16"},"cast_out":{"from":"bf16","to":"f32"},"steps":[{"mesh_dim":0,"kind":"reduce_scatter","from":"P(sum)","to":"S(0)","tensor_dim":0,"recv_bytes_per_rank_max":48,' "" \
+    '"strategy":"optimal","backward":true,"chosen_by":"greedy","cast":{"from":"f32","to":"bf16"},"cast_out":{"from":"bf16","to":"f32"},"steps":[{"mesh_dim":0,"kind":"reduce_scatter","from":"P(sum)","to":"S(0)","tensor_dim":0,"recv_bytes_per_rank_max":48,' "" \
     plan --mesh 4 --shape 8x4 --from 'S(0)' --to 'P(sum)' --backward --backward-dtype bf16 --json
 check "backward_dtype in the text" 0 0 \
     'plan (backward) optimal (best candidate: greedy): mesh 4, shape 8x4 f32, P(sum) -> S(0), cast to bf16 first, to f32 last' "" \
@@ -80,7 +80,7 @@ check "compat runs a seed plan that lands right through blocks of other lengths"
 # (the gather pads to the members' largest block, 2 rows of 4 f32, from 2 members: 64 bytes;
 # its output holds 6 rows where the layout of R,R,S(0) has 5: 96 bytes, plus the 64 staged)
 check "those blocks in the JSON figures" 0 0 \
-    '{"strategy":"compat","seed_blocks":true,"chosen_by":"compat","steps":[{"mesh_dim":0,"kind":"all_gather","from":"S(0)","to":"R","tensor_dim":0,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":160,' "" \
+    '"strategy":"compat","seed_blocks":true,"chosen_by":"compat","steps":[{"mesh_dim":0,"kind":"all_gather","from":"S(0)","to":"R","tensor_dim":0,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":160,' "" \
     plan --mesh 3x3x2 --shape 9x4 --from 'S(0),R,S(0)' --to 'R,S(0),S(0)' --strategy compat --json
 # Mixed Partial ops are reduced innermost mesh dim first (docs/semantics.md)
 check "mixed Partial ops: the max of mesh dim 1 before the sum of mesh dim 0" 0 0 \
@@ -165,7 +165,7 @@ check "--backward with --batch" 0 2 "" "dtr plan: --backward: not with --batch" 
 # Between meshes (docs/cross-mesh.md): the issue's refit, exact JSON; the boxes in the table;
 # the refusals by name
 check "cross: refit on 8 ranks, exact JSON" 0 0 \
-    '{"shape":[8,8],"from":{"mesh":"2x2","ranks":[0,1,2,3],"dtype":"f32","placements":"S(0),P(sum)"},"to":{"mesh":"4","ranks":[4,5,6,7],"dtype":"f32","placements":"S(1)"},"pre":{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064}],"collectives":{"all_gather":0,"reduce_scatter":1,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":128,"modeled_time_us":5.0064},"messages":8,"local_copies":0,"moved_bytes":256,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0141,"rounds":1,"staging_bytes_per_rank_max":64}' "" \
+    '"shape":[8,8],"src":{"mesh":[2,2],"ranks":[0,1,2,3],"dtype":"f32","placements":["S(0)","P(sum)"]},"dst":{"mesh":[4],"ranks":[4,5,6,7],"dtype":"f32","placements":["S(1)"]},"pre":{"strategy":"optimal","chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"reduce_scatter","from":"P(sum)","to":"S(1)","tensor_dim":1,"recv_bytes_per_rank_max":64,"send_bytes_per_rank_max":64,"extra_bytes_per_rank_max":128,"modeled_time_us":5.0064}],"collectives":{"all_gather":0,"reduce_scatter":1,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":128,"modeled_time_us":5.0064},"messages":8,"local_copies":0,"moved_bytes":256,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0141,"nrounds":1,"staging_bytes_per_rank_max":64}' "" \
     plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8 --json
 check "cross: a box of the table" 0 0 '       3      7  4..7,6..7                                            32' "" \
     plan --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' --shape 8x8
@@ -200,7 +200,7 @@ check "cross: not with --compare yet" 0 2 "" \
 
 # relabeling: 2x3 S(1),S(0) and 3x2 S(0),S(1) over the ranks reversed hold the same blocks
 check "cross: relabeling finds the permutation, exact JSON tail" 0 0 \
-    '"rounds":1,"staging_bytes_per_rank_max":0,"relabel":[0,3,1,4,2,5],"relabel_saved_bytes":2244,"permutation":true}' "" \
+    '"nrounds":1,"staging_bytes_per_rank_max":0,"relabel":[0,3,1,4,2,5],"relabel_saved_bytes":2244,"permutation":true}' "" \
     plan --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
     --shape 33x17 --relabel --json
 check "cross: relabeling in the text" 0 0 \
@@ -211,7 +211,7 @@ check "cross: relabeling in the text" 0 0 \
 check "cross: a staging cap, in rounds" 0 0 \
     '"messages":16,"local_copies":0,"moved_bytes":128,"send_bytes_per_rank_max":64,"recv_bytes_per_rank_max":64,"lower_bound_send_bytes_per_rank":64,"lower_bound_recv_bytes_per_rank":64,' "" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 8 --json
-check "cross: the cap's rounds" 0 0 '"rounds":8,"staging_bytes_per_rank_max":8,"staging_cap_bytes":8}' "" \
+check "cross: the cap's rounds" 0 0 '"nrounds":8,"staging_bytes_per_rank_max":8,"staging_cap_bytes":8}' "" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 8 --json
 check "cross: a cap below one element" 0 3 "" \
     "dtr plan: --to-mesh: dtr_cross_plan_create: opts->staging_cap_bytes: 4, less than one element: nothing could move" \
@@ -236,7 +236,7 @@ check "cross: a batch, its tensors" 0 0 "  tensor 2: shape 30x7 f64 S(1),S(0) ->
 check "cross: a batch's figures" 0 0 \
     "  16 messages between ranks (10872 bytes) in 1 round, 6 boxes kept where they are" "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
-check "cross: a batch in JSON" 0 0 '{"from":{"mesh":"2x2","ranks":[0,1,2,3]},"to":{"mesh":"4","ranks":[2,3,4,5]},"tensors":[{"shape":[64,48],' "" \
+check "cross: a batch in JSON" 0 0 '"src":{"mesh":[2,2],"ranks":[0,1,2,3]},"dst":{"mesh":[4],"ranks":[2,3,4,5]},"tensors":[{"shape":[64,48],' "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
 check "cross: a batch takes no --shape" 0 2 "" \
     "dtr plan: --shape: not with --batch (the file gives each tensor's shape, dtype and change)" \

@@ -138,7 +138,7 @@ check "compat" 4 0 '"strategy":"compat"' "" \
     run --mesh 4 --shape 8x8 --from 'S(0)' --to 'S(1)' --strategy compat --verify --json --iters 1
 # --backward-dtype: the gradient's steps in bf16, each value checked rounded through it
 check "backward_dtype bf16: a move, exact through bf16" 4 0 \
-    '"backward":{"placements":["S(0)","R"],"verified":true,"mismatches":0,"checked":108,"steps":1,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,"factor":0,"u":0.00390625,"scale":"none","worst_u":0},"op_dtype":"bf16"}' "" \
+    '"backward_result":{"placements":["S(0)","R"],"verified":true,"mismatches":0,"checked":108,"nsteps":1,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":0,"all_to_all":0,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,"factor":0,"u":0.00390625,"scale":"none","worst_u":0},"op_dtype":"bf16"}' "" \
     run --mesh 2x2 --shape 9x6 --from 'S(0),R' --to 'R,R' --fill random --backward --backward-dtype bf16 --verify --json --iters 1
 check "backward_dtype bf16: a reduction within bf16's rounding" 4 0 \
     'backward: gradient P(sum),P(sum) -> S(0),S(1), 2 steps in bf16; verified: all' "" \
@@ -148,10 +148,10 @@ check "backward_dtype c128 for a c64 input" 4 0 '"op_dtype":"c128"}' "" \
 check "backward_dtype: only with --backward" 0 2 "" "dtr run: --backward-dtype: only with --backward" \
     run --mesh 4 --shape 8 --from R --to R --backward-dtype bf16
 check "backward: a Partial source gets a Replicate gradient" 4 0 \
-    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":1,' "" \
+    '"backward_result":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"nsteps":1,' "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --json --iters 1
 check "backward: a Partial gradient is reduced" 4 0 \
-    '"backward":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"steps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,' "" \
+    '"backward_result":{"placements":["R","S(0)"],"verified":true,"mismatches":0,"checked":96,"nsteps":2,"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"tolerance":{"exact":true,' "" \
     run --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --verify --json --iters 1
 check "backward text" 4 0 "backward: gradient R,S(1) -> R,S(0), 1 step; verified: all 96 elements match" "" \
     run --mesh 2x2 --shape 8x6 --from 'P,S(0)' --to 'R,S(1)' --backward --verify --iters 1
@@ -239,7 +239,7 @@ check "cross: 2x3 -> 3x2 in reverse rank order, c64, random, uneven" 6 0 \
     run --mesh 2x3 --from 'S(1),S(0)' --to-mesh 3x2 --to-ranks 5,4,3,2,1,0 --to 'S(0),S(1)' \
     --shape 33x17 --dtype c64 --fill random --verify --iters 1
 check "cross: overlapping sets, P(max) reduced first, bf16, a bystander" 5 0 \
-    '{"verified":true,"mismatches":0,"checked":35,"input_intact":true,"fill":"random","seed":1,' "" \
+    '"verified":true,"mismatches":0,"checked":35,"input_intact":true,"fill":"random","seed":1,' "" \
     run --mesh 2x2 --ranks 4,3,2,1 --from 'P(max),S(1)' --to-mesh 3 --to-ranks 0,2,4 --to 'S(0)' \
     --shape 7x5 --dtype bf16 --fill random --verify --json --iters 1
 check "cross: f32 -> f16 on the same 4 ranks" 4 0 '"to_dtype":"f16","from":"S(0)","to":"R,S(1)"' "" \
@@ -265,7 +265,7 @@ check "cross: under a staging cap of 64 KiB, 16 rounds" 8 0 \
     "then 128 messages between ranks in 16 rounds; most bytes one rank sends 1024000 (lower bound 1024000)" "" \
     run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
     --shape 1024x1000 --staging-cap 64K --verify --iters 1
-check "cross: the cap's staging" 8 0 '"rounds":16,"staging_bytes_per_rank_max":64000,' "" \
+check "cross: the cap's staging" 8 0 '"nrounds":16,"staging_bytes_per_rank_max":64000,' "" \
     run --mesh 2x2 --ranks 0,1,2,3 --from 'S(0),P' --to-mesh 4 --to-ranks 4,5,6,7 --to 'S(1)' \
     --shape 1024x1000 --staging-cap 64K --verify --json --iters 1
 xbatch=$(mktemp)
@@ -278,7 +278,7 @@ EOF2
 check "cross: a batch, random values, verified" 6 0 \
     "verified: all 3474 elements on every destination rank match; every source rank's input intact" "" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 1 --fill random --seed 5
-check "cross: a batch timed beside one tensor at a time" 6 0 '"tensors":4,"one_by_one_median_us":' "" \
+check "cross: a batch timed beside one tensor at a time" 6 0 '"ntensors":4,"one_by_one_median_us":' "" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 2 --json
 check "cross: a batch relabeled under a cap" 6 0 '"verified":true' "" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 3,2,1,0 --verify --iters 1 --json \

@@ -44,7 +44,7 @@ check "storage-only f8e4m3, random bytes moved" 4 0 '"verified":true' "" \
 check "R -> P(sum) divides, within one rounding more" 8 0 '"verified":true' "" \
     run --mesh 2x4 --shape 30x17 --dtype bf16 --from 'R,P' --to 'P,S(0)' --fill random \
     --verify --json --iters 0
-check "backward on random gradients" 4 0 '"backward":{"placements":["R"],"verified":true' "" \
+check "backward on random gradients" 4 0 '"backward_result":{"placements":["R"],"verified":true' "" \
     run --mesh 4 --shape 16x8 --from 'P' --to 'S(0)' --fill random --backward --verify --json --iters 0
 
 # What is printed: the fill, the seed and the tolerance (factor, u, scale, largest error).
@@ -98,10 +98,10 @@ else
     echo "FAIL: --input of a dump must give the dump's result"
 fi
 mkdir -p "$dir/g"
-check "dump with --backward" 4 0 '"backward":{"placements":["R","S(1)"],"verified":true' "" \
+check "dump with --backward" 4 0 '"backward_result":{"placements":["R","S(1)"],"verified":true' "" \
     run --mesh 2x2 --shape 12x6 --dtype bf16 --from 'P,S(1)' --to 'R,S(0)' --fill random \
     --backward --verify --json --iters 0 --dump "$dir/g"
-check "--input: the gradient read from rankR.grad_in" 4 0 '"backward":{"placements":["R","S(1)"],"verified":true' "" \
+check "--input: the gradient read from rankR.grad_in" 4 0 '"backward_result":{"placements":["R","S(1)"],"verified":true' "" \
     run --mesh 2x2 --shape 12x6 --dtype bf16 --from 'P,S(1)' --to 'R,S(0)' --input "$dir/g" \
     --backward --verify --json --iters 0
 check "--input: one element perturbed is found" 4 1 "" "dtr run: verification failed" \
