@@ -217,6 +217,17 @@ void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
     fputc(']', out);
 }
 
+int dtr_cli_cost_flags(const char *cmd, const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost) {
+    if (dtr_cost_model_from_env(cost) != DTR_OK) return dtr_cli_lib_error(cmd, NULL);
+    if (dtr_cost_model_set(cost, f->alpha, NULL, NULL) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--alpha-us");
+    if (dtr_cost_model_set(cost, NULL, f->bandwidth, NULL) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--bandwidth-gbps");
+    if (dtr_cost_model_set(cost, NULL, NULL, f->local) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--local-gbps");
+    return DTR_EXIT_OK;
+}
+
 void dtr_cli_json_str(FILE *out, const char *key, const char *text) {
     fprintf(out, ",\"%s\":\"", key);
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {

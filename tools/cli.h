@@ -150,12 +150,20 @@ int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh,
  * hierarchical form (a segment inside each node, MPI across), [6] of [1], the reductions that
  * read the members' buffers where they are (dtr_context_alloc memory). Collective. */
 void dtr_cli_mpi_paths(long long sums[7]);
-/* The cost model a run plans with (collective): DTR_* variables, with the mesh dims nodes_of
- * names given inter-node figures ("auto": those MPI says cross nodes; "none"; or a list,
- * "0,2"). *across gets the mesh dims that do cross, *planned those planned as crossing. An
- * exit code; errors name --nodes-of where it is wrong. */
+/* The cost-model flags of dtr plan and dtr run (NULL: not given). */
+typedef struct {
+    const char *alpha, *bandwidth, *local, *inter_alpha, *inter_bandwidth;
+} dtr_cli_cost_flags_t;
+/* The cost model from the DTR_* variables and --alpha-us, --bandwidth-gbps, --local-gbps,
+ * each checked on its own so that an error names its flag. An exit code. */
+int dtr_cli_cost_flags(const char *cmd, const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost);
+/* The cost model a run plans with (collective): dtr_cli_cost_flags, with the mesh dims
+ * nodes_of names given inter-node figures (f->inter_*, else DTR_* or the defaults; "auto":
+ * those MPI says cross nodes; "none"; or a list, "0,2"). *across gets the mesh dims that do
+ * cross, *planned those planned as crossing. An exit code; errors name the flag. */
 int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,
-                      dtr_cost_model_t *cost, uint32_t *across, uint32_t *planned);
+                      const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost, uint32_t *across,
+                      uint32_t *planned);
 
 /* ---- --backend mpi|nccl and --device cpu|cuda (cli_device.c) -------------------------- */
 

@@ -99,16 +99,24 @@ void dtr_cli_mpi_paths(long long sums[7]) {
 }
 
 int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes_of,
-                      dtr_cost_model_t *cost, uint32_t *across, uint32_t *planned) {
+                      const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost, uint32_t *across,
+                      uint32_t *planned) {
     *across = *planned = 0;
-    if (dtr_cost_model_from_env(cost) != DTR_OK ||
-        dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, across) != DTR_OK)
+    int rc = dtr_cli_cost_flags(cmd, f, cost);
+    if (rc != DTR_EXIT_OK) return rc;
+    if (dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, across) != DTR_OK)
         return dtr_cli_lib_error(cmd, NULL);
     if (strcmp(nodes_of, "auto") == 0)
         *planned = *across;
     else if (dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), planned) != DTR_OK)
         return dtr_cli_lib_error(cmd, "--nodes-of");
-    if (dtr_cost_model_nodes(cost, *planned, NULL, NULL) != DTR_OK)
+    /* one flag at a time on a copy, so the error names the flag */
+    dtr_cost_model_t probe = *cost;
+    if (dtr_cost_model_nodes(&probe, *planned, f->inter_alpha, NULL) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--inter-alpha-us");
+    if (dtr_cost_model_nodes(&probe, *planned, NULL, f->inter_bandwidth) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--inter-bandwidth-gbps");
+    if (dtr_cost_model_nodes(cost, *planned, f->inter_alpha, f->inter_bandwidth) != DTR_OK)
         return dtr_cli_lib_error(cmd, NULL);
     return DTR_EXIT_OK;
 }

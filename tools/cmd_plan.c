@@ -224,13 +224,10 @@ static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
 /* The cost model from the environment and the cost flags, each checked on its own so that
  * an error names its flag. */
 static int dtr__plan_cost(const dtr_cli_change_t *o, dtr_cost_model_t *cost) {
-    if (dtr_cost_model_from_env(cost) != DTR_OK) return dtr_cli_lib_error("plan", NULL);
-    if (dtr_cost_model_set(cost, o->alpha, NULL, NULL) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--alpha-us");
-    if (dtr_cost_model_set(cost, NULL, o->bandwidth, NULL) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--bandwidth-gbps");
-    if (dtr_cost_model_set(cost, NULL, NULL, o->local) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--local-gbps");
+    dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, o->inter_alpha,
+                                  o->inter_bandwidth};
+    int rc = dtr_cli_cost_flags("plan", &flags, cost);
+    if (rc != DTR_EXIT_OK) return rc;
     return dtr__plan_nodes(o->spec.mesh, o->nodes_of, o->inter_alpha, o->inter_bandwidth, cost);
 }
 

@@ -27,6 +27,8 @@ static void dtr__run_help(FILE *out) {
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
         "                [--fill pattern|random] [--seed S]\n"
+        "       every form also takes dtr plan's cost flags: [--alpha-us A] [--bandwidth-gbps B]\n"
+        "                [--local-gbps G] [--inter-alpha-us A] [--inter-bandwidth-gbps B]\n"
         "\n"
         "Runs the redistribution on the ranks of the MPI job. Each rank fills its source\n"
         "block (--fill, or reads it with --input), runs the plan, and with --verify checks\n"
@@ -79,6 +81,12 @@ static void dtr__run_help(FILE *out) {
         "                       output says which mesh dims really cross nodes either way\n"
         "                       (inter-node figures: DTR_INTER_ALPHA_US,\n"
         "                       DTR_INTER_BANDWIDTH_GBPS; docs/nodes.md)\n"
+        "  --alpha-us A, --bandwidth-gbps B, --local-gbps G  the cost model the plan is\n"
+        "                       chosen under, as for 'dtr plan' (one value, or one per mesh\n"
+        "                       dim; env DTR_ALPHA_US, DTR_BANDWIDTH_GBPS, DTR_LOCAL_GBPS)\n"
+        "  --inter-alpha-us A, --inter-bandwidth-gbps B  latency and bandwidth between\n"
+        "                       nodes, for the mesh dims --nodes-of names (auto: where the\n"
+        "                       ranks run)\n"
         "  --json               one JSON object on rank 0\n"
         "                       (the last line, and \"groups\" in the JSON, count the MPI\n"
         "                       backend's groups over the job: those whose ranks share a node\n"
@@ -160,8 +168,10 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
+    dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, o->inter_alpha,
+                                  o->inter_bandwidth};
     if (rc == DTR_EXIT_OK)
-        rc = dtr_cli_node_cost("run", r->mesh, o->nodes_of, &r->cost, &r->across,
+        rc = dtr_cli_node_cost("run", r->mesh, o->nodes_of, &flags, &r->cost, &r->across,
                                &r->planned_across);
     if (rc != DTR_EXIT_OK) return rc;
     r->opts = (dtr_plan_options_t){.strategy = o->strategy, .cost = &r->cost};

@@ -223,7 +223,9 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;
     uint32_t across, planned;
-    if (rc == DTR_EXIT_OK) rc = dtr_cli_node_cost("run", mesh, "auto", &cost, &across, &planned);
+    dtr_cli_cost_flags_t flags = {o.alpha, o.bandwidth, o.local, o.inter_alpha, o.inter_bandwidth};
+    if (rc == DTR_EXIT_OK)
+        rc = dtr_cli_node_cost("run", mesh, "auto", &flags, &cost, &across, &planned);
     dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};
     char what[512];
     snprintf(what, sizeof what, "--batch %s", o.batch);

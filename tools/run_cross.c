@@ -222,7 +222,13 @@ static int dtr__xspecs(const dtr_cli_change_t *o, int world, dtr_mesh_t **mesh, 
 
 /* The plan (and, for a batch, each tensor's own plan to the same destination specs). */
 static int dtr__xplans(const dtr_cli_change_t *o, dtr__xt_t *t, dtr_cross_plan_t **plan) {
-    dtr_cross_options_t opts = {.relabel = o->relabel, .staging_cap_bytes = o->staging_cap};
+    /* the cost flags as dtr plan --to-mesh takes them (no --nodes-of between meshes yet) */
+    dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, NULL, NULL};
+    dtr_cost_model_t cost;
+    int rc = dtr_cli_cost_flags("run", &flags, &cost);
+    if (rc != DTR_EXIT_OK) return rc;
+    dtr_cross_options_t opts = {.cost = &cost, .relabel = o->relabel,
+                                .staging_cap_bytes = o->staging_cap};
     char what[512];
     snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
     dtr_status_t st = o->batch != NULL ? dtr_cross_plan_create_batch(t->n, t->src, t->dst, &opts, plan)

@@ -286,6 +286,21 @@ check "cross: a batch relabeled under a cap" 6 0 '"verified":true' "" \
 check "cross: a batch's destination mesh larger than the job" 4 2 "" \
     "dtr run: --to-mesh: the mesh uses ranks up to 5 and the job has 4: run under 'mpirun -n 6'" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5
+# dtr plan's cost flags: with no latency the balanced reduction wins (as dtr plan --alpha-us 0
+# plans it), by default the gather and reduce-scatter; bad values named, exit 2
+check "cost flags: --alpha-us 0 plans the balanced reduction" 4 0 '"reduce_exchange":1},"nsteps":1,' "" \
+    run --mesh 2x2 --shape 64x64 --from 'P,S(0)' --to 'S(0),S(0)' --alpha-us 0 --verify --iters 1 --json
+check "cost flags: the default plans a gather and a reduce-scatter" 4 0 '"collectives":{"all_gather":1,"reduce_scatter":1,' "" \
+    run --mesh 2x2 --shape 64x64 --from 'P,S(0)' --to 'S(0),S(0)' --verify --iters 1 --json
+check "cost flags: --alpha-us -1 is refused by name" 4 2 "" "dtr run: --alpha-us: " \
+    run --mesh 2x2 --shape 64x64 --from 'P,S(0)' --to 'S(0),S(0)' --alpha-us -1
+check "cost flags: --inter-bandwidth-gbps 0 is refused by name" 4 2 "" "dtr run: --inter-bandwidth-gbps: " \
+    run --mesh 2x2 --shape 64x64 --from 'P,S(0)' --to 'S(0),S(0)' --inter-bandwidth-gbps 0
+printf '[{"shape": "8x6", "from": "S(0),R", "to": "R,R"}]' >"$xbatch"
+check "cost flags: --bandwidth-gbps with --batch, refused by name" 4 2 "" "dtr run: --bandwidth-gbps: " \
+    run --mesh 2x2 --batch "$xbatch" --bandwidth-gbps x
+check "cost flags: --local-gbps between meshes, refused by name" 4 2 "" "dtr run: --local-gbps: " \
+    run --mesh 2 --shape 8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --local-gbps -5
 rm -f "$xbatch"
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
 finish "dtr run CLI"
