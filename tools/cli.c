@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/cli.h"
 
@@ -215,6 +216,21 @@ void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n) {
     fputc('[', out);
     for (int i = 0; i < n; i++) fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);
     fputc(']', out);
+}
+
+void dtr_cli_progress(dtr_cli_progress_t *p, const char *cmd, const char *what, long long done,
+                      long long total) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if (p->start == 0) p->start = p->last = now;
+    /* DTR_PROGRESS_S: the quiet start and the least interval (default 3 and 2 seconds) */
+    const char *env = getenv("DTR_PROGRESS_S");
+    double after = env != NULL && *env != '\0' ? atof(env) : 3, every = env != NULL && *env != '\0' ? after : 2;
+    if (now - p->start < after || now - p->last < every || done >= total) return;
+    p->last = now;
+    fprintf(stderr, "dtr %s: %s: %lld of %lld done, %lld left (%.0f s)\n", cmd, what, done, total,
+            total - done, now - p->start);
 }
 
 int dtr_cli_cost_flags(const char *cmd, const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost) {

@@ -197,6 +197,16 @@ void dtr_cli_engine_end(dtr_cli_engine_t *e);
 
 extern const dtr_cli_command_t dtr_cli_grad;
 
+/* Progress of a long loop, on stderr: nothing in its first 3 seconds, then at most every 2
+ * seconds "dtr CMD: WHAT: DONE of TOTAL done, LEFT left (S s)" (DTR_PROGRESS_S sets both
+ * to its value; 0: after every step). Zero-initialise p; call it after each step (rank 0
+ * only, under mpirun). */
+typedef struct {
+    double start, last;
+} dtr_cli_progress_t;
+void dtr_cli_progress(dtr_cli_progress_t *p, const char *cmd, const char *what, long long done,
+                      long long total);
+
 /* JSON output helpers (compact, one object per line). Every --json object follows the one
  * table of docs/json.md: it starts with dtr_cli_json_begin, and a key means the same type
  * wherever it appears. */

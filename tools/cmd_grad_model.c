@@ -462,13 +462,16 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
     double err[2] = {0, 0}, allerr[2], secs;
     static const char *const ways[] = {"per-tensor", "grouped", "baseline"};
     /* One warm-up round, then the rounds timed: the three ways side by side in each. */
-    for (int64_t it = -1; it < a.iters && st == DTR_OK; it++)
+    dtr_cli_progress_t prog = {0};
+    for (int64_t it = -1; it < a.iters && st == DTR_OK; it++) {
         for (int w = 0; w < 3 && st == DTR_OK; w++) {
             st = dtr__timed(&s, w, pipe, &secs);
             if (!dtr_cli_all_ok("grad", st, rank, ways[w])) goto done_t;
             if (it >= 0) t[w][it] = secs;
             if (a.verify && it == a.iters - 1 && w < 2) dtr__model_verify(&s, err);
         }
+        if (rank == 0) dtr_cli_progress(&prog, "grad", "rounds (one warm-up)", it + 2, a.iters + 1);
+    }
     MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     static const double eps[] = {[DTR_F32] = 0x1p-23, [DTR_F16] = 0x1p-11, [DTR_BF16] = 0x1p-8};
     double levels = ceil(log2((double)(s.ranks * a.microbatches))) + 3;

@@ -246,6 +246,7 @@ static bool dtr__timing(dtr_cli_run_t *r) {
         if (st == DTR_OK) st = dtr__baseline(r);
         if (!dtr_cli_all_ok("run", st, r->rank, "warm-up")) return false;
     }
+    dtr_cli_progress_t prog = {0};
     for (long k = 0; k < o->iters; k++) {
         double t[2], tmax[2];
         for (int bb = 0; bb < 2; bb++) {
@@ -260,6 +261,7 @@ static bool dtr__timing(dtr_cli_run_t *r) {
         MPI_Allreduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         r->times[k] = tmax[0];
         r->times[o->iters + k] = tmax[1];
+        if (r->rank == 0) dtr_cli_progress(&prog, "run", "timed iterations", k + 1, o->iters);
     }
     r->med = dtr_cli_median(r->times, (int)o->iters);
     r->base = dtr_cli_median(r->times + o->iters, (int)o->iters);

@@ -97,4 +97,28 @@ gpu_check "hsdp f32 factor 3 (a pre-multiplied SUM where the backend has one)" 8
 gpu_check "fsdp bf16 on nccl, world size 1" 1 grad --mode fsdp --mesh 1 --dtype bf16 \
     --numel 100003 --backend nccl --verify --json
 
+# Timed as dtr run times: the checked round, then --warmup, then the median of --iters beside
+# the step's collectives alone; bad counts named; progress on stderr (DTR_PROGRESS_S=0: every
+# round) saying what is done and what is left
+check "timing: the medians in the JSON" 4 0 '"iters":2,"warmup":1,"median_us":' "" \
+    grad --mode hsdp --mesh 2x2 --numel 4096 --verify --iters 2 --json
+check "timing: --iters 0 times nothing" 2 0 '"iters":0,"warmup":1,"median_us":0.000,"baseline_median_us":0.000' "" \
+    grad --mode ddp --mesh 2 --numel 4096 --verify --iters 0 --json
+check "timing: the text" 2 0 "  median of 3 after 2 warm-up: " "" \
+    grad --mode fsdp --mesh 2 --numel 4096 --iters 3 --warmup 2
+check "timing: --iters -1 is refused by name" 2 2 "" "dtr grad: --iters: " \
+    grad --mode fsdp --mesh 2 --iters -1
+check "timing: --warmup x is refused by name" 2 2 "" "dtr grad: --warmup: " \
+    grad --mode fsdp --mesh 2 --warmup x
+progress=$(DTR_PROGRESS_S=0 timeout 120 "${mpirun[@]}" -n 2 "$dtr" grad --mode fsdp --mesh 2 \
+    --numel 4096 --iters 3 --warmup 1 2>&1 >/dev/null)
+if grep -qx "dtr grad: timed rounds: 1 of 4 done, 3 left (0 s)" <<<"$progress" &&
+    grep -qx "dtr grad: timed rounds: 3 of 4 done, 1 left (0 s)" <<<"$progress" &&
+    [ "$(grep -c 'timed rounds' <<<"$progress")" -eq 3 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: progress on stderr: $progress"
+fi
+
 finish "dtr grad"
