@@ -216,12 +216,10 @@ for part in $parts; do
             suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;
-    # The tests built on MPI (the others compile to the same code as in the plain part),
-    # less mpi_exec_errors_test: its fault injection counts which peers of a rank that never
-    # issues a reduce-scatter time out, and under MPICH one fewer does (docs/integration.md,
-    # "MPICH"); every other multi-rank test runs.
+    # Every test built on MPI (the others compile to the same code as in the plain part),
+    # mpi_exec_errors_test's fault injection and deadlines included.
     mpich)
-        if pick_tests mpich 'rdeps(//..., @mpi//:*)' //tests/redistribute/executor:mpi_exec_errors_test; then
+        if pick_tests mpich 'rdeps(//..., @mpi//:*)'; then
             suite mpich --config=mpich --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;

@@ -15,6 +15,7 @@ typedef struct {
     int device;
     cudaStream_t stream;
     bool own_stream;
+    cudaStream_t own; /* the stream the space made (own_stream), whichever it runs on now */
     double timeout_s; /* for waits on the stream; 0: forever */
     dtr_status_t (*poll)(void *arg);
     void *poll_arg;
@@ -145,7 +146,7 @@ static dtr_status_t dtr__cuda_sync(void *state) { return dtr__cuda_wait(state); 
 static void dtr__cuda_destroy(void *state) {
     dtr__cuda_t *c = state;
     if (c == NULL) return;
-    if (c->own_stream) cudaStreamDestroy(c->stream);
+    if (c->own_stream) cudaStreamDestroy(c->own);
     free(c);
 }
 
@@ -190,8 +191,19 @@ dtr_status_t dtr_memory_cuda_create(int device, void *stream, void **state) {
             return dtr__cuda_fail(e, "cudaStreamCreateWithFlags");
         }
         c->own_stream = true;
+        c->own = c->stream;
     }
     *state = c;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_memory_cuda_set_stream(void *state, void *stream) {
+    DTR_CHECK_PTR(state, __func__);
+    dtr__cuda_t *c = state;
+    if (stream == NULL && !c->own_stream)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "stream: NULL, and the space has no stream of its own to return to");
+    c->stream = stream != NULL ? (cudaStream_t)stream : c->own;
     return DTR_OK;
 }
 

@@ -34,6 +34,11 @@ DTR_API int dtr_cuda_device_count(void);
 DTR_API const dtr_memory_ops_t *dtr_memory_cuda_ops(void);
 DTR_API dtr_status_t dtr_memory_cuda_create(int device, void *stream, void **state);
 
+/* Runs the space's later work on `stream` (a cudaStream_t the caller keeps alive; NULL: back
+ * to the space's own stream, where it made one). Call it between operations, never while
+ * one is in flight. */
+DTR_API dtr_status_t dtr_memory_cuda_set_stream(void *state, void *stream);
+
 /* The state's stream (a cudaStream_t). */
 DTR_API void *dtr_memory_cuda_stream(void *state);
 

@@ -168,6 +168,10 @@ const char *dtr_context_backend(const dtr_context_t *ctx) {
     return ctx != NULL && ctx->ops->name != NULL ? ctx->ops->name : "";
 }
 
+void *dtr_context_backend_state(const dtr_context_t *ctx, const dtr_backend_ops_t *ops) {
+    return ctx != NULL && ops != NULL && ctx->ops == ops ? ctx->state : NULL;
+}
+
 int dtr_context_rank(const dtr_context_t *ctx) { return ctx != NULL ? ctx->rank : -1; }
 
 dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds) {

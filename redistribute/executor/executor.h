@@ -70,6 +70,11 @@ DTR_API void dtr_context_destroy(dtr_context_t *ctx);
 /* The backend's name ("mpi"). */
 DTR_API const char *dtr_context_backend(const dtr_context_t *ctx);
 
+/* The state the context's backend was created with, where `ops` is that backend's table;
+ * NULL otherwise (or for NULL arguments). For a backend's own calls on its contexts
+ * (dtr_nccl_split_mesh, dtr_nccl_set_stream); the context keeps owning the state. */
+DTR_API void *dtr_context_backend_state(const dtr_context_t *ctx, const dtr_backend_ops_t *ops);
+
 /* This process's rank in the backend's world; -1 for a NULL context. */
 DTR_API int dtr_context_rank(const dtr_context_t *ctx);
 

@@ -3,9 +3,12 @@
  * CUDA toolkit and nccl.h were found).
  *
  * One GPU per rank (NCCL refuses two ranks on one GPU: for that, use the MPI backend on the
- * CUDA memory space, redistribute/cuda/dtr_cuda.h). Each mesh dim's group, and the whole
- * mesh, gets its own NCCL communicator, bootstrapped over MPI the first time a context runs
- * a plan on the mesh: the group's first rank makes the ncclUniqueId, an MPI broadcast over
+ * CUDA memory space, redistribute/cuda/dtr_cuda.h). Contexts come three ways: over an MPI
+ * communicator (dtr_context_create_nccl), from an ncclUniqueId the caller exchanged
+ * (dtr_context_create_nccl_id), or over the caller's ncclComm_t (dtr_context_create_nccl_comm);
+ * the last two use no MPI (their groups come from dtr_nccl_split_mesh). Over MPI, each mesh
+ * dim's group, and the whole mesh, gets its own NCCL communicator, bootstrapped over MPI the
+ * first time a context runs a plan on the mesh: the group's first rank makes the ncclUniqueId, an MPI broadcast over
  * the group hands it round, ncclCommInitRank joins (collective over the group's ranks only,
  * so ranks outside a mesh take no part, as the executor requires).
  *
@@ -36,6 +39,39 @@ extern "C" {
  * pointers. *out written only on success. */
 DTR_API dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
                                              dtr_context_t **out);
+
+/*
+ * Without MPI (torchrun, Slurm, a framework's own launcher): a context over `size` ranks whose
+ * NCCL communicator is made here from `unique_id` (an ncclUniqueId, id_bytes its size, 128,
+ * which rank 0 made with ncclGetUniqueId and the caller handed to every rank by its own
+ * means: a store, a CPU group's broadcast), this rank `rank`: collective over all of them
+ * (ncclCommInitRank). The context owns that communicator. Memory space CUDA, on GPU
+ * `device` and `stream` as above. *out written only on success.
+ */
+DTR_API dtr_status_t dtr_context_create_nccl_id(const void *unique_id, size_t id_bytes, int rank,
+                                                int size, int device, void *stream,
+                                                dtr_context_t **out);
+
+/* The same over a communicator the caller already has (an ncclComm_t, passed as void *):
+ * adopted, not owned (the caller destroys it, after the context); mesh ranks are its ranks.
+ * Not collective. */
+DTR_API dtr_status_t dtr_context_create_nccl_comm(void *comm, int device, void *stream,
+                                                  dtr_context_t **out);
+
+/*
+ * On a context made without MPI (the two calls above), the communicators of a mesh's
+ * groups: one per mesh dim's groups and one for the whole mesh, split from the context's
+ * communicator (ncclCommSplit). COLLECTIVE OVER EVERY RANK OF THAT COMMUNICATOR, in the same
+ * order with the same mesh, members of the mesh or not. Call it once per mesh before the
+ * first plan on it; a group with no communicator (a mesh not split, or a group over several
+ * but not all mesh dims) fails with DTR_ERR_UNSUPPORTED naming this call. The whole
+ * communicator in rank order needs no split. On a context over MPI it does nothing.
+ */
+DTR_API dtr_status_t dtr_nccl_split_mesh(dtr_context_t *ctx, const dtr_mesh_t *mesh);
+
+/* Runs the context's later work on `stream` (a cudaStream_t; NULL: back to its own stream):
+ * between calls, never while one is in flight. */
+DTR_API dtr_status_t dtr_nccl_set_stream(dtr_context_t *ctx, void *stream);
 
 #ifdef __cplusplus
 }

@@ -19,10 +19,22 @@
 
 typedef struct dtr__nccl_group dtr__nccl_group_t;
 
+/* A communicator dtr_nccl_split_mesh split from the root, and the ranks it holds in order. */
+typedef struct dtr__nccl_split {
+    struct dtr__nccl_split *next;
+    ncclComm_t comm;
+    int n;
+    int *ranks;
+} dtr__nccl_split_t;
+
 typedef struct {
-    MPI_Comm world;
-    int rank;
+    MPI_Comm world; /* MPI_COMM_NULL for a context without MPI (root below) */
+    int rank, size;
     cudaStream_t stream;
+    void *mem;                 /* the CUDA space's state (dtr_nccl_set_stream) */
+    ncclComm_t root;           /* without MPI: every rank's communicator */
+    bool own_root;             /* made here from a unique id (else the caller's, adopted) */
+    dtr__nccl_split_t *splits; /* the groups' communicators, split from root */
     dtr__nccl_group_t *groups; /* every communicator, for the asynchronous error checks */
     bool aborted;
     char abort_msg[256];
@@ -33,6 +45,7 @@ struct dtr__nccl_group {
     dtr__nccl_t *s;
     MPI_Comm mpi;
     ncclComm_t comm;
+    bool borrowed; /* root's or a split's: the state destroys it */
     int n, index;
 };
 
@@ -96,7 +109,12 @@ static dtr_status_t dtr__nccl_poll(void *arg) {
         dtr_status_t st = dtr__nccl_fail(g, r != ncclSuccess ? r : a, "asynchronous error");
         snprintf(s->abort_msg, sizeof s->abort_msg, "%s", dtr_last_error());
         s->aborted = true;
-        for (dtr__nccl_group_t *h = s->groups; h != NULL; h = h->next) ncclCommAbort(h->comm);
+        for (dtr__nccl_group_t *h = s->groups; h != NULL; h = h->next)
+            if (!h->borrowed) ncclCommAbort(h->comm);
+        for (dtr__nccl_split_t *sp = s->splits; sp != NULL; sp = sp->next) {
+            ncclCommAbort(sp->comm);
+            sp->comm = NULL;
+        }
         return st;
     }
     return DTR_OK;
@@ -104,10 +122,43 @@ static dtr_status_t dtr__nccl_poll(void *arg) {
 
 static int dtr__nccl_rank(void *state) { return ((dtr__nccl_t *)state)->rank; }
 
+/* A group of a context without MPI: the root's communicator for every rank in order, else one
+ * dtr_nccl_split_mesh split for exactly these ranks. */
+static dtr_status_t dtr__nccl_group_lookup(dtr__nccl_t *s, const int *ranks, int n,
+                                           void **group) {
+    bool whole = n == s->size;
+    for (int k = 0; whole && k < n; k++) whole = ranks[k] == k;
+    ncclComm_t comm = whole ? s->root : NULL;
+    for (dtr__nccl_split_t *sp = s->splits; comm == NULL && sp != NULL; sp = sp->next)
+        if (sp->n == n && memcmp(sp->ranks, ranks, (size_t)n * sizeof *ranks) == 0)
+            comm = sp->comm;
+    if (comm == NULL)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "nccl",
+                          "a group of %d ranks (first %d) has no communicator: on a context "
+                          "made without MPI, call dtr_nccl_split_mesh(ctx, mesh) on every rank "
+                          "of the communicator first (ncclCommSplit is collective over all of "
+                          "them)", n, n > 0 ? ranks[0] : -1);
+    dtr__nccl_group_t *g = calloc(1, sizeof *g);
+    if (g == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "group");
+    g->s = s;
+    g->n = n;
+    g->index = -1;
+    g->mpi = MPI_COMM_NULL;
+    g->comm = comm;
+    g->borrowed = true;
+    for (int k = 0; k < n; k++)
+        if (ranks[k] == s->rank) g->index = k;
+    g->next = s->groups;
+    s->groups = g;
+    *group = g;
+    return DTR_OK;
+}
+
 static dtr_status_t dtr__nccl_group_create(void *state, const int *ranks, int n, int tag,
                                            void **group) {
     dtr__nccl_t *s = state;
     DTR_CHECK(dtr__nccl_alive(s));
+    if (s->world == MPI_COMM_NULL) return dtr__nccl_group_lookup(s, ranks, n, group);
     dtr__nccl_group_t *g = calloc(1, sizeof *g);
     if (g == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "group");
     g->s = s;
@@ -163,9 +214,9 @@ static void dtr__nccl_group_destroy(void *state, void *group) {
             *p = g->next;
             break;
         }
-    if (s->aborted) ncclCommAbort(g->comm);
-    else ncclCommDestroy(g->comm);
-    MPI_Comm_free(&g->mpi);
+    if (!g->borrowed && s->aborted) ncclCommAbort(g->comm);
+    else if (!g->borrowed) ncclCommDestroy(g->comm);
+    if (g->mpi != MPI_COMM_NULL) MPI_Comm_free(&g->mpi);
     free(g);
 }
 
@@ -349,7 +400,16 @@ static dtr_status_t dtr__nccl_wait(void *group, dtr_backend_req_t *req) {
 static void dtr__nccl_destroy(void *state) {
     dtr__nccl_t *s = state;
     if (s == NULL) return;
-    MPI_Comm_free(&s->world);
+    while (s->splits != NULL) {
+        dtr__nccl_split_t *sp = s->splits;
+        s->splits = sp->next;
+        if (sp->comm != NULL) ncclCommDestroy(sp->comm);
+        free(sp->ranks);
+        free(sp);
+    }
+    if (s->own_root && s->aborted) ncclCommAbort(s->root);
+    else if (s->own_root) ncclCommDestroy(s->root);
+    if (s->world != MPI_COMM_NULL) MPI_Comm_free(&s->world);
     free(s);
 }
 
@@ -370,6 +430,27 @@ static const dtr_backend_ops_t dtr__nccl_ops = {
     .destroy = dtr__nccl_destroy,
     .premul_sum = dtr__nccl_premul_sum,
 };
+
+/* The context over a state whose world is set (s->rank, and MPI or the root): the CUDA space
+ * mem (device, stream) joined to it. Owns s and mem, also on failure. */
+static dtr_status_t dtr__nccl_context(dtr__nccl_t *s, void *mem, dtr_context_t **out) {
+    s->mem = mem;
+    s->stream = (cudaStream_t)dtr_memory_cuda_stream(mem);
+    dtr_context_t *ctx = NULL;
+    dtr_status_t st = dtr_context_create(&dtr__nccl_ops, s, &ctx); /* owns s, even on failure */
+    if (st != DTR_OK) {
+        dtr_memory_cuda_ops()->destroy(mem);
+        return st;
+    }
+    dtr_memory_cuda_set_poll(mem, dtr__nccl_poll, s);
+    st = dtr_context_set_memory(ctx, dtr_memory_cuda_ops(), mem); /* owns mem */
+    if (st != DTR_OK) {
+        dtr_context_destroy(ctx);
+        return st;
+    }
+    *out = ctx;
+    return DTR_OK;
+}
 
 dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
                                      dtr_context_t **out) {
@@ -392,19 +473,147 @@ dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
     }
     MPI_Comm_set_errhandler(s->world, MPI_ERRORS_RETURN);
     MPI_Comm_rank(s->world, &s->rank);
-    s->stream = (cudaStream_t)dtr_memory_cuda_stream(mem);
-    dtr_context_t *ctx = NULL;
-    dtr_status_t st = dtr_context_create(&dtr__nccl_ops, s, &ctx); /* owns s, even on failure */
-    if (st != DTR_OK) {
+    MPI_Comm_size(s->world, &s->size);
+    return dtr__nccl_context(s, mem, out);
+}
+
+dtr_status_t dtr_context_create_nccl_id(const void *unique_id, size_t id_bytes, int rank,
+                                        int size, int device, void *stream,
+                                        dtr_context_t **out) {
+    DTR_CHECK_PTR(unique_id, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    if (id_bytes != sizeof(ncclUniqueId))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "id_bytes: %zu, an ncclUniqueId is %zu bytes", id_bytes,
+                          sizeof(ncclUniqueId));
+    if (size < 1 || rank < 0 || rank >= size)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "rank %d of size %d: need 0 <= rank < size", rank, size);
+    void *mem = NULL;
+    DTR_CHECK(dtr_memory_cuda_create(device, stream, &mem)); /* the device NCCL joins on */
+    dtr__nccl_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
         dtr_memory_cuda_ops()->destroy(mem);
-        return st;
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "state");
     }
-    dtr_memory_cuda_set_poll(mem, dtr__nccl_poll, s);
-    st = dtr_context_set_memory(ctx, dtr_memory_cuda_ops(), mem); /* owns mem */
-    if (st != DTR_OK) {
-        dtr_context_destroy(ctx);
-        return st;
+    s->world = MPI_COMM_NULL;
+    s->rank = rank;
+    s->size = size;
+    ncclUniqueId id;
+    memcpy(&id, unique_id, sizeof id);
+    ncclResult_t r = ncclCommInitRank(&s->root, size, id, rank);
+    if (r != ncclSuccess) {
+        free(s);
+        dtr_memory_cuda_ops()->destroy(mem);
+        return dtr__nccl_fail(NULL, r, "ncclCommInitRank");
     }
-    *out = ctx;
+    s->own_root = true;
+    return dtr__nccl_context(s, mem, out);
+}
+
+dtr_status_t dtr_context_create_nccl_comm(void *comm, int device, void *stream,
+                                          dtr_context_t **out) {
+    DTR_CHECK_PTR(comm, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    int size = 0, rank = -1;
+    ncclResult_t r = ncclCommCount((ncclComm_t)comm, &size);
+    if (r == ncclSuccess) r = ncclCommUserRank((ncclComm_t)comm, &rank);
+    if (r != ncclSuccess) return dtr__nccl_fail(NULL, r, "comm: ncclCommCount/ncclCommUserRank");
+    void *mem = NULL;
+    DTR_CHECK(dtr_memory_cuda_create(device, stream, &mem));
+    dtr__nccl_t *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        dtr_memory_cuda_ops()->destroy(mem);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "state");
+    }
+    s->world = MPI_COMM_NULL;
+    s->rank = rank;
+    s->size = size;
+    s->root = (ncclComm_t)comm; /* adopted: the caller's to destroy, after the context */
+    return dtr__nccl_context(s, mem, out);
+}
+
+/* One ncclCommSplit of the root: dim i's groups (i >= 0) or the whole mesh (i < 0). This
+ * rank's group recorded where it is in the mesh. Collective over the root. */
+static dtr_status_t dtr__nccl_split_one(dtr__nccl_t *s, const dtr_mesh_t *mesh, int i) {
+    int nd = dtr_mesh_ndims(mesh);
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    bool inside = dtr_mesh_coord(mesh, s->rank, coord) == DTR_OK;
+    int color = NCCL_SPLIT_NOCOLOR, key = 0, n = 0;
+    if (inside) {
+        int64_t c = 0, k = 0;
+        for (int d = 0; d < nd; d++) {
+            if (d != i) c = c * dtr_mesh_size(mesh, d) + coord[d];
+            k = k * dtr_mesh_size(mesh, d) + coord[d];
+        }
+        color = i < 0 ? 0 : (int)c;
+        key = i < 0 ? (int)k : (int)coord[i];
+        n = i < 0 ? (int)dtr_mesh_nranks(mesh) : (int)dtr_mesh_size(mesh, i);
+    }
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclCommSplit(s->root, color, key, &comm, NULL);
+    if (r != ncclSuccess) return dtr__nccl_fail(NULL, r, "ncclCommSplit");
+    if (!inside) return DTR_OK;
+    dtr__nccl_split_t *sp = calloc(1, sizeof *sp);
+    int *ranks = malloc((size_t)n * sizeof *ranks);
+    if (sp == NULL || ranks == NULL) {
+        free(sp);
+        free(ranks);
+        ncclCommDestroy(comm);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_nccl_split_mesh", "a group");
+    }
+    /* the group's ranks in its order: along dim i at this coordinate, or the mesh row-major */
+    int64_t at[DTR_MAX_MESH_DIMS];
+    memcpy(at, coord, sizeof at);
+    for (int k = 0; k < n; k++) {
+        if (i >= 0) {
+            at[i] = k;
+        } else {
+            for (int d = nd - 1, rest = k; d >= 0; d--) {
+                at[d] = rest % dtr_mesh_size(mesh, d);
+                rest /= (int)dtr_mesh_size(mesh, d);
+            }
+        }
+        dtr_mesh_rank_at(mesh, at, &ranks[k]);
+    }
+    sp->comm = comm;
+    sp->n = n;
+    sp->ranks = ranks;
+    sp->next = s->splits;
+    s->splits = sp;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_nccl_split_mesh(dtr_context_t *ctx, const dtr_mesh_t *mesh) {
+    DTR_CHECK_PTR(ctx, __func__);
+    DTR_CHECK_PTR(mesh, __func__);
+    dtr__nccl_t *s = dtr_context_backend_state(ctx, &dtr__nccl_ops);
+    if (s == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ctx: not an NCCL context");
+    if (s->world != MPI_COMM_NULL) return DTR_OK; /* over MPI: groups bootstrap themselves */
+    DTR_CHECK(dtr__nccl_alive(s));
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+    for (int64_t p = 0; p < dtr_mesh_nranks(mesh); p++) {
+        int r = -1;
+        dtr_mesh_rank_at(mesh, coord, &r);
+        if (r >= s->size)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "mesh: rank %d, but the communicator has %d ranks", r, s->size);
+        for (int d = dtr_mesh_ndims(mesh) - 1; d >= 0; d--) {
+            if (++coord[d] < dtr_mesh_size(mesh, d)) break;
+            coord[d] = 0;
+        }
+    }
+    for (int i = -1; i < dtr_mesh_ndims(mesh); i++) DTR_CHECK(dtr__nccl_split_one(s, mesh, i));
+    return DTR_OK;
+}
+
+dtr_status_t dtr_nccl_set_stream(dtr_context_t *ctx, void *stream) {
+    DTR_CHECK_PTR(ctx, __func__);
+    dtr__nccl_t *s = dtr_context_backend_state(ctx, &dtr__nccl_ops);
+    if (s == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ctx: not an NCCL context");
+    DTR_CHECK(dtr_memory_cuda_set_stream(s->mem, stream));
+    s->stream = (cudaStream_t)dtr_memory_cuda_stream(s->mem);
     return DTR_OK;
 }
