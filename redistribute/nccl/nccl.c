@@ -477,6 +477,20 @@ dtr_status_t dtr_context_create_nccl(MPI_Comm comm, int device, void *stream,
     return dtr__nccl_context(s, mem, out);
 }
 
+/* The CUDA space on (device, stream) and a zeroed state for a context without MPI: both into
+ * *s and *mem, or an error with neither. */
+static dtr_status_t dtr__nccl_new(const char *func, int device, void *stream, dtr__nccl_t **s,
+                                  void **mem) {
+    DTR_CHECK(dtr_memory_cuda_create(device, stream, mem)); /* the device NCCL joins on */
+    *s = calloc(1, sizeof **s);
+    if (*s == NULL) {
+        dtr_memory_cuda_ops()->destroy(*mem);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "state");
+    }
+    (*s)->world = MPI_COMM_NULL;
+    return DTR_OK;
+}
+
 dtr_status_t dtr_context_create_nccl_id(const void *unique_id, size_t id_bytes, int rank,
                                         int size, int device, void *stream,
                                         dtr_context_t **out) {
@@ -490,13 +504,8 @@ dtr_status_t dtr_context_create_nccl_id(const void *unique_id, size_t id_bytes, 
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "rank %d of size %d: need 0 <= rank < size", rank, size);
     void *mem = NULL;
-    DTR_CHECK(dtr_memory_cuda_create(device, stream, &mem)); /* the device NCCL joins on */
-    dtr__nccl_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        dtr_memory_cuda_ops()->destroy(mem);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "state");
-    }
-    s->world = MPI_COMM_NULL;
+    dtr__nccl_t *s = NULL;
+    DTR_CHECK(dtr__nccl_new(__func__, device, stream, &s, &mem));
     s->rank = rank;
     s->size = size;
     ncclUniqueId id;
@@ -520,13 +529,8 @@ dtr_status_t dtr_context_create_nccl_comm(void *comm, int device, void *stream,
     if (r == ncclSuccess) r = ncclCommUserRank((ncclComm_t)comm, &rank);
     if (r != ncclSuccess) return dtr__nccl_fail(NULL, r, "comm: ncclCommCount/ncclCommUserRank");
     void *mem = NULL;
-    DTR_CHECK(dtr_memory_cuda_create(device, stream, &mem));
-    dtr__nccl_t *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        dtr_memory_cuda_ops()->destroy(mem);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "state");
-    }
-    s->world = MPI_COMM_NULL;
+    dtr__nccl_t *s = NULL;
+    DTR_CHECK(dtr__nccl_new(__func__, device, stream, &s, &mem));
     s->rank = rank;
     s->size = size;
     s->root = (ncclComm_t)comm; /* adopted: the caller's to destroy, after the context */

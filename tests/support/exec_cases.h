@@ -47,6 +47,22 @@ static inline dtr_dtype_t cast_to(dtr_dtype_t t, int index) {
     return t;
 }
 
+static inline void draw(test_case_t *c, int world);
+
+/* Case `index` of the run with `seed`, drawn for `world` ranks: its mesh (the caller destroys
+ * it, and frees c->ranks) and specs (the target in cast_to's dtype). */
+static inline dtr_status_t case_specs(uint64_t seed, int index, int world, test_case_t *c,
+                                      dtr_mesh_t **mesh, dtr_spec_t *src, dtr_spec_t *dst) {
+    rng_state = seed * 1000003ull + (uint64_t)index;
+    draw(c, world);
+    *mesh = NULL;
+    dtr_status_t st = dtr_mesh_create(c->mdims, c->msize, c->ranks, c->ranks ? c->nranks : 0, mesh);
+    if (st == DTR_OK) st = dtr_spec_init(src, *mesh, c->src, c->mdims, c->shape, c->ndim, c->dtype);
+    if (st == DTR_OK)
+        st = dtr_spec_init(dst, *mesh, c->dst, c->mdims, c->shape, c->ndim, cast_to(c->dtype, index));
+    return st;
+}
+
 static inline void draw(test_case_t *c, int world) {
     memset(c, 0, sizeof *c);
     c->mdims = 1 + pick(3);

@@ -158,15 +158,10 @@ int main(int argc, char **argv) {
     tally_t t = {0};
     int kinds[DTR_STEP_KIND_LAST] = {0};
     for (int index = 0; index < r.cases; index++) {
-        rng_state = r.seed * 1000003ull + (uint64_t)index;
         test_case_t c;
-        draw(&c, r.world);
         dtr_mesh_t *mesh = NULL;
         dtr_spec_t src, dst;
-        if (dtr_mesh_create(c.mdims, c.msize, c.ranks, c.ranks ? c.nranks : 0, &mesh) != DTR_OK ||
-            dtr_spec_init(&src, mesh, c.src, c.mdims, c.shape, c.ndim, c.dtype) != DTR_OK ||
-            dtr_spec_init(&dst, mesh, c.dst, c.mdims, c.shape, c.ndim, cast_to(c.dtype, index)) !=
-                DTR_OK) {
+        if (case_specs(r.seed, index, r.world, &c, &mesh, &src, &dst) != DTR_OK) {
             printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)r.seed, index,
                    dtr_last_error());
             t.failures++;
