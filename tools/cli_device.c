@@ -6,11 +6,68 @@
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
-#if defined(DTR_HAVE_CUDA)
+#if defined(DTR_CLI_DLOPEN)
+#include <dlfcn.h>
+#elif defined(DTR_HAVE_CUDA)
 #include "redistribute/cuda/dtr_cuda.h"
 #endif
-#if defined(DTR_HAVE_NCCL)
+#if defined(DTR_HAVE_NCCL) && !defined(DTR_CLI_DLOPEN)
 #include "redistribute/nccl/dtr_nccl.h"
+#endif
+
+#if defined(DTR_CLI_DLOPEN)
+/* The installed CLI links libdtr.so alone, so that it starts where CUDA is absent; --device
+ * cuda and --backend nccl load libdtr_cuda.so.0 and libdtr_nccl.so.0 (installed beside
+ * libdtr.so, found through the CLI's RUNPATH) when a run asks for them. */
+static struct {
+    int (*count)(void);
+    const dtr_memory_ops_t *(*ops)(void);
+    dtr_status_t (*create)(int device, void *stream, void **state);
+    dtr_status_t (*nccl)(MPI_Comm comm, int device, void *stream, dtr_context_t **out);
+} dtr__gpu;
+
+/* dlsym into *fn (POSIX's way to a function pointer); false where the symbol is missing. */
+static bool dtr__sym(void *lib, const char *name, void *fn) {
+    void *p = dlsym(lib, name);
+    memcpy(fn, &p, sizeof p);
+    return p != NULL;
+}
+
+static int dtr__gpu_load(const char *cmd, bool nccl) {
+    void *cu = dlopen("libdtr_cuda.so.0", RTLD_NOW | RTLD_GLOBAL);
+    if (cu == NULL)
+        return dtr_cli_usage_error(cmd, "--device cuda: this install has no CUDA library (%s): "
+                                        "install dtr where the CUDA toolkit is "
+                                        "(tools/install.sh), or run on --device cpu", dlerror());
+    if (!dtr__sym(cu, "dtr_cuda_device_count", &dtr__gpu.count) ||
+        !dtr__sym(cu, "dtr_memory_cuda_ops", &dtr__gpu.ops) ||
+        !dtr__sym(cu, "dtr_memory_cuda_create", &dtr__gpu.create))
+        return dtr_cli_usage_error(cmd, "--device cuda: libdtr_cuda.so.0 lacks a function "
+                                        "(%s): not this version's library", dlerror());
+    if (!nccl) return DTR_EXIT_OK;
+    void *nc = dlopen("libdtr_nccl.so.0", RTLD_NOW | RTLD_GLOBAL);
+    if (nc == NULL)
+        return dtr_cli_usage_error(cmd, "--backend nccl: this install has no NCCL library "
+                                        "(%s): install dtr where NCCL is (tools/install.sh)",
+                                   dlerror());
+    if (!dtr__sym(nc, "dtr_context_create_nccl", &dtr__gpu.nccl))
+        return dtr_cli_usage_error(cmd, "--backend nccl: libdtr_nccl.so.0 lacks "
+                                        "dtr_context_create_nccl: not this version's library");
+    return DTR_EXIT_OK;
+}
+#define DTR__GPU 1
+#define DTR__NCCL 1
+#define dtr_cuda_device_count() dtr__gpu.count()
+#define dtr_memory_cuda_ops() dtr__gpu.ops()
+#define dtr_memory_cuda_create(d, s, st) dtr__gpu.create((d), (s), (st))
+#define dtr_context_create_nccl(c, d, s, x) dtr__gpu.nccl((c), (d), (s), (x))
+#else
+#if defined(DTR_HAVE_CUDA)
+#define DTR__GPU 1
+#endif
+#if defined(DTR_HAVE_NCCL)
+#define DTR__NCCL 1
+#endif
 #endif
 
 int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device,
@@ -26,12 +83,15 @@ int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device
     if (e->nccl && !e->cuda)
         return dtr_cli_usage_error(cmd, "--backend nccl: runs on GPU buffers only (--device "
                                         "cuda), not --device cpu");
-#if !defined(DTR_HAVE_CUDA)
+#if defined(DTR_CLI_DLOPEN)
+    if (e->cuda) return dtr__gpu_load(cmd, e->nccl);
+#endif
+#if !defined(DTR__GPU)
     if (e->cuda)
         return dtr_cli_usage_error(cmd, "--device cuda: this dtr was built without CUDA (nvcc "
                                         "was not found at build time)");
 #endif
-#if !defined(DTR_HAVE_NCCL)
+#if !defined(DTR__NCCL)
     if (e->nccl)
         return dtr_cli_usage_error(cmd, "--backend nccl: this dtr was built without NCCL "
                                         "(nccl.h was not found at build time)");
@@ -49,12 +109,12 @@ dtr_status_t dtr_cli_engine_context(dtr_cli_engine_t *e, int rank, dtr_context_t
     e->ops = NULL;
     e->state = NULL;
     if (!e->cuda) return dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
-#if defined(DTR_HAVE_CUDA)
+#if defined(DTR__GPU)
     int gpus = dtr_cuda_device_count();
     if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &e->state); /* "no GPU visible" */
     DTR__TRY(dtr_memory_cuda_create(rank % gpus, NULL, &e->state));
     e->ops = dtr_memory_cuda_ops();
-#if defined(DTR_HAVE_NCCL)
+#if defined(DTR__NCCL)
     if (e->nccl) return dtr_context_create_nccl(MPI_COMM_WORLD, rank % gpus, NULL, ctx);
 #endif
     void *mem = NULL;

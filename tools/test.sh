@@ -209,10 +209,12 @@ for part in $parts; do
             failed=$((failed + 1))
         fi
         # the tests that see the toolkit's absence: those built on the CUDA or NCCL backend
-        # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test,
-        # absent under nocuda, is left out) and the CLI's (its device choice changes)
+        # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test and
+        # nccl_adopt_test, absent under nocuda, are left out) and the CLI's (its device choice
+        # changes)
         if pick_tests nocuda 'rdeps(//..., //redistribute/cuda:* + //redistribute/nccl:*) +
-                //tests/tools:*' //tests/redistribute/executor:mpi_exec_gpu_test; then
+                //tests/tools:*' //tests/redistribute/executor:mpi_exec_gpu_test \
+                //tests/cuda:nccl_adopt_test; then
             suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;

@@ -13,7 +13,9 @@
 #   abi        programs built against copies of the installed headers in which one struct
 #              has another size are refused by dtr_check_headers (dtr_mpi_check_headers
 #              for dtr_mpi.h's struct), naming it; the unchanged headers pass
-#   cli        the installed dtr runs from bin/ with no library path set
+#   cli        the installed dtr runs from bin/ with no library path set; --device cuda loads
+#              libdtr_cuda.so.0 (exact run, or "no GPU visible"), and a copy of the tree without
+#              it refuses --device cuda by name and still runs on cpu
 #   man        `man dtr` finds share/man/man1/dtr.1 (MANPATH, or bin/ on PATH) and the page
 #              holds every command's section and every flag of its --help
 #   deb        (with DEB) its file list and dependencies, `apt-get -s install` of it, and
@@ -238,6 +240,31 @@ out=$(env -u LD_LIBRARY_PATH "$prefix/bin/dtr" plan --mesh 2x2 --shape 8x8 --fro
 grep -q '"steps":\[{"mesh_dim":-1,"kind":"exchange"' <<<"$out" && ok "cli: bin/dtr plan runs (libdtr.so from ../lib)" || bad "cli: $out"
 out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 4 "$prefix/bin/dtr" run --mesh 2x2 --shape 16x8 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2 2>&1)
 grep -q 'verified: all' <<<"$out" && ok "cli: mpirun -n 4 bin/dtr run --verify" || bad "cli run: $out"
+
+# --- the installed CLI loads CUDA and NCCL when a run asks (one install for CPU and GPU) ----
+gpu_run=(run --mesh 1 --shape 8 --from R --to R --device cuda --verify --iters 1)
+if [ -e "$prefix/lib/libdtr_cuda.so.0" ]; then
+    out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 1 "$prefix/bin/dtr" "${gpu_run[@]}" 2>&1)
+    rc=$?
+    if { [ $rc -eq 0 ] && grep -q 'verified: all' <<<"$out"; } ||
+        { [ $rc -eq 1 ] && grep -q 'no GPU visible' <<<"$out"; }; then
+        ok "cli: bin/dtr run --device cuda loads libdtr_cuda.so.0: exit $rc ($(grep -oE 'verified: all|no GPU visible' <<<"$out" | head -1))"
+    else
+        bad "cli: bin/dtr run --device cuda: exit $rc: $out"
+    fi
+fi
+# the same tree without the CUDA libraries (a CPU-only install): the run says so, exit 2
+cp -a "$prefix" "$work/cpu_only"
+rm -f "$work"/cpu_only/lib/libdtr_cuda.so* "$work"/cpu_only/lib/libdtr_nccl.so*
+out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 1 "$work/cpu_only/bin/dtr" "${gpu_run[@]}" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'dtr run: --device cuda: this install has no CUDA library (libdtr_cuda.so.0' <<<"$out"; then
+    ok "cli: without libdtr_cuda.so.0, --device cuda is refused by name (exit 2)"
+else
+    bad "cli: a CPU-only tree's --device cuda: exit $rc: $out"
+fi
+out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 2 "$work/cpu_only/bin/dtr" run --mesh 2 --shape 8 --from 'S(0)' --to R --verify --iters 1 2>&1)
+grep -q 'verified: all' <<<"$out" && ok "cli: a CPU-only tree runs on cpu" || bad "cli: a CPU-only tree's run: $out"
 
 # --- the man page: `man dtr` from the tree, every command and flag of the help in it -------
 manpath=$(MANPATH=$prefix/share/man man -w dtr 2>&1)
