@@ -244,6 +244,18 @@ int dtr_cli_cost_flags(const char *cmd, const dtr_cli_cost_flags_t *f, dtr_cost_
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_inter_cost(const char *cmd, uint32_t across, const dtr_cli_cost_flags_t *f,
+                       dtr_cost_model_t *cost) {
+    dtr_cost_model_t probe = *cost; /* one flag at a time on a copy */
+    if (dtr_cost_model_nodes(&probe, across, f->inter_alpha, NULL) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--inter-alpha-us");
+    if (dtr_cost_model_nodes(&probe, across, NULL, f->inter_bandwidth) != DTR_OK)
+        return dtr_cli_lib_error(cmd, "--inter-bandwidth-gbps");
+    if (dtr_cost_model_nodes(cost, across, f->inter_alpha, f->inter_bandwidth) != DTR_OK)
+        return dtr_cli_lib_error(cmd, NULL);
+    return DTR_EXIT_OK;
+}
+
 void dtr_cli_json_str(FILE *out, const char *key, const char *text) {
     fprintf(out, ",\"%s\":\"", key);
     for (const unsigned char *c = (const unsigned char *)text; *c != '\0'; c++) {
@@ -264,29 +276,22 @@ void dtr_cli_json_begin(FILE *out, const char *cmd, const dtr_mesh_t *mesh) {
     fputc(']', out);
     /* the rank list, where it is not the row-major 0..N-1 */
     int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = dtr_mesh_nranks(mesh);
+    int *ranks = malloc((size_t)n * sizeof *ranks);
     bool plain = true;
-    for (int64_t p = 0; p < n; p++) {
-        int r = -1;
-        dtr_mesh_rank_at(mesh, coord, &r);
-        if (r != p) plain = false;
+    for (int64_t p = 0; p < n && ranks != NULL; p++) {
+        dtr_mesh_rank_at(mesh, coord, &ranks[p]);
+        plain = plain && ranks[p] == p;
         for (int i = nd - 1; i >= 0; i--) {
             if (++coord[i] < dtr_mesh_size(mesh, i)) break;
             coord[i] = 0;
         }
     }
-    if (plain) return;
-    fputs(",\"ranks\":[", out);
-    memset(coord, 0, sizeof coord);
-    for (int64_t p = 0; p < n; p++) {
-        int r = -1;
-        dtr_mesh_rank_at(mesh, coord, &r);
-        fprintf(out, "%s%d", p ? "," : "", r);
-        for (int i = nd - 1; i >= 0; i--) {
-            if (++coord[i] < dtr_mesh_size(mesh, i)) break;
-            coord[i] = 0;
-        }
+    if (ranks != NULL && !plain) {
+        fputs(",\"ranks\":[", out);
+        for (int64_t p = 0; p < n; p++) fprintf(out, "%s%d", p ? "," : "", ranks[p]);
+        fputc(']', out);
     }
-    fputc(']', out);
+    free(ranks);
 }
 
 void dtr_cli_json_begin_text(FILE *out, const char *cmd, const char *mesh) {

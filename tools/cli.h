@@ -157,6 +157,10 @@ typedef struct {
 /* The cost model from the DTR_* variables and --alpha-us, --bandwidth-gbps, --local-gbps,
  * each checked on its own so that an error names its flag. An exit code. */
 int dtr_cli_cost_flags(const char *cmd, const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost);
+/* --inter-alpha-us and --inter-bandwidth-gbps (f->inter_*) for the mesh dims `across`, each
+ * checked on its own so that an error names its flag. An exit code. */
+int dtr_cli_inter_cost(const char *cmd, uint32_t across, const dtr_cli_cost_flags_t *f,
+                       dtr_cost_model_t *cost);
 /* The cost model a run plans with (collective): dtr_cli_cost_flags, with the mesh dims
  * nodes_of names given inter-node figures (f->inter_*, else DTR_* or the defaults; "auto":
  * those MPI says cross nodes; "none"; or a list, "0,2"). *across gets the mesh dims that do

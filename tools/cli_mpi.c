@@ -110,13 +110,5 @@ int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes
         *planned = *across;
     else if (dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), planned) != DTR_OK)
         return dtr_cli_lib_error(cmd, "--nodes-of");
-    /* one flag at a time on a copy, so the error names the flag */
-    dtr_cost_model_t probe = *cost;
-    if (dtr_cost_model_nodes(&probe, *planned, f->inter_alpha, NULL) != DTR_OK)
-        return dtr_cli_lib_error(cmd, "--inter-alpha-us");
-    if (dtr_cost_model_nodes(&probe, *planned, NULL, f->inter_bandwidth) != DTR_OK)
-        return dtr_cli_lib_error(cmd, "--inter-bandwidth-gbps");
-    if (dtr_cost_model_nodes(cost, *planned, f->inter_alpha, f->inter_bandwidth) != DTR_OK)
-        return dtr_cli_lib_error(cmd, NULL);
-    return DTR_EXIT_OK;
+    return dtr_cli_inter_cost(cmd, *planned, f, cost);
 }

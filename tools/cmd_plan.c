@@ -116,15 +116,8 @@ static int dtr__plan_nodes(const char *mesh_text, const char *nodes_of, const ch
     dtr_status_t st = dtr_mesh_dims_parse(nodes_of, dtr_mesh_ndims(mesh), &across);
     dtr_mesh_destroy(mesh);
     if (st != DTR_OK) return dtr_cli_lib_error("plan", "--nodes-of");
-    /* one flag at a time on a copy, so the error names the flag */
-    dtr_cost_model_t probe = *cost;
-    if (dtr_cost_model_nodes(&probe, across, alpha, NULL) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--inter-alpha-us");
-    if (dtr_cost_model_nodes(&probe, across, NULL, bw) != DTR_OK)
-        return dtr_cli_lib_error("plan", "--inter-bandwidth-gbps");
-    if (dtr_cost_model_nodes(cost, across, alpha, bw) != DTR_OK)
-        return dtr_cli_lib_error("plan", NULL);
-    return DTR_EXIT_OK;
+    dtr_cli_cost_flags_t flags = {.inter_alpha = alpha, .inter_bandwidth = bw};
+    return dtr_cli_inter_cost("plan", across, &flags, cost);
 }
 
 static void dtr__compare_row(FILE *out, const char *what, const char *a, const char *b) {

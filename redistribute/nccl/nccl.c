@@ -122,6 +122,19 @@ static dtr_status_t dtr__nccl_poll(void *arg) {
 
 static int dtr__nccl_rank(void *state) { return ((dtr__nccl_t *)state)->rank; }
 
+/* A group of n ranks with this rank's index in it (-1: not a member); no communicator yet. */
+static dtr__nccl_group_t *dtr__nccl_group_new(dtr__nccl_t *s, const int *ranks, int n) {
+    dtr__nccl_group_t *g = calloc(1, sizeof *g);
+    if (g == NULL) return NULL;
+    g->s = s;
+    g->n = n;
+    g->index = -1;
+    g->mpi = MPI_COMM_NULL;
+    for (int k = 0; k < n; k++)
+        if (ranks[k] == s->rank) g->index = k;
+    return g;
+}
+
 /* A group of a context without MPI: the root's communicator for every rank in order, else one
  * dtr_nccl_split_mesh split for exactly these ranks. */
 static dtr_status_t dtr__nccl_group_lookup(dtr__nccl_t *s, const int *ranks, int n,
@@ -138,16 +151,10 @@ static dtr_status_t dtr__nccl_group_lookup(dtr__nccl_t *s, const int *ranks, int
                           "made without MPI, call dtr_nccl_split_mesh(ctx, mesh) on every rank "
                           "of the communicator first (ncclCommSplit is collective over all of "
                           "them)", n, n > 0 ? ranks[0] : -1);
-    dtr__nccl_group_t *g = calloc(1, sizeof *g);
+    dtr__nccl_group_t *g = dtr__nccl_group_new(s, ranks, n);
     if (g == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "group");
-    g->s = s;
-    g->n = n;
-    g->index = -1;
-    g->mpi = MPI_COMM_NULL;
     g->comm = comm;
     g->borrowed = true;
-    for (int k = 0; k < n; k++)
-        if (ranks[k] == s->rank) g->index = k;
     g->next = s->groups;
     s->groups = g;
     *group = g;
@@ -159,14 +166,8 @@ static dtr_status_t dtr__nccl_group_create(void *state, const int *ranks, int n,
     dtr__nccl_t *s = state;
     DTR_CHECK(dtr__nccl_alive(s));
     if (s->world == MPI_COMM_NULL) return dtr__nccl_group_lookup(s, ranks, n, group);
-    dtr__nccl_group_t *g = calloc(1, sizeof *g);
+    dtr__nccl_group_t *g = dtr__nccl_group_new(s, ranks, n);
     if (g == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "nccl", "group");
-    g->s = s;
-    g->n = n;
-    g->index = -1;
-    g->mpi = MPI_COMM_NULL;
-    for (int k = 0; k < n; k++)
-        if (ranks[k] == s->rank) g->index = k;
     MPI_Group all, sub;
     int rc = MPI_Comm_group(s->world, &all);
     if (rc == MPI_SUCCESS) rc = MPI_Group_incl(all, n, ranks, &sub);
