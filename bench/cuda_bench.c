@@ -1,11 +1,18 @@
 /*
  * The CUDA memory space's kernels against the GPU's memory bandwidth: pack (a piece of a
  * non-leading dim out of a block, as before a gather or reduce-scatter), unpack (back into
- * place), a leading-dim copy, and the divide, each timed with CUDA events (median of 20
+ * place), a leading-dim copy, the range copy (the balanced reduce_exchange's parts: elements
+ * [u, v) of the same box, row-major), the divide, the casts f32 -> bf16 and bf16 -> f32
+ * (gradient compression, mixed-precision reduction) and the add (accumulation), each timed with CUDA events (median of 20
  * after 3 warm-ups) and reported as bytes read + written per second, as a fraction of the
  * peak (memory clock x bus width, from the device attributes) and of cudaMemcpy's own
  * device-to-device rate measured in the same run. Prints a Markdown table; prints why and
  * exits 0 where no GPU is visible.
+ *
+ * First it checks the divide, cast and add kernels against the host's own functions
+ * (dtensor/internal.h) bit for bit, on 2^22 random bit patterns per case (every exponent:
+ * subnormals, infinities and NaN among them; NaN matches NaN), divisors up to past 2^24:
+ * exit 1 on any difference.
  *
  * Run: bazel run -c opt //bench:cuda_bench   (built only where CUDA is found)
  */
@@ -15,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtensor/internal.h"
 #include "dtr.h"
 #include "redistribute/cuda/dtr_cuda.h"
 
@@ -61,12 +69,131 @@ static dtr_status_t divide(void *arg) {
     return j->m->divide(j->st, DTR_F32, j->b, j->b, j->rows * j->piece, 4);
 }
 
+/* The whole piece as one range (u = 0, v = its elements) into the flat b. */
+static dtr_status_t range(void *arg) {
+    job_t *j = arg;
+    int64_t bs[2] = {j->rows, j->cols}, lo[2] = {0, j->piece}, ext[2] = {j->rows, j->piece};
+    return j->m->copy_range(j->st, 2, 4, j->a, bs, lo, ext, 0, j->rows * j->piece, j->b, false);
+}
+
+static dtr_status_t cast_down(void *arg) { /* b's elements as f32 -> a's first half as bf16 */
+    job_t *j = arg;
+    return j->m->cast(j->st, DTR_F32, j->b, DTR_BF16, j->a, j->rows * j->piece);
+}
+
+static dtr_status_t cast_up(void *arg) { /* a's bf16 -> b as f32 */
+    job_t *j = arg;
+    return j->m->cast(j->st, DTR_BF16, j->a, DTR_F32, j->b, j->rows * j->piece);
+}
+
+static dtr_status_t add(void *arg) { /* b += the first piece of a, f32 */
+    job_t *j = arg;
+    return j->m->add(j->st, DTR_F32, j->a, j->b, j->rows * j->piece);
+}
+
 static dtr_status_t memcpy_d2d(void *arg) {
     job_t *j = arg;
     cudaStream_t s = dtr_memory_cuda_stream(j->st);
     cudaError_t e = cudaMemcpyAsync(j->b, j->a, (size_t)(j->rows * j->piece * 4),
                                     cudaMemcpyDeviceToDevice, s);
     return e == cudaSuccess ? DTR_OK : DTR_ERR_BACKEND;
+}
+
+/* ---- the kernels against the host's functions ------------------------------------------ */
+
+#define CHECK_N (1 << 22)
+
+static uint64_t rng = 20261128;
+static uint32_t next32(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)rng;
+}
+
+/* Element k of got and want (dtype t) are the same bits, or both NaN. */
+static bool same(dtr_dtype_t t, const void *got, const void *want, int64_t k) {
+    size_t w = (size_t)dtr_dtype_info(t)->size;
+    if (memcmp((const char *)got + k * w, (const char *)want + k * w, w) == 0) return true;
+    double a = dtr__load(t, got, k), b = dtr__load(t, want, k);
+    return a != a && b != b;
+}
+
+/* The values that differ between the device's result (copied into got) and want. */
+static int64_t differ(job_t *j, dtr_dtype_t t, void *dev, void *got, const void *want) {
+    size_t bytes = (size_t)CHECK_N * (size_t)dtr_dtype_info(t)->size;
+    if (j->m->copy(j->st, got, dev, (int64_t)bytes, DTR_COPY_TO_HOST) != DTR_OK) return -1;
+    int64_t bad = 0;
+    for (int64_t k = 0; k < CHECK_N; k++) bad += !same(t, got, want, k);
+    return bad;
+}
+
+static int check_kernels(job_t *j) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_F16, DTR_BF16, DTR_F64};
+    static const int64_t divisors[] = {2, 3, 5, 6, 7, 10, 24, 48, 100, 257, 1000, 4095, 65537,
+                                       999983, 16777215, 16777216, 16777217, 1073741827};
+    size_t cap = (size_t)CHECK_N * 8;
+    char *x = malloc(cap), *y = malloc(cap), *want = malloc(cap), *got = malloc(cap);
+    void *dx = NULL, *dy = NULL;
+    if (!x || !y || !want || !got || j->m->alloc(j->st, (int64_t)cap, &dx) != DTR_OK ||
+        j->m->alloc(j->st, (int64_t)cap, &dy) != DTR_OK)
+        return 1;
+    int64_t cases = 0, bad_total = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        dtr_dtype_t t = types[ti];
+        size_t w = (size_t)dtr_dtype_info(t)->size, bytes = (size_t)CHECK_N * w;
+        for (size_t b = 0; b < cap; b += 4) {
+            uint32_t r = next32(), r2 = next32();
+            memcpy(x + b, &r, 4);
+            memcpy(y + b, &r2, 4);
+        }
+        j->m->copy(j->st, dy, y, (int64_t)bytes, DTR_COPY_FROM_HOST);
+        for (size_t di = 0; di < sizeof divisors / sizeof divisors[0]; di++) {
+            int64_t n = divisors[di];
+            dtr__divide(t, x, want, CHECK_N, n);
+            j->m->copy(j->st, dx, x, (int64_t)bytes, DTR_COPY_FROM_HOST);
+            int64_t bad = j->m->divide(j->st, t, dx, dx, CHECK_N, n) == DTR_OK
+                              ? differ(j, t, dx, got, want) : -1;
+            if (bad != 0) printf("check: divide %s by %lld: %lld of %d differ\n",
+                                 dtr_dtype_name(t), (long long)n, (long long)bad, CHECK_N);
+            bad_total += bad != 0;
+            cases++;
+        }
+        for (size_t di = 0; di < sizeof types / sizeof types[0]; di++) {
+            dtr_dtype_t u = types[di];
+            if (u == t) continue;
+            dtr__convert(t, x, u, want, CHECK_N);
+            j->m->copy(j->st, dx, x, (int64_t)bytes, DTR_COPY_FROM_HOST);
+            int64_t bad = j->m->cast(j->st, t, dx, u, dy, CHECK_N) == DTR_OK
+                              ? differ(j, u, dy, got, want) : -1;
+            if (bad != 0) printf("check: cast %s -> %s: %lld of %d differ\n", dtr_dtype_name(t),
+                                 dtr_dtype_name(u), (long long)bad, CHECK_N);
+            bad_total += bad != 0;
+            cases++;
+        }
+        /* add: want = y + x in the dtype (halves through f32, rounded once) */
+        for (int64_t k = 0; k < CHECK_N; k++) {
+            double a = dtr__load(t, y, k), c = dtr__load(t, x, k);
+            dtr__store(t, want, k, t == DTR_F64 ? a + c : (double)((float)a + (float)c));
+        }
+        j->m->copy(j->st, dx, x, (int64_t)bytes, DTR_COPY_FROM_HOST);
+        j->m->copy(j->st, dy, y, (int64_t)bytes, DTR_COPY_FROM_HOST);
+        int64_t bad = j->m->add(j->st, t, dx, dy, CHECK_N) == DTR_OK
+                          ? differ(j, t, dy, got, want) : -1;
+        if (bad != 0) printf("check: add %s: %lld of %d differ\n", dtr_dtype_name(t),
+                             (long long)bad, CHECK_N);
+        bad_total += bad != 0;
+        cases++;
+    }
+    printf("check: divide, cast and add against the host, %lld cases of %d values: %lld "
+           "differ\n\n", (long long)cases, CHECK_N, (long long)bad_total);
+    j->m->free(j->st, dx);
+    j->m->free(j->st, dy);
+    free(x);
+    free(y);
+    free(want);
+    free(got);
+    return bad_total != 0;
 }
 
 /* Median seconds of one call. */
@@ -111,6 +238,7 @@ int main(void) {
     double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8; /* double data rate */
     printf("GPU: %s; peak memory bandwidth %.0f GB/s (memory clock %d kHz, bus %d bits)\n\n",
            prop.name, peak / 1e9, clock_khz, bus_bits);
+    int bad = check_kernels(&j);
     printf("| block (f32) | piece | operation | moved (MiB) | us | GB/s | of peak | of memcpy |\n");
     printf("|---|---|---|---:|---:|---:|---:|---:|\n");
     static const int64_t shapes[][2] = {{4096, 4096}, {8192, 8192}, {16384, 16384}, {65536, 1024},
@@ -126,22 +254,26 @@ int main(void) {
         }
         j.m->zero(j.st, j.a, block);
         double ref = 2.0 * out / timed(&j, memcpy_d2d);
+        /* bytes read + written per call, in units of the piece's f32 bytes (out) */
         struct {
             const char *name;
             op_fn f;
-        } ops[] = {{"memcpy D2D", memcpy_d2d}, {"pack (non-leading)", pack},
-                   {"unpack (non-leading)", unpack}, {"leading-dim copy", leading},
-                   {"divide (in place)", divide}};
+            double moved;
+        } ops[] = {{"memcpy D2D", memcpy_d2d, 2},      {"pack (non-leading)", pack, 2},
+                   {"unpack (non-leading)", unpack, 2}, {"leading-dim copy", leading, 2},
+                   {"range (non-leading)", range, 2},   {"divide (in place)", divide, 2},
+                   {"cast f32 -> bf16", cast_down, 1.5}, {"cast bf16 -> f32", cast_up, 1.5},
+                   {"add f32", add, 3}};
         for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-            double t = timed(&j, ops[k].f), bw = 2.0 * out / t;
+            double t = timed(&j, ops[k].f), bytes = ops[k].moved * (double)out, bw = bytes / t;
             printf("| %lldx%lld | [:, %lld:%lld] | %s | %.0f | %.1f | %.0f | %.2f | %.2f |\n",
                    (long long)j.rows, (long long)j.cols, (long long)j.piece,
-                   (long long)(2 * j.piece), ops[k].name, 2.0 * out / 1048576.0, t * 1e6,
+                   (long long)(2 * j.piece), ops[k].name, bytes / 1048576.0, t * 1e6,
                    bw / 1e9, bw / peak, bw / ref);
         }
         j.m->free(j.st, j.a);
         j.m->free(j.st, j.b);
     }
     j.m->destroy(j.st);
-    return 0;
+    return bad;
 }

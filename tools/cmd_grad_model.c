@@ -3,7 +3,9 @@
  * run: per tensor (a dtr_reducer per parameter, today's path), as parameter groups (one
  * group per layer, pushed through the pipeline in backward order), and by a bare baseline
  * (one reduce-scatter of the same total bytes per microbatch, plus one all-reduce: the
- * collectives alone). Both real paths are verified against the exact means.
+ * collectives alone). Both real paths are verified against the exact means. With --device
+ * cuda (or --backend nccl) every gradient, output and baseline buffer is on the GPU (the
+ * fills and the checks copy through host memory, outside the timed region).
  */
 #include <getopt.h>
 #include <math.h>
@@ -21,6 +23,7 @@ typedef struct {
     int64_t microbatches, iters;
     bool verify, json;
     dtr_cli_spec_args_t spec;
+    dtr_cli_engine_t eng; /* --backend, --device */
 } dtr__model_args_t;
 
 /* GPT-2 small (124M) from its configuration: 12 layers, 768 wide, 50257 vocabulary, 1024
@@ -111,13 +114,8 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
     if (a->mode_k == 3)
         return dtr_cli_usage_error("grad", "--mode: '%s' is not ddp, fsdp or hsdp", a->mode);
     if (a->spec.mesh == NULL) return dtr_cli_usage_error("grad", "--mesh: missing");
-    dtr_cli_engine_t eng;
-    int erc = dtr_cli_engine_args("grad", backend, device, &eng);
+    int erc = dtr_cli_engine_args("grad", backend, device, &a->eng);
     if (erc != DTR_EXIT_OK) return erc;
-    if (eng.cuda)
-        return dtr_cli_usage_error("grad", "--%s: --model runs on host memory with the MPI "
-                                           "backend only (GPU memory: dtr grad without --model)",
-                                   eng.nccl ? "backend nccl" : "device cuda");
     a->dtype = DTR_F32;
     if (a->spec.dtype != NULL &&
         (dtr_dtype_parse(a->spec.dtype, &a->dtype) != DTR_OK ||
@@ -154,15 +152,18 @@ typedef struct {
     int *first;      /* group g's parameters are order[first[g] .. first[g + 1]) */
     dtr_reducer_t **red;
     dtr_param_group_t **groups;
-    void **grads, **outs;
+    void **grads, **outs;   /* the buffers the reductions see (the GPU's on --device cuda) */
+    void **hgrads, **houts; /* their host copies: filled and checked there */
     size_t *grad_bytes, *out_bytes;
     /* the same, listed in `order`: group g's arrays start at first[g] */
     const void **ggrads;
     void **gouts;
     size_t *ggrad_bytes, *gout_bytes;
-    char *grad_arena, *out_arena;
+    char *grad_arena, *out_arena; /* host */
+    void *dgrad_arena, *dout_arena; /* the GPU's copies (the host arenas on --device cpu) */
+    int64_t gtotal, ototal;         /* the arenas' bytes */
     int64_t numel, base_count; /* all elements; the baseline's elements per member */
-    void *base_recv, *base_out;
+    void *base_recv, *base_out, *hbase_recv, *hbase_out;
     dtr_grad_factors_t f;
 } dtr__model_t;
 
@@ -201,14 +202,16 @@ static dtr_status_t dtr__model_setup(dtr__model_t *s) {
     s->groups = calloc((size_t)s->ngroups, sizeof *s->groups);
     s->grads = calloc((size_t)s->n, sizeof *s->grads);
     s->outs = calloc((size_t)s->n, sizeof *s->outs);
+    s->hgrads = calloc((size_t)s->n, sizeof *s->hgrads);
+    s->houts = calloc((size_t)s->n, sizeof *s->houts);
     s->grad_bytes = calloc((size_t)s->n, sizeof *s->grad_bytes);
     s->out_bytes = calloc((size_t)s->n, sizeof *s->out_bytes);
     s->ggrads = calloc((size_t)s->n, sizeof *s->ggrads);
     s->gouts = calloc((size_t)s->n, sizeof *s->gouts);
     s->ggrad_bytes = calloc((size_t)s->n, sizeof *s->ggrad_bytes);
     s->gout_bytes = calloc((size_t)s->n, sizeof *s->gout_bytes);
-    if (!s->red || !s->groups || !s->grads || !s->outs || !s->grad_bytes || !s->out_bytes ||
-        !s->ggrads || !s->gouts || !s->ggrad_bytes || !s->gout_bytes)
+    if (!s->red || !s->groups || !s->grads || !s->outs || !s->hgrads || !s->houts ||
+        !s->grad_bytes || !s->out_bytes || !s->ggrads || !s->gouts || !s->ggrad_bytes || !s->gout_bytes)
         return DTR_ERR_OUT_OF_MEMORY;
     int64_t gtotal = 0, ototal = 0;
     s->numel = 0;
@@ -229,13 +232,19 @@ static dtr_status_t dtr__model_setup(dtr__model_t *s) {
         gtotal += (numel * item + 63) / 64 * 64;
         ototal += (shard * item + 63) / 64 * 64;
     }
-    s->grad_arena = malloc((size_t)(gtotal > 0 ? gtotal : 1));
-    s->out_arena = malloc((size_t)(ototal > 0 ? ototal : 1));
+    s->gtotal = gtotal;
+    s->ototal = ototal;
+    s->grad_arena = calloc(1, (size_t)(gtotal > 0 ? gtotal : 1));
+    s->out_arena = calloc(1, (size_t)(ototal > 0 ? ototal : 1));
     if (s->grad_arena == NULL || s->out_arena == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    DTR__TRY(dtr_cli_dev_put(&a->eng, s->grad_arena, (size_t)gtotal, &s->dgrad_arena));
+    DTR__TRY(dtr_cli_dev_put(&a->eng, s->out_arena, (size_t)ototal, &s->dout_arena));
     int64_t goff = 0, ooff = 0;
     for (int i = 0; i < s->n; i++) {
-        s->grads[i] = s->grad_arena + goff;
-        s->outs[i] = s->out_arena + ooff;
+        s->hgrads[i] = s->grad_arena + goff;
+        s->houts[i] = s->out_arena + ooff;
+        s->grads[i] = (char *)s->dgrad_arena + goff;
+        s->outs[i] = (char *)s->dout_arena + ooff;
         goff += ((int64_t)s->grad_bytes[i] + 63) / 64 * 64;
         ooff += ((int64_t)s->out_bytes[i] + 63) / 64 * 64;
     }
@@ -263,10 +272,12 @@ static dtr_status_t dtr__model_setup(dtr__model_t *s) {
     int64_t item = dtr_dtype_info(a->dtype)->size;
     s->base_count = (s->numel + s->f.rs_size - 1) / s->f.rs_size;
     if (s->base_count * s->f.rs_size * item > gtotal) s->base_count = gtotal / item / s->f.rs_size;
-    s->base_recv = malloc((size_t)(s->base_count * item + 1));
-    s->base_out = malloc((size_t)(s->base_count * item + 1));
-    if (s->base_recv == NULL || s->base_out == NULL) return DTR_ERR_OUT_OF_MEMORY;
-    return DTR_OK;
+    s->hbase_recv = calloc(1, (size_t)(s->base_count * item + 1));
+    s->hbase_out = calloc(1, (size_t)(s->base_count * item + 1));
+    if (s->hbase_recv == NULL || s->hbase_out == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    size_t bbytes = (size_t)(s->base_count * item);
+    DTR__TRY(dtr_cli_dev_put(&a->eng, s->hbase_recv, bbytes, &s->base_recv));
+    return dtr_cli_dev_put(&a->eng, s->hbase_out, bbytes, &s->base_out);
 }
 
 static void dtr__model_free(dtr__model_t *s) {
@@ -276,28 +287,36 @@ static void dtr__model_free(dtr__model_t *s) {
     free(s->groups);
     free(s->grads);
     free(s->outs);
+    free(s->hgrads);
+    free(s->houts);
     free(s->grad_bytes);
     free(s->out_bytes);
     free(s->ggrads);
     free(s->gouts);
     free(s->ggrad_bytes);
     free(s->gout_bytes);
+    const dtr_cli_engine_t *e = &s->a->eng;
+    dtr_cli_dev_free(e, s->dgrad_arena, s->grad_arena);
+    dtr_cli_dev_free(e, s->dout_arena, s->out_arena);
+    dtr_cli_dev_free(e, s->base_recv, s->hbase_recv);
+    dtr_cli_dev_free(e, s->base_out, s->hbase_out);
     free(s->grad_arena);
     free(s->out_arena);
-    free(s->base_recv);
-    free(s->base_out);
+    free(s->hbase_recv);
+    free(s->hbase_out);
     free(s->group_of);
     free(s->order);
     free(s->first);
 }
 
-/* Microbatch m's gradients (parameters are f32). */
-static void dtr__model_fill(dtr__model_t *s, int64_t m) {
+/* Microbatch m's gradients (parameters are f32), then copied to the GPU on --device cuda. */
+static dtr_status_t dtr__model_fill(dtr__model_t *s, int64_t m) {
     for (int i = 0; i < s->n; i++) {
-        float *g = s->grads[i];
+        float *g = s->hgrads[i];
         for (int64_t k = 0; k < (int64_t)(s->grad_bytes[i] / sizeof *g); k++)
             g[k] = (float)dtr__mvalue(s, i, s->pos, m, k);
     }
+    return dtr_cli_dev_in(&s->a->eng, s->dgrad_arena, s->grad_arena, (size_t)s->gtotal);
 }
 
 /* One microbatch per tensor: every parameter's reducer, in backward order. */
@@ -324,19 +343,21 @@ static dtr_status_t dtr__grouped(dtr__model_t *s, dtr_grad_pipeline_t *p, bool s
 static dtr_status_t dtr__baseline(dtr__model_t *s, bool sync) {
     dtr_dtype_t t = s->a->dtype;
     if (s->f.rs_size > 1)
-        DTR__TRY(dtr_reduce_scatter(s->ctx, s->mesh, s->shard, s->grad_arena, s->base_recv,
+        DTR__TRY(dtr_reduce_scatter(s->ctx, s->mesh, s->shard, s->dgrad_arena, s->base_recv,
                                      s->base_count, t, DTR_REDUCE_SUM));
     /* DDP's all-reduce reads the gradients too: a buffer never written would read the
      * zero page from cache, not the bytes a real reduction reads from memory */
     if (sync && s->f.ar_size > 1)
         DTR__TRY(dtr_all_reduce(s->ctx, s->mesh, s->rep,
-                                 s->f.rs_size > 1 ? s->base_recv : s->grad_arena, s->base_out,
+                                 s->f.rs_size > 1 ? s->base_recv : s->dgrad_arena, s->base_out,
                                  s->base_count, t, DTR_REDUCE_SUM));
     return DTR_OK;
 }
 
-/* Every output element against the exact mean: the largest error, and non-finite count. */
-static void dtr__model_verify(const dtr__model_t *s, double *err) {
+/* Every output element against the exact mean: the largest error, and non-finite count
+ * (the outputs copied to host first on --device cuda). */
+static dtr_status_t dtr__model_verify(const dtr__model_t *s, double *err) {
+    DTR__TRY(dtr_cli_dev_get(&s->a->eng, s->out_arena, s->dout_arena, (size_t)s->ototal));
     int64_t index = 0;
     dtr_mesh_group_index(s->mesh, s->shard, dtr_context_rank(s->ctx), &index);
     for (int i = 0; i < s->n; i++) {
@@ -344,7 +365,7 @@ static void dtr__model_verify(const dtr__model_t *s, double *err) {
         int64_t len = p->shape[0], inner = 1, rows, off;
         for (int d = 1; d < p->ndim; d++) inner *= p->shape[d];
         dtr_chunk(len, s->f.rs_size, index, &rows, &off);
-        const float *out = s->outs[i];
+        const float *out = s->houts[i];
         for (int64_t e = 0; e < rows * inner; e++) {
             int64_t k = off * inner + e;
             double want = 0;
@@ -355,6 +376,7 @@ static void dtr__model_verify(const dtr__model_t *s, double *err) {
             else if (fabs(out[e] - want) > err[0]) err[0] = fabs(out[e] - want);
         }
     }
+    return DTR_OK;
 }
 
 /* Runs one way for every microbatch (the fills untimed); its seconds, slowest rank. */
@@ -363,11 +385,12 @@ static dtr_status_t dtr__timed(dtr__model_t *s, int way, dtr_grad_pipeline_t *p,
     dtr_status_t st = DTR_OK;
     for (int64_t m = 0; m < s->a->microbatches && st == DTR_OK; m++) {
         bool sync = m == s->a->microbatches - 1;
-        if (way != 2) dtr__model_fill(s, m);
+        if (way != 2) DTR__TRY(dtr__model_fill(s, m));
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         st = way == 0 ? dtr__per_tensor(s, sync) : way == 1 ? dtr__grouped(s, p, sync)
                                                             : dtr__baseline(s, sync);
+        if (st == DTR_OK) st = dtr_context_sync(s->ctx); /* the GPU's work done */
         MPI_Barrier(MPI_COMM_WORLD);
         total += MPI_Wtime() - t0;
     }
@@ -384,9 +407,10 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
     if (a->json) {
         dtr_cli_json_begin_text(stdout, "grad", mesh);
         dtr_cli_json_str(stdout, "model", a->model);
-        printf(",\"mode\":\"%s\",\"dtype\":\"%s\","
+        printf(",\"mode\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
                "\"microbatches\":%lld,\"params\":%d,\"numel\":%lld,\"ngroups\":%d,\"ops\":[",
-               a->mode, dtr_dtype_name(a->dtype), (long long)a->microbatches,
+               a->mode, dtr_dtype_name(a->dtype), a->eng.nccl ? "nccl" : "mpi", a->eng.device,
+               (long long)a->microbatches,
                s->n, (long long)s->numel, s->ngroups);
         for (int k = 0; k < nops; k++) printf("%s\"%s\"", k ? "," : "", ops[k]);
         printf("],\"collectives\":{\"per_tensor\":%lld,\"grouped\":%lld,\"baseline\":%lld},"
@@ -399,10 +423,10 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
         return;
     }
     printf("dtr grad --model %s: %d parameters (%lld elements) in %d groups; %s on %s, "
-           "reduce %s, %lld microbatch%s\n",
+           "reduce %s, %lld microbatch%s; %s backend, %s memory\n",
            a->model, s->n, (long long)s->numel, s->ngroups, a->mode, mesh,
            dtr_dtype_name(a->dtype), (long long)a->microbatches,
-           a->microbatches == 1 ? "" : "es");
+           a->microbatches == 1 ? "" : "es", a->eng.nccl ? "nccl" : "mpi", a->eng.device);
     printf("  ops:");
     for (int k = 0; k < nops; k++) printf(" %s", ops[k]);
     printf("; D = %lld\n", (long long)s->f.world);
@@ -453,7 +477,7 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
     dtr_cli_restore_stderr();
     rc = DTR_EXIT_FAIL;
     dtr_grad_pipeline_t *pipe = NULL;
-    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &s.ctx);
+    dtr_status_t st = dtr_cli_engine_context(&a.eng, rank, &s.ctx);
     if (st == DTR_OK) st = dtr__model_setup(&s);
     if (st == DTR_OK) st = dtr_grad_pipeline_create(s.ctx, &pipe);
     if (!dtr_cli_all_ok("grad", st, rank, "setup")) goto done;
@@ -468,7 +492,8 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
             st = dtr__timed(&s, w, pipe, &secs);
             if (!dtr_cli_all_ok("grad", st, rank, ways[w])) goto done_t;
             if (it >= 0) t[w][it] = secs;
-            if (a.verify && it == a.iters - 1 && w < 2) dtr__model_verify(&s, err);
+            if (a.verify && it == a.iters - 1 && w < 2) st = dtr__model_verify(&s, err);
+            if (!dtr_cli_all_ok("grad", st, rank, "the check")) goto done_t;
         }
         if (rank == 0) dtr_cli_progress(&prog, "grad", "rounds (one warm-up)", it + 2, a.iters + 1);
     }
@@ -492,6 +517,7 @@ done:
     dtr_grad_pipeline_destroy(pipe);
     dtr__model_free(&s);
     dtr_context_destroy(s.ctx);
+    dtr_cli_engine_end(&a.eng);
 done_mesh:
     free(s.params);
     dtr_mesh_destroy(s.mesh);

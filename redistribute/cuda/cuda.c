@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "redistribute/cuda/dtr_cuda.h"
 #include "redistribute/cuda/kernels.h"
+#include "redistribute/cuda/range_boxes.h"
 
 typedef struct {
     int device;
@@ -113,9 +114,22 @@ static dtr_status_t dtr__cuda_copy_range(void *state, int nd, int64_t item, void
                                          const int64_t *ext, int64_t u, int64_t v, void *flat,
                                          bool to_block) {
     dtr__cuda_t *c = state;
-    return dtr__cuda_launched(dtr_cuda__copy_range(c->stream, nd, item, block, bshape, blo, ext,
-                                                   u, v, flat, to_block),
-                              "copy_range kernel");
+    /* as box copies (range_boxes.h): whole rows in the box kernels' widest units */
+    dtr_range_box_t boxes[DTR_RANGE_BOXES_MAX];
+    int n = dtr_range_boxes(nd, ext, u, v, boxes);
+    for (int i = 0; i < n; i++) {
+        int64_t corner[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+        for (int d = 0; d < nd; d++) corner[d] = blo[d] + boxes[i].lo[d];
+        char *f = (char *)flat + boxes[i].at * item;
+        const int64_t *be = boxes[i].ext;
+        int rc = to_block ? dtr_cuda__copy_box(c->stream, nd, item, f, be, zero, be, block,
+                                               bshape, corner)
+                          : dtr_cuda__copy_box(c->stream, nd, item, block, bshape, corner, be,
+                                               f, be, zero);
+        dtr_status_t st = dtr__cuda_launched(rc, "copy_range kernel");
+        if (st != DTR_OK) return st;
+    }
+    return DTR_OK;
 }
 
 static dtr_status_t dtr__cuda_divide(void *state, dtr_dtype_t dtype, const void *src, void *dst,

@@ -1,5 +1,5 @@
-// The executor's device kernels: box copies (pack and unpack of pieces), ranges of a box,
-// AVG's divide and dtype casts. Every launcher enqueues on the caller's stream and returns
+// The executor's device kernels: box copies (pack and unpack of pieces; a range of a box is
+// copied as boxes, cuda.c), AVG's divide, dtype casts and the add. Every launcher enqueues on the caller's stream and returns
 // the launch's cudaError_t. Box copies work in the widest unit (16, 8, 4, 2 or 1 bytes)
 // that divides the run, every stride and both base addresses, so a gather of f32 rows
 // moves 16-byte vectors.
@@ -89,38 +89,6 @@ int64_t unit_for(int64_t g) {
     return 1;
 }
 
-// Elements [u, v) of a box, one thread per element, in units of W bytes (W divides item).
-struct Range {
-    int nd;
-    int64_t ext[kMaxDims], bst[kMaxDims];  // box extents; block strides in units
-    int64_t base;                          // block offset of the box's corner, in units
-    int64_t u, count, per;                 // first element, elements, units per element
-};
-
-template <typename U>
-__global__ void range_kernel(Range r, U *block, U *flat, int to_block) {
-    int64_t total = r.count * r.per;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total;
-         t += (int64_t)gridDim.x * blockDim.x) {
-        int64_t e = t / r.per, part = t - e * r.per, f = r.u + e, off = r.base;
-        for (int k = r.nd - 1; k >= 0; k--) {
-            off += (f % r.ext[k]) * r.bst[k];
-            f /= r.ext[k];
-        }
-        U *b = block + off + part, *c = flat + e * r.per + part;
-        if (to_block) *b = *c;
-        else *c = *b;
-    }
-}
-
-template <typename U>
-cudaError_t launch_range(cudaStream_t st, const Range &r, void *block, void *flat, int to_block) {
-    int64_t total = r.count * r.per, blocks = (total + kThreads - 1) / kThreads;
-    if (blocks > 65536) blocks = 65536;
-    range_kernel<U><<<(unsigned)blocks, kThreads, 0, st>>>(r, (U *)block, (U *)flat, to_block);
-    return cudaGetLastError();
-}
-
 // dtr_dtype_t values (dtensor/dtensor.h), repeated: this file is C++ and sees no dtr header.
 enum { F32 = 0, F64, F16, BF16, I32, I64, U8, F8E4M3, F8E5M2, C64, C128 };
 
@@ -179,13 +147,35 @@ cudaError_t launch_map(cudaStream_t st, const void *src, void *dst, int64_t coun
 
 // The divide of dtensor/dtype.c's dtr__divide: floats and halves in f32 (rounded once),
 // f64 in f64, integers truncate.
+// x / n for a whole number n < 2^24, without a division: x times n's reciprocal, both in
+// f64, rounded once to f32. The f64 product is within 2^-52 (relative) of x / n, and x / n
+// is never nearer than 2^-25 / n >= 2^-49 to a midpoint between f32 values (x - n M, M such
+// a midpoint, is a nonzero multiple of M's last bit), so the rounding lands where IEEE
+// division's does, subnormals included. bench/cuda_bench.c checks it against the host.
+__device__ inline float div_by_whole(float x, double rd) { return (float)((double)x * rd); }
 struct DivF32 { float n; __device__ float operator()(float x) const { return x / n; } };
+struct DivF32W {
+    double rd;
+    __device__ float operator()(float x) const { return div_by_whole(x, rd); }
+};
 struct DivF64 { double n; __device__ double operator()(double x) const { return x / n; } };
 struct DivF16 {
+    double rd;
+    __device__ __half operator()(__half x) const {
+        return __float2half_rn(div_by_whole(__half2float(x), rd));
+    }
+};
+struct DivBF16 {
+    double rd;
+    __device__ __nv_bfloat16 operator()(__nv_bfloat16 x) const {
+        return __float2bfloat16_rn(div_by_whole(__bfloat162float(x), rd));
+    }
+};
+struct DivF16Slow {
     float n;
     __device__ __half operator()(__half x) const { return __float2half_rn(__half2float(x) / n); }
 };
-struct DivBF16 {
+struct DivBF16Slow {
     float n;
     __device__ __nv_bfloat16 operator()(__nv_bfloat16 x) const {
         return __float2bfloat16_rn(__bfloat162float(x) / n);
@@ -209,30 +199,65 @@ template <> __device__ __nv_bfloat16 from_value<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
 }
 
-// f64 goes through double so nothing is rounded twice.
+// One element cast; f64 goes through double so nothing is rounded twice.
 template <typename S, typename D>
-__global__ void cast_kernel(const S *src, D *dst, int64_t count) {
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
-         k += (int64_t)gridDim.x * blockDim.x) {
-        if constexpr (std::is_same<D, double>::value) {
-            if constexpr (std::is_same<S, double>::value) dst[k] = src[k];
-            else dst[k] = (double)to_f32(src[k]);
-        } else if constexpr (std::is_same<S, double>::value) {
-            if constexpr (std::is_same<D, float>::value) dst[k] = (float)src[k];
-            else if constexpr (std::is_same<D, __half>::value) dst[k] = __double2half(src[k]);
-            else dst[k] = __double2bfloat16(src[k]);
-        } else {
-            dst[k] = from_value<D>(to_f32(src[k]));
-        }
+__device__ inline D cast_one(S x) {
+    if constexpr (std::is_same<D, double>::value) {
+        if constexpr (std::is_same<S, double>::value) return x;
+        else return (double)to_f32(x);
+    } else if constexpr (std::is_same<S, double>::value) {
+        if constexpr (std::is_same<D, float>::value) return (float)x;
+        else if constexpr (std::is_same<D, __half>::value) return __double2half(x);
+        else return __double2bfloat16(x);
+    } else {
+        return from_value<D>(to_f32(x));
     }
 }
 
 template <typename S, typename D>
+__global__ void cast_kernel(const S *src, D *dst, int64_t count) {
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+         k += (int64_t)gridDim.x * blockDim.x)
+        dst[k] = cast_one<S, D>(src[k]);
+}
+
+// 8 elements a thread and step: 16-byte loads and stores on both sides (a half's 8 are one
+// vector, an f32's two), as map_vec_kernel; one element at a time reached half the rate.
+template <typename T>
+struct alignas(16) Vec8 {
+    T v[8];
+};
+
+template <typename S, typename D>
+__global__ void cast_vec_kernel(const Vec8<S> *src, Vec8<D> *dst, int64_t count) {
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        Vec8<S> a = src[k];
+        Vec8<D> b;
+#pragma unroll
+        for (int i = 0; i < 8; i++) b.v[i] = cast_one<S, D>(a.v[i]);
+        dst[k] = b;
+    }
+}
+
+// Blocks for `work` items, at most 65,536 (the kernels stride over the rest).
+inline unsigned grid_for(int64_t work) {
+    int64_t blocks = (work + kThreads - 1) / kThreads;
+    return (unsigned)(blocks > 65536 ? 65536 : blocks);
+}
+
+template <typename S, typename D>
 cudaError_t launch_cast(cudaStream_t st, const void *src, void *dst, int64_t count) {
-    int64_t blocks = (count + kThreads - 1) / kThreads;
-    if (blocks > 65536) blocks = 65536;
-    if (blocks < 1) return cudaSuccess;
-    cast_kernel<S, D><<<(unsigned)blocks, kThreads, 0, st>>>((const S *)src, (D *)dst, count);
+    int64_t head = 0; /* elements done 8 at a time, where both ends are 16-byte aligned */
+    if ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0 && count >= 8) {
+        int64_t vecs = count / 8;
+        cast_vec_kernel<S, D><<<grid_for(vecs), kThreads, 0, st>>>(
+            (const Vec8<S> *)src, (Vec8<D> *)dst, vecs);
+        head = vecs * 8;
+    }
+    if (count > head)
+        cast_kernel<S, D><<<grid_for(count - head), kThreads, 0, st>>>(
+            (const S *)src + head, (D *)dst + head, count - head);
     return cudaGetLastError();
 }
 
@@ -310,44 +335,23 @@ extern "C" int dtr_cuda__copy_box(void *stream, int nd, int64_t item, const void
     }
 }
 
-extern "C" int dtr_cuda__copy_range(void *stream, int nd, int64_t item, void *block,
-                                    const int64_t *bshape, const int64_t *blo,
-                                    const int64_t *ext, int64_t u, int64_t v, void *flat,
-                                    int to_block) {
-    if (v <= u) return cudaSuccess;
-    int64_t g = item | (int64_t)(uintptr_t)block | (int64_t)(uintptr_t)flat;
-    int64_t w = unit_for(g);
-    Range r;
-    r.nd = nd;
-    r.u = u;
-    r.count = v - u;
-    r.per = item / w;
-    r.base = 0;
-    int64_t s = item / w;
-    for (int d = nd - 1; d >= 0; d--) {
-        r.ext[d] = ext[d];
-        r.bst[d] = s;
-        r.base += blo[d] * s;
-        s *= bshape[d];
-    }
-    cudaStream_t st = (cudaStream_t)stream;
-    switch (w) {
-    case 16: return launch_range<uint4>(st, r, block, flat, to_block);
-    case 8: return launch_range<uint2>(st, r, block, flat, to_block);
-    case 4: return launch_range<uint32_t>(st, r, block, flat, to_block);
-    case 2: return launch_range<uint16_t>(st, r, block, flat, to_block);
-    default: return launch_range<uint8_t>(st, r, block, flat, to_block);
-    }
-}
-
 extern "C" int dtr_cuda__divide(void *stream, int dtype, const void *src, void *dst,
                                 int64_t count, int64_t n) {
     cudaStream_t st = (cudaStream_t)stream;
+    bool whole = n > 0 && n < (1 << 24); // exact in f32: the reciprocal's path
+    double rd = 1.0 / (double)n;
+    float nf = (float)n;
     switch (parts(dtype, &count)) {
-    case F32: return launch_map<float>(st, src, dst, count, DivF32{(float)n});
+    case F32:
+        if (whole) return launch_map<float>(st, src, dst, count, DivF32W{rd});
+        return launch_map<float>(st, src, dst, count, DivF32{nf});
     case F64: return launch_map<double>(st, src, dst, count, DivF64{(double)n});
-    case F16: return launch_map<__half>(st, src, dst, count, DivF16{(float)n});
-    case BF16: return launch_map<__nv_bfloat16>(st, src, dst, count, DivBF16{(float)n});
+    case F16:
+        if (whole) return launch_map<__half>(st, src, dst, count, DivF16{rd});
+        return launch_map<__half>(st, src, dst, count, DivF16Slow{nf});
+    case BF16:
+        if (whole) return launch_map<__nv_bfloat16>(st, src, dst, count, DivBF16{rd});
+        return launch_map<__nv_bfloat16>(st, src, dst, count, DivBF16Slow{nf});
     case I32: return launch_map<int32_t>(st, src, dst, count, DivI32{(int32_t)n});
     case I64: return launch_map<int64_t>(st, src, dst, count, DivI64{n});
     case U8: return launch_map<uint8_t>(st, src, dst, count, DivU8{n});
@@ -357,20 +361,41 @@ extern "C" int dtr_cuda__divide(void *stream, int dtype, const void *src, void *
 
 // dst[k] += src[k]: floats and halves in f32 (rounded once), f64 in f64.
 template <typename T>
+__device__ inline T add_one(T d, T x) {
+    if constexpr (std::is_same<T, double>::value) return d + x;
+    else return from_value<T>(to_f32(d) + to_f32(x));
+}
+
+template <typename T>
 __global__ void add_kernel(const T *src, T *dst, int64_t count) {
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
+         k += (int64_t)gridDim.x * blockDim.x)
+        dst[k] = add_one(dst[k], src[k]);
+}
+
+template <typename T>
+__global__ void add_vec_kernel(const Vec16<T> *src, Vec16<T> *dst, int64_t count) {
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
          k += (int64_t)gridDim.x * blockDim.x) {
-        if constexpr (std::is_same<T, double>::value) dst[k] = dst[k] + src[k];
-        else dst[k] = from_value<T>(to_f32(dst[k]) + to_f32(src[k]));
+        Vec16<T> a = src[k], b = dst[k];
+#pragma unroll
+        for (int i = 0; i < (int)(16 / sizeof(T)); i++) b.v[i] = add_one(b.v[i], a.v[i]);
+        dst[k] = b;
     }
 }
 
 template <typename T>
 cudaError_t launch_add(cudaStream_t st, const void *src, void *dst, int64_t count) {
-    int64_t blocks = (count + kThreads - 1) / kThreads;
-    if (blocks > 65536) blocks = 65536;
-    if (blocks < 1) return cudaSuccess;
-    add_kernel<T><<<(unsigned)blocks, kThreads, 0, st>>>((const T *)src, (T *)dst, count);
+    int64_t head = 0, per = 16 / sizeof(T); /* 16-byte vectors where both ends are aligned */
+    if ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0 && count >= per) {
+        int64_t vecs = count / per;
+        add_vec_kernel<T><<<grid_for(vecs), kThreads, 0, st>>>((const Vec16<T> *)src,
+                                                               (Vec16<T> *)dst, vecs);
+        head = vecs * per;
+    }
+    if (count > head)
+        add_kernel<T><<<grid_for(count - head), kThreads, 0, st>>>((const T *)src + head,
+                                                                   (T *)dst + head, count - head);
     return cudaGetLastError();
 }
 

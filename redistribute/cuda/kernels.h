@@ -17,11 +17,6 @@ int dtr_cuda__copy_box(void *stream, int nd, int64_t item, const void *src,
                        const int64_t *sshape, const int64_t *slo, const int64_t *ext, void *dst,
                        const int64_t *dshape, const int64_t *dlo);
 
-/* Elements [u, v) of the box ext (row-major) of block, to flat or (to_block) from it. */
-int dtr_cuda__copy_range(void *stream, int nd, int64_t item, void *block, const int64_t *bshape,
-                         const int64_t *blo, const int64_t *ext, int64_t u, int64_t v,
-                         void *flat, int to_block);
-
 /* dst[k] = src[k] / n in the dtype's arithmetic; -1 for a dtype that has none (fp8).
  * Exported from libdtr_cuda.so for libdtr_nccl.so (DTR_INTERNAL_EXPORT in core/api.h, which
  * nvcc's sandbox does not see). */

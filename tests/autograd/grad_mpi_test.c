@@ -6,7 +6,12 @@
  * powers of two, so every expected mean is exact in every dtype: checks compare for
  * equality.
  *
- * Usage: mpirun -n 8 grad_mpi_test. Ends with "N passed, N failed" on rank 0.
+ * The device section runs the hooks, the reducer and the fused all-reduce on a context whose
+ * memory is the fake device space, or CUDA memory where DTR_TEST_SPACE=cuda (a GPU machine:
+ * the shared-GPU mode, every cast, divide and add a kernel; tools/gpu_device_pack.sh).
+ *
+ * Usage: [DTR_TEST_SPACE=cuda] mpirun -n 8 grad_mpi_test. Ends with "N passed, N failed" on
+ * rank 0.
  */
 #include <math.h>
 #include <mpi.h>
@@ -21,30 +26,22 @@
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/test_space.h"
 
 /* ---- values ------------------------------------------------------------------------- */
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
 static dtr_context_t *ctx;
-/* Set while ctx is a fake-device context: the cases copy their buffers into the space and
- * back around each call (test_device). */
+/* Set while ctx is a device context: the cases copy their buffers into its space and back
+ * around each call (test_device). The space is the fake device, or CUDA memory with
+ * DTR_TEST_SPACE=cuda (test_space.h). */
 static int on_device;
+static test_space_t sp;
 
-/* A fake-device copy of n host bytes (on_device), or the host buffer itself. */
-static void *dev_in(const void *h, size_t n) {
-    if (!on_device) return (void *)h;
-    void *d = NULL;
-    fake_device_ops()->alloc(NULL, (int64_t)n + 1, &d);
-    fake_device_ops()->copy(NULL, d, h, (int64_t)n, DTR_COPY_FROM_HOST);
-    return d;
-}
-
-/* Copies a dev_in buffer back into h and frees it. */
-static void dev_out(void *h, void *d, size_t n) {
-    if (!on_device) return;
-    fake_device_ops()->copy(NULL, h, d, (int64_t)n, DTR_COPY_TO_HOST);
-    fake_device_ops()->free(NULL, d);
-}
+/* A copy of n host bytes in the device space (on_device), or the host buffer itself; back
+ * into h, then freed. */
+static void *dev_in(const void *h, size_t n) { return on_device ? test_space_in(&sp, h, n) : (void *)h; }
+static void dev_out(void *h, void *d, size_t n) { if (on_device) test_space_out(&sp, h, d, n); }
 
 /* Rank p's gradient at element k of microbatch m: an integer in -8..7. */
 static double val(int p, int m, int64_t k) { return (double)((k * 7 + p * 13 + m * 5) % 16 - 8); }
@@ -626,7 +623,7 @@ static void test_collectives(void) {
           "group sizes: 0x3 is 8, 0 is 1, 0x8 is INVALID_ARGUMENT");
 }
 
-/* ---- device contexts: the fake device space ------------------------------------------ */
+/* ---- device contexts: the fake device space, or CUDA memory (DTR_TEST_SPACE=cuda) ---- */
 
 /* The fused all-reduce (AVG) of three device buffers, two groups: exact means. */
 static int fused_device_case(void) {
@@ -661,9 +658,13 @@ static int fused_device_case(void) {
  * device address read directly, and refuses host addresses). */
 static void test_device(void) {
     dtr_context_t *host_ctx = ctx;
-    dtr_context_t *dctx = recording_mpi_context(fake_device_ops(), fake_device_state());
+    if (test_space_open("grad_mpi_test", rank, &sp) != 0) {
+        check(0, "device: a space for the device contexts");
+        return;
+    }
+    dtr_context_t *dctx = recording_mpi_context(sp.ops, sp.state); /* owns sp.state */
     if (dctx == NULL) {
-        check(0, "device: a context on the fake device space");
+        check(0, "device: a context on the device space");
         return;
     }
     ctx = dctx;
@@ -676,7 +677,8 @@ static void test_device(void) {
                  dtr_dtype_name(types[i]));
         check(hook_case(dtr_hook_all_reduce, NULL, 0x3, types[i], 1001), what);
     }
-    check(fake_device_counts().divide > before.divide && fake_device_counts().refused == before.refused,
+    check(test_space_counted(&sp, fake_device_counts().divide > before.divide &&
+                  fake_device_counts().refused == before.refused),
           "device: the hooks divide through the space");
     before = fake_device_counts();
     check(hook_case(dtr_hook_fp16_compress, NULL, 0x3, DTR_F32, 777),
@@ -684,7 +686,7 @@ static void test_device(void) {
     dtr_compress_wrapper_t wbf = {DTR_BF16, dtr_hook_all_reduce, NULL};
     check(hook_case(dtr_hook_compress_wrapper, &wbf, 0x2, DTR_F32, 500),
           "device: compress wrapper (bf16) around the all-reduce hook");
-    check(fake_device_counts().cast >= before.cast + 4,
+    check(test_space_counted(&sp, fake_device_counts().cast >= before.cast + 4),
           "device: the compress hooks cast down and back through the space");
 
     for (int i = 0; i < 3; i++) {
@@ -699,8 +701,8 @@ static void test_device(void) {
                  dtr_dtype_name(types[i]));
         int ok = reducer_case(&acc, what, NULL, &differs);
         check(ok && differs && nrecs == 3 && recs[2].kind == 'a' &&
-                  fake_device_counts().add > before.add &&
-                  fake_device_counts().refused == before.refused,
+                  test_space_counted(&sp, fake_device_counts().add > before.add &&
+                          fake_device_counts().refused == before.refused),
               what);
     }
     rcase_t fsdp = {.shard = 0x3, .ndim = 1, .shape = {1003}, .reduce = DTR_F16,
@@ -719,16 +721,22 @@ static void test_device(void) {
           "device: reducer with factor 2.5: UNSUPPORTED naming desc->factor");
     float h[16];
     fill(DTR_F32, h, 16, 0, 0, 1, 1);
-    before = fake_device_counts();
-    dtr_status_t st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, h, 16, DTR_F32);
-    check(st != DTR_OK && fake_device_counts().refused > before.refused && h[0] == (float)val(rank, 0, 0),
-          "device: a host buffer given to the hook: refused by the space on every rank, kept");
+    dtr_status_t st;
+    if (sp.fake) { /* CUDA cannot tell a host address from its own: a kernel would fault */
+        before = fake_device_counts();
+        st = dtr_hook_all_reduce(NULL, ctx, mesh, 0x3, h, 16, DTR_F32);
+        check(st != DTR_OK && fake_device_counts().refused > before.refused &&
+                  h[0] == (float)val(rank, 0, 0),
+              "device: a host buffer given to the hook: refused by the space on every rank, kept");
+    }
     on_device = 0;
     dtr_context_destroy(dctx);
 
-    dtr_memory_ops_t no_add = *fake_device_ops();
+    dtr_memory_ops_t no_add = *sp.ops;
     no_add.add = NULL;
-    dctx = recording_mpi_context(&no_add, fake_device_state());
+    dctx = test_space_open("grad_mpi_test", rank, &sp) == 0
+               ? recording_mpi_context(&no_add, sp.state) : NULL;
+    check(dctx != NULL, "device: a context on a space without add");
     if (dctx != NULL) {
         ctx = dctx;
         on_device = 1;
@@ -765,6 +773,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int space_rc = test_space_probe("grad_mpi_test", rank); /* DTR_TEST_SPACE usable? */
+    if (space_rc >= 0) return MPI_Finalize(), space_rc;
     int64_t sizes[2] = {2, 4};
     if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
         (ctx = recording_mpi_context(NULL, NULL)) == NULL) {

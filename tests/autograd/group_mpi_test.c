@@ -4,10 +4,12 @@
  * shard dims, uneven and empty dims), with exact means; HSDP accumulation and the recorded
  * collectives; the pipeline's order of operations, recorded; the foreach all-gather; and
  * the hostile inputs, each with a named error and untouched buffers; and the same on a
- * context whose buffers live in the fake device space. Values are small
- * integers over powers of two, so every expected mean is exact in every dtype.
+ * context whose buffers live in the fake device space, or in CUDA memory where
+ * DTR_TEST_SPACE=cuda (a GPU machine: the shared-GPU mode; tools/gpu_device_pack.sh). Values
+ * are small integers over powers of two, so every expected mean is exact in every dtype.
  *
- * Usage: mpirun -n 8 group_mpi_test. Ends with "N passed, N failed" on rank 0.
+ * Usage: [DTR_TEST_SPACE=cuda] mpirun -n 8 group_mpi_test. Ends with "N passed, N failed" on
+ * rank 0.
  */
 #include <math.h>
 #include <mpi.h>
@@ -22,6 +24,7 @@
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/test_space.h"
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */
 static dtr_context_t *ctx;
@@ -582,32 +585,30 @@ static void test_errors(void) {
 }
 
 
-/* ---- device contexts: the fake device space ----------------------------------------------- */
+/* ---- device contexts: the fake device space, or CUDA memory (DTR_TEST_SPACE=cuda) -------- */
 
-/* Copies of a group's host buffers in the fake device space. */
+static test_space_t sp; /* the device context's space (test_space.h) */
+
+/* Copies of a group's host buffers in the device space. */
 typedef struct {
     void *grads[NMIXED], *outs[NMIXED];
 } dbufs_t;
 
 static void dbufs_make(dbufs_t *d, const bufs_t *b) {
-    const dtr_memory_ops_t *m = fake_device_ops();
     for (int i = 0; i < b->n; i++) {
-        m->alloc(NULL, (int64_t)b->grad_bytes[i] + 1, &d->grads[i]);
-        m->alloc(NULL, (int64_t)b->out_bytes[i] + 1, &d->outs[i]);
-        m->copy(NULL, d->grads[i], b->grads[i], (int64_t)b->grad_bytes[i], DTR_COPY_FROM_HOST);
-        m->copy(NULL, d->outs[i], b->outs[i], (int64_t)b->out_bytes[i] + 1, DTR_COPY_FROM_HOST);
+        d->grads[i] = test_space_in(&sp, b->grads[i], b->grad_bytes[i]);
+        d->outs[i] = test_space_in(&sp, b->outs[i], b->out_bytes[i] + 1);
     }
 }
 
 /* The device buffers back into the host ones the checks read (inputs too, to see them kept). */
 static void dbufs_back(dbufs_t *d, bufs_t *b, bool free_them) {
-    const dtr_memory_ops_t *m = fake_device_ops();
     for (int i = 0; i < b->n; i++) {
-        m->copy(NULL, b->grads[i], d->grads[i], (int64_t)b->grad_bytes[i], DTR_COPY_TO_HOST);
-        m->copy(NULL, b->outs[i], d->outs[i], (int64_t)b->out_bytes[i] + 1, DTR_COPY_TO_HOST);
+        test_space_get(&sp, b->grads[i], d->grads[i], b->grad_bytes[i]);
+        test_space_get(&sp, b->outs[i], d->outs[i], b->out_bytes[i] + 1);
         if (free_them) {
-            m->free(NULL, d->grads[i]);
-            m->free(NULL, d->outs[i]);
+            sp.ops->free(sp.state, d->grads[i]);
+            sp.ops->free(sp.state, d->outs[i]);
         }
     }
 }
@@ -646,7 +647,6 @@ static void device_pipeline(dtr_context_t *dctx) {
 /* The foreach all-gather of the mixed params on the device context (ctx). */
 static void device_all_gather(void) {
     dtr_param_group_t *g = make_group(mixed, NMIXED, 0x3, 0, DTR_F32, 0, false);
-    const dtr_memory_ops_t *m = fake_device_ops();
     void *in[NMIXED], *full[NMIXED];
     size_t in_bytes[NMIXED], full_bytes[NMIXED];
     int ok = g != NULL;
@@ -654,23 +654,28 @@ static void device_all_gather(void) {
         geo_t e = geo(&mixed[i], 0x3);
         in_bytes[i] = (size_t)e.shard * e.item;
         full_bytes[i] = (size_t)e.numel * e.item;
-        m->alloc(NULL, (int64_t)in_bytes[i] + 1, &in[i]);
-        m->alloc(NULL, (int64_t)full_bytes[i] + 1, &full[i]);
-        void *h = fake_device_host(in[i]);
+        char *h = malloc(full_bytes[i] + 1);
+        memset(h, 0x5a, full_bytes[i] + 1);
+        full[i] = test_space_in(&sp, h, full_bytes[i] + 1);
         for (int64_t o = 0; o < e.outer; o++)
             for (int64_t r = 0; r < e.rows; r++)
                 for (int64_t j = 0; j < e.inner; j++)
                     dtr__store(mixed[i].dtype, h, (o * e.rows + r) * e.inner + j,
                                val(i, 0, 0, (o * e.len + e.off + r) * e.inner + j));
+        in[i] = test_space_in(&sp, h, in_bytes[i]);
+        free(h);
     }
     ok = ok && dtr_param_group_all_gather(g, (const void *const *)in, in_bytes, full,
                                           full_bytes) == DTR_OK;
     for (int i = 0; i < NMIXED; i++) {
         geo_t e = geo(&mixed[i], 0x3);
+        char *h = malloc(full_bytes[i] + 1);
+        test_space_out(&sp, h, full[i], full_bytes[i] + 1);
         for (int64_t k = 0; k < e.numel && ok; k++)
-            ok = dtr__load(mixed[i].dtype, fake_device_host(full[i]), k) == val(i, 0, 0, k);
-        m->free(NULL, in[i]);
-        m->free(NULL, full[i]);
+            ok = dtr__load(mixed[i].dtype, h, k) == val(i, 0, 0, k);
+        ok = ok && (unsigned char)h[full_bytes[i]] == 0x5a; /* nothing past the end */
+        free(h);
+        sp.ops->free(sp.state, in[i]);
     }
     check(ok, "device: the foreach all-gather of 6 mixed params, exact");
     dtr_param_group_destroy(g);
@@ -678,11 +683,15 @@ static void device_all_gather(void) {
 
 static void test_device(void) {
     dtr_context_t *host_ctx = ctx, *dctx = NULL;
-    dtr_memory_ops_t no_add = *fake_device_ops();
+    if (test_space_open("group_mpi_test", rank, &sp) != 0) {
+        check(0, "device: a space for the device contexts");
+        return;
+    }
+    dtr_memory_ops_t no_add = *sp.ops;
     no_add.add = NULL;
-    dctx = recording_mpi_context(fake_device_ops(), fake_device_state());
+    dctx = recording_mpi_context(sp.ops, sp.state); /* owns sp.state */
     if (dctx == NULL) {
-        check(0, "device: a context on the fake device space");
+        check(0, "device: a context on the device space");
         return;
     }
     ctx = dctx; /* make_group creates on ctx */
@@ -706,11 +715,12 @@ static void test_device(void) {
         }
         fake_device_counts_t after = fake_device_counts();
         snprintf(what, sizeof what,
-                 "device: HSDP reduce %s, 2 microbatches, 6 mixed params in the fake device "
+                 "device: HSDP reduce %s, 2 microbatches, 6 mixed params in the %s device "
                  "space: exact, cast and add through the space",
-                 dtr_dtype_name(types[ti]));
-        check(ok && bufs_check(&b, mixed, 0, 2, 8, what) && after.cast > before.cast &&
-                  after.add > before.add && after.refused == before.refused,
+                 dtr_dtype_name(types[ti]), sp.name);
+        check(ok && bufs_check(&b, mixed, 0, 2, 8, what) &&
+                  test_space_counted(&sp, after.cast > before.cast && after.add > before.add &&
+                          after.refused == before.refused),
               what);
         bufs_free(&b);
         dtr_param_group_destroy(g);
@@ -727,7 +737,9 @@ static void test_device(void) {
               strstr(dtr_last_error(), "desc->factor: 2.5") != NULL,
           "device: a factor of 2.5: UNSUPPORTED naming desc->factor (whole-number divides)");
     dtr_context_destroy(dctx);
-    dctx = recording_mpi_context(&no_add, fake_device_state());
+    dctx = test_space_open("group_mpi_test", rank, &sp) == 0
+               ? recording_mpi_context(&no_add, sp.state) : NULL;
+    check(dctx != NULL, "device: a context on a space without add");
     if (dctx != NULL) {
         ctx = dctx;
         g = make_group(mixed, 2, 0x2, 0x1, DTR_F32, 0, false);
@@ -762,6 +774,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int space_rc = test_space_probe("group_mpi_test", rank); /* DTR_TEST_SPACE usable? */
+    if (space_rc >= 0) return MPI_Finalize(), space_rc;
     int64_t sizes[2] = {2, 4};
     if (dtr_mesh_create(2, sizes, NULL, 0, &mesh) != DTR_OK ||
         (ctx = recording_mpi_context(NULL, NULL)) == NULL) {

@@ -28,7 +28,7 @@ for mode in ddp fsdp hsdp; do
     done
 done
 check "hsdp JSON: params, groups, ops, collective counts" 8 0 \
-    '"mode":"hsdp","dtype":"f32","microbatches":2,"params":5,"numel":1731,"ngroups":3,"ops":["reduce_scatter:avg","all_reduce:avg"],"collectives":{"per_tensor":15,"grouped":9,"baseline":3}' "" \
+    '"mode":"hsdp","dtype":"f32","backend":"mpi","device":"cpu","microbatches":2,"params":5,"numel":1731,"ngroups":3,"ops":["reduce_scatter:avg","all_reduce:avg"],"collectives":{"per_tensor":15,"grouped":9,"baseline":3}' "" \
     grad --mode hsdp --mesh 2x4 --model "$dir/model.json" --microbatches 2 --iters 1 --json
 check "fsdp: no all-reduce" 8 0 '"ops":["reduce_scatter:avg"],"collectives":{"per_tensor":5,"grouped":3,"baseline":1}' "" \
     grad --mode fsdp --mesh 8 --model "$dir/model.json" --iters 1 --json
@@ -64,10 +64,20 @@ check "bad --iters" 2 2 "" "--iters" grad --mode fsdp --mesh 2 --model "$dir/mod
 check "help lists --model" 0 0 "--model gpt2-small" "" grad --help
 check "--help after --model's flags, without MPI" 0 0 "usage: mpirun -n N dtr grad" "" \
     grad --mode fsdp --mesh 2 --model gpt2-small --iters 3 --help
-# GPU memory is the plain form's (without CUDA the flag is refused for the build instead)
-check "--model with --device cuda" 2 2 "" "dtr grad: --device cuda: " \
-    grad --mode fsdp --mesh 2 --model "$dir/model.json" --device cuda
 check "--model with --device cpu" 2 0 '"verified":true' "" \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --device cpu --verify --json --iters 1
+check "backend and device in JSON" 2 0 '"backend":"mpi","device":"cpu",' "" \
+    grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters 1 --json
+# On a GPU: the model's buffers on CUDA memory (8 ranks sharing it: the shared-GPU mode),
+# NCCL on one rank, and GPT-2 small's 124M elements (elsewhere the reason, exit 2 or 1).
+for mode in ddp fsdp hsdp; do
+    gpu_check "--model, $mode bf16 on CUDA memory, 8 ranks" 8 grad --mode $mode --mesh 2x4 \
+        --model "$dir/model.json" --dtype bf16 --microbatches 2 --iters 1 --device cuda \
+        --verify --json
+done
+gpu_check "--model, fsdp f32 on nccl, world size 1" 1 grad --mode fsdp --mesh 1 \
+    --model "$dir/model.json" --iters 1 --backend nccl --verify --json
+gpu_check "--model gpt2-small, hsdp on CUDA memory, 2 ranks" 2 grad --mode hsdp --mesh 1x2 \
+    --model gpt2-small --iters 2 --device cuda --verify --json
 
 finish "cli grad --model"

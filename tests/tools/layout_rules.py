@@ -72,7 +72,7 @@ INCLUDES = {
     "tests/redistribute/executor": TESTS + LOW,
     "tests/redistribute/mpi": TESTS + LOW,
     "tests/redistribute/gloo": TESTS + LOW,
-    "tests/cuda": TESTS + ["tests/cuda/"],
+    "tests/cuda": TESTS + ["tests/cuda/", "redistribute/cuda/range_boxes.h"],
     "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,

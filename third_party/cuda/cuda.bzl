@@ -12,8 +12,12 @@ so machines without the toolkit build everything else unchanged.
 
 load("@local_cuda//:defs.bzl", "NVCC")
 
-# Hopper (H100/H200) machine code, plus PTX so newer GPUs can JIT it.
-CUDA_GENCODE = "-gencode=arch=compute_90,code=[sm_90,compute_90]"
+# Machine code for Ampere (A100, sm_80; runs on sm_86/sm_89 too) and Hopper (H100/H200,
+# sm_90), plus Hopper's PTX so newer GPUs (Blackwell) can JIT it. docs/gpu.md lists them.
+CUDA_GENCODE = " ".join([
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+])
 
 def cuda_library(name, srcs, hdrs = [], deps = [], nvcc_flags = [], **kwargs):
     objs = []

@@ -22,9 +22,13 @@
  * ranks share GPU 0), and skips with the reason when no GPU is visible.
  *
  * --backend nccl (with --memory cuda) runs on the NCCL backend instead, one GPU per rank.
+ * The context bootstrapped without MPI, as a framework's job makes it: --backend nccl-id
+ * (rank 0's ncclUniqueId handed round, here by MPI_Bcast, then dtr_context_create_nccl_id)
+ * and --backend nccl-comm (the test's own ncclComm_t, adopted: dtr_context_create_nccl_comm);
+ * both call dtr_nccl_split_mesh on every rank for each case's mesh.
  *
  * Usage: mpirun -n N mpi_exec_test [--cases N] [--seed S] [--memory host|fake|cuda]
- *        [--backend mpi|nccl]
+ *        [--backend mpi|nccl|nccl-id|nccl-comm]
  * Prints one line per failing case (with the seed and case number to rerun it) and a
  * summary; exits non-zero on any failure.
  */
@@ -40,6 +44,9 @@
 #include "tests/support/mpi_paths.h"
 #include "tests/support/plan_util.h"
 #if defined(DTR_HAVE_NCCL)
+#include <nccl.h>
+
+#include "redistribute/cuda/dtr_cuda.h"
 #include "redistribute/nccl/dtr_nccl.h"
 #endif
 
@@ -65,8 +72,42 @@ typedef struct {
     uint64_t seed;
     const char *memory, *backend;
     bool nccl, verbose;
+    bool split;    /* nccl-id, nccl-comm: each case's mesh split from the whole communicator */
+    void *adopted; /* nccl-comm: the test's ncclComm_t, destroyed after the context */
     dtr_context_t *ctx[2];
 } run_t;
+
+#if defined(DTR_HAVE_NCCL)
+/* The NCCL context made without MPI's help inside dtr (nccl-id, nccl-comm). */
+static dtr_status_t nccl_bootstrap(run_t *r) {
+    ncclUniqueId id;
+    if (r->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) memset(&id, 0, sizeof id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD); /* the job's own means */
+    int gpus = dtr_cuda_device_count(), dev = gpus > 0 ? r->rank % gpus : 0;
+    if (strcmp(r->backend, "nccl-id") == 0)
+        return dtr_context_create_nccl_id(&id, sizeof id, r->rank, r->world, dev, NULL,
+                                          &r->ctx[0]);
+    ncclComm_t comm;
+    if (cudaSetDevice(dev) != cudaSuccess ||
+        ncclCommInitRank(&comm, r->world, id, r->rank) != ncclSuccess) {
+        fprintf(stderr, "rank %d: ncclCommInitRank failed\n", r->rank);
+        return DTR_ERR_BACKEND;
+    }
+    r->adopted = comm;
+    return dtr_context_create_nccl_comm(comm, dev, NULL, &r->ctx[0]);
+}
+#endif
+
+/* dtr_nccl_split_mesh where the build has NCCL (r->split is never set without it). */
+static dtr_status_t dtr_nccl_split_mesh_any(dtr_context_t *ctx, const dtr_mesh_t *mesh) {
+#if defined(DTR_HAVE_NCCL)
+    return dtr_nccl_split_mesh(ctx, mesh);
+#else
+    (void)ctx;
+    (void)mesh;
+    return DTR_ERR_UNSUPPORTED;
+#endif
+}
 
 /* Reads the flags and makes the contexts. 0, or the exit status to finish with (2: bad
  * flags; 0: skipped, having printed why). */
@@ -82,9 +123,12 @@ static int setup(run_t *r, int argc, char **argv) {
         if (strcmp(argv[k], "--backend") == 0) r->backend = argv[k + 1];
     }
     int rank = r->rank;
-    r->nccl = strcmp(r->backend, "nccl") == 0;
+    r->split = strcmp(r->backend, "nccl-id") == 0 || strcmp(r->backend, "nccl-comm") == 0;
+    r->nccl = strcmp(r->backend, "nccl") == 0 || r->split;
     if (!r->nccl && strcmp(r->backend, "mpi") != 0) {
-        if (rank == 0) printf("mpi exec: FAIL: --backend %s: not mpi or nccl\n", r->backend);
+        if (rank == 0)
+            printf("mpi exec: FAIL: --backend %s: not mpi, nccl, nccl-id or nccl-comm\n",
+                   r->backend);
         return 2;
     }
     if (r->nccl && strcmp(r->memory, "cuda") != 0) {
@@ -108,7 +152,9 @@ static int setup(run_t *r, int argc, char **argv) {
     if (r->nccl) {
 #if defined(DTR_HAVE_NCCL)
         /* no padded variant: both kinds of case run on the one NCCL context */
-        if (dtr_context_create_nccl(MPI_COMM_WORLD, 0, NULL, &r->ctx[0]) != DTR_OK) {
+        dtr_status_t st = r->split ? nccl_bootstrap(r)
+                                   : dtr_context_create_nccl(MPI_COMM_WORLD, 0, NULL, &r->ctx[0]);
+        if (st != DTR_OK) {
             fprintf(stderr, "rank %d: NCCL context: %s\n", rank, dtr_last_error());
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
@@ -297,6 +343,9 @@ int main(int argc, char **argv) {
         if (case_specs(r.seed, index, r.world, &c, &mesh, &src, &dst) != DTR_OK) {
             if (r.rank == 0) printf("FAIL seed %llu case %d: setup: %s\n", (unsigned long long)r.seed, index, dtr_last_error());
             t.failures++;
+        } else if (r.split && dtr_nccl_split_mesh_any(r.ctx[0], mesh) != DTR_OK) {
+            if (r.rank == 0) printf("FAIL seed %llu case %d: dtr_nccl_split_mesh: %s\n", (unsigned long long)r.seed, index, dtr_last_error());
+            t.failures++;
         } else {
             for (int s = 0; s < 2; s++) run_strategy(&r, index, s, &c, mesh, &src, &dst, &t, &cv);
         }
@@ -313,6 +362,9 @@ int main(int argc, char **argv) {
     if (r.rank == 0) summary(&r, &cv, &t);
     dtr_context_destroy(r.ctx[0]);
     if (r.ctx[1] != r.ctx[0]) dtr_context_destroy(r.ctx[1]);
+#if defined(DTR_HAVE_NCCL)
+    if (r.adopted != NULL) ncclCommDestroy((ncclComm_t)r.adopted); /* after its context */
+#endif
     if (space_ops != NULL) space_ops->destroy(space_state);
     MPI_Finalize();
     return t.failures > 0 ? 1 : 0;
