@@ -33,7 +33,8 @@ extern "C" {
     X(DTR_ERR_REMOTE, -11, "another rank failed this collective call")                 \
     X(DTR_ERR_BUSY, -12, "the context is running another redistribution")            \
     X(DTR_ERR_TIMEOUT, -13, "a collective did not complete within the deadline")       \
-    X(DTR_ERR_ABORTED, -14, "the context was aborted by an earlier timeout")
+    X(DTR_ERR_ABORTED, -14, "the context was aborted by an earlier timeout")          \
+    X(DTR_ERR_IO, -15, "a file could not be opened, read or written")
 
 typedef enum {
 #define DTR__STATUS_ENUM(name, value, msg) name = value,

@@ -38,7 +38,7 @@ if [ -z "$cc" ]; then
     exit 1
 fi
 
-harnesses=(parse layout plan)
+harnesses=(parse layout plan safetensors)
 [ -n "$only" ] && harnesses=("$only")
 build=${DTR_FUZZ_BUILD:-$PWD/.fuzz-build}
 mkdir -p "$build/obj" "$build/include"
@@ -56,13 +56,13 @@ flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer
 
 # The library without the MPI backend (the harnesses never communicate), plus the reference
 # interpreter, built once per run into objects.
-srcs=(core/*.c placement/*.c dtensor/*.c autograd/*.c tests/support/interp.c)
+srcs=(core/*.c placement/*.c dtensor/*.c autograd/*.c checkpoint/*.c tests/support/interp.c)
 for f in redistribute/planner/*.c redistribute/executor/*.c; do srcs+=("$f"); done
 objs=()
 for f in "${srcs[@]}"; do
     o="$build/obj/${f//\//_}.o"
     objs+=("$o")
-    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor redistribute autograd tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
+    if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor redistribute autograd checkpoint tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
         "$cc" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$f" -o "$o" || {
             echo "fuzz: build of $f failed: 0 passed, 1 failed"
             exit 1
@@ -84,12 +84,12 @@ total_execs=0
 crashes=0
 for h in "${harnesses[@]}"; do
     if [ ! -f "fuzz/fuzz_$h.c" ]; then
-        echo "fuzz/run.sh: no harness '$h' (have: parse layout plan)" >&2
+        echo "fuzz/run.sh: no harness '$h' (have: parse layout plan safetensors)" >&2
         failed=$((failed + 1))
         continue
     fi
     bin="$build/fuzz_$h"
-    "$cc" "${flags[@]}" -fsanitize=fuzzer "fuzz/fuzz_$h.c" "${objs[@]}" -lm -lpthread -o "$bin" || {
+    "$cc" "${flags[@]}" -fsanitize=fuzzer "fuzz/fuzz_$h.c" "${objs[@]}" -ljansson -lm -lpthread -o "$bin" || {
         echo "fuzz: $h: build failed"
         failed=$((failed + 1))
         continue
@@ -113,7 +113,9 @@ for h in "${harnesses[@]}"; do
     start=$(date +%s)
     dirs=("$build/corpus/$h")
     for d in "fuzz/corpus/$h" "fuzz/regressions/$h"; do [ -d "$d" ] && dirs+=("$d"); done
-    "$bin" "${budget[@]}" -max_len=256 -print_final_stats=1 -artifact_prefix="$build/crashes/$h/" \
+    maxlen=256
+    [ "$h" = safetensors ] && maxlen=4096 # whole small files
+    "$bin" "${budget[@]}" -max_len=$maxlen -print_final_stats=1 -artifact_prefix="$build/crashes/$h/" \
         "${dirs[@]}" >"$log" 2>&1
     rc=$?
     execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)

@@ -19,6 +19,7 @@ packages=(
     man-db             # `man dtr` from an installed tree (tests/install/run.sh)
     libcriterion-dev   # single-process unit tests
     libgloo-dev        # the Gloo backend and its tests (no MPI: tools/dtr_launch.sh)
+    libjansson-dev     # the JSON parser of checkpoint headers (checkpoint/)
     clang-14           # the libFuzzer harnesses (fuzz/run.sh)
     libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 )

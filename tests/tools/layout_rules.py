@@ -58,6 +58,7 @@ INCLUDES = {
     "redistribute/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
         "redistribute/nccl/", "redistribute/cuda/", "redistribute/mpi/internal.h"],
     "redistribute/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/gloo/"],
+    "checkpoint": ["core/", "placement/", "dtensor/", "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h",
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
@@ -74,17 +75,19 @@ INCLUDES = {
     "tests/redistribute/gloo": TESTS + LOW,
     "tests/cuda": TESTS + ["tests/cuda/", "redistribute/cuda/range_boxes.h"],
     "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
+    "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,
     "tests/install": ["dtr/"],
-    "fuzz": PUBLIC + ["fuzz/", "tests/support/"],
+    "fuzz": PUBLIC + ["fuzz/", "tests/support/", "checkpoint/internal.h"],
     "bench": PUBLIC + LOW + ["tools/pattern/pattern.h"],  # (the fills that verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
     "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)
 }
 # Folders that hold no C source (scripts, data, docs, third_party's Bazel wiring).
-SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build"}
+SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build",
+        "tests/checkpoint/data"}
 SOURCE = (".c", ".h", ".cc", ".cu", ".cpp", ".inc")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a function definition: a line at column 0 naming a function (or a Criterion test), then

@@ -1,0 +1,90 @@
+/*
+ * Checkpoints in the safetensors format, read straight into a layout.
+ *
+ * A safetensors file is an 8-byte little-endian header length N, N bytes of JSON (each
+ * tensor's "dtype", "shape" and "data_offsets" [begin, end) into the data that follows, and
+ * an optional "__metadata__" of strings), then the raw little-endian data. A large model
+ * comes as several files beside a `model.safetensors.index.json` whose "weight_map" names
+ * the file of each tensor.
+ *
+ * dtr_checkpoint_open reads and checks the headers only (nothing of the data): every tensor
+ * of a known dtype whose shape is its byte count, offsets inside the data, neither
+ * overlapping nor leaving gaps, names unique across the files. A file that breaks any of
+ * this is refused with the file, the tensor and the value named (DTR_ERR_PARSE), never read
+ * past. dtr_checkpoint_read_block then reads one rank's block of one tensor, as a spec lays
+ * it out, straight from the file: only the bytes of that block, each contiguous run of them
+ * one pread (runs that meet in the file merge), nothing staged.
+ *
+ * Calls on one checkpoint may run on several threads at once (pread has no file position).
+ */
+#ifndef DTR_CHECKPOINT_H
+#define DTR_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/api.h"
+#include "core/status.h"
+#include "dtensor/dtensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dtr_checkpoint dtr_checkpoint_t;
+
+/* One tensor of an open checkpoint. Strings are the checkpoint's, valid until it closes. */
+typedef struct {
+    const char *name;
+    const char *format_dtype; /* as the file says it: "F32", "BF16", "I16" */
+    dtr_dtype_t dtype;        /* DTR_DTYPE_LAST where dtr has none (BOOL, I8, I16, U16, ...) */
+    int ndim;                 /* 0 for a scalar */
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int64_t bytes;            /* its data's size */
+    const char *file;         /* the path of the file that holds it */
+    int64_t offset;           /* where its data starts in that file (from the file's start) */
+} dtr_checkpoint_tensor_t;
+
+/* What dtr_checkpoint_read_block did: the bytes it read and the preads it took. */
+typedef struct {
+    int64_t bytes, reads;
+} dtr_checkpoint_read_stats_t;
+
+/* Opens `path`: a .safetensors file, or a directory holding model.safetensors.index.json
+ * (its weight_map's files) or else every *.safetensors file in it. Reads and checks every
+ * header (above); *out written only on success, the caller closes it. DTR_ERR_IO for a path
+ * that cannot be opened or read (errno's reason), DTR_ERR_PARSE for a malformed file or
+ * index, DTR_ERR_UNSUPPORTED for a tensor of more than DTR_MAX_TENSOR_DIMS dims. */
+DTR_API dtr_status_t dtr_checkpoint_open(const char *path, dtr_checkpoint_t **out);
+DTR_API void dtr_checkpoint_close(dtr_checkpoint_t *ck); /* NULL is a no-op */
+
+/* Its tensors, sorted by name (bytewise), and its files. */
+DTR_API int64_t dtr_checkpoint_count(const dtr_checkpoint_t *ck);
+DTR_API dtr_status_t dtr_checkpoint_tensor(const dtr_checkpoint_t *ck, int64_t index,
+                                           dtr_checkpoint_tensor_t *out);
+/* The index of tensor `name`; DTR_ERR_INVALID_ARGUMENT naming it where there is none. */
+DTR_API dtr_status_t dtr_checkpoint_find(const dtr_checkpoint_t *ck, const char *name,
+                                         int64_t *index);
+/* A value of the first file's "__metadata__" (the index's "metadata" for a directory with
+ * an index); NULL where the key is absent. */
+DTR_API const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const char *key);
+
+/*
+ * Reads rank `rank`'s block of tensor `index` as `spec` lays it out (dtr_spec_layout: the
+ * box local_shape at global_offset, row-major) into `out` (out_bytes at least the block's
+ * bytes). The spec's shape and dtype must be the tensor's; a Partial placement is refused
+ * (a file holds whole values, not addends), as is a rank outside the spec's mesh. stats
+ * (may be NULL) gets the bytes read and the preads. On failure *out and *stats are
+ * untouched, except where the file fails mid-read (DTR_ERR_IO: a file shortened since it
+ * was opened, or the disk's error), which leaves *out partly written.
+ */
+DTR_API dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index,
+                                               const dtr_spec_t *spec, int rank, void *out,
+                                               size_t out_bytes,
+                                               dtr_checkpoint_read_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
