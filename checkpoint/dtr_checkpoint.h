@@ -41,8 +41,10 @@ typedef struct {
     int ndim;                 /* 0 for a scalar */
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int64_t bytes;            /* its data's size */
-    const char *file;         /* the path of the file that holds it */
+    const char *file;         /* the path of the file that holds it (its first piece's) */
     int64_t offset;           /* where its data starts in that file (from the file's start) */
+    int64_t npieces;          /* 1; in a checkpoint dtr saved, the blocks it was saved as */
+    const char *placements;   /* a saved checkpoint's placements ("S(0),R"); else NULL */
 } dtr_checkpoint_tensor_t;
 
 /* What dtr_checkpoint_read_block did: the bytes it read and the preads it took. */
@@ -65,6 +67,8 @@ DTR_API dtr_status_t dtr_checkpoint_tensor(const dtr_checkpoint_t *ck, int64_t i
 /* The index of tensor `name`; DTR_ERR_INVALID_ARGUMENT naming it where there is none. */
 DTR_API dtr_status_t dtr_checkpoint_find(const dtr_checkpoint_t *ck, const char *name,
                                          int64_t *index);
+/* The mesh a checkpoint dtr saved was saved from ("2x2"); NULL for plain safetensors. */
+DTR_API const char *dtr_checkpoint_mesh(const dtr_checkpoint_t *ck);
 /* A value of the first file's "__metadata__" (the index's "metadata" for a directory with
  * an index); NULL where the key is absent. */
 DTR_API const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const char *key);
@@ -82,6 +86,51 @@ DTR_API dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64
                                                const dtr_spec_t *spec, int rank, void *out,
                                                size_t out_bytes,
                                                dtr_checkpoint_read_stats_t *stats);
+
+/* ---- saving ------------------------------------------------------------------------ */
+
+/* One tensor to save: its name, its spec (global shape, dtype, placements on the mesh every
+ * item shares; nothing Partial) and this rank's block (the spec's layout, row-major), or
+ * NULL to have the fill callback write it. */
+typedef struct {
+    const char *name;
+    const dtr_spec_t *spec;
+    const void *data;
+} dtr_checkpoint_item_t;
+
+/* Writes items[item]'s block (bytes of it) into block; an error stops the save. */
+typedef dtr_status_t (*dtr_checkpoint_fill_fn)(void *arg, int64_t item, void *block,
+                                               size_t bytes);
+
+/*
+ * Writes rank `rank`'s blocks as dir/rank-RRRRR-of-NNNNN.safetensors (N the mesh's ranks):
+ * a plain safetensors file, one tensor per item under the item's name holding this rank's
+ * block, except replicas (a block is saved by the rank at coordinate 0 of every mesh dim the
+ * item is replicated on). A rank with nothing to save writes no file. Blocks come from
+ * items[].data or fill, one at a time, into one buffer of the largest block. The file is
+ * written as a .partial and renamed when complete; on failure it is removed. *record gets
+ * the rank's pieces (file, each block's box and XXH3-64) as JSON text for
+ * dtr_checkpoint_save_manifest (free() it). Not collective: every rank calls it, then one
+ * rank writes the manifest from all the records.
+ */
+DTR_API dtr_status_t dtr_checkpoint_save_rank(const char *dir, int rank, int64_t nitems,
+                                              const dtr_checkpoint_item_t *items,
+                                              dtr_checkpoint_fill_fn fill, void *arg,
+                                              char **record);
+
+/* Writes rank's blocks of the items (replicas as above) to `path` as one plain safetensors
+ * file, even where it holds none: with every item on a one-rank mesh, whole tensors
+ * (`dtr reshard --consolidate`). Written as path.partial and renamed when complete. */
+DTR_API dtr_status_t dtr_checkpoint_write_file(const char *path, int rank, int64_t nitems,
+                                               const dtr_checkpoint_item_t *items,
+                                               dtr_checkpoint_fill_fn fill, void *arg);
+
+/* Writes dir/dtr.manifest.json (the mesh; each item's dtype, shape and placements; its pieces
+ * from records[r], rank r's record, NULL for none) so dtr_checkpoint_open reads the
+ * directory as one checkpoint on any number of ranks. */
+DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitems,
+                                                  const dtr_checkpoint_item_t *items,
+                                                  const char *const *records, int nrecords);
 
 #ifdef __cplusplus
 }

@@ -16,83 +16,45 @@
 
 static const char *const F = "dtr_checkpoint_open";
 
-/* pread of exactly n bytes at off; DTR_ERR_IO naming the path otherwise. */
-static dtr_status_t dtr__ck_pread(int fd, const char *path, void *buf, size_t n, int64_t off) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + (int64_t)got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-            return dtr__error(DTR_ERR_IO, F, "%s: read of %zu bytes at %lld: %s", path, n,
-                              (long long)off, r == 0 ? "end of file" : strerror(errno));
-        got += (size_t)r;
+/* Every file's tensors as whole tensors, each one piece (plain safetensors files). */
+static dtr_status_t dtr__ck_whole_tensors(dtr_checkpoint_t *ck) {
+    int64_t n = 0;
+    for (int i = 0; i < ck->nfiles; i++) n += ck->files[i].header.ntensors;
+    ck->tensors = calloc((size_t)n + 1, sizeof *ck->tensors);
+    if (ck->tensors == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "tensors");
+    for (int i = 0; i < ck->nfiles; i++) {
+        const dtr__st_header_t *h = &ck->files[i].header;
+        for (int64_t k = 0; k < h->ntensors; k++) {
+            const dtr__st_tensor_t *s = &h->tensors[k];
+            dtr__ck_tensor_t *t = &ck->tensors[ck->ntensors];
+            dtr__ck_piece_t *p = calloc(1, sizeof *p);
+            if (p == NULL || (t->name = strdup(s->name)) == NULL) {
+                free(p);
+                return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "tensors");
+            }
+            ck->ntensors++;
+            memcpy(t->format_dtype, s->format_dtype, sizeof t->format_dtype);
+            t->dtype = s->dtype;
+            t->ndim = s->ndim;
+            memcpy(t->shape, s->shape, sizeof t->shape);
+            t->bytes = s->end - s->begin;
+            *p = (dtr__ck_piece_t){.file = i, .data = ck->files[i].data_start + s->begin};
+            memcpy(p->ext, s->shape, sizeof p->ext);
+            t->pieces = p;
+            t->npieces = 1;
+        }
     }
-    return DTR_OK;
-}
-
-/* Opens one file, parses its header, appends it and its tensors to ck. */
-static dtr_status_t dtr__ck_add_file(dtr_checkpoint_t *ck, const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dtr__error(DTR_ERR_IO, F, "%s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return dtr__error(DTR_ERR_IO, F, "%s: not a regular file", path);
+    if (ck->nfiles > 0 && ck->nmeta == 0) { /* the first file's metadata */
+        ck->meta = ck->files[0].header.meta;
+        ck->nmeta = ck->files[0].header.nmeta;
+        ck->files[0].header.meta = NULL;
+        ck->files[0].header.nmeta = 0;
     }
-    dtr__ck_file_t *files = realloc(ck->files, (size_t)(ck->nfiles + 1) * sizeof *files);
-    char *p = strdup(path);
-    if (files == NULL || p == NULL) {
-        free(p);
-        close(fd);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
-    }
-    ck->files = files;
-    dtr__ck_file_t *f = &files[ck->nfiles++];
-    *f = (dtr__ck_file_t){.path = p, .fd = fd, .size = (int64_t)sb.st_size};
-    unsigned char len8[8];
-    if (f->size < 8)
-        return dtr__error(DTR_ERR_PARSE, F, "%s: %lld bytes, shorter than the 8-byte header "
-                                            "length", path, (long long)f->size);
-    DTR_CHECK(dtr__ck_pread(fd, path, len8, 8, 0));
-    uint64_t n = 0;
-    for (int k = 7; k >= 0; k--) n = n << 8 | len8[k];
-    if (n > (uint64_t)DTR__ST_MAX_HEADER || n > (uint64_t)(f->size - 8))
-        return dtr__error(DTR_ERR_PARSE, F,
-                          "%s: header length %llu past the end of the file (%lld bytes) or "
-                          "over %lld", path, (unsigned long long)n, (long long)f->size,
-                          DTR__ST_MAX_HEADER);
-    char *json = malloc(n + 1);
-    if (json == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s: header", path);
-    dtr__st_header_t h = {0};
-    dtr_status_t st = dtr__ck_pread(fd, path, json, (size_t)n, 8);
-    if (st == DTR_OK) st = dtr__st_parse(F, path, json, (size_t)n, f->size - 8 - (int64_t)n, &h);
-    free(json);
-    if (st != DTR_OK) return st;
-    f->data_start = 8 + (int64_t)n;
-    dtr__st_tensor_t *all = realloc(ck->tensors, (size_t)(ck->ntensors + h.ntensors + 1) *
-                                                     sizeof *all);
-    if (all == NULL) {
-        dtr__st_free(&h);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s: tensors", path);
-    }
-    ck->tensors = all;
-    for (int64_t i = 0; i < h.ntensors; i++) {
-        h.tensors[i].file = ck->nfiles - 1;
-        all[ck->ntensors++] = h.tensors[i];
-    }
-    h.ntensors = 0; /* the names are ck's now */
-    if (ck->nmeta == 0 && ck->nfiles == 1) {
-        ck->meta = h.meta;
-        ck->nmeta = h.nmeta;
-        h.meta = NULL;
-        h.nmeta = 0;
-    }
-    dtr__st_free(&h);
     return DTR_OK;
 }
 
 static int dtr__ck_by_name(const void *a, const void *b) {
-    return strcmp(((const dtr__st_tensor_t *)a)->name, ((const dtr__st_tensor_t *)b)->name);
+    return strcmp(((const dtr__ck_tensor_t *)a)->name, ((const dtr__ck_tensor_t *)b)->name);
 }
 
 static int dtr__ck_strcmp(const void *a, const void *b) {
@@ -130,12 +92,12 @@ static dtr_status_t dtr__ck_add_dir(dtr_checkpoint_t *ck, const char *dir) {
     for (size_t i = 0; st == DTR_OK && i < n; i++) {
         char *path = dtr__ck_join(dir, names[i]);
         st = path == NULL ? dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", dir)
-                          : dtr__ck_add_file(ck, path);
+                          : dtr__ck_add_file(ck, path, NULL);
         free(path);
     }
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
-    return st;
+    return st == DTR_OK ? dtr__ck_whole_tensors(ck) : st;
 }
 
 /* The index's "metadata": strings as they are, other values as JSON text. */
@@ -184,20 +146,22 @@ static dtr_status_t dtr__ck_index_files(dtr_checkpoint_t *ck, const char *dir, j
         if (dtr__ck_file_named(ck, dir, file) >= 0) continue;
         char *p = dtr__ck_join(dir, file);
         if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
-        dtr_status_t st = dtr__ck_add_file(ck, p);
+        dtr_status_t st = dtr__ck_add_file(ck, p, NULL);
         free(p);
         DTR_CHECK(st);
     }
+    DTR_CHECK(dtr__ck_whole_tensors(ck));
     for (int64_t i = 0; i < ck->ntensors; i++) {
-        const dtr__st_tensor_t *t = &ck->tensors[i];
+        const dtr__ck_tensor_t *t = &ck->tensors[i];
+        int file = t->pieces[0].file;
         json_t *f = json_object_get(map, t->name);
         if (f == NULL)
             return dtr__error(DTR_ERR_PARSE, F, "%s: tensor '%s' of %s is not in the index",
-                              path, t->name, ck->files[t->file].path);
-        if (dtr__ck_file_named(ck, dir, json_string_value(f)) != t->file)
+                              path, t->name, ck->files[file].path);
+        if (dtr__ck_file_named(ck, dir, json_string_value(f)) != file)
             return dtr__error(DTR_ERR_PARSE, F,
                               "%s: the index puts tensor '%s' in %s; %s holds it", path,
-                              t->name, json_string_value(f), ck->files[t->file].path);
+                              t->name, json_string_value(f), ck->files[file].path);
     }
     if ((int64_t)json_object_size(map) != ck->ntensors) /* a name no file holds */
         json_object_foreach(map, name, v) {
@@ -236,21 +200,25 @@ dtr_status_t dtr_checkpoint_open(const char *path, dtr_checkpoint_t **out) {
     if (ck == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
     dtr_status_t st;
     if (S_ISDIR(sb.st_mode)) {
-        char *index = dtr__ck_join(path, DTR__INDEX);
-        if (index == NULL) st = dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
+        char *index = dtr__ck_join(path, DTR__INDEX), *man = dtr__ck_join(path, DTR__CK_MANIFEST);
+        if (index == NULL || man == NULL) st = dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
+        else if (access(man, F_OK) == 0) st = dtr__ck_add_manifest(ck, path, man);
         else if (access(index, F_OK) == 0) st = dtr__ck_add_index(ck, path, index);
         else st = dtr__ck_add_dir(ck, path);
         free(index);
+        free(man);
     } else {
-        st = dtr__ck_add_file(ck, path);
+        st = dtr__ck_add_file(ck, path, NULL);
+        if (st == DTR_OK) st = dtr__ck_whole_tensors(ck);
     }
     if (st == DTR_OK && ck->ntensors > 1) {
         qsort(ck->tensors, (size_t)ck->ntensors, sizeof *ck->tensors, dtr__ck_by_name);
         for (int64_t i = 1; i < ck->ntensors && st == DTR_OK; i++)
             if (strcmp(ck->tensors[i].name, ck->tensors[i - 1].name) == 0)
                 st = dtr__error(DTR_ERR_PARSE, F, "%s: tensor '%s' is in %s and in %s", path,
-                                ck->tensors[i].name, ck->files[ck->tensors[i - 1].file].path,
-                                ck->files[ck->tensors[i].file].path);
+                                ck->tensors[i].name,
+                                ck->files[ck->tensors[i - 1].pieces[0].file].path,
+                                ck->files[ck->tensors[i].pieces[0].file].path);
     }
     if (st != DTR_OK) {
         dtr_checkpoint_close(ck);
@@ -265,12 +233,18 @@ void dtr_checkpoint_close(dtr_checkpoint_t *ck) {
     for (int i = 0; i < ck->nfiles; i++) {
         close(ck->files[i].fd);
         free(ck->files[i].path);
+        dtr__st_free(&ck->files[i].header);
     }
-    for (int64_t i = 0; i < ck->ntensors; i++) free(ck->tensors[i].name);
+    for (int64_t i = 0; i < ck->ntensors; i++) {
+        free(ck->tensors[i].name);
+        free(ck->tensors[i].pieces);
+        free(ck->tensors[i].placements);
+    }
     for (int64_t i = 0; i < 2 * ck->nmeta; i++) free(ck->meta[i]);
     free(ck->files);
     free(ck->tensors);
     free(ck->meta);
+    free(ck->mesh);
     free(ck);
 }
 
@@ -283,12 +257,12 @@ dtr_status_t dtr_checkpoint_tensor(const dtr_checkpoint_t *ck, int64_t index,
     if (index < 0 || index >= ck->ntensors)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "index: %lld, not 0..%lld",
                           (long long)index, (long long)ck->ntensors - 1);
-    const dtr__st_tensor_t *t = &ck->tensors[index];
-    const dtr__ck_file_t *f = &ck->files[t->file];
+    const dtr__ck_tensor_t *t = &ck->tensors[index];
     *out = (dtr_checkpoint_tensor_t){.name = t->name, .format_dtype = t->format_dtype,
-                                     .dtype = t->dtype, .ndim = t->ndim,
-                                     .bytes = t->end - t->begin, .file = f->path,
-                                     .offset = f->data_start + t->begin};
+                                     .dtype = t->dtype, .ndim = t->ndim, .bytes = t->bytes,
+                                     .file = ck->files[t->pieces[0].file].path,
+                                     .offset = t->pieces[0].data, .npieces = t->npieces,
+                                     .placements = t->placements};
     memcpy(out->shape, t->shape, sizeof out->shape);
     return DTR_OK;
 }
@@ -309,6 +283,10 @@ dtr_status_t dtr_checkpoint_find(const dtr_checkpoint_t *ck, const char *name, i
         else hi = mid;
     }
     return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "name: no tensor '%s'", name);
+}
+
+const char *dtr_checkpoint_mesh(const dtr_checkpoint_t *ck) {
+    return ck == NULL ? NULL : ck->mesh;
 }
 
 const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const char *key) {

@@ -1,16 +1,20 @@
 /* One rank's block of a tensor, read from its file by pread (dtr_checkpoint.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "checkpoint/internal.h"
+#include "dtensor/internal.h"
 
 static const char *const F = "dtr_checkpoint_read_block";
 
 /* The spec against tensor t: same shape and dtype, nothing Partial. */
-static dtr_status_t dtr__ck_spec_fits(const dtr__st_tensor_t *t, const dtr_spec_t *spec) {
+static dtr_status_t dtr__ck_spec_fits(const dtr__ck_tensor_t *t, const dtr_spec_t *spec) {
     if (t->dtype == DTR_DTYPE_LAST)
         return dtr__error(DTR_ERR_UNSUPPORTED, F, "tensor '%s': dtype %s: dtr has none", t->name,
                           t->format_dtype);
@@ -23,8 +27,9 @@ static dtr_status_t dtr__ck_spec_fits(const dtr__st_tensor_t *t, const dtr_spec_
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "spec->shape: %s, tensor '%s' is %s",
                           got, t->name, want);
     }
-    if (spec->dtype != t->dtype)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "spec->dtype: %s, tensor '%s' is %s",
+    if (spec->dtype != t->dtype && !dtr__castable(t->dtype, spec->dtype))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F,
+                          "spec->dtype: %s, tensor '%s' is %s (casts: between float dtypes)",
                           dtr_dtype_name(spec->dtype), t->name, dtr_dtype_name(t->dtype));
     for (int i = 0; i < dtr_mesh_ndims(spec->mesh); i++)
         if (spec->placements[i].kind == DTR_PARTIAL)
@@ -51,6 +56,69 @@ static dtr_status_t dtr__ck_read(const dtr__ck_file_t *f, char *buf, int64_t n, 
     return DTR_OK;
 }
 
+/* Where box (lo, ext) meets the piece: its corner and extents; false where they do not. */
+static bool dtr__ck_meet(int nd, const int64_t *lo, const int64_t *ext, const dtr__ck_piece_t *p,
+                         int64_t *mlo, int64_t *mext) {
+    for (int d = 0; d < nd; d++) {
+        int64_t a = lo[d] > p->lo[d] ? lo[d] : p->lo[d];
+        int64_t b = lo[d] + ext[d] < p->lo[d] + p->ext[d] ? lo[d] + ext[d] : p->lo[d] + p->ext[d];
+        if (b <= a) return false;
+        mlo[d] = a;
+        mext[d] = b - a;
+    }
+    return true;
+}
+
+/* The box (mlo, mext) of piece p into the block (lo, shape) at out: one pread per run of
+ * the box that is contiguous in both (trailing dims both span whole merge into it), in the
+ * piece's row-major order; a whole piece with a checksum is checked against it. */
+static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_tensor_t *t,
+                                     const dtr__ck_piece_t *p, const int64_t *mlo,
+                                     const int64_t *mext, const int64_t *lo,
+                                     const int64_t *shape, char *out, int64_t *reads) {
+    const dtr__ck_file_t *f = &ck->files[p->file];
+    int nd = t->ndim;
+    int64_t item = dtr_dtype_info(t->dtype)->size, run = item, sst[DTR_MAX_TENSOR_DIMS],
+            dst[DTR_MAX_TENSOR_DIMS];
+    for (int d = nd - 1; d >= 0; d--) { /* strides in bytes: the piece's, the block's */
+        sst[d] = d == nd - 1 ? item : sst[d + 1] * p->ext[d + 1];
+        dst[d] = d == nd - 1 ? item : dst[d + 1] * shape[d + 1];
+    }
+    int k = nd;
+    bool whole = true;
+    while (k > 0 && mext[k - 1] == p->ext[k - 1] && mext[k - 1] == shape[k - 1])
+        run *= mext[--k];
+    if (k > 0) run *= mext[--k];
+    for (int d = 0; d < nd; d++) whole = whole && mext[d] == p->ext[d];
+    XXH3_state_t *hs = whole && p->has_checksum ? XXH3_createState() : NULL;
+    if (hs != NULL) XXH3_64bits_reset(hs);
+    int64_t idx[DTR_MAX_TENSOR_DIMS] = {0}, total = 1;
+    for (int d = 0; d < nd; d++) total *= mext[d];
+    dtr_status_t st = DTR_OK;
+    for (int64_t done = 0; st == DTR_OK && done < total * item; done += run) {
+        int64_t so = p->data, doff = 0;
+        for (int d = 0; d < nd; d++) {
+            so += (mlo[d] - p->lo[d] + idx[d]) * sst[d];
+            doff += (mlo[d] - lo[d] + idx[d]) * dst[d];
+        }
+        st = dtr__ck_read(f, out + doff, run, so);
+        if (st == DTR_OK && hs != NULL) XXH3_64bits_update(hs, out + doff, (size_t)run);
+        (*reads)++;
+        for (int d = k - 1; d >= 0; d--) { /* the next run: the outer dims' odometer */
+            if (++idx[d] < mext[d]) break;
+            idx[d] = 0;
+        }
+    }
+    if (st == DTR_OK && hs != NULL && XXH3_64bits_digest(hs) != p->checksum)
+        st = dtr__error(DTR_ERR_IO, F, "%s: tensor '%s': the piece at %lld fails its checksum "
+                                       "(xxh3 %016llx, the manifest says %016llx)",
+                        f->path, t->name, (long long)p->data,
+                        (unsigned long long)XXH3_64bits_digest(hs),
+                        (unsigned long long)p->checksum);
+    XXH3_freeState(hs);
+    return st;
+}
+
 dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index,
                                        const dtr_spec_t *spec, int rank, void *out,
                                        size_t out_bytes, dtr_checkpoint_read_stats_t *stats) {
@@ -60,7 +128,7 @@ dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index
     if (index < 0 || index >= ck->ntensors)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "index: %lld, not 0..%lld",
                           (long long)index, (long long)ck->ntensors - 1);
-    const dtr__st_tensor_t *t = &ck->tensors[index];
+    const dtr__ck_tensor_t *t = &ck->tensors[index];
     DTR_CHECK(dtr__ck_spec_fits(t, spec));
     dtr_layout_t lay;
     DTR_CHECK_AS(dtr_spec_layout(spec, rank, &lay), F);
@@ -69,32 +137,28 @@ dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index
         return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, F,
                           "out_bytes: %zu, rank %d's block of '%s' is %lld bytes", out_bytes,
                           rank, t->name, (long long)lay.bytes);
-    const dtr__ck_file_t *f = &ck->files[t->file];
-    struct stat sb;
-    if (fstat(f->fd, &sb) != 0 || (int64_t)sb.st_size != f->size)
-        return dtr__error(DTR_ERR_IO, F, "%s: changed since it was opened (%lld bytes then)",
-                          f->path, (long long)f->size);
-    /* Trailing dims the block spans whole merge into one contiguous run (k: the dims
-     * before the run's; the run covers dim k's local length and everything after it). */
-    int64_t item = dtr_dtype_info(t->dtype)->size, run = item;
-    int k = t->ndim;
-    while (k > 0 && lay.local_shape[k - 1] == t->shape[k - 1]) run *= t->shape[--k];
-    int64_t stride[DTR_MAX_TENSOR_DIMS], base = f->data_start + t->begin; /* bytes per step */
-    for (int d = t->ndim - 1; d >= 0; d--)
-        stride[d] = d == t->ndim - 1 ? item : stride[d + 1] * t->shape[d + 1];
-    if (k > 0) run *= lay.local_shape[--k]; /* dim k partly: its local length */
-    int64_t reads = 0, idx[DTR_MAX_TENSOR_DIMS] = {0};
-    char *dst = out;
-    for (int64_t done = 0; done < lay.bytes; done += run) {
-        int64_t off = base;
-        for (int d = 0; d < t->ndim; d++) off += (lay.global_offset[d] + idx[d]) * stride[d];
-        DTR_CHECK(dtr__ck_read(f, dst + done, run, off));
-        reads++;
-        for (int d = k - 1; d >= 0; d--) { /* the next run: the outer dims' odometer */
-            if (++idx[d] < lay.local_shape[d]) break;
-            idx[d] = 0;
-        }
+    for (int64_t i = 0; i < t->npieces; i++) {
+        const dtr__ck_file_t *f = &ck->files[t->pieces[i].file];
+        struct stat sb;
+        if (fstat(f->fd, &sb) != 0 || (int64_t)sb.st_size != f->size)
+            return dtr__error(DTR_ERR_IO, F, "%s: changed since it was opened (%lld bytes then)",
+                              f->path, (long long)f->size);
     }
-    if (stats != NULL) *stats = (dtr_checkpoint_read_stats_t){lay.bytes, reads};
-    return DTR_OK;
+    /* a cast reads the block in the file's dtype first, then converts it into out */
+    int64_t src_item = dtr_dtype_info(t->dtype)->size;
+    char *dst = spec->dtype == t->dtype ? out : malloc((size_t)(lay.numel * src_item) + 1);
+    if (dst == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "a block to cast");
+    int64_t reads = 0, mlo[DTR_MAX_TENSOR_DIMS], mext[DTR_MAX_TENSOR_DIMS];
+    dtr_status_t st = DTR_OK;
+    for (int64_t i = 0; st == DTR_OK && lay.numel > 0 && i < t->npieces; i++)
+        if (dtr__ck_meet(t->ndim, lay.global_offset, lay.local_shape, &t->pieces[i], mlo, mext))
+            st = dtr__ck_read_box(ck, t, &t->pieces[i], mlo, mext, lay.global_offset,
+                                  lay.local_shape, dst, &reads);
+    if (dst != out) {
+        if (st == DTR_OK) dtr__convert(t->dtype, dst, spec->dtype, out, lay.numel);
+        free(dst);
+    }
+    if (st == DTR_OK && stats != NULL)
+        *stats = (dtr_checkpoint_read_stats_t){lay.numel * src_item, reads};
+    return st;
 }

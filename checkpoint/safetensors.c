@@ -226,3 +226,19 @@ dtr_status_t dtr__st_parse_image(const char *func, const char *label, const uint
     return dtr__st_parse(func, label, (const char *)buf + 8, (size_t)n,
                          (int64_t)(size - 8 - n), out);
 }
+
+const char *dtr__st_dtype_name(dtr_dtype_t dtype) {
+    for (size_t k = 0; k < sizeof dtr__st_dtypes / sizeof dtr__st_dtypes[0]; k++)
+        if (dtr__st_dtypes[k].dtype == dtype && dtype != DTR_DTYPE_LAST)
+            return dtr__st_dtypes[k].name;
+    return NULL;
+}
+
+bool dtr__st_dtype_parse(const char *name, dtr_dtype_t *dtype) {
+    for (size_t k = 0; k < sizeof dtr__st_dtypes / sizeof dtr__st_dtypes[0]; k++)
+        if (strcmp(dtr__st_dtypes[k].name, name) == 0) {
+            *dtype = dtr__st_dtypes[k].dtype;
+            return true;
+        }
+    return false;
+}

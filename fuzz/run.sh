@@ -89,7 +89,7 @@ for h in "${harnesses[@]}"; do
         continue
     fi
     bin="$build/fuzz_$h"
-    "$cc" "${flags[@]}" -fsanitize=fuzzer "fuzz/fuzz_$h.c" "${objs[@]}" -ljansson -lm -lpthread -o "$bin" || {
+    "$cc" "${flags[@]}" -fsanitize=fuzzer "fuzz/fuzz_$h.c" "${objs[@]}" -ljansson -lxxhash -lm -lpthread -o "$bin" || {
         echo "fuzz: $h: build failed"
         failed=$((failed + 1))
         continue

@@ -200,6 +200,7 @@ void dtr_cli_dev_free(const dtr_cli_engine_t *e, void *p, const void *host);
 void dtr_cli_engine_end(dtr_cli_engine_t *e);
 
 extern const dtr_cli_command_t dtr_cli_grad;
+extern const dtr_cli_command_t dtr_cli_reshard; /* cmd_reshard.c */
 
 /* Progress of a long loop, on stderr: nothing in its first 3 seconds, then at most every 2
  * seconds "dtr CMD: WHAT: DONE of TOTAL done, LEFT left (S s)" (DTR_PROGRESS_S sets both

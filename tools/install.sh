@@ -11,7 +11,8 @@ usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--d
 
   --prefix DIR   where to install (created if missing); nothing is written outside it:
                    DIR/include/dtr/   dtr.h (the whole API), dtr_mpi.h, dtr_core.h (layouts
-                                      and plans alone), and where CUDA was found dtr_cuda.h,
+                                      and plans alone), dtr_checkpoint.h (safetensors
+                                      checkpoints), and where CUDA was found dtr_cuda.h,
                                       dtr_nccl.h
                    DIR/lib/           libdtr.so.X.Y.Z (SONAME libdtr.so.X) and its links,
                                       libdtr.a, libdtr_core.so* (no MPI), libdtr_cuda.so*,
@@ -93,6 +94,8 @@ lay_out() {
     python3 dist/flatten_header.py "$d/include/dtr/dtr_mpi.h" redistribute/mpi/dtr_mpi.h \
         --dir . --dir "$bin" --as dtr.h=dtr.h
     python3 dist/flatten_header.py "$d/include/dtr/dtr_core.h" dtr_core.h --dir . --dir "$bin"
+    python3 dist/flatten_header.py "$d/include/dtr/dtr_checkpoint.h" checkpoint/dtr_checkpoint.h \
+        --dir . --dir "$bin" --as dtr.h=dtr.h
     local libs=(libdtr libdtr_core)
     if [ "$with_cuda" -eq 1 ]; then
         libs+=(libdtr_cuda libdtr_nccl)

@@ -8,6 +8,7 @@ static const dtr_cli_command_t *const dtr__commands[] = {
     &dtr_cli_plan,
     &dtr_cli_run,
     &dtr_cli_grad,
+    &dtr_cli_reshard,
 };
 #define DTR__NCOMMANDS (sizeof dtr__commands / sizeof dtr__commands[0])
 

@@ -20,6 +20,7 @@ packages=(
     libcriterion-dev   # single-process unit tests
     libgloo-dev        # the Gloo backend and its tests (no MPI: tools/dtr_launch.sh)
     libjansson-dev     # the JSON parser of checkpoint headers (checkpoint/)
+    libxxhash-dev      # XXH3, the checksum of each piece of a saved checkpoint
     clang-14           # the libFuzzer harnesses (fuzz/run.sh)
     libclang-rt-14-dev # libFuzzer and the sanitizer runtimes for clang
 )

@@ -27,8 +27,8 @@ elif [ -n "${1:-}" ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv" || exit 1
-"$venv/bin/python" -c 'import numpy, mpi4py, pytest, ml_dtypes' 2>/dev/null ||
-    "$venv/bin/pip" install -q numpy mpi4py pytest ml-dtypes || exit 1
+"$venv/bin/python" -c 'import numpy, mpi4py, pytest, ml_dtypes, safetensors' 2>/dev/null ||
+    "$venv/bin/pip" install -q numpy mpi4py pytest ml-dtypes safetensors || exit 1
 passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

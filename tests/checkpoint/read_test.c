@@ -160,7 +160,7 @@ Test(read, argument_errors_leave_out_untouched) {
     dtr_spec_t spec, bad_shape, bad_dtype, partial;
     dtr_spec_init(&spec, mesh, pl, 1, shape, 2, DTR_F32);
     dtr_spec_init(&bad_shape, mesh, pl, 1, other, 2, DTR_F32);
-    dtr_spec_init(&bad_dtype, mesh, pl, 1, shape, 2, DTR_F64);
+    dtr_spec_init(&bad_dtype, mesh, pl, 1, shape, 2, DTR_I32);
     dtr_placements_parse("P", pl, 1, &n);
     dtr_spec_init(&partial, mesh, pl, 1, shape, 2, DTR_F32);
     unsigned char out[256];
@@ -175,7 +175,8 @@ Test(read, argument_errors_leave_out_untouched) {
         const char *detail;
     } bad[] = {
         {&bad_shape, 0, 0, 256, DTR_ERR_INVALID_ARGUMENT, "spec->shape: 5x6, tensor 'w' is 6x5"},
-        {&bad_dtype, 0, 0, 256, DTR_ERR_INVALID_ARGUMENT, "spec->dtype: f64, tensor 'w' is f32"},
+        {&bad_dtype, 0, 0, 256, DTR_ERR_INVALID_ARGUMENT,
+         "spec->dtype: i32, tensor 'w' is f32 (casts: between float dtypes)"},
         {&partial, 0, 0, 256, DTR_ERR_UNSUPPORTED, "spec->placements[0]: Partial"},
         {&spec, 0, 0, 59, DTR_ERR_BUFFER_TOO_SMALL, "out_bytes: 59, rank 0's block of 'w' is 60"},
         {&spec, 0, 2, 256, DTR_ERR_NOT_IN_MESH, "dtr_checkpoint_read_block"},
@@ -192,6 +193,40 @@ Test(read, argument_errors_leave_out_untouched) {
     }
     for (size_t k = 0; k < sizeof out; k++) cr_assert_eq(out[k], 0x77, "out[%zu] written", k);
     cr_expect(stats.bytes == -5 && stats.reads == -5);
+    dtr_mesh_destroy(mesh);
+    dtr_checkpoint_close(ck);
+}
+
+/* A float tensor read in another float dtype: every rank's block, converted on the way. */
+Test(read, cast_on_read) {
+    dtr_checkpoint_t *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
+    dtr_mesh_t *mesh;
+    dtr_mesh_parse("2x2", NULL, 0, &mesh);
+    dtr_placement_t pl[2];
+    int n;
+    dtr_placements_parse("S(1),S(0)", pl, 2, &n);
+    int64_t w, shape[2] = {6, 5};
+    dtr_checkpoint_find(ck, "w", &w);
+    static const dtr_dtype_t to[] = {DTR_F64, DTR_BF16, DTR_F16};
+    for (int c = 0; c < 3; c++) {
+        dtr_spec_t spec;
+        dtr_spec_init(&spec, mesh, pl, 2, shape, 2, to[c]);
+        for (int r = 0; r < 4; r++) {
+            dtr_layout_t lay;
+            dtr_spec_layout(&spec, r, &lay);
+            char out[256];
+            dtr_checkpoint_read_stats_t stats;
+            cr_assert_eq(dtr_checkpoint_read_block(ck, w, &spec, r, out, sizeof out, &stats),
+                         DTR_OK, "%s", dtr_last_error());
+            cr_expect_eq(stats.bytes, lay.numel * 4, "the file's f32 bytes are what is read");
+            for (int64_t e = 0; e < lay.numel; e++) {
+                int64_t row = lay.global_offset[0] + e / lay.local_shape[1];
+                int64_t col = lay.global_offset[1] + e % lay.local_shape[1];
+                cr_assert_eq(dtr__load(to[c], out, e), want_value("w", row * 5 + col),
+                             "%s rank %d element %lld", dtr_dtype_name(to[c]), r, (long long)e);
+            }
+        }
+    }
     dtr_mesh_destroy(mesh);
     dtr_checkpoint_close(ck);
 }

@@ -66,7 +66,8 @@ bash "$inst" --help | grep -q '^usage: bash tools/install.sh --prefix DIR' && ok
 lib=$prefix/lib/libdtr.so.0
 nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$work/exported"
 sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
-    "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" | sort -u >"$work/declared"
+    "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" \
+    "$prefix/include/dtr/dtr_checkpoint.h" | sort -u >"$work/declared"
 printf '%s\n' dtr__env_timeout dtr__error dtr__mpi_error dtr__now dtr__store >"$work/internal"
 outside=$(grep -vc '^dtr_' "$work/exported")
 missing=$(comm -13 "$work/exported" "$work/declared")

@@ -38,7 +38,7 @@ PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h",
           "redistribute/executor/executor.h", "redistribute/executor/backend.h",
           "redistribute/executor/memory.h", "redistribute/mpi/dtr_mpi.h",
           "redistribute/cuda/dtr_cuda.h", "redistribute/nccl/dtr_nccl.h",
-          "redistribute/gloo/dtr_gloo.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
+          "redistribute/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
 TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
 # The basic internals below every module a test exercises.

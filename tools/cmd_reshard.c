@@ -1,0 +1,495 @@
+/*
+ * dtr reshard: a checkpoint (safetensors, or one dtr saved on any number of ranks) into
+ * --mesh's layout on the job's ranks by a rules file, each rank reading only the pieces
+ * that meet its blocks and writing them as its own file beside a manifest; or, with
+ * --consolidate, into ordinary whole-tensor safetensors files. The library does the work
+ * (checkpoint/dtr_checkpoint.h); this parses flags and rules, and reports.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/dtr_checkpoint.h"
+#include "tools/cli.h"
+
+static void dtr__reshard_help(FILE *out) {
+    fputs("usage: mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE\n"
+          "       mpirun -n M dtr reshard --from SRC --to DIR --consolidate\n"
+          "                               [--max-file-bytes N]\n"
+          "\n"
+          "A checkpoint into another layout, straight from its files: each rank reads only\n"
+          "the bytes of the pieces that meet its blocks (nothing is gathered on one rank).\n"
+          "\n"
+          "  --from SRC            a .safetensors file; a directory of them, with or without\n"
+          "                        model.safetensors.index.json; or a checkpoint dtr saved\n"
+          "                        (its dtr.manifest.json), on any number of ranks\n"
+          "  --to DIR              where to write: missing or empty (an existing non-empty\n"
+          "                        directory is refused); nothing is left there on failure\n"
+          "  --mesh MESH           the mesh to save on, e.g. 2x2: as many ranks as the job\n"
+          "  --rules FILE          each tensor's placements (and optionally dtype): a JSON\n"
+          "                        list of {\"match\": GLOB, \"placements\": \"S(0),R\"[,\n"
+          "                        \"dtype\": \"bf16\"]}; the first rule whose GLOB matches\n"
+          "                        the name (fnmatch) wins; a tensor no rule matches is an\n"
+          "                        error. Rank 0 prints the rule each tensor took.\n"
+          "  --consolidate         write whole tensors as plain safetensors (model.safetensors,\n"
+          "                        or model-0000k-of-0000n.safetensors and an index past\n"
+          "                        --max-file-bytes, default 5000000000), the files shared\n"
+          "                        out over the ranks; no --mesh or --rules\n"
+          "\n"
+          "Saved, DIR holds rank-RRRRR-of-NNNNN.safetensors (each rank's blocks; replicas\n"
+          "once) and dtr.manifest.json (the mesh, each tensor's placements and pieces, an\n"
+          "XXH3-64 per piece, checked when a later load reads a piece whole).\n"
+          "Long runs print progress on stderr (tensors done, bytes, GB/s).\n"
+          "\n"
+          "examples:\n"
+          "  mpirun -n 4 dtr reshard --from model.safetensors --to tp4 --mesh 2x2 --rules r.json\n"
+          "  mpirun -n 2 dtr reshard --from tp4 --to tp2 --mesh 2 --rules r2.json\n"
+          "  mpirun -n 3 dtr reshard --from tp2 --to whole --consolidate\n",
+          out);
+}
+
+typedef struct {
+    const char *from, *to, *mesh, *rules, *max_bytes;
+    bool consolidate;
+} dtr__rs_args_t;
+
+static int dtr__rs_args(int argc, char **argv, dtr__rs_args_t *a) {
+    static const struct option options[] = {
+        {"from", required_argument, NULL, 'f'},    {"to", required_argument, NULL, 't'},
+        {"mesh", required_argument, NULL, 'm'},    {"rules", required_argument, NULL, 'r'},
+        {"consolidate", no_argument, NULL, 'c'},   {"max-file-bytes", required_argument, NULL, 'x'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    a->max_bytes = "5000000000";
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":", options, NULL)) != -1;) {
+        switch (c) {
+        case 'f': a->from = optarg; break;
+        case 't': a->to = optarg; break;
+        case 'm': a->mesh = optarg; break;
+        case 'r': a->rules = optarg; break;
+        case 'c': a->consolidate = true; break;
+        case 'x': a->max_bytes = optarg; break;
+        default: return dtr_cli_option_error("reshard", c, argv);
+        }
+    }
+    if (optind < argc) return dtr_cli_option_error("reshard", 0, argv);
+    if (a->from == NULL) return dtr_cli_usage_error("reshard", "--from: missing");
+    if (a->to == NULL) return dtr_cli_usage_error("reshard", "--to: missing");
+    if (a->consolidate && (a->mesh != NULL || a->rules != NULL))
+        return dtr_cli_usage_error("reshard", "%s: not with --consolidate (whole tensors)",
+                                   a->mesh != NULL ? "--mesh" : "--rules");
+    if (!a->consolidate && (a->mesh == NULL || a->rules == NULL))
+        return dtr_cli_usage_error("reshard", "%s: missing (or --consolidate)",
+                                   a->mesh == NULL ? "--mesh" : "--rules");
+    return DTR_EXIT_OK;
+}
+
+/* --to on rank 0: missing (made here; *made set) or an empty directory. */
+static int dtr__rs_target(const char *to, bool *made) {
+    DIR *d = opendir(to);
+    if (d == NULL) {
+        if (errno != ENOENT) return dtr_cli_usage_error("reshard", "--to: %s: %s", to, strerror(errno));
+        if (mkdir(to, 0755) != 0)
+            return dtr_cli_usage_error("reshard", "--to: %s: %s", to, strerror(errno));
+        *made = true;
+        return DTR_EXIT_OK;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) break;
+    closedir(d);
+    if (e != NULL)
+        return dtr_cli_usage_error("reshard", "--to: %s exists and is not empty", to);
+    return DTR_EXIT_OK;
+}
+
+/* One rule of the rules file. */
+typedef struct {
+    char match[512];
+    dtr_placement_t pl[DTR_MAX_MESH_DIMS];
+    char text[256]; /* the placements, as written back */
+    bool cast;
+    dtr_dtype_t dtype;
+} dtr__rule_t;
+
+/* Reads the rules file: a list of {"match", "placements"[, "dtype"]}, placements one per
+ * mesh dim. *out malloc'd. */
+static int dtr__rs_rules(const char *path, int nd, dtr__rule_t **out, int *n) {
+    json_error_t err;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (root == NULL)
+        return dtr_cli_usage_error("reshard", "--rules %s: line %d, column %d: %s", path,
+                                   err.line, err.column, err.text);
+    int rc = DTR_EXIT_OK;
+    size_t count = json_is_array(root) ? json_array_size(root) : 0;
+    dtr__rule_t *r = calloc(count + 1, sizeof *r);
+    if (count == 0 || r == NULL)
+        rc = dtr_cli_usage_error("reshard", "--rules %s: not a non-empty JSON list of rules",
+                                 path);
+    for (size_t i = 0; rc == DTR_EXIT_OK && i < count; i++) {
+        json_t *e = json_array_get(root, i), *m = json_object_get(e, "match");
+        json_t *p = json_object_get(e, "placements"), *dt = json_object_get(e, "dtype");
+        const char *key;
+        json_t *v;
+        json_object_foreach(e, key, v) {
+            if (strcmp(key, "match") && strcmp(key, "placements") && strcmp(key, "dtype")) {
+                rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: unknown key \"%s\" "
+                                                    "(match, placements, dtype)", path, i, key);
+                break;
+            }
+        }
+        int got = 0;
+        if (rc != DTR_EXIT_OK) break;
+        if (!json_is_string(m) || !json_is_string(p) ||
+            strlen(json_string_value(m)) >= sizeof r[i].match)
+            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: needs \"match\" and "
+                                                "\"placements\" (strings)", path, i);
+        else if (dtr_placements_parse(json_string_value(p), r[i].pl, DTR_MAX_MESH_DIMS, &got) !=
+                     DTR_OK || got != nd)
+            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: placements '%s': %s", path,
+                                     i, json_string_value(p),
+                                     got != nd && got > 0 ? "not one per --mesh dim"
+                                                          : dtr_last_error());
+        else if (dt != NULL && (!json_is_string(dt) ||
+                                dtr_dtype_parse(json_string_value(dt), &r[i].dtype) != DTR_OK))
+            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: dtype: not a dtype", path,
+                                     i);
+        if (rc != DTR_EXIT_OK) break;
+        snprintf(r[i].match, sizeof r[i].match, "%s", json_string_value(m));
+        dtr_placements_format(r[i].pl, nd, r[i].text, sizeof r[i].text);
+        r[i].cast = dt != NULL;
+    }
+    json_decref(root);
+    if (rc != DTR_EXIT_OK) {
+        free(r);
+        return rc;
+    }
+    *out = r;
+    *n = (int)count;
+    return DTR_EXIT_OK;
+}
+
+/* What the fill callback needs: the source, each item's tensor index, what was read. */
+typedef struct {
+    const dtr_checkpoint_t *ck;
+    const int64_t *src;
+    const dtr_checkpoint_item_t *items;
+    int rank;
+    int64_t read, done, total;
+    dtr_cli_progress_t prog;
+    double start;
+} dtr__rs_fill_t;
+
+static dtr_status_t dtr__rs_fill(void *arg, int64_t item, void *block, size_t bytes) {
+    dtr__rs_fill_t *f = arg;
+    dtr_checkpoint_read_stats_t st;
+    dtr_status_t s = dtr_checkpoint_read_block(f->ck, f->src[item], f->items[item].spec,
+                                               f->items[item].spec->mesh != NULL ? f->rank : 0,
+                                               block, bytes, &st);
+    if (s != DTR_OK) return s;
+    f->read += st.bytes;
+    f->done++;
+    if (f->rank == 0) dtr_cli_progress(&f->prog, "reshard", "tensors (rank 0)", f->done, f->total);
+    return DTR_OK;
+}
+
+/* Each tensor's spec under the rules (the first whose glob matches its name); rank 0
+ * prints the rule each took. */
+static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh, const char *path,
+                         const dtr__rule_t *rules, int nrules, int rank, dtr_spec_t *specs,
+                         dtr_checkpoint_item_t *items, int64_t *src) {
+    int nd = dtr_mesh_ndims(mesh);
+    for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
+        dtr_checkpoint_tensor_t t;
+        dtr_checkpoint_tensor(ck, i, &t);
+        int k = 0;
+        while (k < nrules && fnmatch(rules[k].match, t.name, 0) != 0) k++;
+        if (k == nrules)
+            return dtr_cli_usage_error("reshard", "--rules %s: tensor '%s' matches no rule", path,
+                                       t.name);
+        if (t.dtype == DTR_DTYPE_LAST)
+            return dtr_cli_usage_error("reshard", "tensor '%s': dtype %s: dtr cannot move it",
+                                       t.name, t.format_dtype);
+        dtr_dtype_t dt = rules[k].cast ? rules[k].dtype : t.dtype;
+        char shape[128] = "";
+        dtr_shape_format(t.shape, t.ndim, shape, sizeof shape);
+        if (dtr_spec_init(&specs[i], mesh, rules[k].pl, nd, t.shape, t.ndim, dt) != DTR_OK)
+            return dtr_cli_usage_error("reshard", "tensor '%s' (%s) with rule %d ('%s'): %s",
+                                       t.name, shape, k, rules[k].match, dtr_last_error());
+        items[i] = (dtr_checkpoint_item_t){t.name, &specs[i], NULL};
+        src[i] = i;
+        if (rank == 0)
+            printf("  %-40s %-14s %-5s rule %d ('%s'): %s%s%s\n", t.name, shape,
+                   dtr_dtype_name(t.dtype), k, rules[k].match, rules[k].text,
+                   dt != t.dtype ? " as " : "", dt != t.dtype ? dtr_dtype_name(dt) : "");
+    }
+    return DTR_EXIT_OK;
+}
+
+/* Rank 0's summary of what was read and written. */
+static void dtr__rs_report(const char *what, const dtr__rs_args_t *a, int64_t ntensors,
+                           const dtr__rs_fill_t *f, int64_t written, int nfiles, int rank,
+                           int world) {
+    long long bytes[2] = {f->read, written}, maxread = 0, total = 0;
+    MPI_Reduce(&bytes[0], &maxread, 1, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&bytes[1], &total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    double secs = MPI_Wtime() - f->start, all = secs;
+    MPI_Reduce(&secs, &all, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("dtr reshard: %lld tensors from %s to %s %s on %d ranks: %lld bytes in %d "
+               "files; each rank read at most %lld bytes; %.3f s, %.2f GB/s written\n",
+               (long long)ntensors, a->from, a->to, what, world, total, nfiles, maxread, all,
+               all > 0 ? (double)total / all / 1e9 : 0.0);
+}
+
+/* On failure: every rank's files out of --to, and --to itself if this run made it. */
+static void dtr__rs_undo(const char *to, bool made, int rank) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return;
+    DIR *d = opendir(to);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", to, e->d_name);
+        unlink(p);
+    }
+    if (d != NULL) closedir(d);
+    if (made) rmdir(to);
+}
+
+/* Saves on the mesh: each rank its file, rank 0 the manifest from every rank's record. */
+static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
+                        const dtr__rule_t *rules, int nrules, int rank, int world, bool made) {
+    int64_t n = dtr_checkpoint_count(ck);
+    dtr_spec_t *specs = calloc((size_t)n + 1, sizeof *specs);
+    dtr_checkpoint_item_t *items = calloc((size_t)n + 1, sizeof *items);
+    int64_t *src = calloc((size_t)n + 1, sizeof *src);
+    if (specs == NULL || items == NULL || src == NULL) return DTR_EXIT_FAIL;
+    int rc = dtr__rs_specs(ck, mesh, a->rules, rules, nrules, rank, specs, items, src);
+    dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
+    dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
+                        .start = MPI_Wtime()};
+    char *record = NULL;
+    dtr_status_t st = rc == DTR_EXIT_OK
+                          ? dtr_checkpoint_save_rank(a->to, rank, n, items, dtr__rs_fill, &f, &record)
+                          : DTR_OK;
+    int bad = rc != DTR_EXIT_OK, anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) rc = DTR_EXIT_USAGE;
+    else if (!dtr_cli_all_ok("reshard", st, rank, "writing its file")) rc = DTR_EXIT_FAIL;
+    /* the records to rank 0, which writes the manifest */
+    int len = record != NULL ? (int)strlen(record) + 1 : 0, *lens = calloc((size_t)world, sizeof *lens),
+        *at = calloc((size_t)world + 1, sizeof *at);
+    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    for (int r = 0; r < world; r++) at[r + 1] = at[r] + lens[r];
+    char *all = malloc((size_t)at[world] + 1);
+    MPI_Gatherv(record, len, MPI_CHAR, all, lens, at, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rc == DTR_EXIT_OK) {
+        const char **recs = calloc((size_t)world, sizeof *recs);
+        for (int r = 0; rank == 0 && r < world; r++) recs[r] = lens[r] > 0 ? all + at[r] : NULL;
+        st = rank == 0 ? dtr_checkpoint_save_manifest(a->to, n, items, recs, world) : DTR_OK;
+        if (!dtr_cli_all_ok("reshard", st, rank, "writing the manifest")) rc = DTR_EXIT_FAIL;
+        free(recs);
+    }
+    int nfiles = 0;
+    for (int r = 0; rank == 0 && r < world; r++) nfiles += lens[r] > 0 && strstr(all + at[r], "\"file\"") != NULL;
+    if (rc == DTR_EXIT_OK) {
+        char what[160] = "as ";
+        dtr_mesh_format(mesh, what + 3, sizeof what - 3);
+        int64_t written = 0;
+        for (int64_t i = 0; i < n; i++) {
+            dtr_layout_t lay;
+            dtr_spec_layout(&specs[i], rank, &lay);
+            int64_t coord[DTR_MAX_MESH_DIMS];
+            dtr_mesh_coord(mesh, rank, coord);
+            bool owner = true;
+            for (int d = 0; d < dtr_mesh_ndims(mesh); d++)
+                owner = owner && (specs[i].placements[d].kind != DTR_REPLICATE || coord[d] == 0);
+            written += owner ? lay.bytes : 0;
+        }
+        dtr__rs_report(what, a, n, &f, written, nfiles + 1, rank, world);
+    } else {
+        dtr__rs_undo(a->to, made, rank);
+    }
+    free(record);
+    free(all);
+    free(lens);
+    free(at);
+    free(specs);
+    free(items);
+    free(src);
+    return rc;
+}
+/* The index of a consolidation in several files, written by rank 0. */
+static dtr_status_t dtr__rs_index(const char *to, const dtr_checkpoint_t *ck, const int *file_of,
+                                  int nfiles, int64_t total) {
+    json_t *root = json_object(), *meta = json_object(), *map = json_object();
+    json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+    for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
+        dtr_checkpoint_tensor_t t;
+        dtr_checkpoint_tensor(ck, i, &t);
+        char name[64];
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", file_of[i] + 1, nfiles);
+        json_object_set_new(map, t.name, json_string(name));
+    }
+    json_object_set_new(root, "metadata", meta);
+    json_object_set_new(root, "weight_map", map);
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", to);
+    snprintf(tmp, sizeof tmp, "%s.partial", path);
+    int bad = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
+              rename(tmp, path) != 0;
+    json_decref(root);
+    if (!bad) return DTR_OK;
+    unlink(tmp);
+    fprintf(stderr, "dtr reshard: %s: could not write it\n", path);
+    return DTR_ERR_IO;
+}
+
+/* Whole tensors into plain safetensors files: in name order, a new file past max bytes;
+ * file k written by rank k mod the job's ranks (each tensor read whole, one at a time). */
+static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, int rank,
+                               int world, bool made) {
+    int64_t n = dtr_checkpoint_count(ck), max = 0, total = 0;
+    int rc = dtr_cli_parse_int("reshard", "--max-file-bytes", a->max_bytes, 1, INT64_C(1) << 50,
+                               "a byte count 1..2^50", &max);
+    dtr_mesh_t *one = NULL;
+    dtr_spec_t *specs = calloc((size_t)n + 1, sizeof *specs);
+    dtr_checkpoint_item_t *items = calloc((size_t)n + 1, sizeof *items);
+    int64_t *src = calloc((size_t)n + 1, sizeof *src);
+    int *file_of = calloc((size_t)n + 1, sizeof *file_of), nfiles = 1;
+    if (rc != DTR_EXIT_OK || !specs || !items || !src || !file_of ||
+        dtr_mesh_create(1, (int64_t[]){1}, NULL, 0, &one) != DTR_OK) {
+        rc = rc != DTR_EXIT_OK ? rc : DTR_EXIT_FAIL;
+        goto out;
+    }
+    int64_t in_file = 0;
+    dtr_placement_t r = {.kind = DTR_REPLICATE};
+    for (int64_t i = 0; i < n && rc == DTR_EXIT_OK; i++) {
+        dtr_checkpoint_tensor_t t;
+        dtr_checkpoint_tensor(ck, i, &t);
+        if (t.dtype == DTR_DTYPE_LAST ||
+            dtr_spec_init(&specs[i], one, &r, 1, t.shape, t.ndim, t.dtype) != DTR_OK) {
+            rc = dtr_cli_usage_error("reshard", "tensor '%s': dtype %s: dtr cannot move it",
+                                     t.name, t.format_dtype);
+            break;
+        }
+        if (in_file > 0 && in_file + t.bytes > max) {
+            nfiles++;
+            in_file = 0;
+        }
+        in_file += t.bytes;
+        total += t.bytes;
+        file_of[i] = nfiles - 1;
+        items[i] = (dtr_checkpoint_item_t){t.name, &specs[i], NULL};
+    }
+    dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
+    dtr__rs_fill_t f = {.ck = ck, .src = src, .rank = 0, .total = n, .start = MPI_Wtime()};
+    dtr_status_t st = DTR_OK;
+    int64_t written = 0;
+    for (int k = rank; rc == DTR_EXIT_OK && st == DTR_OK && k < nfiles; k += world) {
+        dtr_checkpoint_item_t *mine = calloc((size_t)n + 1, sizeof *mine);
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (file_of[i] == k) {
+                src[m] = i; /* the fill's item m is tensor i */
+                mine[m++] = items[i];
+            }
+        for (int64_t j = 0; j < m; j++) {
+            dtr_layout_t lay;
+            dtr_spec_layout(mine[j].spec, 0, &lay);
+            written += lay.bytes;
+        }
+        char path[4096];
+        if (nfiles == 1) snprintf(path, sizeof path, "%s/model.safetensors", a->to);
+        else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", a->to, k + 1, nfiles);
+        f.items = mine;
+        st = dtr_checkpoint_write_file(path, 0, m, mine, dtr__rs_fill, &f);
+        free(mine);
+    }
+    int bad = rc != DTR_EXIT_OK, anybad = 0;
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) rc = DTR_EXIT_USAGE;
+    else if (!dtr_cli_all_ok("reshard", st, rank, "writing whole tensors")) rc = DTR_EXIT_FAIL;
+    if (rc == DTR_EXIT_OK && nfiles > 1) {
+        st = rank == 0 ? dtr__rs_index(a->to, ck, file_of, nfiles, total) : DTR_OK;
+        if (!dtr_cli_all_ok("reshard", st, rank, "writing the index")) rc = DTR_EXIT_FAIL;
+    }
+    if (rc == DTR_EXIT_OK)
+        dtr__rs_report("consolidated", a, n, &f, written, nfiles + (nfiles > 1), rank, world);
+    else
+        dtr__rs_undo(a->to, made, rank);
+out:
+    dtr_mesh_destroy(one);
+    free(specs);
+    free(items);
+    free(src);
+    free(file_of);
+    return rc;
+}
+
+static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
+    dtr__rs_args_t a;
+    int rc = dtr__rs_args(argc, argv, &a), nrules = 0;
+    dtr_mesh_t *mesh = NULL;
+    dtr__rule_t *rules = NULL;
+    if (rc == DTR_EXIT_OK && !a.consolidate) {
+        if (dtr_mesh_parse(a.mesh, NULL, 0, &mesh) != DTR_OK)
+            rc = dtr_cli_lib_error("reshard", "--mesh");
+        else if (dtr_mesh_nranks(mesh) != world)
+            rc = dtr_cli_usage_error("reshard", "--mesh: %lld ranks, the job has %d (run under "
+                                                "'mpirun -n %lld')",
+                                     (long long)dtr_mesh_nranks(mesh), world,
+                                     (long long)dtr_mesh_nranks(mesh));
+        else
+            rc = dtr__rs_rules(a.rules, dtr_mesh_ndims(mesh), &rules, &nrules);
+    }
+    bool made = false;
+    if (rc == DTR_EXIT_OK && rank == 0) rc = dtr__rs_target(a.to, &made);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dtr_checkpoint_t *ck = NULL;
+    if (rc == DTR_EXIT_OK) { /* (rank 0 speaks for all: every rank reads the same files) */
+        dtr_status_t st = dtr_checkpoint_open(a.from, &ck);
+        if (!dtr_cli_all_ok("reshard", st, rank, "--from")) {
+            rc = DTR_EXIT_FAIL;
+            dtr__rs_undo(a.to, made, rank);
+        }
+    }
+    if (rc == DTR_EXIT_OK && rank == 0 && !a.consolidate)
+        printf("dtr reshard: %lld tensors of %s onto %s by %s:\n",
+               (long long)dtr_checkpoint_count(ck), a.from, a.mesh, a.rules);
+    if (rc == DTR_EXIT_OK)
+        rc = a.consolidate ? dtr__rs_consolidate(&a, ck, rank, world, made)
+                           : dtr__rs_save(&a, ck, mesh, rules, nrules, rank, world, made);
+    dtr_checkpoint_close(ck);
+    dtr_mesh_destroy(mesh);
+    free(rules);
+    return rc;
+}
+
+static int dtr__reshard_main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            dtr__reshard_help(stdout);
+            return DTR_EXIT_OK;
+        }
+    return dtr_cli_mpi_main("reshard", dtr__reshard_body, argc, argv);
+}
+
+const dtr_cli_command_t dtr_cli_reshard = {
+    .name = "reshard",
+    .summary = "a safetensors checkpoint into another layout, N ranks to M, or consolidated",
+    .main = dtr__reshard_main,
+    .help = dtr__reshard_help,
+};
