@@ -87,6 +87,31 @@ DTR_API dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64
                                                size_t out_bytes,
                                                dtr_checkpoint_read_stats_t *stats);
 
+/* ---- placement rules ----------------------------------------------------------------- */
+
+/*
+ * Which placements each tensor takes, the way a parallelize plan says it: a JSON list of
+ * {"match": GLOB, "placements": "S(0),R"[, "dtype": "bf16"]}, one placement per mesh dim;
+ * the first rule whose GLOB matches the tensor's name (fnmatch, no flags) wins; "dtype"
+ * casts on load (between float dtypes). Unknown keys, placements not one per mesh dim and
+ * unknown dtypes are refused naming the rule (DTR_ERR_PARSE).
+ */
+typedef struct dtr_checkpoint_rules dtr_checkpoint_rules_t;
+DTR_API dtr_status_t dtr_checkpoint_rules_load(const char *path, int mesh_ndims,
+                                               dtr_checkpoint_rules_t **out);
+DTR_API dtr_status_t dtr_checkpoint_rules_parse(const char *json, int mesh_ndims,
+                                                dtr_checkpoint_rules_t **out);
+DTR_API void dtr_checkpoint_rules_destroy(dtr_checkpoint_rules_t *rules);
+/* Tensor `index`'s spec on `mesh` under the first rule that matches its name (*rule: its
+ * index; may be NULL). A tensor no rule matches is DTR_ERR_INVALID_ARGUMENT naming it; a
+ * rule it cannot take (a shard dim it lacks) names the tensor, its shape and the rule. */
+DTR_API dtr_status_t dtr_checkpoint_rules_spec(const dtr_checkpoint_rules_t *rules,
+                                               const dtr_checkpoint_t *ck, int64_t index,
+                                               const dtr_mesh_t *mesh, dtr_spec_t *spec,
+                                               int *rule);
+/* Rule k as text ("'*.c_attn.weight': S(0),S(1) as bf16"); NULL out of range. */
+DTR_API const char *dtr_checkpoint_rules_describe(const dtr_checkpoint_rules_t *rules, int k);
+
 /* ---- saving ------------------------------------------------------------------------ */
 
 /* One tensor to save: its name, its spec (global shape, dtype, placements on the mesh every

@@ -8,7 +8,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <mpi.h>
@@ -114,72 +113,6 @@ static int dtr__rs_target(const char *to, bool *made) {
     return DTR_EXIT_OK;
 }
 
-/* One rule of the rules file. */
-typedef struct {
-    char match[512];
-    dtr_placement_t pl[DTR_MAX_MESH_DIMS];
-    char text[256]; /* the placements, as written back */
-    bool cast;
-    dtr_dtype_t dtype;
-} dtr__rule_t;
-
-/* Reads the rules file: a list of {"match", "placements"[, "dtype"]}, placements one per
- * mesh dim. *out malloc'd. */
-static int dtr__rs_rules(const char *path, int nd, dtr__rule_t **out, int *n) {
-    json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-    if (root == NULL)
-        return dtr_cli_usage_error("reshard", "--rules %s: line %d, column %d: %s", path,
-                                   err.line, err.column, err.text);
-    int rc = DTR_EXIT_OK;
-    size_t count = json_is_array(root) ? json_array_size(root) : 0;
-    dtr__rule_t *r = calloc(count + 1, sizeof *r);
-    if (count == 0 || r == NULL)
-        rc = dtr_cli_usage_error("reshard", "--rules %s: not a non-empty JSON list of rules",
-                                 path);
-    for (size_t i = 0; rc == DTR_EXIT_OK && i < count; i++) {
-        json_t *e = json_array_get(root, i), *m = json_object_get(e, "match");
-        json_t *p = json_object_get(e, "placements"), *dt = json_object_get(e, "dtype");
-        const char *key;
-        json_t *v;
-        json_object_foreach(e, key, v) {
-            if (strcmp(key, "match") && strcmp(key, "placements") && strcmp(key, "dtype")) {
-                rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: unknown key \"%s\" "
-                                                    "(match, placements, dtype)", path, i, key);
-                break;
-            }
-        }
-        int got = 0;
-        if (rc != DTR_EXIT_OK) break;
-        if (!json_is_string(m) || !json_is_string(p) ||
-            strlen(json_string_value(m)) >= sizeof r[i].match)
-            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: needs \"match\" and "
-                                                "\"placements\" (strings)", path, i);
-        else if (dtr_placements_parse(json_string_value(p), r[i].pl, DTR_MAX_MESH_DIMS, &got) !=
-                     DTR_OK || got != nd)
-            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: placements '%s': %s", path,
-                                     i, json_string_value(p),
-                                     got != nd && got > 0 ? "not one per --mesh dim"
-                                                          : dtr_last_error());
-        else if (dt != NULL && (!json_is_string(dt) ||
-                                dtr_dtype_parse(json_string_value(dt), &r[i].dtype) != DTR_OK))
-            rc = dtr_cli_usage_error("reshard", "--rules %s: rule %zu: dtype: not a dtype", path,
-                                     i);
-        if (rc != DTR_EXIT_OK) break;
-        snprintf(r[i].match, sizeof r[i].match, "%s", json_string_value(m));
-        dtr_placements_format(r[i].pl, nd, r[i].text, sizeof r[i].text);
-        r[i].cast = dt != NULL;
-    }
-    json_decref(root);
-    if (rc != DTR_EXIT_OK) {
-        free(r);
-        return rc;
-    }
-    *out = r;
-    *n = (int)count;
-    return DTR_EXIT_OK;
-}
-
 /* What the fill callback needs: the source, each item's tensor index, what was read. */
 typedef struct {
     const dtr_checkpoint_t *ck;
@@ -204,35 +137,24 @@ static dtr_status_t dtr__rs_fill(void *arg, int64_t item, void *block, size_t by
     return DTR_OK;
 }
 
-/* Each tensor's spec under the rules (the first whose glob matches its name); rank 0
- * prints the rule each took. */
-static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh, const char *path,
-                         const dtr__rule_t *rules, int nrules, int rank, dtr_spec_t *specs,
+/* Each tensor's spec under the rules (dtr_checkpoint_rules_spec); rank 0 prints the rule
+ * each took. */
+static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
+                         const dtr_checkpoint_rules_t *rules, int rank, dtr_spec_t *specs,
                          dtr_checkpoint_item_t *items, int64_t *src) {
-    int nd = dtr_mesh_ndims(mesh);
     for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
         dtr_checkpoint_tensor_t t;
         dtr_checkpoint_tensor(ck, i, &t);
-        int k = 0;
-        while (k < nrules && fnmatch(rules[k].match, t.name, 0) != 0) k++;
-        if (k == nrules)
-            return dtr_cli_usage_error("reshard", "--rules %s: tensor '%s' matches no rule", path,
-                                       t.name);
-        if (t.dtype == DTR_DTYPE_LAST)
-            return dtr_cli_usage_error("reshard", "tensor '%s': dtype %s: dtr cannot move it",
-                                       t.name, t.format_dtype);
-        dtr_dtype_t dt = rules[k].cast ? rules[k].dtype : t.dtype;
-        char shape[128] = "";
-        dtr_shape_format(t.shape, t.ndim, shape, sizeof shape);
-        if (dtr_spec_init(&specs[i], mesh, rules[k].pl, nd, t.shape, t.ndim, dt) != DTR_OK)
-            return dtr_cli_usage_error("reshard", "tensor '%s' (%s) with rule %d ('%s'): %s",
-                                       t.name, shape, k, rules[k].match, dtr_last_error());
+        int k = -1;
+        if (dtr_checkpoint_rules_spec(rules, ck, i, mesh, &specs[i], &k) != DTR_OK)
+            return dtr_cli_lib_error("reshard", "--rules");
         items[i] = (dtr_checkpoint_item_t){t.name, &specs[i], NULL};
         src[i] = i;
+        char shape[128] = "";
+        dtr_shape_format(t.shape, t.ndim, shape, sizeof shape);
         if (rank == 0)
-            printf("  %-40s %-14s %-5s rule %d ('%s'): %s%s%s\n", t.name, shape,
-                   dtr_dtype_name(t.dtype), k, rules[k].match, rules[k].text,
-                   dt != t.dtype ? " as " : "", dt != t.dtype ? dtr_dtype_name(dt) : "");
+            printf("  %-40s %-14s %-6s rule %d (%s)\n", t.name, shape, dtr_dtype_name(t.dtype),
+                   k, dtr_checkpoint_rules_describe(rules, k));
     }
     return DTR_EXIT_OK;
 }
@@ -270,13 +192,13 @@ static void dtr__rs_undo(const char *to, bool made, int rank) {
 
 /* Saves on the mesh: each rank its file, rank 0 the manifest from every rank's record. */
 static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
-                        const dtr__rule_t *rules, int nrules, int rank, int world, bool made) {
+                        const dtr_checkpoint_rules_t *rules, int rank, int world, bool made) {
     int64_t n = dtr_checkpoint_count(ck);
     dtr_spec_t *specs = calloc((size_t)n + 1, sizeof *specs);
     dtr_checkpoint_item_t *items = calloc((size_t)n + 1, sizeof *items);
     int64_t *src = calloc((size_t)n + 1, sizeof *src);
     if (specs == NULL || items == NULL || src == NULL) return DTR_EXIT_FAIL;
-    int rc = dtr__rs_specs(ck, mesh, a->rules, rules, nrules, rank, specs, items, src);
+    int rc = dtr__rs_specs(ck, mesh, rules, rank, specs, items, src);
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
                         .start = MPI_Wtime()};
@@ -441,9 +363,9 @@ out:
 
 static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
     dtr__rs_args_t a;
-    int rc = dtr__rs_args(argc, argv, &a), nrules = 0;
+    int rc = dtr__rs_args(argc, argv, &a);
     dtr_mesh_t *mesh = NULL;
-    dtr__rule_t *rules = NULL;
+    dtr_checkpoint_rules_t *rules = NULL;
     if (rc == DTR_EXIT_OK && !a.consolidate) {
         if (dtr_mesh_parse(a.mesh, NULL, 0, &mesh) != DTR_OK)
             rc = dtr_cli_lib_error("reshard", "--mesh");
@@ -452,8 +374,8 @@ static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
                                                 "'mpirun -n %lld')",
                                      (long long)dtr_mesh_nranks(mesh), world,
                                      (long long)dtr_mesh_nranks(mesh));
-        else
-            rc = dtr__rs_rules(a.rules, dtr_mesh_ndims(mesh), &rules, &nrules);
+        else if (dtr_checkpoint_rules_load(a.rules, dtr_mesh_ndims(mesh), &rules) != DTR_OK)
+            rc = dtr_cli_lib_error("reshard", "--rules");
     }
     bool made = false;
     if (rc == DTR_EXIT_OK && rank == 0) rc = dtr__rs_target(a.to, &made);
@@ -471,10 +393,10 @@ static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
                (long long)dtr_checkpoint_count(ck), a.from, a.mesh, a.rules);
     if (rc == DTR_EXIT_OK)
         rc = a.consolidate ? dtr__rs_consolidate(&a, ck, rank, world, made)
-                           : dtr__rs_save(&a, ck, mesh, rules, nrules, rank, world, made);
+                           : dtr__rs_save(&a, ck, mesh, rules, rank, world, made);
     dtr_checkpoint_close(ck);
     dtr_mesh_destroy(mesh);
-    free(rules);
+    dtr_checkpoint_rules_destroy(rules);
     return rc;
 }
 

@@ -91,15 +91,15 @@ echo '[{"match": "*.weight", "placements": "S(0)"}]' >"$w/partial.json"
 check "a tensor no rule matches" 2 2 "" "tensor 'layers.0.attn.bias' matches no rule" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/partial.json"
 echo '[{"match": "*", "placements": "S(0),R"}]' >"$w/twodims.json"
-check "placements not one per mesh dim" 2 2 "" "rule 0: placements 'S(0),R': not one per --mesh dim" \
+check "placements not one per mesh dim" 2 2 "" "rule 0: placements 'S(0),R': 2 for a 1-dim mesh" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/twodims.json"
 echo '[{"match": "*", "placements": "S(1)"}]' >"$w/s1.json"
-check "a shard dim the tensor lacks" 2 2 "" "with rule 0 ('*'): dtr_spec_init: placements[0]" \
+check "a shard dim the tensor lacks" 2 2 "" "with rule 0 ('*': S(1)): placements[0]" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/s1.json"
 echo '[{"match": "*", "placements": "R", "how": 1}]' >"$w/key.json"
 check "an unknown key in a rule" 2 2 "" "rule 0: unknown key \"how\"" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/key.json"
-check "rules not JSON" 2 2 "" "--rules $w/r4.json.none" \
+check "rules not JSON" 2 2 "" "--rules: dtr_checkpoint_rules_load: $w/r4.json.none: line" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/r4.json.none"
 check "--to not empty" 2 2 "" "--to: $w/python-written.4 exists and is not empty" \
     reshard --from "$w/model0.safetensors" --to "$w/python-written.4" --consolidate
