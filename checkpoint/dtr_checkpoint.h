@@ -47,9 +47,12 @@ typedef struct {
     const char *placements;   /* a saved checkpoint's placements ("S(0),R"); else NULL */
 } dtr_checkpoint_tensor_t;
 
-/* What dtr_checkpoint_read_block did: the bytes it read and the preads it took. */
+/* What dtr_checkpoint_read_block did: the block's bytes (in the file's dtype), its
+ * contiguous runs in the files, the system calls that read them (runs close together share
+ * one preadv), and the bytes those read (the gaps of at most 64 KiB between batched runs
+ * included: the other blocks' bytes, never kept). */
 typedef struct {
-    int64_t bytes, reads;
+    int64_t bytes, runs, reads, file_bytes;
 } dtr_checkpoint_read_stats_t;
 
 /* Opens `path`: a .safetensors file, or a directory holding model.safetensors.index.json
@@ -78,7 +81,7 @@ DTR_API const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const ch
  * box local_shape at global_offset, row-major) into `out` (out_bytes at least the block's
  * bytes). The spec's shape and dtype must be the tensor's; a Partial placement is refused
  * (a file holds whole values, not addends), as is a rank outside the spec's mesh. stats
- * (may be NULL) gets the bytes read and the preads. On failure *out and *stats are
+ * (may be NULL) gets what was read (above). On failure *out and *stats are
  * untouched, except where the file fails mid-read (DTR_ERR_IO: a file shortened since it
  * was opened, or the disk's error), which leaves *out partly written.
  */

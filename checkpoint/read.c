@@ -1,9 +1,10 @@
 /* One rank's block of a tensor, read from its file by pread (dtr_checkpoint.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* preadv */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -56,6 +57,57 @@ static dtr_status_t dtr__ck_read(const dtr__ck_file_t *f, char *buf, int64_t n, 
     return DTR_OK;
 }
 
+/* Runs close together in a file are read by one preadv, the gaps between them (at most
+ * DTR__CK_GAP bytes each) into one scratch buffer: a block of short rows (a later dim's
+ * shard) costs a few system calls instead of one per row, for the gaps' bytes. */
+#define DTR__CK_GAP (64 << 10)
+#define DTR__CK_IOV 512
+
+typedef struct {
+    const dtr__ck_file_t *f;
+    struct iovec iov[DTR__CK_IOV];
+    int n;
+    int64_t start, end; /* the batch's bytes of the file */
+    char *scratch;      /* DTR__CK_GAP bytes: where gaps go */
+    XXH3_state_t *hs;   /* a whole piece's checksum, over its runs in order */
+    dtr_checkpoint_read_stats_t *stats;
+} dtr__ck_batch_t;
+
+static dtr_status_t dtr__ck_flush(dtr__ck_batch_t *b) {
+    if (b->n == 0) return DTR_OK;
+    ssize_t r;
+    do r = preadv(b->f->fd, b->iov, b->n, (off_t)b->start);
+    while (r < 0 && errno == EINTR);
+    b->stats->reads++;
+    if (r != b->end - b->start) { /* short (or past 2 GiB): one iov at a time */
+        int64_t at = b->start;
+        for (int i = 0; i < b->n; i++) {
+            DTR_CHECK(dtr__ck_read(b->f, b->iov[i].iov_base, (int64_t)b->iov[i].iov_len, at));
+            at += (int64_t)b->iov[i].iov_len;
+            b->stats->reads++;
+        }
+    }
+    b->stats->file_bytes += b->end - b->start;
+    for (int i = 0; b->hs != NULL && i < b->n; i++)
+        if (b->iov[i].iov_base != b->scratch)
+            XXH3_64bits_update(b->hs, b->iov[i].iov_base, b->iov[i].iov_len);
+    b->n = 0;
+    return DTR_OK;
+}
+
+/* run bytes of the file at `at` into dst, batched with the runs before it where close. */
+static dtr_status_t dtr__ck_add(dtr__ck_batch_t *b, char *dst, int64_t run, int64_t at) {
+    int64_t gap = at - b->end;
+    if (b->n > 0 && (gap < 0 || gap > DTR__CK_GAP || b->n + 2 > DTR__CK_IOV))
+        DTR_CHECK(dtr__ck_flush(b));
+    if (b->n == 0) b->start = b->end = at;
+    else if (gap > 0) b->iov[b->n++] = (struct iovec){b->scratch, (size_t)gap};
+    b->iov[b->n++] = (struct iovec){dst, (size_t)run};
+    b->end = at + run;
+    b->stats->runs++;
+    return DTR_OK;
+}
+
 /* Where box (lo, ext) meets the piece: its corner and extents; false where they do not. */
 static bool dtr__ck_meet(int nd, const int64_t *lo, const int64_t *ext, const dtr__ck_piece_t *p,
                          int64_t *mlo, int64_t *mext) {
@@ -75,7 +127,8 @@ static bool dtr__ck_meet(int nd, const int64_t *lo, const int64_t *ext, const dt
 static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_tensor_t *t,
                                      const dtr__ck_piece_t *p, const int64_t *mlo,
                                      const int64_t *mext, const int64_t *lo,
-                                     const int64_t *shape, char *out, int64_t *reads) {
+                                     const int64_t *shape, char *out, char *scratch,
+                                     dtr_checkpoint_read_stats_t *stats) {
     const dtr__ck_file_t *f = &ck->files[p->file];
     int nd = t->ndim;
     int64_t item = dtr_dtype_info(t->dtype)->size, run = item, sst[DTR_MAX_TENSOR_DIMS],
@@ -94,6 +147,12 @@ static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_t
     if (hs != NULL) XXH3_64bits_reset(hs);
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0}, total = 1;
     for (int d = 0; d < nd; d++) total *= mext[d];
+    dtr__ck_batch_t *b = malloc(sizeof *b);
+    if (b == NULL) {
+        XXH3_freeState(hs);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "a read batch");
+    }
+    *b = (dtr__ck_batch_t){.f = f, .scratch = scratch, .hs = hs, .stats = stats};
     dtr_status_t st = DTR_OK;
     for (int64_t done = 0; st == DTR_OK && done < total * item; done += run) {
         int64_t so = p->data, doff = 0;
@@ -101,14 +160,14 @@ static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_t
             so += (mlo[d] - p->lo[d] + idx[d]) * sst[d];
             doff += (mlo[d] - lo[d] + idx[d]) * dst[d];
         }
-        st = dtr__ck_read(f, out + doff, run, so);
-        if (st == DTR_OK && hs != NULL) XXH3_64bits_update(hs, out + doff, (size_t)run);
-        (*reads)++;
+        st = dtr__ck_add(b, out + doff, run, so);
         for (int d = k - 1; d >= 0; d--) { /* the next run: the outer dims' odometer */
             if (++idx[d] < mext[d]) break;
             idx[d] = 0;
         }
     }
+    if (st == DTR_OK) st = dtr__ck_flush(b);
+    free(b);
     if (st == DTR_OK && hs != NULL && XXH3_64bits_digest(hs) != p->checksum)
         st = dtr__error(DTR_ERR_IO, F, "%s: tensor '%s': the piece at %lld fails its checksum "
                                        "(xxh3 %016llx, the manifest says %016llx)",
@@ -148,17 +207,19 @@ dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index
     int64_t src_item = dtr_dtype_info(t->dtype)->size;
     char *dst = spec->dtype == t->dtype ? out : malloc((size_t)(lay.numel * src_item) + 1);
     if (dst == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "a block to cast");
-    int64_t reads = 0, mlo[DTR_MAX_TENSOR_DIMS], mext[DTR_MAX_TENSOR_DIMS];
-    dtr_status_t st = DTR_OK;
+    int64_t mlo[DTR_MAX_TENSOR_DIMS], mext[DTR_MAX_TENSOR_DIMS];
+    dtr_checkpoint_read_stats_t got = {.bytes = lay.numel * src_item};
+    char *scratch = malloc(DTR__CK_GAP);
+    dtr_status_t st = scratch == NULL ? dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "scratch") : DTR_OK;
     for (int64_t i = 0; st == DTR_OK && lay.numel > 0 && i < t->npieces; i++)
         if (dtr__ck_meet(t->ndim, lay.global_offset, lay.local_shape, &t->pieces[i], mlo, mext))
             st = dtr__ck_read_box(ck, t, &t->pieces[i], mlo, mext, lay.global_offset,
-                                  lay.local_shape, dst, &reads);
+                                  lay.local_shape, dst, scratch, &got);
+    free(scratch);
     if (dst != out) {
         if (st == DTR_OK) dtr__convert(t->dtype, dst, spec->dtype, out, lay.numel);
         free(dst);
     }
-    if (st == DTR_OK && stats != NULL)
-        *stats = (dtr_checkpoint_read_stats_t){lay.numel * src_item, reads};
+    if (st == DTR_OK && stats != NULL) *stats = got;
     return st;
 }
