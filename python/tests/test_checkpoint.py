@@ -71,7 +71,7 @@ def test_safetensors_round_trip_through_reshard(tmp_path, seed):
                               {"match": "*", "placements": "R"}]))
     out = reshard(4, "--from", str(src), "--to", str(tmp_path / "tp4"), "--mesh", "2x2",
                   "--rules", str(r4))
-    assert "rule 0 ('*.attn.weight'): S(0),S(1)" in out
+    assert "rule 0 ('*.attn.weight': S(0),S(1))" in out
     reshard(2, "--from", str(tmp_path / "tp4"), "--to", str(tmp_path / "tp2"), "--mesh", "2",
             "--rules", str(r2))
     reshard(3, "--from", str(tmp_path / "tp2"), "--to", str(tmp_path / "whole"),
