@@ -130,6 +130,10 @@ static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_t
                                      const int64_t *shape, char *out, char *scratch,
                                      dtr_checkpoint_read_stats_t *stats) {
     const dtr__ck_file_t *f = &ck->files[p->file];
+    struct stat sb; /* a file cut short since open would fail mid-read: refuse it first */
+    if (fstat(f->fd, &sb) != 0 || (int64_t)sb.st_size != f->size)
+        return dtr__error(DTR_ERR_IO, F, "%s: changed since it was opened (%lld bytes then)",
+                          f->path, (long long)f->size);
     int nd = t->ndim;
     int64_t item = dtr_dtype_info(t->dtype)->size, run = item, sst[DTR_MAX_TENSOR_DIMS],
             dst[DTR_MAX_TENSOR_DIMS];
@@ -196,13 +200,6 @@ dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index
         return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, F,
                           "out_bytes: %zu, rank %d's block of '%s' is %lld bytes", out_bytes,
                           rank, t->name, (long long)lay.bytes);
-    for (int64_t i = 0; i < t->npieces; i++) {
-        const dtr__ck_file_t *f = &ck->files[t->pieces[i].file];
-        struct stat sb;
-        if (fstat(f->fd, &sb) != 0 || (int64_t)sb.st_size != f->size)
-            return dtr__error(DTR_ERR_IO, F, "%s: changed since it was opened (%lld bytes then)",
-                              f->path, (long long)f->size);
-    }
     /* a cast reads the block in the file's dtype first, then converts it into out */
     int64_t src_item = dtr_dtype_info(t->dtype)->size;
     char *dst = spec->dtype == t->dtype ? out : malloc((size_t)(lay.numel * src_item) + 1);

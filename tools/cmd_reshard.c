@@ -119,7 +119,7 @@ typedef struct {
     const int64_t *src;
     const dtr_checkpoint_item_t *items;
     int rank;
-    int64_t read, done, total;
+    int64_t read, written, done, total; /* written: the blocks handed to the writer */
     dtr_cli_progress_t prog;
     double start;
 } dtr__rs_fill_t;
@@ -132,6 +132,7 @@ static dtr_status_t dtr__rs_fill(void *arg, int64_t item, void *block, size_t by
                                                block, bytes, &st);
     if (s != DTR_OK) return s;
     f->read += st.bytes;
+    f->written += (int64_t)bytes;
     f->done++;
     if (f->rank == 0) dtr_cli_progress(&f->prog, "reshard", "tensors (rank 0)", f->done, f->total);
     return DTR_OK;
@@ -161,9 +162,8 @@ static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
 
 /* Rank 0's summary of what was read and written. */
 static void dtr__rs_report(const char *what, const dtr__rs_args_t *a, int64_t ntensors,
-                           const dtr__rs_fill_t *f, int64_t written, int nfiles, int rank,
-                           int world) {
-    long long bytes[2] = {f->read, written}, maxread = 0, total = 0;
+                           const dtr__rs_fill_t *f, int nfiles, int rank, int world) {
+    long long bytes[2] = {f->read, f->written}, maxread = 0, total = 0;
     MPI_Reduce(&bytes[0], &maxread, 1, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&bytes[1], &total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     double secs = MPI_Wtime() - f->start, all = secs;
@@ -229,18 +229,7 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     if (rc == DTR_EXIT_OK) {
         char what[160] = "as ";
         dtr_mesh_format(mesh, what + 3, sizeof what - 3);
-        int64_t written = 0;
-        for (int64_t i = 0; i < n; i++) {
-            dtr_layout_t lay;
-            dtr_spec_layout(&specs[i], rank, &lay);
-            int64_t coord[DTR_MAX_MESH_DIMS];
-            dtr_mesh_coord(mesh, rank, coord);
-            bool owner = true;
-            for (int d = 0; d < dtr_mesh_ndims(mesh); d++)
-                owner = owner && (specs[i].placements[d].kind != DTR_REPLICATE || coord[d] == 0);
-            written += owner ? lay.bytes : 0;
-        }
-        dtr__rs_report(what, a, n, &f, written, nfiles + 1, rank, world);
+        dtr__rs_report(what, a, n, &f, nfiles + 1, rank, world);
     } else {
         dtr__rs_undo(a->to, made, rank);
     }
@@ -319,7 +308,6 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
     dtr__rs_fill_t f = {.ck = ck, .src = src, .rank = 0, .total = n, .start = MPI_Wtime()};
     dtr_status_t st = DTR_OK;
-    int64_t written = 0;
     for (int k = rank; rc == DTR_EXIT_OK && st == DTR_OK && k < nfiles; k += world) {
         dtr_checkpoint_item_t *mine = calloc((size_t)n + 1, sizeof *mine);
         int64_t m = 0;
@@ -328,11 +316,6 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
                 src[m] = i; /* the fill's item m is tensor i */
                 mine[m++] = items[i];
             }
-        for (int64_t j = 0; j < m; j++) {
-            dtr_layout_t lay;
-            dtr_spec_layout(mine[j].spec, 0, &lay);
-            written += lay.bytes;
-        }
         char path[4096];
         if (nfiles == 1) snprintf(path, sizeof path, "%s/model.safetensors", a->to);
         else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", a->to, k + 1, nfiles);
@@ -349,7 +332,7 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
         if (!dtr_cli_all_ok("reshard", st, rank, "writing the index")) rc = DTR_EXIT_FAIL;
     }
     if (rc == DTR_EXIT_OK)
-        dtr__rs_report("consolidated", a, n, &f, written, nfiles + (nfiles > 1), rank, world);
+        dtr__rs_report("consolidated", a, n, &f, nfiles + (nfiles > 1), rank, world);
     else
         dtr__rs_undo(a->to, made, rank);
 out:
