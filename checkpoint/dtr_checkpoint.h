@@ -26,6 +26,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
+#include "redistribute/executor/memory.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +90,29 @@ DTR_API dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64
                                                const dtr_spec_t *spec, int rank, void *out,
                                                size_t out_bytes,
                                                dtr_checkpoint_read_stats_t *stats);
+
+/* The host staging of dtr_checkpoint_read_block_to where the caller passes 0: 16 MiB. */
+#define DTR_CHECKPOINT_STAGING ((size_t)16 << 20)
+
+/*
+ * The same read into memory of a space (space NULL: host memory, as above): `out` is the
+ * space's memory (a CUDA device pointer on dtr_memory_cuda_ops, with its state). The block
+ * goes through a host staging buffer of at most staging_bytes (0: DTR_CHECKPOINT_STAGING) in
+ * chunks that are contiguous in the block (whole trailing rows where they fit): each chunk
+ * read from the files, cast where spec->dtype is not the file's, and handed to the space's
+ * copy; the space is synced before the call returns, so the block is complete in out. On
+ * host memory a cast goes through the same staging (never a block-sized buffer). A piece
+ * of a saved checkpoint is checked against its checksum where one chunk reads it whole.
+ * Errors as dtr_checkpoint_read_block's, and the space's own (its copy or sync failing,
+ * which leaves out partly written); staging_bytes less than one element (its bytes as
+ * read plus as cast) is DTR_ERR_INVALID_ARGUMENT.
+ */
+DTR_API dtr_status_t dtr_checkpoint_read_block_to(const dtr_checkpoint_t *ck, int64_t index,
+                                                  const dtr_spec_t *spec, int rank,
+                                                  const dtr_memory_ops_t *space, void *state,
+                                                  void *out, size_t out_bytes,
+                                                  size_t staging_bytes,
+                                                  dtr_checkpoint_read_stats_t *stats);
 
 /* ---- placement rules ----------------------------------------------------------------- */
 

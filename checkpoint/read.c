@@ -182,15 +182,96 @@ static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_t
     return st;
 }
 
-dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index,
-                                       const dtr_spec_t *spec, int rank, void *out,
-                                       size_t out_bytes, dtr_checkpoint_read_stats_t *stats) {
+/* The box (lo, ext) of tensor t into buf (row-major, that box's shape): the pieces that meet
+ * it, each by dtr__ck_read_box. */
+static dtr_status_t dtr__ck_read_sub(const dtr_checkpoint_t *ck, const dtr__ck_tensor_t *t,
+                                     const int64_t *lo, const int64_t *ext, char *buf,
+                                     char *scratch, dtr_checkpoint_read_stats_t *stats) {
+    int64_t mlo[DTR_MAX_TENSOR_DIMS], mext[DTR_MAX_TENSOR_DIMS];
+    for (int64_t i = 0; i < t->npieces; i++)
+        if (dtr__ck_meet(t->ndim, lo, ext, &t->pieces[i], mlo, mext))
+            DTR_CHECK(dtr__ck_read_box(ck, t, &t->pieces[i], mlo, mext, lo, ext, buf, scratch,
+                                       stats));
+    return DTR_OK;
+}
+
+/* A block read through host staging: chunks of the block that are contiguous in it (an
+ * odometer over the dims before `k`, `rows` of dim k at a time, the dims after it whole),
+ * each read into `stage`, cast where the dtypes differ, and handed to the space (or, on
+ * host memory, converted straight into out). */
+typedef struct {
+    const dtr_checkpoint_t *ck;
+    const dtr__ck_tensor_t *t;
+    const dtr_layout_t *lay;
+    dtr_dtype_t dtype; /* out's */
+    const dtr_memory_ops_t *space;
+    void *state;
+    char *out, *stage, *conv, *scratch;
+    int64_t stage_elems;
+} dtr__ck_chunks_t;
+
+static dtr_status_t dtr__ck_chunk(const dtr__ck_chunks_t *c, const int64_t *lo,
+                                  const int64_t *ext, int64_t at, int64_t n,
+                                  dtr_checkpoint_read_stats_t *stats) {
+    DTR_CHECK(dtr__ck_read_sub(c->ck, c->t, lo, ext, c->stage, c->scratch, stats));
+    int64_t item = dtr_dtype_info(c->dtype)->size;
+    if (c->space == NULL) { /* host: a cast is the only reason to stage */
+        dtr__convert(c->t->dtype, c->stage, c->dtype, c->out + at * item, n);
+        return DTR_OK;
+    }
+    const char *src = c->stage;
+    if (c->dtype != c->t->dtype) {
+        dtr__convert(c->t->dtype, c->stage, c->dtype, c->conv, n);
+        src = c->conv;
+    }
+    dtr_status_t st = c->space->copy(c->state, c->out + at * item, src, n * item,
+                                     DTR_COPY_FROM_HOST);
+    return st == DTR_OK ? DTR_OK
+                        : dtr__error(st, F, "space '%s': copy of %lld bytes to out: %s",
+                                     c->space->name, (long long)(n * item), dtr__last_detail());
+}
+
+static dtr_status_t dtr__ck_chunks(const dtr__ck_chunks_t *c, dtr_checkpoint_read_stats_t *st) {
+    int nd = c->t->ndim;
+    const int64_t *shape = c->lay->local_shape, *glo = c->lay->global_offset;
+    int k = nd - 1;
+    int64_t inner = 1; /* elements of one index of dim k */
+    while (k > 0 && inner * shape[k] <= c->stage_elems) inner *= shape[k--];
+    if (nd == 0) return dtr__ck_chunk(c, glo, shape, 0, 1, st);
+    int64_t rows = c->stage_elems / inner, idx[DTR_MAX_TENSOR_DIMS] = {0};
+    if (rows > shape[k]) rows = shape[k];
+    for (int64_t at = 0; at < c->lay->numel;) {
+        int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
+        for (int d = 0; d < nd; d++) {
+            lo[d] = glo[d] + (d <= k ? idx[d] : 0);
+            ext[d] = d < k ? 1 : d > k ? shape[d] : 0;
+        }
+        ext[k] = shape[k] - idx[k] < rows ? shape[k] - idx[k] : rows;
+        DTR_CHECK(dtr__ck_chunk(c, lo, ext, at, ext[k] * inner, st));
+        at += ext[k] * inner;
+        idx[k] += ext[k];
+        for (int d = k; d > 0 && idx[d] == shape[d]; d--) { /* the odometer */
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+    return DTR_OK;
+}
+
+dtr_status_t dtr_checkpoint_read_block_to(const dtr_checkpoint_t *ck, int64_t index,
+                                          const dtr_spec_t *spec, int rank,
+                                          const dtr_memory_ops_t *space, void *state, void *out,
+                                          size_t out_bytes, size_t staging_bytes,
+                                          dtr_checkpoint_read_stats_t *stats) {
     DTR_CHECK_PTR(ck, F);
     DTR_CHECK_PTR(spec, F);
     DTR_CHECK_PTR(spec->mesh, F);
     if (index < 0 || index >= ck->ntensors)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "index: %lld, not 0..%lld",
                           (long long)index, (long long)ck->ntensors - 1);
+    if (space != NULL && (space->copy == NULL || space->name == NULL))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "space: no copy (a dtr_memory_ops_t "
+                                                       "with every required slot)");
     const dtr__ck_tensor_t *t = &ck->tensors[index];
     DTR_CHECK(dtr__ck_spec_fits(t, spec));
     dtr_layout_t lay;
@@ -200,23 +281,45 @@ dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index
         return dtr__error(DTR_ERR_BUFFER_TOO_SMALL, F,
                           "out_bytes: %zu, rank %d's block of '%s' is %lld bytes", out_bytes,
                           rank, t->name, (long long)lay.bytes);
-    /* a cast reads the block in the file's dtype first, then converts it into out */
-    int64_t src_item = dtr_dtype_info(t->dtype)->size;
-    char *dst = spec->dtype == t->dtype ? out : malloc((size_t)(lay.numel * src_item) + 1);
-    if (dst == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "a block to cast");
-    int64_t mlo[DTR_MAX_TENSOR_DIMS], mext[DTR_MAX_TENSOR_DIMS];
+    int64_t src_item = dtr_dtype_info(t->dtype)->size, item = dtr_dtype_info(spec->dtype)->size;
+    bool cast = spec->dtype != t->dtype;
+    /* a staged element: its bytes as read, and as cast for a space */
+    int64_t per = (space != NULL || cast ? src_item : 0) + (space != NULL && cast ? item : 0);
+    if (staging_bytes == 0) staging_bytes = DTR_CHECKPOINT_STAGING;
+    if (per > 0 && staging_bytes < (size_t)per)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "staging_bytes: %zu, less than one "
+                                                       "element (%lld bytes staged)",
+                          staging_bytes, (long long)per);
     dtr_checkpoint_read_stats_t got = {.bytes = lay.numel * src_item};
-    char *scratch = malloc(DTR__CK_GAP);
-    dtr_status_t st = scratch == NULL ? dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "scratch") : DTR_OK;
-    for (int64_t i = 0; st == DTR_OK && lay.numel > 0 && i < t->npieces; i++)
-        if (dtr__ck_meet(t->ndim, lay.global_offset, lay.local_shape, &t->pieces[i], mlo, mext))
-            st = dtr__ck_read_box(ck, t, &t->pieces[i], mlo, mext, lay.global_offset,
-                                  lay.local_shape, dst, scratch, &got);
-    free(scratch);
-    if (dst != out) {
-        if (st == DTR_OK) dtr__convert(t->dtype, dst, spec->dtype, out, lay.numel);
-        free(dst);
+    dtr__ck_chunks_t c = {.ck = ck, .t = t, .lay = &lay, .dtype = spec->dtype, .space = space,
+                          .state = state, .out = out};
+    if (per > 0) {
+        c.stage_elems = (int64_t)(staging_bytes / (size_t)per);
+        if (c.stage_elems > lay.numel) c.stage_elems = lay.numel;
     }
+    int64_t read_part = (c.stage_elems * src_item + 15) / 16 * 16; /* the cast part aligned */
+    c.scratch = malloc(DTR__CK_GAP + (size_t)(read_part + c.stage_elems * (per - src_item)));
+    if (c.scratch == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "staging");
+    c.stage = c.scratch + DTR__CK_GAP;
+    c.conv = c.stage + read_part;
+    dtr_status_t st = DTR_OK;
+    if (lay.numel > 0 && per == 0) /* host, same dtype: straight into out */
+        st = dtr__ck_read_sub(ck, t, lay.global_offset, lay.local_shape, out, c.scratch, &got);
+    else if (lay.numel > 0)
+        st = dtr__ck_chunks(&c, &got);
+    if (st == DTR_OK && space != NULL && space->sync != NULL) {
+        st = space->sync(state);
+        if (st != DTR_OK)
+            st = dtr__error(st, F, "space '%s': %s", space->name, dtr__last_detail());
+    }
+    free(c.scratch);
     if (st == DTR_OK && stats != NULL) *stats = got;
     return st;
+}
+
+dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64_t index,
+                                       const dtr_spec_t *spec, int rank, void *out,
+                                       size_t out_bytes, dtr_checkpoint_read_stats_t *stats) {
+    return dtr_checkpoint_read_block_to(ck, index, spec, rank, NULL, NULL, out, out_bytes, 0,
+                                        stats);
 }

@@ -58,7 +58,8 @@ INCLUDES = {
     "redistribute/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
         "redistribute/nccl/", "redistribute/cuda/", "redistribute/mpi/internal.h"],
     "redistribute/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/gloo/"],
-    "checkpoint": ["core/", "placement/", "dtensor/", "checkpoint/"],
+    "checkpoint": ["core/", "placement/", "dtensor/", "redistribute/executor/memory.h",
+                   "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h",
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
