@@ -121,7 +121,8 @@ DTR_API dtr_status_t dtr_checkpoint_read_block_to(const dtr_checkpoint_t *ck, in
  * {"match": GLOB, "placements": "S(0),R"[, "dtype": "bf16"]}, one placement per mesh dim;
  * the first rule whose GLOB matches the tensor's name (fnmatch, no flags) wins; "dtype"
  * casts on load (between float dtypes). Unknown keys, placements not one per mesh dim and
- * unknown dtypes are refused naming the rule (DTR_ERR_PARSE).
+ * unknown dtypes are refused naming the rule (DTR_ERR_PARSE); a rules file that cannot be
+ * opened is DTR_ERR_IO with the path and the system's reason.
  */
 typedef struct dtr_checkpoint_rules dtr_checkpoint_rules_t;
 DTR_API dtr_status_t dtr_checkpoint_rules_load(const char *path, int mesh_ndims,

@@ -1,6 +1,7 @@
 /* Placement rules: which placements (and dtype) each tensor of a checkpoint takes
  * (dtr_checkpoint.h). */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -100,8 +101,12 @@ dtr_status_t dtr_checkpoint_rules_load(const char *path, int mesh_ndims,
     if (mesh_ndims < 1 || mesh_ndims > DTR_MAX_MESH_DIMS)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "mesh_ndims: %d, not 1..%d", mesh_ndims,
                           DTR_MAX_MESH_DIMS);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return dtr__error(DTR_ERR_IO, F, "%s: %s", path, strerror(errno));
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    fclose(f);
     if (root == NULL)
         return dtr__error(DTR_ERR_PARSE, F, "%s: line %d, column %d: %s", path, err.line,
                           err.column, err.text);

@@ -104,7 +104,7 @@ class BuildExt(build_ext):
 core = Extension(
     "dtr._core",
     sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_grad.c",
-             "dtr/_bench.c"],
+             "dtr/_bench.c", "dtr/_checkpoint.c"],
     depends=["dtr/_core.h"],
 )
 

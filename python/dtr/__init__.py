@@ -15,21 +15,25 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   redistribute_many(locals, mesh, ...)     a batch of tensors, coalesced
   grad_hook(buf, mesh, kind)               DDP's gradient all-reduce, in place
   reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
+  load(path, mesh, rules, ...)             this rank's blocks of a safetensors checkpoint
   dtr.torch                                DDP communication hooks (import dtr.torch)
-  Error, ArgumentError, RefusedError, BackendError, TimeoutError
+  Error, ArgumentError, RefusedError, BackendError, TimeoutError, FileError
 """
 import atexit
 import collections
+import json
+import os
 
 from . import _core
-from ._core import (ArgumentError, BackendError, Error, Mesh, Plan, RefusedError, Request,
-                    TimeoutError)
+from ._core import (ArgumentError, BackendError, Error, FileError, Mesh, Plan, RefusedError,
+                    Request, TimeoutError)
 from ._placements import Partial, Placement, Replicate, Shard
 from . import _arrays, _placements
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
-           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "Plan", "Request", "LocalLayout", "Error",
-           "ArgumentError", "RefusedError", "BackendError", "TimeoutError", "__version__"]
+           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load", "Plan",
+           "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
+           "TimeoutError", "FileError", "__version__"]
 
 __version__ = _core.version()
 
@@ -71,3 +75,74 @@ redistribute = _core.redistribute
 redistribute_many = _core.redistribute_many
 grad_hook = _core.grad_hook
 reduce_scatter_grads = _core.reduce_scatter_grads
+
+
+def _rules_json(rules):
+    """The rules as dtr_checkpoint_rules_parse's JSON text: a list of dicts (their
+    placements as text or as placement objects), or a dict {glob: placements} in order."""
+    if isinstance(rules, dict):
+        rules = [{"match": k, "placements": v} for k, v in rules.items()]
+    if not isinstance(rules, (list, tuple)):
+        raise ArgumentError("rules: expected a rules file's path, a list of "
+                            "{'match', 'placements'[, 'dtype']} or a dict {glob: placements}, "
+                            f"got {type(rules).__name__}")
+    out = []
+    for i, r in enumerate(rules):
+        if not isinstance(r, dict):
+            raise ArgumentError(f"rules[{i}]: expected a dict, got {type(r).__name__}")
+        r = dict(r)
+        p = r.get("placements")
+        if p is not None and not isinstance(p, str):
+            texts = [_placements.placement_text(x) if not isinstance(x, str) else x
+                     for x in (p if isinstance(p, (list, tuple)) else [p])]
+            if any(t is None for t in texts):
+                raise ArgumentError(f"rules[{i}]: placements {p!r}: expected text ('S(0),R') "
+                                    "or placement objects")
+            r["placements"] = ",".join(texts)
+        if "dtype" in r and not isinstance(r["dtype"], str):
+            name = _arrays.dtype_text(r["dtype"])
+            if name is None:
+                raise ArgumentError(f"rules[{i}]: dtype {r['dtype']!r} is not one dtr has")
+            r["dtype"] = name
+        out.append(r)
+    return json.dumps(out)
+
+
+def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=None):
+    """This rank's blocks of a safetensors checkpoint, by name: {name: array}.
+
+    path: a .safetensors file, a directory of them (with or without
+    model.safetensors.index.json), or a checkpoint `dtr reshard` saved on any number of ranks.
+    rules: which placements each tensor takes on `mesh`, first match wins (fnmatch globs):
+    a rules file's path, a list of {"match": GLOB, "placements": "S(0),R"[, "dtype": "bf16"]}
+    or a dict {GLOB: placements}; a tensor no rule matches is refused by name.
+    Each rank reads only its own blocks' bytes (no communication: not collective); a process
+    outside the mesh gets {}. names: load only these tensors (default: all, sorted by name).
+    framework: "numpy" (bfloat16 and fp8 as ml_dtypes' types) or "torch"; device (torch):
+    each block is read into host memory and moved there (e.g. "cuda:0") before the next is
+    read. rank: read another rank's blocks (default: this process's rank in the mesh's
+    communicator). Errors: ArgumentError (a bad file, rule or name), RefusedError (a dtype dtr
+    lacks, Partial), FileError (a file that cannot be read)."""
+    if framework in ("pt", "torch"):
+        kind = "torch"
+    elif framework in ("np", "numpy"):
+        kind = None
+    else:
+        raise ArgumentError(f"framework: {framework!r}, not 'numpy' or 'torch'")
+    each = None
+    if device is not None and str(device) != "cpu":
+        if kind != "torch":
+            raise ArgumentError(f"device: {device!r} needs framework='torch' (numpy arrays "
+                                "live in host memory)")
+
+        def each(name, t):
+            return t.to(device)
+    elif device is not None and kind != "torch":
+        raise ArgumentError("device: 'cpu' is for framework='torch'")
+    path = os.fspath(path)
+    if isinstance(rules, (str, os.PathLike)) and not str(rules).lstrip().startswith("["):
+        text, rules_path = None, os.fspath(rules)
+    else:
+        text, rules_path = rules if isinstance(rules, str) else _rules_json(rules), None
+    return _core.load(path, mesh, text, rules_path, names=names, rank=rank, kind=kind,
+                      each=each)

@@ -47,6 +47,10 @@ static PyMethodDef dtrpy_methods[] = {
      "Moves many tensors at once, their collectives coalesced (one plan for the batch).\n"
      "src, dst, shapes, outs and dtypes are lists of one entry per tensor, or one value for\n"
      "all. Returns the list of results."},
+    {"load", (PyCFunction)(void (*)(void))dtrpy_load, METH_VARARGS | METH_KEYWORDS,
+     "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
+     "--\n\n"
+     "This rank's blocks of a checkpoint's tensors by name (use dtr.load)."},
     {NULL, NULL, 0, NULL},
 };
 

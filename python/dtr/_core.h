@@ -9,6 +9,7 @@
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
  *   _bench.c  the same change in a C loop, for the binding's benchmark
  *   _grad.c   gradient reduction: the DDP hooks' all-reduce, FSDP/HSDP reduce-scatter
+ *   _checkpoint.c  dtr.load: a safetensors checkpoint's blocks for this rank
  *
  * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
  * helpers in dtr/_arrays.py, which hand over a numpy view of it). Every collective call
@@ -69,7 +70,7 @@ extern PyTypeObject dtrpy_request_type;
 
 /* The exceptions (dtr.Error and its subclasses). */
 extern PyObject *dtrpy_error, *dtrpy_argument_error, *dtrpy_refused_error,
-    *dtrpy_backend_error, *dtrpy_timeout_error;
+    *dtrpy_backend_error, *dtrpy_timeout_error, *dtrpy_file_error;
 
 int dtrpy_error_module_init(PyObject *module);
 int dtrpy_mesh_module_init(PyObject *module);
@@ -131,5 +132,10 @@ int dtrpy_grad_module_init(PyObject *module);
 /* ---- _bench.c: the C loop bench/python_bench.py measures the binding against ---- */
 
 int dtrpy_bench_module_init(PyObject *module);
+
+/* ---- _checkpoint.c ---- */
+
+/* dtr._core.load (dtr.load in dtr/__init__.py). */
+PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw);
 
 #endif

@@ -8,7 +8,7 @@
 #include <string.h>
 
 PyObject *dtrpy_error, *dtrpy_argument_error, *dtrpy_refused_error, *dtrpy_backend_error,
-    *dtrpy_timeout_error;
+    *dtrpy_timeout_error, *dtrpy_file_error;
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -26,6 +26,7 @@ static PyObject *dtrpy_error_class(dtr_status_t st) {
     case DTR_ERR_BUSY: return dtrpy_backend_error;
     case DTR_ERR_TIMEOUT:
     case DTR_ERR_ABORTED: return dtrpy_timeout_error;
+    case DTR_ERR_IO: return dtrpy_file_error;
     default: return dtrpy_error;
     }
 }
@@ -69,7 +70,8 @@ int dtrpy_error_module_init(PyObject *m) {
     if (dtrpy_error == NULL) return -1;
     PyObject *arg_bases = Py_BuildValue("(OOO)", dtrpy_error, PyExc_ValueError, PyExc_TypeError);
     PyObject *timeout_bases = Py_BuildValue("(OO)", dtrpy_error, PyExc_TimeoutError);
-    if (arg_bases == NULL || timeout_bases == NULL) return -1;
+    PyObject *file_bases = Py_BuildValue("(OO)", dtrpy_error, PyExc_OSError);
+    if (arg_bases == NULL || timeout_bases == NULL || file_bases == NULL) return -1;
     dtrpy_argument_error = PyErr_NewExceptionWithDoc(
         "dtr.ArgumentError", "An argument is wrong (its name is in the message).", arg_bases,
         NULL);
@@ -83,16 +85,21 @@ int dtrpy_error_module_init(PyObject *m) {
     dtrpy_timeout_error = PyErr_NewExceptionWithDoc(
         "dtr.TimeoutError", "A collective missed its deadline (the context is then aborted).",
         timeout_bases, NULL);
+    dtrpy_file_error = PyErr_NewExceptionWithDoc(
+        "dtr.FileError", "A file could not be opened or read (a checkpoint's: the path and "
+                         "the system's reason are in the message).", file_bases, NULL);
     Py_DECREF(arg_bases);
     Py_DECREF(timeout_bases);
+    Py_DECREF(file_bases);
     if (dtrpy_argument_error == NULL || dtrpy_refused_error == NULL ||
-        dtrpy_backend_error == NULL || dtrpy_timeout_error == NULL)
+        dtrpy_backend_error == NULL || dtrpy_timeout_error == NULL || dtrpy_file_error == NULL)
         return -1;
     if (PyModule_AddObjectRef(m, "Error", dtrpy_error) < 0 ||
         PyModule_AddObjectRef(m, "ArgumentError", dtrpy_argument_error) < 0 ||
         PyModule_AddObjectRef(m, "RefusedError", dtrpy_refused_error) < 0 ||
         PyModule_AddObjectRef(m, "BackendError", dtrpy_backend_error) < 0 ||
-        PyModule_AddObjectRef(m, "TimeoutError", dtrpy_timeout_error) < 0)
+        PyModule_AddObjectRef(m, "TimeoutError", dtrpy_timeout_error) < 0 ||
+        PyModule_AddObjectRef(m, "FileError", dtrpy_file_error) < 0)
         return -1;
     return 0;
 }

@@ -99,8 +99,12 @@ check "a shard dim the tensor lacks" 2 2 "" "with rule 0 ('*': S(1)): placements
 echo '[{"match": "*", "placements": "R", "how": 1}]' >"$w/key.json"
 check "an unknown key in a rule" 2 2 "" "rule 0: unknown key \"how\"" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/key.json"
-check "rules not JSON" 2 2 "" "--rules: dtr_checkpoint_rules_load: $w/r4.json.none: line" \
+check "rules file missing" 2 2 "" \
+    "--rules: dtr_checkpoint_rules_load: $w/r4.json.none: No such file or directory" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/r4.json.none"
+echo '[{"match": "*",' >"$w/cut.json"
+check "rules not JSON" 2 2 "" "--rules: dtr_checkpoint_rules_load: $w/cut.json: line 2" \
+    reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/cut.json"
 check "--to not empty" 2 2 "" "--to: $w/python-written.4 exists and is not empty" \
     reshard --from "$w/model0.safetensors" --to "$w/python-written.4" --consolidate
 if [ -e "$w/x" ]; then
