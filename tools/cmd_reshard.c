@@ -134,7 +134,13 @@ static dtr_status_t dtr__rs_fill(void *arg, int64_t item, void *block, size_t by
     f->read += st.bytes;
     f->written += (int64_t)bytes;
     f->done++;
-    if (f->rank == 0) dtr_cli_progress(&f->prog, "reshard", "tensors (rank 0)", f->done, f->total);
+    if (f->rank == 0) {
+        double s = MPI_Wtime() - f->start;
+        char what[128];
+        snprintf(what, sizeof what, "tensors (rank 0: %.3f GB read, %.2f GB/s)",
+                 (double)f->read * 1e-9, s > 0 ? (double)f->read * 1e-9 / s : 0.0);
+        dtr_cli_progress(&f->prog, "reshard", what, f->done, f->total);
+    }
     return DTR_OK;
 }
 

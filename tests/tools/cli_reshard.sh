@@ -79,6 +79,23 @@ else
     echo "FAIL: largest read per rank ${maxread:-?} bytes, the file is $total"
 fi
 
+# Progress on stderr (DTR_PROGRESS_S=0: after every tensor but the last): rank 0's tensors
+# done and left, the bytes it read so far and their rate.
+ntensors=$(python3 -c 'import json,struct,sys
+f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]
+print(len([k for k in json.loads(f.read(n)) if k!="__metadata__"]))' "$w/model0.safetensors")
+launch_asan 2
+ASAN_OPTIONS=$asan DTR_PROGRESS_S=0 timeout 120 "${mpirun[@]}" -n 2 "$dtr" reshard --from "$w/model0.safetensors" \
+    --to "$w/progress" --mesh 2 --rules "$w/s0.json" >"$out" 2>"$err"
+lines=$(grep -cE "^dtr reshard: tensors \(rank 0: [0-9]+\.[0-9]{3} GB read, [0-9]+\.[0-9]{2} GB/s\): [0-9]+ of $ntensors done, [0-9]+ left" "$err")
+if [ "$lines" -eq $((ntensors - 1)) ] && grep -q "of $ntensors done, 1 left" "$err"; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: progress: $lines lines for $ntensors tensors"
+    sed 's/^/  stderr: /' "$err" | head -5
+fi
+
 # Usage errors (exit 2, one line from rank 0), and nothing made in --to.
 check "no --from" 0 2 "" "dtr reshard: --from: missing" reshard --to "$w/x" --consolidate
 check "no --rules" 0 2 "" "dtr reshard: --rules: missing (or --consolidate)" \
