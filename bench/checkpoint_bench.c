@@ -2,8 +2,13 @@
  * Loading a safetensors checkpoint into a layout with dtr, and the limit beside it
  * (bench/checkpoint_bench.sh runs it with the peers). Under mpirun, every rank:
  *   1. the limit: reads as many bytes as its blocks hold, as one sequential run of the file
- *      (rank r from r / N of the way in) through a 16 MiB buffer: what the file system
- *      gives N readers of those bytes, measured here and now;
+ *      (rank r from r / N of the way in): what the file system gives N readers of those
+ *      bytes, measured here and now; through one 16 MiB buffer (limit: the buffer stays in
+ *      the caches), or into memory as large as the blocks, written before the clock
+ *      (limit-touched) or fresh (limit-fresh: its first-touch faults on the clock, as a
+ *      load into new buffers has them); limit-file: rank 0 alone reads the whole file once
+ *      (with the page cache cold, every byte of it must come off the disk once: the bound
+ *      of a load on one machine, whose ranks share the page cache);
  *   2. dtr: dtr_checkpoint_open, then every tensor's block under the rules file
  *      (dtr_checkpoint_rules_spec) read by dtr_checkpoint_read_block into its own buffer,
  *      all kept, as a load keeps them;
@@ -13,7 +18,8 @@
  * dtr-touched: the same with the buffers allocated and written before the clock starts (a
  * framework's preallocated parameters), so that the first-touch page faults are left out.
  *
- * Usage: mpirun -n N checkpoint_bench FILE RULES MESH [limit|dtr|dtr-touched|both]
+ * Usage: mpirun -n N checkpoint_bench FILE RULES MESH
+ *            [limit|limit-touched|limit-fresh|limit-file|dtr|dtr-touched|both]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
@@ -77,17 +83,22 @@ static double load(const dtr_checkpoint_t *ck, const dtr_checkpoint_rules_t *rul
     return slowest;
 }
 
-/* `bytes` of the file from rank / world of the way in, sequentially, through a fixed buffer. */
-static double limit(const char *file, int rank, int world, int64_t bytes) {
+/* `bytes` of the file from rank / world of the way in, sequentially: through one 16 MiB
+ * buffer (dest 0: it stays in the caches), or into a destination as large as the bytes (a
+ * load's footprint), touched before the clock (1) or fresh (2: its first-touch faults in). */
+static double limit(const char *file, int rank, int world, int64_t bytes, int dest) {
     int fd = open(file, O_RDONLY);
     off_t size = lseek(fd, 0, SEEK_END);
     int64_t at = (int64_t)size / world * rank, chunk = 16 << 20, got = 0;
-    char *buf = malloc((size_t)chunk);
+    char *buf = malloc((size_t)(dest == 0 ? chunk : bytes + 1));
+    if (dest == 1) memset(buf, 0, (size_t)bytes + 1);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     while (got < bytes) {
         int64_t want = bytes - got < chunk ? bytes - got : chunk;
-        ssize_t r = pread(fd, buf, (size_t)want, (off_t)((at + got) % size));
+        int64_t from = (at + got) % size, room = (int64_t)size - from;
+        ssize_t r = pread(fd, buf + (dest == 0 ? 0 : got), (size_t)(want < room ? want : room),
+                          (off_t)from);
         if (r <= 0) break;
         got += r;
     }
@@ -104,7 +115,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (argc < 4) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -n N checkpoint_bench FILE RULES MESH [limit|dtr|both]\n");
+        if (rank == 0) fprintf(stderr, "usage: mpirun -n N checkpoint_bench FILE RULES MESH [limit|limit-touched|limit-fresh|limit-file|dtr|dtr-touched|both]\n");
         MPI_Finalize();
         return 2;
     }
@@ -120,12 +131,24 @@ int main(int argc, char **argv) {
     load(ck, rules, mesh, rank, false, &bytes, &reads, &file_bytes, &keep, false);
     free(keep);
     MPI_Allreduce(&bytes, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (strcmp(what, "dtr") != 0) {
-        double t = limit(argv[1], rank, world, bytes);
-        if (rank == 0)
-            printf("RESULT limit %d %.4f %lld 0\n", world, t, (long long)most);
+    static const char *const limits[] = {"limit", "limit-touched", "limit-fresh"};
+    for (int k = 0; k < 3; k++)
+        if (strcmp(what, limits[k]) == 0 || strcmp(what, "both") == 0) {
+            double t = limit(argv[1], rank, world, bytes, k);
+            if (rank == 0)
+                printf("RESULT %s %d %.4f %lld 0\n", limits[k], world, t, (long long)most);
+        }
+    if (strcmp(what, "limit-file") == 0) { /* the whole file once, by rank 0 alone */
+        int64_t size = 0;
+        if (rank == 0) {
+            int fd = open(argv[1], O_RDONLY);
+            size = (int64_t)lseek(fd, 0, SEEK_END);
+            close(fd);
+        }
+        double t = limit(argv[1], 0, 1, rank == 0 ? size : 0, 0);
+        if (rank == 0) printf("RESULT limit-file %d %.4f %lld 0\n", world, t, (long long)size);
     }
-    if (strcmp(what, "limit") != 0) {
+    if (strncmp(what, "limit", 5) != 0) {
         bool touched = strcmp(what, "dtr-touched") == 0;
         double base = peak_mb(), rss = 0;
         double t = load(ck, rules, mesh, rank, true, &bytes, &reads, &file_bytes, &keep, touched);

@@ -7,10 +7,14 @@ with safetensors):
                                                  whole tensor), then its block sliced out
     mpirun -n N ... st-slice FILE RULES MESH     each rank: safetensors' get_slice (the
                                                  package's own partial read) of its block
+    ... st-slice-touched FILE RULES MESH         the same copied into tensors zero-filled
+                                                 before the clock (preallocated parameters)
     mpirun -n 2 ... dcp-save FILE DIR            the model saved by PyTorch DCP from 2 ranks
                                                  (Shard(0) DTensors), what dcp-load reads
     mpirun -n N ... dcp-load DIR RULES MESH      PyTorch DCP loading it into DTensors of the
                                                  rules' placements (resharding on load)
+    ... dcp-load-touched DIR RULES MESH          the same into DTensors zero-filled before
+                                                 the clock
 
 Every rank keeps its blocks, as a load does; rank 0 prints "RESULT name ranks seconds
 bytes peak_mb" (the slowest rank's seconds, the largest rank's bytes, the largest growth of
@@ -93,7 +97,7 @@ def init():
     dist.init_process_group("gloo", rank=rank, world_size=world)
 
 
-def st_load(path, rules_path, mesh_text, sliced):
+def st_load(path, rules_path, mesh_text, sliced, touched=False):
     from safetensors import safe_open
     init()
     rank, _ = rank_world()
@@ -101,12 +105,22 @@ def st_load(path, rules_path, mesh_text, sliced):
     rules = json.load(open(rules_path))
     keep, nbytes = {}, 0
     base = peak_mb()
+    if touched:  # preallocated parameters, written before the clock: copied into
+        with safe_open(path, "pt") as f:
+            for name in f.keys():
+                shape = f.get_slice(name).get_shape()
+                box = block(shape, placements(rules, name), mesh, rank)
+                keep[name] = torch.zeros(tuple(b.stop - b.start for b in box) if box else shape)
     dist.barrier()
     t0 = time.perf_counter()
     with safe_open(path, "pt") as f:
         for name in f.keys():
             sl = None
-            if sliced:
+            if touched:
+                s = f.get_slice(name)
+                box = block(s.get_shape(), placements(rules, name), mesh, rank)
+                local = keep[name].copy_(s[box] if box else s[:])
+            elif sliced:
                 s = f.get_slice(name)
                 box = block(s.get_shape(), placements(rules, name), mesh, rank)
                 # (a view of safetensors' mapping until cloned: the copy is the load)
@@ -120,7 +134,8 @@ def st_load(path, rules_path, mesh_text, sliced):
             nbytes += local.numel() * local.element_size()
             del sl
     secs = time.perf_counter() - t0
-    report("st-slice" if sliced else "st-whole", secs, nbytes, peak_mb() - base)
+    report("st-slice-touched" if touched else "st-slice" if sliced else "st-whole", secs, nbytes,
+           peak_mb() - base)
 
 
 def dtensor_state(rules, mesh, shapes, fill=None):
@@ -155,20 +170,22 @@ def dcp_save(path, out):
         print(f"dcp-save: {len(state)} tensors into {out} from {dist.get_world_size()} ranks")
 
 
-def dcp_load(path, rules_path, mesh_text):
+def dcp_load(path, rules_path, mesh_text, touched=False):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.device_mesh import init_device_mesh
     init()
     mesh = init_device_mesh("cpu", tuple(int(x) for x in mesh_text.split("x")))
     rules = json.load(open(rules_path))
     base = peak_mb()
-    state = dtensor_state(rules, mesh, gpt2_medium())
+    state = dtensor_state(rules, mesh, gpt2_medium(),
+                          (lambda n, box: torch.zeros(tuple(b.stop - b.start for b in box)))
+                          if touched else None)
     nbytes = sum(t.to_local().numel() * 4 for t in state.values())
     dist.barrier()
     t0 = time.perf_counter()
     dcp.load(state, checkpoint_id=path)
     secs = time.perf_counter() - t0
-    report("dcp-load", secs, nbytes, peak_mb() - base)
+    report("dcp-load-touched" if touched else "dcp-load", secs, nbytes, peak_mb() - base)
 
 
 def gen(path):
@@ -187,12 +204,13 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "gen":
         gen(sys.argv[2])
-    elif cmd in ("st-whole", "st-slice"):
-        st_load(sys.argv[2], sys.argv[3], sys.argv[4], cmd == "st-slice")
+    elif cmd in ("st-whole", "st-slice", "st-slice-touched"):
+        st_load(sys.argv[2], sys.argv[3], sys.argv[4], cmd != "st-whole",
+                cmd == "st-slice-touched")
     elif cmd == "dcp-save":
         dcp_save(sys.argv[2], sys.argv[3])
-    elif cmd == "dcp-load":
-        dcp_load(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd in ("dcp-load", "dcp-load-touched"):
+        dcp_load(sys.argv[2], sys.argv[3], sys.argv[4], cmd == "dcp-load-touched")
     else:
         raise SystemExit(f"checkpoint_bench.py: unknown command {cmd!r} (see its docstring)")
     if dist.is_initialized():

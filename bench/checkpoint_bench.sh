@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Loading a checkpoint into a layout (issue 62): a generated GPT-2 medium (355M f32, 1.42 GB,
 # one safetensors file) loaded into 2x2 on 4 ranks, and into 2 on 2 ranks (a core each),
-# side by side in one run, each with the page cache warm and cold (dropped before the run):
-#   limit        each rank's bytes read sequentially from the file through a 16 MiB buffer,
-#                all ranks at once (checkpoint_bench.c): the file system's rate, now
-#   dtr          dtr_checkpoint_read_block of every block into fresh buffers (kept)
-#   dtr-touched  the same into buffers written before the clock (preallocated parameters)
-#   st-whole     the safetensors package: each rank get_tensor (whole), its block cloned
-#   st-slice     the safetensors package's get_slice of the block, cloned
-#   dcp-load     PyTorch DCP loading the model saved from 2 ranks (Shard(0)) into DTensors
-#                of the same placements (resharding on load)
+# side by side in one run, each with the page cache warm and cold (dropped before the run).
+# Into fresh buffers (their first-touch page faults on the clock, as a load that allocates)
+# and into buffers written before the clock (a framework's preallocated parameters):
+#   limit-fresh       each rank reads its blocks' byte count sequentially from the file into
+#                     fresh memory of that size, all ranks at once (checkpoint_bench.c)
+#   limit-touched     the same into memory written before the clock
+#   limit-file        rank 0 alone reads the whole file once (cold: the disk's bound for a
+#                     load on one machine, whose ranks share the page cache)
+#   dtr               dtr_checkpoint_read_block of every block into fresh buffers (kept)
+#   dtr-touched       the same into buffers written before the clock
+#   st-whole          the safetensors package: each rank get_tensor (whole), its block cloned
+#   st-slice          the package's get_slice of the block, cloned
+#   st-slice-touched  its get_slice copied into tensors written before the clock
+#   dcp-load          PyTorch DCP loading the model saved from 2 ranks (Shard(0)) into
+#                     DTensors of the same placements (resharding on load), fresh (torch.empty)
+#   dcp-load-touched  the same into DTensors written before the clock
 # Each figure: the slowest rank's seconds, the best of two rounds; peak: the largest rank's
-# growth of resident memory (ru_maxrss) beside the bytes of its blocks. Writes the Markdown
-# table to OUT (default: stdout).
+# growth of resident memory (ru_maxrss) beside the bytes of its blocks. "of its limit": the
+# limit of the same buffers over the way's seconds; "dtr faster by": the way's seconds over
+# dtr's of the same buffers; "of one file read" (cold): limit-file over the way's seconds.
+# Writes the Markdown table to OUT (default: stdout).
 #
 # Usage: bash bench/checkpoint_bench.sh [OUT.md]   (DTR_CKBENCH_DIR: where the 1.4 GB model
 #        and the DCP copy go, default /tmp/dtr_ckbench; cold runs need root for drop_caches)
@@ -56,18 +65,19 @@ one() {
     if [ "$cache" = cold ]; then sync; echo 3 >/proc/sys/vm/drop_caches; else cat "$model" >/dev/null; fi
     if [ "$n" -eq 2 ]; then launch=(mpirun --bind-to core -n 2); else launch=(mpirun --oversubscribe -n "$n"); fi
     case $way in
-    limit | dtr | dtr-touched) "${launch[@]}" "$bin" "$model" "$rules" "$mesh" "$way" | grep "^RESULT $way " ;;
-    dcp-load) "${launch[@]}" "$py" bench/checkpoint_bench.py dcp-load "$dir/dcp" "$rules" "$mesh" | grep '^RESULT' ;;
+    limit* | dtr | dtr-touched) "${launch[@]}" "$bin" "$model" "$rules" "$mesh" "$way" | grep "^RESULT $way " ;;
+    dcp-load*) "${launch[@]}" "$py" bench/checkpoint_bench.py "$way" "$dir/dcp" "$rules" "$mesh" | grep '^RESULT' ;;
     *) "${launch[@]}" "$py" bench/checkpoint_bench.py "$way" "$model" "$rules" "$mesh" | grep '^RESULT' ;;
     esac
 }
 
-ways=(limit dtr dtr-touched st-whole st-slice dcp-load)
+ways=(limit-fresh limit-touched limit-file dtr dtr-touched st-whole st-slice st-slice-touched
+      dcp-load dcp-load-touched)
 caches=(warm)
 [ $cold_ok -eq 1 ] && caches+=(cold)
 {
-    echo "| ranks | page cache | way | seconds | of the limit | dtr faster by | bytes per rank (MB) | peak growth (MB) |"
-    echo "|---:|---|---|---:|---:|---:|---:|---:|"
+    echo "| ranks | page cache | way | seconds | of its limit | dtr faster by | of one file read | bytes per rank (MB) | peak growth (MB) |"
+    echo "|---:|---|---|---:|---:|---:|---:|---:|---:|"
 } >"$dir/table"
 for cfg in "4 2x2 $dir/r4.json" "2 2 $dir/r2.json"; do
     read -r n mesh rules <<<"$cfg"
@@ -84,12 +94,19 @@ for cfg in "4 2x2 $dir/r4.json" "2 2 $dir/r2.json"; do
             done
         done
         for way in "${ways[@]}"; do
-            awk -v n="$n" -v c="$cache" -v w="$way" -v s="${best[$way]}" -v lim="${best[limit]}" \
-                -v d="${best[dtr]}" -v b="${bytes[$way]}" -v p="${peak[$way]}" 'BEGIN {
-                of = w == "limit" ? "1" : sprintf("%.2f", lim / s)
-                by = (w == "limit" || w ~ /^dtr/) ? "" : sprintf("%.2fx", s / d)
-                pk = w == "limit" ? "" : sprintf("%.0f", p)
-                printf "| %d | %s | %s | %.3f | %s | %s | %.0f | %s |\n", n, c, w, s, of, by, b / 1e6, pk }' >>"$dir/table"
+            # a way into buffers written before the clock is held to limit-touched and to
+            # dtr-touched; one into fresh buffers to limit-fresh and dtr
+            case $way in
+            *-touched) lim=${best[limit-touched]} d=${best[dtr-touched]} ;;
+            *) lim=${best[limit-fresh]} d=${best[dtr]} ;;
+            esac
+            awk -v n="$n" -v c="$cache" -v w="$way" -v s="${best[$way]}" -v lim="$lim" \
+                -v d="$d" -v f="${best[limit-file]}" -v b="${bytes[$way]}" -v p="${peak[$way]}" 'BEGIN {
+                of = w ~ /^limit/ ? "" : sprintf("%.2f", lim / s)
+                by = (w ~ /^limit/ || w ~ /^dtr/) ? "" : sprintf("%.2fx", s / d)
+                fr = (c == "cold" && w !~ /^limit/) ? sprintf("%.2f", f / s) : ""
+                pk = w ~ /^limit/ ? "" : sprintf("%.0f", p)
+                printf "| %d | %s | %s | %.3f | %s | %s | %s | %.0f | %s |\n", n, c, w, s, of, by, fr, b / 1e6, pk }' >>"$dir/table"
         done
     done
 done

@@ -12,8 +12,15 @@
  * overlapping nor leaving gaps, names unique across the files. A file that breaks any of
  * this is refused with the file, the tensor and the value named (DTR_ERR_PARSE), never read
  * past. dtr_checkpoint_read_block then reads one rank's block of one tensor, as a spec lays
- * it out, straight from the file: only the bytes of that block, each contiguous run of them
- * one pread (runs that meet in the file merge), nothing staged.
+ * it out, straight from the file: only the bytes of that block, nothing staged. Long runs
+ * (a block whose rows are whole in the file) are read by pread; a block of short rows (a
+ * later dim's shard: runs under 64 KiB, 256 KiB or more in all) is copied out of a
+ * read-only mapping of the file, 16 MiB of it mapped at a time, so that only its rows'
+ * bytes are copied, in one system call per window. A file another process truncates while
+ * it is mapped raises SIGBUS, as with every mapped reader (the safetensors package,
+ * torch.load(mmap=True)); DTR_CHECKPOINT_MMAP=0 in the environment reads by pread alone
+ * (runs close together batched into one preadv, the gaps between them read into scratch),
+ * where a truncation is DTR_ERR_IO.
  *
  * Calls on one checkpoint may run on several threads at once (pread has no file position).
  */
@@ -50,8 +57,9 @@ typedef struct {
 
 /* What dtr_checkpoint_read_block did: the block's bytes (in the file's dtype), its
  * contiguous runs in the files, the system calls that read them (runs close together share
- * one preadv), and the bytes those read (the gaps of at most 64 KiB between batched runs
- * included: the other blocks' bytes, never kept). */
+ * one preadv; a mapped window counts one), and the bytes those read (by preadv, the gaps of
+ * at most 64 KiB between batched runs included: the other blocks' bytes, never kept; by a
+ * mapping, the runs' bytes alone). */
 typedef struct {
     int64_t bytes, runs, reads, file_bytes;
 } dtr_checkpoint_read_stats_t;

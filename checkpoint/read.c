@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -108,6 +109,55 @@ static dtr_status_t dtr__ck_add(dtr__ck_batch_t *b, char *dst, int64_t run, int6
     return DTR_OK;
 }
 
+/* Boxes of short rows (runs under DTR__CK_MAP_RUN, at least DTR__CK_MAP_MIN bytes in all)
+ * are copied out of a read-only mapping of the file instead, DTR__CK_WINDOW bytes of it at a
+ * time: only the rows' bytes are copied (no gaps), in a few system calls, and at most one
+ * window is mapped (resident) at once. DTR_CHECKPOINT_MMAP=0 in the environment turns it off
+ * (pread only); where mmap fails (a file system without it) the box goes on by preadv. */
+#define DTR__CK_MAP_RUN (64 << 10)
+#define DTR__CK_MAP_MIN (256 << 10)
+#define DTR__CK_WINDOW ((int64_t)16 << 20)
+
+static bool dtr__ck_map_enabled(void) {
+    static int on = -1; /* read once (a benign race: every thread computes the same) */
+    if (on < 0) {
+        const char *e = getenv("DTR_CHECKPOINT_MMAP");
+        on = e == NULL || strcmp(e, "0") != 0;
+    }
+    return on == 1;
+}
+
+typedef struct {
+    char *base;
+    int64_t lo, hi; /* the file's bytes [lo, hi) mapped at base */
+} dtr__ck_window_t;
+
+static void dtr__ck_unmap(dtr__ck_window_t *w) {
+    if (w->base != NULL) munmap(w->base, (size_t)(w->hi - w->lo));
+    w->base = NULL;
+}
+
+/* run bytes of the file at `at` into dst from the window, moving the window (up to `end`,
+ * the box's last byte) where the run lies outside it; false where mmap fails. */
+static bool dtr__ck_copy_mapped(const dtr__ck_file_t *f, dtr__ck_window_t *w, char *dst,
+                                int64_t run, int64_t at, int64_t end,
+                                dtr_checkpoint_read_stats_t *stats) {
+    if (w->base == NULL || at < w->lo || at + run > w->hi) {
+        dtr__ck_unmap(w);
+        int64_t page = (int64_t)sysconf(_SC_PAGESIZE), lo = at / page * page;
+        int64_t hi = lo + DTR__CK_WINDOW < end ? lo + DTR__CK_WINDOW : end;
+        void *p = mmap(NULL, (size_t)(hi - lo), PROT_READ, MAP_SHARED, f->fd, (off_t)lo);
+        if (p == MAP_FAILED) return false;
+        madvise(p, (size_t)(hi - lo), MADV_WILLNEED); /* read ahead (cold), map (warm) */
+        *w = (dtr__ck_window_t){p, lo, hi};
+        stats->reads++;
+    }
+    memcpy(dst, w->base + (at - w->lo), (size_t)run);
+    stats->runs++;
+    stats->file_bytes += run;
+    return true;
+}
+
 /* Where box (lo, ext) meets the piece: its corner and extents; false where they do not. */
 static bool dtr__ck_meet(int nd, const int64_t *lo, const int64_t *ext, const dtr__ck_piece_t *p,
                          int64_t *mlo, int64_t *mext) {
@@ -158,18 +208,30 @@ static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_t
     }
     *b = (dtr__ck_batch_t){.f = f, .scratch = scratch, .hs = hs, .stats = stats};
     dtr_status_t st = DTR_OK;
+    dtr__ck_window_t w = {0};
+    bool mapped = run < DTR__CK_MAP_RUN && total * item >= DTR__CK_MAP_MIN &&
+                  dtr__ck_map_enabled();
+    int64_t end = p->data; /* the box's last byte in the file, plus one */
+    for (int d = 0; d < nd; d++) end += (mlo[d] - p->lo[d] + mext[d] - 1) * sst[d];
+    end += item;
     for (int64_t done = 0; st == DTR_OK && done < total * item; done += run) {
         int64_t so = p->data, doff = 0;
         for (int d = 0; d < nd; d++) {
             so += (mlo[d] - p->lo[d] + idx[d]) * sst[d];
             doff += (mlo[d] - lo[d] + idx[d]) * dst[d];
         }
-        st = dtr__ck_add(b, out + doff, run, so);
+        if (mapped && dtr__ck_copy_mapped(f, &w, out + doff, run, so, end, stats)) {
+            if (hs != NULL) XXH3_64bits_update(hs, out + doff, (size_t)run);
+        } else {
+            mapped = false;
+            st = dtr__ck_add(b, out + doff, run, so);
+        }
         for (int d = k - 1; d >= 0; d--) { /* the next run: the outer dims' odometer */
             if (++idx[d] < mext[d]) break;
             idx[d] = 0;
         }
     }
+    dtr__ck_unmap(&w);
     if (st == DTR_OK) st = dtr__ck_flush(b);
     free(b);
     if (st == DTR_OK && hs != NULL && XXH3_64bits_digest(hs) != p->checksum)
