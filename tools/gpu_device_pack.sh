@@ -19,6 +19,8 @@
 #   model    cli_grad_model.sh: dtr grad --model on CUDA memory and NCCL, GPT-2 small
 #   exec     mpi_exec_gpu_test.sh: the random cases on NCCL (1 rank) and shared GPU (2, 4)
 #   premul   NCCL's pre-multiplied sums (1 rank), the reduction on CUDA memory (8 ranks)
+#   checkpoint  space_test with DTR_TEST_SPACE=cuda: checkpoint blocks read into device
+#            memory through host staging (dtr_checkpoint_read_block_to), every byte checked
 #   bench    bench/gpu_bench.sh (docs/gpu-bench.md's tables)
 #   cli      cli_run.sh's and cli_grad.sh's checks, GPU ones included
 # leaving each part's log in $OUT. Then, with the device tool: run `bash DIR/run.sh`
@@ -34,7 +36,8 @@ case "$dir" in
 esac
 bins=(//tools:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_bin
     //tests/autograd:premul_mpi_test_bin //tests/autograd:grad_mpi_test_bin
-    //tests/autograd:group_mpi_test_bin //tests/cuda:nccl_adopt_test)
+    //tests/autograd:group_mpi_test_bin //tests/cuda:nccl_adopt_test
+    //tests/checkpoint:space_test)
 bazel build -c opt "${bins[@]}" >/dev/null
 ldd bazel-bin/tools/dtr | grep -q libcudart || {
     echo "gpu_device_pack: bazel-bin/tools/dtr was built without CUDA (nvcc not found?)" >&2
@@ -59,6 +62,8 @@ ldd "$dir/bin/nccl_adopt_test" | awk '/=> \//{print $3}' |
     grep -E '/lib(criterion|git2|nanomsg|mbed[a-z0-9]*|http_parser|ssh2)\.so' |
     xargs -r -I{} cp -L {} "$dir/lib2/"
 cp -L /usr/local/cuda/lib64/libcudart.so.13 "$dir/lib/"
+# the checkpoint module's (libjansson4 and libxxhash0 may be missing on the GPU machine)
+cp -L /usr/lib/x86_64-linux-gnu/libjansson.so.4 /usr/lib/x86_64-linux-gnu/libxxhash.so.0 "$dir/lib/"
 lib=/usr/lib/x86_64-linux-gnu
 cp -a "$lib"/libmpi.so.40* "$lib"/libopen-rte.so.40* "$lib"/libopen-pal.so.40* \
     "$lib"/libhwloc.so.15* "$lib"/libevent_core-2.1.so.7* "$lib"/libevent_pthreads-2.1.so.7* \
@@ -81,7 +86,7 @@ nccl=$(dirname "$(find /opt /usr -name 'libnccl.so.2' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=$PWD/@DIR@/lib:$nccl
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 b=$PWD/@DIR@/bin
-parts=" ${PARTS:-info kernels grad nccl adopt model exec premul bench} "
+parts=" ${PARTS:-info kernels grad nccl adopt checkpoint model exec premul bench} "
 want() {
     [[ $parts == *" $1 "* ]] || return 1
     echo "== $1 (at ${SECONDS}s)"
@@ -126,6 +131,10 @@ fi
 if want adopt; then
     LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/@DIR@/lib2 part adopt 90 "Synthesis|FAIL|fail" \
         "$b/nccl_adopt_test" --verbose
+fi
+if want checkpoint; then
+    DTR_TEST_SPACE=cuda LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/@DIR@/lib2 part checkpoint 90 \
+        "Synthesis|FAIL|skipped" "$b/space_test" --verbose
 fi
 if want model; then
     part grad_model 240 "^gpu:|FAIL|passed" bash tests/tools/cli_grad_model.sh "$b/dtr"

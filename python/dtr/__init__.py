@@ -139,6 +139,8 @@ def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=
             return t.to(device)
     elif device is not None and kind != "torch":
         raise ArgumentError("device: 'cpu' is for framework='torch'")
+    if isinstance(names, str):
+        raise ArgumentError(f"names: {names!r}: expected a list of tensor names, not a str")
     path = os.fspath(path)
     if isinstance(rules, (str, os.PathLike)) and not str(rules).lstrip().startswith("["):
         text, rules_path = None, os.fspath(rules)

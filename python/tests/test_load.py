@@ -147,6 +147,7 @@ def test_load_errors(tmp_path):
         (dict(rules="R"), dtr.FileError, "R: No such file or directory"),
         (dict(rules=7), dtr.ArgumentError, "rules: expected a rules file's path"),
         (dict(rules={"*": "R"}, names=["nope"]), dtr.ArgumentError, "no tensor 'nope'"),
+        (dict(rules={"*": "R"}, names="w"), dtr.ArgumentError, "names: 'w': expected a list"),
         (dict(rules={"*": "R"}, framework="jax"), dtr.ArgumentError, "framework: 'jax'"),
         (dict(rules={"*": "R"}, device="cuda"), dtr.ArgumentError, "needs framework='torch'"),
         (dict(rules={"*": "R"}, rank=99), dtr.ArgumentError, "rank: 99 is not a rank"),

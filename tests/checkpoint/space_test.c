@@ -1,7 +1,8 @@
 /*
  * Reading a block into a memory space through host staging (dtr_checkpoint_read_block_to):
  * on the fake device (tests/support/fake_device.h: tagged addresses the library must never
- * touch itself), every rank's block of every tensor of the Python-written file under many
+ * touch itself), or on CUDA memory with DTR_TEST_SPACE=cuda (tests/support/test_space.h; a
+ * CUDA build on a GPU machine: skipped where none is visible), every rank's block of every tensor of the Python-written file under many
  * layouts and staging sizes (one element up to the whole block), byte for byte what the host
  * read gives; the exact number of chunks handed to the space; casts staged on both sides;
  * and the errors: staging smaller than an element, a space without a copy, a copy that fails.
@@ -13,10 +14,27 @@
 #include "dtensor/internal.h"
 #include "dtr.h"
 #include "tests/support/fake_device.h"
+#include "tests/support/test_space.h"
 
 #ifndef DTR_TEST_DATA
 #define DTR_TEST_DATA "tests/checkpoint/data"
 #endif
+
+/* The space of DTR_TEST_SPACE (fake by default); false: skip (no GPU visible). */
+static bool space_open(test_space_t *sp) {
+    int rc = test_space_open("space_test", 0, sp);
+    cr_assert(rc != 2, "DTR_TEST_SPACE is not usable in this build");
+    return rc == 0;
+}
+
+/* A buffer of the space of n bytes (and one more), every byte 0x5a. */
+static void *space_buffer(const test_space_t *sp, size_t n) {
+    unsigned char *h = malloc(n + 1);
+    memset(h, 0x5a, n + 1);
+    void *d = test_space_in(sp, h, n + 1);
+    free(h);
+    return d;
+}
 
 static dtr_checkpoint_t *open_ok(const char *path) {
     dtr_checkpoint_t *ck = NULL;
@@ -36,35 +54,34 @@ static dtr_spec_t spec_of(dtr_mesh_t *mesh, const char *pl_text, const int64_t *
 
 /* Rank r's block of tensor i under spec into the fake device with `staging` bytes, equal to
  * the host read of the same block. */
-static void same_as_host(dtr_checkpoint_t *ck, int64_t i, const dtr_spec_t *spec, int r,
-                         size_t staging, const char *what) {
+static void same_as_host(const test_space_t *sp, dtr_checkpoint_t *ck, int64_t i,
+                         const dtr_spec_t *spec, int r, size_t staging, const char *what) {
     dtr_layout_t lay;
     cr_assert_eq(dtr_spec_layout(spec, r, &lay), DTR_OK);
     size_t n = (size_t)lay.bytes;
-    unsigned char *host = malloc(n + 1);
+    unsigned char *host = malloc(n + 1), *got = malloc(n + 1);
     cr_assert_eq(dtr_checkpoint_read_block(ck, i, spec, r, host, n, NULL), DTR_OK, "%s: %s",
                  what, dtr_last_error());
-    const dtr_memory_ops_t *ops = fake_device_ops();
-    void *state = fake_device_state(), *dev = NULL;
-    cr_assert_eq(ops->alloc(state, (int64_t)n + 1, &dev), DTR_OK);
+    void *dev = space_buffer(sp, n);
     dtr_checkpoint_read_stats_t stats = {-1, -1, -1, -1};
     int64_t refused = fake_device_counts().refused;
-    cr_assert_eq(dtr_checkpoint_read_block_to(ck, i, spec, r, ops, state, dev, n, staging,
-                                              &stats),
+    cr_assert_eq(dtr_checkpoint_read_block_to(ck, i, spec, r, sp->ops, sp->state, dev, n,
+                                              staging, &stats),
                  DTR_OK, "%s rank %d staging %zu: %s", what, r, staging, dtr_last_error());
     cr_expect_eq(fake_device_counts().refused, refused, "%s: a host address passed", what);
-    const unsigned char *got = fake_device_host(dev);
+    test_space_out(sp, got, dev, n + 1);
     cr_expect(memcmp(got, host, n) == 0, "%s rank %d staging %zu: differs from the host read",
               what, r, staging);
     cr_expect_eq(got[n], 0x5a, "%s rank %d: written past the block", what, r);
     cr_expect_eq(stats.bytes, lay.bytes, "%s rank %d: %lld bytes read", what, r,
                  (long long)stats.bytes);
-    ops->free(state, dev);
-    ops->destroy(state);
     free(host);
+    free(got);
 }
 
 Test(space, every_block_every_staging_size) {
+    test_space_t sp;
+    if (!space_open(&sp)) return;
     dtr_checkpoint_t *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
     static const char *const cases[][2] = {
         {"1", "R"},       {"4", "S(0)"},        {"3", "S(-1)"},       {"2x2", "S(0),S(1)"},
@@ -85,11 +102,12 @@ Test(space, every_block_every_staging_size) {
             for (size_t s = 0; s < sizeof staging / sizeof staging[0]; s++)
                 for (int r = 0; r < dtr_mesh_nranks(mesh); r++)
                     if (staging[s] == 0 || staging[s] >= (size_t)dtr_dtype_info(t.dtype)->size)
-                        same_as_host(ck, i, &spec, r, staging[s], what);
+                        same_as_host(&sp, ck, i, &spec, r, staging[s], what);
         }
         dtr_mesh_destroy(mesh);
     }
     dtr_checkpoint_close(ck);
+    test_space_close(&sp);
 }
 
 /* w is 6x5 f32: the chunks are whole rows where one fits, else pieces of a row. */
@@ -106,25 +124,26 @@ Test(space, chunks_are_whole_rows_where_they_fit) {
         int64_t copies;
     } want[] = {{4, 30}, {8, 18}, {16, 12}, {20, 6}, {40, 3}, {44, 3}, {60, 2}, {100, 2},
                 {120, 1}, {0, 1}};
-    const dtr_memory_ops_t *ops = fake_device_ops();
-    void *state = fake_device_state(), *dev;
-    ops->alloc(state, 120, &dev);
+    test_space_t sp;
+    if (!space_open(&sp)) return;
+    void *dev = space_buffer(&sp, 120);
     for (size_t c = 0; c < sizeof want / sizeof want[0]; c++) {
         int64_t before = fake_device_counts().from_host;
         dtr_checkpoint_read_stats_t stats;
-        cr_assert_eq(dtr_checkpoint_read_block_to(ck, w, &spec, 0, ops, state, dev, 120,
+        cr_assert_eq(dtr_checkpoint_read_block_to(ck, w, &spec, 0, sp.ops, sp.state, dev, 120,
                                                   want[c].staging, &stats),
                      DTR_OK, "%s", dtr_last_error());
-        cr_expect_eq(fake_device_counts().from_host - before, want[c].copies,
-                     "staging %zu: %lld copies, want %lld", want[c].staging,
-                     (long long)(fake_device_counts().from_host - before),
-                     (long long)want[c].copies);
+        int64_t copies = fake_device_counts().from_host - before;
+        cr_expect(test_space_counted(&sp, copies == want[c].copies),
+                  "staging %zu: %lld copies, want %lld", want[c].staging, (long long)copies,
+                  (long long)want[c].copies);
         cr_expect_eq(stats.bytes, 120);
-        const float *f = fake_device_host(dev);
+        float f[30];
+        test_space_get(&sp, f, dev, sizeof f);
         for (int k = 0; k < 30; k++) cr_assert_eq(f[k], (float)k * 0.5f - 7, "element %d", k);
     }
-    ops->free(state, dev);
-    ops->destroy(state);
+    sp.ops->free(sp.state, dev);
+    test_space_close(&sp);
     dtr_mesh_destroy(mesh);
     dtr_checkpoint_close(ck);
 }
@@ -137,8 +156,8 @@ Test(space, casts_through_staging) {
     int64_t w, shape[2] = {6, 5};
     dtr_checkpoint_find(ck, "w", &w);
     static const dtr_dtype_t to[] = {DTR_F64, DTR_BF16, DTR_F16};
-    const dtr_memory_ops_t *ops = fake_device_ops();
-    void *state = fake_device_state();
+    test_space_t sp;
+    if (!space_open(&sp)) return;
     for (int c = 0; c < 3; c++) {
         bool ok;
         dtr_spec_t spec = spec_of(mesh, "S(1),S(0)", shape, 2, to[c], &ok);
@@ -147,14 +166,14 @@ Test(space, casts_through_staging) {
             dtr_layout_t lay;
             dtr_spec_layout(&spec, r, &lay);
             _Alignas(16) char host[256];
-            _Alignas(16) char small[256];
-            void *dev;
-            ops->alloc(state, 256, &dev);
+            _Alignas(16) char small[256], got[256];
+            void *dev = space_buffer(&sp, 256);
             cr_assert_eq(dtr_checkpoint_read_block(ck, w, &spec, r, host, 256, NULL), DTR_OK);
             /* one element per chunk: 4 bytes read + item cast */
-            cr_assert_eq(dtr_checkpoint_read_block_to(ck, w, &spec, r, ops, state, dev, 256,
-                                                      (size_t)(4 + item), NULL),
+            cr_assert_eq(dtr_checkpoint_read_block_to(ck, w, &spec, r, sp.ops, sp.state, dev,
+                                                      256, (size_t)(4 + item), NULL),
                          DTR_OK, "%s", dtr_last_error());
+            test_space_out(&sp, got, dev, 256);
             cr_assert_eq(dtr_checkpoint_read_block_to(ck, w, &spec, r, NULL, NULL, small, 256, 4,
                                                       NULL),
                          DTR_OK, "%s", dtr_last_error());
@@ -164,14 +183,13 @@ Test(space, casts_through_staging) {
                 double want = (double)(row * 5 + col) * 0.5 - 7;
                 cr_assert_eq(dtr__load(to[c], host, e), want, "host %lld", (long long)e);
                 cr_assert_eq(dtr__load(to[c], small, e), want, "staged host %lld", (long long)e);
-                cr_assert_eq(dtr__load(to[c], fake_device_host(dev), e), want,
+                cr_assert_eq(dtr__load(to[c], got, e), want,
                              "%s rank %d device element %lld", dtr_dtype_name(to[c]), r,
                              (long long)e);
             }
-            ops->free(state, dev);
         }
     }
-    ops->destroy(state);
+    test_space_close(&sp);
     dtr_mesh_destroy(mesh);
     dtr_checkpoint_close(ck);
 }
@@ -198,9 +216,10 @@ Test(space, errors) {
     dtr_spec_t half = spec_of(mesh, "R", shape, 2, DTR_BF16, &ok);
     dtr_memory_ops_t failing = {.name = "flaky", .copy = failing_copy, .sync = noop_sync};
     dtr_memory_ops_t nocopy = {.name = "nocopy"};
-    const dtr_memory_ops_t *fake = fake_device_ops();
-    void *state = fake_device_state(), *dev;
-    fake->alloc(state, 120, &dev);
+    test_space_t sp;
+    if (!space_open(&sp)) return;
+    const dtr_memory_ops_t *space = sp.ops;
+    void *state = sp.state, *dev = space_buffer(&sp, 120);
     unsigned char host[120];
     memset(host, 0x77, sizeof host);
     dtr_checkpoint_read_stats_t stats = {-5, -5, -5, -5};
@@ -211,9 +230,9 @@ Test(space, errors) {
         dtr_status_t status;
         const char *detail;
     } bad[] = {
-        {fake, &spec, 3, DTR_ERR_INVALID_ARGUMENT,
+        {space, &spec, 3, DTR_ERR_INVALID_ARGUMENT,
          "staging_bytes: 3, less than one element (4 bytes staged)"},
-        {fake, &half, 5, DTR_ERR_INVALID_ARGUMENT,
+        {space, &half, 5, DTR_ERR_INVALID_ARGUMENT,
          "staging_bytes: 5, less than one element (6 bytes staged)"},
         {NULL, &half, 3, DTR_ERR_INVALID_ARGUMENT,
          "staging_bytes: 3, less than one element (4 bytes staged)"},
@@ -230,11 +249,11 @@ Test(space, errors) {
                   bad[i].detail);
     }
     for (size_t k = 0; k < sizeof host; k++) cr_assert_eq(host[k], 0x77, "host[%zu] written", k);
-    const unsigned char *d = fake_device_host(dev);
+    unsigned char d[120];
+    test_space_out(&sp, d, dev, 120);
     for (size_t k = 0; k < 120; k++) cr_assert_eq(d[k], 0x5a, "device[%zu] written", k);
     cr_expect(stats.bytes == -5 && stats.reads == -5, "stats written on failure");
-    fake->free(state, dev);
-    fake->destroy(state);
+    test_space_close(&sp);
     dtr_mesh_destroy(mesh);
     dtr_checkpoint_close(ck);
 }
