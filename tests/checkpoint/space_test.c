@@ -42,6 +42,15 @@ static dtr_checkpoint_t *open_ok(const char *path) {
     return ck;
 }
 
+/* The fixture opened, a mesh, and the index of its 6x5 f32 tensor "w". */
+static int64_t open_w(dtr_checkpoint_t **ck, dtr_mesh_t **mesh, const char *mesh_text) {
+    *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
+    cr_assert_eq(dtr_mesh_parse(mesh_text, NULL, 0, mesh), DTR_OK);
+    int64_t w = -1;
+    cr_assert_eq(dtr_checkpoint_find(*ck, "w", &w), DTR_OK);
+    return w;
+}
+
 static dtr_spec_t spec_of(dtr_mesh_t *mesh, const char *pl_text, const int64_t *shape, int nd,
                           dtr_dtype_t dtype, bool *ok) {
     dtr_placement_t pl[DTR_MAX_MESH_DIMS];
@@ -112,11 +121,9 @@ Test(space, every_block_every_staging_size) {
 
 /* w is 6x5 f32: the chunks are whole rows where one fits, else pieces of a row. */
 Test(space, chunks_are_whole_rows_where_they_fit) {
-    dtr_checkpoint_t *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
+    dtr_checkpoint_t *ck;
     dtr_mesh_t *mesh;
-    dtr_mesh_parse("1", NULL, 0, &mesh);
-    int64_t w, shape[2] = {6, 5};
-    dtr_checkpoint_find(ck, "w", &w);
+    int64_t shape[2] = {6, 5}, w = open_w(&ck, &mesh, "1");
     bool ok;
     dtr_spec_t spec = spec_of(mesh, "R", shape, 2, DTR_F32, &ok);
     static const struct {
@@ -150,11 +157,9 @@ Test(space, chunks_are_whole_rows_where_they_fit) {
 
 /* A cast staged: the file's f32 read, cast, copied; on the host the same through staging. */
 Test(space, casts_through_staging) {
-    dtr_checkpoint_t *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
+    dtr_checkpoint_t *ck;
     dtr_mesh_t *mesh;
-    dtr_mesh_parse("2x2", NULL, 0, &mesh);
-    int64_t w, shape[2] = {6, 5};
-    dtr_checkpoint_find(ck, "w", &w);
+    int64_t shape[2] = {6, 5}, w = open_w(&ck, &mesh, "2x2");
     static const dtr_dtype_t to[] = {DTR_F64, DTR_BF16, DTR_F16};
     test_space_t sp;
     if (!space_open(&sp)) return;
@@ -206,11 +211,9 @@ static dtr_status_t noop_sync(void *state) {
 }
 
 Test(space, errors) {
-    dtr_checkpoint_t *ck = open_ok(DTR_TEST_DATA "/py_model.safetensors");
+    dtr_checkpoint_t *ck;
     dtr_mesh_t *mesh;
-    dtr_mesh_parse("1", NULL, 0, &mesh);
-    int64_t w, shape[2] = {6, 5};
-    dtr_checkpoint_find(ck, "w", &w);
+    int64_t shape[2] = {6, 5}, w = open_w(&ck, &mesh, "1");
     bool ok;
     dtr_spec_t spec = spec_of(mesh, "R", shape, 2, DTR_F32, &ok);
     dtr_spec_t half = spec_of(mesh, "R", shape, 2, DTR_BF16, &ok);
