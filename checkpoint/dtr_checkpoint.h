@@ -113,7 +113,8 @@ DTR_API dtr_status_t dtr_checkpoint_read_block(const dtr_checkpoint_t *ck, int64
  * of a saved checkpoint is checked against its checksum where one chunk reads it whole.
  * Errors as dtr_checkpoint_read_block's, and the space's own (its copy or sync failing,
  * which leaves out partly written); staging_bytes less than one element (its bytes as
- * read plus as cast) is DTR_ERR_INVALID_ARGUMENT.
+ * read plus as cast) is DTR_ERR_INVALID_ARGUMENT. (dtr_checkpoint_read_block is this call
+ * with space NULL: the details of both begin "dtr_checkpoint_read_block: ".)
  */
 DTR_API dtr_status_t dtr_checkpoint_read_block_to(const dtr_checkpoint_t *ck, int64_t index,
                                                   const dtr_spec_t *spec, int rank,
