@@ -9,7 +9,8 @@ Where the library comes from, first match wins:
                    DTR_MPI=mpich builds it for MPICH instead of Open MPI;
   pkg-config       `pkg-config dtr` finds an installed tree.
 The extension is compiled with the MPI flags that tree's dtr.pc names, and libdtr.so.MAJOR is
-copied next to it (found through the rpath $ORIGIN), so a wheel carries it.
+copied next to it (found through the rpath $ORIGIN), with the libraries of CARRIED, so a
+wheel carries them.
 """
 import os
 import shutil
@@ -21,6 +22,12 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+
+# Carried in the package beside libdtr.so (a wheel installed where they are missing works):
+# the checkpoint module's JSON parser (Jansson) and hash (xxHash). MPI is not carried: it is
+# the machine's own, as mpi4py's.
+CARRIED = ["libjansson.so.4", "libxxhash.so.0"]
 
 
 def fail(message):
@@ -87,7 +94,12 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args += cflags + ["-std=c11", "-Wall", "-Wextra",
                                                 "-Wno-missing-field-initializers"]
-            ext.extra_link_args += libs + ["-Wl,-rpath,$ORIGIN"]
+            # libdtr's own dependencies that a machine may lack (the checkpoint module's
+            # JSON parser and hash), linked by the extension too so that the copies carried
+            # beside it (below) are the ones loaded: the loader meets them first through
+            # the extension's $ORIGIN, before libdtr.so asks for them by name
+            ext.extra_link_args += libs + ["-Wl,-rpath,$ORIGIN", "-Wl,--no-as-needed"] + [
+                "-l:" + name for name in CARRIED] + ["-Wl,--as-needed"]
             ext.define_macros.append(("DTR_PY_MPI", f'"{mpi}"'))
         super().run()
         # The library the extension was linked with goes beside it (SONAME libdtr.so.MAJOR).
@@ -95,10 +107,31 @@ class BuildExt(build_ext):
         src = os.path.join(libdir, soname)
         if not os.path.exists(src):
             fail(f"{src} is missing")
+        carried = needed_paths(src)
         for ext in self.extensions:
             dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
             os.makedirs(dest_dir, exist_ok=True)
             shutil.copy2(os.path.realpath(src), os.path.join(dest_dir, soname))
+            for name, path in carried.items():
+                shutil.copy2(os.path.realpath(path), os.path.join(dest_dir, name))
+
+
+def needed_paths(lib):
+    """Where the loader finds each of CARRIED for `lib` (ldd), all of them or a failure."""
+    try:
+        out = subprocess.check_output(["ldd", lib], text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail(f"ldd {lib} failed ({e})")
+    found = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in CARRIED and parts[1] == "=>":
+            found[parts[0]] = parts[2]
+    missing = [n for n in CARRIED if n not in found]
+    if missing:
+        fail(f"{lib} needs {', '.join(missing)}, which the loader does not find (install "
+             "libjansson4 and libxxhash0)")
+    return found
 
 
 core = Extension(
@@ -112,5 +145,5 @@ setup(
     version=version(),
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
-    package_data={"dtr": ["libdtr.so.*"]},
+    package_data={"dtr": ["libdtr.so.*"] + CARRIED},
 )

@@ -42,7 +42,8 @@ fi
 echo "== python: pip wheel $root/python"
 if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log" 2>&1; then
     files=$(python3 -m zipfile -l "$tmp"/wheel/dtr-*.whl)
-    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py '; do
+    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py ' \
+        'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 '; do
         if grep -qE "^$f" <<<"$files"; then
             passed=$((passed + 1))
         else
@@ -58,6 +59,22 @@ if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log"
     fi
 else
     cat "$tmp/log"
+    failed=$((failed + 1))
+fi
+
+# the installed package loads the Jansson and xxHash it carries, not the machine's
+echo "== python: the carried libraries are the ones loaded"
+if (cd "$tmp" && "$venv/bin/python" -c '
+import os, dtr
+pkg = os.path.dirname(dtr.__file__)
+maps = open("/proc/self/maps").read()
+for lib in ("libjansson.so.4", "libxxhash.so.0"):
+    paths = {l.split()[-1] for l in maps.splitlines() if l.endswith(lib)}
+    assert paths == {os.path.join(pkg, lib)}, (lib, paths)
+print("loaded from", pkg)'); then
+    passed=$((passed + 1))
+else
+    echo "python: the package does not load its own libjansson/libxxhash"
     failed=$((failed + 1))
 fi
 
