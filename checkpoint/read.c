@@ -171,9 +171,10 @@ static bool dtr__ck_meet(int nd, const int64_t *lo, const int64_t *ext, const dt
     return true;
 }
 
-/* The box (mlo, mext) of piece p into the block (lo, shape) at out: one pread per run of
- * the box that is contiguous in both (trailing dims both span whole merge into it), in the
- * piece's row-major order; a whole piece with a checksum is checked against it. */
+/* The box (mlo, mext) of piece p into the block (lo, shape) at out, run by run (a run is
+ * contiguous in both: trailing dims both span whole merge into it), in the piece's row-major
+ * order: short runs copied from a mapped window, the others batched into preadv; a whole
+ * piece with a checksum is checked against it. */
 static dtr_status_t dtr__ck_read_box(const dtr_checkpoint_t *ck, const dtr__ck_tensor_t *t,
                                      const dtr__ck_piece_t *p, const int64_t *mlo,
                                      const int64_t *mext, const int64_t *lo,
@@ -296,10 +297,10 @@ static dtr_status_t dtr__ck_chunk(const dtr__ck_chunks_t *c, const int64_t *lo,
 static dtr_status_t dtr__ck_chunks(const dtr__ck_chunks_t *c, dtr_checkpoint_read_stats_t *st) {
     int nd = c->t->ndim;
     const int64_t *shape = c->lay->local_shape, *glo = c->lay->global_offset;
+    if (nd == 0) return dtr__ck_chunk(c, glo, shape, 0, 1, st); /* a scalar: one chunk */
     int k = nd - 1;
     int64_t inner = 1; /* elements of one index of dim k */
     while (k > 0 && inner * shape[k] <= c->stage_elems) inner *= shape[k--];
-    if (nd == 0) return dtr__ck_chunk(c, glo, shape, 0, 1, st);
     int64_t rows = c->stage_elems / inner, idx[DTR_MAX_TENSOR_DIMS] = {0};
     if (rows > shape[k]) rows = shape[k];
     for (int64_t at = 0; at < c->lay->numel;) {
