@@ -2,10 +2,11 @@
  * Reading a block into a memory space through host staging (dtr_checkpoint_read_block_to):
  * on the fake device (tests/support/fake_device.h: tagged addresses the library must never
  * touch itself), or on CUDA memory with DTR_TEST_SPACE=cuda (tests/support/test_space.h; a
- * CUDA build on a GPU machine: skipped where none is visible), every rank's block of every tensor of the Python-written file under many
- * layouts and staging sizes (one element up to the whole block), byte for byte what the host
- * read gives; the exact number of chunks handed to the space; casts staged on both sides;
- * and the errors: staging smaller than an element, a space without a copy, a copy that fails.
+ * CUDA build on a GPU machine: skipped where none is visible), every rank's block of every
+ * tensor of the Python-written file under many layouts and staging sizes (one element up to
+ * the whole block), byte for byte what the host read gives; the exact number of chunks
+ * handed to the space; casts staged on both sides; and the errors: staging smaller than an
+ * element, a space without a copy, a copy that fails.
  */
 #include "tests/checkpoint/fixture.h"
 
