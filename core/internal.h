@@ -103,10 +103,11 @@ int dtr__scan_word(const char **cursor, const char *word);
 dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *func,
                              const char *fmt, ...) DTR__PRINTF(5, 6);
 
-/* Scans dims written "2x5" ("" or "scalar": none) into out[0..cap), each 0..2^40; errors
- * name `func`. Shared by the shape and mesh parsers (dtensor/shape.c). */
+/* Scans dims written "2x5" ("" or "scalar": none) into out[0..cap), each 0..2^40; with
+ * `brackets` also "[2, 5]" and "(2, 5)" ("[]", "()": none); errors name `func`. Shared by
+ * the shape and mesh parsers (dtensor/shape.c). */
 dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
-                             const char *func);
+                             const char *func, bool brackets);
 
 /* Copies text (n chars) and a NUL into the caller's buf[0..len), or returns
  * DTR_ERR_BUFFER_TOO_SMALL without writing buf. */

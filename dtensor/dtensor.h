@@ -64,8 +64,9 @@ DTR_API dtr_status_t dtr_dtype_parse(const char *text, dtr_dtype_t *out);
 
 /* ---- shapes as text ---------------------------------------------------------------- */
 
-/* Parses "64x64" (dims separated by 'x', whitespace allowed) into out[0..cap); "" or
- * "scalar" is a 0-d shape. Each dim must be 0..DTR_MAX_DIM_SIZE. *ndim and out are written
+/* Parses "64x64" (dims separated by 'x', whitespace allowed), or the same as a JSON array
+ * "[64, 64]" or a Python tuple "(64, 64)" / "(64,)", into out[0..cap); "", "scalar", "[]"
+ * and "()" are a 0-d shape. Each dim must be 0..DTR_MAX_DIM_SIZE. *ndim and out are written
  * only on success. */
 DTR_API dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim);
 

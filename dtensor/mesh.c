@@ -111,7 +111,7 @@ dtr_status_t dtr_mesh_parse(const char *text, const int *ranks, int64_t nranks,
     DTR_CHECK_PTR(out, __func__);
     int64_t sizes[DTR_MAX_MESH_DIMS];
     int ndims;
-    DTR_CHECK(dtr__dims_parse(text, sizes, DTR_MAX_MESH_DIMS, &ndims, __func__));
+    DTR_CHECK(dtr__dims_parse(text, sizes, DTR_MAX_MESH_DIMS, &ndims, __func__, false));
     if (ndims == 0)
         return dtr__error(DTR_ERR_PARSE, __func__,
                           "text \"%s\": a mesh needs at least one dim, e.g. \"4\" or \"2x2\"",

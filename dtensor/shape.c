@@ -7,15 +7,27 @@
 #include "core/internal.h"
 #include "dtensor/dtensor.h"
 
-/* Scans "2x5" for dtr_shape_parse and dtr_mesh_parse; errors name `func`. */
+/* Scans "2x5" for dtr_shape_parse and dtr_mesh_parse; also "[2, 5]" and "(2, 5)" (a JSON
+ * array, a Python tuple: what the JSON output and Python print) where `brackets`. Errors name
+ * `func` and quote the text as given. */
 dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
-                             const char *func) {
+                             const char *func, bool brackets) {
     const char *p = dtr__skip_space(text);
-    if (*p == '\0' || (dtr__scan_word(&p, "scalar") && *dtr__skip_space(p) == '\0')) {
+    char close = '\0', sep = 'x';
+    if (brackets && (*p == '[' || *p == '(')) {
+        close = *p == '[' ? ']' : ')';
+        sep = ',';
+        p = dtr__skip_space(p + 1);
+        if (*p == close && *dtr__skip_space(p + 1) == '\0') {
+            *ndim = 0;
+            return DTR_OK;
+        }
+    } else if (*p == '\0' || (dtr__scan_word(&p, "scalar") && *dtr__skip_space(p) == '\0')) {
         *ndim = 0;
         return DTR_OK;
+    } else {
+        p = dtr__skip_space(text);
     }
-    p = dtr__skip_space(text);
     int64_t dims[DTR_MAX_TENSOR_DIMS + 1];
     int limit = cap < DTR_MAX_TENSOR_DIMS + 1 ? cap : DTR_MAX_TENSOR_DIMS + 1;
     int n = 0;
@@ -27,7 +39,8 @@ dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
         if (rc == -1)
             return dtr__error(DTR_ERR_PARSE, func,
                               "text \"%s\": at offset %td: expected a size (an integer)%s",
-                              text, at - text, n > 0 ? " after 'x'" : "");
+                              text, at - text,
+                              n == 0 ? "" : sep == 'x' ? " after 'x'" : " after ','");
         if (rc == -2 || value > DTR_MAX_DIM_SIZE)
             return dtr__error(DTR_ERR_OVERFLOW, func,
                               "text \"%s\": dim %d: %.*s exceeds 2^40", text, n,
@@ -41,15 +54,23 @@ dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
                               "text \"%s\": more than %d dims", text, limit);
         dims[n++] = value;
         p = dtr__skip_space(p);
-        if (*p == 'x' || *p == 'X') {
-            p++;
+        if (*p == sep || (sep == 'x' && *p == 'X')) {
+            p = dtr__skip_space(p + 1);
+            /* a tuple's trailing comma: "(4,)" */
+            if (close == ')' && *p == close) break;
             continue;
         }
-        if (*p == '\0') break;
+        if (close == '\0' && *p == '\0') break;
+        if (close != '\0' && *p == close) break;
+        if (*p == '\0')
+            return dtr__error(DTR_ERR_PARSE, func, "text \"%s\": '%c' missing at the end",
+                              text, close);
         return dtr__error(DTR_ERR_PARSE, func,
-                          "text \"%s\": at offset %td: expected 'x' between sizes, found '%c'",
-                          text, p - text, *p);
+                          "text \"%s\": at offset %td: expected '%c' between sizes, found '%c'",
+                          text, p - text, sep, *p);
     }
+    if (close != '\0' && *dtr__skip_space(p + 1) != '\0')
+        return dtr__error(DTR_ERR_PARSE, func, "text \"%s\": text after '%c'", text, close);
     memcpy(out, dims, (size_t)n * sizeof *out);
     *ndim = n;
     return DTR_OK;
@@ -61,7 +82,7 @@ dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim)
     DTR_CHECK_PTR(ndim, __func__);
     if (cap < 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
-    return dtr__dims_parse(text, out, cap, ndim, __func__);
+    return dtr__dims_parse(text, out, cap, ndim, __func__, true);
 }
 
 dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len) {

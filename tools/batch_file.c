@@ -1,10 +1,11 @@
 /*
  * The JSON list files of the CLI, read by one strict reader of just that (a list of
- * objects of string values, no other keys; errors name the file, the line and the entry):
+ * objects of string values, a shape also an array of integers, no other keys; errors name
+ * the file, the line and the entry):
  *
  *   --batch FILE of 'dtr plan' and 'dtr run': tensors to redistribute,
  *     [{"shape": "64x64", "dtype": "f32", "from": "S(0),R", "to": "R,S(1)"}, ...]
- *     shape, from and to required, dtype optional (f32);
+ *     shape, from and to required, dtype optional (f32); a shape also as an array, [64, 64];
  *   --model FILE of 'dtr grad': a model's parameters (f32, sharded on dim 0),
  *     [{"shape": "768x2304", "group": "h.0"}, ...]
  *     shape required, group optional (a parameter without one is a group of its own).
@@ -74,8 +75,27 @@ static int dtr__expect(dtr__reader_t *r, char c, const char *what) {
     return DTR_EXIT_OK;
 }
 
-/* One object of string values under `keys` (n of them) into val[k]; seen[k] says which
- * were given. Unknown or repeated keys are errors naming them. */
+/* A JSON array of integers, e.g. [768, 2304], as its text into buf (dtr_shape_parse reads
+ * it); its values are checked there. */
+static int dtr__array(dtr__reader_t *r, char *buf, size_t len) {
+    size_t n = 0;
+    for (;;) {
+        char c = r->text[r->pos];
+        if (c == '\0') return dtr__bad(r, "unterminated array");
+        if (!isdigit((unsigned char)c) && !strchr("[], \t\r\n-+", c))
+            return dtr__bad(r, "an array of integers holds '%c'", c);
+        if (n + 1 >= len) return dtr__bad(r, "array longer than %zu characters", len - 1);
+        buf[n++] = c;
+        r->pos++;
+        if (c == ']') break;
+    }
+    buf[n] = '\0';
+    return DTR_EXIT_OK;
+}
+
+/* One object of string values under `keys` (n of them) into val[k] (the "shape" key's also
+ * a JSON array of integers, as the JSON output prints shapes); seen[k] says which were
+ * given. Unknown or repeated keys are errors naming them. */
 static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char (*val)[256],
                        bool *seen) {
     char known[128] = "";
@@ -96,7 +116,10 @@ static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char (*
         if (k == n) return dtr__bad(r, "unknown key \"%s\" (%s)", key, known);
         if (seen[k]) return dtr__bad(r, "\"%s\" given twice", key);
         seen[k] = any = true;
-        rc = dtr__string(r, val[k], sizeof val[k]);
+        if (strcmp(key, "shape") == 0 && dtr__peek(r) == '[')
+            rc = dtr__array(r, val[k], sizeof val[k]);
+        else
+            rc = dtr__string(r, val[k], sizeof val[k]);
     }
     if (rc != DTR_EXIT_OK) return rc;
     r->pos++;

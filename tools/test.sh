@@ -84,7 +84,7 @@ node_targets=(
     //tests/redistribute/mpi:mpi_shm_test //tests/redistribute/mpi:mpi_shm_reduce_test
     //tests/autograd:grad_mpi_test //tests/autograd:group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
-    //tests/redistribute/executor:mpi_cross_test
+    //tests/redistribute/executor:mpi_cross_test //tests/tools:cli_grad_model_random_test
 )
 
 # suite LABEL [BAZEL FLAGS...] [-- -EXCLUDED_TARGET... | -- TARGET...]: one `bazel test`

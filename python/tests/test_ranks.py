@@ -200,6 +200,57 @@ def test_reduce_scatter_grads_fsdp_and_hsdp():
             assert np.array_equal(s, m[block(m.shape, (n // 2,), ["S(0)"], (c[1],))])
 
 
+def small_grads(rng, count):
+    """count gradient shapes as a model has them: mostly biases and norms (1 to a few hundred
+    elements), some matrices, now and then an empty one; 1-3 dims."""
+    shapes = []
+    for _ in range(count):
+        numel = int(round(10 ** rng.uniform(0, 3.3)))
+        lead = [int(rng.choice([1, 2, 3, 4, 7, 8])) for _ in range(int(rng.integers(0, 3)))]
+        rest = numel
+        for d in lead:
+            rest = max(1, rest // d)
+        dims = lead + [rest]
+        if rng.random() < 0.08:
+            dims[int(rng.integers(len(dims)))] = 0
+        shapes.append(tuple(dims))
+    return shapes
+
+
+def test_grad_reductions_on_many_small_buckets():
+    """DDP's hooks on many small buckets in a row and FSDP/HSDP's reduce-scatter of many small
+    gradients: seeded, every element exact (values are small integers over a power of two)."""
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(SEED)
+    mesh = dtr.Mesh(n)
+    for case in range(12):
+        shapes = small_grads(rng, int(rng.integers(1, 60)))
+        kind = ("allreduce", "bf16", "fp16")[case % 3]
+        what = f"case {case} (seed {SEED}): {kind} hook on {len(shapes)} buckets {shapes}"
+        base = [rng.integers(-8, 9, size=s).astype(np.float32) for s in shapes]
+        bufs = [b * (rank + 1) for b in base]
+        for b in bufs:  # one bucket after another, as DDP calls the hook
+            assert dtr.grad_hook(b, mesh, kind) is b, what
+        for b, b0 in zip(bufs, base):
+            assert np.array_equal(b, b0 * ((n + 1) / 2)), what
+        shapes = small_grads(rng, int(rng.integers(1, 60)))
+        grads = [rng.integers(-8, 9, size=s).astype(np.float32) for s in shapes]
+        mine = [g * (rank + 1) for g in grads]
+        meshes = [((n,), {}, 0)]
+        if n % 2 == 0 and n > 2:
+            meshes.append(((2, n // 2), {"shard_dims": [1], "replicate_dims": [0]}, 1))
+        for mesh_shape, dims, shard_mesh_dim in meshes:
+            got = dtr.reduce_scatter_grads(mine, dtr.Mesh(mesh_shape), **dims)
+            c = coords(mesh_shape)[rank]
+            k = mesh_shape[shard_mesh_dim]
+            for i, (s, g) in enumerate(zip(got, grads)):
+                if g.ndim == 0:
+                    continue
+                want = (g * ((n + 1) / 2))[block(g.shape, (k,), ["S(0)"], (c[shard_mesh_dim],))]
+                assert np.array_equal(s, want), f"{what}; reduce_scatter_grads on {mesh_shape}, grad {i}"
+
+
 def test_the_gil_is_released_while_a_call_waits():
     import threading
     import time

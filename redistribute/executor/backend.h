@@ -40,6 +40,12 @@ typedef struct {
  * ride on the collective's own passes over memory. */
 #define DTR_BACKEND_CAP_SPANS_SCALE 8u
 
+/* One group holds several started operations at once (they complete in start order, as
+ * NCCL's on a stream and Gloo's by their tags do). Without it the executor completes a
+ * group's operation in flight before it starts another on the same group: the MPI backend's
+ * shared-memory segment holds one operation a group. */
+#define DTR_BACKEND_CAP_CONCURRENT 16u
+
 /* Bytes of a buffer that need not be contiguous: `rows` rows of `run` bytes, `stride` bytes
  * apart, from `base`. A list of spans is read or written in order as one stream of bytes. */
 typedef struct {

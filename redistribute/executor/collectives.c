@@ -180,6 +180,21 @@ static dtr_status_t dtr__slot_enter(dtr_context_t *ctx, int slot, const dtr_mesh
     return dtr__dims_group(ctx, mesh, dims, func, group, n);
 }
 
+/* Completes the other slot's operation first where the backend cannot hold it beside a new
+ * one: a staging context holds one operation (staged.c: its received bytes are copied back
+ * then), a backend without DTR_BACKEND_CAP_CONCURRENT one per group. Every member starts
+ * the slots' operations in the same order, so the other's is started everywhere and
+ * completes; its owner's complete then finds it done. */
+static dtr_status_t dtr__slot_make_room(dtr_context_t *ctx, int slot, void *group) {
+    const dtr__group_op_t *other = &ctx->gops[1 - slot];
+    if (other->group == NULL) return DTR_OK;
+    if (ctx->ops != &ctx->staged_ops &&
+        (other->group != group || (ctx->ops->caps & DTR_BACKEND_CAP_CONCURRENT)))
+        return DTR_OK;
+    bool done;
+    return dtr__group_complete(ctx, 1 - slot, true, &done);
+}
+
 dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *mesh,
                               unsigned dims, dtr__group_kind_t kind, const void *send,
                               void *recv, int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
@@ -201,12 +216,7 @@ dtr_status_t dtr__group_start(dtr_context_t *ctx, int slot, const dtr_mesh_t *me
         return DTR_OK;
     }
     if (count == 0) return DTR_OK;
-    if (ctx->ops == &ctx->staged_ops) {
-        /* The staging backend holds one operation (staged.c): the other slot's completes
-         * first, its received bytes copied back; its owner's complete then finds it done. */
-        bool done;
-        DTR_CHECK(dtr__group_complete(ctx, 1 - slot, true, &done));
-    }
+    DTR_CHECK(dtr__slot_make_room(ctx, slot, group));
     dtr_status_t st =
         scale != 1 ? ctx->ops->premul_sum(group, send, recv, count, dtype, scale,
                                           kind == DTR__GROUP_REDUCE_SCATTER, &g->req)
@@ -251,6 +261,7 @@ dtr_status_t dtr__group_start_spans(dtr_context_t *ctx, int slot, const dtr_mesh
     DTR_CHECK(dtr__slot_enter(ctx, slot, mesh, dims, func, &group, &n));
     if (group == NULL || ctx->ops->spans_start == NULL)
         return dtr__error(DTR_ERR_UNSUPPORTED, func, "no span lists for this group");
+    DTR_CHECK(dtr__slot_make_room(ctx, slot, group));
     dtr_status_t st = ctx->ops->spans_start(group, op, &g->req);
     if (st != DTR_OK) return dtr__error(st, func, "%s", dtr_last_error());
     g->group = group;

@@ -447,7 +447,7 @@ static dtr_status_t dtr__gloo_test(void *group, dtr_backend_req_t *req, bool *do
 
 static const dtr_backend_ops_t dtr__gloo_ops = {
     .name = "gloo",
-    .caps = 0, /* host memory; no AVG; no span lists */
+    .caps = DTR_BACKEND_CAP_CONCURRENT, /* host memory; no AVG; no span lists */
     .rank = dtr__gloo_rank,
     .group_create = dtr__gloo_group_create,
     .group_destroy = dtr__gloo_group_destroy,

@@ -416,7 +416,7 @@ static void dtr__nccl_destroy(void *state) {
 
 static const dtr_backend_ops_t dtr__nccl_ops = {
     .name = "nccl",
-    .caps = DTR_BACKEND_CAP_AVG | DTR_BACKEND_CAP_DEVICE,
+    .caps = DTR_BACKEND_CAP_AVG | DTR_BACKEND_CAP_DEVICE | DTR_BACKEND_CAP_CONCURRENT,
     .rank = dtr__nccl_rank,
     .group_create = dtr__nccl_group_create,
     .group_destroy = dtr__nccl_group_destroy,

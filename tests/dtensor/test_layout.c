@@ -273,6 +273,51 @@ Test(shape, parse_and_format) {
     cr_expect_eq(n, 0);
 }
 
+/* Shapes as the JSON output prints them and as Python writes tuples. */
+Test(shape, parse_arrays_and_tuples) {
+    int64_t s[DTR_MAX_TENSOR_DIMS];
+    int n = -1;
+    cr_assert_eq(dtr_shape_parse(" [768, 2304] ", s, DTR_MAX_TENSOR_DIMS, &n), DTR_OK);
+    cr_expect(n == 2 && s[0] == 768 && s[1] == 2304);
+    cr_assert_eq(dtr_shape_parse("(5,)", s, DTR_MAX_TENSOR_DIMS, &n), DTR_OK);
+    cr_expect(n == 1 && s[0] == 5);
+    cr_assert_eq(dtr_shape_parse("(2, 0, 3)", s, DTR_MAX_TENSOR_DIMS, &n), DTR_OK);
+    cr_expect(n == 3 && s[1] == 0 && s[2] == 3);
+    cr_assert_eq(dtr_shape_parse("[]", s, DTR_MAX_TENSOR_DIMS, &n), DTR_OK);
+    cr_expect_eq(n, 0);
+    n = -1;
+    cr_assert_eq(dtr_shape_parse("( )", s, DTR_MAX_TENSOR_DIMS, &n), DTR_OK);
+    cr_expect_eq(n, 0);
+    static const struct {
+        const char *text, *msg;
+        dtr_status_t st;
+    } bad[] = {
+        {"[4, 6", "dtr_shape_parse: text \"[4, 6\": ']' missing at the end", DTR_ERR_PARSE},
+        {"[4; 6]", "dtr_shape_parse: text \"[4; 6]\": at offset 2: expected ',' between sizes, "
+                   "found ';'", DTR_ERR_PARSE},
+        {"[4,]", "dtr_shape_parse: text \"[4,]\": at offset 3: expected a size (an integer) "
+                 "after ','", DTR_ERR_PARSE},
+        {"[4, -1]", "dtr_shape_parse: text \"[4, -1]\": dim 1: -1, must be >= 0",
+         DTR_ERR_INVALID_ARGUMENT},
+        {"[4] x", "dtr_shape_parse: text \"[4] x\": text after ']'", DTR_ERR_PARSE},
+        {"[4x4]", "dtr_shape_parse: text \"[4x4]\": at offset 2: expected ',' between sizes, "
+                  "found 'x'", DTR_ERR_PARSE},
+        {"(4, 4]", "dtr_shape_parse: text \"(4, 4]\": at offset 5: expected ',' between sizes, "
+                   "found ']'", DTR_ERR_PARSE},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = -1;
+        cr_expect_eq(dtr_shape_parse(bad[i].text, s, DTR_MAX_TENSOR_DIMS, &n), bad[i].st, "%s",
+                     bad[i].text);
+        cr_expect_str_eq(dtr_last_error(), bad[i].msg);
+        cr_expect_eq(n, -1, "%s: ndim written on failure", bad[i].text);
+    }
+    /* a mesh stays "2x4" only */
+    dtr_mesh_t *mesh = NULL;
+    cr_expect_eq(dtr_mesh_parse("[2, 4]", NULL, 0, &mesh), DTR_ERR_PARSE);
+    cr_expect_null(mesh);
+}
+
 /* PyTorch's _StridedShard docstring (placement_types.py): FSDP2 + TP on dim 0 of 8x8 over
  * dp x tp = 2x2 puts rows 0-1, 4-5, 2-3, 6-7 on ranks 0..3; and the example of
  * _convert_shard_order_to_StridedShard: on a 4x3x2 mesh, (_S(0,2), _S(0,2), S(0)) is the

@@ -26,6 +26,17 @@ check "plan: JSON rounds" 0 0 '"rounds":[{"kind":"all_gather","mesh_dim":1,"coal
 check "plan: JSON totals" 0 0 '"recv_bytes_per_rank_max":480,"lower_bound_recv_bytes_per_rank":460' "" \
     plan --mesh 2x2 --batch "$dir/mixed.json" --json
 
+# Shapes as the JSON output prints them (arrays) read as their text form.
+sed -E 's/"shape": "8x6"/"shape": [8, 6]/; s/"shape": "4"/"shape": [4]/' "$dir/mixed.json" >"$dir/arrays.json"
+check "plan: shapes as arrays" 0 0 '"recv_bytes_per_rank_max":480,"lower_bound_recv_bytes_per_rank":460' "" \
+    plan --mesh 2x2 --batch "$dir/arrays.json" --json
+echo '[{"shape": [8, "6"], "from": "R", "to": "R"}]' >"$dir/array_str.json"
+check "an array of a string" 0 2 "" "line 1, entry 0: an array of integers holds '\"'" \
+    plan --mesh 2 --batch "$dir/array_str.json"
+echo '[{"shape": "8x6", "from": ["R"], "to": "R"}]' >"$dir/array_from.json"
+check "an array where a string goes" 0 2 "" "line 1, entry 0: expected a string in double quotes" \
+    plan --mesh 2 --batch "$dir/array_from.json"
+
 for flags in "" "--nonblocking --fill random --seed 9"; do
     # shellcheck disable=SC2086
     check "run: verified ($flags)" 4 0 '"ntensors":5,"verified":true' "" \

@@ -36,6 +36,14 @@ check "text summary" 8 0 "verified: both ways, every element of every shard on e
     grad --mode hsdp --mesh 2x4 --model "$dir/model.json" --microbatches 2 --iters 2 --verify
 check "timings in JSON" 4 0 '"per_tensor_median_us":' "" \
     grad --mode hsdp --mesh 2x2 --model "$dir/model.json" --iters 2 --json
+# DDP with a small group after a larger one (a bias beside a matrix): the small one's
+# all-reduce started while the larger one's was in flight on the same group, which the MPI
+# backend's shared-memory segment refused ("the group's previous operation never completed").
+echo '[{"shape":"2048","group":"h.0"},{"shape":"100"}]' >"$dir/small.json"
+for n in 2 4; do
+    check "ddp, a small parameter after a large one, $n ranks" $n 0 '"verified":true,' "" \
+        grad --mode ddp --mesh $n --model "$dir/small.json" --iters 1 --verify --json
+done
 # GPT-2 small's list, on one rank (its 124M elements fit there; the 8-rank run is the
 # benchmark in docs/executor-bench.md).
 check "gpt2-small: 148 tensors, 124439808 elements, 13 groups" 1 0 \
