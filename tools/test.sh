@@ -40,6 +40,11 @@
 #   7. python                                   (python/tests/run.sh: `pip install ./python`
 #                                                into a virtual environment, the wheel's
 #                                                contents, pytest on 1, 2 and 4 ranks),
+#   7b. gpupack                                 (tests/tools/gpu_pack_test.sh: the GPU pack,
+#                                                tools/gpu_device_pack.sh, run in a bare root
+#                                                without a GPU, ssh, Criterion or MPI; every
+#                                                part must start, skip for want of a GPU and
+#                                                end; about 15 s),
 #   8. torch                                    (not in --all: name it in DTR_TEST_PARTS;
 #                                                python/tests/run.sh --torch: the same in
 #                                                the PyTorch environment, about 5 GiB from
@@ -57,7 +62,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all_parts="plain nodes asan fuzz nocuda mpich install python"
+all_parts="plain nodes asan fuzz nocuda mpich install python gpupack"
 parts="plain install python"
 args=()
 for a in "$@"; do
@@ -185,6 +190,17 @@ pick_tests() {
     fi
 }
 
+# add_counts LABEL TEXT: the last "LABEL: N passed, N failed" line of TEXT added to the tally
+# (none: one failure).
+add_counts() {
+    local line p f
+    line=$(grep -oE "^$1: [0-9]+ passed, [0-9]+ failed" <<<"$2" | tail -1)
+    [ -n "$line" ] || line="$1: 0 passed, 1 failed"
+    read -r p f < <(sed -E "s/^$1: ([0-9]+) passed, ([0-9]+) failed/\1 \2/" <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
 extra=("$@")
 times=""
 for part in $parts; do
@@ -250,11 +266,13 @@ for part in $parts; do
         [ "$part" = torch ] && flag=(--torch)
         out=$(bash python/tests/run.sh "${flag[@]+"${flag[@]}"}" 2>&1)
         echo "$out" | grep -vE '^[.sFEx]+ +\[ *[0-9]+%\]$' | tail -20
-        line=$(grep -oE '^python: [0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
-        [ -n "$line" ] || line="python: 0 passed, 1 failed"
-        read -r p f < <(sed -E 's/python: ([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$line")
-        passed=$((passed + p))
-        failed=$((failed + f))
+        add_counts python "$out"
+        ;;
+    gpupack)
+        echo "== gpupack: tests/tools/gpu_pack_test.sh"
+        out=$(bash tests/tools/gpu_pack_test.sh 2>&1)
+        echo "$out" | tail -40
+        add_counts gpu_pack "$out"
         ;;
     asan) suite asan --config=asan --test_env=DTR_CASES_DIV=5 \
         "--test_env=LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0" ;;

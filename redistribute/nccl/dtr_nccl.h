@@ -63,7 +63,8 @@ DTR_API dtr_status_t dtr_context_create_nccl_comm(void *comm, int device, void *
  * groups: one per mesh dim's groups and one for the whole mesh, split from the context's
  * communicator (ncclCommSplit). COLLECTIVE OVER EVERY RANK OF THAT COMMUNICATOR, in the same
  * order with the same mesh, members of the mesh or not. Call it once per mesh before the
- * first plan on it; a group with no communicator (a mesh not split, or a group over several
+ * first plan on it (a mesh of the same sizes and ranks split before is not split again: its
+ * communicators serve it); a group with no communicator (a mesh not split, or a group over several
  * but not all mesh dims) fails with DTR_ERR_UNSUPPORTED naming this call. The whole
  * communicator in rank order needs no split. On a context over MPI it does nothing.
  */

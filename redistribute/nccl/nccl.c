@@ -27,6 +27,14 @@ typedef struct dtr__nccl_split {
     int *ranks;
 } dtr__nccl_split_t;
 
+/* A mesh dtr_nccl_split_mesh split already: its sizes and ranks, row-major. */
+typedef struct dtr__nccl_split_mesh {
+    struct dtr__nccl_split_mesh *next;
+    int nd;
+    int64_t sizes[DTR_MAX_MESH_DIMS], n;
+    int ranks[];
+} dtr__nccl_split_mesh_t;
+
 typedef struct {
     MPI_Comm world; /* MPI_COMM_NULL for a context without MPI (root below) */
     int rank, size;
@@ -35,6 +43,7 @@ typedef struct {
     ncclComm_t root;           /* without MPI: every rank's communicator */
     bool own_root;             /* made here from a unique id (else the caller's, adopted) */
     dtr__nccl_split_t *splits; /* the groups' communicators, split from root */
+    dtr__nccl_split_mesh_t *split_meshes; /* the meshes they were split for */
     dtr__nccl_group_t *groups; /* every communicator, for the asynchronous error checks */
     bool aborted;
     char abort_msg[256];
@@ -408,6 +417,11 @@ static void dtr__nccl_destroy(void *state) {
         free(sp->ranks);
         free(sp);
     }
+    while (s->split_meshes != NULL) {
+        dtr__nccl_split_mesh_t *m = s->split_meshes;
+        s->split_meshes = m->next;
+        free(m);
+    }
     if (s->own_root && s->aborted) ncclCommAbort(s->root);
     else if (s->own_root) ncclCommDestroy(s->root);
     if (s->world != MPI_COMM_NULL) MPI_Comm_free(&s->world);
@@ -589,6 +603,15 @@ static dtr_status_t dtr__nccl_split_one(dtr__nccl_t *s, const dtr_mesh_t *mesh, 
     return DTR_OK;
 }
 
+/* Whether mesh m (recorded by dtr_nccl_split_mesh) was split before. */
+static bool dtr__nccl_split_before(const dtr__nccl_t *s, const dtr__nccl_split_mesh_t *m) {
+    for (const dtr__nccl_split_mesh_t *o = s->split_meshes; o != NULL; o = o->next)
+        if (o->nd == m->nd && o->n == m->n && memcmp(o->sizes, m->sizes, sizeof m->sizes) == 0 &&
+            memcmp(o->ranks, m->ranks, (size_t)m->n * sizeof m->ranks[0]) == 0)
+            return true;
+    return false;
+}
+
 dtr_status_t dtr_nccl_split_mesh(dtr_context_t *ctx, const dtr_mesh_t *mesh) {
     DTR_CHECK_PTR(ctx, __func__);
     DTR_CHECK_PTR(mesh, __func__);
@@ -597,19 +620,37 @@ dtr_status_t dtr_nccl_split_mesh(dtr_context_t *ctx, const dtr_mesh_t *mesh) {
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ctx: not an NCCL context");
     if (s->world != MPI_COMM_NULL) return DTR_OK; /* over MPI: groups bootstrap themselves */
     DTR_CHECK(dtr__nccl_alive(s));
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-    for (int64_t p = 0; p < dtr_mesh_nranks(mesh); p++) {
+    int64_t n = dtr_mesh_nranks(mesh), coord[DTR_MAX_MESH_DIMS] = {0};
+    dtr__nccl_split_mesh_t *m = calloc(1, sizeof *m + (size_t)n * sizeof m->ranks[0]);
+    if (m == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "the mesh's record");
+    m->nd = dtr_mesh_ndims(mesh);
+    m->n = n;
+    for (int d = 0; d < m->nd; d++) m->sizes[d] = dtr_mesh_size(mesh, d);
+    for (int64_t p = 0; p < n; p++) {
         int r = -1;
         dtr_mesh_rank_at(mesh, coord, &r);
-        if (r >= s->size)
+        m->ranks[p] = r;
+        if (r >= s->size) {
+            free(m);
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                               "mesh: rank %d, but the communicator has %d ranks", r, s->size);
-        for (int d = dtr_mesh_ndims(mesh) - 1; d >= 0; d--) {
-            if (++coord[d] < dtr_mesh_size(mesh, d)) break;
+        }
+        for (int d = m->nd - 1; d >= 0; d--) {
+            if (++coord[d] < m->sizes[d]) break;
             coord[d] = 0;
         }
     }
-    for (int i = -1; i < dtr_mesh_ndims(mesh); i++) DTR_CHECK(dtr__nccl_split_one(s, mesh, i));
+    /* The same mesh again (every rank sees the whole mesh, so all decide alike) keeps its
+     * communicators: a caller that splits before each use does not pile them up. */
+    dtr_status_t st = DTR_OK;
+    if (!dtr__nccl_split_before(s, m))
+        for (int i = -1; i < m->nd && st == DTR_OK; i++) st = dtr__nccl_split_one(s, mesh, i);
+    if (st != DTR_OK || dtr__nccl_split_before(s, m)) {
+        free(m);
+        return st;
+    }
+    m->next = s->split_meshes;
+    s->split_meshes = m;
     return DTR_OK;
 }
 

@@ -15,6 +15,26 @@ cat >"$dir/model.json" <<'JSON'
  {"shape": "3x5", "group": "b"}, {"shape": "0x4"}, {"shape": "1003", "group": "b"}]
 JSON
 
+# On a GPU: the model's buffers on CUDA memory (8 ranks sharing it: the shared-GPU mode),
+# NCCL on one rank, and GPT-2 small's 124M elements (elsewhere the reason, exit 2 or 1).
+# DTR_GPU_ONLY=1 runs these alone (the GPU pack, tools/gpu_pack_run.sh).
+gpu_checks() {
+    for mode in ddp fsdp hsdp; do
+        gpu_check "--model, $mode bf16 on CUDA memory, 8 ranks" 8 grad --mode $mode --mesh 2x4 \
+            --model "$dir/model.json" --dtype bf16 --microbatches 2 --iters 1 --device cuda \
+            --verify --json
+    done
+    gpu_check "--model, fsdp f32 on nccl, world size 1" 1 grad --mode fsdp --mesh 1 \
+        --model "$dir/model.json" --iters 1 --backend nccl --verify --json
+    gpu_check "--model gpt2-small, hsdp on CUDA memory, 2 ranks" 2 grad --mode hsdp --mesh 1x2 \
+        --model gpt2-small --iters 2 --device cuda --verify --json
+}
+if [ -n "${DTR_GPU_ONLY:-}" ]; then
+    gpu_checks
+    finish "cli grad --model (GPU checks)"
+    exit
+fi
+
 mi=0
 for mode in ddp fsdp hsdp; do
     mi=$((mi + 1))
@@ -76,16 +96,5 @@ check "--model with --device cpu" 2 0 '"verified":true' "" \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --device cpu --verify --json --iters 1
 check "backend and device in JSON" 2 0 '"backend":"mpi","device":"cpu",' "" \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters 1 --json
-# On a GPU: the model's buffers on CUDA memory (8 ranks sharing it: the shared-GPU mode),
-# NCCL on one rank, and GPT-2 small's 124M elements (elsewhere the reason, exit 2 or 1).
-for mode in ddp fsdp hsdp; do
-    gpu_check "--model, $mode bf16 on CUDA memory, 8 ranks" 8 grad --mode $mode --mesh 2x4 \
-        --model "$dir/model.json" --dtype bf16 --microbatches 2 --iters 1 --device cuda \
-        --verify --json
-done
-gpu_check "--model, fsdp f32 on nccl, world size 1" 1 grad --mode fsdp --mesh 1 \
-    --model "$dir/model.json" --iters 1 --backend nccl --verify --json
-gpu_check "--model gpt2-small, hsdp on CUDA memory, 2 ranks" 2 grad --mode hsdp --mesh 1x2 \
-    --model gpt2-small --iters 2 --device cuda --verify --json
-
+gpu_checks
 finish "cli grad --model"

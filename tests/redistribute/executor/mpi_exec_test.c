@@ -313,9 +313,12 @@ static void summary(const run_t *r, const coverage_t *cv, tally_t *t) {
                (long long)fc.copy_box, (long long)fc.copy_range, (long long)fc.divide,
                (long long)fc.zero, (long long)fc.copy_within, (long long)fc.to_host,
                (long long)fc.from_host, (long long)fc.refused);
-        need(t, fc.refused == 0 && (!many || (fc.copy_box > 0 && fc.divide > 0 && fc.zero > 0 &&
-                                              fc.copy_within > 0)),
-             "the fake device refused an address, or some local operation never ran on it");
+        need(t, fc.refused == 0, "the fake device refused an address");
+        /* (on one rank every mesh dim has size 1: no step runs, only the copies of a plan
+         * without steps) */
+        need(t, !many || r->world < 2 ||
+                    (fc.copy_box > 0 && fc.divide > 0 && fc.zero > 0 && fc.copy_within > 0),
+             "some local operation never ran on the fake device");
     }
     need(t, r->world < 2 || !many || cv->sliced > 0, "no gather ran in slices");
     need(t, r->world < 4 || !many || cv->kinds[DTR_STEP_REDUCE_EXCHANGE] > 0,
