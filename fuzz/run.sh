@@ -45,10 +45,11 @@ mkdir -p "$build/obj" "$build/include"
 # dtr.h includes the generated dtr_version.h (Bazel's //:version_number): the same macros
 # from version.bzl, written here since this build does not go through Bazel.
 v=$(sed -n 's/^DTR_VERSION = "\(.*\)"$/\1/p' version.bzl)
+pre=$(sed -n 's/^DTR_VERSION_PRE = "\(.*\)"$/\1/p' version.bzl)
 IFS=. read -r vmaj vmin vpat <<<"$v"
 printf '%s\n' "#ifndef DTR_VERSION_H" "#define DTR_VERSION_H" \
     "#define DTR_VERSION_MAJOR $vmaj" "#define DTR_VERSION_MINOR $vmin" \
-    "#define DTR_VERSION_PATCH $vpat" "#define DTR_VERSION_STRING \"$v\"" \
+    "#define DTR_VERSION_PATCH $vpat" "#define DTR_VERSION_STRING \"$v${pre:+-$pre}\"" "#define DTR_VERSION_PRE \"$pre\"" \
     "#define DTR_VERSION_CODE (DTR_VERSION_MAJOR * 10000 + DTR_VERSION_MINOR * 100 + DTR_VERSION_PATCH)" \
     "#endif" >"$build/include/dtr_version.h"
 flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer

@@ -35,12 +35,17 @@ def fail(message):
 
 
 def version():
-    """The library's version: version.bzl in a checkout, else the installed dtr.pc."""
+    """The library's version, "0.9.1" or "0.9.1-dev": version.bzl in a checkout, else the
+    installed dtr.pc."""
     bzl = os.path.join(ROOT, "version.bzl")
     if os.path.exists(bzl):
+        values = {}
         for line in open(bzl):
-            if line.startswith("DTR_VERSION ="):
-                return line.split("=", 1)[1].strip().strip('"')
+            if line.startswith(("DTR_VERSION =", "DTR_VERSION_PRE =")):
+                key, value = line.split("=", 1)
+                values[key.strip()] = value.strip().strip('"')
+        pre = values.get("DTR_VERSION_PRE", "")
+        return values["DTR_VERSION"] + ("-" + pre if pre else "")
     prefix = os.environ.get("DTR_PREFIX")
     env = dict(os.environ)
     if prefix:
@@ -142,7 +147,7 @@ core = Extension(
 )
 
 setup(
-    version=version(),
+    version=version().replace("-dev", ".dev0"),  # PEP 440's form of a development version
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
     package_data={"dtr": ["libdtr.so.*"] + CARRIED},

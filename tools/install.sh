@@ -79,7 +79,10 @@ bazel build --noshow_progress "${flags[@]}" //dist/... //tools:dtr_installed //:
 bin=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)
 [ -f "$bin/dist/libdtr.so" ] && [ -f "$bin/tools/dtr_installed" ] ||
     { echo "install.sh: the build failed (run the bazel command above for the details)" >&2; exit 1; }
-version=$(sed -n 's/^#define DTR_VERSION_STRING "\(.*\)"$/\1/p' "$bin/dtr_version.h")
+# the numbers (file names, CMake) and the full string ("0.9.1-dev" in a tree past a release:
+# pkg-config, the Debian package as 0.9.1~dev, which sorts before the release)
+full=$(sed -n 's/^#define DTR_VERSION_STRING "\(.*\)"$/\1/p' "$bin/dtr_version.h")
+version=${full%%-*}
 major=${version%%.*}
 # Whether this configuration built the CUDA libraries (stale ones may lie in bazel-bin).
 has_cuda=$(grep -c '^CUDA_AVAILABLE = True' "$(bazel info "${flags[@]}" output_base 2>/dev/null)/external/local_cuda/defs.bzl" || true)
@@ -113,7 +116,7 @@ lay_out() {
     install -m 755 "$bin/tools/dtr_installed" "$d/bin/dtr"
     mkdir -p "$d/share/man/man1"
     bash tools/man.sh "$d/bin/dtr" "$d/share/man/man1/dtr.1"
-    local subst=(-e "s|@VERSION@|$version|g" -e "s|@MAJOR@|$major|g" -e "s|@MPI@|$mpi|g"
+    local subst=(-e "s|@VERSION@|$version|g" -e "s|@FULL_VERSION@|$full|g" -e "s|@MAJOR@|$major|g" -e "s|@MPI@|$mpi|g"
         -e "s|@MPI_NAME@|$mpi_name|g" -e "s|@MPI_PKG@|$mpi_pkg|g" -e "s|@MPICC@|$mpicc|g"
         -e "s|@CUDA_LIB@|$cuda_lib|g")
     sed "${subst[@]}" dist/dtr.pc.in >"$d/lib/pkgconfig/dtr.pc"
@@ -137,7 +140,7 @@ lay_out() {
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
 lay_out "$prefix" "$has_cuda"
-echo "install.sh: dtr $version for $mpi_name installed in $prefix" >&2
+echo "install.sh: dtr $full for $mpi_name installed in $prefix" >&2
 
 # deb_depends FILE...: "pkg (>= version)" for every Debian package whose library the
 # files load (their NEEDED entries, libdtr's own left out), comma-separated.
@@ -166,7 +169,7 @@ if [ -n "$deb" ]; then
     mkdir -p "$stage/DEBIAN"
     cat >"$stage/DEBIAN/control" <<EOF
 Package: $pkg
-Version: $version
+Version: ${full/-/\~}
 Architecture: amd64
 Maintainer: $maintainer
 Section: libdevel
@@ -187,5 +190,5 @@ EOF
         printf 'Upstream-Name: dtr\n\nFiles: *\nCopyright: 2026 the dtr authors\nLicense: BSD-3-Clause\n'
         sed -n '/^Redistribution/,$p' LICENSE | sed 's/^$/./; s/^/ /'
     } >"$stage/usr/share/doc/dtr/copyright"
-    dpkg-deb --root-owner-group --build "$stage" "$deb/${pkg}_${version}_amd64.deb" >&2
+    dpkg-deb --root-owner-group --build "$stage" "$deb/${pkg}_${full/-/\~}_amd64.deb" >&2
 fi

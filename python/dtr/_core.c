@@ -19,7 +19,7 @@ static PyObject *dtrpy_mpi_library(PyObject *self, PyObject *noargs) {
 }
 
 static PyMethodDef dtrpy_methods[] = {
-    {"version", dtrpy_version, METH_NOARGS, "The loaded library's version (\"0.10.0\")."},
+    {"version", dtrpy_version, METH_NOARGS, "The loaded library's version (\"0.9.1-dev\")."},
     {"mpi_library", dtrpy_mpi_library, METH_NOARGS, "The MPI library dtr was built with."},
     {"_shutdown", dtrpy_shutdown, METH_NOARGS, "Destroys every context (at exit)."},
     {"layout", (PyCFunction)(void (*)(void))dtrpy_layout, METH_VARARGS | METH_KEYWORDS,

@@ -30,11 +30,18 @@ def rank0():
 
 
 def test_version_is_the_library_version():
-    bzl = os.path.join(os.path.dirname(__file__), "..", "..", "version.bzl")
+    """dtr.__version__ is version.bzl's, with "-dev" exactly while CHANGELOG.md has an
+    "Unreleased" section: a tree past a release never passes for it."""
+    top = os.path.join(os.path.dirname(__file__), "..", "..")
+    bzl = os.path.join(top, "version.bzl")
     if os.path.exists(bzl):
-        line = [x for x in open(bzl) if x.startswith("DTR_VERSION =")][0]
-        assert dtr.__version__ == line.split("=")[1].strip().strip('"')
-    assert dtr.__version__.count(".") == 2
+        values = dict(x.split("=", 1) for x in open(bzl) if x.startswith("DTR_VERSION"))
+        number = values["DTR_VERSION "].strip().strip('"')
+        pre = values["DTR_VERSION_PRE "].strip().strip('"')
+        assert dtr.__version__ == number + ("-" + pre if pre else "")
+        unreleased = "## Unreleased" in open(os.path.join(top, "CHANGELOG.md")).read()
+        assert (pre == "dev") == unreleased, (pre, unreleased)
+    assert dtr.__version__.split("-")[0].count(".") == 2
 
 
 def test_placement_objects():

@@ -89,8 +89,10 @@ lib_version=$(basename "$(readlink -f "$lib")" | sed 's/^libdtr\.so\.//')
 mkdir -p "$work/cm"
 cmake -S "$here/cmake" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1
 cm_version=$(sed -n 's/^-- dtr \([0-9.]*\) for .*/\1/p' "$work/cmake.log")
-if [ -n "$pc_version" ] && [ "$pc_version" = "$cli_version" ] && [ "$pc_version" = "$cm_version" ] &&
-    [ "$pc_version" = "$lib_version" ]; then
+# the full string ("0.9.1-dev" in a tree past a release) from pkg-config and the CLI, its
+# numbers in the CMake package and the file name
+if [ -n "$pc_version" ] && [ "$pc_version" = "$cli_version" ] && [ "${pc_version%%-*}" = "$cm_version" ] &&
+    [ "${pc_version%%-*}" = "$lib_version" ]; then
     ok "versions: pkg-config $pc_version, dtr --version $cli_version, CMake $cm_version, libdtr.so.$lib_version"
 else
     bad "versions: pkg-config '$pc_version', dtr --version '$cli_version', CMake '$cm_version', library '$lib_version'"
@@ -310,6 +312,8 @@ if [ -n "$deb" ]; then
     for f in $want; do grep -qx "$f" <<<"$contents" || missing="$missing $f"; done
     outside=$(grep -vE '^\./(usr/|$)' <<<"$contents" | head -3)
     [ -z "$missing" ] && [ -z "$outside" ] && ok "deb: $(wc -l <<<"$contents") entries, all under /usr" || bad "deb: missing:$missing outside /usr: $outside"
+    debv=$(dpkg-deb -f "$deb" Version)
+    [ "$debv" = "${pc_version/-/\~}" ] && ok "deb: Version $debv" || bad "deb: Version '$debv', want '${pc_version/-/\~}'"
     depends=$(dpkg-deb -f "$deb" Depends)
     grep -q "$mpilib" <<<"$depends" && ! grep -qi cuda <<<"$depends" && ok "deb: Depends: $depends" || bad "deb: Depends: $depends"
     if apt-get install -s "$deb" >"$work/apt.log" 2>&1 && grep -q '^Inst dtr' "$work/apt.log"; then
