@@ -183,10 +183,15 @@ static dtr_status_t dtr__parse_partial_args(dtr__scanner_t *s, dtr_placement_t *
         if (!dtr__accept(s, ')')) {
             dtr__accept_keyword(s, "reduce_op");
             s->p = dtr__skip_space(s->p);
+            /* quoted as a dataclass's repr writes it: Partial(reduce_op='sum') */
+            char quote = *s->p == '\'' || *s->p == '"' ? *s->p++ : '\0';
             op = dtr__scan_reduce_op(&s->p);
             if (op == DTR_REDUCE_OP_LAST)
                 return dtr__parse_error(
                     s, "expected a reduce op (sum, avg, max, min, product) in P(...)");
+            if (quote != '\0' && *s->p != quote)
+                return dtr__parse_error(s, "expected the closing quote after the reduce op");
+            if (quote != '\0') s->p++;
             if (!dtr__accept(s, ')'))
                 return dtr__parse_error(s, "expected ')' after the reduce op");
         }

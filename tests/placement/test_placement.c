@@ -32,6 +32,28 @@ Test(placement, every_accepted_form_parses_to_its_canonical_text) {
     /* PyTorch's spelling, read and printed as product (issue 27) */
     expect_parse("P(prod)", dtr_partial(DTR_REDUCE_PRODUCT), "P(product)");
     expect_parse("Partial(reduce_op=PROD)", dtr_partial(DTR_REDUCE_PRODUCT), "P(product)");
+    /* a dataclass's repr quotes the op: Partial(reduce_op='sum') */
+    expect_parse("Partial(reduce_op='sum')", dtr_partial(DTR_REDUCE_SUM), "P(sum)");
+    expect_parse("Partial(reduce_op=\"avg\")", dtr_partial(DTR_REDUCE_AVG), "P(avg)");
+    expect_parse("P('max')", dtr_partial(DTR_REDUCE_MAX), "P(max)");
+}
+
+Test(placement, quoted_ops_must_close) {
+    static const char *const bad[][2] = {
+        {"Partial(reduce_op='sum\")",
+         "dtr_placement_parse: text \"Partial(reduce_op='sum\")\": at offset 22: expected the "
+         "closing quote after the reduce op, found '\"'"},
+        {"P('sum)", "dtr_placement_parse: text \"P('sum)\": at offset 6: expected the closing "
+                    "quote after the reduce op, found ')'"},
+        {"P('')", "dtr_placement_parse: text \"P('')\": at offset 3: expected a reduce op (sum, "
+                  "avg, max, min, product) in P(...), found '''"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dtr_placement_t p = dtr_replicate();
+        cr_expect_eq(dtr_placement_parse(bad[i][0], &p), DTR_ERR_PARSE, "%s", bad[i][0]);
+        cr_expect_str_eq(dtr_last_error(), bad[i][1]);
+        cr_expect_eq(p.kind, DTR_REPLICATE, "%s: written on failure", bad[i][0]);
+    }
 }
 
 Test(placement, lists_round_trip_canonically) {
