@@ -67,6 +67,11 @@ def as_array(obj, what, writable):
     if torch is not None and isinstance(obj, torch.Tensor):
         return _from_torch(obj, what, writable)
     if isinstance(obj, np.ndarray):
+        if not obj.dtype.isnative:
+            raise _core.ArgumentError(
+                f"{what}: dtype {obj.dtype.str} is in the other byte order than this machine's "
+                "(dtr would read it wrong); convert it first: "
+                "arr.astype(arr.dtype.newbyteorder('='))")
         name = _NUMPY.get(obj.dtype.name)
         if name is None:
             _refuse(what, obj)

@@ -81,6 +81,12 @@ PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs);
 PyObject *dtrpy_raise(dtr_status_t st);
 /* Raises dtr.ArgumentError with a formatted message; returns NULL. */
 PyObject *dtrpy_arg_error(const char *fmt, ...);
+/* With an exception set for this rank's arguments to a collective call it has not made:
+ * joins the call's argument agreement on c (dtr_refuse: mesh, dims, to as there), so that
+ * the other ranks' call fails at once and the next call pairs, then leaves the exception
+ * set. Returns NULL. */
+PyObject *dtrpy_refuse(dtrpy_context_t *c, const dtr_mesh_t *mesh, unsigned dims,
+                       const dtr_mesh_t *to);
 
 /* ---- _spec.c ---- */
 

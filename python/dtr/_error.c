@@ -63,6 +63,22 @@ PyObject *dtrpy_arg_error(const char *fmt, ...) {
     return dtrpy_raise_obj(dtrpy_argument_error, "DTR_ERR_INVALID_ARGUMENT", text);
 }
 
+PyObject *dtrpy_refuse(dtrpy_context_t *c, const dtr_mesh_t *mesh, unsigned dims,
+                       const dtr_mesh_t *to) {
+    if (c == NULL || mesh == NULL || !PyErr_Occurred()) return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    const char *msg = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    if (msg == NULL) PyErr_Clear();
+    char what[512];
+    snprintf(what, sizeof what, "%s", msg != NULL ? msg : "an argument was refused");
+    Py_XDECREF(text);
+    DTRPY_CALL(c, (void)dtr_refuse(c->ctx, mesh, dims, to, DTR_ERR_INVALID_ARGUMENT, what));
+    PyErr_Restore(type, value, tb);
+    return NULL;
+}
+
 int dtrpy_error_module_init(PyObject *m) {
     dtrpy_error = PyErr_NewExceptionWithDoc(
         "dtr.Error", "A dtr call failed; .status is dtr's status name (DTR_ERR_...).", NULL,
@@ -94,6 +110,23 @@ int dtrpy_error_module_init(PyObject *m) {
     if (dtrpy_argument_error == NULL || dtrpy_refused_error == NULL ||
         dtrpy_backend_error == NULL || dtrpy_timeout_error == NULL || dtrpy_file_error == NULL)
         return -1;
+    /* Each class's own status for errors the package raises itself (dtr_status_name's
+     * name; an instance raised from a dtr status carries that one). */
+    const struct {
+        PyObject *cls;
+        const char *status;
+    } defaults[] = {{dtrpy_error, "DTR_ERR_INTERNAL"},
+                    {dtrpy_argument_error, "DTR_ERR_INVALID_ARGUMENT"},
+                    {dtrpy_refused_error, "DTR_ERR_UNSUPPORTED"},
+                    {dtrpy_backend_error, "DTR_ERR_BACKEND"},
+                    {dtrpy_timeout_error, "DTR_ERR_TIMEOUT"},
+                    {dtrpy_file_error, "DTR_ERR_IO"}};
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+        PyObject *s = PyUnicode_FromString(defaults[i].status);
+        int rc = s == NULL ? -1 : PyObject_SetAttrString(defaults[i].cls, "status", s);
+        Py_XDECREF(s);
+        if (rc < 0) return -1;
+    }
     if (PyModule_AddObjectRef(m, "Error", dtrpy_error) < 0 ||
         PyModule_AddObjectRef(m, "ArgumentError", dtrpy_argument_error) < 0 ||
         PyModule_AddObjectRef(m, "RefusedError", dtrpy_refused_error) < 0 ||

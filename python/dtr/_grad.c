@@ -17,13 +17,14 @@ static int dtrpy_dims(PyObject *obj, const char *what, const dtrpy_mesh_t *mesh,
     int64_t dims[DTR_MAX_TENSOR_DIMS];
     int n = 0;
     if (dtrpy_shape(obj, what, dims, &n) < 0) return -1;
-    *mask = 0;
+    unsigned m = 0;
     for (int i = 0; i < n; i++) {
         if (dims[i] >= nd)
             return dtrpy_arg_error("%s: mesh dim %lld of a %d-dim mesh", what,
                                    (long long)dims[i], nd), -1;
-        *mask |= 1u << dims[i];
+        m |= 1u << dims[i];
     }
+    *mask = m; /* (only on success) */
     return 0;
 }
 
@@ -39,17 +40,22 @@ static PyObject *dtrpy_grad_hook(PyObject *self, PyObject *args, PyObject *kw) {
                           : strcmp(kind, "fp16") == 0    ? dtr_hook_fp16_compress
                           : strcmp(kind, "bf16") == 0    ? dtr_hook_bf16_compress
                                                          : NULL;
-    if (fn == NULL) return dtrpy_arg_error("kind: '%s' is not allreduce, fp16 or bf16", kind);
     dtrpy_mesh_t *mesh;
-    unsigned dims;
-    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0 || dtrpy_dims(dims_obj, "dims", mesh, &dims) < 0)
-        return NULL;
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0) return NULL;
     dtrpy_context_t *c = dtrpy_mesh_context(mesh);
     if (c == NULL) return NULL;
+    /* From here a refused argument fails the group's other ranks too (dims unknown: all). */
+    unsigned dims = (1u << dtr_mesh_ndims(mesh->mesh)) - 1;
+    if (dtrpy_dims(dims_obj, "dims", mesh, &dims) < 0) return dtrpy_refuse(c, mesh->mesh, dims, NULL);
+    if (fn == NULL) {
+        dtrpy_arg_error("kind: '%s' is not allreduce, fp16 or bf16", kind);
+        return dtrpy_refuse(c, mesh->mesh, dims, NULL);
+    }
     Py_buffer view;
     dtr_dtype_t dtype;
     PyObject *k = NULL;
-    if (dtrpy_buffer(buf, "buf", true, &view, &dtype, &k) < 0) return NULL;
+    if (dtrpy_buffer(buf, "buf", true, &view, &dtype, &k) < 0)
+        return dtrpy_refuse(c, mesh->mesh, dims, NULL);
     Py_XDECREF(k);
     int64_t count = (int64_t)(view.len / dtr_dtype_info(dtype)->size);
     dtr_status_t st;
@@ -112,11 +118,19 @@ static PyObject *dtrpy_reduce_scatter_grads(PyObject *self, PyObject *args, PyOb
         return NULL;
     dtrpy_mesh_t *mesh;
     dtr_param_group_desc_t desc;
-    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0 || dtrpy_group_desc(&a, mesh, &desc) < 0)
-        return NULL;
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0) return NULL;
     dtrpy_context_t *c = dtrpy_mesh_context(mesh);
-    PyObject *seq = c == NULL ? NULL : PySequence_Fast(grads, "grads: expected a list of arrays");
-    if (seq == NULL) return NULL;
+    if (c == NULL) return NULL;
+    /* From here a refused argument fails the group's other ranks too (dims unknown: all). */
+    unsigned all = (1u << dtr_mesh_ndims(mesh->mesh)) - 1;
+    if (dtrpy_group_desc(&a, mesh, &desc) < 0) return dtrpy_refuse(c, mesh->mesh, all, NULL);
+    unsigned dims = desc.shard_dims | desc.replicate_dims;
+    PyObject *seq = PySequence_Fast(grads, "");
+    if (seq == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("grads: expected a list of arrays, got %s", Py_TYPE(grads)->tp_name);
+        return dtrpy_refuse(c, mesh->mesh, dims, NULL);
+    }
     int n = (int)PySequence_Fast_GET_SIZE(seq);
     dtr_param_desc_t *params = PyMem_Calloc((size_t)n + 1, sizeof *params);
     Py_buffer *in = PyMem_Calloc((size_t)n + 1, sizeof *in), *outv = PyMem_Calloc((size_t)n + 1, sizeof *outv);
@@ -152,10 +166,12 @@ static PyObject *dtrpy_reduce_scatter_grads(PyObject *self, PyObject *args, PyOb
         outs = bad ? 0 : n;
     }
     for (int i = 0; !bad && i < n; i++) op[i] = outv[i].buf, ob[i] = (size_t)outv[i].len;
+    bool called = !bad;
     if (!bad) {
         DTRPY_CALL(c, st = dtr_param_group_reduce(g, gp, gb, true, op, ob));
         if (st != DTR_OK) bad = (dtrpy_raise(st), 1);
     }
+    if (!called) dtrpy_refuse(c, mesh->mesh, dims, NULL);
     dtr_param_group_destroy(g);
     for (int i = 0; i < got; i++) PyBuffer_Release(&in[i]);
     for (int i = 0; i < outs; i++) PyBuffer_Release(&outv[i]);

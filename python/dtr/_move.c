@@ -129,6 +129,7 @@ typedef struct {
     dtrpy_mesh_t *mesh, *to; /* to: NULL within one mesh */
     dtrpy_context_t *ctx;
     bool in_src, in_dst;     /* this rank's parts */
+    bool called;             /* the collective call was made (errors after it are shared) */
 } dtrpy_call_t;
 
 /* The global shape: given, or from the local block as DTensor infers it (every Shard
@@ -350,6 +351,11 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
     return 0;
 }
 
+/* A call this rank refused before making it (its exception set): the others fail with it. */
+static void dtrpy_call_refuse(const dtrpy_call_t *c) {
+    dtrpy_refuse(c->ctx, c->mesh->mesh, DTR_DIMS_MESH, c->to != NULL ? c->to->mesh : NULL);
+}
+
 /* The input side of one tensor: its buffer where this rank holds a source block, its dtype
  * (from the array, else from dtype=), and the specs of both sides. */
 static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
@@ -419,7 +425,7 @@ static void dtrpy_set_cross_options(PyObject *relabel, int64_t cap, dtr_cross_op
 }
 
 /* Runs one tensor's change between meshes. */
-static PyObject *dtrpy_run_cross(const dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
+static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
                                  const dtr_spec_t *d, PyObject *out, bool async_op,
                                  PyObject *relabel, int64_t cap) {
     dtr_cross_options_t co;
@@ -440,6 +446,7 @@ static PyObject *dtrpy_run_cross(const dtrpy_call_t *c, dtrpy_tensor_t *t, const
     size_t in_bytes = t->has_in ? (size_t)t->in.len + bad : bad;
     void *o = !bad && t->has_out ? t->out.buf : NULL;
     size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
+    c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
     dtr_cross_plan_destroy(plan);
     if (bad) return dtrpy_poison(t);
@@ -449,7 +456,7 @@ static PyObject *dtrpy_run_cross(const dtrpy_call_t *c, dtrpy_tensor_t *t, const
 }
 
 /* Starts one single-mesh change as a Request (it takes the tensor's buffers and the plan). */
-static PyObject *dtrpy_start(const dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_t *plan,
+static PyObject *dtrpy_start(dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_t *plan,
                              PyObject *mesh_obj) {
     dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
     dtrpy_tensor_t *ts = PyMem_Malloc(sizeof *ts);
@@ -469,6 +476,7 @@ static PyObject *dtrpy_start(const dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_
     r->context = (dtrpy_context_t *)Py_NewRef((PyObject *)c->ctx);
     r->result = Py_NewRef(ts->result);
     dtr_status_t st;
+    c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf,
                                                    (size_t)ts->in.len, ts->out.buf,
                                                    (size_t)ts->out.len, &r->req));
@@ -477,7 +485,7 @@ static PyObject *dtrpy_start(const dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_
 }
 
 /* Runs one tensor's change; returns its result (None where this rank gets no block). */
-static PyObject *dtrpy_run_one(const dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
+static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
                                const dtr_spec_t *d, PyObject *out, bool async_op,
                                PyObject *relabel, PyObject *cap, PyObject *mesh_obj) {
     int64_t cap_bytes = 0;
@@ -508,6 +516,7 @@ static PyObject *dtrpy_run_one(const dtrpy_call_t *c, dtrpy_tensor_t *t, const d
     size_t in_bytes = (size_t)t->in.len + bad;
     void *o = bad ? NULL : t->out.buf;
     size_t out_bytes = bad ? 0 : (size_t)t->out.len;
+    c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, &plan, in, in_bytes, o, out_bytes));
     if (bad) return dtrpy_poison(t);
     return dtrpy_status_or(st, Py_NewRef(t->result));
@@ -535,6 +544,7 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
                            &s, &d) == 0)
         r = dtrpy_run_one(&c, &t, &s, &d, out, async_op, relabel, cap, mesh_obj);
     dtrpy_tensor_release(&t);
+    if (r == NULL && !c.called) dtrpy_call_refuse(&c);
     return r;
 }
 
@@ -553,7 +563,7 @@ static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
 }
 
 /* Runs a batch; fills results[i]. */
-static dtr_status_t dtrpy_run_many(const dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
+static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
                                    const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
                                    PyObject *relabel, int *bad) {
     *bad = -1;
@@ -591,6 +601,7 @@ static dtr_status_t dtrpy_run_many(const dtrpy_call_t *c, int n, dtrpy_tensor_t 
         for (int i = 0; i < n; i++) out[i] = NULL, out_bytes[i] = 0;
     }
     if (st == DTR_OK) {
+        c->called = true;
         DTRPY_CALL(c->ctx, st = cp != NULL ? dtr_redistribute_cross_batch(c->ctx->ctx, cp, in, in_bytes,
                                                                        out, out_bytes)
                                            : dtr_redistribute_batch(c->ctx->ctx, bp, in, in_bytes, out,
@@ -628,12 +639,16 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
     PyObject *seq = PySequence_Fast(locals, "");
     if (seq == NULL) {
         PyErr_Clear();
-        return dtrpy_arg_error("locals: expected a list of arrays, got %s", Py_TYPE(locals)->tp_name);
+        dtrpy_arg_error("locals: expected a list of arrays, got %s", Py_TYPE(locals)->tp_name);
+        dtrpy_call_refuse(&c);
+        return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > INT32_MAX) {
         Py_DECREF(seq);
-        return dtrpy_arg_error("locals: %zd arrays, at least 1", n);
+        dtrpy_arg_error("locals: %zd arrays, at least 1", n);
+        dtrpy_call_refuse(&c);
+        return NULL;
     }
     if (!c.in_src && !c.in_dst) {
         PyObject *none = PyList_New(n);
@@ -664,6 +679,7 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
     PyMem_Free(s);
     PyMem_Free(d);
     Py_DECREF(seq);
+    if (results == NULL && !c.called) dtrpy_call_refuse(&c);
     return results;
 }
 

@@ -181,6 +181,10 @@ BAD = [
     (dict(out="readonly"), "out: a read-only array cannot receive the result"),
     (dict(relabel=True), "relabel: only for a change between meshes"),
     (dict(src="S(0),R"), "src: 2 placements for a mesh of 1 dim"),
+    # the other byte order reads as garbage (1.0 as 4.6e-41): refused, never converted silently
+    (dict(local=np.ones((4, 4), ">f4")), r"local: dtype >f4 is in the other byte order"),
+    (dict(out=sentinel((4, 4)).astype(">f4")), r"out: dtype >f4 is in the other byte order"),
+    (dict(local=np.ones((4, 4), ">c8")), r"local: dtype >c8 is in the other byte order"),
 ]
 
 

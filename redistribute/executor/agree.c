@@ -83,3 +83,4 @@ dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, ui
                               "the group's members called with different arguments (counts, "
                               "dtypes, ops, meshes or settings)");
 }
+

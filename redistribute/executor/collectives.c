@@ -71,6 +71,12 @@ static dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
     return st;
 }
 
+dtr_status_t dtr__group_of_dims(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                const char *func, void **group) {
+    int64_t n;
+    return dtr__dims_group(ctx, mesh, dims, func, group, &n);
+}
+
 /* The checks every group call starts with; *group and *n for `dims`. */
 static dtr_status_t dtr__group_enter(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                      const char *func, void **group, int64_t *n) {

@@ -216,6 +216,27 @@ DTR_API dtr_status_t dtr_redistribute_batch_baseline(dtr_context_t *ctx,
  * are storage only. The group's communicator is cached in the context as the executor's.
  */
 
+/*
+ * For a rank whose arguments to a collective call are too wrong to make the call at all (a
+ * placement that does not parse, a missing buffer, a shape past the limits): joins the
+ * argument agreement the call's other ranks start with, so that their call fails at once
+ * with DTR_ERR_REMOTE instead of waiting for this rank, and every rank's next call pairs
+ * with the next. The call is named by what it runs over:
+ *   to_mesh NULL, dims DTR_DIMS_MESH  dtr_redistribute*, dtr_redistribute_batch* on mesh
+ *   to_mesh NULL, dims a mask         dtr_all_reduce, dtr_reduce_scatter, the gradient hooks
+ *                                     and parameter groups over mesh's group of `dims`
+ *   to_mesh given                     dtr_redistribute_cross* from mesh to to_mesh (dims
+ *                                     not used)
+ * Returns `status` (DTR_ERR_INVALID_ARGUMENT for DTR_OK) with "dtr_refuse: msg" as this
+ * rank's error; at once, without communicating, where the call leaves this rank out or has
+ * no agreement (a group of one, DTR_AGREE=0). Collective as the call it stands for; the
+ * bindings (Python) call it for every argument they refuse before the call.
+ */
+#define DTR_DIMS_MESH 0xffffffffu
+DTR_API dtr_status_t dtr_refuse(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                const dtr_mesh_t *to_mesh, dtr_status_t status,
+                                const char *msg);
+
 /* The size of the group `dims` selects (1 for dims == 0); *n written on success. */
 DTR_API dtr_status_t dtr_mesh_group_size(const dtr_mesh_t *mesh, unsigned dims, int64_t *n);
 

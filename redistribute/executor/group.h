@@ -24,6 +24,9 @@
 dtr_status_t dtr__group_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                               const char *func, uint64_t hash, dtr_status_t local,
                               const char *msg);
+/* This rank's group for `dims` (NULL: a group of one); errors name func. */
+dtr_status_t dtr__group_of_dims(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
+                                const char *func, void **group);
 dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
                                const void *send, void *recv, int64_t count, dtr_dtype_t dtype,
                                dtr_reduce_op_t op, bool scatter, bool agree, double scale);
