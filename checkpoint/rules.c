@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint/internal.h"
 
@@ -104,6 +105,12 @@ dtr_status_t dtr_checkpoint_rules_load(const char *path, int mesh_ndims,
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return dtr__error(DTR_ERR_IO, F, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return dtr__error(DTR_ERR_IO, F, "%s: %s, not a rules file", path,
+                          S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    }
     json_error_t err;
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
     fclose(f);

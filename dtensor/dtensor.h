@@ -70,6 +70,14 @@ DTR_API dtr_status_t dtr_dtype_parse(const char *text, dtr_dtype_t *out);
  * only on success. */
 DTR_API dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim);
 
+/* The bytes of a tensor of `shape` in `dtype`, checked: every dim 0..DTR_MAX_DIM_SIZE
+ * (OVERFLOW past it), and the size, with zero dims counted as one, within int64 (OVERFLOW:
+ * no block of it could be sized). What every reader of shapes (the CLI's flags and files,
+ * the Python package) checks with before it allocates. *bytes (0 with a zero dim) written
+ * on success. */
+DTR_API dtr_status_t dtr_shape_bytes(const int64_t *shape, int ndim, dtr_dtype_t dtype,
+                                     int64_t *bytes);
+
 /* Writes "2x5" ("scalar" for 0 dims) into buf[0..len); buf untouched on error. */
 DTR_API dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len);
 

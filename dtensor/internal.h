@@ -100,4 +100,8 @@ int dtr__reduce_levels(void);
  * a negative level returns to the CPU's best. */
 void dtr__reduce_simd(int most);
 
+/* dtr_shape_bytes with errors naming `func` (shape.c; dtr_spec_init checks with it). */
+dtr_status_t dtr__shape_bytes(const int64_t *shape, int ndim, dtr_dtype_t dtype,
+                              const char *func, int64_t *bytes);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/internal.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/internal.h"
 
 /* Scans "2x5" for dtr_shape_parse and dtr_mesh_parse; also "[2, 5]" and "(2, 5)" (a JSON
  * array, a Python tuple: what the JSON output and Python print) where `brackets`. Errors name
@@ -83,6 +84,41 @@ dtr_status_t dtr_shape_parse(const char *text, int64_t *out, int cap, int *ndim)
     if (cap < 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be >= 0", cap);
     return dtr__dims_parse(text, out, cap, ndim, __func__, true);
+}
+
+dtr_status_t dtr__shape_bytes(const int64_t *shape, int ndim, dtr_dtype_t dtype,
+                              const char *func, int64_t *bytes) {
+    const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
+    if (info == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dtype: %d is not a dtype", (int)dtype);
+    if (ndim < 0 || ndim > DTR_MAX_TENSOR_DIMS)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "ndim: %d, must be 0..%d", ndim,
+                          DTR_MAX_TENSOR_DIMS);
+    int64_t b = info->size;
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "shape[%d]: %lld, must be >= 0",
+                              d, (long long)shape[d]);
+        if (shape[d] > DTR_MAX_DIM_SIZE)
+            return dtr__error(DTR_ERR_OVERFLOW, func, "shape[%d]: %lld exceeds 2^40", d,
+                              (long long)shape[d]);
+        /* Zero-length dims are legal; the size check ignores them so a later fill of the
+         * other dims cannot overflow either. */
+        empty |= shape[d] == 0;
+        if (dtr__mul_overflow(b, shape[d] > 0 ? shape[d] : 1, &b))
+            return dtr__error(DTR_ERR_OVERFLOW, func,
+                              "shape: the tensor's byte size (%s, %d dims) overflows int64",
+                              info->name, ndim);
+    }
+    *bytes = empty ? 0 : b;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_shape_bytes(const int64_t *shape, int ndim, dtr_dtype_t dtype, int64_t *bytes) {
+    DTR_CHECK_PTR(bytes, __func__);
+    if (ndim > 0) DTR_CHECK_PTR(shape, __func__);
+    return dtr__shape_bytes(shape, ndim, dtype, __func__, bytes);
 }
 
 dtr_status_t dtr_shape_format(const int64_t *shape, int ndim, char *buf, size_t len) {

@@ -29,22 +29,9 @@ dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
     spec.mesh = mesh;
     spec.ndim = ndim;
     spec.dtype = dtype;
-    int64_t bytes = info->size;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                              "shape[%d]: %lld, must be >= 0", d, (long long)shape[d]);
-        if (shape[d] > DTR_MAX_DIM_SIZE)
-            return dtr__error(DTR_ERR_OVERFLOW, __func__, "shape[%d]: %lld exceeds 2^40", d,
-                              (long long)shape[d]);
-        /* Zero-length dims are legal; the size check ignores them so a later fill of the
-         * other dims cannot overflow either. */
-        if (dtr__mul_overflow(bytes, shape[d] > 0 ? shape[d] : 1, &bytes))
-            return dtr__error(DTR_ERR_OVERFLOW, __func__,
-                              "shape: the tensor's byte size (%s, %d dims) overflows int64",
-                              info->name, ndim);
-        spec.shape[d] = shape[d];
-    }
+    int64_t bytes;
+    DTR_CHECK(dtr__shape_bytes(shape, ndim, dtype, __func__, &bytes));
+    for (int d = 0; d < ndim; d++) spec.shape[d] = shape[d];
     bool strided = false, ordered = false;
     for (int i = 0; i < mesh_dims; i++) {
         dtr_placement_t p = placements[i];

@@ -10,10 +10,13 @@
  *     [{"shape": "768x2304", "group": "h.0"}, ...]
  *     shape required, group optional (a parameter without one is a group of its own).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tools/cli.h"
 
@@ -150,7 +153,14 @@ static int dtr__list(dtr__reader_t *r, dtr__entry_fn fn, void *arg, int *n, cons
 static int dtr__read_file(const char *cmd, const char *flag, const char *path, char **out) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (f == NULL) return dtr_cli_usage_error(cmd, "%s: cannot open '%s'", flag, path);
+    if (f == NULL)
+        return dtr_cli_usage_error(cmd, "%s: cannot open '%s': %s", flag, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return dtr_cli_usage_error(cmd, "%s: '%s' is %s, not a JSON file", flag, path,
+                                   S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    }
     char *text = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -258,8 +268,12 @@ static int dtr__model_entry(dtr__reader_t *r, void *arg, int index) {
     dtr_cli_param_t *p = &(*ps)[index];
     memset(p, 0, sizeof *p);
     p->desc.dtype = DTR_F32;
-    if (dtr_shape_parse(val[0], p->desc.shape, DTR_MAX_TENSOR_DIMS, &p->desc.ndim) != DTR_OK)
+    int64_t bytes;
+    if (dtr_shape_parse(val[0], p->desc.shape, DTR_MAX_TENSOR_DIMS, &p->desc.ndim) != DTR_OK ||
+        dtr_shape_bytes(p->desc.shape, p->desc.ndim, DTR_F32, &bytes) != DTR_OK)
         return dtr__bad(r, "shape: %s", dtr_last_error());
+    if (p->desc.ndim == 0)
+        return dtr__bad(r, "shape: '%s' is a scalar; a parameter has 1 or more dims", val[0]);
     if (seen[1]) snprintf(p->group, sizeof p->group, "%.63s", val[1]);
     else snprintf(p->group, sizeof p->group, "#%d", index);
     return DTR_EXIT_OK;

@@ -137,9 +137,12 @@ extern const dtr_cli_command_t dtr_cli_run;
 int dtr_cli_mpi_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
                      int argc, char **argv);
 void dtr_cli_restore_stderr(void);
-/* Collective over the job: false if st failed on any rank; each failing rank prints
- * "dtr <cmd>: rank R: <what>: <error>". */
+/* Collective over the job: false if st failed on any rank; rank 0 then prints each distinct
+ * "<what>: <error>" once, with the ranks that failed so: "dtr <cmd>: ranks 0-3: <what>:
+ * <error>" (a failure every rank has is one line, not one a rank). */
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
+/* The same with this rank's own message (bad: it failed), for failures outside the library. */
+int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
 /* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why (naming `flag`, the
  * option that gave the mesh) and returns DTR_EXIT_USAGE. */
 int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world);

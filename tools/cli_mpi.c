@@ -46,11 +46,54 @@ int dtr_cli_mpi_main(const char *cmd, int (*body)(int argc, char **argv, int ran
     return rc;
 }
 
-int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what) {
-    int bad = st != DTR_OK, any = 0;
-    if (bad) fprintf(stderr, "dtr %s: rank %d: %s: %s\n", cmd, rank, what, dtr_last_error());
+/* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */
+static void dtr__rank_list(const char *msgs, size_t len, int world, int first, char *out,
+                           size_t cap) {
+    const char *m = msgs + (size_t)first * len;
+    int count = 0;
+    for (int k = first; k < world; k++) count += strcmp(msgs + (size_t)k * len, m) == 0;
+    int n = snprintf(out, cap, "%s ", count > 1 ? "ranks" : "rank");
+    size_t pos = n > 0 ? (size_t)n : 0;
+    for (int k = first, runs = 0; k < world && pos < cap; k++) {
+        if (strcmp(msgs + (size_t)k * len, m) != 0) continue;
+        int end = k;
+        while (end + 1 < world && strcmp(msgs + (size_t)(end + 1) * len, m) == 0) end++;
+        n = end > k ? snprintf(out + pos, cap - pos, "%s%d-%d", runs ? ", " : "", k, end)
+                    : snprintf(out + pos, cap - pos, "%s%d", runs ? ", " : "", k);
+        pos += n > 0 ? (size_t)n : 0;
+        runs++;
+        k = end;
+    }
+}
+
+int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg) {
+    int any = 0, world = 1;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return !any;
+    if (!any) return 1;
+    /* rank 0 prints each distinct message once, with the ranks that failed so */
+    enum { LEN = 384 };
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    char mine[LEN] = "";
+    if (bad) snprintf(mine, sizeof mine, "%s", msg);
+    char *all = rank == 0 ? calloc((size_t)world, LEN) : NULL;
+    MPI_Gather(mine, LEN, MPI_CHAR, all, LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (int k = 0; all != NULL && k < world; k++) {
+        const char *m = all + (size_t)k * LEN;
+        bool seen = *m == '\0';
+        for (int j = 0; j < k && !seen; j++) seen = strcmp(all + (size_t)j * LEN, m) == 0;
+        if (seen) continue;
+        char ranks[256];
+        dtr__rank_list(all, LEN, world, k, ranks, sizeof ranks);
+        fprintf(stderr, "dtr %s: %s: %s\n", cmd, ranks, m);
+    }
+    free(all);
+    return 0;
+}
+
+int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what) {
+    char msg[384] = "";
+    if (st != DTR_OK) snprintf(msg, sizeof msg, "%s: %s", what, dtr_last_error());
+    return dtr_cli_all_ok_msg(cmd, st != DTR_OK, rank, msg);
 }
 
 int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world) {

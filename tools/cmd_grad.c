@@ -475,8 +475,11 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     size_t gbytes = (size_t)numel * sizeof(float);
     float *grad = malloc(gbytes + sizeof(float)), *out = NULL;
     void *dgrad = NULL, *dout = NULL; /* what the calls see: grad and out, or GPU copies */
-    dtr_status_t st = grad != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-    if (st == DTR_OK) st = dtr_cli_engine_context(&eng, rank, &ctx);
+    char why[160];
+    snprintf(why, sizeof why, "the gradient: out of memory for %zu bytes", gbytes + sizeof(float));
+    dtr_status_t st = DTR_OK;
+    if (!dtr_cli_all_ok_msg("grad", grad == NULL, rank, why)) goto done;
+    st = dtr_cli_engine_context(&eng, rank, &ctx);
     if (!dtr_cli_all_ok("grad", st, rank, "context")) goto done;
     if (inside && a->mode != DTR__DDP) {
         dtr_reducer_desc_t d = {.mesh = mesh, .shard_dims = p.shard_dims,
@@ -681,8 +684,13 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
     if (numel != NULL && a->spec.shape != NULL)
         return dtr_cli_usage_error("grad", "--numel and --shape: give one");
     if (a->spec.shape != NULL) {
-        if (dtr_shape_parse(a->spec.shape, a->shape, DTR_MAX_TENSOR_DIMS, &a->ndim) != DTR_OK)
+        int64_t bytes;
+        if (dtr_shape_parse(a->spec.shape, a->shape, DTR_MAX_TENSOR_DIMS, &a->ndim) != DTR_OK ||
+            dtr_shape_bytes(a->shape, a->ndim, DTR_F32, &bytes) != DTR_OK)
             return dtr_cli_lib_error("grad", "--shape");
+        if (a->ndim == 0)
+            return dtr_cli_usage_error("grad", "--shape: '%s' is a scalar; a gradient has 1 "
+                                               "or more dims", a->spec.shape);
     } else {
         a->ndim = 1;
         a->shape[0] = 1000003;

@@ -202,9 +202,12 @@ static bool dtr__setup_buffers(dtr_cli_run_t *r) {
     r->copy = malloc(r->in_bytes + 1);
     r->out = malloc(r->out_bytes + 1);
     r->times = malloc(2 * (size_t)(o->iters + 1) * sizeof *r->times);
-    dtr_status_t st = r->in && r->copy && r->out && r->times ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-    if (st != DTR_OK) fprintf(stderr, "dtr run: rank %d: out of memory\n", r->rank);
-    if (st == DTR_OK) st = dtr_cli_engine_context(&r->eng, r->rank, &r->ctx);
+    bool oom = !(r->in && r->copy && r->out && r->times);
+    char why[192];
+    snprintf(why, sizeof why, "buffers: out of memory for %zu bytes (the source block twice, "
+             "the target block once)", 2 * r->in_bytes + r->out_bytes + 3);
+    if (!dtr_cli_all_ok_msg("run", oom, r->rank, why)) return false;
+    dtr_status_t st = dtr_cli_engine_context(&r->eng, r->rank, &r->ctx);
     if (!dtr_cli_all_ok("run", st, r->rank, "context")) return false;
     if (r->inside)
         st = dtr_cli_source_fill(&r->data, &r->src, "in", r->rank, o->verify, r->in, r->in_bytes);

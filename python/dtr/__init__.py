@@ -125,6 +125,11 @@ def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=
     lacks, Partial), FileError (a file that cannot be read)."""
     if framework in ("pt", "torch"):
         kind = "torch"
+        try:
+            import torch  # noqa: F401  (the blocks are made as torch tensors)
+        except ImportError as e:
+            raise ArgumentError(f"framework: {framework!r} needs PyTorch, which does not "
+                                f"import here ({e})") from None
     elif framework in ("np", "numpy"):
         kind = None
     else:

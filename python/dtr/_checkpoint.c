@@ -21,11 +21,12 @@ static int64_t *dtrpy_load_indices(dtr_checkpoint_t *ck, PyObject *names, int64_
     int64_t *idx = PyMem_Malloc(sizeof(int64_t) * (size_t)(*n + 1));
     for (int64_t i = 0; idx != NULL && i < *n; i++) {
         PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
-        const char *name = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+        char what[40];
+        snprintf(what, sizeof what, "names[%lld]", (long long)i);
+        const char *name = dtrpy_text(s, what);
         dtr_status_t st = name != NULL ? dtr_checkpoint_find(ck, name, &idx[i]) : DTR_OK;
         if (name == NULL || st != DTR_OK) {
-            if (name == NULL) dtrpy_arg_error("names[%lld]: expected a str", (long long)i);
-            else dtrpy_raise(st);
+            if (name != NULL) dtrpy_raise(st);
             PyMem_Free(idx);
             idx = NULL;
         }
@@ -82,9 +83,11 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *r = rank_obj != Py_None ? (Py_INCREF(rank_obj), rank_obj)
                                       : PyObject_GetAttrString(mesh_obj, "rank");
     if (r == NULL) return NULL;
-    rank = (int)PyLong_AsLong(r);
+    int64_t rank64 = 0;
+    int bad_rank = dtrpy_int(r, "rank", 0, INT32_MAX, &rank64);
     Py_DECREF(r);
-    if (PyErr_Occurred()) return dtrpy_arg_error("rank: expected an int");
+    if (bad_rank < 0) return NULL;
+    rank = (int)rank64;
     int64_t coord[DTR_MAX_MESH_DIMS];
     bool in_mesh = dtr_mesh_coord(mesh->mesh, rank, coord) == DTR_OK;
     if (!in_mesh && rank_obj != Py_None)

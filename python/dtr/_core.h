@@ -90,6 +90,13 @@ PyObject *dtrpy_refuse(dtrpy_context_t *c, const dtr_mesh_t *mesh, unsigned dims
 
 /* ---- _spec.c ---- */
 
+/* obj as an integer in lo..hi (an int, or anything with __index__: numpy's integers; not a
+ * bool, float or str); otherwise ArgumentError naming `what` and the range. */
+int dtrpy_int(PyObject *obj, const char *what, int64_t lo, int64_t hi, int64_t *out);
+/* obj's text as UTF-8 (a str), refusing one that holds a NUL (C would read only up to it);
+ * NULL with ArgumentError naming `what`. Valid while obj lives. */
+const char *dtrpy_text(PyObject *obj, const char *what);
+
 /* A shape: a sequence of ints, an int, or text ("16x8"). 0, or -1 with ArgumentError naming
  * `what`. */
 int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim);

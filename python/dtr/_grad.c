@@ -86,6 +86,10 @@ static int dtrpy_group_desc(const dtrpy_group_args_t *a, const dtrpy_mesh_t *mes
             PyErr_Clear();
             return dtrpy_arg_error("factor: expected a number"), -1;
         }
+        /* (the library reads <= 0 as unset, which would divide by the group size) */
+        if (!(desc->factor > 0) || desc->factor == Py_HUGE_VAL)
+            return dtrpy_arg_error("factor: %R, must be a finite number > 0 (None: divide by "
+                                   "the group size)", a->factor), -1;
     }
     desc->force_sum = a->force_sum;
     return 0;

@@ -138,21 +138,15 @@ static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
         return -1;
     }
     for (Py_ssize_t i = 0; i < len; i++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            dtrpy_arg_error("ranks[%zd]: expected an int", i);
+        char what[40];
+        int64_t v;
+        snprintf(what, sizeof what, "ranks[%zd]", i);
+        if (dtrpy_int(PySequence_Fast_GET_ITEM(seq, i), what, 0, INT32_MAX, &v) < 0) {
             PyMem_Free(r);
             Py_DECREF(seq);
             return -1;
         }
-        r[i] = v < -1 || v > INT32_MAX ? -1 : (int)v;
-        if (v < 0 || v > INT32_MAX) {
-            dtrpy_arg_error("ranks[%zd]: %ld is not a rank", i, v);
-            PyMem_Free(r);
-            Py_DECREF(seq);
-            return -1;
-        }
+        r[i] = (int)v;
     }
     Py_DECREF(seq);
     *out = r;
@@ -182,14 +176,19 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
         return -1;
     }
     if (comm != Py_None) {
-        PyObject *py2f = PyObject_GetAttrString(comm, "py2f");
-        if (py2f == NULL) {
-            PyErr_Clear();
-            dtrpy_arg_error("comm: expected an mpi4py communicator, got %s",
+        /* an intracommunicator (a Group or an Intercomm has py2f too, and every collective
+         * would then fail) */
+        PyObject *mpi = PyImport_ImportModule("mpi4py.MPI");
+        PyObject *intra = mpi == NULL ? NULL : PyObject_GetAttrString(mpi, "Intracomm");
+        Py_XDECREF(mpi);
+        int is = intra == NULL ? -1 : PyObject_IsInstance(comm, intra);
+        Py_XDECREF(intra);
+        if (is < 0) return -1;
+        if (is == 0) {
+            dtrpy_arg_error("comm: expected an mpi4py intracommunicator (MPI.Intracomm), got %s",
                             Py_TYPE(comm)->tp_name);
             return -1;
         }
-        Py_DECREF(py2f);
         m->comm = Py_NewRef(comm);
     }
     return 0;

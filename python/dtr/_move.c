@@ -489,13 +489,8 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
                                const dtr_spec_t *d, PyObject *out, bool async_op,
                                PyObject *relabel, PyObject *cap, PyObject *mesh_obj) {
     int64_t cap_bytes = 0;
-    if (cap != NULL && cap != Py_None) {
-        cap_bytes = PyLong_AsLongLong(cap);
-        if (PyErr_Occurred() || cap_bytes < 0) {
-            PyErr_Clear();
-            return dtrpy_arg_error("staging_cap: expected a non-negative int of bytes");
-        }
-    }
+    if (cap != NULL && cap != Py_None && dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0)
+        return NULL;
     if (c->to != NULL) return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes);
     if (relabel != NULL && PyObject_IsTrue(relabel) == 1)
         return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");

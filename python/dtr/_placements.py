@@ -66,9 +66,15 @@ class Partial(Placement):
 
     __slots__ = ("reduce_op",)
 
+    _OPS = ("sum", "avg", "max", "min", "product", "prod")
+
     def __init__(self, reduce_op="sum"):
         if not isinstance(reduce_op, str):
             raise TypeError(f"Partial: reduce_op must be a str, got {type(reduce_op).__name__}")
+        if reduce_op.strip().lower() not in self._OPS:  # ("" would read as P(), a sum)
+            from . import _core
+            raise _core.ArgumentError(
+                f"Partial: reduce_op {reduce_op!r} is not sum, avg, max, min or product")
         self.reduce_op = reduce_op
 
     def _args(self):

@@ -154,19 +154,9 @@ static int dtrpy_cross_options(PyObject *relabel, PyObject *cap, dtr_cross_optio
     memset(o, 0, sizeof *o);
     o->cost = &dtrpy_cost;
     o->relabel = relabel != NULL && PyObject_IsTrue(relabel) == 1;
-    if (cap != NULL && cap != Py_None) {
-        long long c = PyLong_AsLongLong(cap);
-        if (c == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            dtrpy_arg_error("staging_cap: expected an int of bytes");
-            return -1;
-        }
-        if (c < 0) {
-            dtrpy_arg_error("staging_cap: %lld bytes is negative", c);
-            return -1;
-        }
-        o->staging_cap_bytes = c;
-    }
+    if (cap != NULL && cap != Py_None &&
+        dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &o->staging_cap_bytes) < 0)
+        return -1;
     return 0;
 }
 

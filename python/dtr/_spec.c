@@ -47,9 +47,50 @@ void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (used < len) snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
 }
 
+int dtrpy_int(PyObject *obj, const char *what, int64_t lo, int64_t hi, int64_t *out) {
+    if (PyBool_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) || PyBytes_Check(obj)) {
+        dtrpy_arg_error("%s: expected an int, got %s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *ix = PyNumber_Index(obj);
+    if (ix == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("%s: expected an int, got %s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(ix, &overflow);
+    if (overflow != 0 || v < lo || v > hi) {
+        PyErr_Clear();
+        dtrpy_arg_error("%s: %R is out of range (%lld..%lld)", what, ix, (long long)lo,
+                        (long long)hi);
+        Py_DECREF(ix);
+        return -1;
+    }
+    Py_DECREF(ix);
+    *out = v;
+    return 0;
+}
+
+const char *dtrpy_text(PyObject *obj, const char *what) {
+    if (!PyUnicode_Check(obj)) {
+        dtrpy_arg_error("%s: expected a str, got %s", what, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t len = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
+    if (s == NULL) return NULL;
+    if ((Py_ssize_t)strlen(s) != len) {
+        dtrpy_arg_error("%s: %R holds a NUL character (at offset %zd)", what, obj,
+                        (Py_ssize_t)strlen(s));
+        return NULL;
+    }
+    return s;
+}
+
 int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim) {
     if (PyUnicode_Check(obj)) {
-        const char *text = PyUnicode_AsUTF8(obj);
+        const char *text = dtrpy_text(obj, what);
         if (text == NULL) return -1;
         int n = 0;
         dtr_status_t st = dtr_shape_parse(text, shape, DTR_MAX_TENSOR_DIMS, &n);
@@ -60,8 +101,8 @@ int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim) {
         *ndim = n;
         return 0;
     }
-    if (PyLong_Check(obj)) {
-        shape[0] = PyLong_AsLongLong(obj);
+    if (!PySequence_Check(obj)) {
+        if (dtrpy_int(obj, what, 0, DTR_MAX_DIM_SIZE, &shape[0]) < 0) return -1;
         *ndim = 1;
     } else {
         PyObject *seq = PySequence_Fast(obj, "");
@@ -78,31 +119,17 @@ int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim) {
             return -1;
         }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
-            shape[i] = PyLong_Check(x) ? PyLong_AsLongLong(x) : PyNumber_Check(x) ? -2 : -3;
-            if (shape[i] == -2) { /* numpy integers and the like */
-                PyObject *ix = PyNumber_Index(x);
-                shape[i] = ix == NULL ? -3 : PyLong_AsLongLong(ix);
-                Py_XDECREF(ix);
-                PyErr_Clear();
-            }
-            if (shape[i] == -3 || PyErr_Occurred()) {
-                PyErr_Clear();
+            char item[64];
+            snprintf(item, sizeof item, "%s[%zd]", what, i);
+            if (dtrpy_int(PySequence_Fast_GET_ITEM(seq, i), item, 0, DTR_MAX_DIM_SIZE,
+                          &shape[i]) < 0) {
                 Py_DECREF(seq);
-                dtrpy_arg_error("%s[%zd]: expected an int, got %s", what, i,
-                                Py_TYPE(x)->tp_name);
                 return -1;
             }
         }
         Py_DECREF(seq);
         *ndim = (int)n;
     }
-    for (int i = 0; i < *ndim; i++)
-        if (shape[i] < 0 || shape[i] > DTR_MAX_DIM_SIZE) {
-            dtrpy_arg_error("%s[%d]: %lld is not a size (0..2^40)", what, i,
-                            (long long)shape[i]);
-            return -1;
-        }
     return 0;
 }
 
@@ -121,7 +148,7 @@ int dtrpy_dtype(PyObject *obj, const char *what, dtr_dtype_t *out) {
             return -1;
         }
     }
-    const char *s = PyUnicode_AsUTF8(text);
+    const char *s = dtrpy_text(text, what);
     dtr_status_t st = s == NULL ? DTR_ERR_PARSE : dtr_dtype_parse(s, out);
     Py_DECREF(text);
     if (s == NULL) return -1;
@@ -136,7 +163,7 @@ int dtrpy_dtype(PyObject *obj, const char *what, dtr_dtype_t *out) {
 static int dtrpy_parse_placements(PyObject *obj, const char *what, dtr_placement_t *out,
                                   int *n) {
     if (PyUnicode_Check(obj)) {
-        const char *text = PyUnicode_AsUTF8(obj);
+        const char *text = dtrpy_text(obj, what);
         if (text == NULL) return -1;
         if (dtr_placements_parse(text, out, DTR_MAX_MESH_DIMS, n) != DTR_OK) {
             dtrpy_arg_error("%s: %s", what, dtr_last_error());
@@ -162,9 +189,12 @@ static int dtrpy_parse_placements(PyObject *obj, const char *what, dtr_placement
     for (Py_ssize_t i = 0; f != NULL && i < len; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
         PyObject *text = PyUnicode_Check(item) ? Py_NewRef(item) : PyObject_CallOneArg(f, item);
-        const char *s = text == NULL ? NULL : text == Py_None ? "" : PyUnicode_AsUTF8(text);
+        char item_what[64];
+        snprintf(item_what, sizeof item_what, "%s[%zd]", what, i);
+        const char *s = text == NULL ? NULL : text == Py_None ? "" : dtrpy_text(text, item_what);
         if (s == NULL || text == Py_None) {
-            if (text == Py_None || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            if (text == Py_None || (PyErr_ExceptionMatches(PyExc_TypeError) &&
+                                    !PyErr_ExceptionMatches(dtrpy_argument_error))) {
                 PyErr_Clear();
                 dtrpy_arg_error("%s[%zd]: %R is not a placement", what, i, item);
             }

@@ -151,7 +151,17 @@ def test_load_errors(tmp_path):
         (dict(rules={"*": "R"}, framework="jax"), dtr.ArgumentError, "framework: 'jax'"),
         (dict(rules={"*": "R"}, device="cuda"), dtr.ArgumentError, "needs framework='torch'"),
         (dict(rules={"*": "R"}, rank=99), dtr.ArgumentError, "rank: 99 is not a rank"),
+        (dict(rules={"*": "R"}, rank="0"), dtr.ArgumentError, "rank: expected an int, got str"),
+        (dict(rules={"*": "R"}, rank=2 ** 32), dtr.ArgumentError,
+         "rank: 4294967296 is out of range (0..2147483647)"),
+        (dict(rules={"*": "R"}, names=["w\x00junk"]), dtr.ArgumentError,
+         "names[0]: 'w\\x00junk' holds a NUL character"),
     ]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        cases.append((dict(rules={"*": "R"}, framework="torch"), dtr.ArgumentError,
+                      "framework: 'torch' needs PyTorch, which does not import here"))
     for kw, exc, text in cases:
         with pytest.raises(exc) as e:
             dtr.load(path, mesh, **kw)

@@ -118,10 +118,13 @@ def test_plans_agree_with_the_cli_over_many_changes():
 def test_bad_meshes_and_placements_are_named():
     with pytest.raises(dtr.ArgumentError, match="ranks: 3 ranks for a mesh of 4"):
         dtr.Mesh((2, 2), ranks=[0, 1, 2])
-    with pytest.raises(dtr.ArgumentError, match=r"ranks\[1\]: -1 is not a rank"):
+    with pytest.raises(dtr.ArgumentError, match=r"ranks\[1\]: -1 is out of range \(0..2147483647\)"):
         dtr.Mesh(2, ranks=[0, -1])
-    with pytest.raises(dtr.ArgumentError, match="comm: expected an mpi4py communicator"):
+    with pytest.raises(dtr.ArgumentError, match=r"comm: expected an mpi4py intracommunicator \(MPI.Intracomm\), got int"):
         dtr.Mesh(2, comm=5)
+    from mpi4py import MPI
+    with pytest.raises(dtr.ArgumentError, match="comm: expected an mpi4py intracommunicator"):
+        dtr.Mesh(2, comm=MPI.COMM_WORLD.Get_group())
     with pytest.raises(dtr.ArgumentError, match=r"shape\[0\]: expected an int"):
         dtr.Mesh(["a"])
     mesh = dtr.Mesh((2, 2))
@@ -143,6 +146,33 @@ def test_bad_meshes_and_placements_are_named():
     with pytest.raises(dtr.RefusedError) as e:
         dtr.plan(mesh, (4, 4), "R,R", "R,R", to_dtype="i32")
     assert e.value.status == "DTR_ERR_UNSUPPORTED" and isinstance(e.value, dtr.Error)
+
+
+def test_numbers_out_of_range_and_nuls_are_named():
+    """What C cannot hold is refused by name before anything is read (never a SystemError,
+    never cut to 32 bits), and text with a NUL inside is refused (C would stop reading
+    there)."""
+    cases = [
+        (lambda: dtr.Mesh(2 ** 70), r"shape: 1180591620717411303424 is out of range \(0..1099511627776\)"),
+        (lambda: dtr.Mesh([2, 2 ** 41]), r"shape\[1\]: 2199023255552 is out of range"),
+        (lambda: dtr.Mesh(2, ranks=[0, 2 ** 32]), r"ranks\[1\]: 4294967296 is out of range \(0..2147483647\)"),
+        (lambda: dtr.Mesh(2.0), "shape: expected an int, got float"),
+        (lambda: dtr.Mesh([True]), r"shape\[0\]: expected an int, got bool"),
+        (lambda: dtr.grad_hook(np.zeros(4, np.float32), dtr.Mesh(1), dims=2 ** 70),
+         r"dims: 1180591620717411303424 is out of range"),
+        (lambda: dtr.layout(dtr.Mesh(1), (8,), "S(0)\x00junk"), r"placements: 'S\(0\)\\x00junk' holds a NUL character \(at offset 4\)"),
+        (lambda: dtr.layout(dtr.Mesh(1), "8\x00x9", "R"), r"shape: '8\\x00x9' holds a NUL character"),
+        (lambda: dtr.layout(dtr.Mesh(1), (8,), ["R\x00"]), r"placements\[0\]: 'R\\x00' holds a NUL"),
+        (lambda: dtr.layout(dtr.Mesh(1), (8,), "R", dtype="f32\x00"), r"dtype: 'f32\\x00' holds a NUL"),
+        (lambda: dtr.plan(dtr.Mesh(2), (8,), "R", "R", to_mesh=dtr.Mesh(2), staging_cap=2 ** 64),
+         r"staging_cap: 18446744073709551616 is out of range"),
+        (lambda: dtr.Partial(""), "Partial: reduce_op '' is not sum, avg, max, min or product"),
+        (lambda: dtr.Partial("mean"), "Partial: reduce_op 'mean' is not sum"),
+    ]
+    for call, message in cases:
+        with pytest.raises(dtr.ArgumentError, match=message):
+            call()
+    assert str(dtr.Partial("PROD")) == "P(PROD)"
 
 
 def sentinel(shape, dtype=np.float32):

@@ -64,7 +64,8 @@ gpu_check() {
     elif [ $rc -eq 2 ] && grep -q "^dtr $cmd: --[a-z]* [a-z]*: this dtr was built without" "$err"; then
         pass=$((pass + 1))
         echo "gpu: $name: skipped: $(head -1 "$err")"
-    elif [ $rc -eq 1 ] && [ "$(grep -c 'no GPU visible' "$err")" -eq "$n" ]; then
+    elif [ $rc -eq 1 ] && [ "$(grep -c 'no GPU visible' "$err")" -eq 1 ] &&
+        grep -q "^dtr $cmd: $( ((n > 1)) && echo "ranks 0-$((n - 1))" || echo "rank 0"): .*no GPU visible" "$err"; then
         pass=$((pass + 1))
         echo "gpu: $name: skipped: $(head -1 "$err")"
     else

@@ -148,7 +148,7 @@ expect_fail() {
         sed 's/^/  stderr: /' "$err" | head -4
     fi
 }
-expect_fail "no such --from" 2 "dtr reshard: rank 0: --from: dtr_checkpoint_open: $w/none: No such file" \
+expect_fail "no such --from" 2 "dtr reshard: ranks 0-1: --from: dtr_checkpoint_open: $w/none: No such file" \
     reshard --from "$w/none" --to "$w/y" --consolidate
 cp -r "$w/random-seed-$seed0.2" "$w/corrupt"
 f=$(ls "$w/corrupt"/rank-00001-*.safetensors)

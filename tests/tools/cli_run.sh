@@ -108,15 +108,16 @@ DTR_SLICE_BYTES=0 check "DTR_SLICE_BYTES=0: no slices" 4 0 '"verified":true' "" 
     run --mesh 2x2 --shape 4096x1030 --from 'S(0),S(1)' --to 'R,R' --dtype f16 --verify --json --iters 2
 DTR_SLICE_BYTES=7 DTR_MPI_SHM_GATHER=0 check "DTR_SLICE_BYTES=7: many slices" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 33x70 --from 'S(0),S(1)' --to 'R,R' --dtype bf16 --verify --json --iters 2
-# a bad DTR_SLICE_BYTES fails every rank's context alike: exit 1, each rank names it
+# a bad DTR_SLICE_BYTES fails every rank's context alike: exit 1, named once for both ranks
 DTR_SLICE_BYTES=lots timeout 120 "${mpirun[@]}" -n 2 "$dtr" run --mesh 2 --shape 8x8 \
     --from 'S(1)' --to 'R' >"$out" 2>"$err"
 rc=$?
-if [ $rc -eq 1 ] && [ "$(grep -c 'context: dtr_context_create: DTR_SLICE_BYTES: "lots" is not a byte count >= 0' "$err")" -eq 2 ]; then
+if [ $rc -eq 1 ] && [ "$(grep -c '^dtr run: ranks 0-1: context: dtr_context_create: DTR_SLICE_BYTES: "lots" is not a byte count >= 0' "$err")" -eq 1 ] &&
+    [ "$(grep -c '^dtr ' "$err")" -eq 1 ]; then
     pass=$((pass + 1))
 else
     fail=$((fail + 1))
-    echo "FAIL: DTR_SLICE_BYTES not a number (exit $rc, want 1 and the error on both ranks)"
+    echo "FAIL: DTR_SLICE_BYTES not a number (exit $rc, want 1 and the error once for both ranks)"
     head -5 "$err"
 fi
 # bad shared-memory sizes fail every rank's context alike, naming the variable and the range
@@ -126,11 +127,12 @@ for bad in 'DTR_MPI_SHM_RING=1000:DTR_MPI_SHM_RING: "1000" is not a byte count f
     env "${bad%%:*}" timeout 120 "${mpirun[@]}" -n 2 "$dtr" run --mesh 2 --shape 8x8 \
         --from P --to R >"$out" 2>"$err"
     rc=$?
-    if [ $rc -eq 1 ] && [ "$(grep -cF "context: dtr_backend_mpi_state_create: ${bad#*:}" "$err")" -eq 2 ]; then
+    if [ $rc -eq 1 ] && [ "$(grep -cF "dtr run: ranks 0-1: context: dtr_backend_mpi_state_create: ${bad#*:}" "$err")" -eq 1 ] &&
+        [ "$(grep -c '^dtr ' "$err")" -eq 1 ]; then
         pass=$((pass + 1))
     else
         fail=$((fail + 1))
-        echo "FAIL: ${bad%%:*} (exit $rc, want 1 and the error on both ranks)"
+        echo "FAIL: ${bad%%:*} (exit $rc, want 1 and the error once for both ranks)"
         head -5 "$err"
     fi
 done

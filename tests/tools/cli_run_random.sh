@@ -108,14 +108,15 @@ check "--input: one element perturbed is found" 4 1 "" "dtr run: verification fa
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'P,S(1)' --to 'R,R' --input "$dir/a" \
     --verify --inject-mismatch 3 --iters 0
 # check_rank_err NAME RANKS WHO FRAGMENT ARGS...: exit 1 and the fragment in the errors of
-# WHO ranks (each rank reads the files itself and names what it found).
+# the ranks WHO ("ranks 0-3", "rank 2"): each rank reads the files itself and names what it
+# found, and rank 0 prints each distinct error once, with the ranks that had it.
 check_rank_err() {
     local name=$1 n=$2 who=$3 frag=$4
     shift 4
     check "$name" "$n" 1 "" "" "$@"
-    if [ "$(grep -cF -- "$frag" "$err")" -ne "$who" ]; then
+    if [ "$(grep -F -- "$frag" "$err" | grep -c "^dtr run: $who: ")" -ne 1 ]; then
         fail=$((fail + 1))
-        echo "FAIL: $name: want '$frag' from $who ranks"
+        echo "FAIL: $name: want '$frag' once, from $who"
         sed 's/^/  stderr: /' "$err" | head -5
     fi
 }
@@ -127,12 +128,12 @@ check "--input: agreeing replicas" 4 0 '"verified":true' "" \
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'S(1),R' --to 'R,R' --input "$dir/e" \
     --verify --json --iters 0
 printf '\x7f' | dd of="$dir/e/rank1.in" bs=1 seek=3 conv=notrunc status=none
-check_rank_err "--input: replicas that disagree" 4 4 "(rank 1) holds element 1 of contribution 0 with other bytes than a replica before it" \
+check_rank_err "--input: replicas that disagree" 4 "ranks 0-3" "(rank 1) holds element 1 of contribution 0 with other bytes than a replica before it" \
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'S(1),R' --to 'R,R' --input "$dir/e" --verify --iters 0
-check_rank_err "--input: a file of the wrong size" 4 4 "holds 120 bytes, but rank" \
+check_rank_err "--input: a file of the wrong size" 4 "rank 0" "holds 120 bytes, but rank" \
     run --mesh 2x2 --shape 20x6 --dtype f32 --from 'P,S(1)' --to 'R,R' --input "$dir/a" --iters 0
 rm -f "$dir/e/rank2.in"
-check_rank_err "--input: a missing file" 4 1 "rank2.in': No such file or directory" \
+check_rank_err "--input: a missing file" 4 "rank 2" "rank2.in': No such file or directory" \
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'P,S(1)' --to 'R,R' --input "$dir/e" --iters 0
 
 # A perturbed result is refused, with the tolerance it was held to.
