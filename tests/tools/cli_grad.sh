@@ -69,6 +69,17 @@ check "bad --microbatches" 2 2 "" "--microbatches: '0'" grad --mode fsdp --mesh 
 check "bad --factor" 2 2 "" "--factor: '-1' is not a number > 0" grad --mode fsdp --mesh 2 --factor -1
 check "--shard-dim past the shape" 2 2 "" "--shard-dim: 1, the gradient has dims 0..0" grad --mode fsdp --mesh 2 --numel 10 --shard-dim 1
 check "--numel and --shape" 2 2 "" "--numel and --shape: give one" grad --mode fsdp --mesh 2 --numel 10 --shape 2x5
+# sizes past what can be held, refused before anything is allocated (the first crashed, the
+# second wrapped to "0 elements")
+check "--shape past int64 bytes" 1 2 "" "--shape: dtr_shape_bytes: shape: the tensor's byte size (f32, 2 dims) overflows int64" \
+    grad --mode ddp --mesh 1 --shape 2147483648x2147483648
+check "--shape whose elements wrap" 1 2 "" "--shape: dtr_shape_bytes: shape: the tensor's byte size (f32, 4 dims) overflows int64" \
+    grad --mode ddp --mesh 1 --shape 65536x65536x65536x65536
+check "--shape a scalar" 1 2 "" "--shape: '' is a scalar; a gradient has 1 or more dims" \
+    grad --mode ddp --mesh 1 --shape ''
+# out of memory: one line for both ranks, naming the bytes
+check "out of memory, named once" 2 1 "" "dtr grad: ranks 0-1: the gradient: out of memory for 4398046511108 bytes" \
+    grad --mode ddp --mesh 2 --shape 1048576x1048576 --iters 0
 check "dry run needs --world" 0 2 "" "--dry-run needs --world N" grad --dry-run
 check "dry run hsdp needs --mesh" 0 2 "" "give --mesh RxS" grad --dry-run --mode hsdp --world 8
 check "dry run --world vs --mesh" 0 2 "" "--world: 6, but --mesh 2x4 has 8 ranks" grad --dry-run --world 6 --mesh 2x4

@@ -71,8 +71,16 @@ check "gpt2-small: 148 tensors, 124439808 elements, 13 groups" 1 0 \
     grad --mode fsdp --mesh 1 --model gpt2-small --iters 1 --verify --json
 
 # Usage errors: one line from rank 0, exit 2.
-check "no such file" 2 2 "" "--model: cannot open '$dir/none.json'" \
+check "no such file" 2 2 "" "--model: cannot open '$dir/none.json': No such file or directory" \
     grad --mode fsdp --mesh 2 --model "$dir/none.json"
+check "a directory" 2 2 "" "--model: '$dir' is a directory, not a JSON file" \
+    grad --mode fsdp --mesh 2 --model "$dir"
+echo '[{"shape": ""}]' >"$dir/scalar.json"
+check "a scalar parameter" 2 2 "" "entry 0: shape: '' is a scalar; a parameter has 1 or more dims" \
+    grad --mode ddp --mesh 2 --model "$dir/scalar.json"
+echo '[{"shape": "4"}, {"shape": [1099511627776, 1099511627776]}]' >"$dir/huge.json"
+check "a parameter past int64 bytes" 2 2 "" "entry 1: shape: dtr_shape_bytes: shape: the tensor's byte size (f32, 2 dims) overflows int64" \
+    grad --mode ddp --mesh 2 --model "$dir/huge.json"
 echo '[{"shape": "4", "dtype": "f32"}]' >"$dir/key.json"
 check "unknown key" 2 2 "" "--model $dir/key.json: line 1, entry 0: unknown key \"dtype\" (shape, group)" \
     grad --mode fsdp --mesh 2 --model "$dir/key.json"
