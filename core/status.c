@@ -12,7 +12,7 @@ static _Thread_local dtr_status_t dtr__last_status_val = DTR_OK;
 
 const char *dtr_status_name(dtr_status_t status) {
     switch (status) {
-#define DTR__STATUS_NAME(name, value, msg) \
+#define DTR__STATUS_NAME(name, value, cls, msg) \
     case name:                             \
         return #name;
         DTR_STATUS_MAP(DTR__STATUS_NAME)
@@ -23,13 +23,45 @@ const char *dtr_status_name(dtr_status_t status) {
 
 const char *dtr_status_string(dtr_status_t status) {
     switch (status) {
-#define DTR__STATUS_MSG(name, value, msg) \
+#define DTR__STATUS_MSG(name, value, cls, msg) \
     case name:                            \
         return msg;
         DTR_STATUS_MAP(DTR__STATUS_MSG)
 #undef DTR__STATUS_MSG
     }
     return "unknown status";
+}
+
+dtr_error_class_t dtr_status_class(dtr_status_t status) {
+    switch (status) {
+#define DTR__STATUS_CLASS(name, value, cls, msg) \
+    case name:                                   \
+        return cls;
+        DTR_STATUS_MAP(DTR__STATUS_CLASS)
+#undef DTR__STATUS_CLASS
+    }
+    return DTR_CLASS_RUN;
+}
+
+static const struct {
+    const char *name, *python;
+    int exit_code;
+} dtr__classes[DTR_CLASS_LAST] = {
+#define DTR__CLASS_ROW(cls, code, py, what) [cls] = {#cls, py, code},
+    DTR_ERROR_CLASS_MAP(DTR__CLASS_ROW)
+#undef DTR__CLASS_ROW
+};
+
+const char *dtr_error_class_name(dtr_error_class_t cls) {
+    return (unsigned)cls < DTR_CLASS_LAST ? dtr__classes[cls].name : NULL;
+}
+
+int dtr_error_class_exit_code(dtr_error_class_t cls) {
+    return (unsigned)cls < DTR_CLASS_LAST ? dtr__classes[cls].exit_code : 1;
+}
+
+const char *dtr_error_class_python(dtr_error_class_t cls) {
+    return (unsigned)cls < DTR_CLASS_LAST ? dtr__classes[cls].python : "Error";
 }
 
 const char *dtr_last_error(void) { return dtr__last_error_buf; }

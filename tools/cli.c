@@ -56,7 +56,7 @@ int dtr_cli_option_error(const char *cmd, int c, char **argv) {
 int dtr_cli_plan_error(const char *cmd, const char *what) {
     fprintf(stderr, "dtr %s: %s%s%s\n", cmd, what != NULL ? what : "", what != NULL ? ": " : "",
             dtr_last_error());
-    return dtr_last_status() == DTR_ERR_OUT_OF_MEMORY ? DTR_EXIT_FAIL : DTR_EXIT_REFUSED;
+    return dtr_error_class_exit_code(dtr_status_class(dtr_last_status()));
 }
 
 int dtr_cli_lib_error(const char *cmd, const char *flag) {

@@ -16,7 +16,9 @@ enum { DTR_EXIT_OK = 0, DTR_EXIT_FAIL = 1, DTR_EXIT_USAGE = 2, DTR_EXIT_REFUSED 
 
 /* After a failed dtr_plan_create / dtr_batch_plan_create on specs the CLI built itself:
  * prints "dtr <cmd>: <what>: <the library's error>" (no "<what>: " when what is NULL) as
- * one line on stderr and returns DTR_EXIT_REFUSED, or DTR_EXIT_FAIL when memory ran out. */
+ * one line on stderr and returns the exit code of the status's class (core/status.h):
+ * DTR_EXIT_REFUSED for a refusal, DTR_EXIT_USAGE for a bad argument, DTR_EXIT_FAIL when
+ * memory ran out. */
 int dtr_cli_plan_error(const char *cmd, const char *what);
 
 typedef struct {

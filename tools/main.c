@@ -42,13 +42,15 @@ static void dtr__help(FILE *out) {
           "'dtr COMMAND --help' explains a command. Environment: DTR_DEBUG=WARN|INFO|TRACE\n"
           "logs the library's decisions to stderr.\n"
           "\n"
-          "exit status, every command:\n"
+          "exit status, every command (a library failure's from its status's class, the\n"
+          "table the Python package's exceptions come from too: dtr_status_class):\n"
           "  0  done (planned; run and, with --verify, verified)\n"
-          "  1  a run failed or did not verify (each failing rank says why)\n"
-          "  2  bad usage: an unknown flag, unreadable text, a missing or malformed argument\n"
+          "  1  a run failed or did not verify (rank 0 says why, once, naming the ranks)\n"
+          "  2  bad usage: an unknown flag, unreadable text, a missing or malformed argument,\n"
+          "     an input file that cannot be read (Python: ArgumentError, FileError)\n"
           "  3  the change was refused: well-formed, but no strategy plans it (P(sum) ->\n"
           "     P(avg), S -> P(max)) or the chosen one will not (compat where the seed plan would\n"
-          "     misplace data); the message says which\n",
+          "     misplace data); the message says which (Python: RefusedError)\n",
           out);
 }
 

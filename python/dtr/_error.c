@@ -12,23 +12,18 @@ PyObject *dtrpy_error, *dtrpy_argument_error, *dtrpy_refused_error, *dtrpy_backe
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
+/* The exception of a status: its class's, from the library's table (core/status.h). */
 static PyObject *dtrpy_error_class(dtr_status_t st) {
-    switch (st) {
-    case DTR_ERR_INVALID_ARGUMENT:
-    case DTR_ERR_PARSE:
-    case DTR_ERR_OVERFLOW:
-    case DTR_ERR_NOT_IN_MESH:
-    case DTR_ERR_BUFFER_TOO_SMALL: return dtrpy_argument_error;
-    case DTR_ERR_UNSUPPORTED: return dtrpy_refused_error;
-    case DTR_ERR_BACKEND:
-    case DTR_ERR_MISMATCH:
-    case DTR_ERR_REMOTE:
-    case DTR_ERR_BUSY: return dtrpy_backend_error;
-    case DTR_ERR_TIMEOUT:
-    case DTR_ERR_ABORTED: return dtrpy_timeout_error;
-    case DTR_ERR_IO: return dtrpy_file_error;
-    default: return dtrpy_error;
-    }
+    const char *name = dtr_error_class_python(dtr_status_class(st));
+    const struct {
+        const char *name;
+        PyObject *cls;
+    } classes[] = {{"ArgumentError", dtrpy_argument_error}, {"RefusedError", dtrpy_refused_error},
+                   {"BackendError", dtrpy_backend_error}, {"TimeoutError", dtrpy_timeout_error},
+                   {"FileError", dtrpy_file_error}};
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
+        if (strcmp(name, classes[i].name) == 0) return classes[i].cls;
+    return dtrpy_error;
 }
 
 static PyObject *dtrpy_raise_obj(PyObject *cls, const char *status, PyObject *text) {

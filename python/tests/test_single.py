@@ -141,8 +141,10 @@ def test_bad_meshes_and_placements_are_named():
         dtr.plan(mesh, (4, 4), ["R", 5], "R,R")
     with pytest.raises(dtr.ArgumentError, match="strategy"):
         dtr.plan(mesh, (4, 4), "R,R", "R,R", strategy="fast")
-    with pytest.raises(dtr.ArgumentError, match="zeros are no partition for max"):
+    # a well-formed change dtr has no plan for: refused, as the CLI's exit 3 says
+    with pytest.raises(dtr.RefusedError, match="zeros are no partition for max") as e:
         dtr.plan(mesh, (4, 4), "S(0),R", "P(max),R")
+    assert e.value.status == "DTR_ERR_UNSUPPORTED"
     with pytest.raises(dtr.RefusedError) as e:
         dtr.plan(mesh, (4, 4), "R,R", "R,R", to_dtype="i32")
     assert e.value.status == "DTR_ERR_UNSUPPORTED" and isinstance(e.value, dtr.Error)

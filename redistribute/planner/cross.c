@@ -560,7 +560,7 @@ static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src
     }
     int64_t cap = opts != NULL ? opts->staging_cap_bytes : 0;
     if (cap < 0 || (cap > 0 && cap < most_item))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+        return dtr__error(cap < 0 ? DTR_ERR_INVALID_ARGUMENT : DTR_ERR_UNSUPPORTED, c->func,
                           "opts->staging_cap_bytes: %lld, %s", (long long)cap,
                           cap < 0 ? "must be >= 0 (0: no cap)"
                                   : "less than one element: nothing could move");

@@ -211,18 +211,18 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
                               "only (max, min and product are refused, as in PyTorch)",
                               i, a, b, info->name);
         if (f.kind == DTR_PARTIAL && t.kind == DTR_PARTIAL && f.op != t.op)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
                               "mesh dim %d: %s -> %s: a Partial cannot change its reduce op "
                               "(reduce to R first)",
                               i, a, b);
         if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL && t.op != DTR_REDUCE_SUM)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
                               "mesh dim %d: %s -> %s: a Shard becomes Partial only as P(sum) "
                               "(its chunk in zeros, as in PyTorch); zeros are no partition "
                               "for %s",
                               i, a, b, dtr_reduce_op_name(t.op));
         if (f.kind == DTR_SHARD && t.kind == DTR_PARTIAL && backward)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+            return dtr__error(DTR_ERR_UNSUPPORTED, func,
                               "mesh dim %d: %s -> %s: a backward plan does not make a Shard "
                               "Partial (the backward rule never asks for it)",
                               i, a, b);

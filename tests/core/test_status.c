@@ -51,3 +51,45 @@ Test(status, scan_i64_limits) {
     p = "-";
     cr_expect_eq(dtr__scan_i64(&p, &v), -1);
 }
+
+/* The classes every front end maps from: each status's class, its exit code and Python
+ * exception, as docs/errors.md's table says. */
+Test(status, every_status_has_its_class_exit_code_and_exception) {
+    static const struct {
+        dtr_status_t st;
+        dtr_error_class_t cls;
+        int exit_code;
+        const char *python;
+    } rows[] = {
+        {DTR_OK, DTR_CLASS_OK, 0, ""},
+        {DTR_ERR_INVALID_ARGUMENT, DTR_CLASS_ARGUMENT, 2, "ArgumentError"},
+        {DTR_ERR_PARSE, DTR_CLASS_ARGUMENT, 2, "ArgumentError"},
+        {DTR_ERR_OVERFLOW, DTR_CLASS_ARGUMENT, 2, "ArgumentError"},
+        {DTR_ERR_OUT_OF_MEMORY, DTR_CLASS_RUN, 1, "Error"},
+        {DTR_ERR_NOT_IN_MESH, DTR_CLASS_ARGUMENT, 2, "ArgumentError"},
+        {DTR_ERR_BUFFER_TOO_SMALL, DTR_CLASS_ARGUMENT, 2, "ArgumentError"},
+        {DTR_ERR_INTERNAL, DTR_CLASS_RUN, 1, "Error"},
+        {DTR_ERR_UNSUPPORTED, DTR_CLASS_REFUSED, 3, "RefusedError"},
+        {DTR_ERR_BACKEND, DTR_CLASS_COMMUNICATION, 1, "BackendError"},
+        {DTR_ERR_MISMATCH, DTR_CLASS_COMMUNICATION, 1, "BackendError"},
+        {DTR_ERR_REMOTE, DTR_CLASS_COMMUNICATION, 1, "BackendError"},
+        {DTR_ERR_BUSY, DTR_CLASS_COMMUNICATION, 1, "BackendError"},
+        {DTR_ERR_TIMEOUT, DTR_CLASS_TIMEOUT, 1, "TimeoutError"},
+        {DTR_ERR_ABORTED, DTR_CLASS_TIMEOUT, 1, "TimeoutError"},
+        {DTR_ERR_IO, DTR_CLASS_FILE, 2, "FileError"},
+    };
+    /* every status of the map is a row (-15 is the last) */
+    cr_expect_eq(sizeof rows / sizeof rows[0], 16);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        dtr_error_class_t c = dtr_status_class(rows[i].st);
+        cr_expect_eq(c, rows[i].cls, "%s", dtr_status_name(rows[i].st));
+        cr_expect_eq(dtr_error_class_exit_code(c), rows[i].exit_code, "%s",
+                     dtr_status_name(rows[i].st));
+        cr_expect_str_eq(dtr_error_class_python(c), rows[i].python);
+    }
+    cr_expect_str_eq(dtr_error_class_name(DTR_CLASS_REFUSED), "DTR_CLASS_REFUSED");
+    cr_expect_null(dtr_error_class_name(DTR_CLASS_LAST));
+    cr_expect_eq(dtr_status_class((dtr_status_t)-999), DTR_CLASS_RUN);
+    cr_expect_eq(dtr_error_class_exit_code((dtr_error_class_t)99), 1);
+    cr_expect_str_eq(dtr_error_class_python((dtr_error_class_t)99), "Error");
+}

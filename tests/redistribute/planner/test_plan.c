@@ -189,7 +189,7 @@ Test(plan, shard_to_partial_zero_fills) {
                      "dtr_plan_create: compat: the seed algorithm has no Shard -> Partial; the "
                      "optimal strategy handles this change");
     dtr_plan_options_t backward = {.strategy = DTR_STRATEGY_OPTIMAL, .backward = true};
-    cr_expect_eq(dtr_plan_create(&src, &dst, &backward, &plan), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_plan_create(&src, &dst, &backward, &plan), DTR_ERR_UNSUPPORTED);
     cr_expect_str_eq(dtr_last_error(),
                      "dtr_plan_create: mesh dim 1: S(0) -> P(sum): a backward plan does not make "
                      "a Shard Partial (the backward rule never asks for it)");
@@ -337,10 +337,10 @@ typedef struct {
 
 Test(plan, errors_name_the_mesh_dim_and_write_nothing) {
     const error_case_t cases[] = {
-        {"P(sum),R", "P(avg),R", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
+        {"P(sum),R", "P(avg),R", DTR_F32, DTR_ERR_UNSUPPORTED,
          "dtr_plan_create: mesh dim 0: P(sum) -> P(avg): a Partial cannot change its reduce op "
          "(reduce to R first)"},
-        {"R,S(0)", "R,P(min)", DTR_F32, DTR_ERR_INVALID_ARGUMENT,
+        {"R,S(0)", "R,P(min)", DTR_F32, DTR_ERR_UNSUPPORTED,
          "dtr_plan_create: mesh dim 1: S(0) -> P(min): a Shard becomes Partial only as P(sum) "
          "(its chunk in zeros, as in PyTorch); zeros are no partition for min"},
         {"R,R", "P(product),R", DTR_F32, DTR_ERR_UNSUPPORTED,
