@@ -84,6 +84,11 @@ DTR_API const char *dtr_checkpoint_mesh(const dtr_checkpoint_t *ck);
 /* A value of the first file's "__metadata__" (the index's "metadata" for a directory with
  * an index); NULL where the key is absent. */
 DTR_API const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const char *key);
+/* How many key, value pairs that metadata holds, and pair i of them (*key and *value owned by
+ * the checkpoint; INVALID_ARGUMENT for i out of range): what a writer copies to keep it. */
+DTR_API int64_t dtr_checkpoint_metadata_count(const dtr_checkpoint_t *ck);
+DTR_API dtr_status_t dtr_checkpoint_metadata_at(const dtr_checkpoint_t *ck, int64_t i,
+                                                const char **key, const char **value);
 
 /*
  * Reads rank `rank`'s block of tensor `index` as `spec` lays it out (dtr_spec_layout: the
@@ -186,6 +191,18 @@ DTR_API dtr_status_t dtr_checkpoint_save_rank(const char *dir, int rank, int64_t
 DTR_API dtr_status_t dtr_checkpoint_write_file(const char *path, int rank, int64_t nitems,
                                                const dtr_checkpoint_item_t *items,
                                                dtr_checkpoint_fill_fn fill, void *arg);
+
+/* The same two with `metadata` (key, value, ..., NULL; NULL: none) as each written file's
+ * "__metadata__" (strings; a reader of the directory takes the first file's): what `dtr
+ * reshard` and `--consolidate` carry over from their source (e.g. {"format": "pt"}). */
+DTR_API dtr_status_t dtr_checkpoint_save_rank_meta(const char *dir, int rank, int64_t nitems,
+                                                   const dtr_checkpoint_item_t *items,
+                                                   dtr_checkpoint_fill_fn fill, void *arg,
+                                                   const char *const *metadata, char **record);
+DTR_API dtr_status_t dtr_checkpoint_write_file_meta(const char *path, int rank, int64_t nitems,
+                                                    const dtr_checkpoint_item_t *items,
+                                                    dtr_checkpoint_fill_fn fill, void *arg,
+                                                    const char *const *metadata);
 
 /* Writes dir/dtr.manifest.json (the mesh; each item's dtype, shape and placements; its pieces
  * from records[r], rank r's record, NULL for none) so dtr_checkpoint_open reads the

@@ -191,6 +191,29 @@ static dtr_status_t dtr__ck_add_index(dtr_checkpoint_t *ck, const char *dir, con
     return st;
 }
 
+/* Adds the first file's "__metadata__" pairs whose keys the checkpoint's metadata (an
+ * index's) lacks. */
+static dtr_status_t dtr__ck_merge_meta(dtr_checkpoint_t *ck) {
+    if (ck->nfiles == 0 || ck->files[0].header.nmeta == 0) return DTR_OK;
+    const dtr__st_header_t *h = &ck->files[0].header;
+    char **m = realloc(ck->meta, (size_t)(2 * (ck->nmeta + h->nmeta) + 1) * sizeof *m);
+    if (m == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "metadata");
+    ck->meta = m;
+    for (int64_t i = 0; i < h->nmeta; i++) {
+        if (dtr_checkpoint_metadata(ck, h->meta[2 * i]) != NULL) continue;
+        char *k = strdup(h->meta[2 * i]), *v = strdup(h->meta[2 * i + 1]);
+        if (k == NULL || v == NULL) {
+            free(k);
+            free(v);
+            return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "metadata");
+        }
+        ck->meta[2 * ck->nmeta] = k;
+        ck->meta[2 * ck->nmeta + 1] = v;
+        ck->nmeta++;
+    }
+    return DTR_OK;
+}
+
 dtr_status_t dtr_checkpoint_open(const char *path, dtr_checkpoint_t **out) {
     DTR_CHECK_PTR(path, __func__);
     DTR_CHECK_PTR(out, __func__);
@@ -198,13 +221,16 @@ dtr_status_t dtr_checkpoint_open(const char *path, dtr_checkpoint_t **out) {
     if (stat(path, &sb) != 0) return dtr__error(DTR_ERR_IO, F, "%s: %s", path, strerror(errno));
     dtr_checkpoint_t *ck = calloc(1, sizeof *ck);
     if (ck == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
-    dtr_status_t st;
+    dtr_status_t st = DTR_OK;
     if (S_ISDIR(sb.st_mode)) {
         char *index = dtr__ck_join(path, DTR__INDEX), *man = dtr__ck_join(path, DTR__CK_MANIFEST);
         if (index == NULL || man == NULL) st = dtr__error(DTR_ERR_OUT_OF_MEMORY, F, "%s", path);
         else if (access(man, F_OK) == 0) st = dtr__ck_add_manifest(ck, path, man);
         else if (access(index, F_OK) == 0) st = dtr__ck_add_index(ck, path, index);
         else st = dtr__ck_add_dir(ck, path);
+        /* the first file's "__metadata__" too (a saved checkpoint's every file has the
+         * same; beside an index, the shards' own, e.g. {"format": "pt"}) */
+        if (st == DTR_OK) st = dtr__ck_merge_meta(ck);
         free(index);
         free(man);
     } else {
@@ -287,6 +313,23 @@ dtr_status_t dtr_checkpoint_find(const dtr_checkpoint_t *ck, const char *name, i
 
 const char *dtr_checkpoint_mesh(const dtr_checkpoint_t *ck) {
     return ck == NULL ? NULL : ck->mesh;
+}
+
+int64_t dtr_checkpoint_metadata_count(const dtr_checkpoint_t *ck) {
+    return ck == NULL ? 0 : ck->nmeta;
+}
+
+dtr_status_t dtr_checkpoint_metadata_at(const dtr_checkpoint_t *ck, int64_t i, const char **key,
+                                        const char **value) {
+    DTR_CHECK_PTR(ck, __func__);
+    DTR_CHECK_PTR(key, __func__);
+    DTR_CHECK_PTR(value, __func__);
+    if (i < 0 || i >= ck->nmeta)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "i: %lld, the metadata has %lld "
+                          "pairs", (long long)i, (long long)ck->nmeta);
+    *key = ck->meta[2 * i];
+    *value = ck->meta[2 * i + 1];
+    return DTR_OK;
 }
 
 const char *dtr_checkpoint_metadata(const dtr_checkpoint_t *ck, const char *key) {

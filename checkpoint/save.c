@@ -75,6 +75,25 @@ static int dtr__ck_item_order(const void *a, const void *b, void *items) {
     return strcmp(it[*(const int64_t *)a].name, it[*(const int64_t *)b].name);
 }
 
+/* "__metadata__" first in the header, from key, value, ..., NULL (NULL: none). */
+static dtr_status_t dtr__ck_meta(const char *const *metadata, json_t *header) {
+    if (metadata == NULL || metadata[0] == NULL) return DTR_OK;
+    json_t *m = json_object();
+    for (int64_t k = 0; metadata[k] != NULL; k += 2) {
+        if (metadata[k + 1] == NULL || strcmp(metadata[k], "") == 0) {
+            json_decref(m);
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, S,
+                              "metadata[%lld]: '%s' %s", (long long)k, metadata[k],
+                              metadata[k + 1] == NULL ? "has no value (key, value pairs, then "
+                                                        "NULL)"
+                                                      : "is not a key");
+        }
+        json_object_set_new(m, metadata[k], json_string(metadata[k + 1]));
+    }
+    json_object_set_new(header, "__metadata__", m);
+    return DTR_OK;
+}
+
 /* The owned items in name order (order), their layouts, the header and the largest block. */
 static dtr_status_t dtr__ck_save_plan(int rank, int64_t nitems, const dtr_checkpoint_item_t *items,
                                       const int64_t *coord, int64_t *order, int64_t *nown,
@@ -152,7 +171,8 @@ static dtr_status_t dtr__ck_save_file(int fd, const char *path, json_t *header, 
  * skip_empty, a rank that owns nothing writes no file. */
 static dtr_status_t dtr__ck_write(const char *path, int rank, int64_t nitems,
                                   const dtr_checkpoint_item_t *items, dtr_checkpoint_fill_fn fill,
-                                  void *arg, bool skip_empty, json_t *pieces, int64_t *nown) {
+                                  void *arg, const char *const *metadata, bool skip_empty,
+                                  json_t *pieces, int64_t *nown) {
     if (nitems < 0 || (nitems > 0 && items == NULL))
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, S, "nitems: %lld with items %s",
                           (long long)nitems, items == NULL ? "NULL" : "given");
@@ -163,8 +183,9 @@ static dtr_status_t dtr__ck_write(const char *path, int rank, int64_t nitems,
     json_t *header = json_object();
     dtr_status_t st = order == NULL || lay == NULL || header == NULL
                           ? dtr__error(DTR_ERR_OUT_OF_MEMORY, S, "%s", path)
-                          : dtr__ck_save_plan(rank, nitems, items, coord, order, nown, lay,
-                                              header, &largest);
+                          : dtr__ck_meta(metadata, header);
+    if (st == DTR_OK)
+        st = dtr__ck_save_plan(rank, nitems, items, coord, order, nown, lay, header, &largest);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.partial", path);
     char *buf = NULL;
@@ -194,6 +215,13 @@ static dtr_status_t dtr__ck_write(const char *path, int rank, int64_t nitems,
 dtr_status_t dtr_checkpoint_save_rank(const char *dir, int rank, int64_t nitems,
                                       const dtr_checkpoint_item_t *items,
                                       dtr_checkpoint_fill_fn fill, void *arg, char **record) {
+    return dtr_checkpoint_save_rank_meta(dir, rank, nitems, items, fill, arg, NULL, record);
+}
+
+dtr_status_t dtr_checkpoint_save_rank_meta(const char *dir, int rank, int64_t nitems,
+                                           const dtr_checkpoint_item_t *items,
+                                           dtr_checkpoint_fill_fn fill, void *arg,
+                                           const char *const *metadata, char **record) {
     DTR_CHECK_PTR(dir, S);
     DTR_CHECK_PTR(record, S);
     char name[64], path[4096];
@@ -205,8 +233,8 @@ dtr_status_t dtr_checkpoint_save_rank(const char *dir, int rank, int64_t nitems,
     json_t *pieces = json_object();
     int64_t nown = 0;
     dtr_status_t st = pieces == NULL ? dtr__error(DTR_ERR_OUT_OF_MEMORY, S, "%s", dir)
-                                     : dtr__ck_write(path, rank, nitems, items, fill, arg, true,
-                                                     pieces, &nown);
+                                     : dtr__ck_write(path, rank, nitems, items, fill, arg,
+                                                     metadata, true, pieces, &nown);
     if (st == DTR_OK) {
         json_t *rec = json_object();
         if (nown > 0) json_object_set_new(rec, "file", json_string(name));
@@ -222,12 +250,19 @@ dtr_status_t dtr_checkpoint_save_rank(const char *dir, int rank, int64_t nitems,
 dtr_status_t dtr_checkpoint_write_file(const char *path, int rank, int64_t nitems,
                                        const dtr_checkpoint_item_t *items,
                                        dtr_checkpoint_fill_fn fill, void *arg) {
+    return dtr_checkpoint_write_file_meta(path, rank, nitems, items, fill, arg, NULL);
+}
+
+dtr_status_t dtr_checkpoint_write_file_meta(const char *path, int rank, int64_t nitems,
+                                            const dtr_checkpoint_item_t *items,
+                                            dtr_checkpoint_fill_fn fill, void *arg,
+                                            const char *const *metadata) {
     DTR_CHECK_PTR(path, S);
     json_t *pieces = json_object();
     int64_t nown = 0;
     dtr_status_t st = pieces == NULL ? dtr__error(DTR_ERR_OUT_OF_MEMORY, S, "%s", path)
-                                     : dtr__ck_write(path, rank, nitems, items, fill, arg, false,
-                                                     pieces, &nown);
+                                     : dtr__ck_write(path, rank, nitems, items, fill, arg,
+                                                     metadata, false, pieces, &nown);
     json_decref(pieces);
     return st == DTR_OK ? DTR_OK : dtr__error_as(st, "dtr_checkpoint_write_file");
 }

@@ -196,6 +196,21 @@ static void dtr__rs_undo(const char *to, bool made, int rank) {
     if (made) rmdir(to);
 }
 
+/* The source's metadata to carry over (key, value, ..., NULL; malloc'd, NULL where it has
+ * none), less an index's "total_size", which the writer of an index computes anew. */
+static const char **dtr__rs_metadata(const dtr_checkpoint_t *ck) {
+    int64_t n = dtr_checkpoint_metadata_count(ck), m = 0;
+    const char **kv = n > 0 ? calloc((size_t)(2 * n + 1), sizeof *kv) : NULL;
+    for (int64_t i = 0; kv != NULL && i < n; i++) {
+        const char *k, *v;
+        if (dtr_checkpoint_metadata_at(ck, i, &k, &v) != DTR_OK || strcmp(k, "total_size") == 0)
+            continue;
+        kv[m++] = k;
+        kv[m++] = v;
+    }
+    return kv;
+}
+
 /* Saves on the mesh: each rank its file, rank 0 the manifest from every rank's record. */
 static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
                         const dtr_checkpoint_rules_t *rules, int rank, int world, bool made) {
@@ -209,9 +224,12 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
                         .start = MPI_Wtime()};
     char *record = NULL;
-    dtr_status_t st = rc == DTR_EXIT_OK
-                          ? dtr_checkpoint_save_rank(a->to, rank, n, items, dtr__rs_fill, &f, &record)
-                          : DTR_OK;
+    const char **meta = dtr__rs_metadata(ck);
+    dtr_status_t st = rc == DTR_EXIT_OK ? dtr_checkpoint_save_rank_meta(a->to, rank, n, items,
+                                                                        dtr__rs_fill, &f, meta,
+                                                                        &record)
+                                        : DTR_OK;
+    free(meta);
     int bad = rc != DTR_EXIT_OK, anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (anybad) rc = DTR_EXIT_USAGE;
@@ -252,6 +270,10 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
 static dtr_status_t dtr__rs_index(const char *to, const dtr_checkpoint_t *ck, const int *file_of,
                                   int nfiles, int64_t total) {
     json_t *root = json_object(), *meta = json_object(), *map = json_object();
+    const char **kv = dtr__rs_metadata(ck);
+    for (int k = 0; kv != NULL && kv[k] != NULL; k += 2)
+        json_object_set_new(meta, kv[k], json_string(kv[k + 1]));
+    free(kv);
     json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
     for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
         dtr_checkpoint_tensor_t t;
@@ -326,7 +348,9 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
         if (nfiles == 1) snprintf(path, sizeof path, "%s/model.safetensors", a->to);
         else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", a->to, k + 1, nfiles);
         f.items = mine;
-        st = dtr_checkpoint_write_file(path, 0, m, mine, dtr__rs_fill, &f);
+        const char **meta = dtr__rs_metadata(ck);
+        st = dtr_checkpoint_write_file_meta(path, 0, m, mine, dtr__rs_fill, &f, meta);
+        free(meta);
         free(mine);
     }
     int bad = rc != DTR_EXIT_OK, anybad = 0;

@@ -16,6 +16,7 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   grad_hook(buf, mesh, kind)               DDP's gradient all-reduce, in place
   reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
   load(path, mesh, rules, ...)             this rank's blocks of a safetensors checkpoint
+  load_metadata(path)                      its "__metadata__" ({"format": "pt"}), a dict
   dtr.torch                                DDP communication hooks (import dtr.torch)
   Error, ArgumentError, RefusedError, BackendError, TimeoutError, FileError
 """
@@ -31,7 +32,8 @@ from ._placements import Partial, Placement, Replicate, Shard
 from . import _arrays, _placements
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
-           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load", "Plan",
+           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load",
+           "load_metadata", "Plan",
            "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
            "TimeoutError", "FileError", "__version__"]
 
@@ -106,6 +108,12 @@ def _rules_json(rules):
             r["dtype"] = name
         out.append(r)
     return json.dumps(out)
+
+
+def load_metadata(path):
+    """A checkpoint's metadata, as load() reads `path`: the first file's "__metadata__" (beside
+    an index, its "metadata" too), e.g. {"format": "pt"}; a dict of str. Not collective."""
+    return _core.load_metadata(os.fspath(path))
 
 
 def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=None):

@@ -120,3 +120,27 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
     dtr_checkpoint_close(ck);
     return out;
 }
+
+PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s:load_metadata", &path)) return NULL;
+    dtr_checkpoint_t *ck = NULL;
+    dtr_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = dtr_checkpoint_open(path, &ck);
+    Py_END_ALLOW_THREADS
+    if (st != DTR_OK) return dtrpy_raise(st);
+    PyObject *out = PyDict_New();
+    for (int64_t i = 0; out != NULL && i < dtr_checkpoint_metadata_count(ck); i++) {
+        const char *k, *v;
+        PyObject *val = NULL;
+        if (dtr_checkpoint_metadata_at(ck, i, &k, &v) != DTR_OK ||
+            (val = PyUnicode_DecodeUTF8(v, (Py_ssize_t)strlen(v), "replace")) == NULL ||
+            PyDict_SetItemString(out, k, val) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(val);
+    }
+    dtr_checkpoint_close(ck);
+    return out;
+}

@@ -150,5 +150,7 @@ int dtrpy_bench_module_init(PyObject *module);
 
 /* dtr._core.load (dtr.load in dtr/__init__.py). */
 PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw);
+/* dtr.load_metadata(path): the checkpoint's "__metadata__" as a dict of str. */
+PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args);
 
 #endif

@@ -129,6 +129,29 @@ def test_load_names_rank_cast_and_dict_rules(tmp_path, seed):
     assert got["b.bias"].tobytes() == m["b.bias"][block((9,), mesh.shape, ["S(0)"], me)].tobytes()
 
 
+def test_load_metadata(tmp_path):
+    """The "__metadata__" the safetensors package writes comes back as a dict; beside an index,
+    its "metadata" too; none is an empty dict."""
+    tmp = str(tmp_path / f"r{world().Get_rank()}")
+    os.makedirs(tmp)
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    safetensors_numpy.save_file({"w": w}, os.path.join(tmp, "a.safetensors"),
+                                metadata={"format": "pt", "step": "7"})
+    assert dtr.load_metadata(os.path.join(tmp, "a.safetensors")) == {"format": "pt", "step": "7"}
+    safetensors_numpy.save_file({"w": w}, os.path.join(tmp, "b.safetensors"))
+    assert dtr.load_metadata(os.path.join(tmp, "b.safetensors")) == {}
+    d = os.path.join(tmp, "sharded")
+    os.makedirs(d)
+    safetensors_numpy.save_file({"w": w}, os.path.join(d, "model-00001-of-00001.safetensors"),
+                                metadata={"format": "pt"})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 24, "origin": "test"},
+                   "weight_map": {"w": "model-00001-of-00001.safetensors"}}, f)
+    assert dtr.load_metadata(d) == {"total_size": "24", "origin": "test", "format": "pt"}
+    with pytest.raises(dtr.FileError):
+        dtr.load_metadata(os.path.join(tmp, "none.safetensors"))
+
+
 def test_load_errors(tmp_path):
     tmp = shared_dir(tmp_path)
     m = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}

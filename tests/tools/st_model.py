@@ -59,8 +59,36 @@ def read(path):
     return out
 
 
+def metadata(path):
+    """What a reader takes as path's metadata: its first file's "__metadata__", and beside an
+    index the index's "metadata" too (less its "total_size"); a dict of str."""
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
+    with open(files[0], "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        meta = dict(json.loads(f.read(n)).get("__metadata__", {}))
+    index = os.path.join(path, "model.safetensors.index.json") if os.path.isdir(path) else ""
+    if os.path.exists(index):
+        with open(index) as f:
+            for k, v in json.load(f).get("metadata", {}).items():
+                if k != "total_size":
+                    meta[k] = v if isinstance(v, str) else json.dumps(v)
+    return meta
+
+
 def compare(a, b):
     x, y = read(a), read(b)
+    # every file written keeps the source's "__metadata__" (loaders check {"format": "pt"})
+    ma = metadata(a)
+    files = [b] if os.path.isfile(b) else [
+        os.path.join(b, f) for f in sorted(os.listdir(b)) if f.endswith(".safetensors")]
+    for p in files:
+        with open(p, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            mb = json.loads(f.read(n)).get("__metadata__", {})
+        if mb != ma:
+            print(f"{p}: __metadata__ {mb}, the source's {ma}")
+            return 1
     if sorted(x) != sorted(y):
         print(f"names differ: {sorted(set(x) ^ set(y))}")
         return 1
@@ -68,7 +96,7 @@ def compare(a, b):
         if x[name] != y[name]:
             print(f"tensor {name!r} differs: {x[name][:2]} vs {y[name][:2]}")
             return 1
-    print(f"{len(x)} tensors equal: dtypes, shapes and every byte")
+    print(f"{len(x)} tensors equal: dtypes, shapes and every byte; __metadata__ {ma} kept")
     return 0
 
 
