@@ -21,7 +21,7 @@ typedef struct {
 /* The flags a change between meshes does not take yet, named. */
 static int dtr__cross_flags(const dtr_cli_change_t *o) {
     const char *other = o->backward ? "--backward" : o->nonblocking ? "--nonblocking"
-                        : o->dump != NULL ? "--dump" : o->input != NULL ? "--input"
+                        : o->input != NULL ? "--input"
                         : o->shared ? "--buffers shared"
                         : o->backend != NULL && strcmp(o->backend, "mpi") != 0 ? "--backend"
                         : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
@@ -175,6 +175,14 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     st = dtr__xonce(ctx, plan, t, r.batch, 0);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
+    /* --dump: a source rank's block as rankR.in, a destination rank's as rankR.out (the
+     * destination's blocks as dtr_cross_plan_dst lays them out, relabeled or not) */
+    dtr_layout_t l;
+    bool src_rank = dtr_spec_layout(&t->src[0], rank, &l) == DTR_OK;
+    bool dst_rank = dtr_spec_layout(&t->dst[0], rank, &l) == DTR_OK;
+    if (!dtr_cli_all_true((!src_rank || dtr_cli_dump(o->dump, rank, "in", t->in[0], t->in_bytes[0])) &&
+                          (!dst_rank || dtr_cli_dump(o->dump, rank, "out", t->out[0], t->out_bytes[0]))))
+        goto done;
     for (int k = 0; k < t->n && o->inject == rank; k++)
         if (t->out_bytes[k] > 0) { /* the checker's own test */
             ((unsigned char *)t->out[k])[t->out_bytes[k] - 1] ^= 0x5a;
