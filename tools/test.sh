@@ -2,14 +2,21 @@
 # The test suite: installs what it needs, then runs parts of it.
 #
 #   bash tools/test.sh          the quick check (6.5 minutes on a fresh clone, 2 cores):
-#                               every test target once (part 1, `plain`), the installed
-#                               trees checked from outside (part 6, `install`) and the
-#                               Python package (part 7, `python`)
+#                               every test target once (part 1, `plain`), the docs checked
+#                               against the tree (part 1a, `docs`), the installed trees
+#                               checked from outside (part 6, `install`) and the Python
+#                               package (part 7, `python`)
 #   bash tools/test.sh --all    the whole matrix below (15-32 minutes there): what CI runs
 #   bash tools/test.sh --help   this text
 #
 # The parts:
 #   1. `bazel test //...`                       (the build users get),
+#   1a. docs                                    (tests/tools/docs_test.sh: every command a
+#                                                doc shows is run and its output compared,
+#                                                JSON samples checked against docs/json.md,
+#                                                cited paths must exist, measured tables
+#                                                must carry a date and their command;
+#                                                about 15 s),
 #   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
 #                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
 #                                                each group's path checked; a fifth of the
@@ -62,8 +69,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all_parts="plain nodes asan fuzz nocuda mpich install python gpupack"
-parts="plain install python"
+all_parts="plain docs nodes asan fuzz nocuda mpich install python gpupack"
+parts="plain docs install python"
 args=()
 for a in "$@"; do
     case $a in
@@ -267,6 +274,13 @@ for part in $parts; do
         out=$(bash python/tests/run.sh "${flag[@]+"${flag[@]}"}" 2>&1)
         echo "$out" | grep -vE '^[.sFEx]+ +\[ *[0-9]+%\]$' | tail -20
         add_counts python "$out"
+        ;;
+    docs)
+        echo "== docs: tests/tools/docs_test.sh (the docs' commands, JSON, paths and dates)"
+        bazel build --noshow_progress //tools:dtr >/dev/null 2>&1
+        out=$(bash tests/tools/docs_test.sh "$(bazel info bazel-bin 2>/dev/null)/tools/dtr" 2>&1)
+        echo "$out" | tail -20
+        add_counts "docs test" "$out"
         ;;
     gpupack)
         echo "== gpupack: tests/tools/gpu_pack_test.sh"
