@@ -15,8 +15,12 @@ static int64_t *dtrpy_load_indices(dtr_checkpoint_t *ck, PyObject *names, int64_
         for (int64_t i = 0; i < *n; i++) all[i] = i;
         return all;
     }
-    PyObject *seq = PySequence_Fast(names, "names: expected a list of tensor names");
-    if (seq == NULL) return NULL;
+    PyObject *seq = PySequence_Tuple(names); /* (a snapshot: the caller's list may change) */
+    if (seq == NULL) {
+        PyErr_Clear();
+        return dtrpy_arg_error("names: expected a list of tensor names, got %s",
+                               Py_TYPE(names)->tp_name), NULL;
+    }
     *n = PySequence_Fast_GET_SIZE(seq);
     int64_t *idx = PyMem_Malloc(sizeof(int64_t) * (size_t)(*n + 1));
     for (int64_t i = 0; idx != NULL && i < *n; i++) {

@@ -87,9 +87,16 @@ PyObject *dtrpy_arg_error(const char *fmt, ...);
  * set. Returns NULL. */
 PyObject *dtrpy_refuse(dtrpy_context_t *c, const dtr_mesh_t *mesh, unsigned dims,
                        const dtr_mesh_t *to);
+/* The same after the call's arguments did not even parse (a wrong type, an unknown keyword):
+ * the mesh taken from position mesh_pos or keyword "mesh" (and "to_mesh"), where it is a
+ * dtr.Mesh; a group call (group true) over all its dims, else over the mesh. NULL. */
+PyObject *dtrpy_refuse_parse(PyObject *args, PyObject *kw, Py_ssize_t mesh_pos, bool group);
 
 /* ---- _spec.c ---- */
 
+/* 0 where obj is NULL, None, True or False; else -1 with ArgumentError naming `what` (a flag
+ * whose truth test could raise is refused rather than asked). */
+int dtrpy_flag_ok(PyObject *obj, const char *what);
 /* obj as an integer in lo..hi (an int, or anything with __index__: numpy's integers; not a
  * bool, float or str); otherwise ArgumentError naming `what` and the range. */
 int dtrpy_int(PyObject *obj, const char *what, int64_t lo, int64_t hi, int64_t *out);

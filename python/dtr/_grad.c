@@ -18,10 +18,16 @@ static int dtrpy_dims(PyObject *obj, const char *what, const dtrpy_mesh_t *mesh,
     int n = 0;
     if (dtrpy_shape(obj, what, dims, &n) < 0) return -1;
     unsigned m = 0;
+    if (n == 0)
+        return dtrpy_arg_error("%s: no mesh dim (a reduction over none would leave this rank "
+                               "out of its group's call)", what), -1;
     for (int i = 0; i < n; i++) {
         if (dims[i] >= nd)
             return dtrpy_arg_error("%s: mesh dim %lld of a %d-dim mesh", what,
                                    (long long)dims[i], nd), -1;
+        if (m & (1u << dims[i]))
+            return dtrpy_arg_error("%s: mesh dim %lld named twice", what, (long long)dims[i]),
+                   -1;
         m |= 1u << dims[i];
     }
     *mask = m; /* (only on success) */
@@ -35,7 +41,7 @@ static PyObject *dtrpy_grad_hook(PyObject *self, PyObject *args, PyObject *kw) {
     const char *kind = "allreduce";
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|sO:grad_hook", names, &buf, &mesh_obj, &kind,
                                      &dims_obj))
-        return NULL;
+        return dtrpy_refuse_parse(args, kw, 1, true);
     dtr_grad_hook_fn fn = strcmp(kind, "allreduce") == 0 ? dtr_hook_all_reduce
                           : strcmp(kind, "fp16") == 0    ? dtr_hook_fp16_compress
                           : strcmp(kind, "bf16") == 0    ? dtr_hook_bf16_compress
@@ -119,7 +125,7 @@ static PyObject *dtrpy_reduce_scatter_grads(PyObject *self, PyObject *args, PyOb
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOiOOp:reduce_scatter_grads", names, &grads,
                                      &mesh_obj, &a.shard_dims, &a.replicate_dims, &a.shard_dim,
                                      &a.reduce_dtype, &a.factor, &a.force_sum))
-        return NULL;
+        return dtrpy_refuse_parse(args, kw, 1, true);
     dtrpy_mesh_t *mesh;
     dtr_param_group_desc_t desc;
     if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0) return NULL;
@@ -129,7 +135,7 @@ static PyObject *dtrpy_reduce_scatter_grads(PyObject *self, PyObject *args, PyOb
     unsigned all = (1u << dtr_mesh_ndims(mesh->mesh)) - 1;
     if (dtrpy_group_desc(&a, mesh, &desc) < 0) return dtrpy_refuse(c, mesh->mesh, all, NULL);
     unsigned dims = desc.shard_dims | desc.replicate_dims;
-    PyObject *seq = PySequence_Fast(grads, "");
+    PyObject *seq = PySequence_Tuple(grads);
     if (seq == NULL) {
         PyErr_Clear();
         dtrpy_arg_error("grads: expected a list of arrays, got %s", Py_TYPE(grads)->tp_name);

@@ -119,7 +119,7 @@ static void dtrpy_mesh_dealloc(dtrpy_mesh_t *m) {
 static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
     *out = NULL;
     if (obj == Py_None) return 0;
-    PyObject *seq = PySequence_Fast(obj, "");
+    PyObject *seq = PySequence_Tuple(obj);
     if (seq == NULL) {
         PyErr_Clear();
         dtrpy_arg_error("ranks: expected a sequence of ints, got %s", Py_TYPE(obj)->tp_name);
@@ -261,6 +261,7 @@ dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
 
 static PyObject *dtrpy_mesh_get_shape(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     int64_t s[DTR_MAX_MESH_DIMS];
     int n = dtr_mesh_ndims(m->mesh);
     for (int i = 0; i < n; i++) s[i] = dtr_mesh_size(m->mesh, i);
@@ -269,6 +270,7 @@ static PyObject *dtrpy_mesh_get_shape(dtrpy_mesh_t *m, void *closure) {
 
 static PyObject *dtrpy_mesh_get_ranks(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     int64_t n = dtr_mesh_nranks(m->mesh);
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     if (t == NULL) return NULL;
@@ -279,16 +281,19 @@ static PyObject *dtrpy_mesh_get_ranks(dtrpy_mesh_t *m, void *closure) {
 
 static PyObject *dtrpy_mesh_get_size(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     return PyLong_FromLongLong(dtr_mesh_nranks(m->mesh));
 }
 
 static PyObject *dtrpy_mesh_get_ndim(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     return PyLong_FromLong(dtr_mesh_ndims(m->mesh));
 }
 
 static PyObject *dtrpy_mesh_get_comm(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     return dtrpy_mesh_comm(m);
 }
 
@@ -306,6 +311,7 @@ static int dtrpy_mesh_my_rank(dtrpy_mesh_t *m, int *rank) {
 
 static PyObject *dtrpy_mesh_get_rank(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     int rank;
     if (dtrpy_mesh_my_rank(m, &rank) < 0) return NULL;
     return PyLong_FromLong(rank);
@@ -313,6 +319,7 @@ static PyObject *dtrpy_mesh_get_rank(dtrpy_mesh_t *m, void *closure) {
 
 static PyObject *dtrpy_mesh_get_coordinate(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
     int rank;
     if (dtrpy_mesh_my_rank(m, &rank) < 0) return NULL;
     int64_t coord[DTR_MAX_MESH_DIMS];

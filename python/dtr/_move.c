@@ -180,6 +180,9 @@ static int dtrpy_output(PyObject *out, dtrpy_tensor_t *t, const dtr_spec_t *spec
         if (dtrpy_buffer(out, "out", true, &t->out, &d, &kind) < 0) return -1;
         Py_XDECREF(kind);
         t->has_out = true;
+        if (t->out.ndim > DTR_MAX_TENSOR_DIMS)
+            return dtrpy_arg_error("out: %d dims, at most %d", t->out.ndim, DTR_MAX_TENSOR_DIMS),
+                   -1;
         bool same = t->out.ndim == l.ndim;
         for (int i = 0; same && i < l.ndim; i++) same = t->out.shape[i] == l.local_shape[i];
         if (d != spec->dtype)
@@ -491,6 +494,7 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     int64_t cap_bytes = 0;
     if (cap != NULL && cap != Py_None && dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0)
         return NULL;
+    if (dtrpy_flag_ok(relabel, "relabel") < 0) return NULL;
     if (c->to != NULL) return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes);
     if (relabel != NULL && PyObject_IsTrue(relabel) == 1)
         return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");
@@ -527,7 +531,7 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOpOOOOO:redistribute", names, &local,
                                      &mesh_obj, &src, &dst, &shape_obj, &out, &async_op, &to_obj,
                                      &dtype_obj, &to_dtype_obj, &relabel, &cap))
-        return NULL;
+        return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
     if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
     if (!c.in_src && !c.in_dst) return async_op ? dtrpy_request_done(Py_None) : Py_NewRef(Py_None);
@@ -619,6 +623,10 @@ static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
     return st;
 }
 
+static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
+                                PyObject *shapes, PyObject *outs, PyObject *dtypes,
+                                PyObject *relabel);
+
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
@@ -628,10 +636,39 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOO:redistribute_many", names, &locals,
                                      &mesh_obj, &src, &dst, &shapes, &outs, &to_obj, &dtypes,
                                      &relabel))
-        return NULL;
+        return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
     if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(locals, "");
+    /* snapshots of the per-tensor lists: a callback of one of their items (an __index__, a
+     * placement object's property) may change the caller's list while it is read */
+    PyObject *keep[5] = {NULL, NULL, NULL, NULL, NULL}, **each[5] = {&src, &dst, &shapes, &outs,
+                                                                    &dtypes};
+    for (int k = 0; k < 5; k++)
+        if (*each[k] != NULL && PyList_Check(*each[k])) {
+            keep[k] = PyList_AsTuple(*each[k]);
+            if (keep[k] == NULL) {
+                for (int j = 0; j < k; j++) Py_XDECREF(keep[j]);
+                return NULL;
+            }
+            *each[k] = keep[k];
+        }
+    PyObject *results = dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel);
+    for (int k = 0; k < 5; k++) Py_XDECREF(keep[k]);
+    return results;
+}
+
+/* redistribute_many's work once its arguments are snapshots. */
+static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
+                                PyObject *shapes, PyObject *outs, PyObject *dtypes,
+                                PyObject *relabel) {
+    dtrpy_call_t c = *cp;
+    if (dtrpy_flag_ok(relabel, "relabel") < 0 ||
+        (c.to == NULL && relabel == Py_True &&
+         dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)") == NULL)) {
+        dtrpy_call_refuse(&c);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Tuple(locals);
     if (seq == NULL) {
         PyErr_Clear();
         dtrpy_arg_error("locals: expected a list of arrays, got %s", Py_TYPE(locals)->tp_name);

@@ -128,6 +128,14 @@ PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     PyObject *ranks = PyObject_GetAttrString(mesh_obj, "ranks");
     if (ranks == NULL) return NULL;
+    bool ints = PyTuple_Check(ranks) && PyTuple_GET_SIZE(ranks) == dtr_mesh_nranks(mesh->mesh);
+    for (Py_ssize_t i = 0; ints && i < PyTuple_GET_SIZE(ranks); i++)
+        ints = PyLong_Check(PyTuple_GET_ITEM(ranks, i));
+    if (!ints) {
+        Py_DECREF(ranks);
+        return dtrpy_arg_error("mesh: its .ranks is not the mesh's tuple of ints (a subclass "
+                               "replaced it)");
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(ranks);
     PyObject *list = PyList_New(n);
     for (Py_ssize_t i = 0; list != NULL && i < n; i++) {
@@ -181,11 +189,13 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     to_dtype = dtype;
     if (to_dtype_obj != NULL && to_dtype_obj != Py_None &&
-        dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0)
+        dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0 || dtrpy_flag_ok(relabel, "relabel") < 0)
         return NULL;
+    if (to == NULL && cap != NULL && cap != Py_None)
+        return dtrpy_arg_error("staging_cap: only for a plan between meshes (to_mesh=)");
     dtr_plan_options_t opts = dtrpy_opts;
     if (strategy != NULL && strategy != Py_None) {
-        const char *s = PyUnicode_Check(strategy) ? PyUnicode_AsUTF8(strategy) : NULL;
+        const char *s = PyUnicode_Check(strategy) ? dtrpy_text(strategy, "strategy") : NULL;
         if (s == NULL || dtr_strategy_parse(s, &opts.strategy) != DTR_OK) {
             PyErr_Clear();
             return dtrpy_arg_error("strategy: %R is not 'optimal' or 'compat'", strategy);

@@ -47,6 +47,12 @@ void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (used < len) snprintf(buf + used, len - used, ndim == 1 ? ",)" : ")");
 }
 
+int dtrpy_flag_ok(PyObject *obj, const char *what) {
+    if (obj == NULL || obj == Py_None || PyBool_Check(obj)) return 0;
+    dtrpy_arg_error("%s: expected True or False, got %s", what, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
 int dtrpy_int(PyObject *obj, const char *what, int64_t lo, int64_t hi, int64_t *out) {
     if (PyBool_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) || PyBytes_Check(obj)) {
         dtrpy_arg_error("%s: expected an int, got %s", what, Py_TYPE(obj)->tp_name);
@@ -79,7 +85,11 @@ const char *dtrpy_text(PyObject *obj, const char *what) {
     }
     Py_ssize_t len = 0;
     const char *s = PyUnicode_AsUTF8AndSize(obj, &len);
-    if (s == NULL) return NULL;
+    if (s == NULL) { /* a lone surrogate has no UTF-8 */
+        PyErr_Clear();
+        dtrpy_arg_error("%s: %R is not valid text (no UTF-8 form)", what, obj);
+        return NULL;
+    }
     if ((Py_ssize_t)strlen(s) != len) {
         dtrpy_arg_error("%s: %R holds a NUL character (at offset %zd)", what, obj,
                         (Py_ssize_t)strlen(s));
@@ -105,7 +115,7 @@ int dtrpy_shape(PyObject *obj, const char *what, int64_t *shape, int *ndim) {
         if (dtrpy_int(obj, what, 0, DTR_MAX_DIM_SIZE, &shape[0]) < 0) return -1;
         *ndim = 1;
     } else {
-        PyObject *seq = PySequence_Fast(obj, "");
+        PyObject *seq = PySequence_Tuple(obj);
         if (seq == NULL) {
             PyErr_Clear();
             dtrpy_arg_error("%s: expected a sequence of ints, got %s", what,
@@ -171,7 +181,7 @@ static int dtrpy_parse_placements(PyObject *obj, const char *what, dtr_placement
         }
         return 0;
     }
-    PyObject *seq = PySequence_Fast(obj, "");
+    PyObject *seq = PySequence_Tuple(obj);
     if (seq == NULL) {
         PyErr_Clear();
         dtrpy_arg_error("%s: expected placements ('S(0),R', or a sequence of dtr.Shard, "
@@ -217,6 +227,9 @@ static int dtrpy_parse_placements(PyObject *obj, const char *what, dtr_placement
 }
 
 int dtrpy_placements(PyObject *obj, const char *what, int ndims, dtr_placement_t *out) {
+    if (obj == NULL || obj == Py_None)
+        return dtrpy_arg_error("%s: expected placements ('S(0),R' or a sequence), got None",
+                               what), -1;
     PyObject *hit = PyDict_GetItemWithError(dtrpy_placement_cache, obj);
     if (hit == NULL && PyErr_Occurred()) PyErr_Clear(); /* (unhashable: parse every time) */
     int n = 0;

@@ -8,7 +8,8 @@ import pytest
 import dtr
 from conftest import world
 
-# statuses a rank's own refused argument may carry
+# statuses a rank's own refused argument may carry (or, for arguments Python itself refuses
+# before dtr sees them, TypeError, ValueError and OverflowError: the other ranks still fail)
 OWN = {"DTR_ERR_INVALID_ARGUMENT", "DTR_ERR_PARSE", "DTR_ERR_OVERFLOW", "DTR_ERR_BUFFER_TOO_SMALL",
        "DTR_ERR_UNSUPPORTED"}
 
@@ -24,8 +25,11 @@ def setup():
 def expect_refused(call, bad, name):
     """The call raises on every rank: the wrong rank its own error (or the disagreement, where
     its wrong argument made another plan), the others the remote rank's failure."""
-    with pytest.raises(dtr.Error) as e:
+    with pytest.raises((dtr.Error, TypeError, ValueError, OverflowError)) as e:
         call()
+    if bad and not isinstance(e.value, dtr.Error):
+        return e.value
+    assert isinstance(e.value, dtr.Error), (name, repr(e.value))
     if bad:
         assert e.value.status in OWN | {"DTR_ERR_MISMATCH"}, (name, e.value.status, str(e.value))
     else:
@@ -63,6 +67,8 @@ def test_redistribute_one_rank_wrong():
         "to_dtype unknown": dict(to_dtype="f99"),
         "staging_cap negative": dict(staging_cap=-1),
         "relabel without to_mesh": dict(relabel=True),
+        "relabel not a bool": dict(relabel=np.zeros(3)),
+        "an unknown keyword": dict(nonsense=1),
     }
     for name, wrong in wrongs.items():
         for async_op in (False, True):
@@ -130,6 +136,10 @@ def test_grad_reductions_one_rank_wrong():
     mesh = dtr.Mesh(n)
     base = np.arange(10, dtype=np.float32)
     hook_wrongs = {
+        "kind not a str": dict(kind=5),
+        "kind with a NUL": dict(kind="allreduce\x00"),
+        "dims empty": dict(dims=[]),
+        "an unknown keyword": dict(nonsense=1),
         "buf read-only": dict(buf=read_only(base)),
         "buf big-endian": dict(buf=base.astype(">f4")),
         "kind unknown": dict(kind="max"),
@@ -145,6 +155,9 @@ def test_grad_reductions_one_rank_wrong():
         assert np.array_equal(g, base * ((n + 1) / 2)), name
     grads = [np.arange(2 * n * 3, dtype=np.float32).reshape(2 * n, 3)]
     rs_wrongs = {
+        "shard_dim not an int": dict(shard_dim="x"),
+        "shard_dim past int": dict(shard_dim=2 ** 70),
+        "shard_dims empty": dict(shard_dims=[]),
         "grads not a list": dict(grads=3),
         "a grad None": dict(grads=[None]),
         "a grad big-endian": dict(grads=[grads[0].astype(">f4")]),
