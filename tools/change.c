@@ -142,10 +142,13 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
     for (int k = 0; k < DTR__NFLAGS; k++) options[k] = dtr__flags[k].opt;
     options[DTR__NFLAGS] = (struct option){NULL, 0, NULL, 0};
     opterr = 0;
+    unsigned char seen[DTR_CLI_SEEN] = {0};
     for (;;) {
         int index = -1;
         int c = getopt_long(argc, argv, ":h", options, &index);
         if (c == -1) break;
+        int once = dtr_cli_once(cmd, options, c, seen);
+        if (once != DTR_EXIT_OK) return once;
         if (c == ':' || c == '?') {
             if (who == DTR_CLI_RUN_BATCH && c == '?' && optopt == 0)
                 return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "

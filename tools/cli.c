@@ -42,6 +42,19 @@ int dtr_cli_parse_number(const char *cmd, const char *flag, const char *text, bo
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_once(const char *cmd, const struct option *options, int c, unsigned char *seen) {
+    if (c < 0 || c >= DTR_CLI_SEEN || c == ':' || c == '?' || c == 'h') return DTR_EXIT_OK;
+    if (!seen[c]) {
+        seen[c] = 1;
+        return DTR_EXIT_OK;
+    }
+    const char *name = NULL;
+    for (int k = 0; options[k].name != NULL && name == NULL; k++)
+        if (options[k].flag == NULL && options[k].val == c) name = options[k].name;
+    return dtr_cli_usage_error(cmd, "--%s: given twice (each flag once: the second would "
+                                    "replace the first)", name != NULL ? name : "?");
+}
+
 int dtr_cli_option_error(const char *cmd, int c, char **argv) {
     if (c == ':')
         return dtr_cli_usage_error(cmd, "%s needs a value (see 'dtr %s --help')", argv[optind - 1],

@@ -30,6 +30,13 @@ typedef struct {
 
 extern const dtr_cli_command_t dtr_cli_layout;
 
+/* For each option getopt_long returned (c its code): DTR_EXIT_USAGE, naming the flag, the
+ * second time the same flag comes (it would silently replace the first value); seen: a
+ * zeroed array of DTR_CLI_SEEN bytes per parse. */
+#define DTR_CLI_SEEN 512
+struct option;
+int dtr_cli_once(const char *cmd, const struct option *options, int c, unsigned char *seen);
+
 /* Prints "dtr <cmd>: <message>" as one line on stderr and returns DTR_EXIT_USAGE. */
 int dtr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -619,9 +619,11 @@ static int dtr__grad_args(int argc, char **argv, dtr__grad_args_t *a, bool *help
     *help = false;
     optind = 1;
     opterr = 0;
+    unsigned char seen[DTR_CLI_SEEN] = {0};
     for (;;) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
         if (c == -1) break;
+        if (dtr_cli_once("grad", options, c, seen) != DTR_EXIT_OK) return DTR_EXIT_USAGE;
         switch (c) {
         case 'M': mode = optarg; break;
         case 'N': numel = optarg; break;

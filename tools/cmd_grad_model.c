@@ -86,9 +86,11 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
+    unsigned char seen[DTR_CLI_SEEN] = {0};
     for (;;) {
         int c = getopt_long(argc, argv, ":", options, NULL);
         if (c == -1) break;
+        if (dtr_cli_once("grad", options, c, seen) != DTR_EXIT_OK) return DTR_EXIT_USAGE;
         switch (c) {
         case 'M': a->mode = optarg; break;
         case 'L': a->model = optarg; break;

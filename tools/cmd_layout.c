@@ -8,7 +8,7 @@
 static void dtr__layout_help(FILE *out) {
     fputs(
         "usage: dtr layout --mesh MESH --shape SHAPE --placements LIST [--dtype DTYPE]\n"
-        "                  [--ranks LIST] [--json]\n"
+        "                  [--ranks LIST] [--json] [--all]\n"
         "\n"
         "Prints what each rank of the mesh holds of a tensor: its mesh coordinate, local\n"
         "shape, global offset and bytes, with PyTorch DTensor's chunk semantics (uneven\n"
@@ -31,6 +31,9 @@ static void dtr__layout_help(FILE *out) {
         "  --ranks LIST         explicit ranks in row-major mesh order, e.g. 3,2,1,0\n"
         "                       (default 0..N-1)\n"
         "  --json               one JSON object instead of the table\n"
+        "  --all                every rank, however many: the table lists the first 64\n"
+        "                       (and sums them all up to a million ranks), --json refuses\n"
+        "                       a mesh of more than a million ranks without it\n"
         "  -h, --help           this help\n"
         "\n"
         "examples:\n"
@@ -52,8 +55,12 @@ static void dtr__print_tuple(FILE *out, const int64_t *v, int n, char *buf, size
     (void)out;
 }
 
+/* Rows the table lists without --all; ranks it sums without --all. */
+#define DTR__LAYOUT_ROWS 64
+#define DTR__LAYOUT_SUM ((int64_t)1 << 20)
+
 static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh_text,
-                             const char *shape_text, const char *placement_text) {
+                             const char *shape_text, const char *placement_text, bool all) {
     const dtr_mesh_t *mesh = spec->mesh;
     int mdims = dtr_mesh_ndims(mesh);
     int64_t nranks = dtr_mesh_nranks(mesh);
@@ -63,7 +70,8 @@ static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh
             "global_offset", "bytes");
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     int64_t total = 0;
-    for (int64_t p = 0; p < nranks; p++) {
+    bool sum = all || nranks <= DTR__LAYOUT_SUM;
+    for (int64_t p = 0; p < nranks && (sum || p < DTR__LAYOUT_ROWS); p++) {
         int rank;
         dtr_layout_t l;
         dtr_mesh_rank_at(mesh, coord, &rank);
@@ -73,7 +81,8 @@ static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh
         dtr__print_tuple(out, coord, mdims, c, sizeof c);
         dtr_shape_format(l.local_shape, l.ndim, s, sizeof s);
         dtr__print_tuple(out, l.global_offset, l.ndim, o, sizeof o);
-        fprintf(out, "%6d  %-17s  %-20s  %-24s  %lld\n", rank, c, s, o, (long long)l.bytes);
+        if (all || p < DTR__LAYOUT_ROWS)
+            fprintf(out, "%6d  %-17s  %-20s  %-24s  %lld\n", rank, c, s, o, (long long)l.bytes);
         total += l.bytes;
         for (int i = mdims - 1; i >= 0; i--) { /* next coordinate, row-major */
             if (++coord[i] < dtr_mesh_size(mesh, i)) break;
@@ -82,8 +91,15 @@ static void dtr__print_table(FILE *out, const dtr_spec_t *spec, const char *mesh
     }
     int64_t tensor = dtr_dtype_info(spec->dtype)->size;
     for (int d = 0; d < spec->ndim; d++) tensor *= spec->shape[d];
-    fprintf(out, "\n%lld bytes held over %lld ranks; the tensor is %lld bytes\n",
-            (long long)total, (long long)nranks, (long long)tensor);
+    if (!all && nranks > DTR__LAYOUT_ROWS)
+        fprintf(out, "%6s  (%lld more rank%s: --all lists every rank)\n", "...",
+                (long long)(nranks - DTR__LAYOUT_ROWS), nranks - DTR__LAYOUT_ROWS > 1 ? "s" : "");
+    if (sum)
+        fprintf(out, "\n%lld bytes held over %lld ranks; the tensor is %lld bytes\n",
+                (long long)total, (long long)nranks, (long long)tensor);
+    else
+        fprintf(out, "\n%lld ranks; the tensor is %lld bytes (--all sums what they hold)\n",
+                (long long)nranks, (long long)tensor);
 }
 
 static void dtr__print_json(FILE *out, const dtr_spec_t *spec) {
@@ -122,18 +138,23 @@ static int dtr__layout_main(int argc, char **argv) {
         DTR_CLI_SPEC_OPTIONS,
         {"placements", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},
+        {"all", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {0};
     int json = 0;
+    bool all = false;
     opterr = 0;
+    unsigned char seen[DTR_CLI_SEEN] = {0};
     for (;;) {
         int c = getopt_long(argc, argv, ":h", options, NULL);
         if (c == -1) break;
+        if (dtr_cli_once("layout", options, c, seen) != DTR_EXIT_OK) return DTR_EXIT_USAGE;
         switch (c) {
         case 'p': args.placements = optarg; break;
         case 'j': json = 1; break;
+        case 'a': all = true; break;
         case 'h': dtr__layout_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -146,6 +167,13 @@ static int dtr__layout_main(int argc, char **argv) {
     dtr_spec_t spec;
     int rc = dtr_cli_build_spec("layout", &args, &mesh, &spec);
     if (rc != DTR_EXIT_OK) return rc;
+    if (json && !all && dtr_mesh_nranks(mesh) > DTR__LAYOUT_SUM) {
+        rc = dtr_cli_usage_error("layout", "--json: %lld blocks, more than %lld; --all prints "
+                                            "them all", (long long)dtr_mesh_nranks(mesh),
+                                 (long long)DTR__LAYOUT_SUM);
+        dtr_mesh_destroy(mesh);
+        return rc;
+    }
     if (json) {
         dtr__print_json(stdout, &spec);
     } else {
@@ -154,7 +182,7 @@ static int dtr__layout_main(int argc, char **argv) {
         dtr_shape_format(spec.shape, spec.ndim, shape_text, sizeof shape_text);
         dtr_placements_format(spec.placements, dtr_mesh_ndims(mesh), placement_text,
                               sizeof placement_text);
-        dtr__print_table(stdout, &spec, mesh_text, shape_text, placement_text);
+        dtr__print_table(stdout, &spec, mesh_text, shape_text, placement_text, all);
     }
     dtr_mesh_destroy(mesh);
     return DTR_EXIT_OK;

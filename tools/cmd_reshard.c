@@ -71,7 +71,9 @@ static int dtr__rs_args(int argc, char **argv, dtr__rs_args_t *a) {
     a->max_bytes = "5000000000";
     optind = 1;
     opterr = 0;
+    unsigned char seen[DTR_CLI_SEEN] = {0};
     for (int c; (c = getopt_long(argc, argv, ":", options, NULL)) != -1;) {
+        if (dtr_cli_once("reshard", options, c, seen) != DTR_EXIT_OK) return DTR_EXIT_USAGE;
         switch (c) {
         case 'f': a->from = optarg; break;
         case 't': a->to = optarg; break;

@@ -87,6 +87,14 @@ expect_usage_error "dtr run: --iters: '' is not a count 0..1000000" run --mesh 4
 expect_usage_error "dtr grad: --numel: '' is not a count 0..2^40" "${g[@]}" --mode fsdp --numel ''
 expect_usage_error "dtr grad: --base: '' is not a number" "${g[@]}" --mode fsdp --base ''
 expect_usage_error 'dtr plan: --local-gbps: dtr_cost_model_set: local_gbps "0": item 0 must be a finite number > 0' "${p[@]}" --local-gbps 0
+# a flag given twice: refused by name in every command (it silently took the last value)
+twice="given twice (each flag once: the second would replace the first)"
+expect_usage_error "dtr layout: --mesh: $twice" layout --mesh 2 --mesh 4 --shape 4 --placements R
+expect_usage_error "dtr layout: --json: $twice" layout --mesh 2 --shape 4 --placements R --json --json
+expect_usage_error "dtr plan: --to: $twice" "${p[@]}" --to R
+expect_usage_error "dtr run: --iters: $twice" run --mesh 4 --shape 8 --from 'S(0)' --to R --iters 2 --iters 3
+expect_usage_error "dtr grad: --mode: $twice" "${g[@]}" --mode fsdp --mode ddp
+expect_usage_error "dtr reshard: --from: $twice" reshard --from a --from b --to c --consolidate
 
 echo "cli bad inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -79,5 +79,29 @@ expect_contains '--placements LIST' help layout
 expect_contains 'examples:' layout -h
 expect_output "dtr $version" --version
 
+# a mesh past 64 ranks lists the first 64 (2^31-1 once printed two billion lines); --all
+# lists and sums every rank; --json refuses more than a million without --all
+expect_contains '   ...  (1 more rank: --all lists every rank)' layout --mesh 65 --shape 130 --placements 'S(0)'
+expect_contains '520 bytes held over 65 ranks; the tensor is 520 bytes' layout --mesh 65 --shape 130 --placements 'S(0)'
+expect_contains '2147483647 ranks; the tensor is 16 bytes (--all sums what they hold)' layout --mesh 2147483647 --shape 4 --placements R
+expect_contains '    64  (64)               2                     (128)                     8' layout --mesh 65 --shape 130 --placements 'S(0)' --all
+if [ "$(timeout 60 "$dtr" layout --mesh 2147483647 --shape 4 --placements R | wc -l)" -eq 70 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: a 2^31-1 rank mesh's table is not 70 lines"
+fi
+err=$(mktemp)
+if "$dtr" layout --mesh 2147483647 --shape 4 --placements R --json >/dev/null 2>"$err"; then
+    fail=$((fail + 1))
+    echo "FAIL: --json of 2^31-1 blocks without --all"
+elif grep -qF 'dtr layout: --json: 2147483647 blocks, more than 1048576; --all prints them all' "$err"; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1))
+    echo "FAIL: --json of 2^31-1 blocks: $(cat "$err")"
+fi
+rm -f "$err"
+
 echo "cli layout: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
