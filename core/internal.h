@@ -104,7 +104,8 @@ dtr_status_t dtr__buf_printf(char *buf, size_t len, size_t *pos, const char *fun
                              const char *fmt, ...) DTR__PRINTF(5, 6);
 
 /* Scans dims written "2x5" ("" or "scalar": none) into out[0..cap), each 0..2^40; with
- * `brackets` also "[2, 5]" and "(2, 5)" ("[]", "()": none); errors name `func`. Shared by
+ * `brackets` (shapes) also "[2, 5]" and "(2, 5)" ("[]", "()": none) and sizes from 0,
+ * without (meshes) sizes from 1; errors name `func`. Shared by
  * the shape and mesh parsers (dtensor/shape.c). */
 dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
                              const char *func, bool brackets);

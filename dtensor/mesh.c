@@ -116,11 +116,6 @@ dtr_status_t dtr_mesh_parse(const char *text, const int *ranks, int64_t nranks,
         return dtr__error(DTR_ERR_PARSE, __func__,
                           "text \"%s\": a mesh needs at least one dim, e.g. \"4\" or \"2x2\"",
                           text);
-    for (int i = 0; i < ndims; i++)
-        if (sizes[i] < 1)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                              "text \"%s\": mesh dim %d has size 0, must be at least 1", text,
-                              i);
     DTR_CHECK_AS(dtr_mesh_create(ndims, sizes, ranks, nranks, out), __func__);
     return DTR_OK;
 }

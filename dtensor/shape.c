@@ -46,10 +46,10 @@ dtr_status_t dtr__dims_parse(const char *text, int64_t *out, int cap, int *ndim,
             return dtr__error(DTR_ERR_OVERFLOW, func,
                               "text \"%s\": dim %d: %.*s exceeds 2^40", text, n,
                               (int)(p > at ? p - at : (int)strlen(at)), at);
-        if (value < 0)
+        if (value < (brackets ? 0 : 1)) /* (a mesh's sizes start at 1, a shape's at 0) */
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
-                              "text \"%s\": dim %d: %lld, must be >= 0", text, n,
-                              (long long)value);
+                              "text \"%s\": dim %d: %lld, must be >= %d", text, n,
+                              (long long)value, brackets ? 0 : 1);
         if (n == limit)
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                               "text \"%s\": more than %d dims", text, limit);

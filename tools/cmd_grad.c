@@ -190,10 +190,12 @@ static int dtr__dry_run(const dtr__grad_args_t *a) {
     int64_t sizes[DTR_MAX_MESH_DIMS];
     int nd = 1;
     char meshtext[64];
+    if (a->spec.ranks != NULL && a->spec.mesh == NULL)
+        return dtr_cli_usage_error("grad", "--ranks: goes with --mesh (the mesh's ranks)");
     if (a->spec.mesh != NULL) {
         dtr_mesh_t *mesh = NULL;
-        if (dtr_mesh_parse(a->spec.mesh, NULL, 0, &mesh) != DTR_OK)
-            return dtr_cli_lib_error("grad", "--mesh");
+        int rc = dtr_cli_build_mesh("grad", &a->spec, &mesh); /* --ranks checked as in a run */
+        if (rc != DTR_EXIT_OK) return rc;
         nd = dtr_mesh_ndims(mesh);
         for (int i = 0; i < nd; i++) sizes[i] = dtr_mesh_size(mesh, i);
         dtr_mesh_format(mesh, meshtext, sizeof meshtext);

@@ -87,6 +87,12 @@ expect_usage_error "dtr run: --iters: '' is not a count 0..1000000" run --mesh 4
 expect_usage_error "dtr grad: --numel: '' is not a count 0..2^40" "${g[@]}" --mode fsdp --numel ''
 expect_usage_error "dtr grad: --base: '' is not a number" "${g[@]}" --mode fsdp --base ''
 expect_usage_error 'dtr plan: --local-gbps: dtr_cost_model_set: local_gbps "0": item 0 must be a finite number > 0' "${p[@]}" --local-gbps 0
+# --dry-run checks --ranks as a run does (it ignored them: garbage and duplicates passed)
+expect_usage_error "dtr grad: --ranks: goes with --mesh" "${g[@]}" --mode ddp --ranks 9,9,x
+expect_usage_error "dtr grad: --mesh/--ranks: dtr_mesh_parse: ranks: rank 0 appears twice" \
+    grad --dry-run --mesh 4 --mode ddp --ranks 0,0,1,2
+expect_usage_error "dtr layout: --mesh: dtr_mesh_parse: text \"-2\": dim 0: -2, must be >= 1" \
+    layout --mesh -2 --shape 4 --placements R
 # a flag given twice: refused by name in every command (it silently took the last value)
 twice="given twice (each flag once: the second would replace the first)"
 expect_usage_error "dtr layout: --mesh: $twice" layout --mesh 2 --mesh 4 --shape 4 --placements R
