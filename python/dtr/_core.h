@@ -3,6 +3,7 @@
  *
  *   _core.c   the module: its function table and setup
  *   _error.c  dtr.Error and its subclasses
+ *   _refuse.c a rank's refused arguments shared with its call's other ranks (dtr_refuse)
  *   _mesh.c   the MPI contexts (one per communicator) and dtr.Mesh
  *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
  *   _plan.c   dtr.layout, dtr.plan and the Plan object
@@ -81,6 +82,8 @@ PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs);
 PyObject *dtrpy_raise(dtr_status_t st);
 /* Raises dtr.ArgumentError with a formatted message; returns NULL. */
 PyObject *dtrpy_arg_error(const char *fmt, ...);
+/* ---- _refuse.c ---- */
+
 /* With an exception set for this rank's arguments to a collective call it has not made:
  * joins the call's argument agreement on c (dtr_refuse: mesh, dims, to as there), so that
  * the other ranks' call fails at once and the next call pairs, then leaves the exception

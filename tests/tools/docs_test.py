@@ -194,6 +194,32 @@ def cli_top(obj):
     return any(k in obj for k in ("mesh", "command"))
 
 
+def tracked():
+    """The repository's files and folders (git ls-files), so a build output in the work tree
+    never passes for one; None outside a git checkout (then the file system decides)."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True,
+                             check=True).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    paths = set()
+    for f in filter(None, out):
+        parts = f.split("/")
+        for k in range(1, len(parts) + 1):
+            paths.add("/".join(parts[:k]))
+    return paths
+
+
+TRACKED = tracked()
+
+
+def exists(full):
+    rel = os.path.relpath(full, ROOT)
+    if TRACKED is None or rel.startswith(".."):
+        return os.path.exists(full)
+    return rel.rstrip("/") in TRACKED
+
+
 PATH = re.compile(r"`([A-Za-z0-9_.\-]+(?:/[A-Za-z0-9_.\-]+)+/?)`")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
@@ -210,7 +236,7 @@ def check_paths(path, lines):
             if any(c in p for c in "*<>") or "NAME" in p or "..." in p:
                 continue
             full = os.path.normpath(os.path.join(base, p))
-            report(os.path.exists(full), f"{os.path.relpath(path, ROOT)}:{n + 1}",
+            report(exists(full), f"{os.path.relpath(path, ROOT)}:{n + 1}",
                    f"'{p}' does not exist")
 
 
