@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs an MPI program over several simulated nodes on this machine: each node a UTS namespace
 # with a host name of its own (node0, node1, ...), its ranks sharing memory, ranks of
-# different nodes talking TCP over loopback (../shared/BUILD-NOTES.md, "Several nodes on one
+# different nodes talking TCP over loopback (docs/nodes.md, "Simulated nodes"; "Several nodes on one
 # machine"). Ranks fill node0 first, then node1, ...: -n 8 on 2 nodes is 2 x 4.
 #
 # Usage: tools/mpirun_nodes.sh [--nodes N] [--per-node M] -n RANKS [MPIRUN ARGS...] PROGRAM [ARGS...]
