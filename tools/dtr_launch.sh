@@ -58,17 +58,25 @@ else
 fi
 
 pids=()
+# Each process is the leader of a process group of its own (set -m below), and a stop is
+# sent to the whole group: a process's own children (a shell's `sleep`) stop with it instead
+# of holding the job's output open until they end.
+stop() {
+    for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
+}
 cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    stop
     [ "$keep" -eq 1 ] || rm -rf "$store"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+set -m
 for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n DTR_GLOO_STORE=$store "$@" &
     pids+=($!)
 done
+set +m
 
 status=0
 left=$n
@@ -79,7 +87,7 @@ while [ "$left" -gt 0 ]; do
     if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
         status=$rc
         echo "dtr_launch.sh: a process exited with status $rc; stopping the others" >&2
-        for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+        stop
     fi
 done
 pids=()
