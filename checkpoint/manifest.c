@@ -165,6 +165,11 @@ static dtr_status_t dtr__ck_manifest(dtr_checkpoint_t *ck, const char *dir, cons
                           "%s: not a dtr checkpoint manifest, version 1 ({\"format\": "
                           "\"dtr-checkpoint\", \"version\": 1, \"mesh\", \"files\", "
                           "\"tensors\"})", path);
+    dtr_mesh_t *m = NULL; /* sizes as dtr_mesh_format writes them: "2x4" */
+    if (dtr_mesh_parse(json_string_value(mesh), NULL, 0, &m) != DTR_OK)
+        return dtr__error(DTR_ERR_PARSE, F, "%s: mesh '%s': %s", path, json_string_value(mesh),
+                          dtr__last_detail());
+    dtr_mesh_destroy(m);
     int nfiles = (int)json_array_size(files);
     int *file_of = calloc((size_t)nfiles, sizeof *file_of);
     bool **used = calloc((size_t)nfiles, sizeof *used);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/internal.h"
+#include "dtensor/internal.h"
 
 typedef struct {
     char *match;
@@ -57,6 +58,11 @@ static dtr_status_t dtr__rule(const char *func, const char *label, size_t i, jso
         return dtr__error(DTR_ERR_PARSE, func, "%s: rule %zu: placements '%s': %d for a %d-dim "
                                                "mesh (one per mesh dim)", label, i,
                           json_string_value(p), got, nd);
+    for (int d = 0; d < nd; d++)
+        if (r->pl[d].kind == DTR_PARTIAL)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: rule %zu: placements '%s': "
+                              "Partial: a checkpoint holds whole values, not addends",
+                              label, i, json_string_value(p));
     r->cast = dt != NULL;
     if (dt != NULL && (!json_is_string(dt) ||
                        dtr_dtype_parse(json_string_value(dt), &r->dtype) != DTR_OK))
@@ -167,6 +173,11 @@ dtr_status_t dtr_checkpoint_rules_spec(const dtr_checkpoint_rules_t *r, const dt
     if (t->dtype == DTR_DTYPE_LAST)
         return dtr__error(DTR_ERR_UNSUPPORTED, F, "tensor '%s': dtype %s: dtr has none", t->name,
                           t->format_dtype);
+    if (r->rules[k].cast && r->rules[k].dtype != t->dtype &&
+        !dtr__castable(t->dtype, r->rules[k].dtype))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "tensor '%s' (%s) with rule %d (%s): "
+                          "casts are between float dtypes only", t->name,
+                          dtr_dtype_name(t->dtype), k, r->rules[k].text);
     dtr_spec_t s;
     if (dtr_spec_init(&s, mesh, r->rules[k].pl, r->ndims, t->shape, t->ndim,
                       r->rules[k].cast ? r->rules[k].dtype : t->dtype) != DTR_OK) {

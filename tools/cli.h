@@ -152,6 +152,10 @@ void dtr_cli_restore_stderr(void);
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
 /* The same with this rank's own message (bad: it failed), for failures outside the library. */
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
+/* dtr_cli_all_ok's collective, returning the exit code instead: DTR_EXIT_OK, or the highest
+ * over the ranks that failed, each from its status's class (2 for a file or an argument, 3
+ * for a refusal, 1 for a run failure). */
+int dtr_cli_all_code(const char *cmd, dtr_status_t st, int rank, const char *what);
 /* DTR_EXIT_OK if every rank of the mesh is in the job, else prints why (naming `flag`, the
  * option that gave the mesh) and returns DTR_EXIT_USAGE. */
 int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world);

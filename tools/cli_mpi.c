@@ -66,15 +66,17 @@ static void dtr__rank_list(const char *msgs, size_t len, int world, int first, c
     }
 }
 
-int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg) {
-    int any = 0, world = 1;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!any) return 1;
+/* The collective behind dtr_cli_all_ok*: code is this rank's exit code (0: it did not
+ * fail); returns the highest over the job, rank 0 having printed each distinct message. */
+static int dtr__all_report(const char *cmd, int code, int rank, const char *msg) {
+    int worst = 0, world = 1;
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst == 0) return 0;
     /* rank 0 prints each distinct message once, with the ranks that failed so */
     enum { LEN = 384 };
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     char mine[LEN] = "";
-    if (bad) snprintf(mine, sizeof mine, "%s", msg);
+    if (code != 0) snprintf(mine, sizeof mine, "%s", msg);
     char *all = rank == 0 ? calloc((size_t)world, LEN) : NULL;
     MPI_Gather(mine, LEN, MPI_CHAR, all, LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
     for (int k = 0; all != NULL && k < world; k++) {
@@ -87,13 +89,23 @@ int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg) {
         fprintf(stderr, "dtr %s: %s: %s\n", cmd, ranks, m);
     }
     free(all);
-    return 0;
+    return worst;
+}
+
+int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg) {
+    return dtr__all_report(cmd, bad ? DTR_EXIT_FAIL : DTR_EXIT_OK, rank, msg) == 0;
+}
+
+int dtr_cli_all_code(const char *cmd, dtr_status_t st, int rank, const char *what) {
+    char msg[384] = "";
+    if (st != DTR_OK) snprintf(msg, sizeof msg, "%s: %s", what, dtr_last_error());
+    int code = st == DTR_OK ? DTR_EXIT_OK : dtr_error_class_exit_code(dtr_status_class(st));
+    if (st != DTR_OK && code == DTR_EXIT_OK) code = DTR_EXIT_FAIL;
+    return dtr__all_report(cmd, code, rank, msg);
 }
 
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what) {
-    char msg[384] = "";
-    if (st != DTR_OK) snprintf(msg, sizeof msg, "%s: %s", what, dtr_last_error());
-    return dtr_cli_all_ok_msg(cmd, st != DTR_OK, rank, msg);
+    return dtr_cli_all_code(cmd, st, rank, what) == DTR_EXIT_OK;
 }
 
 int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh, int world) {

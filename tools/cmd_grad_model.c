@@ -20,7 +20,7 @@ typedef struct {
     const char *mode, *model;
     int mode_k; /* 0 ddp, 1 fsdp, 2 hsdp */
     dtr_dtype_t dtype;
-    int64_t microbatches, iters;
+    int64_t microbatches, iters, warmup;
     bool verify, json;
     dtr_cli_spec_args_t spec;
     dtr_cli_engine_t eng; /* --backend, --device */
@@ -76,13 +76,14 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
         {"model", required_argument, NULL, 'L'},
         {"microbatches", required_argument, NULL, 'b'},
         {"iters", required_argument, NULL, 'i'},
+        {"warmup", required_argument, NULL, 'w'},
         {"verify", no_argument, NULL, 'v'},
         {"json", no_argument, NULL, 'j'},
         {"backend", required_argument, NULL, 'E'},
         {"device", required_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *mb = "1", *iters = "5", *backend = "mpi", *device = NULL;
+    const char *mb = "1", *iters = "5", *warmup = "1", *backend = "mpi", *device = NULL;
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
@@ -96,6 +97,7 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
         case 'L': a->model = optarg; break;
         case 'b': mb = optarg; break;
         case 'i': iters = optarg; break;
+        case 'w': warmup = optarg; break;
         case 'v': a->verify = true; break;
         case 'j': a->json = true; break;
         case 'E': backend = optarg; break;
@@ -127,8 +129,10 @@ static int dtr__model_args(int argc, char **argv, dtr__model_args_t *a) {
     int rc;
     if ((rc = dtr_cli_parse_int("grad", "--microbatches", mb, 1, 1000, "a count 1..1000",
                                 &a->microbatches)) != DTR_EXIT_OK ||
-        (rc = dtr_cli_parse_int("grad", "--iters", iters, 1, 100000, "a count 1..100000",
-                                &a->iters)) != DTR_EXIT_OK)
+        (rc = dtr_cli_parse_int("grad", "--iters", iters, 0, 100000, "a count 0..100000",
+                                &a->iters)) != DTR_EXIT_OK ||
+        (rc = dtr_cli_parse_int("grad", "--warmup", warmup, 0, 100000, "a count 0..100000",
+                                &a->warmup)) != DTR_EXIT_OK)
         return rc;
     return DTR_EXIT_OK;
 }
@@ -417,10 +421,12 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
         for (int k = 0; k < nops; k++) printf("%s\"%s\"", k ? "," : "", ops[k]);
         printf("],\"collectives\":{\"per_tensor\":%lld,\"grouped\":%lld,\"baseline\":%lld},"
                "\"verified\":%s,\"max_abs_err\":%.9g,\"abs_tolerance\":%.9g,\"iters\":%lld,"
+               "\"warmup\":%lld,"
                "\"per_tensor_median_us\":%.1f,\"grouped_median_us\":%.1f,"
                "\"baseline_median_us\":%.1f}\n",
                (long long)(per * s->n), (long long)(per * s->ngroups), (long long)per,
                a->verify ? (ok ? "true" : "false") : "null", err, tol, (long long)a->iters,
+               (long long)a->warmup,
                med[0] * 1e6, med[1] * 1e6, med[2] * 1e6);
         return;
     }
@@ -434,10 +440,13 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
     printf("; D = %lld\n", (long long)s->f.world);
     printf("  collectives per step: per-tensor %lld, grouped %lld, baseline %lld\n",
            (long long)(per * s->n), (long long)(per * s->ngroups), (long long)per);
-    printf("  median of %lld: per-tensor %.1f us, grouped %.1f us, baseline %.1f us\n",
-           (long long)a->iters, med[0] * 1e6, med[1] * 1e6, med[2] * 1e6);
-    printf("  grouped: %.2fx faster than per-tensor, %.2fx the baseline\n", med[0] / med[1],
-           med[1] / med[2]);
+    if (a->iters > 0) {
+        printf("  median of %lld after %lld warm-up: per-tensor %.1f us, grouped %.1f us, "
+               "baseline %.1f us\n", (long long)a->iters, (long long)a->warmup, med[0] * 1e6,
+               med[1] * 1e6, med[2] * 1e6);
+        printf("  grouped: %.2fx faster than per-tensor, %.2fx the baseline\n",
+               med[0] / med[1], med[1] / med[2]);
+    }
     if (a->verify && ok)
         printf("  verified: both ways, every element of every shard on every rank is the mean "
                "over %lld ranks and %lld microbatch%s; max abs error %.9g (tolerance %.9g)\n",
@@ -484,12 +493,16 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
     if (st == DTR_OK) st = dtr_grad_pipeline_create(s.ctx, &pipe);
     if (!dtr_cli_all_ok("grad", st, rank, "setup")) goto done;
     double *t[3];
-    for (int w = 0; w < 3; w++) t[w] = calloc((size_t)a.iters, sizeof *t[w]);
+    bool tmem = true;
+    for (int w = 0; w < 3; w++) tmem = (t[w] = calloc((size_t)a.iters + 1, sizeof *t[w])) && tmem;
+    if (!dtr_cli_all_ok_msg("grad", !tmem, rank, "timing: out of memory")) goto done_t;
     double err[2] = {0, 0}, allerr[2], secs;
     static const char *const ways[] = {"per-tensor", "grouped", "baseline"};
-    /* One warm-up round, then the rounds timed: the three ways side by side in each. */
+    /* The warm-up rounds (one at least when none is timed: the checked round), then the
+     * rounds timed: the three ways side by side in each; the last round is the checked one. */
+    int64_t warm = a.iters == 0 && a.warmup == 0 ? 1 : a.warmup;
     dtr_cli_progress_t prog = {0};
-    for (int64_t it = -1; it < a.iters && st == DTR_OK; it++) {
+    for (int64_t it = -warm; it < a.iters && st == DTR_OK; it++) {
         for (int w = 0; w < 3 && st == DTR_OK; w++) {
             st = dtr__timed(&s, w, pipe, &secs);
             if (!dtr_cli_all_ok("grad", st, rank, ways[w])) goto done_t;
@@ -497,7 +510,7 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
             if (a.verify && it == a.iters - 1 && w < 2) st = dtr__model_verify(&s, err);
             if (!dtr_cli_all_ok("grad", st, rank, "the check")) goto done_t;
         }
-        if (rank == 0) dtr_cli_progress(&prog, "grad", "rounds (one warm-up)", it + 2, a.iters + 1);
+        if (rank == 0) dtr_cli_progress(&prog, "grad", "rounds", it + warm + 1, warm + a.iters);
     }
     MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     static const double eps[] = {[DTR_F32] = 0x1p-23, [DTR_F16] = 0x1p-11, [DTR_BF16] = 0x1p-8};

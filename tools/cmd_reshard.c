@@ -154,6 +154,9 @@ static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
     for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
         dtr_checkpoint_tensor_t t;
         dtr_checkpoint_tensor(ck, i, &t);
+        if (t.name[0] == '\0')
+            return dtr_cli_usage_error("reshard", "--from: tensor %lld has an empty name (a "
+                                                  "checkpoint cannot name it)", (long long)i);
         int k = -1;
         if (dtr_checkpoint_rules_spec(rules, ck, i, mesh, &specs[i], &k) != DTR_OK)
             return dtr_cli_lib_error("reshard", "--rules");
@@ -398,10 +401,11 @@ static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
     dtr_checkpoint_t *ck = NULL;
     if (rc == DTR_EXIT_OK) { /* (rank 0 speaks for all: every rank reads the same files) */
         dtr_status_t st = dtr_checkpoint_open(a.from, &ck);
-        if (!dtr_cli_all_ok("reshard", st, rank, "--from")) {
-            rc = DTR_EXIT_FAIL;
-            dtr__rs_undo(a.to, made, rank);
-        }
+        rc = dtr_cli_all_code("reshard", st, rank, "--from"); /* (unreadable: 2) */
+        if (rc == DTR_EXIT_OK && dtr_checkpoint_count(ck) == 0)
+            rc = dtr_cli_usage_error("reshard", "--from: '%s' holds no tensors (nothing to "
+                                                "reshard)", a.from);
+        if (rc != DTR_EXIT_OK) dtr__rs_undo(a.to, made, rank);
     }
     if (rc == DTR_EXIT_OK && rank == 0 && !a.consolidate)
         printf("dtr reshard: %lld tensors of %s onto %s by %s:\n",

@@ -212,7 +212,8 @@ static bool dtr__setup_buffers(dtr_cli_run_t *r) {
     if (!dtr_cli_all_ok("run", st, r->rank, "context")) return false;
     if (r->inside)
         st = dtr_cli_source_fill(&r->data, &r->src, "in", r->rank, o->verify, r->in, r->in_bytes);
-    if (!dtr_cli_all_ok("run", st, r->rank, o->input != NULL ? "--input" : "fill")) return false;
+    r->fail_code = dtr_cli_all_code("run", st, r->rank, o->input != NULL ? "--input" : "fill");
+    if (r->fail_code != DTR_EXIT_OK) return false; /* (an unreadable --input: exit 2) */
     memcpy(r->copy, r->in, r->in_bytes);
     st = dtr_cli_dev_put(&r->eng, r->in, r->in_bytes, &r->din);
     if (st == DTR_OK) st = dtr_cli_dev_put(&r->eng, r->out, r->out_bytes, &r->dout);
@@ -277,7 +278,7 @@ static bool dtr__timing(dtr_cli_run_t *r) {
 static int dtr__run_phases(dtr_cli_run_t *r) {
     const dtr_cli_change_t *o = r->o;
     if (!dtr__setup_buffers(r) || !dtr__first_run(r) || !dtr_cli_run_check(r))
-        return DTR_EXIT_FAIL;
+        return r->fail_code != DTR_EXIT_OK ? r->fail_code : DTR_EXIT_FAIL;
     if (o->backward && !dtr_cli_run_backward(r)) return DTR_EXIT_FAIL;
     if (!dtr__timing(r)) return DTR_EXIT_FAIL;
     r->ok = !o->verify || (r->fwd.rep.mismatches == 0 && r->fwd.input_changed == 0 &&

@@ -54,6 +54,7 @@ typedef struct {
     dtr_cli_verdict_t *all; /* each rank's forward verdict (rank 0) */
     dtr_cli_verdict_t fwd, bwd;
     int first_bad;          /* the first rank whose forward check failed, or -1 */
+    int fail_code;          /* a set-up failure's exit code (0: DTR_EXIT_FAIL) */
     bool ok;                /* verified forward and backward (or no --verify) */
     /* the timing and the paths the MPI backend took */
     double med, base;

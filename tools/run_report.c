@@ -91,6 +91,8 @@ static void dtr__json(const dtr_cli_run_t *r) {
            o->buffers, r->world);
     printf(",\"mesh_dims_across_nodes\":[");
     dtr__dims(stdout, r, r->across, "");
+    printf("],\"mesh_dims_planned_across_nodes\":[");
+    dtr__dims(stdout, r, r->planned_across, "");
     printf("],\"steps_across_nodes\":%d,\"node_aware\":%s", r->steps_across,
            r->planned_across != 0 ? "true" : "false");
     if (r->mpi)
@@ -146,6 +148,20 @@ static void dtr__text(const dtr_cli_run_t *r, const dtr__texts_t *t) {
         printf(" cross%s nodes; %d of the %d steps move data between nodes (planned %s)\n",
                one ? "es" : "", r->steps_across, plan->nsteps,
                r->planned_across != 0 ? "node-aware, --nodes-of" : "as on one node");
+    }
+    if (r->planned_across != 0 && r->planned_across != r->across) {
+        /* --nodes-of named dims the job's placement does not split so: say both */
+        printf("  nodes: planned with mesh dim%s", (r->planned_across & (r->planned_across - 1))
+                                                       ? "s" : "");
+        dtr__dims(stdout, r, r->planned_across, " ");
+        printf(" crossing nodes (--nodes-of); ");
+        if (r->across == 0) {
+            printf("this job's ranks are all on one node, so no group crosses one\n");
+        } else {
+            printf("in this job mesh dim%s", (r->across & (r->across - 1)) ? "s" : "");
+            dtr__dims(stdout, r, r->across, " ");
+            printf(" do%s\n", (r->across & (r->across - 1)) ? "" : "es");
+        }
     }
     if (r->data.fill.kind == DTR_FILL_RANDOM)
         printf("  fill: random, seed %llu\n", (unsigned long long)r->data.fill.seed);

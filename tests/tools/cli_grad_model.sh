@@ -66,6 +66,13 @@ for n in 2 4; do
 done
 # GPT-2 small's list, on one rank (its 124M elements fit there; the 8-rank run is the
 # benchmark in docs/executor-bench.md).
+# --iters 0: the checked round only (no timing lines); --warmup as without --model
+check "--iters 0: verified, no medians" 2 0 "mean over 2 ranks and 1 microbatch" "" \
+    grad --mode ddp --mesh 2 --model "$dir/small.json" --iters 0 --verify
+check "--warmup 0 --iters 2 in JSON" 2 0 '"verified":true,"max_abs_err":0,"abs_tolerance":3.81469727e-06,"iters":2,"warmup":0,' "" \
+    grad --mode fsdp --mesh 2 --model "$dir/small.json" --warmup 0 --iters 2 --verify --json
+check "--warmup -1" 2 2 "" "dtr grad: --warmup: '-1' is not a count 0..100000" \
+    grad --mode ddp --mesh 2 --model "$dir/small.json" --warmup -1
 check "gpt2-small: 148 tensors, 124439808 elements, 13 groups" 1 0 \
     '"params":148,"numel":124439808,"ngroups":13,' "" \
     grad --mode fsdp --mesh 1 --model gpt2-small --iters 1 --verify --json
@@ -96,7 +103,8 @@ check "hsdp on a 1-D mesh" 2 2 "" "hsdp needs a mesh of 2 or more dims" \
     grad --mode hsdp --mesh 2 --model "$dir/model.json"
 check "bad --dtype" 2 2 "" "--dtype: 'f64', must be f32, bf16 or f16" \
     grad --mode fsdp --mesh 2 --model "$dir/model.json" --dtype f64
-check "bad --iters" 2 2 "" "--iters" grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters 0
+check "bad --iters" 2 2 "" "dtr grad: --iters: '-3' is not a count 0..100000" \
+    grad --mode fsdp --mesh 2 --model "$dir/model.json" --iters -3
 check "help lists --model" 0 0 "--model gpt2-small" "" grad --help
 check "--help after --model's flags, without MPI" 0 0 "usage: mpirun -n N dtr grad" "" \
     grad --mode fsdp --mesh 2 --model gpt2-small --iters 3 --help

@@ -122,6 +122,39 @@ check "rules file missing" 2 2 "" \
 echo '[{"match": "*",' >"$w/cut.json"
 check "rules not JSON" 2 2 "" "--rules: dtr_checkpoint_rules_load: $w/cut.json: line 2" \
     reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/cut.json"
+# Rules a tensor cannot take and sources that cannot be saved: refused before anything is
+# written (exit 2), not while writing (exit 1)
+echo '[{"match": "*", "placements": "P"}]' >"$w/rP.json"
+check "a Partial rule" 2 2 "" \
+    "--rules: dtr_checkpoint_rules_load: $w/rP.json: rule 0: placements 'P': Partial: a checkpoint holds whole values, not addends" \
+    reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/rP.json"
+echo '[{"match": "*", "placements": "S(0)", "dtype": "i32"}]' >"$w/rint.json"
+check "an integer cast of a float tensor" 2 2 "" "as i32): casts are between float dtypes only" \
+    reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2 --rules "$w/rint.json"
+python3 - "$w" <<'PY'
+import json, struct, sys
+def st(path, tensors):
+    hdr, off, data = {}, 0, b""
+    for name, b in tensors.items():
+        hdr[name] = {"dtype": "F32", "shape": [len(b) // 4], "data_offsets": [off, off + len(b)]}
+        off, data = off + len(b), data + b
+    h = json.dumps(hdr).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+st(sys.argv[1] + "/noname.safetensors", {"": struct.pack("<4f", 1, 2, 3, 4)})
+st(sys.argv[1] + "/empty.safetensors", {})
+PY
+echo '[{"match": "*", "placements": "S(0)"}]' >"$w/s0.json"
+check "a tensor named ''" 2 2 "" "--from: tensor 0 has an empty name (a checkpoint cannot name it)" \
+    reshard --from "$w/noname.safetensors" --to "$w/x" --mesh 2 --rules "$w/s0.json"
+check "an empty header" 2 2 "" "--from: '$w/empty.safetensors' holds no tensors (nothing to reshard)" \
+    reshard --from "$w/empty.safetensors" --to "$w/x" --mesh 2 --rules "$w/s0.json"
+check "an empty header, consolidated" 2 2 "" "holds no tensors" \
+    reshard --from "$w/empty.safetensors" --to "$w/x" --consolidate
+check "no such --from" 2 2 "" "dtr reshard: ranks 0-1: --from: dtr_checkpoint_open: $w/none: No such file" \
+    reshard --from "$w/none" --to "$w/x" --consolidate
+mkdir -p "$w/nothing"
+check "a directory without a checkpoint" 2 2 "" "$w/nothing: no .safetensors file and no model.safetensors.index.json" \
+    reshard --from "$w/nothing" --to "$w/x" --consolidate
 check "--to not empty" 2 2 "" "--to: $w/python-written.4 exists and is not empty" \
     reshard --from "$w/model0.safetensors" --to "$w/python-written.4" --consolidate
 if [ -e "$w/x" ]; then
@@ -133,7 +166,8 @@ fi
 check "help" 0 0 "mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE" "" \
     reshard --help
 
-# Failures while running (exit 1, each failing rank says why): --to removed again.
+# Failures while running (exit 1, each failing rank says why): --to removed again. Then
+# sources that fail to open (exit 2, said once).
 # expect_fail NAME RANKS FRAGMENT ARGS...
 expect_fail() {
     local name=$1 n=$2 frag=$3
@@ -148,8 +182,6 @@ expect_fail() {
         sed 's/^/  stderr: /' "$err" | head -4
     fi
 }
-expect_fail "no such --from" 2 "dtr reshard: ranks 0-1: --from: dtr_checkpoint_open: $w/none: No such file" \
-    reshard --from "$w/none" --to "$w/y" --consolidate
 cp -r "$w/random-seed-$seed0.2" "$w/corrupt"
 f=$(ls "$w/corrupt"/rank-00001-*.safetensors)
 printf '\x55' | dd of="$f" bs=1 seek=$(($(stat -c %s "$f") - 1)) conv=notrunc status=none
@@ -163,7 +195,17 @@ t = m["tensors"]["embed.weight"]
 t["pieces"][0]["shape"][0] += 1
 json.dump(m, open(sys.argv[1], "w"))
 PY
-expect_fail "a manifest that disagrees with its file" 2 "tensor 'embed.weight': " \
+check "a manifest that disagrees with its file" 2 2 "" "tensor 'embed.weight': " \
     reshard --from "$w/liar" --to "$w/y" --consolidate
+cp -r "$w/random-seed-$seed0.2" "$w/mesh0"
+sed -i 's/"mesh": *"[0-9x]*"/"mesh": "0"/' "$w/mesh0/dtr.manifest.json"
+check "a manifest with mesh '0'" 2 2 "" "dtr.manifest.json: mesh '0': text \"0\": dim 0: 0, must be >= 1" \
+    reshard --from "$w/mesh0" --to "$w/y" --consolidate
+if [ -e "$w/y" ]; then
+    fail=$((fail + 1))
+    echo "FAIL: a refused run left $w/y"
+else
+    pass=$((pass + 1))
+fi
 
 finish "cli reshard"

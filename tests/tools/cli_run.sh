@@ -26,10 +26,17 @@ check "groups on one node, through shared memory" 4 0 \
 check "JSON groups" 4 0 '"groups":{"shared_memory":5,"shm_ops":34,"mpi_ops":0,"mpi_only":0,"mpi_only_ops":0,"hier_ops":0,"direct_ops":0}' "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 5 --json
 check "one node: no mesh dim crosses nodes, planned as on one node" 4 0 \
-    '"mesh_dims_across_nodes":[],"steps_across_nodes":0,"node_aware":false' "" \
+    '"mesh_dims_across_nodes":[],"mesh_dims_planned_across_nodes":[],"steps_across_nodes":0,"node_aware":false' "" \
     run --mesh 2x2 --shape 64x64 --from 'S(0),R' --to 'R,S(1)' --verify --iters 1 --json
 check "--nodes-of 0: planned node-aware" 4 0 "verified: all 4096 elements on every rank match exactly" "" \
     run --mesh 2x2 --shape 64x64 --from 'R,S(0)' --to 'S(0),S(0)' --verify --iters 1 --nodes-of 0
+# --nodes-of on one node: the plan took dim 0 as crossing nodes, the job's ranks do not
+check "--nodes-of 0 on one node: said in text" 4 0 \
+    "nodes: planned with mesh dim 0 crossing nodes (--nodes-of); this job's ranks are all on one node, so no group crosses one" "" \
+    run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --iters 1 --nodes-of 0
+check "--nodes-of 0 on one node: said in JSON" 4 0 \
+    '"mesh_dims_across_nodes":[],"mesh_dims_planned_across_nodes":[0],"steps_across_nodes":0,"node_aware":true' "" \
+    run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --iters 1 --nodes-of 0 --json
 check "--nodes-of: not a mesh dim" 4 2 "" \
     'dtr run: --nodes-of: dtr_mesh_dims_parse: "5": item 0 is not a mesh dim of a 2-d mesh (0..1)' \
     run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --nodes-of 5

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtensor/internal.h"
@@ -205,8 +206,14 @@ Test(given, load_check_and_errors) {
               "%s", dtr_last_error());
     cr_assert_eq(dtr_fill_read(dir, "in", 1, one, sizeof one), DTR_ERR_INVALID_ARGUMENT);
     unlink(path);
-    cr_assert_eq(dtr_fill_load(&src, dir, "in", &b), DTR_ERR_INVALID_ARGUMENT);
+    cr_assert_eq(dtr_fill_load(&src, dir, "in", &b), DTR_ERR_IO);
     cr_assert(strstr(dtr_last_error(), "rank1.in': No such file or directory"), "%s", dtr_last_error());
+    /* a directory where the file should be: named so, not "holds 9223372036854775807 bytes" */
+    cr_assert_eq(mkdir(path, 0700), 0);
+    cr_assert_eq(dtr_fill_read(dir, "in", 1, one, sizeof one), DTR_ERR_IO);
+    cr_assert(strstr(dtr_last_error(), "rank1.in' is a directory, not a block file"), "%s",
+              dtr_last_error());
+    rmdir(path);
     for (int r = 0; r < 4; r++) {
         snprintf(path, sizeof path, "%s/rank%d.in", dir, r);
         unlink(path);

@@ -1,8 +1,10 @@
 /* Given values: every rank's block read back from the files `dtr run --dump` writes. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/internal.h"
 #include "tools/pattern/internal.h"
@@ -16,8 +18,15 @@ static dtr_status_t dtr__open_block(const char *dir, const char *suffix, int ran
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dir: path too long");
     *f = fopen(path, "rb");
     if (*f == NULL)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "dir: cannot open '%s': %s", path,
+        return dtr__error(DTR_ERR_IO, func, "dir: cannot open '%s': %s", path,
                           strerror(errno));
+    struct stat info;
+    if (fstat(fileno(*f), &info) == 0 && !S_ISREG(info.st_mode)) {
+        fclose(*f);
+        *f = NULL;
+        return dtr__error(DTR_ERR_IO, func, "dir: '%s' is %s, not a block file", path,
+                          S_ISDIR(info.st_mode) ? "a directory" : "not a regular file");
+    }
     long size = -1;
     if (fseek(*f, 0, SEEK_END) == 0) size = ftell(*f);
     if (size < 0 || fseek(*f, 0, SEEK_SET) != 0 || (size_t)size != bytes) {
