@@ -9,6 +9,9 @@ class Placement:
     def __repr__(self):
         return self.__class__.__name__ + "(" + ", ".join(repr(a) for a in self._args()) + ")"
 
+    def _args(self):
+        return ()
+
     def __eq__(self, other):
         return type(self) is type(other) and self._args() == other._args()
 
@@ -32,7 +35,8 @@ class Shard(Placement):
 
     def __init__(self, dim):
         if not isinstance(dim, int) or isinstance(dim, bool):
-            raise TypeError(f"Shard: dim must be an int, got {type(dim).__name__}")
+            from . import _core  # (an ArgumentError is a TypeError too)
+            raise _core.ArgumentError(f"Shard: dim must be an int, got {type(dim).__name__}")
         self.dim = dim
 
     def _args(self):
@@ -70,7 +74,9 @@ class Partial(Placement):
 
     def __init__(self, reduce_op="sum"):
         if not isinstance(reduce_op, str):
-            raise TypeError(f"Partial: reduce_op must be a str, got {type(reduce_op).__name__}")
+            from . import _core
+            raise _core.ArgumentError(
+                f"Partial: reduce_op must be a str, got {type(reduce_op).__name__}")
         if reduce_op.strip().lower() not in self._OPS:  # ("" would read as P(), a sum)
             from . import _core
             raise _core.ArgumentError(
@@ -90,8 +96,10 @@ class Partial(Placement):
 def placement_text(p):
     """dtr's text of one placement: dtr's own objects, or torch's (Shard, Replicate,
     Partial, _StridedShard) by their fields; None for anything else."""
-    if isinstance(p, Placement):
+    if isinstance(p, (Shard, Replicate, Partial)):
         return str(p)
+    if isinstance(p, Placement):  # the base, or a subclass dtr does not know: no text
+        return None
     name = type(p).__name__
     if name == "_StridedShard" and hasattr(p, "split_factor"):
         return f"_S({p.dim}, {p.split_factor})"

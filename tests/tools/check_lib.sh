@@ -16,8 +16,8 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 # check NAME RANKS WANT_RC STDOUT_FRAGMENT STDERR_FRAGMENT ARGS...: runs `dtr ARGS...`
 # (RANKS 0: directly; else under mpirun -n RANKS) and wants exit WANT_RC and the fragments
 # ("" = not checked). With a stderr fragment, stderr must hold exactly one line starting
-# "dtr " (one rank prints errors, once); run directly, stderr must be that one line and
-# stdout empty.
+# "dtr " or "dtr:" (one rank prints errors, once); run directly, stderr must be that one
+# line and stdout empty.
 check() {
     local name=$1 n=$2 want_rc=$3 want_out=$4 want_err=$5
     shift 5
@@ -32,7 +32,7 @@ check() {
     if [ -n "$want_out" ]; then grep -qF -- "$want_out" "$out" || ok=0; fi
     if [ -n "$want_err" ]; then
         grep -qF -- "$want_err" "$err" || ok=0
-        [ "$(grep -c '^dtr ' "$err")" -eq 1 ] || ok=0
+        [ "$(grep -c '^dtr[ :]' "$err")" -eq 1 ] || ok=0
         if [ "$n" -eq 0 ]; then
             [ "$(wc -l <"$err")" -eq 1 ] || ok=0
             [ ! -s "$out" ] || ok=0
