@@ -100,6 +100,15 @@ int dtr__reduce_levels(void);
  * a negative level returns to the CPU's best. */
 void dtr__reduce_simd(int most);
 
+/* The ranks of meshes a and b together, ascending and each once, into a new array *out
+ * (free it) of *n; errors name `func`. The group a change between two meshes agrees over
+ * (redistribute/executor/refuse.c) and its plan's ranks (redistribute/planner/cross.c). */
+dtr_status_t dtr__mesh_union(const dtr_mesh_t *a, const dtr_mesh_t *b, const char *func,
+                             int **out, int *n);
+
+/* qsort's and bsearch's comparison of two ints. */
+int dtr__int_cmp(const void *a, const void *b);
+
 /* dtr_shape_bytes with errors naming `func` (shape.c; dtr_spec_init checks with it). */
 dtr_status_t dtr__shape_bytes(const int64_t *shape, int ndim, dtr_dtype_t dtype,
                               const char *func, int64_t *bytes);

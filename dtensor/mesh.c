@@ -235,3 +235,34 @@ uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh) {
 #undef DTR__MIX
     return h;
 }
+
+int dtr__int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+dtr_status_t dtr__mesh_union(const dtr_mesh_t *a, const dtr_mesh_t *b, const char *func,
+                             int **out, int *n) {
+    int64_t na = dtr_mesh_nranks(a), nb = dtr_mesh_nranks(b), k = 0;
+    int *r = malloc(sizeof *r * (size_t)(na + nb));
+    if (r == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "%lld ranks", (long long)(na + nb));
+    for (int side = 0; side < 2; side++) {
+        const dtr_mesh_t *m = side == 0 ? a : b;
+        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
+        for (int64_t p = 0; p < dtr_mesh_nranks(m); p++) {
+            dtr_mesh_rank_at(m, coord, &r[k++]);
+            for (int d = dtr_mesh_ndims(m) - 1; d >= 0; d--) {
+                if (++coord[d] < dtr_mesh_size(m, d)) break;
+                coord[d] = 0;
+            }
+        }
+    }
+    qsort(r, (size_t)k, sizeof *r, dtr__int_cmp);
+    int m = 0;
+    for (int64_t i = 0; i < k; i++)
+        if (m == 0 || r[i] != r[m - 1]) r[m++] = r[i];
+    *out = r;
+    *n = m;
+    return DTR_OK;
+}

@@ -8,38 +8,6 @@
 
 #include "redistribute/executor/internal.h"
 
-/* The ranks of two meshes together, ascending (the group a change between them agrees
- * over: cross.c takes the plan's copy of the same list). */
-static int dtr__int_cmp(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-static dtr_status_t dtr__union_ranks(const dtr_mesh_t *a, const dtr_mesh_t *b, int **out,
-                                     int *n) {
-    int64_t na = dtr_mesh_nranks(a), nb = dtr_mesh_nranks(b), k = 0;
-    int *r = malloc(sizeof *r * (size_t)(na + nb));
-    if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_refuse", "%lld ranks", (long long)(na + nb));
-    for (int side = 0; side < 2; side++) {
-        const dtr_mesh_t *m = side == 0 ? a : b;
-        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-        for (int64_t p = 0; p < dtr_mesh_nranks(m); p++) {
-            dtr_mesh_rank_at(m, coord, &r[k++]);
-            for (int d = dtr_mesh_ndims(m) - 1; d >= 0; d--) {
-                if (++coord[d] < dtr_mesh_size(m, d)) break;
-                coord[d] = 0;
-            }
-        }
-    }
-    qsort(r, (size_t)k, sizeof *r, dtr__int_cmp);
-    int m = 0;
-    for (int64_t i = 0; i < k; i++)
-        if (m == 0 || r[i] != r[m - 1]) r[m++] = r[i];
-    *out = r;
-    *n = m;
-    return DTR_OK;
-}
-
 /* The group the call that `mesh`, `dims` and `to_mesh` name agrees over (NULL: none, a group
  * of one or a rank the call leaves out). */
 static dtr_status_t dtr__refuse_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims,
@@ -49,7 +17,7 @@ static dtr_status_t dtr__refuse_group(dtr_context_t *ctx, const dtr_mesh_t *mesh
     bool on_mesh = dtr_mesh_coord(mesh, ctx->rank, coord) == DTR_OK;
     if (to_mesh != NULL) {
         int *ranks = NULL, n = 0;
-        DTR_CHECK(dtr__union_ranks(mesh, to_mesh, &ranks, &n));
+        DTR_CHECK(dtr__mesh_union(mesh, to_mesh, "dtr_refuse", &ranks, &n));
         bool in = bsearch(&ctx->rank, ranks, (size_t)n, sizeof *ranks, dtr__int_cmp) != NULL;
         dtr_status_t st = in && n > 1 ? dtr__group(ctx, ranks, n, DTR__TAG_CROSS, group) : DTR_OK;
         free(ranks);

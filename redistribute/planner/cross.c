@@ -50,7 +50,7 @@ static int dtr__cmp_piece_from(const void *a, const void *b) {
 
 /* The position of rank r in the sorted union (it is there). */
 static int dtr__union_at(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__xcmp_int);
+    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__int_cmp);
     return (int)(at - p->ranks);
 }
 
@@ -124,27 +124,6 @@ static dtr_status_t dtr__assign(const dtr__xblocks_t *b, dtr__xpieces_t *ps,
     qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_from);
     free(heap);
     free(base);
-    return DTR_OK;
-}
-
-/* RA and RB together, ascending, into p->ranks. */
-static dtr_status_t dtr__union(dtr_cross_plan_t *p) {
-    const dtr_mesh_t *a = p->t[0].src.mesh, *b = p->t[0].dst.mesh;
-    int64_t na = dtr_mesh_nranks(a), nb = dtr_mesh_nranks(b);
-    int *r = malloc(sizeof *r * (size_t)(na + nb));
-    if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld ranks", (long long)(na + nb));
-    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, n = 0;
-    do dtr_mesh_rank_at(a, coord, &r[n++]);
-    while (dtr__xcoord_next(a, coord));
-    memset(coord, 0, sizeof coord);
-    do dtr_mesh_rank_at(b, coord, &r[n++]);
-    while (dtr__xcoord_next(b, coord));
-    qsort(r, (size_t)n, sizeof *r, dtr__xcmp_int);
-    int m = 0;
-    for (int64_t k = 0; k < n; k++)
-        if (m == 0 || r[k] != r[m - 1]) r[m++] = r[k];
-    p->ranks = r;
-    p->nranks = m;
     return DTR_OK;
 }
 
@@ -353,7 +332,9 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
     dtr_status_t st = DTR_OK;
     for (int t = 0; t < p->ntensors && st == DTR_OK; t++) st = dtr__xblocks(&p->t[t].mid, &b[t]);
     if (st == DTR_OK && p->relabel) st = dtr__relabeled(p, b);
-    if (st == DTR_OK) st = dtr__union(p);
+    if (st == DTR_OK) /* the ranks of both meshes: the group the change agrees over */
+        st = dtr__mesh_union(p->t[0].src.mesh, p->t[0].dst.mesh, "dtr_cross_plan_create",
+                             &p->ranks, &p->nranks);
     if (st == DTR_OK) st = dtr__pieces(p, b, &ps);
     if (st == DTR_OK && (load = calloc((size_t)p->nranks, sizeof *load)) == NULL)
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "loads");

@@ -37,11 +37,6 @@ static int dtr__cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int dtr__xcmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 /* Index of the interval starting at lo along dim d (it exists). */
 static int64_t dtr__interval(const dtr__xblocks_t *b, int d, int64_t lo) {
     int64_t a = 0, z = b->n[d] - 1;
@@ -137,7 +132,7 @@ dtr_status_t dtr__xblocks(const dtr_spec_t *spec, dtr__xblocks_t *b) {
     } while (dtr__xcoord_next(spec->mesh, coord));
     for (int64_t c = 0; c < b->nclasses; c++) /* ascending ranks: the same order everywhere */
         qsort(b->holder + b->first[c], (size_t)(b->first[c + 1] - b->first[c]), sizeof *b->holder,
-              dtr__xcmp_int);
+              dtr__int_cmp);
     free(at);
     free(cls);
     return DTR_OK;
@@ -200,7 +195,7 @@ dtr_status_t dtr__xtarget_pieces(const dtr__xblocks_t *b, int tensor, int to,
 bool dtr__xholds(const dtr__xblocks_t *b, int64_t cls, int rank) {
     const int *h = b->holder + b->first[cls];
     return bsearch(&rank, h, (size_t)(b->first[cls + 1] - b->first[cls]), sizeof *h,
-                   dtr__xcmp_int) != NULL;
+                   dtr__int_cmp) != NULL;
 }
 
 /* How many boxes the blocks of b cut target block t into (without making them). */

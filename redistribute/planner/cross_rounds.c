@@ -76,7 +76,7 @@ static dtr_status_t dtr__xsplit(const dtr__xmsg_t *m, int nd, int64_t item, int6
 }
 
 static int dtr__union_pos(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__xcmp_int);
+    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__int_cmp);
     return (int)(at - p->ranks);
 }
 

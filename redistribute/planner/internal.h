@@ -340,7 +340,6 @@ dtr_status_t dtr__xtarget_pieces(const dtr__xblocks_t *b, int tensor, int to,
 bool dtr__xholds(const dtr__xblocks_t *b, int64_t cls, int rank);
 /* How many boxes the blocks of b cut non-empty target block t into (without making them). */
 int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
-int dtr__xcmp_int(const void *a, const void *b);
 
 /* cross_relabel.c: the rank of dst's mesh for each of its coordinates (row-major) into
  * ranks[], the order keeping the most bytes where they are over the plan's tensors (their

@@ -40,6 +40,11 @@ check "--nodes-of 0 on one node: said in JSON" 4 0 \
 check "--nodes-of: not a mesh dim" 4 2 "" \
     'dtr run: --nodes-of: dtr_mesh_dims_parse: "5": item 0 is not a mesh dim of a 2-d mesh (0..1)' \
     run --mesh 2x2 --shape 8x8 --from 'S(0),R' --to R,R --nodes-of 5
+# (under AddressSanitizer its allocator returns NULL as malloc does only when told to)
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:allocator_may_return_null=1} \
+    check "run out of memory: named once, with the bytes" 2 1 "" \
+    "dtr run: ranks 0-1: buffers: out of memory for 8796093022211 bytes (the source block twice, the target block once)" \
+    run --mesh 2 --shape 1048576x1048576 --from 'S(0)' --to R --iters 0
 check "--buffers: not private or shared" 2 2 "" \
     "dtr run: --buffers: 'bogus' is not private or shared" \
     run --mesh 2 --shape 4x4 --from P --to R --buffers bogus

@@ -107,13 +107,13 @@ check "--input: the gradient read from rankR.grad_in" 4 0 '"backward_result":{"p
 check "--input: one element perturbed is found" 4 1 "" "dtr run: verification failed" \
     run --mesh 2x2 --shape 20x6 --dtype bf16 --from 'P,S(1)' --to 'R,R' --input "$dir/a" \
     --verify --inject-mismatch 3 --iters 0
-# check_rank_err NAME RANKS WHO FRAGMENT ARGS...: exit 1 and the fragment in the errors of
-# the ranks WHO ("ranks 0-3", "rank 2"): each rank reads the files itself and names what it
+# check_rank_err NAME RANKS WHO FRAGMENT ARGS...: exit 2 (an input file that cannot be
+# used, as a bad argument) and the fragment in the errors of the ranks WHO ("ranks 0-3", "rank 2"): each rank reads the files itself and names what it
 # found, and rank 0 prints each distinct error once, with the ranks that had it.
 check_rank_err() {
     local name=$1 n=$2 who=$3 frag=$4
     shift 4
-    check "$name" "$n" 1 "" "" "$@"
+    check "$name" "$n" 2 "" "" "$@"
     if [ "$(grep -F -- "$frag" "$err" | grep -c "^dtr run: $who: ")" -ne 1 ]; then
         fail=$((fail + 1))
         echo "FAIL: $name: want '$frag' once, from $who"
