@@ -10,13 +10,34 @@
 
 #include "tools/cli.h"
 
-int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {
-    fprintf(stderr, "dtr %s: ", cmd);
+void dtr_cli_say(const char *fmt, ...) {
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    /* one line whatever the text quoted in it holds: control bytes written as escapes */
+    char out[4 * sizeof line];
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)line; *p != '\0'; p++) {
+        if (*p == '\n' || *p == '\t' || *p == '\r')
+            k += (size_t)sprintf(out + k, "\\%c", *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
+        else if (*p < 0x20 || *p == 0x7f)
+            k += (size_t)sprintf(out + k, "\\x%02x", *p);
+        else
+            out[k++] = (char)*p;
+    }
+    out[k] = '\0';
+    fprintf(stderr, "%s\n", out);
+}
+
+int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[1900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    dtr_cli_say("dtr %s: %s", cmd, msg);
     return DTR_EXIT_USAGE;
 }
 
@@ -67,8 +88,8 @@ int dtr_cli_option_error(const char *cmd, int c, char **argv) {
 }
 
 int dtr_cli_plan_error(const char *cmd, const char *what) {
-    fprintf(stderr, "dtr %s: %s%s%s\n", cmd, what != NULL ? what : "", what != NULL ? ": " : "",
-            dtr_last_error());
+    dtr_cli_say("dtr %s: %s%s%s", cmd, what != NULL ? what : "", what != NULL ? ": " : "",
+                dtr_last_error());
     return dtr_error_class_exit_code(dtr_status_class(dtr_last_status()));
 }
 

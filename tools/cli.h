@@ -37,6 +37,11 @@ extern const dtr_cli_command_t dtr_cli_layout;
 struct option;
 int dtr_cli_once(const char *cmd, const struct option *options, int c, unsigned char *seen);
 
+/* Prints the formatted text and a newline on stderr as one line: control characters of the
+ * text it quotes (a user's argument, a file name) written as escapes (\n, \x01). Every
+ * error line of the CLI goes through it. */
+void dtr_cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Prints "dtr <cmd>: <message>" as one line on stderr and returns DTR_EXIT_USAGE. */
 int dtr_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -86,7 +86,7 @@ static int dtr__all_report(const char *cmd, int code, int rank, const char *msg)
         if (seen) continue;
         char ranks[256];
         dtr__rank_list(all, LEN, world, k, ranks, sizeof ranks);
-        fprintf(stderr, "dtr %s: %s: %s\n", cmd, ranks, m);
+        dtr_cli_say("dtr %s: %s: %s", cmd, ranks, m);
     }
     free(all);
     return worst;

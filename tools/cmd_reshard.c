@@ -297,7 +297,7 @@ static dtr_status_t dtr__rs_index(const char *to, const dtr_checkpoint_t *ck, co
     json_decref(root);
     if (!bad) return DTR_OK;
     unlink(tmp);
-    fprintf(stderr, "dtr reshard: %s: could not write it\n", path);
+    dtr_cli_say("dtr reshard: %s: could not write it", path);
     return DTR_ERR_IO;
 }
 

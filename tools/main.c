@@ -1,4 +1,5 @@
 /* dtr: the command-line front of the library. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tools/cli.h"
@@ -54,9 +55,24 @@ static void dtr__help(FILE *out) {
           out);
 }
 
+/* An error before any command runs (so before MPI starts): said by the launcher's rank 0
+ * only (mpirun, srun and torchrun name it in the environment), not once per rank. */
+static void dtr__say_once(const char *fmt, const char *text) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID", "RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && *v != '\0') {
+            if (strcmp(v, "0") != 0) return;
+            break;
+        }
+    }
+    dtr_cli_say(fmt, text);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "dtr: missing command (see 'dtr --help')\n");
+        dtr__say_once("dtr: missing command (see 'dtr --help')%s", "");
         return DTR_EXIT_USAGE;
     }
     const char *cmd = argv[1];
@@ -67,7 +83,7 @@ int main(int argc, char **argv) {
                     dtr__commands[i]->help(stdout);
                     return DTR_EXIT_OK;
                 }
-            fprintf(stderr, "dtr: unknown command '%s' (see 'dtr --help')\n", argv[2]);
+            dtr__say_once("dtr: unknown command '%s' (see 'dtr --help')", argv[2]);
             return DTR_EXIT_USAGE;
         }
         dtr__help(stdout);
@@ -80,6 +96,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < DTR__NCOMMANDS; i++)
         if (strcmp(cmd, dtr__commands[i]->name) == 0)
             return dtr__commands[i]->main(argc - 1, argv + 1);
-    fprintf(stderr, "dtr: unknown command '%s' (see 'dtr --help')\n", cmd);
+    dtr__say_once("dtr: unknown command '%s' (see 'dtr --help')", cmd);
     return DTR_EXIT_USAGE;
 }

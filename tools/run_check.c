@@ -36,8 +36,8 @@ bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, si
         err = errno;
     }
     if (!ok)
-        fprintf(stderr, "dtr run: rank %d: --dump: cannot write '%s': %s\n", rank, path,
-                strerror(err));
+        dtr_cli_say("dtr run: rank %d: --dump: cannot write '%s': %s", rank, path,
+                    strerror(err));
     return ok;
 }
 
