@@ -110,10 +110,20 @@ def _rules_json(rules):
     return json.dumps(out)
 
 
+def _path(path, what="path"):
+    """os.fspath(path) as text, or ArgumentError naming `what`."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise ArgumentError(f"{what}: expected a str or os.PathLike, got "
+                            f"{type(path).__name__}") from None
+    return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
 def load_metadata(path):
     """A checkpoint's metadata, as load() reads `path`: the first file's "__metadata__" (beside
     an index, its "metadata" too), e.g. {"format": "pt"}; a dict of str. Not collective."""
-    return _core.load_metadata(os.fspath(path))
+    return _core.load_metadata(_path(path))
 
 
 def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=None):
@@ -154,9 +164,9 @@ def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=
         raise ArgumentError("device: 'cpu' is for framework='torch'")
     if isinstance(names, str):
         raise ArgumentError(f"names: {names!r}: expected a list of tensor names, not a str")
-    path = os.fspath(path)
+    path = _path(path)
     if isinstance(rules, (str, os.PathLike)) and not str(rules).lstrip().startswith("["):
-        text, rules_path = None, os.fspath(rules)
+        text, rules_path = None, _path(rules, "rules")
     else:
         text, rules_path = rules if isinstance(rules, str) else _rules_json(rules), None
     return _core.load(path, mesh, text, rules_path, names=names, rank=rank, kind=kind,

@@ -79,7 +79,7 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *mesh_obj, *names = Py_None, *rank_obj = Py_None, *kind = NULL, *each = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sOzz|OOOO:load", kws, &path, &mesh_obj,
                                      &rules_text, &rules_path, &names, &rank_obj, &kind, &each))
-        return NULL;
+        return dtrpy_as_argument_error();
     if (kind == Py_None) kind = NULL; /* numpy */
     dtrpy_mesh_t *mesh;
     if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0) return NULL;
@@ -128,7 +128,7 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
 PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args) {
     (void)self;
     const char *path;
-    if (!PyArg_ParseTuple(args, "s:load_metadata", &path)) return NULL;
+    if (!PyArg_ParseTuple(args, "s:load_metadata", &path)) return dtrpy_as_argument_error();
     dtr_checkpoint_t *ck = NULL;
     dtr_status_t st;
     Py_BEGIN_ALLOW_THREADS

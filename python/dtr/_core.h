@@ -82,6 +82,11 @@ PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs);
 PyObject *dtrpy_raise(dtr_status_t st);
 /* Raises dtr.ArgumentError with a formatted message; returns NULL. */
 PyObject *dtrpy_arg_error(const char *fmt, ...);
+/* The TypeError, ValueError or OverflowError pending (CPython's argument parsing, a
+ * conversion) raised again as dtr.ArgumentError with its message, so that every wrong value
+ * is one class (an ArgumentError is a TypeError and a ValueError too); another exception is
+ * left as it is. Returns NULL. */
+PyObject *dtrpy_as_argument_error(void);
 /* ---- _refuse.c ---- */
 
 /* With an exception set for this rank's arguments to a collective call it has not made:

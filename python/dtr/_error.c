@@ -58,6 +58,21 @@ PyObject *dtrpy_arg_error(const char *fmt, ...) {
     return dtrpy_raise_obj(dtrpy_argument_error, "DTR_ERR_INVALID_ARGUMENT", text);
 }
 
+PyObject *dtrpy_as_argument_error(void) {
+    if (!PyErr_Occurred() || PyErr_ExceptionMatches(dtrpy_error) ||
+        !(PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError) ||
+          PyErr_ExceptionMatches(PyExc_OverflowError)))
+        return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return dtrpy_raise_obj(dtrpy_argument_error, "DTR_ERR_INVALID_ARGUMENT", text);
+}
+
 int dtrpy_error_module_init(PyObject *m) {
     dtrpy_error = PyErr_NewExceptionWithDoc(
         "dtr.Error", "A dtr call failed; .status is dtr's status name (DTR_ERR_...).", NULL,

@@ -156,8 +156,10 @@ static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
 static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
     static char *names[] = {"shape", "ranks", "comm", NULL};
     PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Mesh", names, &shape_obj, &ranks_obj, &comm))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Mesh", names, &shape_obj, &ranks_obj, &comm)) {
+        dtrpy_as_argument_error();
         return -1;
+    }
     if (m->mesh != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Mesh: already initialised");
         return -1;

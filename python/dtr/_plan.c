@@ -115,7 +115,7 @@ PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
     PyObject *mesh_obj, *shape_obj, *pl, *dtype_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O:layout", names, &mesh_obj, &shape_obj,
                                      &pl, &dtype_obj))
-        return NULL;
+        return dtrpy_as_argument_error();
     dtrpy_mesh_t *mesh;
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim;
@@ -177,7 +177,7 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOO:plan", names, &mesh_obj, &shape_obj,
                                      &src, &dst, &dtype_obj, &strategy, &to_obj, &to_dtype_obj,
                                      &relabel, &cap))
-        return NULL;
+        return dtrpy_as_argument_error();
     dtrpy_mesh_t *mesh, *to = NULL;
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim;

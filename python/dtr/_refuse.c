@@ -24,6 +24,7 @@ PyObject *dtrpy_refuse(dtrpy_context_t *c, const dtr_mesh_t *mesh, unsigned dims
 }
 
 PyObject *dtrpy_refuse_parse(PyObject *args, PyObject *kw, Py_ssize_t mesh_pos, bool group) {
+    dtrpy_as_argument_error();
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyObject *mesh_obj = args != NULL && PyTuple_Check(args) && PyTuple_GET_SIZE(args) > mesh_pos
