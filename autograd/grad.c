@@ -78,10 +78,16 @@ static dtr_status_t dtr__hook_agree(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
                                     int64_t *n) {
     static const char func[] = "dtr_hook_all_reduce";
     DTR_CHECK_PTR(ctx, func);
-    DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
     DTR_CHECK(dtr_mesh_group_size(mesh, dims, n));
-    const char *msg = count < 0 ? "count: must be >= 0"
-                      : count > 0 && buf == NULL ? "buf: must not be NULL" : NULL;
+    /* a wrong dtype on one rank is this rank's vote in the agreement, not a return before it
+     * (the group's other ranks would wait there) */
+    char why[192] = "";
+    if (dtr__float_arg(dtype, func, "dtype") != DTR_OK)
+        snprintf(why, sizeof why, "%s", dtr__last_detail());
+    const char *msg = why[0] != '\0'               ? why
+                      : count < 0                  ? "count: must be >= 0"
+                      : count > 0 && buf == NULL ? "buf: must not be NULL"
+                                                   : NULL;
     uint64_t h = dtr__fnv(dtr__fnv(1469598103934665603ull, count), dtype);
     return dtr__group_agree(ctx, mesh, dims, func, h,
                             msg != NULL ? DTR_ERR_INVALID_ARGUMENT : DTR_OK, msg);
@@ -110,10 +116,14 @@ static dtr_status_t dtr__compressed(dtr_grad_hook_fn hook, void *hook_arg, dtr_d
                                     void *buf, int64_t count, dtr_dtype_t dtype,
                                     const char *func) {
     DTR_CHECK_PTR(ctx, func);
-    DTR_CHECK(dtr__float_arg(dtype, func, "dtype"));
-    if (low != DTR_F16 && low != DTR_BF16)
+    if (low != DTR_F16 && low != DTR_BF16) /* (the same on every rank: dtr's own hooks) */
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "low: %s, must be f16 or bf16",
                           dtr_dtype_name(low) != NULL ? dtr_dtype_name(low) : "?");
+    if (dtr__float_arg(dtype, func, "dtype") != DTR_OK) { /* one rank's: fail the group */
+        char why[192];
+        snprintf(why, sizeof why, "%s", dtr__last_detail());
+        return dtr__fail_together(ctx, mesh, dims, DTR_ERR_INVALID_ARGUMENT, func, why);
+    }
     if (dtype == low || count <= 0 || buf == NULL)
         return hook(hook_arg, ctx, mesh, dims, buf, count, dtype);
     /* The all-reduce hook itself: the casts ride on its one all-reduce over span lists

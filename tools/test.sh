@@ -26,7 +26,8 @@
 #                                                UndefinedBehaviorSanitizer, leaks checked;
 #                                                a fifth of the random cases, each launch
 #                                                costing seconds there),
-#   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, a short run),
+#   3. `fuzz/run.sh --seconds 60`               (the libFuzzer harnesses, the CLI and
+#                                                Python API fuzzers, a short run),
 #   4. nocuda                                   (the build where no CUDA toolkit is found:
 #                                                `bazel build --config=nocuda //...`, the
 #                                                CUDA/NCCL targets dropping out; then the

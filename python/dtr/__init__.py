@@ -141,6 +141,9 @@ def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=
     read. rank: read another rank's blocks (default: this process's rank in the mesh's
     communicator). Errors: ArgumentError (a bad file, rule or name), RefusedError (a dtype dtr
     lacks, Partial), FileError (a file that cannot be read)."""
+    if not isinstance(framework, str):
+        raise ArgumentError(f"framework: expected 'numpy' or 'torch', got "
+                            f"{type(framework).__name__}")
     if framework in ("pt", "torch"):
         kind = "torch"
         try:

@@ -107,6 +107,8 @@ def cases(ck, mesh, n):
          "no tensor 'zz'"),
         ("load", lambda: dtr.load(f, mesh, {"*": "R"}, framework="jax"), dtr.ArgumentError,
          "framework: 'jax'"),
+        ("load", lambda: dtr.load(f, mesh, {"*": "R"}, framework=np.array([1, 2])),
+         dtr.ArgumentError, "framework: expected 'numpy' or 'torch', got ndarray"),
         ("load", lambda: dtr.load(f, mesh, {"*": "R"}, rank=2 ** 40), dtr.ArgumentError,
          "rank"),
         # values CPython's argument parsing refuses, as ArgumentError too (it is a TypeError)
@@ -225,3 +227,29 @@ def test_a_rank_that_never_comes_is_a_timeout_then_aborted():
             dtr.redistribute(a, mesh, "S(0)", "R")
         assert e.value.status == "DTR_ERR_ABORTED", e.value.status
     comm.Barrier()
+
+
+@pytest.mark.skipif(world().Get_size() < 2, reason="one rank wrong needs two")
+def test_grad_hook_wrong_on_one_rank_fails_every_rank():
+    """A gradient of an integer dtype on one rank, and another mesh shape over the same ranks
+    on one rank: each once made the others wait for ever (found by fuzz/py_fuzz.py)."""
+    comm = world()
+    n, r = comm.Get_size(), comm.Get_rank()
+    mesh = dtr.Mesh(n)
+    buf = np.zeros(10, np.int32 if r == 1 else np.float32)
+    with pytest.raises((dtr.ArgumentError, dtr.BackendError)) as e:
+        dtr.grad_hook(buf, mesh)
+    assert type(e.value) is (dtr.ArgumentError if r == 1 else dtr.BackendError), str(e.value)
+    if r == 1:
+        assert "dtype: i32, gradients are f32, f64, f16 or bf16" in str(e.value)
+    other = dtr.Mesh((1, n)) if r == 1 else mesh
+    for kind in ("allreduce", "bf16"):
+        with pytest.raises(dtr.BackendError) as e:
+            dtr.grad_hook(np.ones(8, np.float32), other, kind=kind)
+        assert e.value.status == "DTR_ERR_MISMATCH", f"{kind}: {e.value.status}: {e.value}"
+    with pytest.raises(dtr.BackendError) as e:
+        dtr.reduce_scatter_grads([np.ones((2 * n, 3), np.float32)], other)
+    assert e.value.status == "DTR_ERR_MISMATCH", str(e.value)
+    g = np.full(8, float(r + 1), np.float32)
+    dtr.grad_hook(g, mesh)
+    assert (g == sum(range(1, n + 1)) / n).all(), g

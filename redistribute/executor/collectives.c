@@ -66,7 +66,7 @@ static dtr_status_t dtr__dims_group(dtr_context_t *ctx, const dtr_mesh_t *mesh, 
             c[i] = 0;
         }
     }
-    dtr_status_t st = dtr__group(ctx, ranks, (int)*n, DTR__TAG_MASK + (int)dims, group);
+    dtr_status_t st = dtr__group(ctx, ranks, (int)*n, DTR__TAG_GROUP, group);
     free(ranks);
     return st;
 }

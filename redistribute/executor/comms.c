@@ -95,13 +95,13 @@ dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh,
                 c[i] = 0;
             }
         }
-        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)n, DTR__TAG_MESH, &e.all), st, done);
+        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)n, DTR__TAG_GROUP, &e.all), st, done);
     }
     for (int i = 0; i < nd; i++) {
         int64_t count = 0;
         if (dtr_mesh_size(mesh, i) == 1) continue;
         dtr_mesh_group(mesh, ctx->rank, i, ranks, n, &count);
-        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)count, DTR__TAG_DIM + i, &e.dim_group[i]), st,
+        DTR_CHECK_GOTO(dtr__group(ctx, ranks, (int)count, DTR__TAG_GROUP, &e.dim_group[i]), st,
                        done);
     }
     dtr_mesh_destroy(victim->mesh);

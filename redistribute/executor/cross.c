@@ -214,7 +214,7 @@ static dtr_status_t dtr__xrun(dtr_context_t *ctx, const dtr_cross_plan_t *plan, 
     if (!any) return DTR_OK; /* a bystander takes no part */
     void *group = NULL; /* none where both meshes are this one rank */
     if (plan->nranks > 1)
-        DTR_CHECK(dtr__group(ctx, plan->ranks, plan->nranks, DTR__TAG_CROSS, &group));
+        DTR_CHECK(dtr__group(ctx, plan->ranks, plan->nranks, DTR__TAG_GROUP, &group));
     char msg[256] = "";
     dtr_status_t local = DTR_OK;
     for (int t = 0; t < plan->ntensors && local == DTR_OK; t++)

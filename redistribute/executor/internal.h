@@ -38,11 +38,12 @@
 #include "redistribute/planner/geometry.h"
 
 #define DTR__MESH_SLOTS 8
-/* Tags of the groups a context creates: a whole mesh, one mesh dim, a dims mask. */
-#define DTR__TAG_MESH 0x4d00
-#define DTR__TAG_DIM 0x4d10
-#define DTR__TAG_MASK 0x4d20
-#define DTR__TAG_CROSS 0x4d30 /* the ranks of two meshes (cross.c) */
+/* The tag of every group a context creates (a whole mesh, one mesh dim, a dims mask, the
+ * ranks of two meshes): one tag, so that ranks that make the same group for different calls
+ * (a mesh of another shape over the same ranks on one rank) meet in the call's agreement and
+ * fail there, instead of each waiting in a creation the others never join. Creations never
+ * overlap (a context is used from one thread at a time), so they need no tags apart. */
+#define DTR__TAG_GROUP 0x4d00
 
 /* ---- the context and its request ---------------------------------------------------- */
 

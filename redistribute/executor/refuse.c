@@ -19,7 +19,7 @@ static dtr_status_t dtr__refuse_group(dtr_context_t *ctx, const dtr_mesh_t *mesh
         int *ranks = NULL, n = 0;
         DTR_CHECK(dtr__mesh_union(mesh, to_mesh, "dtr_refuse", &ranks, &n));
         bool in = bsearch(&ctx->rank, ranks, (size_t)n, sizeof *ranks, dtr__int_cmp) != NULL;
-        dtr_status_t st = in && n > 1 ? dtr__group(ctx, ranks, n, DTR__TAG_CROSS, group) : DTR_OK;
+        dtr_status_t st = in && n > 1 ? dtr__group(ctx, ranks, n, DTR__TAG_GROUP, group) : DTR_OK;
         free(ranks);
         return st;
     }
