@@ -139,8 +139,9 @@ def load(path, mesh, rules, *, names=None, framework="numpy", device=None, rank=
     framework: "numpy" (bfloat16 and fp8 as ml_dtypes' types) or "torch"; device (torch):
     each block is read into host memory and moved there (e.g. "cuda:0") before the next is
     read. rank: read another rank's blocks (default: this process's rank in the mesh's
-    communicator). Errors: ArgumentError (a bad file, rule or name), RefusedError (a dtype dtr
-    lacks, Partial), FileError (a file that cannot be read)."""
+    communicator). Errors: ArgumentError (a bad file, rule or name; a Partial rule, a cast not
+    between float dtypes), RefusedError (a dtype dtr lacks), FileError (a file that cannot be
+    read)."""
     if not isinstance(framework, str):
         raise ArgumentError(f"framework: expected 'numpy' or 'torch', got "
                             f"{type(framework).__name__}")
