@@ -180,8 +180,8 @@ run_cli() {
     script_result cli "$rc" "$start"
 }
 
-# py: the virtual environment python/tests/run.sh makes, dtr installed there as it does where
-# it is missing (never skipped: a target that cannot run fails, saying why)
+# py: the virtual environment python/tests/run.sh makes, this tree's dtr installed there as it
+# does (never skipped: a target that cannot run fails, saying why)
 run_py() {
     local start venv py rc
     start=$(date +%s)
@@ -191,10 +191,10 @@ run_py() {
         { [ -x "$py" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install -q numpy mpi4py \
             >"$build/py.install.log" 2>&1
     fi
-    if ! (cd "$build" && "$py" -c 'import dtr') >/dev/null 2>&1; then
-        echo "fuzz: py: installing ./python into $venv (pip install ./python)"
-        "$venv/bin/pip" install -q --force-reinstall --no-deps ./python >>"$build/py.install.log" 2>&1
-    fi
+    # this tree's package, always: a venv another checkout or an older run installed into
+    # would fuzz other code (as python/tests/run.sh does, about 40 s)
+    echo "fuzz: py: installing ./python into $venv (pip install ./python)"
+    "$venv/bin/pip" install -q --force-reinstall --no-deps ./python >>"$build/py.install.log" 2>&1
     if ! (cd "$build" && "$py" -c 'import dtr, numpy, mpi4py') >/dev/null 2>&1; then
         echo "fuzz: py: FAILED: no Python environment with dtr, numpy and mpi4py at $venv" \
             "(see $build/py.install.log; bash python/tests/run.sh makes it)"
