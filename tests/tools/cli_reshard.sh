@@ -96,6 +96,16 @@ else
     sed 's/^/  stderr: /' "$err" | head -5
 fi
 
+# left_nothing DIR: a refused run made no --to directory.
+left_nothing() {
+    if [ -e "$1" ]; then
+        fail=$((fail + 1))
+        echo "FAIL: a refused run left $1"
+    else
+        pass=$((pass + 1))
+    fi
+}
+
 # Usage errors (exit 2, one line from rank 0), and nothing made in --to.
 check "no --from" 0 2 "" "dtr reshard: --from: missing" reshard --to "$w/x" --consolidate
 check "no --rules" 0 2 "" "dtr reshard: --rules: missing (or --consolidate)" \
@@ -157,12 +167,7 @@ check "a directory without a checkpoint" 2 2 "" "$w/nothing: no .safetensors fil
     reshard --from "$w/nothing" --to "$w/x" --consolidate
 check "--to not empty" 2 2 "" "--to: $w/python-written.4 exists and is not empty" \
     reshard --from "$w/model0.safetensors" --to "$w/python-written.4" --consolidate
-if [ -e "$w/x" ]; then
-    fail=$((fail + 1))
-    echo "FAIL: a refused run left $w/x"
-else
-    pass=$((pass + 1))
-fi
+left_nothing "$w/x"
 check "help" 0 0 "mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE" "" \
     reshard --help
 
@@ -201,11 +206,6 @@ cp -r "$w/random-seed-$seed0.2" "$w/mesh0"
 sed -i 's/"mesh": *"[0-9x]*"/"mesh": "0"/' "$w/mesh0/dtr.manifest.json"
 check "a manifest with mesh '0'" 2 2 "" "dtr.manifest.json: mesh '0': text \"0\": dim 0: 0, must be >= 1" \
     reshard --from "$w/mesh0" --to "$w/y" --consolidate
-if [ -e "$w/y" ]; then
-    fail=$((fail + 1))
-    echo "FAIL: a refused run left $w/y"
-else
-    pass=$((pass + 1))
-fi
+left_nothing "$w/y"
 
 finish "cli reshard"
