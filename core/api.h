@@ -8,8 +8,8 @@
 #define DTR_API
 #endif
 
-/* An internal (dtr__) function that the companion libraries, libdtr_cuda.so and
- * libdtr_nccl.so, call in libdtr.so: exported so they can, yet no part of the API (not in
+/* An internal (dtr__) function that the companion libraries, libdtr_cuda.so,
+ * libdtr_nccl.so and libdtr_gloo.so, call in libdtr.so: exported so they can, yet no part of the API (not in
  * any installed header; docs/integration.md lists them). tests/dist checks the list. */
 #if defined(__GNUC__)
 #define DTR_INTERNAL_EXPORT __attribute__((visibility("default")))

@@ -133,7 +133,7 @@ dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, in
 bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb);
 
 /* 64-bit FNV-1a step over what ranks must agree on. */
-uint64_t dtr__fnv(uint64_t h, int64_t v);
+DTR_INTERNAL_EXPORT uint64_t dtr__fnv(uint64_t h, int64_t v);
 
 /* ---- abi.c ------------------------------------------------------------------------- */
 

@@ -84,8 +84,9 @@ void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *i
  * reductions. Halves are widened to f32, combined there and rounded once; integers wrap.
  * AVG is not an op here (callers sum, then divide). out may be one of the inputs.
  */
-void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *const *in, int n,
-                   void *out, int64_t count);
+DTR_INTERNAL_EXPORT void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op,
+                                       const void *const *in, int n,
+                                       void *out, int64_t count);
 
 /* The vector forms of the element loops (values.c, reduce.c) this CPU runs, asked once:
  * 0 none (or not x86-64), 1 AVX2, 2 AVX2 and F16C. */

@@ -10,7 +10,9 @@ Where the library comes from, first match wins:
   pkg-config       `pkg-config dtr` finds an installed tree.
 The extension is compiled with the MPI flags that tree's dtr.pc names, and libdtr.so.MAJOR is
 copied next to it (found through the rpath $ORIGIN), with the libraries of CARRIED, so a
-wheel carries them.
+wheel carries them, and libdtr_gloo.so.MAJOR where the tree has it (dtr.Mesh(...,
+backend="gloo") loads it from beside libdtr.so; it needs the machine's libgloo.so.0, Debian's
+libgloo0, as libdtr needs the machine's MPI).
 """
 import os
 import shutil
@@ -117,6 +119,9 @@ class BuildExt(build_ext):
             dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
             os.makedirs(dest_dir, exist_ok=True)
             shutil.copy2(os.path.realpath(src), os.path.join(dest_dir, soname))
+            gloo = os.path.join(libdir, soname.replace("libdtr.", "libdtr_gloo."))
+            if os.path.exists(gloo):
+                shutil.copy2(os.path.realpath(gloo), os.path.join(dest_dir, os.path.basename(gloo)))
             for name, path in carried.items():
                 shutil.copy2(os.path.realpath(path), os.path.join(dest_dir, name))
 
@@ -150,5 +155,5 @@ setup(
     version=version().replace("-dev", ".dev0"),  # PEP 440's form of a development version
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
-    package_data={"dtr": ["libdtr.so.*"] + CARRIED},
+    package_data={"dtr": ["libdtr.so.*", "libdtr_gloo.so.*"] + CARRIED},
 )

@@ -57,7 +57,7 @@ static const struct {
     {{"seed", required_argument, NULL, OPT_SEED}, RUNS},
     {{"inject-mismatch", required_argument, NULL, OPT_INJECT}, DTR_CLI_RUN},
     {{"dump", required_argument, NULL, OPT_DUMP}, DTR_CLI_RUN},
-    {{"backend", required_argument, NULL, OPT_BACKEND}, DTR_CLI_RUN},
+    {{"backend", required_argument, NULL, OPT_BACKEND}, RUNS},
     {{"device", required_argument, NULL, OPT_DEVICE}, DTR_CLI_RUN},
     {{"input", required_argument, NULL, OPT_INPUT}, DTR_CLI_RUN},
     {{"buffers", required_argument, NULL, OPT_BUFFERS}, DTR_CLI_RUN},
@@ -154,8 +154,9 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
                 return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "
                                                 "--mesh, --ranks, --strategy, --iters, "
                                                 "--warmup, --verify, --nonblocking, --json, "
-                                                "--fill, --seed, --to-mesh, --to-ranks, "
-                                                "--relabel, --staging-cap)", argv[optind - 1]);
+                                                "--fill, --seed, --backend, --to-mesh, "
+                                                "--to-ranks, --relabel, --staging-cap)",
+                                       argv[optind - 1]);
             return dtr_cli_option_error(cmd, c, argv);
         }
         if (index < 0) /* (-h) */
@@ -270,6 +271,10 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
     if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__counts_check(cmd, world, o);
     if (rc == DTR_EXIT_OK && (who & RUNS)) rc = dtr__fill_check(cmd, who, o);
     if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN) rc = dtr__run_flags(cmd, o, engine);
+    if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN_BATCH && strcmp(o->backend, "mpi") != 0 &&
+        strcmp(o->backend, "gloo") != 0)
+        rc = dtr_cli_usage_error(cmd, "--backend: '%s' is not mpi or gloo (--batch runs on "
+                                      "CPU buffers)", o->backend);
     if (rc == DTR_EXIT_OK) rc = dtr__cross_check(cmd, o);
     if (rc != DTR_EXIT_OK) return rc;
     o->strategy = DTR_STRATEGY_OPTIMAL;

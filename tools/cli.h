@@ -144,12 +144,42 @@ void dtr_cli_json_counts(FILE *out, const int *count);
 extern const dtr_cli_command_t dtr_cli_plan;
 extern const dtr_cli_command_t dtr_cli_run;
 
-/* ---- commands under mpirun (cli_mpi.c) ---- */
-/* MPI_Init, then body with this rank and the job's size, then MPI_Finalize. Ranks other
- * than 0 have stderr silenced until the body calls dtr_cli_restore_stderr (argument errors
- * are the same everywhere: only rank 0 prints them). */
-int dtr_cli_mpi_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
+/* ---- the job a running command is a rank of (cli_job.c) ---- */
+/* Joins the job, then runs body with this rank and the job's size, then leaves. The job is
+ * MPI's (MPI_Init ... MPI_Finalize: mpirun started it) for --backend mpi (the default) and
+ * nccl; for another backend (gloo) it is that backend's, over RANK and WORLD_SIZE (a
+ * launcher such as tools/dtr_launch.sh started it), and a failure to join is printed and
+ * returned as an exit code. Ranks other than 0 have stderr silenced until the body calls
+ * dtr_cli_restore_stderr (argument errors are the same everywhere: only rank 0 prints
+ * them). */
+int dtr_cli_job_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
                      int argc, char **argv);
+/* Whether the job is MPI's; the backend it was started for ("mpi", "nccl", "gloo"); its
+ * size. */
+bool dtr_cli_job_mpi(void);
+const char *dtr_cli_job_backend(void);
+int dtr_cli_job_world(void);
+/* A new context over the job on its backend, on host memory. */
+dtr_status_t dtr_cli_job_context(dtr_context_t **ctx);
+/* The command's own collectives over every rank of the job (a failure ends the process):
+ * an all-reduce in place (I32, I64, F64 or U8; SUM, MAX or MIN), a barrier, len bytes of
+ * every rank into rank 0's all (world * len bytes; all unused elsewhere), and len bytes of
+ * root's buf into every rank's. */
+void dtr_cli_job_reduce(void *buf, int count, dtr_dtype_t dtype, dtr_reduce_op_t op);
+void dtr_cli_job_barrier(void);
+/* all[k] = the largest mine[k] over the ranks (all may be mine). */
+void dtr_cli_job_max(const double *mine, double *all, int count);
+void dtr_cli_job_gather(const void *mine, size_t len, void *all);
+void dtr_cli_job_bcast(void *buf, size_t len, int root);
+/* MPI_Gatherv's form: len bytes of every rank into rank 0's all at at[r] (lens and at are
+ * rank 0's, its own gather of the lens). */
+void dtr_cli_job_gatherv(const void *mine, int len, void *all, const int *lens, const int *at);
+/* Seconds on a clock every rank reads alike (MPI_Wtime, or the monotonic clock). */
+double dtr_cli_job_now(void);
+/* Which mesh dims cross nodes (dtr_mpi_mesh_across_nodes; without MPI, from the ranks' host
+ * names). Collective. */
+dtr_status_t dtr_cli_job_across_nodes(const dtr_mesh_t *mesh, uint32_t *across);
+void dtr_cli_quiet_stderr(void);
 void dtr_cli_restore_stderr(void);
 /* Collective over the job: false if st failed on any rank; rank 0 then prints each distinct
  * "<what>: <error>" once, with the ranks that failed so: "dtr <cmd>: ranks 0-3: <what>:
@@ -190,10 +220,10 @@ int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes
                       const dtr_cli_cost_flags_t *f, dtr_cost_model_t *cost, uint32_t *across,
                       uint32_t *planned);
 
-/* ---- --backend mpi|nccl and --device cpu|cuda (cli_device.c) -------------------------- */
+/* ---- --backend mpi|gloo|nccl and --device cpu|cuda (cli_device.c) --------------------- */
 
 typedef struct {
-    bool nccl, cuda;
+    bool nccl, gloo, cuda;
     const char *device; /* "cpu" or "cuda" */
     /* --device cuda: the command's own CUDA memory state for its copies of host buffers
      * (ops NULL: --device cpu, the host buffers themselves) */

@@ -73,8 +73,9 @@ static int dtr__gpu_load(const char *cmd, bool nccl) {
 int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device,
                         dtr_cli_engine_t *e) {
     e->nccl = strcmp(backend, "nccl") == 0;
-    if (!e->nccl && strcmp(backend, "mpi") != 0)
-        return dtr_cli_usage_error(cmd, "--backend: '%s' is not mpi or nccl", backend);
+    e->gloo = strcmp(backend, "gloo") == 0;
+    if (!e->nccl && !e->gloo && strcmp(backend, "mpi") != 0)
+        return dtr_cli_usage_error(cmd, "--backend: '%s' is not mpi, gloo or nccl", backend);
     if (device == NULL) device = e->nccl ? "cuda" : "cpu";
     e->cuda = strcmp(device, "cuda") == 0;
     e->device = e->cuda ? "cuda" : "cpu";
@@ -83,6 +84,9 @@ int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device
     if (e->nccl && !e->cuda)
         return dtr_cli_usage_error(cmd, "--backend nccl: runs on GPU buffers only (--device "
                                         "cuda), not --device cpu");
+    if (e->gloo && e->cuda)
+        return dtr_cli_usage_error(cmd, "--backend gloo: runs on CPU buffers only (--device "
+                                        "cpu), not --device cuda");
 #if defined(DTR_CLI_DLOPEN)
     if (e->cuda) return dtr__gpu_load(cmd, e->nccl);
 #endif
@@ -108,7 +112,7 @@ int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device
 dtr_status_t dtr_cli_engine_context(dtr_cli_engine_t *e, int rank, dtr_context_t **ctx) {
     e->ops = NULL;
     e->state = NULL;
-    if (!e->cuda) return dtr_context_create_mpi(MPI_COMM_WORLD, ctx);
+    if (!e->cuda) return dtr_cli_job_context(ctx);
 #if defined(DTR__GPU)
     int gpus = dtr_cuda_device_count();
     if (gpus < 1) return dtr_memory_cuda_create(0, NULL, &e->state); /* "no GPU visible" */

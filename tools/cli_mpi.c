@@ -1,50 +1,11 @@
-/* What the commands that run under mpirun (run, grad) share. */
-#include <fcntl.h>
+/* What the commands that run as a job of ranks (run, grad, reshard) share: agreeing on
+ * failures, the mesh against the job, the cost model from where the ranks run. */
 #include <stdlib.h>
 #include <string.h>
 #include <mpi.h>
-#include <unistd.h>
 
 #include "redistribute/mpi/dtr_mpi.h"
 #include "tools/cli.h"
-
-/* Argument errors are the same on every rank: only rank 0 prints them. */
-static int dtr__saved_stderr = -1;
-
-static void dtr__quiet_stderr(void) {
-    fflush(stderr);
-    dtr__saved_stderr = dup(2);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) {
-        dup2(null, 2);
-        close(null);
-    }
-}
-
-void dtr_cli_restore_stderr(void) {
-    if (dtr__saved_stderr < 0) return;
-    fflush(stderr);
-    dup2(dtr__saved_stderr, 2);
-    close(dtr__saved_stderr);
-    dtr__saved_stderr = -1;
-}
-
-int dtr_cli_mpi_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
-                     int argc, char **argv) {
-    int provided;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "dtr %s: MPI_Init failed\n", cmd);
-        return DTR_EXIT_FAIL;
-    }
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (rank != 0) dtr__quiet_stderr();
-    int rc = body(argc, argv, rank, world);
-    dtr_cli_restore_stderr();
-    MPI_Finalize();
-    return rc;
-}
 
 /* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */
 static void dtr__rank_list(const char *msgs, size_t len, int world, int first, char *out,
@@ -69,16 +30,16 @@ static void dtr__rank_list(const char *msgs, size_t len, int world, int first, c
 /* The collective behind dtr_cli_all_ok*: code is this rank's exit code (0: it did not
  * fail); returns the highest over the job, rank 0 having printed each distinct message. */
 static int dtr__all_report(const char *cmd, int code, int rank, const char *msg) {
-    int worst = 0, world = 1;
-    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int worst = code, world = 1;
+    dtr_cli_job_reduce(&worst, 1, DTR_I32, DTR_REDUCE_MAX);
     if (worst == 0) return 0;
     /* rank 0 prints each distinct message once, with the ranks that failed so */
     enum { LEN = 384 };
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    world = dtr_cli_job_world();
     char mine[LEN] = "";
     if (code != 0) snprintf(mine, sizeof mine, "%s", msg);
     char *all = rank == 0 ? calloc((size_t)world, LEN) : NULL;
-    MPI_Gather(mine, LEN, MPI_CHAR, all, LEN, MPI_CHAR, 0, MPI_COMM_WORLD);
+    dtr_cli_job_gather(mine, LEN, all);
     for (int k = 0; all != NULL && k < world; k++) {
         const char *m = all + (size_t)k * LEN;
         bool seen = *m == '\0';
@@ -123,8 +84,9 @@ int dtr_cli_mesh_fits(const char *cmd, const char *flag, const dtr_mesh_t *mesh,
     if (top < world) return DTR_EXIT_OK;
     return dtr_cli_usage_error(cmd,
                                "%s: the mesh uses ranks up to %d and the job has %d: run "
-                               "under 'mpirun -n %d'",
-                               flag, top, world, top + 1);
+                               "under '%s %d'",
+                               flag, top, world,
+                               dtr_cli_job_mpi() ? "mpirun -n" : "dtr_launch.sh -n", top + 1);
 }
 
 void dtr_cli_mpi_paths(long long sums[7]) {
@@ -159,7 +121,7 @@ int dtr_cli_node_cost(const char *cmd, const dtr_mesh_t *mesh, const char *nodes
     *across = *planned = 0;
     int rc = dtr_cli_cost_flags(cmd, f, cost);
     if (rc != DTR_EXIT_OK) return rc;
-    if (dtr_mpi_mesh_across_nodes(MPI_COMM_WORLD, mesh, across) != DTR_OK)
+    if (dtr_cli_job_across_nodes(mesh, across) != DTR_OK)
         return dtr_cli_lib_error(cmd, NULL);
     if (strcmp(nodes_of, "auto") == 0)
         *planned = *across;

@@ -1,7 +1,6 @@
 /* dtr grad: gradient reduction (DDP, FSDP, HSDP) on synthetic gradients with known means. */
 #include <getopt.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +12,7 @@ static void dtr__grad_help(FILE *out) {
         "usage: mpirun -n N dtr grad --mode ddp|fsdp|hsdp --mesh MESH [--dtype DTYPE]\n"
         "                 [--numel N | --shape SHAPE [--shard-dim D]] [--microbatches M]\n"
         "                 [--factor F] [--force-sum] [--base B] [--step S] [--ranks LIST]\n"
-        "                 [--verify] [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
+        "                 [--verify] [--json] [--backend mpi|gloo|nccl] [--device cpu|cuda]\n"
         "                 [--iters K] [--warmup W]\n"
         "       dtr grad --dry-run --world N [--mode MODE] [--mesh MESH] [--dtype DTYPE]\n"
         "                 [--factor F] [--force-sum] [--json]\n"
@@ -59,7 +58,9 @@ static void dtr__grad_help(FILE *out) {
         "                        collectives alone (the baseline), as dtr run times\n"
         "  --warmup W            untimed rounds before them (default 1)\n"
         "  --json                one JSON object on rank 0\n"
-        "  --backend B           mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
+        "  --backend B           mpi (default: Open MPI, under mpirun), gloo (no MPI: under\n"
+        "                        tools/dtr_launch.sh or torchrun; CPU buffers) or nccl (one\n"
+        "                        GPU per rank; implies\n"
         "                        --device cuda; a pre-divide is NCCL's pre-multiplied SUM)\n"
         "  --device D            cpu (default) or cuda: the gradients, the outputs and every\n"
         "                        buffer of the reduction are memory of GPU (rank mod the GPUs\n"
@@ -426,20 +427,20 @@ static bool dtr__grad_time(const dtr__grad_time_t *g, double *med) {
     dtr_cli_progress_t prog = {0};
     for (int64_t it = 0; it < total && ok; it++) {
         for (int w = 0; w < 2 && ok; w++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
+            dtr_cli_job_barrier();
+            double t0 = dtr_cli_job_now();
             if (g->inside && w == 0)
                 st = dtr__grad_reduce(a, g->eng, g->ctx, g->red, g->mesh, g->p->replicate_dims,
                                       g->pos, g->b, false);
             else if (g->inside)
                 st = dtr__grad_bare(a, g->ctx, g->mesh, g->p, g->b, base, count);
-            if (it >= a->warmup) t[w * a->iters + it - a->warmup] = MPI_Wtime() - t0;
+            if (it >= a->warmup) t[w * a->iters + it - a->warmup] = dtr_cli_job_now() - t0;
             ok = dtr_cli_all_ok("grad", st, g->rank, w == 0 ? "timing" : "baseline");
         }
         if (ok && g->rank == 0) dtr_cli_progress(&prog, "grad", "timed rounds", it + 1, total);
     }
     if (ok && a->iters > 0) {
-        MPI_Allreduce(t, tmax, (int)(2 * a->iters), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        dtr_cli_job_max(t, tmax, (int)(2 * a->iters));
         med[0] = dtr_cli_median(tmax, (int)a->iters);
         med[1] = dtr_cli_median(tmax + a->iters, (int)a->iters);
     }
@@ -514,12 +515,12 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     if (st == DTR_OK) st = dtr_cli_dev_put(&eng, grad, gbytes, &dgrad);
     if (st == DTR_OK) st = dtr_cli_dev_put(&eng, out, obytes, &dout);
     if (!dtr_cli_all_ok("grad", st, rank, "output")) goto done_out;
-    double t0 = MPI_Wtime();
+    double t0 = dtr_cli_job_now();
     if (inside) {
         dtr__bufs_t bufs = {grad, out, dgrad, dout, gbytes, obytes, numel};
         st = dtr__grad_reduce(a, &eng, ctx, red, mesh, p.replicate_dims, pos, &bufs, true);
     }
-    double secs = MPI_Wtime() - t0;
+    double secs = dtr_cli_job_now() - t0;
     if (!dtr_cli_all_ok("grad", st, rank, "reduce")) goto done_out;
 
     /* Check: every element against the exact mean. */
@@ -536,9 +537,9 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr__bufs_t tb = {grad, out, dgrad, dout, gbytes, obytes, numel};
     dtr__grad_time_t tm = {a, &eng, ctx, red, mesh, &p, pos, &tb, inside, rank};
     if (!dtr__grad_time(&tm, med)) goto done_out;
-    MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    dtr_cli_job_max(err, allerr, 2);
     double tmax;
-    MPI_Allreduce(&secs, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    dtr_cli_job_max(&secs, &tmax, 1);
     bool ok = !a->verify || (allerr[1] == 0 && allerr[0] <= tol);
     if (rank == 0) {
         dtr__grad_result_t res = {numel, n, tol, allerr[0], allerr[1] > 0, tmax, ok, med[0], med[1]};
@@ -740,8 +741,8 @@ static int dtr__grad_main(int argc, char **argv) {
     }
     for (int k = 1; k < argc; k++)
         if (strcmp(argv[k], "--model") == 0 || strncmp(argv[k], "--model=", 8) == 0)
-            return dtr_cli_mpi_main("grad", dtr_cli_grad_model, argc, argv);
-    return dtr_cli_mpi_main("grad", dtr__grad_body, argc, argv);
+            return dtr_cli_job_main("grad", dtr_cli_grad_model, argc, argv);
+    return dtr_cli_job_main("grad", dtr__grad_body, argc, argv);
 }
 
 const dtr_cli_command_t dtr_cli_grad = {

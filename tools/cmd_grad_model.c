@@ -9,7 +9,6 @@
  */
 #include <getopt.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -392,15 +391,15 @@ static dtr_status_t dtr__timed(dtr__model_t *s, int way, dtr_grad_pipeline_t *p,
     for (int64_t m = 0; m < s->a->microbatches && st == DTR_OK; m++) {
         bool sync = m == s->a->microbatches - 1;
         if (way != 2) DTR__TRY(dtr__model_fill(s, m));
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
+        dtr_cli_job_barrier();
+        double t0 = dtr_cli_job_now();
         st = way == 0 ? dtr__per_tensor(s, sync) : way == 1 ? dtr__grouped(s, p, sync)
                                                             : dtr__baseline(s, sync);
         if (st == DTR_OK) st = dtr_context_sync(s->ctx); /* the GPU's work done */
-        MPI_Barrier(MPI_COMM_WORLD);
-        total += MPI_Wtime() - t0;
+        dtr_cli_job_barrier();
+        total += dtr_cli_job_now() - t0;
     }
-    MPI_Allreduce(&total, secs, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    dtr_cli_job_max(&total, secs, 1);
     return st;
 }
 
@@ -512,7 +511,7 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
         }
         if (rank == 0) dtr_cli_progress(&prog, "grad", "rounds", it + warm + 1, warm + a.iters);
     }
-    MPI_Allreduce(err, allerr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    dtr_cli_job_max(err, allerr, 2);
     static const double eps[] = {[DTR_F32] = 0x1p-23, [DTR_F16] = 0x1p-11, [DTR_BF16] = 0x1p-8};
     double levels = ceil(log2((double)(s.ranks * a.microbatches))) + 3;
     double tol = eps[a.dtype] * 8.0 * levels;

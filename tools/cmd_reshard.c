@@ -23,6 +23,7 @@ static void dtr__reshard_help(FILE *out) {
     fputs("usage: mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE\n"
           "       mpirun -n M dtr reshard --from SRC --to DIR --consolidate\n"
           "                               [--max-file-bytes N]\n"
+          "       dtr_launch.sh -n M dtr reshard ... --backend gloo\n"
           "\n"
           "A checkpoint into another layout, straight from its files: each rank reads only\n"
           "the bytes of the pieces that meet its blocks (nothing is gathered on one rank).\n"
@@ -42,6 +43,9 @@ static void dtr__reshard_help(FILE *out) {
           "                        or model-0000k-of-0000n.safetensors and an index past\n"
           "                        --max-file-bytes, default 5000000000), the files shared\n"
           "                        out over the ranks; no --mesh or --rules\n"
+          "  --backend B           how the ranks agree: mpi (default: under mpirun) or gloo\n"
+          "                        (no MPI: under tools/dtr_launch.sh or torchrun, which set\n"
+          "                        RANK, WORLD_SIZE and DTR_GLOO_STORE)\n"
           "\n"
           "Saved, DIR holds rank-RRRRR-of-NNNNN.safetensors (each rank's blocks; replicas\n"
           "once) and dtr.manifest.json (the mesh, each tensor's placements and pieces, an\n"
@@ -56,7 +60,7 @@ static void dtr__reshard_help(FILE *out) {
 }
 
 typedef struct {
-    const char *from, *to, *mesh, *rules, *max_bytes;
+    const char *from, *to, *mesh, *rules, *max_bytes, *backend;
     bool consolidate;
 } dtr__rs_args_t;
 
@@ -65,7 +69,8 @@ static int dtr__rs_args(int argc, char **argv, dtr__rs_args_t *a) {
         {"from", required_argument, NULL, 'f'},    {"to", required_argument, NULL, 't'},
         {"mesh", required_argument, NULL, 'm'},    {"rules", required_argument, NULL, 'r'},
         {"consolidate", no_argument, NULL, 'c'},   {"max-file-bytes", required_argument, NULL, 'x'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"backend", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     a->max_bytes = "5000000000";
@@ -81,10 +86,13 @@ static int dtr__rs_args(int argc, char **argv, dtr__rs_args_t *a) {
         case 'r': a->rules = optarg; break;
         case 'c': a->consolidate = true; break;
         case 'x': a->max_bytes = optarg; break;
+        case 'b': a->backend = optarg; break;
         default: return dtr_cli_option_error("reshard", c, argv);
         }
     }
     if (optind < argc) return dtr_cli_option_error("reshard", 0, argv);
+    if (a->backend != NULL && strcmp(a->backend, "mpi") != 0 && strcmp(a->backend, "gloo") != 0)
+        return dtr_cli_usage_error("reshard", "--backend: '%s' is not mpi or gloo", a->backend);
     if (a->from == NULL) return dtr_cli_usage_error("reshard", "--from: missing");
     if (a->to == NULL) return dtr_cli_usage_error("reshard", "--to: missing");
     if (a->consolidate && (a->mesh != NULL || a->rules != NULL))
@@ -137,7 +145,7 @@ static dtr_status_t dtr__rs_fill(void *arg, int64_t item, void *block, size_t by
     f->written += (int64_t)bytes;
     f->done++;
     if (f->rank == 0) {
-        double s = MPI_Wtime() - f->start;
+        double s = dtr_cli_job_now() - f->start;
         char what[128];
         snprintf(what, sizeof what, "tensors (rank 0: %.3f GB read, %.2f GB/s)",
                  (double)f->read * 1e-9, s > 0 ? (double)f->read * 1e-9 / s : 0.0);
@@ -174,21 +182,21 @@ static int dtr__rs_specs(const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
 /* Rank 0's summary of what was read and written. */
 static void dtr__rs_report(const char *what, const dtr__rs_args_t *a, int64_t ntensors,
                            const dtr__rs_fill_t *f, int nfiles, int rank, int world) {
-    long long bytes[2] = {f->read, f->written}, maxread = 0, total = 0;
-    MPI_Reduce(&bytes[0], &maxread, 1, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&bytes[1], &total, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    double secs = MPI_Wtime() - f->start, all = secs;
-    MPI_Reduce(&secs, &all, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    int64_t maxread = f->read, total = f->written;
+    dtr_cli_job_reduce(&maxread, 1, DTR_I64, DTR_REDUCE_MAX);
+    dtr_cli_job_reduce(&total, 1, DTR_I64, DTR_REDUCE_SUM);
+    double all = dtr_cli_job_now() - f->start;
+    dtr_cli_job_reduce(&all, 1, DTR_F64, DTR_REDUCE_MAX);
     if (rank == 0)
         printf("dtr reshard: %lld tensors from %s to %s %s on %d ranks: %lld bytes in %d "
                "files; each rank read at most %lld bytes; %.3f s, %.2f GB/s written\n",
-               (long long)ntensors, a->from, a->to, what, world, total, nfiles, maxread, all,
-               all > 0 ? (double)total / all / 1e9 : 0.0);
+               (long long)ntensors, a->from, a->to, what, world, (long long)total, nfiles,
+               (long long)maxread, all, all > 0 ? (double)total / all / 1e9 : 0.0);
 }
 
 /* On failure: every rank's files out of --to, and --to itself if this run made it. */
 static void dtr__rs_undo(const char *to, bool made, int rank) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    dtr_cli_job_barrier();
     if (rank != 0) return;
     DIR *d = opendir(to);
     for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
@@ -227,7 +235,7 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     int rc = dtr__rs_specs(ck, mesh, rules, rank, specs, items, src);
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
-                        .start = MPI_Wtime()};
+                        .start = dtr_cli_job_now()};
     char *record = NULL;
     const char **meta = dtr__rs_metadata(ck);
     dtr_status_t st = rc == DTR_EXIT_OK ? dtr_checkpoint_save_rank_meta(a->to, rank, n, items,
@@ -235,17 +243,17 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
                                                                         &record)
                                         : DTR_OK;
     free(meta);
-    int bad = rc != DTR_EXIT_OK, anybad = 0;
-    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int anybad = rc != DTR_EXIT_OK;
+    dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
     if (anybad) rc = DTR_EXIT_USAGE;
     else if (!dtr_cli_all_ok("reshard", st, rank, "writing its file")) rc = DTR_EXIT_FAIL;
     /* the records to rank 0, which writes the manifest */
     int len = record != NULL ? (int)strlen(record) + 1 : 0, *lens = calloc((size_t)world, sizeof *lens),
         *at = calloc((size_t)world + 1, sizeof *at);
-    MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dtr_cli_job_gather(&len, sizeof len, lens);
     for (int r = 0; r < world; r++) at[r + 1] = at[r] + lens[r];
     char *all = malloc((size_t)at[world] + 1);
-    MPI_Gatherv(record, len, MPI_CHAR, all, lens, at, MPI_CHAR, 0, MPI_COMM_WORLD);
+    dtr_cli_job_gatherv(record, len, all, lens, at);
     if (rc == DTR_EXIT_OK) {
         const char **recs = calloc((size_t)world, sizeof *recs);
         for (int r = 0; rank == 0 && r < world; r++) recs[r] = lens[r] > 0 ? all + at[r] : NULL;
@@ -339,7 +347,7 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
         items[i] = (dtr_checkpoint_item_t){t.name, &specs[i], NULL};
     }
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
-    dtr__rs_fill_t f = {.ck = ck, .src = src, .rank = 0, .total = n, .start = MPI_Wtime()};
+    dtr__rs_fill_t f = {.ck = ck, .src = src, .rank = 0, .total = n, .start = dtr_cli_job_now()};
     dtr_status_t st = DTR_OK;
     for (int k = rank; rc == DTR_EXIT_OK && st == DTR_OK && k < nfiles; k += world) {
         dtr_checkpoint_item_t *mine = calloc((size_t)n + 1, sizeof *mine);
@@ -358,8 +366,8 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
         free(meta);
         free(mine);
     }
-    int bad = rc != DTR_EXIT_OK, anybad = 0;
-    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int anybad = rc != DTR_EXIT_OK;
+    dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
     if (anybad) rc = DTR_EXIT_USAGE;
     else if (!dtr_cli_all_ok("reshard", st, rank, "writing whole tensors")) rc = DTR_EXIT_FAIL;
     if (rc == DTR_EXIT_OK && nfiles > 1) {
@@ -389,15 +397,16 @@ static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
             rc = dtr_cli_lib_error("reshard", "--mesh");
         else if (dtr_mesh_nranks(mesh) != world)
             rc = dtr_cli_usage_error("reshard", "--mesh: %lld ranks, the job has %d (run under "
-                                                "'mpirun -n %lld')",
+                                                "'%s %lld')",
                                      (long long)dtr_mesh_nranks(mesh), world,
+                                     dtr_cli_job_mpi() ? "mpirun -n" : "dtr_launch.sh -n",
                                      (long long)dtr_mesh_nranks(mesh));
         else if (dtr_checkpoint_rules_load(a.rules, dtr_mesh_ndims(mesh), &rules) != DTR_OK)
             rc = dtr_cli_lib_error("reshard", "--rules");
     }
     bool made = false;
     if (rc == DTR_EXIT_OK && rank == 0) rc = dtr__rs_target(a.to, &made);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dtr_cli_job_bcast(&rc, sizeof rc, 0);
     dtr_checkpoint_t *ck = NULL;
     if (rc == DTR_EXIT_OK) { /* (rank 0 speaks for all: every rank reads the same files) */
         dtr_status_t st = dtr_checkpoint_open(a.from, &ck);
@@ -425,7 +434,7 @@ static int dtr__reshard_main(int argc, char **argv) {
             dtr__reshard_help(stdout);
             return DTR_EXIT_OK;
         }
-    return dtr_cli_mpi_main("reshard", dtr__reshard_body, argc, argv);
+    return dtr_cli_job_main("reshard", dtr__reshard_body, argc, argv);
 }
 
 const dtr_cli_command_t dtr_cli_reshard = {

@@ -2,7 +2,6 @@
  * collectives. The phases of one run (run.h): the flags (change.c), the specs and the plan,
  * the context and buffers, the first run, its check and the backward plan (run_check.c),
  * the timing, the report (run_report.c). */
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +21,11 @@ static void dtr__run_help_more(FILE *out) {
         "                       and their operations through shared memory and MPI, those\n"
         "                       across nodes and theirs through MPI and in the hierarchical\n"
         "                       form, over all runs: docs/nodes.md)\n"
-        "  --backend B          mpi (default: Open MPI) or nccl (one GPU per rank; implies\n"
-        "                       --device cuda)\n"
+        "  --backend B          mpi (default: Open MPI, under mpirun), gloo (no MPI: the\n"
+        "                       ranks a launcher started, tools/dtr_launch.sh or torchrun,\n"
+        "                       RANK, WORLD_SIZE, DTR_GLOO_STORE; CPU buffers; every form,\n"
+        "                       --batch and --to-mesh too) or nccl (one GPU per rank;\n"
+        "                       implies --device cuda)\n"
         "  --device D           cpu (default) or cuda: the buffers are device memory of GPU\n"
         "                       (rank mod GPUs) and every local step runs as a CUDA kernel; with\n"
         "                       --backend mpi several ranks may share one GPU (the operations\n"
@@ -41,7 +43,7 @@ static void dtr__run_help_more(FILE *out) {
         "                       source ranks (--mesh, --ranks) and the destination ranks may\n"
         "                       be disjoint, overlap or be the same; --verify checks every\n"
         "                       element on every destination rank and every source rank's\n"
-        "                       input; blocking, MPI backend, CPU buffers (--json adds\n"
+        "                       input; CPU buffers, --nonblocking as above (--json adds\n"
         "                       messages, send_bytes_per_rank_max and the lower bounds).\n"
         "                       --relabel and --staging-cap as for dtr plan; with --batch the\n"
         "                       file's tensors move together, timed beside one tensor at a\n"
@@ -73,18 +75,21 @@ static void dtr__run_help(FILE *out) {
         "                [--strategy optimal|compat] [--iters N] [--warmup N] [--verify]\n"
         "                [--nonblocking] [--backward [--backward-dtype DTYPE]]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
-        "                [--json] [--backend mpi|nccl] [--device cpu|cuda]\n"
+        "                [--json] [--backend mpi|gloo|nccl] [--device cpu|cuda]\n"
         "                [--buffers private|shared]\n"
         "       mpirun -n N dtr run --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
         "                [--relabel] [--staging-cap BYTES] [--iters N] [--warmup N] [--verify]\n"
         "                [--fill pattern|random] [--seed S] [--inject-mismatch R] [--json]\n"
+        "                [--nonblocking] [--dump DIR] [--backend mpi|gloo]\n"
         "       mpirun -n N dtr run --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
         "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--iters N]\n"
         "                [--warmup N] [--verify] [--fill pattern|random] [--seed S] [--json]\n"
+        "                [--backend mpi|gloo]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
         "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
-        "                [--fill pattern|random] [--seed S]\n"
+        "                [--fill pattern|random] [--seed S] [--backend mpi|gloo]\n"
+        "       tools/dtr_launch.sh -n N dtr run ... --backend gloo   (no MPI)\n"
         "       every form also takes dtr plan's cost flags: [--alpha-us A] [--bandwidth-gbps B]\n"
         "                [--local-gbps G] [--inter-alpha-us A] [--inter-bandwidth-gbps B]\n"
         "\n"
@@ -253,19 +258,19 @@ static bool dtr__timing(dtr_cli_run_t *r) {
     }
     dtr_cli_progress_t prog = {0};
     for (long k = 0; k < o->iters; k++) {
-        double t[2], tmax[2];
+        double t[2];
         for (int bb = 0; bb < 2; bb++) {
             int b = (k % 2) ? 1 - bb : bb;
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
+            dtr_cli_job_barrier();
+            double t0 = dtr_cli_job_now();
             st = b == 0 ? dtr__once(r) : dtr__baseline(r);
-            t[b] = (MPI_Wtime() - t0) * 1e6;
+            t[b] = (dtr_cli_job_now() - t0) * 1e6;
             if (!dtr_cli_all_ok("run", st, r->rank, b == 0 ? "redistribute" : "baseline"))
                 return false;
         }
-        MPI_Allreduce(t, tmax, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        r->times[k] = tmax[0];
-        r->times[o->iters + k] = tmax[1];
+        dtr_cli_job_reduce(t, 2, DTR_F64, DTR_REDUCE_MAX);
+        r->times[k] = t[0];
+        r->times[o->iters + k] = t[1];
         if (r->rank == 0) dtr_cli_progress(&prog, "run", "timed iterations", k + 1, o->iters);
     }
     r->med = dtr_cli_median(r->times, (int)o->iters);
@@ -284,13 +289,13 @@ static int dtr__run_phases(dtr_cli_run_t *r) {
     r->ok = !o->verify || (r->fwd.rep.mismatches == 0 && r->fwd.input_changed == 0 &&
                            r->bwd.rep.mismatches == 0);
     /* which groups went through shared memory (inside a node) and which through MPI */
-    r->mpi = strcmp(dtr_context_backend(r->ctx), "nccl") != 0;
+    r->mpi = strcmp(dtr_context_backend(r->ctx), "mpi") == 0;
     for (int k = 0; k < r->plan->nsteps; k++)
         r->steps_across += dtr_step_across_nodes(r->plan, k, r->across);
     if (r->mpi) dtr_cli_mpi_paths(r->paths);
     if (r->rank == 0) dtr_cli_run_report(r);
     int ok = r->ok;
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dtr_cli_job_bcast(&ok, sizeof ok, 0);
     return ok ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 }
 
@@ -342,7 +347,7 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
 }
 
 static int dtr__run_main(int argc, char **argv) {
-    return dtr_cli_mpi_main("run", dtr__run, argc, argv);
+    return dtr_cli_job_main("run", dtr__run, argc, argv);
 }
 
 const dtr_cli_command_t dtr_cli_run = {

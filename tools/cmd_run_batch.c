@@ -1,11 +1,9 @@
 /* dtr run --batch: many tensors redistributed together under mpirun, verified element by
  * element, and timed three ways side by side: the batch, the same tensors one plan at a
  * time, and the batch's collectives alone. */
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
 #include "tools/change.h"
 #include "tools/cli.h"
 #include "tools/pattern/pattern.h"
@@ -117,13 +115,13 @@ static dtr_status_t dtr__time(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
     dtr_status_t st = DTR_OK;
     for (int64_t it = -warmup; st == DTR_OK && it < iters; it++) {
         for (int form = 0; st == DTR_OK && form < 3; form++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime();
+            dtr_cli_job_barrier();
+            double t0 = dtr_cli_job_now();
             st = form == 0   ? dtr__batched(ctx, bp, t, nonblocking)
                  : form == 1 ? dtr__one_by_one(ctx, bp, t)
                              : dtr_redistribute_batch_baseline(ctx, bp);
-            double dt = (MPI_Wtime() - t0) * 1e6, slowest = dt;
-            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            double slowest = (dtr_cli_job_now() - t0) * 1e6;
+            dtr_cli_job_reduce(&slowest, 1, DTR_F64, DTR_REDUCE_MAX);
             if (it >= 0) v[form * iters + it] = slowest;
         }
     }
@@ -177,23 +175,23 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     bool verify = o->verify, nonblocking = o->nonblocking;
     int64_t iters = o->iters;
     dtr_context_t *ctx = NULL;
-    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    dtr_status_t st = dtr_cli_job_context(&ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
     int rc = DTR_EXIT_FAIL;
     st = dtr__tensors_fill(t, rank, o->fill);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     st = dtr__batched(ctx, bp, t, nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
-    int64_t bad = 0, checked = 0, sums[2], totals[2] = {0, 0};
+    int64_t bad = 0, checked = 0, totals[2];
     int first = -1;
     if (verify) st = dtr__tensors_check(t, rank, &bad, &checked, &first);
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     if (bad > 0)
         fprintf(stderr, "dtr run: rank %d: %lld wrong elements or written inputs, the first in "
                         "tensor %d\n", rank, (long long)bad, first);
-    sums[0] = bad;
-    sums[1] = checked;
-    MPI_Allreduce(sums, totals, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    totals[0] = bad;
+    totals[1] = checked;
+    dtr_cli_job_reduce(totals, 2, DTR_I64, DTR_REDUCE_SUM);
     double med[3] = {0, 0, 0};
     if (iters > 0) {
         st = dtr__time(ctx, bp, t, nonblocking, o->warmup, iters, med);

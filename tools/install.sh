@@ -12,14 +12,17 @@ usage: bash tools/install.sh --prefix DIR [--mpi openmpi|mpich] [--no-cuda] [--d
   --prefix DIR   where to install (created if missing); nothing is written outside it:
                    DIR/include/dtr/   dtr.h (the whole API), dtr_mpi.h, dtr_core.h (layouts
                                       and plans alone), dtr_checkpoint.h (safetensors
-                                      checkpoints), and where CUDA was found dtr_cuda.h,
-                                      dtr_nccl.h
+                                      checkpoints), where Gloo was found dtr_gloo.h, and
+                                      where CUDA was found dtr_cuda.h, dtr_nccl.h
                    DIR/lib/           libdtr.so.X.Y.Z (SONAME libdtr.so.X) and its links,
-                                      libdtr.a, libdtr_core.so* (no MPI), libdtr_cuda.so*,
-                                      libdtr_nccl.so*
-                   DIR/lib/pkgconfig/ dtr.pc, dtr-core.pc (dtr-cuda.pc, dtr-nccl.pc)
+                                      libdtr.a, libdtr_core.so* (no MPI), libdtr_gloo.so*
+                                      (the Gloo backend: Debian's libgloo0),
+                                      libdtr_cuda.so*, libdtr_nccl.so*
+                   DIR/lib/pkgconfig/ dtr.pc, dtr-core.pc (dtr-gloo.pc, dtr-cuda.pc,
+                                      dtr-nccl.pc)
                    DIR/lib/cmake/dtr/ dtrConfig.cmake, dtrConfigVersion.cmake
-                   DIR/bin/dtr        the CLI (MPI backend; finds libdtr.so in ../lib)
+                   DIR/bin/dtr        the CLI (finds libdtr.so in ../lib; --backend gloo
+                                      loads libdtr_gloo.so from there)
                    DIR/share/man/man1/dtr.1  its man page (`man dtr` with DIR/share/man on
                                       MANPATH, or from DIR/bin on PATH)
                    DIR/share/doc/dtr/ README, LICENSE (BSD-3-Clause), CHANGELOG.md, docs
@@ -87,6 +90,8 @@ major=${version%%.*}
 # Whether this configuration built the CUDA libraries (stale ones may lie in bazel-bin).
 has_cuda=$(grep -c '^CUDA_AVAILABLE = True' "$(bazel info "${flags[@]}" output_base 2>/dev/null)/external/local_cuda/defs.bzl" || true)
 [ "$cuda" -eq 1 ] || has_cuda=0
+# Whether Bazel found Gloo (Debian's libgloo-dev) for libdtr_gloo.so.
+has_gloo=$(grep -c '^GLOO_AVAILABLE = True' "$(bazel info "${flags[@]}" output_base 2>/dev/null)/external/gloo/defs.bzl" || true)
 cuda_lib=$(sed -n 's/^CUDA_PATH = "\(.*\)"$/\1/p' "$(bazel info output_base 2>/dev/null)/external/local_cuda/defs.bzl")/lib64
 
 # lay_out DIR CUDA: the installed tree under DIR (CUDA 1: with the CUDA and NCCL parts).
@@ -100,6 +105,11 @@ lay_out() {
     python3 dist/flatten_header.py "$d/include/dtr/dtr_checkpoint.h" checkpoint/dtr_checkpoint.h \
         --dir . --dir "$bin" --as dtr.h=dtr.h
     local libs=(libdtr libdtr_core)
+    if [ "$has_gloo" -eq 1 ]; then
+        libs+=(libdtr_gloo)
+        python3 dist/flatten_header.py "$d/include/dtr/dtr_gloo.h" redistribute/gloo/dtr_gloo.h \
+            --dir . --dir "$bin" --as dtr.h=dtr.h
+    fi
     if [ "$with_cuda" -eq 1 ]; then
         libs+=(libdtr_cuda libdtr_nccl)
         python3 dist/flatten_header.py "$d/include/dtr/dtr_cuda.h" redistribute/cuda/dtr_cuda.h \
@@ -121,6 +131,7 @@ lay_out() {
         -e "s|@CUDA_LIB@|$cuda_lib|g")
     sed "${subst[@]}" dist/dtr.pc.in >"$d/lib/pkgconfig/dtr.pc"
     sed "${subst[@]}" dist/dtr-core.pc.in >"$d/lib/pkgconfig/dtr-core.pc"
+    [ "$has_gloo" -eq 0 ] || sed "${subst[@]}" dist/dtr-gloo.pc.in >"$d/lib/pkgconfig/dtr-gloo.pc"
     if [ "$with_cuda" -eq 1 ]; then
         sed "${subst[@]}" dist/dtr-cuda.pc.in >"$d/lib/pkgconfig/dtr-cuda.pc"
         sed "${subst[@]}" dist/dtr-nccl.pc.in >"$d/lib/pkgconfig/dtr-nccl.pc"
@@ -175,7 +186,7 @@ Maintainer: $maintainer
 Section: libdevel
 Priority: optional
 Depends: $depends
-Recommends: pkg-config, cmake
+Recommends: pkg-config, cmake$([ "$has_gloo" -eq 0 ] || echo ", libgloo0")
 Conflicts: $conflicts
 Installed-Size: $(du -sk "$stage/usr" | cut -f1)
 Description: DTensor placement and redistribution library and CLI ($mpi_name)

@@ -2,7 +2,6 @@
  * rank, the verdicts gathered on rank 0, and the backward plan run and checked (run.h). */
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +41,8 @@ bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, si
 }
 
 bool dtr_cli_all_true(bool ok) {
-    int mine = ok, all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    int all = ok;
+    dtr_cli_job_reduce(&all, 1, DTR_I32, DTR_REDUCE_MIN);
     return all != 0;
 }
 
@@ -63,7 +62,7 @@ static void dtr__fold(dtr_cli_verdict_t *sum, const dtr_cli_verdict_t *v) {
 static void dtr__gather(int rank, int world, const dtr_cli_verdict_t *v, dtr_cli_verdict_t **all,
                         dtr_cli_verdict_t *sum) {
     dtr_cli_verdict_t *each = rank == 0 ? calloc((size_t)world, sizeof *each) : NULL;
-    MPI_Gather(v, (int)sizeof *v, MPI_BYTE, each, (int)sizeof *v, MPI_BYTE, 0, MPI_COMM_WORLD);
+    dtr_cli_job_gather(v, sizeof *v, each);
     for (int k = 0; each != NULL && k < world; k++) dtr__fold(sum, &each[k]);
     if (all != NULL)
         *all = each;

@@ -1,11 +1,9 @@
 /* dtr run --to-mesh: a change between two meshes of the job's ranks, of one tensor or of a
  * --batch file's, verified on every destination rank (and every source rank's input
  * intact) and timed; a batch also one tensor at a time, side by side (run.h). */
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
 #include "tools/run.h"
 
 /* What this rank holds and checks, per tensor. */
@@ -20,10 +18,11 @@ typedef struct {
 
 /* The flags a change between meshes does not take yet, named. */
 static int dtr__cross_flags(const dtr_cli_change_t *o) {
-    const char *other = o->backward ? "--backward" : o->nonblocking ? "--nonblocking"
+    const char *other = o->backward ? "--backward"
                         : o->input != NULL ? "--input"
                         : o->shared ? "--buffers shared"
-                        : o->backend != NULL && strcmp(o->backend, "mpi") != 0 ? "--backend"
+                        : o->backend != NULL && strcmp(o->backend, "mpi") != 0 &&
+                                  strcmp(o->backend, "gloo") != 0 ? "--backend nccl"
                         : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
     if (other != NULL)
@@ -105,19 +104,19 @@ static dtr_status_t dtr__xt_check(const dtr__xt_t *t, int rank, dtr_cli_verdict_
  * with its first failing tensor's verdict. Collective over the job. */
 static void dtr__xverdicts(const dtr_cli_verdict_t *v, int bad_tensor, int rank,
                            dtr_cli_cross_result_t *r) {
-    int64_t mine[3] = {v->rep.mismatches, v->rep.checked, v->input_changed}, all[3];
-    MPI_Allreduce(mine, all, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    int64_t all[3] = {v->rep.mismatches, v->rep.checked, v->input_changed};
+    dtr_cli_job_reduce(all, 3, DTR_I64, DTR_REDUCE_SUM);
     memset(&r->sum, 0, sizeof r->sum);
     r->sum.rep.mismatches = all[0];
     r->sum.rep.checked = all[1];
     r->sum.input_changed = all[2];
-    int me = bad_tensor >= 0 ? rank : r->world, first = r->world;
-    MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int first = bad_tensor >= 0 ? rank : r->world;
+    dtr_cli_job_reduce(&first, 1, DTR_I32, DTR_REDUCE_MIN);
     r->first_bad = first < r->world ? first : -1;
     if (r->first_bad < 0) return;
     double d[5] = {(double)v->rep.first, v->rep.got, v->rep.want, 0, (double)bad_tensor};
     d[3] = (double)v->rep.mismatches;
-    MPI_Bcast(d, 5, MPI_DOUBLE, first, MPI_COMM_WORLD);
+    dtr_cli_job_bcast(d, sizeof d, first);
     r->bad.rep.first = (int64_t)d[0];
     r->bad.rep.got = d[1];
     r->bad.rep.want = d[2];
@@ -125,11 +124,27 @@ static void dtr__xverdicts(const dtr_cli_verdict_t *v, int bad_tensor, int rank,
     r->bad_tensor = (int)d[4];
 }
 
-/* One run of the plan (form 0), or of the batch's tensors one plan at a time (form 1). */
+/* A started request (st: the start's status) tested until done (--nonblocking). */
+static dtr_status_t dtr__xpoll(dtr_status_t st, dtr_request_t *const *req) {
+    bool done = false;
+    while (st == DTR_OK && !done) st = dtr_request_test(*req, &done);
+    return st;
+}
+
+/* One run of the plan (form 0), or of the batch's tensors one plan at a time (form 1);
+ * --nonblocking: started, then tested until done. */
 static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
-                               bool batch, int form) {
+                               bool batch, int form, bool nonblocking) {
+    dtr_request_t *req = NULL;
+    if (!batch && nonblocking)
+        return dtr__xpoll(dtr_redistribute_cross_start(ctx, plan, t->in[0], t->in_bytes[0],
+                                                       t->out[0], t->out_bytes[0], &req), &req);
     if (!batch)
         return dtr_redistribute_cross(ctx, plan, t->in[0], t->in_bytes[0], t->out[0], t->out_bytes[0]);
+    if (form == 0 && nonblocking)
+        return dtr__xpoll(dtr_redistribute_cross_batch_start(ctx, plan, (const void *const *)t->in,
+                                                             t->in_bytes, t->out, t->out_bytes,
+                                                             &req), &req);
     if (form == 0)
         return dtr_redistribute_cross_batch(ctx, plan, (const void *const *)t->in, t->in_bytes,
                                             t->out, t->out_bytes);
@@ -149,11 +164,11 @@ static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
     dtr_status_t st = DTR_OK;
     for (int64_t k = -o->warmup; k < o->iters && st == DTR_OK; k++)
         for (int form = 0; form < forms && st == DTR_OK; form++) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            double t0 = MPI_Wtime(), dt, slowest;
-            st = dtr__xonce(ctx, plan, t, r->batch, form);
-            dt = (MPI_Wtime() - t0) * 1e6;
-            MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            dtr_cli_job_barrier();
+            double t0 = dtr_cli_job_now();
+            st = dtr__xonce(ctx, plan, t, r->batch, form, o->nonblocking);
+            double slowest = (dtr_cli_job_now() - t0) * 1e6;
+            dtr_cli_job_reduce(&slowest, 1, DTR_F64, DTR_REDUCE_MAX);
             if (k >= 0) times[form * o->iters + k] = slowest;
         }
     r->med = dtr_cli_median(times, (int)o->iters);
@@ -168,12 +183,12 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     dtr_context_t *ctx = NULL;
     dtr_cli_cross_result_t r = {.o = o, .plan = plan, .src = &t->src[0], .dst = &t->dst[0],
                                 .world = world, .batch = o->batch != NULL, .first_bad = -1};
-    dtr_status_t st = dtr_context_create_mpi(MPI_COMM_WORLD, &ctx);
+    dtr_status_t st = dtr_cli_job_context(&ctx);
     int rc = DTR_EXIT_FAIL;
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     st = dtr__xt_fill(t, &o->fill, r.batch, rank);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
-    st = dtr__xonce(ctx, plan, t, r.batch, 0);
+    st = dtr__xonce(ctx, plan, t, r.batch, 0, o->nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     /* --dump: a source rank's block as rankR.in, a destination rank's as rankR.out (the
      * destination's blocks as dtr_cross_plan_dst lays them out, relabeled or not) */

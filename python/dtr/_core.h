@@ -28,13 +28,14 @@
 #include <dtr/dtr.h>
 #include <dtr/dtr_mpi.h>
 
-/* One dtr context over one communicator, shared by every Mesh on it. */
+/* One dtr context over one communicator (backend mpi) or over the job a launcher started
+ * (another backend, by name), shared by every Mesh on it. */
 typedef struct {
     PyObject_HEAD
     dtr_context_t *ctx;
-    PyObject *comm; /* the mpi4py communicator */
-    MPI_Comm mcomm; /* its handle */
-    int rank, size; /* in comm */
+    PyObject *comm; /* the mpi4py communicator (None without MPI) */
+    MPI_Comm mcomm; /* its handle (MPI_COMM_NULL without MPI) */
+    int rank, size; /* in comm, or in the job */
     /* dtr uses a context from one thread at a time (docs/integration.md, "Threads") and
      * every call below releases the GIL: each call into the context holds this lock. */
     PyThread_type_lock lock;
@@ -55,6 +56,7 @@ typedef struct {
     PyObject_HEAD
     dtr_mesh_t *mesh;
     PyObject *comm;             /* NULL: mpi4py's COMM_WORLD */
+    char backend[DTR_BACKEND_NAME_MAX + 1]; /* "mpi", or a backend without MPI ("gloo") */
     dtrpy_context_t *context;   /* NULL until the first collective call */
     PyObject *weak;
 } dtrpy_mesh_t;

@@ -5,15 +5,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static PyObject *dtrpy_contexts; /* comm.py2f() -> context */
+static PyObject *dtrpy_contexts; /* comm.py2f() (mpi), or the backend's name -> context */
 
 /* ---- contexts -------------------------------------------------------------------------- */
 
 static void dtrpy_context_close(dtrpy_context_t *c) {
     int finalized = 0;
-    MPI_Finalized(&finalized);
+    if (c->mcomm != MPI_COMM_NULL) MPI_Finalized(&finalized);
     if (c->ctx != NULL && !finalized) DTRPY_CALL(c, dtr_context_destroy(c->ctx));
     c->ctx = NULL; /* (after MPI_Finalize nothing can be freed: left to the exit) */
 }
@@ -57,17 +58,40 @@ static int dtrpy_check_mpi(PyObject *mpi) {
     return same ? 0 : -1;
 }
 
-/* The context over comm: the one already made, or a new one (collective over comm). */
-static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
-    PyObject *key = PyObject_CallMethod(comm, "py2f", NULL);
-    if (key == NULL) return NULL;
+/* An integer environment variable in [lo, hi] into *out; -1 with ArgumentError naming it. */
+static int dtrpy_env_int(const char *name, const char *backend, long lo, long hi, int *out) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    long x = v != NULL ? strtol(v, &end, 10) : 0;
+    if (v == NULL || *v == '\0' || *end != '\0' || x < lo || x > hi) {
+        dtrpy_arg_error("backend '%s': %s is %s%.40s%s (a launcher sets it: "
+                        "tools/dtr_launch.sh, torchrun)", backend, name, v ? "'" : "not set",
+                        v ? v : "", v ? "', not a rank count or rank" : "");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* The context kept under key, or a new one kept there: over the mpi4py communicator comm
+ * (collective over it), or, comm None, over the job on the backend `name` (collective over
+ * the job's ranks, WORLD_SIZE of them). New reference; steals key. */
+static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const char *name) {
     PyObject *found = PyDict_GetItemWithError(dtrpy_contexts, key);
     if (found != NULL || PyErr_Occurred()) {
         Py_DECREF(key);
         Py_XINCREF(found);
         return (dtrpy_context_t *)found;
     }
-    MPI_Comm mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
+    int size = 0;
+    MPI_Comm mc = MPI_COMM_NULL;
+    if (comm != Py_None) {
+        mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
+        MPI_Comm_size(mc, &size);
+    } else if (dtrpy_env_int("WORLD_SIZE", name, 1, INT32_MAX, &size) < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
     dtrpy_context_t *c = PyObject_New(dtrpy_context_t, &dtrpy_context_type);
     if (c == NULL) {
         Py_DECREF(key);
@@ -77,14 +101,15 @@ static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
     c->lock = PyThread_allocate_lock();
     c->comm = Py_NewRef(comm);
     c->mcomm = mc;
-    MPI_Comm_rank(mc, &c->rank);
-    MPI_Comm_size(mc, &c->size);
+    c->size = size;
     dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        st = dtr_context_create_mpi(mc, &c->ctx);
+        st = comm != Py_None ? dtr_context_create_mpi(mc, &c->ctx)
+                             : dtr_context_create_named(name, &c->ctx);
         Py_END_ALLOW_THREADS
     }
+    c->rank = dtr_context_rank(c->ctx);
     if (st != DTR_OK || PyDict_SetItem(dtrpy_contexts, key, (PyObject *)c) < 0) {
         if (st != DTR_OK) dtrpy_raise(st);
         Py_DECREF(key);
@@ -93,6 +118,19 @@ static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
     }
     Py_DECREF(key);
     return c;
+}
+
+/* The context over comm: the one already made, or a new one (collective over comm). */
+static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
+    PyObject *key = PyObject_CallMethod(comm, "py2f", NULL);
+    return key == NULL ? NULL : dtrpy_context_kept(key, comm, "mpi");
+}
+
+/* The context over the job on a backend without MPI (collective over the job's ranks the
+ * first time). New reference. */
+static dtrpy_context_t *dtrpy_context_named(const char *name) {
+    PyObject *key = PyUnicode_FromString(name);
+    return key == NULL ? NULL : dtrpy_context_kept(key, Py_None, name);
 }
 
 PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs) {
@@ -153,10 +191,43 @@ static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
     return 0;
 }
 
+/* backend=: None or "mpi" (over comm, mpi4py's), or a backend without MPI over the job a
+ * launcher started, on host memory ("gloo"). */
+static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm) {
+    snprintf(m->backend, sizeof m->backend, "mpi");
+    if (backend == Py_None) return 0;
+    const char *name = PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : NULL;
+    if (name == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("backend: expected a name such as 'mpi' or 'gloo', got %s",
+                        Py_TYPE(backend)->tp_name);
+        return -1;
+    }
+    if (strcmp(name, "mpi") == 0) return 0;
+    dtr_backend_info_t info;
+    if (dtr_backend_find(name, &info) != DTR_OK) {
+        dtrpy_raise(DTR_ERR_INVALID_ARGUMENT);
+        return -1;
+    }
+    if (strcmp(info.memory, "host") != 0) {
+        dtrpy_arg_error("backend: '%s' moves %s buffers; this package moves host arrays "
+                        "(mpi or gloo)", name, info.memory);
+        return -1;
+    }
+    if (comm != Py_None) {
+        dtrpy_arg_error("comm: an mpi4py communicator goes with backend 'mpi'; backend '%s' "
+                        "runs over the job its launcher started (RANK, WORLD_SIZE)", name);
+        return -1;
+    }
+    snprintf(m->backend, sizeof m->backend, "%s", name);
+    return 0;
+}
+
 static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"shape", "ranks", "comm", NULL};
-    PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:Mesh", names, &shape_obj, &ranks_obj, &comm)) {
+    static char *names[] = {"shape", "ranks", "comm", "backend", NULL};
+    PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None, *backend = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:Mesh", names, &shape_obj, &ranks_obj, &comm,
+                                     &backend)) {
         dtrpy_as_argument_error();
         return -1;
     }
@@ -164,6 +235,7 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Mesh: already initialised");
         return -1;
     }
+    if (dtrpy_mesh_backend(m, backend, comm) < 0) return -1;
     int64_t sizes[DTR_MAX_TENSOR_DIMS];
     int ndims = 0;
     if (dtrpy_shape(shape_obj, "shape", sizes, &ndims) < 0) return -1;
@@ -221,6 +293,7 @@ int dtrpy_mesh_of(PyObject *obj, const char *what, dtrpy_mesh_t **out) {
  * initialises MPI). New reference. */
 static PyObject *dtrpy_mesh_comm(dtrpy_mesh_t *m) {
     if (m->comm != NULL) return Py_NewRef(m->comm);
+    if (strcmp(m->backend, "mpi") != 0) Py_RETURN_NONE;
     PyObject *mpi = PyImport_ImportModule("mpi4py.MPI");
     if (mpi == NULL) return NULL;
     PyObject *world = PyObject_GetAttrString(mpi, "COMM_WORLD");
@@ -228,8 +301,8 @@ static PyObject *dtrpy_mesh_comm(dtrpy_mesh_t *m) {
     return world;
 }
 
-dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
-    if (m->context != NULL) return m->context;
+/* The mesh's context on an MPI communicator (mpi4py checked to run on dtr's MPI once). */
+static dtrpy_context_t *dtrpy_mesh_context_mpi(dtrpy_mesh_t *m) {
     PyObject *comm = dtrpy_mesh_comm(m);
     if (comm == NULL) return NULL;
     static int checked = 0;
@@ -245,15 +318,23 @@ dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
     }
     dtrpy_context_t *c = dtrpy_context_for(comm);
     Py_DECREF(comm);
+    return c;
+}
+
+dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
+    if (m->context != NULL) return m->context;
+    bool mpi = strcmp(m->backend, "mpi") == 0;
+    dtrpy_context_t *c = mpi ? dtrpy_mesh_context_mpi(m) : dtrpy_context_named(m->backend);
     if (c == NULL) return NULL;
     int64_t n = dtr_mesh_nranks(m->mesh);
     for (int64_t i = 0; i < n; i++) {
         int r = dtrpy_mesh_rank_of(m->mesh, i);
         if (r >= c->size) {
             Py_DECREF(c);
-            dtrpy_arg_error("mesh: its rank %d is not in the communicator of %d ranks (run "
-                            "with at least %d ranks, or give the mesh other ranks)",
-                            r, c->size, r + 1);
+            dtrpy_arg_error("mesh: its rank %d is not in the %s of %d ranks (%s at least %d "
+                            "%s, or give the mesh other ranks)", r,
+                            mpi ? "communicator" : "job", c->size, mpi ? "run with" : "start",
+                            r + 1, mpi ? "ranks" : "processes");
             return NULL;
         }
     }
@@ -293,6 +374,12 @@ static PyObject *dtrpy_mesh_get_ndim(dtrpy_mesh_t *m, void *closure) {
     return PyLong_FromLong(dtr_mesh_ndims(m->mesh));
 }
 
+static PyObject *dtrpy_mesh_get_backend(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
+    return PyUnicode_FromString(m->backend);
+}
+
 static PyObject *dtrpy_mesh_get_comm(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
     if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
@@ -301,6 +388,12 @@ static PyObject *dtrpy_mesh_get_comm(dtrpy_mesh_t *m, void *closure) {
 
 /* This process's rank in the mesh's communicator. */
 static int dtrpy_mesh_my_rank(dtrpy_mesh_t *m, int *rank) {
+    if (m->context != NULL) {
+        *rank = m->context->rank;
+        return 0;
+    }
+    if (strcmp(m->backend, "mpi") != 0) /* (what the backend will read: no collective here) */
+        return dtrpy_env_int("RANK", m->backend, 0, INT32_MAX, rank);
     PyObject *comm = dtrpy_mesh_comm(m);
     if (comm == NULL) return -1;
     PyObject *r = PyObject_CallMethod(comm, "Get_rank", NULL);
@@ -332,8 +425,11 @@ static PyObject *dtrpy_mesh_get_coordinate(dtrpy_mesh_t *m, void *closure) {
 static PyObject *dtrpy_mesh_repr(dtrpy_mesh_t *m) {
     if (m->mesh == NULL) return PyUnicode_FromString("dtr.Mesh(<uninitialised>)");
     PyObject *shape = dtrpy_mesh_get_shape(m, NULL), *ranks = dtrpy_mesh_get_ranks(m, NULL);
-    PyObject *r = shape && ranks ? PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R)", shape, ranks)
-                                 : NULL;
+    PyObject *r = !(shape && ranks) ? NULL
+                  : strcmp(m->backend, "mpi") == 0
+                      ? PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R)", shape, ranks)
+                      : PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R, backend='%s')", shape, ranks,
+                                             m->backend);
     Py_XDECREF(shape);
     Py_XDECREF(ranks);
     return r;
@@ -345,7 +441,10 @@ static PyGetSetDef dtrpy_mesh_getset[] = {
      "The communicator's rank at each position, in row-major mesh order.", NULL},
     {"size", (getter)dtrpy_mesh_get_size, NULL, "How many ranks the mesh holds.", NULL},
     {"ndim", (getter)dtrpy_mesh_get_ndim, NULL, "How many dims the mesh has.", NULL},
-    {"comm", (getter)dtrpy_mesh_get_comm, NULL, "The mpi4py communicator.", NULL},
+    {"comm", (getter)dtrpy_mesh_get_comm, NULL,
+     "The mpi4py communicator (None on a backend without MPI).", NULL},
+    {"backend", (getter)dtrpy_mesh_get_backend, NULL, "The backend's name: 'mpi' or 'gloo'.",
+     NULL},
     {"rank", (getter)dtrpy_mesh_get_rank, NULL, "This process's rank in the communicator.",
      NULL},
     {"coordinate", (getter)dtrpy_mesh_get_coordinate, NULL,
@@ -359,10 +458,12 @@ PyTypeObject dtrpy_mesh_type = {
     .tp_dealloc = (destructor)dtrpy_mesh_dealloc,
     .tp_repr = (reprfunc)dtrpy_mesh_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Mesh(shape, ranks=None, comm=None)\n\n"
+    .tp_doc = "Mesh(shape, ranks=None, comm=None, backend=None)\n\n"
               "An N-D grid of the ranks of an mpi4py communicator (default COMM_WORLD): shape\n"
               "as (2, 4), 8 or '2x4'; ranks in row-major mesh order (default 0..n-1). The first\n"
-              "collective call on a communicator sets dtr up on it (collective over it).",
+              "collective call on a communicator sets dtr up on it (collective over it).\n"
+              "backend='gloo': no MPI; the ranks are those of the job a launcher started\n"
+              "(tools/dtr_launch.sh, torchrun: RANK, WORLD_SIZE, DTR_GLOO_STORE), comm None.",
     .tp_weaklistoffset = offsetof(dtrpy_mesh_t, weak),
     .tp_getset = dtrpy_mesh_getset,
     .tp_init = (initproc)dtrpy_mesh_init,

@@ -244,6 +244,7 @@ typedef struct {
     dtr_request_t *req;
     dtr_plan_t *plan;
     dtr_batch_plan_t *batch;
+    dtr_cross_plan_t *cross; /* a change between meshes (owned) */
     dtrpy_tensor_t *tensors;
     int n;
     PyObject *mesh;
@@ -264,6 +265,8 @@ static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
     r->plan = NULL;
     dtr_batch_plan_destroy(r->batch);
     r->batch = NULL;
+    dtr_cross_plan_destroy(r->cross);
+    r->cross = NULL;
 }
 
 static PyObject *dtrpy_request_wait(dtrpy_request_t *r, PyObject *noargs) {
@@ -329,6 +332,29 @@ static PyObject *dtrpy_request_done(PyObject *result) {
     r->status = DTR_OK;
     r->result = Py_NewRef(result);
     return (PyObject *)r;
+}
+
+/* A request that takes the tensors t[0..n) (moved into it) and keeps the mesh and context;
+ * NULL on no memory. */
+static dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, int n,
+                                          PyObject *mesh_obj, PyObject *result) {
+    dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
+    dtrpy_tensor_t *ts = PyMem_Malloc(sizeof *ts * (size_t)(n > 0 ? n : 1));
+    if (r == NULL || ts == NULL) {
+        PyMem_Free(ts);
+        Py_XDECREF(r);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memset((char *)r + sizeof(PyObject), 0, sizeof *r - sizeof(PyObject));
+    memcpy(ts, t, sizeof *ts * (size_t)n);
+    memset(t, 0, sizeof *t * (size_t)n);
+    r->tensors = ts;
+    r->n = n;
+    r->mesh = Py_NewRef(mesh_obj);
+    r->context = (dtrpy_context_t *)Py_NewRef((PyObject *)c->ctx);
+    r->result = Py_NewRef(result);
+    return r;
 }
 
 
@@ -450,34 +476,35 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
     void *o = !bad && t->has_out ? t->out.buf : NULL;
     size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
     c->called = true;
+    if (async_op && !bad) { /* returns once the first round's exchange has started */
+        dtrpy_request_t *r = dtrpy_request_new(c, t, 1, (PyObject *)c->to,
+                                               t->result != NULL ? t->result : Py_None);
+        if (r == NULL) {
+            dtr_cross_plan_destroy(plan);
+            return NULL;
+        }
+        r->cross = plan;
+        DTRPY_CALL(c->ctx, st = dtr_redistribute_cross_start(c->ctx->ctx, plan, in, in_bytes, o,
+                                                             out_bytes, &r->req));
+        if (st != DTR_OK) dtrpy_request_finish(r, st);
+        return dtrpy_status_or(st, (PyObject *)r);
+    }
     DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
     dtr_cross_plan_destroy(plan);
     if (bad) return dtrpy_poison(t);
-    PyObject *r = dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
-    if (r != NULL && async_op) Py_SETREF(r, dtrpy_request_done(r));
-    return r;
+    return dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
 }
 
 /* Starts one single-mesh change as a Request (it takes the tensor's buffers and the plan). */
 static PyObject *dtrpy_start(dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_t *plan,
                              PyObject *mesh_obj) {
-    dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
-    dtrpy_tensor_t *ts = PyMem_Malloc(sizeof *ts);
-    if (r == NULL || ts == NULL) {
+    dtrpy_request_t *r = dtrpy_request_new(c, t, 1, mesh_obj, t->result);
+    if (r == NULL) {
         PyMem_Free(plan);
-        PyMem_Free(ts);
-        Py_XDECREF(r);
-        return PyErr_NoMemory();
+        return NULL;
     }
-    memset((char *)r + sizeof(PyObject), 0, sizeof *r - sizeof(PyObject));
-    *ts = *t;
-    memset(t, 0, sizeof *t);
-    r->tensors = ts;
-    r->n = 1;
     r->plan = plan;
-    r->mesh = Py_NewRef(mesh_obj);
-    r->context = (dtrpy_context_t *)Py_NewRef((PyObject *)c->ctx);
-    r->result = Py_NewRef(ts->result);
+    dtrpy_tensor_t *ts = r->tensors;
     dtr_status_t st;
     c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf,
@@ -564,7 +591,7 @@ static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
 /* Runs a batch; fills results[i]. */
 static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
                                    const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
-                                   PyObject *relabel, int *bad) {
+                                   PyObject *relabel, int64_t cap, int *bad) {
     *bad = -1;
     for (int i = 0; i < n; i++)
         if (t[i].err_type != NULL && *bad < 0) *bad = i;
@@ -577,7 +604,7 @@ static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
     dtr_status_t st = in && out && in_bytes && out_bytes ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st == DTR_OK && c->to != NULL) {
         dtr_cross_options_t co;
-        dtrpy_set_cross_options(relabel, 0, &co);
+        dtrpy_set_cross_options(relabel, cap, &co);
         st = dtr_cross_plan_create_batch(n, s, d, &co, &cp);
     } else if (st == DTR_OK) {
         st = dtr_batch_plan_create(n, s, d, dtrpy_plan_options(), dtrpy_plan_cache(), &bp);
@@ -625,17 +652,17 @@ static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
 
 static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
                                 PyObject *shapes, PyObject *outs, PyObject *dtypes,
-                                PyObject *relabel);
+                                PyObject *relabel, PyObject *cap);
 
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
-                            "dtypes", "relabel", NULL};
+                            "dtypes", "relabel", "staging_cap", NULL};
     PyObject *locals, *mesh_obj, *src, *dst, *shapes = NULL, *outs = NULL, *to_obj = NULL;
-    PyObject *dtypes = NULL, *relabel = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOO:redistribute_many", names, &locals,
+    PyObject *dtypes = NULL, *relabel = NULL, *cap = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOO:redistribute_many", names, &locals,
                                      &mesh_obj, &src, &dst, &shapes, &outs, &to_obj, &dtypes,
-                                     &relabel))
+                                     &relabel, &cap))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
     if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
@@ -652,7 +679,7 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
             }
             *each[k] = keep[k];
         }
-    PyObject *results = dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel);
+    PyObject *results = dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel, cap);
     for (int k = 0; k < 5; k++) Py_XDECREF(keep[k]);
     return results;
 }
@@ -660,11 +687,16 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
 /* redistribute_many's work once its arguments are snapshots. */
 static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
                                 PyObject *shapes, PyObject *outs, PyObject *dtypes,
-                                PyObject *relabel) {
+                                PyObject *relabel, PyObject *cap) {
     dtrpy_call_t c = *cp;
+    int64_t cap_bytes = 0;
     if (dtrpy_flag_ok(relabel, "relabel") < 0 ||
         (c.to == NULL && relabel == Py_True &&
-         dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)") == NULL)) {
+         dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)") == NULL) ||
+        (cap != NULL && cap != Py_None &&
+         dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0) ||
+        (c.to == NULL && cap_bytes != 0 &&
+         dtrpy_arg_error("staging_cap: only for a change between meshes (to_mesh=)") == NULL)) {
         dtrpy_call_refuse(&c);
         return NULL;
     }
@@ -701,7 +733,7 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *sr
                                  dtrpy_each(dtypes, i, n), NULL, what, &t[i], &s[i], &d[i]) < 0;
     }
     int first_bad = -1;
-    if (!bad && dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, &first_bad) == DTR_OK) {
+    if (!bad && dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, cap_bytes, &first_bad) == DTR_OK) {
         results = PyList_New(n);
         for (Py_ssize_t i = 0; results != NULL && i < n; i++)
             PyList_SET_ITEM(results, i, Py_NewRef(t[i].result ? t[i].result : Py_None));

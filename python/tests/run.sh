@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's tests, on the package as a user gets it: `pip install ./python` into a
 # virtual environment (which builds libdtr with tools/install.sh and carries it), `pip wheel`
-# checked for the library it must carry, then pytest on 1 process and under mpirun.
+# checked for the library it must carry, then pytest on 1 process and under mpirun, then the
+# parity cases and backend checks over Gloo under tools/dtr_launch.sh (no MPI).
 #
 #   bash python/tests/run.sh [--torch]
 #
@@ -12,6 +13,7 @@
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
+#      DTR_PY_GLOO_RANKS  the job sizes over Gloo (default "2 4")
 #      DTR_PY_SEED   the seed of the random tests (printed by each run)
 # Ends with "python: N passed, N failed" (pytest's test counts of rank 0, summed over the runs,
 # and the checks of the wheel).
@@ -42,7 +44,7 @@ fi
 echo "== python: pip wheel $root/python"
 if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log" 2>&1; then
     files=$(python3 -m zipfile -l "$tmp"/wheel/dtr-*.whl)
-    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py ' \
+    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/libdtr_gloo\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py ' \
         'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 '; do
         if grep -qE "^$f" <<<"$files"; then
             passed=$((passed + 1))
@@ -81,6 +83,21 @@ fi
 cli="$root/python/build/dtr-prefix/bin/dtr"
 [ -x "$cli" ] && export DTR_CLI=$cli
 cd "$tmp" # (not the checkout: `import dtr` must find the installed package)
+# tally RC: adds pytest's counts in $tmp/out (rank 0's) to the totals; a run that failed
+# without a failed test (a crash, a timeout) counts as one failure.
+tally() {
+    local rc=$1 p f
+    tail -3 "$tmp/out"
+    p=$(grep -oE '[0-9]+ passed' "$tmp/out" | tail -1 | cut -d' ' -f1)
+    f=$(grep -oE '[0-9]+ failed' "$tmp/out" | tail -1 | cut -d' ' -f1)
+    p=${p:-0} f=${f:-0}
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        tail -30 "$tmp/out"
+        f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
 for n in ${DTR_PY_RANKS:-1 2 4}; do
     echo "== python: $n rank(s): pytest $root/python/tests"
     if [ "$n" -eq 1 ]; then
@@ -90,17 +107,16 @@ for n in ${DTR_PY_RANKS:-1 2 4}; do
             'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$0" -m pytest -q "$1"; else exec "$0" -m pytest -q "$1" >/dev/null; fi' \
             "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
     fi
-    rc=$?
-    tail -3 "$tmp/out"
-    p=$(grep -oE '[0-9]+ passed' "$tmp/out" | tail -1 | cut -d' ' -f1)
-    f=$(grep -oE '[0-9]+ failed' "$tmp/out" | tail -1 | cut -d' ' -f1)
-    p=${p:-0} f=${f:-0}
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-        cat "$tmp/out" | tail -30
-        f=1
-    fi
-    passed=$((passed + p))
-    failed=$((failed + f))
+    tally $?
+done
+# no MPI: the parity cases and the backend checks over Gloo, the processes started by
+# tools/dtr_launch.sh (RANK, WORLD_SIZE, DTR_GLOO_STORE), as torchrun would
+for n in ${DTR_PY_GLOO_RANKS:-2 4}; do
+    echo "== python: $n processes, backend gloo (tools/dtr_launch.sh): test_parity.py test_backends.py"
+    DTR_PY_BACKEND=gloo timeout 600 bash "$root/tools/dtr_launch.sh" -n "$n" bash -c \
+        'if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$1/test_parity.py" "$1/test_backends.py"; else exec "$0" -m pytest -q "$1/test_parity.py" "$1/test_backends.py" >/dev/null; fi' \
+        "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
+    tally $?
 done
 if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     for m in 1x1 1x2 2x2; do

@@ -5,7 +5,9 @@
  * alone, into the context's scratch), and one all-to-all-v over the ranks of both meshes,
  * each rank packing the boxes it sends from its (reduced) source blocks and placing the
  * boxes it receives into its target blocks; the boxes it keeps are copied in their
- * tensor's first round. A rank in neither mesh returns at once.
+ * tensor's first round. A rank in neither mesh returns at once. The _start forms return
+ * after the first round's all-to-all-v has started; test and wait place its boxes and run
+ * the next rounds (their reductions blocking, their moves overlapping the caller).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,33 +177,84 @@ static dtr_status_t dtr__xpre(dtr_context_t *ctx, const dtr_cross_plan_t *p, int
     return DTR_OK;
 }
 
-/* The rounds: the reductions of the tensors starting there, counts, staging, pack, one
- * all-to-all-v, unpack. */
-static dtr_status_t dtr__xmoves(dtr_context_t *ctx, const dtr_cross_plan_t *p, void *group,
-                                dtr__xside_t *xs, const char *func) {
+/* A change between meshes in flight (the context's xreq, its progress below): the sides
+ * (owned), the group, the round and whether its all-to-all-v is in flight. */
+typedef struct {
+    const dtr_cross_plan_t *plan;
+    dtr__xside_t *xs;
+    void *group;
+    int round;
+    bool moving;
+    double t0;
+    const char *func;
+} dtr__xstate_t;
+
+static void dtr__xstate_free(dtr_request_t *r) {
+    dtr__xstate_t *x = r->xstate;
+    if (x != NULL) free(x->xs);
+    free(x);
+    r->xstate = NULL;
+}
+
+/* Round x->round begun: the reductions of the tensors starting there (blocking, on the
+ * source mesh: the context is marked idle meanwhile, so that they run as calls of their
+ * own), counts, staging, pack, and the round's all-to-all-v started. */
+static dtr_status_t dtr__xbegin(dtr_context_t *ctx, dtr__xstate_t *x) {
+    const dtr_cross_plan_t *p = x->plan;
     int64_t *a[6], send, recv;
+    bool busy = ctx->busy;
+    ctx->busy = false;
+    dtr_status_t st = dtr__xpre(ctx, p, x->round, x->xs, x->func);
+    ctx->busy = busy;
+    DTR_CHECK(st);
     DTR_CHECK(dtr__arrays(ctx, p->nranks > 2 ? p->nranks : 2, a));
-    for (int round = 0; round < p->nrounds; round++) {
-        DTR_CHECK(dtr__xpre(ctx, p, round, xs, func));
-        dtr__xcounts(p, round, ctx->rank, a, &send, &recv);
-        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "cross send staging"));
-        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "cross receive staging"));
-        DTR_CHECK(dtr__xpack(ctx, p, round, xs));
-        if (group == NULL) continue; /* one rank: its boxes were all kept */
-        dtr_status_t st = ctx->ops->all_to_allv(group, ctx->stage_send, a[0], a[1], ctx->stage_recv,
-                                                a[2], a[3], &ctx->gbreq);
-        st = dtr__wait_op(ctx, group, st);
-        if (st != DTR_OK)
-            return dtr__error(st, func, "the moves between the meshes (round %d of %d): %s", round,
-                              p->nrounds, dtr_last_error());
-        DTR_CHECK(dtr__xunpack(ctx, p, round, xs));
-    }
+    dtr__xcounts(p, x->round, ctx->rank, a, &send, &recv);
+    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "cross send staging"));
+    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "cross receive staging"));
+    DTR_CHECK(dtr__xpack(ctx, p, x->round, x->xs));
+    if (x->group == NULL) return DTR_OK; /* one rank: its boxes were all kept */
+    st = ctx->ops->all_to_allv(x->group, ctx->stage_send, a[0], a[1], ctx->stage_recv, a[2],
+                               a[3], &ctx->gbreq);
+    if (st != DTR_OK)
+        return dtr__error(st, x->func, "the moves between the meshes (round %d of %d): %s",
+                          x->round, p->nrounds, dtr_last_error());
+    x->moving = true;
+    x->t0 = dtr__now();
     return DTR_OK;
 }
 
-/* The call: sides, one agreement, the reductions, the moves. */
-static dtr_status_t dtr__xrun(dtr_context_t *ctx, const dtr_cross_plan_t *plan, dtr__xside_t *xs,
-                              bool batch, const char *func) {
+/* The request's progress: the round's all-to-all-v tested (or waited on), its boxes
+ * placed, the next round begun; done after the last. */
+static dtr_status_t dtr__xprogress(dtr_request_t *r, bool block) {
+    dtr__xstate_t *x = r->xstate;
+    dtr_context_t *ctx = r->ctx;
+    dtr_status_t st = DTR_OK;
+    while (st == DTR_OK && r->phase != DTR__PHASE_DONE) {
+        if (x->moving) {
+            bool done = false;
+            st = dtr__poll(ctx, x->group, &ctx->gbreq, x->t0, block, &done);
+            if (st != DTR_OK) {
+                st = dtr__error(st, x->func, "the moves between the meshes (round %d of %d): %s",
+                                x->round, x->plan->nrounds, dtr_last_error());
+                break;
+            }
+            if (!done) return DTR_OK;
+            x->moving = false;
+            st = dtr__xunpack(ctx, x->plan, x->round, x->xs);
+        }
+        if (st == DTR_OK && ++x->round == x->plan->nrounds) r->phase = DTR__PHASE_DONE;
+        else if (st == DTR_OK) st = dtr__xbegin(ctx, x);
+        if (!block && x->moving) return st;
+    }
+    dtr__xstate_free(r);
+    return st;
+}
+
+/* The call started: sides, one agreement, the first round begun (owns xs). A bystander's
+ * request, and one whose moves are all done, is complete at once. */
+static dtr_status_t dtr__xstart(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                                dtr__xside_t *xs, bool batch, const char *func,
+                                dtr_request_t **req) {
     bool any = false;
     for (int t = 0; t < plan->ntensors; t++) {
         dtr__xside_t *x = &xs[t];
@@ -211,48 +264,100 @@ static dtr_status_t dtr__xrun(dtr_context_t *ctx, const dtr_cross_plan_t *plan, 
         x->mid = x->in;
         any |= x->src || x->dst;
     }
-    if (!any) return DTR_OK; /* a bystander takes no part */
-    void *group = NULL; /* none where both meshes are this one rank */
-    if (plan->nranks > 1)
-        DTR_CHECK(dtr__group(ctx, plan->ranks, plan->nranks, DTR__TAG_GROUP, &group));
+    dtr_request_t *r = &ctx->xreq;
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->progress = dtr__xprogress;
+    dtr__xstate_t *x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        free(xs);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "the request");
+    }
+    *x = (dtr__xstate_t){.plan = plan, .xs = xs, .func = func};
+    r->xstate = x;
+    dtr_status_t st = DTR_OK;
+    if (any && plan->nranks > 1)
+        st = dtr__group(ctx, plan->ranks, plan->nranks, DTR__TAG_GROUP, &x->group);
     char msg[256] = "";
     dtr_status_t local = DTR_OK;
-    for (int t = 0; t < plan->ntensors && local == DTR_OK; t++)
+    for (int t = 0; any && t < plan->ntensors && local == DTR_OK; t++)
         local = dtr__xlocal(&xs[t], t, batch, msg, sizeof msg);
-    DTR_CHECK(dtr__agree_on(ctx, group, func, plan->hash, local, msg));
-    DTR_CHECK(dtr__xmids(ctx, plan, xs));
-    return dtr__xmoves(ctx, plan, group, xs, func);
+    if (any && st == DTR_OK) st = dtr__agree_on(ctx, x->group, func, plan->hash, local, msg);
+    if (any && st == DTR_OK) st = dtr__xmids(ctx, plan, xs);
+    if (any && st == DTR_OK && plan->nrounds > 0) st = dtr__xbegin(ctx, x);
+    if (st != DTR_OK) {
+        dtr__xstate_free(r);
+        return st;
+    }
+    if (!any || plan->nrounds == 0) r->phase = DTR__PHASE_DONE; /* (a bystander takes no part) */
+    ctx->busy = true;
+    *req = r;
+    return DTR_OK;
+}
+
+/* The checks of a single tensor's call. */
+static dtr_status_t dtr__xone(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const void *in,
+                              size_t in_bytes, void *out, size_t out_bytes, const char *func,
+                              dtr_request_t **req) {
+    DTR_CHECK_PTR(ctx, func);
+    DTR_CHECK_PTR(plan, func);
+    DTR_CHECK_PTR(req, func);
+    if (plan->ntensors != 1)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "plan: a batch of %d tensors (run it with dtr_redistribute_cross_batch)",
+                          plan->ntensors);
+    DTR_CHECK(dtr__check_ready(ctx, func));
+    dtr__xside_t *x = calloc(1, sizeof *x);
+    if (x == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "the request");
+    *x = (dtr__xside_t){.in = in, .in_bytes = in_bytes, .out = out, .out_bytes = out_bytes};
+    return dtr__xstart(ctx, plan, x, false, func, req);
+}
+
+/* The checks of a batch's call. */
+static dtr_status_t dtr__xmany(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                               const void *const *in, const size_t *in_bytes, void *const *out,
+                               const size_t *out_bytes, const char *func, dtr_request_t **req) {
+    DTR_CHECK_PTR(ctx, func);
+    DTR_CHECK_PTR(plan, func);
+    DTR_CHECK_PTR(req, func);
+    if (in == NULL || in_bytes == NULL || out == NULL || out_bytes == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL (one entry "
+                          "per tensor)", in == NULL ? "in" : in_bytes == NULL ? "in_bytes"
+                          : out == NULL ? "out" : "out_bytes");
+    DTR_CHECK(dtr__check_ready(ctx, func));
+    dtr__xside_t *xs = calloc((size_t)plan->ntensors, sizeof *xs);
+    if (xs == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "%d tensors", plan->ntensors);
+    for (int t = 0; t < plan->ntensors; t++)
+        xs[t] = (dtr__xside_t){.in = in[t], .in_bytes = in_bytes[t], .out = out[t], .out_bytes = out_bytes[t]};
+    return dtr__xstart(ctx, plan, xs, true, func, req);
+}
+
+dtr_status_t dtr_redistribute_cross_start(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                                          const void *in, size_t in_bytes, void *out,
+                                          size_t out_bytes, dtr_request_t **req) {
+    return dtr__xone(ctx, plan, in, in_bytes, out, out_bytes, __func__, req);
 }
 
 dtr_status_t dtr_redistribute_cross(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                     const void *in, size_t in_bytes, void *out,
                                     size_t out_bytes) {
-    DTR_CHECK_PTR(ctx, __func__);
-    DTR_CHECK_PTR(plan, __func__);
-    if (plan->ntensors != 1)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
-                          "plan: a batch of %d tensors (run it with dtr_redistribute_cross_batch)",
-                          plan->ntensors);
-    DTR_CHECK(dtr__check_ready(ctx, __func__));
-    dtr__xside_t x = {.in = in, .in_bytes = in_bytes, .out = out, .out_bytes = out_bytes};
-    return dtr__xrun(ctx, plan, &x, false, __func__);
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__xone(ctx, plan, in, in_bytes, out, out_bytes, __func__, &r));
+    return dtr_request_wait(r);
+}
+
+dtr_status_t dtr_redistribute_cross_batch_start(dtr_context_t *ctx,
+                                                const dtr_cross_plan_t *plan,
+                                                const void *const *in, const size_t *in_bytes,
+                                                void *const *out, const size_t *out_bytes,
+                                                dtr_request_t **req) {
+    return dtr__xmany(ctx, plan, in, in_bytes, out, out_bytes, __func__, req);
 }
 
 dtr_status_t dtr_redistribute_cross_batch(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                           const void *const *in, const size_t *in_bytes,
                                           void *const *out, const size_t *out_bytes) {
-    DTR_CHECK_PTR(ctx, __func__);
-    DTR_CHECK_PTR(plan, __func__);
-    if (in == NULL || in_bytes == NULL || out == NULL || out_bytes == NULL)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "%s: must not be NULL (one entry "
-                          "per tensor)", in == NULL ? "in" : in_bytes == NULL ? "in_bytes"
-                          : out == NULL ? "out" : "out_bytes");
-    DTR_CHECK(dtr__check_ready(ctx, __func__));
-    dtr__xside_t *xs = calloc((size_t)plan->ntensors, sizeof *xs);
-    if (xs == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "%d tensors", plan->ntensors);
-    for (int t = 0; t < plan->ntensors; t++)
-        xs[t] = (dtr__xside_t){.in = in[t], .in_bytes = in_bytes[t], .out = out[t], .out_bytes = out_bytes[t]};
-    dtr_status_t st = dtr__xrun(ctx, plan, xs, true, __func__);
-    free(xs);
-    return st;
+    dtr_request_t *r = NULL;
+    DTR_CHECK(dtr__xmany(ctx, plan, in, in_bytes, out, out_bytes, __func__, &r));
+    return dtr_request_wait(r);
 }

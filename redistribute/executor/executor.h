@@ -78,6 +78,50 @@ DTR_API void *dtr_context_backend_state(const dtr_context_t *ctx, const dtr_back
 /* This process's rank in the backend's world; -1 for a NULL context. */
 DTR_API int dtr_context_rank(const dtr_context_t *ctx);
 
+/*
+ * ---- backends by name (registry.c) ----------------------------------------------------
+ *
+ * One table of the backends a context can be made on from the job's environment. The
+ * built-in ones register themselves as their code loads: "mpi" (libdtr.so), "gloo"
+ * (libdtr_gloo.so) and "nccl" (libdtr_nccl.so). A name not in the table is looked for as
+ * libdtr_NAME.so.MAJOR (dlopen, the loader's search path: the installed lib/ beside
+ * libdtr.so through the caller's RUNPATH or LD_LIBRARY_PATH), which registers it as it
+ * loads. A caller adds its own ops table the same way, with dtr_backend_register.
+ */
+#define DTR_BACKEND_NAME_MAX 31
+typedef struct dtr_backend_info {
+    /* 1 to DTR_BACKEND_NAME_MAX of a-z, 0-9 and _ (it names a file) */
+    const char *name;
+    /* DTR_BACKEND_CAP_* of its operations: what it does natively; the executor does the
+     * rest (P(avg) as SUM then a divide, packing where it takes no span lists, one
+     * operation at a time per group) */
+    unsigned caps;
+    /* the memory space of its contexts' buffers: "host" (NULL) or "cuda" */
+    const char *memory;
+    /* what create_env needs of the job, one line ("RANK, WORLD_SIZE, DTR_GLOO_STORE") */
+    const char *launch;
+    /* a context over every rank of the job the environment describes (collective over
+     * them); *out written on success */
+    dtr_status_t (*create_env)(dtr_context_t **out);
+} dtr_backend_info_t;
+
+/* Adds info's row, or replaces the row of that name (the strings are copied: name, and
+ * memory and launch must be static). INVALID_ARGUMENT for a NULL name or create_env, a bad
+ * name, or a full table (16 rows). */
+DTR_API dtr_status_t dtr_backend_register(const dtr_backend_info_t *info);
+
+/* The row of `name` into *out, loading libdtr_NAME.so.MAJOR where it is not yet registered.
+ * INVALID_ARGUMENT naming the registered backends and the loader's reason where none is
+ * found. */
+DTR_API dtr_status_t dtr_backend_find(const char *name, dtr_backend_info_t *out);
+
+/* dtr_backend_find, then its create_env: a context over the job on the backend `name`
+ * (collective over the job's ranks). "mpi": MPI_COMM_WORLD (MPI initialised by the
+ * caller); "gloo": dtr_context_create_gloo_env (RANK, WORLD_SIZE, DTR_GLOO_STORE, as
+ * tools/dtr_launch.sh sets them); "nccl": MPI_COMM_WORLD, GPU LOCAL_RANK mod the visible
+ * GPUs, the default stream. Errors: dtr_backend_find's, then create_env's. */
+DTR_API dtr_status_t dtr_context_create_named(const char *name, dtr_context_t **out);
+
 /* The deadline of each backend operation, in seconds; 0 waits forever. INVALID_ARGUMENT for a
  * negative, NaN or infinite value. Takes effect for the next operation started. */
 DTR_API dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds);
@@ -277,6 +321,15 @@ DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *me
 DTR_API dtr_status_t dtr_redistribute_cross(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                             const void *in, size_t in_bytes, void *out,
                                             size_t out_bytes);
+/* The same, returning once the first round's exchange has started (after the agreement and
+ * that round's reductions on the source mesh): dtr_request_test makes progress (each
+ * round's boxes placed as its exchange completes, the next round started, its reductions
+ * blocking), dtr_request_wait completes it. The buffers must stay untouched until then;
+ * the context runs nothing else meanwhile. *req written on success. */
+DTR_API dtr_status_t dtr_redistribute_cross_start(dtr_context_t *ctx,
+                                                  const dtr_cross_plan_t *plan, const void *in,
+                                                  size_t in_bytes, void *out, size_t out_bytes,
+                                                  dtr_request_t **req);
 /* The same for a plan of many tensors (dtr_cross_plan_create_batch): in[i], in_bytes[i],
  * out[i], out_bytes[i] for tensor i, each as above; the arrays themselves must not be NULL
  * (their entries may be where the rank holds no block of that side). One agreement, the
@@ -285,6 +338,11 @@ DTR_API dtr_status_t dtr_redistribute_cross_batch(dtr_context_t *ctx,
                                                   const dtr_cross_plan_t *plan,
                                                   const void *const *in, const size_t *in_bytes,
                                                   void *const *out, const size_t *out_bytes);
+/* The same, non-blocking as dtr_redistribute_cross_start (the arrays are read by the call;
+ * the buffers they name must stay untouched until the request completes). */
+DTR_API dtr_status_t dtr_redistribute_cross_batch_start(
+    dtr_context_t *ctx, const dtr_cross_plan_t *plan, const void *const *in,
+    const size_t *in_bytes, void *const *out, const size_t *out_bytes, dtr_request_t **req);
 
 #ifdef __cplusplus
 }

@@ -127,6 +127,7 @@ struct dtr_request {
     bool avg_as_sum;
     /* a batch's request (batch.c) makes progress through this; NULL: a plan's */
     dtr_status_t (*progress)(dtr_request_t *r, bool block);
+    void *xstate; /* a change between meshes in flight (cross.c); NULL otherwise */
     char local_msg[512]; /* last: a batch member's request clears only what comes before it */
 };
 
@@ -156,6 +157,8 @@ struct dtr_context {
     char abort_msg[384];
     struct dtr_context *next_aborted;
     dtr_request_t req;
+    dtr_request_t xreq; /* a change between meshes (cross.c), apart from req: its rounds'
+                         * reductions on the source mesh run as calls of their own */
     /* the group collectives' one operation in flight (kept here, not on the stack, so a
      * timed-out operation never points into a dead frame) */
     int64_t gsend[3], grecv[3];

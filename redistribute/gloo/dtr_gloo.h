@@ -73,7 +73,10 @@ DTR_API dtr_status_t dtr_context_create_gloo(int rank, int size, const dtr_gloo_
 
 /* The same from the environment a launcher sets (torchrun's names): RANK, WORLD_SIZE, and
  * DTR_GLOO_STORE (the file store's directory; tools/dtr_launch.sh makes one), optionally
- * DTR_GLOO_PREFIX. A missing or malformed variable is DTR_ERR_INVALID_ARGUMENT naming it. */
+ * DTR_GLOO_PREFIX (default "dtr"). The k-th context a process makes this way (k >= 1) meets
+ * under PREFIX.k, so that one job may make several, every rank in the same order. A missing
+ * or malformed variable is DTR_ERR_INVALID_ARGUMENT naming it. Also reached by name:
+ * dtr_context_create_named("gloo", &ctx) (executor.h), which loads libdtr_gloo.so. */
 DTR_API dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out);
 
 #ifdef __cplusplus

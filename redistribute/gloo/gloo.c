@@ -447,7 +447,8 @@ static dtr_status_t dtr__gloo_test(void *group, dtr_backend_req_t *req, bool *do
 
 static const dtr_backend_ops_t dtr__gloo_ops = {
     .name = "gloo",
-    .caps = DTR_BACKEND_CAP_CONCURRENT, /* host memory; no AVG; no span lists */
+    .caps = DTR_BACKEND_CAP_CONCURRENT, /* host memory; no AVG; no span lists (and the row
+                                          * of dtr__gloo_register below) */
     .rank = dtr__gloo_rank,
     .group_create = dtr__gloo_group_create,
     .group_destroy = dtr__gloo_group_destroy,
@@ -552,7 +553,31 @@ dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out) {
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "DTR_GLOO_STORE is not set (a directory every rank sees: "
                           "tools/dtr_launch.sh makes one)");
-    dtr_gloo_options_t o = {.file_store = dir, .prefix = getenv("DTR_GLOO_PREFIX")};
-    if (o.prefix != NULL && *o.prefix == '\0') o.prefix = NULL;
+    const char *prefix = getenv("DTR_GLOO_PREFIX");
+    if (prefix == NULL || *prefix == '\0') prefix = "dtr";
+    /* the k-th context of this process (k >= 1) meets under PREFIX.k: every rank makes its
+     * contexts in one order, so the same call meets the same call */
+    static _Atomic int made;
+    int k = made++;
+    char keyed[96];
+    int n = k == 0 ? snprintf(keyed, sizeof keyed, "%s", prefix)
+                   : snprintf(keyed, sizeof keyed, "%s.%d", prefix, k);
+    if (n < 0 || (size_t)n >= sizeof keyed)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "DTR_GLOO_PREFIX: longer than %zu chars", sizeof keyed - 12);
+    dtr_gloo_options_t o = {.file_store = dir, .prefix = keyed};
     return dtr_context_create_gloo(rank, size, &o, out);
+}
+
+/* The row of "gloo" in the table of backends by name (registry.c), made as this code loads
+ * (in libdtr_gloo.so: when a program links it or dtr_backend_find loads it). */
+__attribute__((constructor)) static void dtr__gloo_register(void) {
+    dtr_backend_info_t row = {
+        .name = "gloo",
+        .caps = DTR_BACKEND_CAP_CONCURRENT,
+        .memory = "host",
+        .launch = "RANK, WORLD_SIZE and DTR_GLOO_STORE (tools/dtr_launch.sh sets them)",
+        .create_env = dtr_context_create_gloo_env,
+    };
+    (void)dtr_backend_register(&row);
 }

@@ -663,3 +663,39 @@ dtr_status_t dtr_nccl_set_stream(dtr_context_t *ctx, void *stream) {
     s->stream = (cudaStream_t)dtr_memory_cuda_stream(s->mem);
     return DTR_OK;
 }
+
+/* ---- the row of "nccl" in the table of backends by name (registry.c) ------------------ */
+
+/* A context over MPI_COMM_WORLD on GPU LOCAL_RANK (or Open MPI's, MPICH's local rank) mod
+ * the visible GPUs, on the default stream. */
+static dtr_status_t dtr__nccl_create_env(dtr_context_t **out) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create_named",
+                          "backend nccl: MPI is not initialised (this row bootstraps over "
+                          "MPI_COMM_WORLD: start under mpirun and call MPI_Init first)");
+    const char *vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                          "SLURM_LOCALID"};
+    int local = 0;
+    for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+        const char *v = getenv(vars[k]);
+        if (v != NULL && *v != '\0') {
+            local = atoi(v);
+            break;
+        }
+    }
+    int gpus = dtr_cuda_device_count();
+    return dtr_context_create_nccl(MPI_COMM_WORLD, gpus > 0 ? local % gpus : 0, NULL, out);
+}
+
+__attribute__((constructor)) static void dtr__nccl_register(void) {
+    dtr_backend_info_t row = {
+        .name = "nccl",
+        .caps = dtr__nccl_ops.caps,
+        .memory = "cuda",
+        .launch = "mpirun or srun (MPI_COMM_WORLD), a GPU per rank (LOCAL_RANK)",
+        .create_env = dtr__nccl_create_env,
+    };
+    (void)dtr_backend_register(&row);
+}

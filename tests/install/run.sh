@@ -16,6 +16,10 @@
 #   cli        the installed dtr runs from bin/ with no library path set; --device cuda loads
 #              libdtr_cuda.so.0 (exact run, or "no GPU visible"), and a copy of the tree without
 #              it refuses --device cuda by name and still runs on cpu
+#   gloo       (where the tree has libdtr_gloo.so) ldd libdtr.so names no Gloo; the installed
+#              dtr verifies a change with --backend gloo under tools/dtr_launch.sh (no MPI);
+#              gloo_consumer.c built with gcc and pkg-config dtr-gloo runs on 3 processes
+#              (a context by name, one from dtr_gloo.h); dtr-gloo.pc, CMake's dtr::gloo
 #   man        `man dtr` finds share/man/man1/dtr.1 (MANPATH, or bin/ on PATH) and the page
 #              holds every command's section and every flag of its --help
 #   deb        (with DEB) its file list and dependencies, `apt-get -s install` of it, and
@@ -68,7 +72,7 @@ nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$work/exported"
 sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
     "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" \
     "$prefix/include/dtr/dtr_checkpoint.h" | sort -u >"$work/declared"
-printf '%s\n' dtr__env_timeout dtr__error dtr__mpi_error dtr__now dtr__store >"$work/internal"
+printf '%s\n' dtr__env_timeout dtr__error dtr__fnv dtr__mpi_error dtr__now dtr__reduce_n dtr__store >"$work/internal"
 outside=$(grep -vc '^dtr_' "$work/exported")
 missing=$(comm -13 "$work/exported" "$work/declared")
 extra=$(comm -23 "$work/exported" "$work/declared" | comm -23 - "$work/internal")
@@ -243,6 +247,28 @@ out=$(env -u LD_LIBRARY_PATH "$prefix/bin/dtr" plan --mesh 2x2 --shape 8x8 --fro
 grep -q '"steps":\[{"mesh_dim":-1,"kind":"exchange"' <<<"$out" && ok "cli: bin/dtr plan runs (libdtr.so from ../lib)" || bad "cli: $out"
 out=$(env -u LD_LIBRARY_PATH timeout 60 "${launch[@]}" -n 4 "$prefix/bin/dtr" run --mesh 2x2 --shape 16x8 --from 'S(0),R' --to 'R,S(1)' --verify --iters 2 2>&1)
 grep -q 'verified: all' <<<"$out" && ok "cli: mpirun -n 4 bin/dtr run --verify" || bad "cli run: $out"
+
+# --- Gloo: no MPI, the processes started by tools/dtr_launch.sh -----------------------------
+if [ -e "$prefix/lib/libdtr_gloo.so.0" ]; then
+    if ldd "$lib" | grep -qi gloo; then bad "gloo: ldd libdtr.so.0 names Gloo: $(ldd "$lib")"; else ok "gloo: ldd libdtr.so.0 names no Gloo library (libdtr_gloo.so.0 is apart)"; fi
+    launcher=$here/../../tools/dtr_launch.sh
+    out=$(env -u LD_LIBRARY_PATH timeout 60 bash "$launcher" -n 4 "$prefix/bin/dtr" run --backend gloo --mesh 2x2 --shape 16x9 --from 'S(0),P' --to 'R,S(1)' --fill random --verify --iters 2 2>&1)
+    grep -q 'verified: all' <<<"$out" && grep -q '4 ranks (gloo backend' <<<"$out" && ok "gloo: dtr_launch.sh -n 4 bin/dtr run --backend gloo --verify" || bad "gloo: cli run: $out"
+    # shellcheck disable=SC2046
+    if gcc -Wall -Wextra -Werror "$here/gloo_consumer.c" $(pkg-config --cflags --libs dtr-gloo) \
+        -o "$work/gloo_pc" 2>"$work/gloo_cc.log"; then
+        out=$(LD_LIBRARY_PATH=$prefix/lib timeout 60 bash "$launcher" -n 3 "$work/gloo_pc" 2>&1)
+        if [ "$(grep -c '^gloo_consumer: 6 passed, 0 failed$' <<<"$out")" -eq 3 ]; then
+            ok "gloo: gcc gloo_consumer.c \$(pkg-config --cflags --libs dtr-gloo) on 3 processes: 6 passed each"
+        else
+            bad "gloo: the consumer printed: $out"
+        fi
+    else
+        bad "gloo: gcc failed: $(cat "$work/gloo_cc.log")"
+    fi
+    [ "$(pkg-config --modversion dtr-gloo)" = "$pc_version" ] && ok "gloo: dtr-gloo.pc $pc_version" || bad "gloo: dtr-gloo.pc version '$(pkg-config --modversion dtr-gloo)'"
+    grep -q 'dtr::gloo' "$prefix/lib/cmake/dtr/dtrConfig.cmake" && ok "gloo: dtrConfig.cmake defines dtr::gloo" || bad "gloo: no dtr::gloo in dtrConfig.cmake"
+fi
 
 # --- the installed CLI loads CUDA and NCCL when a run asks (one install for CPU and GPU) ----
 gpu_run=(run --mesh 1 --shape 8 --from R --to R --device cuda --verify --iters 1)

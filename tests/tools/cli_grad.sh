@@ -88,8 +88,8 @@ check "dry run --world vs --mesh" 0 2 "" "--world: 6, but --mesh 2x4 has 8 ranks
 check "unknown flag" 2 2 "" "--bogus" grad --mode fsdp --mesh 2 --bogus
 check "bad --device" 2 2 "" "dtr grad: --device: 'tpu' is not cpu or cuda" \
     grad --mode fsdp --mesh 2 --device tpu
-check "bad --backend" 2 2 "" "dtr grad: --backend: 'gloo' is not mpi or nccl" \
-    grad --mode fsdp --mesh 2 --backend gloo
+check "bad --backend" 2 2 "" "dtr grad: --backend: 'ucx' is not mpi, gloo or nccl" \
+    grad --mode fsdp --mesh 2 --backend ucx
 check "nccl on cpu buffers" 2 2 "" "dtr grad: --backend nccl: runs on GPU buffers only" \
     grad --mode fsdp --mesh 2 --backend nccl --device cpu
 check "--device cpu is the MPI path" 2 0 '"backend":"mpi","device":"cpu","verified":true' "" \

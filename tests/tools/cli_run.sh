@@ -223,8 +223,8 @@ rm -f "$dump"/* && mkdir "$dump/rank2.out"
 check "--dump: a rank that cannot write says which file" 4 1 "" \
     "dtr run: rank 2: --dump: cannot write '$dump/rank2.out': Is a directory" \
     run --mesh 4 --shape 8 --from 'S(0)' --to 'R' --dump "$dump" --iters 0
-check "bad --backend" 2 2 "" "dtr run: --backend: 'gloo' is not mpi or nccl" \
-    run --mesh 2 --shape 8 --from 'S(0)' --to 'R' --backend gloo
+check "bad --backend" 2 2 "" "dtr run: --backend: 'ucx' is not mpi, gloo or nccl" \
+    run --mesh 2 --shape 8 --from 'S(0)' --to 'R' --backend ucx
 check "bad --device" 2 2 "" "dtr run: --device: 'tpu' is not cpu or cuda" \
     run --mesh 2 --shape 8 --from 'S(0)' --to 'R' --device tpu
 check "nccl on cpu buffers" 2 2 "" "dtr run: --backend nccl: runs on GPU buffers only" \
@@ -265,9 +265,12 @@ check "cross: a mismatch names the rank and index" 4 1 "" \
 check "cross: a destination mesh larger than the job" 4 2 "" \
     "dtr run: --to-mesh: the mesh uses ranks up to 7 and the job has 4: run under 'mpirun -n 8'" \
     run --mesh 4 --from 'S(0)' --to-mesh 2x4 --to 'S(1),R' --shape 8x8
-check "cross: not --nonblocking yet" 4 2 "" \
-    "dtr run: --nonblocking: not with --to-mesh yet (docs/cross-mesh.md" \
-    run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --nonblocking
+check "cross: --nonblocking, rounds under a staging cap, P(sum) reduced first" 4 0 '"verified":true' "" \
+    run --mesh 4 --from 'P' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --nonblocking \
+    --staging-cap 64 --verify --json --iters 1
+check "cross: not --backward yet" 4 2 "" \
+    "dtr run: --backward: not with --to-mesh yet (docs/cross-mesh.md" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --backward
 # --dump between meshes: sources write rankR.in, destinations rankR.out; the blocks put
 # together give the same tensor both ways (rows of S(0) on ranks 0,1; columns of S(1) on 3,2)
 mkdir -p "$dump/xd"
@@ -311,6 +314,9 @@ cat >"$xbatch" <<'EOF2'
  {"shape": "30x7", "dtype": "f64", "from": "S(1),S(0)", "to": "S(0)"},
  {"shape": "5x0", "dtype": "c64", "from": "S(0),S(1)", "to": "S(1)"}]
 EOF2
+check "cross: a batch, --nonblocking, under a staging cap" 4 0 '"verified":true' "" \
+    run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 3,2,1,0 --nonblocking \
+    --staging-cap 1K --verify --json --iters 1
 check "cross: a batch, random values, verified" 6 0 \
     "verified: all 3474 elements on every destination rank match; every source rank's input intact" "" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 1 --fill random --seed 5

@@ -7,7 +7,8 @@
  * the source, Shard and Replicate on the destination, shard orders now and then), every
  * dtype, now and then a cast; one case in three relabeled, one in four under a random
  * staging cap (many rounds of chunks), one in five a batch of up to three tensors between
- * the same meshes. Even cases fill the source with the exact pattern, odd ones with random
+ * the same meshes, one in three through the non-blocking calls (_start, then
+ * dtr_request_test). Even cases fill the source with the exact pattern, odd ones with random
  * values (reduction order and precision show). Each case checks every element
  * of every destination rank's block, that every source rank's input is intact, that nothing
  * is written past the output, and that a rank in neither mesh returns at once; each plan
@@ -179,6 +180,10 @@ static int check_tensor(const xcase_t *c, int t, const xbuf_t *b, int rank, char
     return 0;
 }
 
+/* Every third case runs through the non-blocking calls (_start, then dtr_request_test until
+ * done). */
+static bool nonblocking;
+
 /* One run of the case's plan (the batch call for several tensors). */
 static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const xcase_t *c,
                              xbuf_t *b) {
@@ -191,6 +196,16 @@ static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan, c
         out[t] = b[t].in_dst ? b[t].out : NULL;
         ib[t] = (size_t)b[t].sl.bytes;
         ob[t] = (size_t)b[t].dl.bytes;
+    }
+    if (nonblocking) {
+        dtr_request_t *req = NULL;
+        bool done = false;
+        dtr_status_t st = c->n == 1 ? dtr_redistribute_cross_start(ctx, plan, in[0], ib[0], out[0],
+                                                                   ob[0], &req)
+                                    : dtr_redistribute_cross_batch_start(ctx, plan, in, ib, out,
+                                                                         ob, &req);
+        while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
+        return st;
     }
     if (c->n == 1) return dtr_redistribute_cross(ctx, plan, in[0], ib[0], out[0], ob[0]);
     return dtr_redistribute_cross_batch(ctx, plan, in, ib, out, ob);
@@ -281,6 +296,91 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
     return bad;
 }
 
+/* The MPI backend with its all-to-all-v counted: started, and completed by test or wait. */
+static dtr_backend_ops_t counted;
+static int a2a_started, a2a_completed;
+static dtr_backend_req_t *a2a_req; /* the all-to-all-v in flight (others are not counted) */
+
+static dtr_status_t counted_a2av(void *group, const void *send, const int64_t *sc,
+                                 const int64_t *sd, void *recv, const int64_t *rc,
+                                 const int64_t *rd, dtr_backend_req_t *req) {
+    a2a_started++;
+    a2a_req = req;
+    return dtr_backend_mpi_ops()->all_to_allv(group, send, sc, sd, recv, rc, rd, req);
+}
+
+static dtr_status_t counted_test(void *group, dtr_backend_req_t *req, bool *done) {
+    dtr_status_t st = dtr_backend_mpi_ops()->test(group, req, done);
+    if (st == DTR_OK && *done && req == a2a_req) a2a_completed++, a2a_req = NULL;
+    return st;
+}
+
+static dtr_status_t counted_wait(void *group, dtr_backend_req_t *req) {
+    if (req == a2a_req) a2a_completed++, a2a_req = NULL;
+    return dtr_backend_mpi_ops()->wait(group, req);
+}
+
+/* dtr_redistribute_cross_start returns with the exchange in flight: on a context whose
+ * backend counts its operations, rank 0's S(0) (4 MiB) moved to rank 1, the start returns
+ * after exactly one operation more has started than completed; the wait completes it and
+ * every element is checked. 0, or 1 with why. */
+static int start_returns_in_flight(int rank, char *why, size_t len) {
+    counted = *dtr_backend_mpi_ops();
+    counted.all_to_allv = counted_a2av;
+    counted.test = counted_test;
+    counted.wait = counted_wait;
+    counted.agree = NULL, counted.cancel = NULL; /* (the agreement as a plain all-reduce) */
+    void *state = NULL;
+    dtr_context_t *ctx = NULL;
+    if (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+        dtr_context_create(&counted, state, &ctx) != DTR_OK) {
+        snprintf(why, len, "the counted context: %s", dtr_last_error());
+        return 1;
+    }
+    int ra[1] = {0}, rb[1] = {1};
+    int64_t one = 1, n = 1 << 20;
+    dtr_mesh_t *a = NULL, *b = NULL;
+    dtr_mesh_create(1, &one, ra, 1, &a);
+    dtr_mesh_create(1, &one, rb, 1, &b);
+    dtr_spec_t src, dst;
+    dtr_placement_t r = dtr_replicate();
+    dtr_spec_init(&src, a, &r, 1, &n, 1, DTR_F32);
+    dtr_spec_init(&dst, b, &r, 1, &n, 1, DTR_F32);
+    dtr_cross_plan_t *plan = NULL;
+    float *buf = calloc((size_t)n, sizeof *buf);
+    int bad = dtr_cross_plan_create(&src, &dst, NULL, &plan) != DTR_OK || buf == NULL;
+    if (bad) snprintf(why, len, "the plan: %s", dtr_last_error());
+    for (int64_t k = 0; !bad && rank == 0 && k < n; k++) buf[k] = (float)k;
+    dtr_request_t *req = NULL;
+    int started = a2a_started, completed = a2a_completed;
+    dtr_status_t st = bad ? DTR_OK
+                          : dtr_redistribute_cross_start(ctx, plan, rank == 0 ? buf : NULL,
+                                                         rank == 0 ? (size_t)n * 4 : 0,
+                                                         rank == 1 ? buf : NULL,
+                                                         rank == 1 ? (size_t)n * 4 : 0, &req);
+    int in_flight = (a2a_started - started) - (a2a_completed - completed);
+    if (!bad && (st != DTR_OK || (rank <= 1 && in_flight != 1))) {
+        snprintf(why, len, "start: %s, %d operations in flight at its return (want 1)",
+                 st == DTR_OK ? "ok" : dtr_last_error(), in_flight);
+        bad = 1;
+    }
+    if (!bad && st == DTR_OK && req != NULL && dtr_request_wait(req) != DTR_OK) {
+        snprintf(why, len, "wait: %s", dtr_last_error());
+        bad = 1;
+    }
+    for (int64_t k = 0; !bad && rank == 1 && k < n; k++)
+        if (buf[k] != (float)k) {
+            snprintf(why, len, "element %lld: %g", (long long)k, buf[k]);
+            bad = 1;
+        }
+    free(buf);
+    dtr_cross_plan_destroy(plan);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+    dtr_context_destroy(ctx);
+    return bad;
+}
+
 /* A destination mesh naming a rank past the communicator: rank 0 (the only other member)
  * gets the error naming it, at once, and the others are bystanders.
  * 0, or 1 with why. */
@@ -331,6 +431,7 @@ int main(int argc, char **argv) {
         if (!draw(&c, world, k)) continue;
         if (getenv("XTRACE") && rank == 0) printf("case %d (%d tensors): %s\n", k, c.n, c.text), fflush(stdout);
         dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN, .seed = seed + (uint64_t)k};
+        nonblocking = k % 3 == 1;
         char why[512] = "";
         int bad = run_case(ctx, &c, &fill, rank, why, sizeof why), any = 0;
         if (bad) printf("FAIL seed %llu case %d: %s: rank %d: %s\n", (unsigned long long)seed, k, c.text, rank, why);
@@ -351,6 +452,7 @@ int main(int argc, char **argv) {
     char why[512] = "";
     int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0, any = 0;
     if (!bad) bad = out_of_comm(ctx, rank, world, why, sizeof why);
+    if (!bad && world >= 2) bad = start_returns_in_flight(rank, why, sizeof why);
     if (bad) printf("FAIL hostile: rank %d: %s\n", rank, why);
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any)

@@ -131,3 +131,31 @@ Test(gloo_errors, one_rank_runs_a_plan) {
     dtr_mesh_destroy(mesh);
     remove_store();
 }
+
+/* By name (registry.c): the row this code registered, its environment named as
+ * dtr_context_create_gloo_env names it, and two contexts from one environment (on more
+ * ranks, each meets under its own prefix: dtr, dtr.1; the CLI's and Python's runs under
+ * tools/dtr_launch.sh make two and more). */
+Test(gloo_errors, by_name_one_rank_twice) {
+    dtr_backend_info_t row;
+    cr_assert_eq(dtr_backend_find("gloo", &row), DTR_OK, "%s", dtr_last_error());
+    cr_expect_str_eq(row.name, "gloo");
+    cr_expect_str_eq(row.memory, "host");
+    cr_expect_eq(row.caps, DTR_BACKEND_CAP_CONCURRENT);
+    cr_expect(strstr(row.launch, "DTR_GLOO_STORE") != NULL, "%s", row.launch);
+    dtr_context_t *out = UNTOUCHED;
+    unsetenv("WORLD_SIZE");
+    expect_refused(dtr_context_create_named("gloo", &out), out, "WORLD_SIZE is not set");
+    make_store();
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("RANK", "0", 1);
+    setenv("DTR_GLOO_STORE", store_dir, 1);
+    unsetenv("DTR_GLOO_PREFIX");
+    dtr_context_t *a = NULL, *b = NULL;
+    cr_assert_eq(dtr_context_create_named("gloo", &a), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(dtr_context_create_named("gloo", &b), DTR_OK, "%s", dtr_last_error());
+    cr_expect_str_eq(dtr_context_backend(b), "gloo");
+    dtr_context_destroy(a);
+    dtr_context_destroy(b);
+    remove_store();
+}

@@ -1,0 +1,48 @@
+"""dtr.Mesh(..., backend=NAME): the names refused by name before anything runs, and a mesh
+on a backend without MPI that says what it is without communicating."""
+import os
+
+import pytest
+
+import dtr
+
+
+def test_backend_names_are_checked():
+    with pytest.raises(dtr.ArgumentError, match=r"backend: expected a name such as 'mpi' or "
+                                                r"'gloo', got int"):
+        dtr.Mesh(2, backend=3)
+    with pytest.raises(dtr.ArgumentError, match=r"no backend 'nosuch' \(registered: .*"
+                                                r"libdtr_nosuch\.so\.0"):
+        dtr.Mesh(2, backend="nosuch")
+    with pytest.raises(dtr.ArgumentError, match="is not a backend name"):
+        dtr.Mesh(2, backend="../gloo")
+    with pytest.raises(dtr.ArgumentError):  # (not carried: no CUDA in this package)
+        dtr.Mesh(2, backend="nccl")
+
+
+def test_gloo_takes_no_communicator():
+    from mpi4py import MPI
+    with pytest.raises(dtr.ArgumentError, match="comm: an mpi4py communicator goes with "
+                                                "backend 'mpi'; backend 'gloo'"):
+        dtr.Mesh(2, comm=MPI.COMM_WORLD, backend="gloo")
+
+
+def test_gloo_mesh_without_communicating(monkeypatch):
+    m = dtr.Mesh((2, 3), ranks=[5, 4, 3, 2, 1, 0], backend="gloo")
+    assert m.backend == "gloo" and m.comm is None
+    assert repr(m) == "dtr.Mesh((2, 3), ranks=(5, 4, 3, 2, 1, 0), backend='gloo')"
+    assert dtr.Mesh(2).backend == "mpi" and dtr.Mesh(2, backend="mpi").backend == "mpi"
+    if "WORLD_SIZE" in os.environ:  # (started by a launcher: the rank is the job's)
+        return
+    monkeypatch.setenv("RANK", "4")
+    assert m.rank == 4 and m.coordinate == (0, 1)
+    monkeypatch.setenv("RANK", "x")
+    with pytest.raises(dtr.ArgumentError, match="backend 'gloo': RANK is 'x', not a rank"):
+        m.rank
+    monkeypatch.delenv("RANK")
+    with pytest.raises(dtr.ArgumentError, match="backend 'gloo': RANK is not set"):
+        m.rank
+    # a collective call without a launcher: WORLD_SIZE named, nothing run
+    with pytest.raises(dtr.ArgumentError, match="backend 'gloo': WORLD_SIZE is not set"):
+        dtr.redistribute(__import__("numpy").zeros(1, "f4"), dtr.Mesh(1, backend="gloo"),
+                         "R", "R", shape=(1,))
