@@ -30,6 +30,20 @@ def mpi_test(name, binary, ranks, size = "medium", args = [], env = {}, **kwargs
         **kwargs
     )
 
+def launch_cases_tests(binary, variants, size = "medium"):
+    """mpi_cases_tests' runs with the processes started by tools/dtr_launch.sh instead of
+    mpirun (no MPI: a backend such as gloo, named in each variant's "args")."""
+    for name, v in variants.items():
+        native.sh_test(
+            name = name,
+            size = size,
+            srcs = ["//tests/support:mpi_cases.sh"],
+            args = ["--launch", "$(location //tools:dtr_launch.sh)", "$(location %s)" % binary] +
+                   v.get("args", []),
+            data = [binary, "//tools:dtr_launch.sh"],
+            env = v.get("env", {}),
+        )
+
 def mpi_cases_tests(binary, variants, size = "medium"):
     """The random-case runs of one executable (tests/support/mpi_cases.sh: 2, 4 and 8 ranks).
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Runs a random-case test executable (the executor's plans or batches) under mpirun on 2,
-# 4 and 8 ranks. Usage: mpi_cases.sh BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
+# 4 and 8 ranks, or with --launch LAUNCHER (tools/dtr_launch.sh: no MPI) first, under it.
+# Usage: mpi_cases.sh [--launch LAUNCHER] BINARY [ARGS...]  (ARGS go to every run, e.g. --memory fake;
 # DTR_SEED overrides the seed, DTR_EXEC_SPECS the "ranks:cases" list; DTR_CASES_DIV divides
 # every case count, rounding up: tools/test.sh's simulated nodes run fewer, over TCP)
 set -u
 # The MPI launcher: Open MPI's by default; --config=mpich sets DTR_MPIRUN=mpirun.mpich.
 read -r -a mpirun <<<"${DTR_MPIRUN:-mpirun --oversubscribe}"
+if [ "${1:-}" = --launch ]; then
+    mpirun=(bash "$2")
+    shift 2
+    export DTR_TIMEOUT_S=${DTR_TIMEOUT_S:-60} # (a hung collective fails within a minute)
+fi
 bin=$1
 shift
 seed=${DTR_SEED:-20261121}
@@ -24,7 +30,7 @@ for spec in ${DTR_EXEC_SPECS:-2:400 4:400 8:300}; do
     echo "$out"
     line=$(grep -oE '[0-9]+ passed, [0-9]+ failed' <<<"$out" | tail -1)
     if [ $rc -ne 0 ] || [ -z "$line" ]; then
-        echo "FAIL: mpirun -n $n $(basename "$bin") --cases $cases --seed $seed $* (exit $rc)"
+        echo "FAIL: ${mpirun[*]} -n $n $(basename "$bin") --cases $cases --seed $seed $* (exit $rc)"
         fail=$((fail + 1))
     fi
     if [ -n "$line" ]; then

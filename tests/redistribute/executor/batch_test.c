@@ -1,5 +1,6 @@
 /*
- * Batches on real MPI, random cases: every rank draws the same case from the seed (a mesh of
+ * Batches on the backend --backend names (mpi under mpirun, gloo under tools/dtr_launch.sh:
+ * tests/support/job.h), random cases: every rank draws the same case from the seed (a mesh of
  * 1 to 3 dims, sometimes on a shuffled subset of the world's ranks with bystanders, and a
  * list of 1 to 12 tensors with their own shapes (uneven and empty ones), dtypes and changes;
  * in one case of three every tensor makes the same change, as a layer's parameters do, in
@@ -17,7 +18,8 @@
  * With --memory fake the contexts work on the fake device space and every buffer lives there
  * (the executor's device path, where no GPU is; the hostile inputs are host-only).
  *
- * Usage: mpirun -n N mpi_batch_test [--cases N] [--seed S] [--memory host|fake]
+ * Usage: mpirun -n N batch_test [--cases N] [--seed S] [--memory host|fake] [--backend mpi],
+ * or tools/dtr_launch.sh -n N batch_test ... --backend gloo (no padded variant there)
  * Prints one line per failing case (seed and case number to rerun it) and a summary.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -28,6 +30,7 @@
 
 #include "dtr.h"
 #include "redistribute/mpi/dtr_mpi.h"
+#include "tests/support/job.h"
 #include "tests/support/mpi_paths.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/plan_util.h"
@@ -295,11 +298,9 @@ static int check_rounds(const dtr_batch_plan_t *bp, char *why, size_t len) {
 /* The MPI backend without its v-collectives: coalesced rounds pad uneven pieces. */
 static dtr_backend_ops_t padded_ops;
 
-static int agree_all(int bad) {
-    int any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return any;
-}
+static test_job_t job;
+
+static int agree_all(int bad) { return test_job_max(&job, bad); }
 
 /* Expect status `want` on this rank (DTR_ERR_REMOTE on the others when `who` >= 0 is not
  * this rank) and every buffer untouched. */
@@ -424,10 +425,8 @@ static int run_case(dtr_context_t *ctx, const dtr_batch_plan_t *bp, const batch_
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    test_job_start(&argc, &argv, &job);
+    int rank = job.rank, world = job.world;
     int cases = 100;
     uint64_t seed = 20261124;
     for (int k = 1; k + 1 < argc; k += 2) {
@@ -439,15 +438,18 @@ int main(int argc, char **argv) {
     padded_ops.name = "mpi-padded";
     padded_ops.all_gatherv = NULL;
     padded_ops.reduce_scatterv = NULL;
+    /* the cases' own contexts (they may move to the fake device; the tallies stay on host
+     * memory); over Gloo the second is the first: the padded variant is MPI's */
     dtr_context_t *ctx[2] = {NULL, NULL};
     void *state = NULL;
-    if (dtr_context_create_mpi(MPI_COMM_WORLD, &ctx[0]) != DTR_OK ||
-        dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
-        dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK ||
+    if (dtr_context_create_named(job.backend, &ctx[0]) != DTR_OK ||
+        (!job.mpi && (ctx[1] = ctx[0]) == NULL) ||
+        (job.mpi && (dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state) != DTR_OK ||
+                     dtr_context_create(&padded_ops, state, &ctx[1]) != DTR_OK)) ||
         (fake && (dtr_context_set_memory(ctx[0], fake_device_ops(), fake_device_state()) != DTR_OK ||
                   dtr_context_set_memory(ctx[1], fake_device_ops(), fake_device_state()) != DTR_OK))) {
         fprintf(stderr, "rank %d: context: %s\n", rank, dtr_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        exit(2);
     }
     int failures = 0, tensors = 0, rounds = 0, coalesced = 0, members = 0, one_by_one = 0;
     int ordered = 0;
@@ -475,7 +477,7 @@ int main(int argc, char **argv) {
         if (!bad) bad = run_case(ctx[padded], bp, &c, rank, fills, &b, index, why, sizeof why);
         if (bad)
             printf("FAIL seed %llu case %d (%s, %s, fill %s): %s: rank %d: %s\n",
-                   (unsigned long long)seed, index, padded ? "padded" : "mpi",
+                   (unsigned long long)seed, index, padded && job.mpi ? "padded" : job.backend,
                    nonblocking ? "non-blocking" : "blocking",
                    fills[0].kind == DTR_FILL_RANDOM ? "random" : "pattern", c.text, rank, why);
         failures += agree_all(bad);
@@ -502,16 +504,16 @@ int main(int argc, char **argv) {
     }
     int hostile_fails = world >= 2 && !fake ? hostile(ctx[0], rank, world) : 0;
     /* shared memory inside a node, MPI across nodes (tools/mpirun_nodes.sh) */
-    if (mpi_paths_check("batches") > 0 && rank == 0) {
+    if (job.mpi && mpi_paths_check("batches") > 0 && rank == 0) {
         printf("FAIL: a group took the wrong path\n");
         failures++;
     }
     if (rank == 0) {
-        printf("mpi batch on %d ranks: %d cases, %d tensors, seed %llu\n  %d rounds (%d coalescing "
+        printf("%s batch on %d ranks: %d cases, %d tensors, seed %llu\n  %d rounds (%d coalescing "
                "2 or more member steps) for %d member steps; %d collectives one by one\n  rounds "
                "by kind:",
-               world, cases, tensors, (unsigned long long)seed, rounds, coalesced, members,
-               one_by_one);
+               job.backend, world, cases, tensors, (unsigned long long)seed, rounds, coalesced,
+               members, one_by_one);
         for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
             if (dtr_step_kind_info((dtr_step_kind_t)k)->collective)
                 printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
@@ -528,8 +530,8 @@ int main(int argc, char **argv) {
         }
         printf("  batches on %d ranks: %d passed, %d failed\n", world, cases - failures, failures);
     }
+    if (ctx[1] != ctx[0]) dtr_context_destroy(ctx[1]);
     dtr_context_destroy(ctx[0]);
-    dtr_context_destroy(ctx[1]);
-    MPI_Finalize();
+    test_job_end(&job);
     return failures + hostile_fails > 0 ? 1 : 0;
 }
