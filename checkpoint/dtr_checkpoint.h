@@ -211,6 +211,35 @@ DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitem
                                                   const dtr_checkpoint_item_t *items,
                                                   const char *const *records, int nrecords);
 
+/* ---- consolidation (consolidate.c) -------------------------------------------------- */
+
+/*
+ * A checkpoint (any form dtr_checkpoint_open reads: one saved on any mesh too) into whole
+ * tensors as plain safetensors files in `to` (missing, or an empty directory; a non-empty
+ * one is DTR_ERR_INVALID_ARGUMENT and untouched): `to`/model.safetensors, or past
+ * max_file_bytes (0: one file) model-0000K-of-0000N.safetensors in the checkpoint's order
+ * with model.safetensors.index.json (its weight_map, and metadata with total_size). Each
+ * file carries the source's metadata (less total_size). Each tensor is read whole, one at a
+ * time. On failure nothing is left in `to` (nor `to` itself where this call made it). One
+ * process; the three calls below share the files out over ranks (`dtr reshard
+ * --consolidate`: file k on rank k mod the ranks, then the index on one).
+ */
+DTR_API dtr_status_t dtr_checkpoint_consolidate(const char *from, const char *to,
+                                                int64_t max_file_bytes);
+/* The split: file_of[i] (dtr_checkpoint_count(ck) entries, the caller's) gets tensor i's
+ * file, a new one past max_file_bytes; *nfiles their count. Pure. */
+DTR_API dtr_status_t dtr_checkpoint_consolidate_plan(const dtr_checkpoint_t *ck,
+                                                     int64_t max_file_bytes, int *file_of,
+                                                     int *nfiles);
+/* Writes file k (0 <= k < nfiles) of the split into dir (existing), its tensors read whole
+ * from ck (written as .partial and renamed; removed on failure). DTR_ERR_UNSUPPORTED for a
+ * tensor of a dtype dtr cannot move. */
+DTR_API dtr_status_t dtr_checkpoint_consolidate_file(const dtr_checkpoint_t *ck, const char *dir,
+                                                     const int *file_of, int nfiles, int k);
+/* Writes dir/model.safetensors.index.json for the split (nfiles > 1). */
+DTR_API dtr_status_t dtr_checkpoint_write_index(const dtr_checkpoint_t *ck, const char *dir,
+                                                const int *file_of, int nfiles);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,110 +278,49 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     free(src);
     return rc;
 }
-/* The index of a consolidation in several files, written by rank 0. */
-static dtr_status_t dtr__rs_index(const char *to, const dtr_checkpoint_t *ck, const int *file_of,
-                                  int nfiles, int64_t total) {
-    json_t *root = json_object(), *meta = json_object(), *map = json_object();
-    const char **kv = dtr__rs_metadata(ck);
-    for (int k = 0; kv != NULL && kv[k] != NULL; k += 2)
-        json_object_set_new(meta, kv[k], json_string(kv[k + 1]));
-    free(kv);
-    json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
-    for (int64_t i = 0; i < dtr_checkpoint_count(ck); i++) {
-        dtr_checkpoint_tensor_t t;
-        dtr_checkpoint_tensor(ck, i, &t);
-        char name[64];
-        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", file_of[i] + 1, nfiles);
-        json_object_set_new(map, t.name, json_string(name));
-    }
-    json_object_set_new(root, "metadata", meta);
-    json_object_set_new(root, "weight_map", map);
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", to);
-    snprintf(tmp, sizeof tmp, "%s.partial", path);
-    int bad = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 ||
-              rename(tmp, path) != 0;
-    json_decref(root);
-    if (!bad) return DTR_OK;
-    unlink(tmp);
-    dtr_cli_say("dtr reshard: %s: could not write it", path);
-    return DTR_ERR_IO;
-}
-
-/* Whole tensors into plain safetensors files: in name order, a new file past max bytes;
- * file k written by rank k mod the job's ranks (each tensor read whole, one at a time). */
+/* Whole tensors into plain safetensors files (the library's consolidation, its files shared
+ * out: file k written by rank k mod the job's ranks, the index by rank 0). */
 static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, int rank,
                                int world, bool made) {
-    int64_t n = dtr_checkpoint_count(ck), max = 0, total = 0;
+    int64_t n = dtr_checkpoint_count(ck), max = 0;
     int rc = dtr_cli_parse_int("reshard", "--max-file-bytes", a->max_bytes, 1, INT64_C(1) << 50,
                                "a byte count 1..2^50", &max);
-    dtr_mesh_t *one = NULL;
-    dtr_spec_t *specs = calloc((size_t)n + 1, sizeof *specs);
-    dtr_checkpoint_item_t *items = calloc((size_t)n + 1, sizeof *items);
-    int64_t *src = calloc((size_t)n + 1, sizeof *src);
     int *file_of = calloc((size_t)n + 1, sizeof *file_of), nfiles = 1;
-    if (rc != DTR_EXIT_OK || !specs || !items || !src || !file_of ||
-        dtr_mesh_create(1, (int64_t[]){1}, NULL, 0, &one) != DTR_OK) {
-        rc = rc != DTR_EXIT_OK ? rc : DTR_EXIT_FAIL;
-        goto out;
-    }
-    int64_t in_file = 0;
-    dtr_placement_t r = {.kind = DTR_REPLICATE};
-    for (int64_t i = 0; i < n && rc == DTR_EXIT_OK; i++) {
+    if (rc == DTR_EXIT_OK && file_of == NULL) rc = dtr_cli_usage_error("reshard", "out of memory");
+    if (rc == DTR_EXIT_OK && dtr_checkpoint_consolidate_plan(ck, max, file_of, &nfiles) != DTR_OK)
+        rc = dtr_cli_lib_error("reshard", "--from");
+    for (int64_t i = 0; rc == DTR_EXIT_OK && i < n; i++) {
         dtr_checkpoint_tensor_t t;
         dtr_checkpoint_tensor(ck, i, &t);
-        if (t.dtype == DTR_DTYPE_LAST ||
-            dtr_spec_init(&specs[i], one, &r, 1, t.shape, t.ndim, t.dtype) != DTR_OK) {
+        if (t.dtype == DTR_DTYPE_LAST)
             rc = dtr_cli_usage_error("reshard", "tensor '%s': dtype %s: dtr cannot move it",
                                      t.name, t.format_dtype);
-            break;
-        }
-        if (in_file > 0 && in_file + t.bytes > max) {
-            nfiles++;
-            in_file = 0;
-        }
-        in_file += t.bytes;
-        total += t.bytes;
-        file_of[i] = nfiles - 1;
-        items[i] = (dtr_checkpoint_item_t){t.name, &specs[i], NULL};
     }
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
-    dtr__rs_fill_t f = {.ck = ck, .src = src, .rank = 0, .total = n, .start = dtr_cli_job_now()};
+    dtr__rs_fill_t f = {.ck = ck, .rank = 0, .total = n, .start = dtr_cli_job_now()};
     dtr_status_t st = DTR_OK;
     for (int k = rank; rc == DTR_EXIT_OK && st == DTR_OK && k < nfiles; k += world) {
-        dtr_checkpoint_item_t *mine = calloc((size_t)n + 1, sizeof *mine);
-        int64_t m = 0;
-        for (int64_t i = 0; i < n; i++)
-            if (file_of[i] == k) {
-                src[m] = i; /* the fill's item m is tensor i */
-                mine[m++] = items[i];
-            }
-        char path[4096];
-        if (nfiles == 1) snprintf(path, sizeof path, "%s/model.safetensors", a->to);
-        else snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", a->to, k + 1, nfiles);
-        f.items = mine;
-        const char **meta = dtr__rs_metadata(ck);
-        st = dtr_checkpoint_write_file_meta(path, 0, m, mine, dtr__rs_fill, &f, meta);
-        free(meta);
-        free(mine);
+        st = dtr_checkpoint_consolidate_file(ck, a->to, file_of, nfiles, k);
+        for (int64_t i = 0; st == DTR_OK && i < n; i++) {
+            dtr_checkpoint_tensor_t t;
+            dtr_checkpoint_tensor(ck, i, &t);
+            if (file_of[i] != k) continue;
+            f.read += t.bytes, f.written += t.bytes, f.done++;
+        }
+        if (rank == 0) dtr_cli_progress(&f.prog, "reshard", "files", k + 1, nfiles);
     }
     int anybad = rc != DTR_EXIT_OK;
     dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
     if (anybad) rc = DTR_EXIT_USAGE;
     else if (!dtr_cli_all_ok("reshard", st, rank, "writing whole tensors")) rc = DTR_EXIT_FAIL;
     if (rc == DTR_EXIT_OK && nfiles > 1) {
-        st = rank == 0 ? dtr__rs_index(a->to, ck, file_of, nfiles, total) : DTR_OK;
+        st = rank == 0 ? dtr_checkpoint_write_index(ck, a->to, file_of, nfiles) : DTR_OK;
         if (!dtr_cli_all_ok("reshard", st, rank, "writing the index")) rc = DTR_EXIT_FAIL;
     }
     if (rc == DTR_EXIT_OK)
         dtr__rs_report("consolidated", a, n, &f, nfiles + (nfiles > 1), rank, world);
     else
         dtr__rs_undo(a->to, made, rank);
-out:
-    dtr_mesh_destroy(one);
-    free(specs);
-    free(items);
-    free(src);
     free(file_of);
     return rc;
 }

@@ -17,6 +17,7 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
   load(path, mesh, rules, ...)             this rank's blocks of a safetensors checkpoint
   load_metadata(path)                      its "__metadata__" ({"format": "pt"}), a dict
+  consolidate(path, to, max_file_bytes=)   a checkpoint into whole-tensor safetensors files
   dtr.torch                                DDP communication hooks (import dtr.torch)
   Error, ArgumentError, RefusedError, BackendError, TimeoutError, FileError
 """
@@ -33,7 +34,7 @@ from . import _arrays, _placements
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
            "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load",
-           "load_metadata", "Plan",
+           "load_metadata", "consolidate", "Plan",
            "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
            "TimeoutError", "FileError", "__version__"]
 
@@ -118,6 +119,22 @@ def _path(path, what="path"):
         raise ArgumentError(f"{what}: expected a str or os.PathLike, got "
                             f"{type(path).__name__}") from None
     return os.fsdecode(path) if isinstance(path, bytes) else path
+
+
+def consolidate(path, to, *, max_file_bytes=5_000_000_000):
+    """A checkpoint (any form load() reads: one `dtr reshard` saved on any mesh too) into whole
+    tensors as plain safetensors files in `to` (missing or empty; a non-empty directory is an
+    ArgumentError and untouched): to/model.safetensors, or past max_file_bytes (0: one file)
+    model-0000K-of-0000N.safetensors with model.safetensors.index.json, the layout
+    transformers' from_pretrained and the safetensors package read. The source's metadata is
+    carried over. Nothing is left in `to` on failure. Not collective: one process writes
+    every file (`dtr reshard --consolidate` shares them out over ranks)."""
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
+        raise ArgumentError(f"max_file_bytes: expected an int, got "
+                            f"{type(max_file_bytes).__name__}")
+    if not 0 <= max_file_bytes < 2**63:
+        raise ArgumentError(f"max_file_bytes: {max_file_bytes} is not a byte count 0..2^63-1")
+    _core.consolidate(_path(path), _path(to, "to"), max_file_bytes)
 
 
 def load_metadata(path):

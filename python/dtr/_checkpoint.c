@@ -125,6 +125,20 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
     return out;
 }
 
+PyObject *dtrpy_consolidate(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *from, *to;
+    long long max_bytes;
+    if (!PyArg_ParseTuple(args, "ssL:consolidate", &from, &to, &max_bytes))
+        return dtrpy_as_argument_error();
+    dtr_status_t st;
+    Py_BEGIN_ALLOW_THREADS
+    st = dtr_checkpoint_consolidate(from, to, (int64_t)max_bytes);
+    Py_END_ALLOW_THREADS
+    if (st != DTR_OK) return dtrpy_raise(st);
+    Py_RETURN_NONE;
+}
+
 PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args) {
     (void)self;
     const char *path;

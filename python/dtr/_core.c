@@ -51,6 +51,9 @@ static PyMethodDef dtrpy_methods[] = {
      "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
      "--\n\n"
      "This rank's blocks of a checkpoint's tensors by name (use dtr.load)."},
+    {"consolidate", (PyCFunction)dtrpy_consolidate, METH_VARARGS,
+     "consolidate(path, to, max_file_bytes)\n--\n\n"
+     "A checkpoint into whole tensors as plain safetensors files (use dtr.consolidate)."},
     {"load_metadata", (PyCFunction)dtrpy_load_metadata, METH_VARARGS,
      "load_metadata(path)\n--\n\n"
      "A checkpoint's metadata as dtr.load's path reads it: the first file's \"__metadata__\"\n"

@@ -169,5 +169,6 @@ int dtrpy_bench_module_init(PyObject *module);
 PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw);
 /* dtr.load_metadata(path): the checkpoint's "__metadata__" as a dict of str. */
 PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args);
+PyObject *dtrpy_consolidate(PyObject *self, PyObject *args);
 
 #endif

@@ -136,6 +136,12 @@ def cases(ck, mesh, n):
          "No such file or directory"),
         ("load_metadata", lambda: dtr.load_metadata(str(ck / "rules.json")), dtr.ArgumentError,
          "header length"),
+        ("consolidate", lambda: dtr.consolidate(str(ck / "none"), str(ck / "never")),
+         dtr.FileError, "No such file or directory"),
+        ("consolidate", lambda: dtr.consolidate(f, str(ck)), dtr.ArgumentError,
+         "exists and is not empty"),
+        ("consolidate", lambda: dtr.consolidate(f, str(ck / "x"), max_file_bytes=-1),
+         dtr.ArgumentError, "max_file_bytes: -1 is not a byte count"),
     ]
 
 
