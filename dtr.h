@@ -9,7 +9,7 @@
  *   redistribute/executor/executor.h  the executor: contexts, dtr_redistribute, group
  *                                     collectives (backend.h: the backend interface;
  *                                     memory.h: memory spaces)
- *   (redistribute/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
+ *   (backends/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
  *   autograd/group.h             parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 
 typedef struct {
     int64_t shape[2];

@@ -24,7 +24,7 @@
 
 #include "dtensor/internal.h"
 #include "dtr.h"
-#include "redistribute/cuda/dtr_cuda.h"
+#include "backends/cuda/dtr_cuda.h"
 
 #define REPS 20
 

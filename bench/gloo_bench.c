@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "dtr.h"
-#include "redistribute/gloo/dtr_gloo.h"
+#include "backends/gloo/dtr_gloo.h"
 #include "tools/pattern/pattern.h"
 
 static double now_us(void) {

@@ -4,15 +4,15 @@
 #include <mpi.h>
 #include <string.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 #if defined(DTR_CLI_DLOPEN)
 #include <dlfcn.h>
 #elif defined(DTR_HAVE_CUDA)
-#include "redistribute/cuda/dtr_cuda.h"
+#include "backends/cuda/dtr_cuda.h"
 #endif
 #if defined(DTR_HAVE_NCCL) && !defined(DTR_CLI_DLOPEN)
-#include "redistribute/nccl/dtr_nccl.h"
+#include "backends/nccl/dtr_nccl.h"
 #endif
 
 #if defined(DTR_CLI_DLOPEN)

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 
 static struct {

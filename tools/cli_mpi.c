@@ -4,7 +4,7 @@
 #include <string.h>
 #include <mpi.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 
 /* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 
 static void dtr__grad_help(FILE *out) {

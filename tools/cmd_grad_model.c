@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/cli.h"
 
 typedef struct {

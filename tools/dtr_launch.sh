@@ -21,7 +21,7 @@ a program calling dtr_context_create_gloo_env() joins the others over Gloo with 
 
 Exit status: 0 when every process succeeded; else the first failing process's status (the
 others are sent SIGTERM); 2 for a usage error.
-Example: tools/dtr_launch.sh -n 4 bazel-bin/tests/redistribute/gloo/gloo_exec_test_bin --cases 20
+Example: tools/dtr_launch.sh -n 4 bazel-bin/tests/backends/gloo/gloo_exec_test_bin --cases 20
 EOF
 }
 

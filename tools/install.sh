@@ -99,7 +99,7 @@ lay_out() {
     local d=$1 with_cuda=$2 lib
     mkdir -p "$d/include/dtr" "$d/lib/pkgconfig" "$d/lib/cmake/dtr" "$d/bin" "$d/share/doc/dtr"
     python3 dist/flatten_header.py "$d/include/dtr/dtr.h" dtr.h --dir . --dir "$bin"
-    python3 dist/flatten_header.py "$d/include/dtr/dtr_mpi.h" redistribute/mpi/dtr_mpi.h \
+    python3 dist/flatten_header.py "$d/include/dtr/dtr_mpi.h" backends/mpi/dtr_mpi.h \
         --dir . --dir "$bin" --as dtr.h=dtr.h
     python3 dist/flatten_header.py "$d/include/dtr/dtr_core.h" dtr_core.h --dir . --dir "$bin"
     python3 dist/flatten_header.py "$d/include/dtr/dtr_checkpoint.h" checkpoint/dtr_checkpoint.h \
@@ -107,15 +107,15 @@ lay_out() {
     local libs=(libdtr libdtr_core)
     if [ "$has_gloo" -eq 1 ]; then
         libs+=(libdtr_gloo)
-        python3 dist/flatten_header.py "$d/include/dtr/dtr_gloo.h" redistribute/gloo/dtr_gloo.h \
+        python3 dist/flatten_header.py "$d/include/dtr/dtr_gloo.h" backends/gloo/dtr_gloo.h \
             --dir . --dir "$bin" --as dtr.h=dtr.h
     fi
     if [ "$with_cuda" -eq 1 ]; then
         libs+=(libdtr_cuda libdtr_nccl)
-        python3 dist/flatten_header.py "$d/include/dtr/dtr_cuda.h" redistribute/cuda/dtr_cuda.h \
+        python3 dist/flatten_header.py "$d/include/dtr/dtr_cuda.h" backends/cuda/dtr_cuda.h \
             --dir . --dir "$bin" --as dtr.h=dtr.h
-        python3 dist/flatten_header.py "$d/include/dtr/dtr_nccl.h" redistribute/nccl/dtr_nccl.h \
-            --dir . --dir "$bin" --as dtr.h=dtr.h --as dtr_cuda.h=redistribute/cuda/dtr_cuda.h
+        python3 dist/flatten_header.py "$d/include/dtr/dtr_nccl.h" backends/nccl/dtr_nccl.h \
+            --dir . --dir "$bin" --as dtr.h=dtr.h --as dtr_cuda.h=backends/cuda/dtr_cuda.h
     fi
     for lib in "${libs[@]}"; do
         install -m 755 "$bin/dist/$lib.so" "$d/lib/$lib.so.$version"

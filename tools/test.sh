@@ -94,7 +94,7 @@ node_targets=(
     //tests/redistribute/executor:mpi_exec_slices_test //tests/redistribute/executor:mpi_exec_errors_test
     //tests/redistribute/executor:mpi_batch_test //tests/redistribute/executor:mpi_batch_staged_test
     //tests/redistribute/executor:mpi_batch_spans_test //tests/redistribute/executor:mpi_batch_packed_test
-    //tests/redistribute/mpi:mpi_shm_test //tests/redistribute/mpi:mpi_shm_reduce_test
+    //tests/backends/mpi:mpi_shm_test //tests/backends/mpi:mpi_shm_reduce_test
     //tests/autograd:grad_mpi_test //tests/autograd:group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
     //tests/redistribute/executor:mpi_cross_test //tests/tools:cli_grad_model_random_test
@@ -223,7 +223,7 @@ for part in $parts; do
         # the reductions again over 3 nodes, where the order across nodes shows in the bits
         # (with 2, swapping the two node results gives the same sum)
         suite nodes-3 "--test_env=DTR_MPIRUN=$PWD/tools/mpirun_nodes.sh --nodes 3" \
-            --test_env=DTR_CASES_DIV=5 -- //tests/redistribute/mpi:mpi_shm_reduce_test
+            --test_env=DTR_CASES_DIV=5 -- //tests/backends/mpi:mpi_shm_reduce_test
         ;;
     nocuda)
         echo "== nocuda: bazel build --config=nocuda //..."
@@ -236,9 +236,9 @@ for part in $parts; do
         # (the query runs on the plain build, where they depend on it; mpi_exec_gpu_test and
         # nccl_adopt_test, absent under nocuda, are left out) and the CLI's (its device choice
         # changes)
-        if pick_tests nocuda 'rdeps(//..., //redistribute/cuda:* + //redistribute/nccl:*) +
+        if pick_tests nocuda 'rdeps(//..., //backends/cuda:* + //backends/nccl:*) +
                 //tests/tools:*' //tests/redistribute/executor:mpi_exec_gpu_test \
-                //tests/cuda:nccl_adopt_test; then
+                //tests/backends/cuda:nccl_adopt_test; then
             suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi
         ;;

@@ -2,7 +2,7 @@
  * The executor: runs a plan on this rank's local buffer, through a communication backend.
  *
  * A backend is a const table of operations (dtr_backend_ops_t, backend.h) plus its state; the MPI
- * backend (redistribute/mpi/dtr_mpi.h) is the embedded default. A context binds a backend to
+ * backend (backends/mpi/dtr_mpi.h) is the embedded default. A context binds a backend to
  * the scratch memory and the per-mesh communicators the executor reuses across calls.
  *
  * Every call is collective over the plan's mesh: each rank of the mesh calls it with the

@@ -2,7 +2,7 @@
  * Memory spaces: where a context's buffers live.
  *
  * A context starts on host memory, which the executor reads and writes itself. A context
- * given another space (dtr_context_set_memory: CUDA device memory, redistribute/cuda/)
+ * given another space (dtr_context_set_memory: CUDA device memory, backends/cuda/)
  * never dereferences a buffer of it: every local operation the executor performs (packing
  * and unpacking pieces, zero padding, AVG's divide, copies) goes through the space's table,
  * its scratch memory comes from the space, and the backend's operations receive buffers of

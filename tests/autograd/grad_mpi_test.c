@@ -23,7 +23,7 @@
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"
 #include "dtensor/internal.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/test_space.h"

@@ -19,7 +19,7 @@
 
 #include "dtr.h"
 #include "dtensor/internal.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"

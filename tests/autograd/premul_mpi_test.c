@@ -28,16 +28,16 @@
 
 #include "dtr.h"
 #include "dtensor/internal.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/mpi_check.h"
 #include "tests/support/fake_device.h"
 #if defined(DTR_HAVE_CUDA)
-#include "redistribute/cuda/dtr_cuda.h"
+#include "backends/cuda/dtr_cuda.h"
 #endif
 #if defined(DTR_HAVE_NCCL)
 #include "redistribute/executor/internal.h"
-#include "redistribute/nccl/dtr_nccl.h"
+#include "backends/nccl/dtr_nccl.h"
 #endif
 
 static dtr_mesh_t *mesh; /* 2x4: dim 0 the replicate group (0x1), dim 1 the shard group (0x2) */

@@ -14,7 +14,7 @@
 #include "dtr.h"
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/fake_device.h"
 #include "tools/pattern/pattern.h"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tools/pattern/pattern.h"
 #include "tests/support/mpi_check.h"
 

@@ -2,7 +2,7 @@
  * dtr_context_alloc and dtr_context_free (executor.h) on a 1-rank context: the host heap
  * where the backend has no allocator, the backend's where it has one, and the refusals, each
  * naming its argument and leaving *p alone. The MPI backend's shared allocations run under
- * mpirun: tests/redistribute/mpi/mpi_shm_reduce_test.sh (--shared, and dtr run --buffers shared).
+ * mpirun: tests/backends/mpi/mpi_shm_reduce_test.sh (--shared, and dtr run --buffers shared).
  */
 #include <criterion/criterion.h>
 #include <stdint.h>

@@ -17,7 +17,7 @@
 #include "tests/support/rand_cases.h"
 #include "tools/pattern/pattern.h"
 #if defined(DTR_HAVE_CUDA)
-#include "redistribute/cuda/dtr_cuda.h"
+#include "backends/cuda/dtr_cuda.h"
 #endif
 
 #define GUARD 64

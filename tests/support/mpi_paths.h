@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "core/status.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 
 static inline bool mpi_paths_env_on(const char *name) {
     const char *v = getenv(name);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "dtensor/internal.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 
 rec_t recs[REC_MAX];
 int nrecs;

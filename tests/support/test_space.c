@@ -7,7 +7,7 @@
 
 #include "tests/support/fake_device.h"
 #if defined(DTR_HAVE_CUDA)
-#include "redistribute/cuda/dtr_cuda.h"
+#include "backends/cuda/dtr_cuda.h"
 #endif
 
 int test_space_open(const char *prog, int rank, test_space_t *s) {

@@ -36,9 +36,9 @@ PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/
 PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h", "core/version.h", "placement/placement.h",
           "dtensor/dtensor.h", "redistribute/planner/planner.h",
           "redistribute/executor/executor.h", "redistribute/executor/backend.h",
-          "redistribute/executor/memory.h", "redistribute/mpi/dtr_mpi.h",
-          "redistribute/cuda/dtr_cuda.h", "redistribute/nccl/dtr_nccl.h",
-          "redistribute/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
+          "redistribute/executor/memory.h", "backends/mpi/dtr_mpi.h",
+          "backends/cuda/dtr_cuda.h", "backends/nccl/dtr_nccl.h",
+          "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
 TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
 # The basic internals below every module a test exercises.
@@ -53,11 +53,11 @@ INCLUDES = {
     "redistribute/planner": ["core/", "placement/", "dtensor/", "redistribute/planner/"],
     "redistribute/executor": ["core/", "placement/", "dtensor/"] + PLANNER_FOR_EXECUTOR + [
                               "redistribute/executor/"],
-    "redistribute/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/mpi/", "dtr_version.h"],
-    "redistribute/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/cuda/"],
-    "redistribute/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
-        "redistribute/nccl/", "redistribute/cuda/", "redistribute/mpi/internal.h"],
-    "redistribute/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["redistribute/gloo/"],
+    "backends/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/mpi/", "dtr_version.h"],
+    "backends/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/cuda/"],
+    "backends/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
+        "backends/nccl/", "backends/cuda/", "backends/mpi/internal.h"],
+    "backends/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/gloo/"],
     "checkpoint": ["core/", "placement/", "dtensor/", "redistribute/executor/memory.h",
                    "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h",
@@ -72,9 +72,9 @@ INCLUDES = {
     "tests/redistribute/planner": TESTS + LOW + ["redistribute/planner/testing.h",
                                                  "tests/redistribute/planner/cross_fixture.h"],
     "tests/redistribute/executor": TESTS + LOW,
-    "tests/redistribute/mpi": TESTS + LOW,
-    "tests/redistribute/gloo": TESTS + LOW,
-    "tests/cuda": TESTS + ["tests/cuda/", "redistribute/cuda/range_boxes.h"],
+    "tests/backends/mpi": TESTS + LOW,
+    "tests/backends/gloo": TESTS + LOW,
+    "tests/backends/cuda": TESTS + ["tests/backends/cuda/", "backends/cuda/range_boxes.h"],
     "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],

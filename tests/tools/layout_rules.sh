@@ -23,7 +23,7 @@ expect_violation() {
     local name=$1 pattern=$2
     shift 2
     rm -rf "$work/t" && mkdir -p "$work/t"
-    (cd "$root" && cp -rL --parents core placement dtensor redistribute autograd tools tests \
+    (cd "$root" && cp -rL --parents core placement dtensor redistribute backends autograd tools tests \
         "$work/t" 2>/dev/null)
     (cd "$work/t" && eval "$@")
     local out rc
@@ -39,8 +39,8 @@ expect_violation "planner including the executor" \
     'redistribute/planner/plan.c: includes "redistribute/executor/executor.h"' \
     "sed -i '1i #include \"redistribute/executor/executor.h\"' redistribute/planner/plan.c"
 expect_violation "a backend including the executor's internals" \
-    'redistribute/mpi/mpi.c: includes "redistribute/executor/internal.h"' \
-    "sed -i '1i #include \"redistribute/executor/internal.h\"' redistribute/mpi/mpi.c"
+    'backends/mpi/mpi.c: includes "redistribute/executor/internal.h"' \
+    "sed -i '1i #include \"redistribute/executor/internal.h\"' backends/mpi/mpi.c"
 expect_violation "the executor including the planner's internals" \
     'redistribute/executor/copy.c: includes "redistribute/planner/internal.h"' \
     "sed -i '1i #include \"redistribute/planner/internal.h\"' redistribute/executor/copy.c"

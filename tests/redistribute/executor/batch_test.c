@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/job.h"
 #include "tests/support/mpi_paths.h"
 #include "tests/support/fake_device.h"

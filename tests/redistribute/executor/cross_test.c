@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/job.h"
 #include "tests/support/rand_cases.h"
 #include "tools/pattern/pattern.h"

@@ -39,15 +39,15 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 #include "tests/support/exec_cases.h"
 #include "tests/support/mpi_paths.h"
 #include "tests/support/plan_util.h"
 #if defined(DTR_HAVE_NCCL)
 #include <nccl.h>
 
-#include "redistribute/cuda/dtr_cuda.h"
-#include "redistribute/nccl/dtr_nccl.h"
+#include "backends/cuda/dtr_cuda.h"
+#include "backends/nccl/dtr_nccl.h"
 #endif
 
 /* The MPI backend without its v-collectives: the executor pads uneven pieces. */

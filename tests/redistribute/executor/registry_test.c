@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "redistribute/mpi/dtr_mpi.h"
+#include "backends/mpi/dtr_mpi.h"
 
 static int made;
 
