@@ -9,13 +9,18 @@
  *   redistribute/executor/executor.h  the executor: contexts, dtr_redistribute, group
  *                                     collectives (backend.h: the backend interface;
  *                                     memory.h: memory spaces)
- *   (backends/mpi/dtr_mpi.h  the MPI backend; include it where MPI is used)
+ *                                     (and the table of backends by name)
  *   autograd/autograd.h          backward plans of redistributions
  *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
  *   autograd/group.h             parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline
  *   autograd/tape.h              from_local / to_local backward, the tape
+ * Beside it, each included where it is used: the backends (backends/: mpi/dtr_mpi.h,
+ * gloo/dtr_gloo.h, nccl/dtr_nccl.h, and cuda/dtr_cuda.h, the CUDA memory space) and
+ * checkpoint/dtr_checkpoint.h (safetensors checkpoints). docs/design.md has the module
+ * table; tests/tools/module_map.py checks this list, that table, the layout rules and the
+ * libraries' Bazel targets against each other.
  * Installed (tools/install.sh), these are one file, <dtr/dtr.h>, beside <dtr/dtr_mpi.h>,
- * <dtr/dtr_cuda.h> and <dtr/dtr_nccl.h>.
+ * <dtr/dtr_gloo.h>, <dtr/dtr_cuda.h>, <dtr/dtr_nccl.h> and <dtr/dtr_checkpoint.h>.
  *
  * Conventions: a function that can fail returns dtr_status_t (DTR_OK, or a negative code
  * with one line in dtr_last_error() naming the function, the argument and the value). A

@@ -16,7 +16,9 @@
 #                                                JSON samples checked against docs/json.md,
 #                                                cited paths must exist, measured tables
 #                                                must carry a date and their command;
-#                                                about 15 s),
+#                                                and tests/tools/module_map.sh: the module
+#                                                map in docs/design.md, the layout rules,
+#                                                dtr.h and dist/BUILD agree; about 15 s),
 #   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
 #                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
 #                                                each group's path checked; a fifth of the
@@ -282,6 +284,10 @@ for part in $parts; do
         out=$(bash tests/tools/docs_test.sh "$(bazel info bazel-bin 2>/dev/null)/tools/dtr" 2>&1)
         echo "$out" | tail -20
         add_counts "docs test" "$out"
+        echo "== docs: tests/tools/module_map.sh (design.md's module table, the layout rules, dtr.h and the libraries' targets)"
+        out=$(bash tests/tools/module_map.sh tests/tools/module_map.py 2>&1)
+        echo "$out" | tail -8
+        add_counts "module map test" "$out"
         ;;
     gpupack)
         echo "== gpupack: tests/tools/gpu_pack_test.sh"
