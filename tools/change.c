@@ -209,7 +209,7 @@ static int dtr__run_flags(const char *cmd, dtr_cli_change_t *o, dtr_cli_engine_t
     o->shared = strcmp(o->buffers, "shared") == 0;
     if (!o->shared && strcmp(o->buffers, "private") != 0)
         return dtr_cli_usage_error(cmd, "--buffers: '%s' is not private or shared", o->buffers);
-    if (o->shared && (engine->cuda || engine->nccl))
+    if (o->shared && (engine->cuda || engine->nccl || engine->gloo))
         return dtr_cli_usage_error(cmd, "--buffers shared: the MPI backend on CPU buffers "
                                         "only (--backend mpi --device cpu)");
     if (o->dump != NULL && !dtr__is_dir(o->dump))
@@ -259,7 +259,8 @@ static int dtr__cross_check(const char *cmd, dtr_cli_change_t *o) {
     memcpy(digits, o->staging_cap_text, len - (shift > 0));
     digits[len - (shift > 0)] = '\0';
     int rc = dtr_cli_parse_int(cmd, "--staging-cap", digits, 1, INT64_MAX >> 30,
-                               "a byte count >= 1 (like 65536, 64K, 16M or 1G)", &o->staging_cap);
+                               "a byte count 1..8589934591 (like 65536, 64K, 16M or 1G)",
+                               &o->staging_cap);
     o->staging_cap <<= shift;
     return rc;
 }

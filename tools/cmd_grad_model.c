@@ -414,7 +414,7 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
         dtr_cli_json_str(stdout, "model", a->model);
         printf(",\"mode\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
                "\"microbatches\":%lld,\"params\":%d,\"numel\":%lld,\"ngroups\":%d,\"ops\":[",
-               a->mode, dtr_dtype_name(a->dtype), a->eng.nccl ? "nccl" : "mpi", a->eng.device,
+               a->mode, dtr_dtype_name(a->dtype), dtr_cli_job_backend(), a->eng.device,
                (long long)a->microbatches,
                s->n, (long long)s->numel, s->ngroups);
         for (int k = 0; k < nops; k++) printf("%s\"%s\"", k ? "," : "", ops[k]);
@@ -433,7 +433,7 @@ static void dtr__model_report(const dtr__model_t *s, const char *mesh, bool ok, 
            "reduce %s, %lld microbatch%s; %s backend, %s memory\n",
            a->model, s->n, (long long)s->numel, s->ngroups, a->mode, mesh,
            dtr_dtype_name(a->dtype), (long long)a->microbatches,
-           a->microbatches == 1 ? "" : "es", a->eng.nccl ? "nccl" : "mpi", a->eng.device);
+           a->microbatches == 1 ? "" : "es", dtr_cli_job_backend(), a->eng.device);
     printf("  ops:");
     for (int k = 0; k < nops; k++) printf(" %s", ops[k]);
     printf("; D = %lld\n", (long long)s->f.world);

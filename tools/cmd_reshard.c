@@ -188,9 +188,9 @@ static void dtr__rs_report(const char *what, const dtr__rs_args_t *a, int64_t nt
     dtr_cli_job_reduce(&all, 1, DTR_F64, DTR_REDUCE_MAX);
     if (rank == 0)
         printf("dtr reshard: %lld tensors from %s to %s %s on %d ranks: %lld bytes in %d "
-               "files; each rank read at most %lld bytes; %.3f s, %.2f GB/s written\n",
+               "file%s; each rank read at most %lld bytes; %.3f s, %.2f GB/s written\n",
                (long long)ntensors, a->from, a->to, what, world, (long long)total, nfiles,
-               (long long)maxread, all, all > 0 ? (double)total / all / 1e9 : 0.0);
+               nfiles == 1 ? "" : "s", (long long)maxread, all, all > 0 ? (double)total / all / 1e9 : 0.0);
 }
 
 /* On failure: every rank's files out of --to, and --to itself if this run made it. */

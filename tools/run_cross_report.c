@@ -41,14 +41,14 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
     const dtr_cli_change_t *o = r->o;
     bool cast = strcmp(n->to_dtype, n->dtype) != 0;
     if (r->batch)
-        printf("dtr run: batch of %d tensors, mesh %s -> mesh %s, %d ranks (mpi backend, cpu "
+        printf("dtr run: batch of %d tensors, mesh %s -> mesh %s, %d ranks (%s backend, cpu "
                "buffers)\n",
-               dtr_cross_plan_tensors(r->plan), n->ma, n->mb, r->world);
+               dtr_cross_plan_tensors(r->plan), n->ma, n->mb, r->world, dtr_cli_job_backend());
     else
-        printf("dtr run: shape %s %s, mesh %s %s -> mesh %s %s%s%s, %d ranks (mpi backend, cpu "
+        printf("dtr run: shape %s %s, mesh %s %s -> mesh %s %s%s%s, %d ranks (%s backend, cpu "
                "buffers)\n",
                n->shape, n->dtype, n->ma, n->from, n->mb, n->to, cast ? " in " : "",
-               cast ? n->to_dtype : "", r->world);
+               cast ? n->to_dtype : "", r->world, dtr_cli_job_backend());
     if (o->relabel) {
         printf("  relabeled: the destination mesh's ranks by coordinate ");
         dtr__ranks(r->dst->mesh);

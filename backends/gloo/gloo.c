@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/internal.h"
 #include "dtensor/internal.h"
@@ -516,6 +517,11 @@ dtr_status_t dtr_context_create_gloo(int rank, int size, const dtr_gloo_options_
                           "opts->store: set and get must not be NULL");
     if (opts->file_store != NULL && *opts->file_store == '\0')
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "opts->file_store: empty path");
+    struct stat sb;
+    if (opts->file_store != NULL && (stat(opts->file_store, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "opts->file_store: '%.200s' is not a directory (an empty one every "
+                          "rank sees, fresh for each job)", opts->file_store);
     dtr__gloo_t *b = calloc(1, sizeof *b);
     if (b == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "the backend's state");
     dtr_status_t st = dtr__gloo_state(rank, size, opts, b);
@@ -553,6 +559,11 @@ dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out) {
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "DTR_GLOO_STORE is not set (a directory every rank sees: "
                           "tools/dtr_launch.sh makes one)");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "DTR_GLOO_STORE: '%.200s' is not a directory (an empty one every rank "
+                          "sees, fresh for each job: tools/dtr_launch.sh makes one)", dir);
     const char *prefix = getenv("DTR_GLOO_PREFIX");
     if (prefix == NULL || *prefix == '\0') prefix = "dtr";
     /* the k-th context of this process (k >= 1) meets under PREFIX.k: every rank makes its

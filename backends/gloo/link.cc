@@ -59,11 +59,37 @@ class CallbackStore : public gloo::rendezvous::Store {
     dtr_gloo_store_t cb_;
 };
 
+// A store whose waits without a timeout take the context's: Gloo's rendezvous waits for its
+// peers' keys with the stores' default of 30 s otherwise, whatever the context's deadline.
+class TimedStore : public gloo::rendezvous::Store {
+  public:
+    TimedStore(gloo::rendezvous::Store &s, std::chrono::milliseconds t) : s_(s), t_(t) {}
+
+    void set(const std::string &key, const std::vector<char> &data) override { s_.set(key, data); }
+
+    std::vector<char> get(const std::string &key) override {
+        s_.wait({key}, t_);
+        return s_.get(key);
+    }
+
+    void wait(const std::vector<std::string> &keys) override { s_.wait(keys, t_); }
+
+    void wait(const std::vector<std::string> &keys,
+              const std::chrono::milliseconds &t) override {
+        s_.wait(keys, t);
+    }
+
+  private:
+    gloo::rendezvous::Store &s_;
+    std::chrono::milliseconds t_;
+};
+
 // Gloo's message into err; DTR__GLOO_TIMEOUT where Gloo says it timed out.
 int fail(const std::exception &e, char *err, size_t len) {
     std::snprintf(err, len, "%s", e.what());
     bool timeout = std::strstr(e.what(), "Timed out") != nullptr ||
-                   std::strstr(e.what(), "timed out") != nullptr;
+                   std::strstr(e.what(), "timed out") != nullptr ||
+                   std::strstr(e.what(), "Wait timeout") != nullptr;
     return timeout ? DTR__GLOO_TIMEOUT : DTR__GLOO_FAIL;
 }
 
@@ -141,7 +167,8 @@ int dtr__gloo_connect(dtr__gloo_store_t *s, dtr__gloo_device_t *d, const char *p
         l->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
         l->ctx->setTimeout(l->timeout);
         gloo::rendezvous::PrefixStore keys(prefix, *s->store);
-        l->ctx->connectFullMesh(keys, d->dev);
+        TimedStore timed(keys, l->timeout);
+        l->ctx->connectFullMesh(timed, d->dev);
         *out = l.release();
         return 0;
     } catch (const std::exception &e) {

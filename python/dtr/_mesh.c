@@ -196,17 +196,18 @@ static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
 static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm) {
     snprintf(m->backend, sizeof m->backend, "mpi");
     if (backend == Py_None) return 0;
-    const char *name = PyUnicode_Check(backend) ? PyUnicode_AsUTF8(backend) : NULL;
-    if (name == NULL) {
+    Py_ssize_t len = 0;
+    const char *name = PyUnicode_Check(backend) ? PyUnicode_AsUTF8AndSize(backend, &len) : NULL;
+    if (name == NULL || (size_t)len != strlen(name)) {
         PyErr_Clear();
         dtrpy_arg_error("backend: expected a name such as 'mpi' or 'gloo', got %s",
-                        Py_TYPE(backend)->tp_name);
+                        name != NULL ? "text holding a NUL" : Py_TYPE(backend)->tp_name);
         return -1;
     }
     if (strcmp(name, "mpi") == 0) return 0;
     dtr_backend_info_t info;
     if (dtr_backend_find(name, &info) != DTR_OK) {
-        dtrpy_raise(DTR_ERR_INVALID_ARGUMENT);
+        dtrpy_arg_error("backend: %s", dtr_last_error());
         return -1;
     }
     if (strcmp(info.memory, "host") != 0) {

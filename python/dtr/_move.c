@@ -364,6 +364,9 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
     if (dtrpy_mesh_of(mesh_obj, "mesh", &c->mesh) < 0 ||
         (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_of(to_obj, "to_mesh", &c->to) < 0))
         return -1;
+    if (c->to != NULL && strcmp(c->mesh->backend, c->to->backend) != 0)
+        return dtrpy_arg_error("to_mesh: on backend '%s', mesh on '%s' (the meshes of one call "
+                               "are on one backend)", c->to->backend, c->mesh->backend), -1;
     c->ctx = dtrpy_mesh_context(c->mesh);
     if (c->ctx == NULL) return -1;
     if (c->to != NULL) {

@@ -11,13 +11,24 @@ def test_backend_names_are_checked():
     with pytest.raises(dtr.ArgumentError, match=r"backend: expected a name such as 'mpi' or "
                                                 r"'gloo', got int"):
         dtr.Mesh(2, backend=3)
-    with pytest.raises(dtr.ArgumentError, match=r"no backend 'nosuch' \(registered: .*"
-                                                r"libdtr_nosuch\.so\.0"):
+    with pytest.raises(dtr.ArgumentError, match=r"^backend: .*no backend 'nosuch' \(registered: "
+                                                r".*libdtr_nosuch\.so\.0"):
         dtr.Mesh(2, backend="nosuch")
+    with pytest.raises(dtr.ArgumentError, match="backend: expected a name such as 'mpi' or "
+                                                "'gloo', got text holding a NUL"):
+        dtr.Mesh(2, backend="gloo\x00x")
     with pytest.raises(dtr.ArgumentError, match="is not a backend name"):
         dtr.Mesh(2, backend="../gloo")
     with pytest.raises(dtr.ArgumentError):  # (not carried: no CUDA in this package)
         dtr.Mesh(2, backend="nccl")
+
+
+def test_meshes_of_one_call_share_a_backend():
+    import numpy as np
+    with pytest.raises(dtr.ArgumentError, match="to_mesh: on backend 'mpi', mesh on 'gloo' "
+                                                r"\(the meshes of one call are on one backend\)"):
+        dtr.redistribute(np.zeros(1, "f4"), dtr.Mesh(1, backend="gloo"), "R", "R", shape=(1,),
+                         to_mesh=dtr.Mesh(1))
 
 
 def test_gloo_takes_no_communicator():

@@ -79,6 +79,15 @@ check "--batch with nccl" 0 2 "" "dtr run: --backend: 'nccl' is not mpi or gloo 
     run --mesh 1 --batch "$w/b.json" --backend nccl
 check "reshard, an unknown backend" 0 2 "" "dtr reshard: --backend: 'tcp' is not mpi or gloo" \
     reshard --from "$w/m.safetensors" --to "$w/x" --consolidate --backend tcp
+export WORLD_SIZE=1 RANK=0 DTR_GLOO_STORE=$w/none
+check "a store that is not a directory" 0 2 "" \
+    "dtr run: --backend gloo: dtr_context_create_gloo_env: DTR_GLOO_STORE: '$w/none' is not a directory" \
+    run --mesh 1 --shape 4 --from R --to R --backend gloo
+unset WORLD_SIZE RANK DTR_GLOO_STORE
+check "--buffers shared" 2 2 "" "dtr run: --buffers shared: the MPI backend on CPU buffers only" \
+    run --mesh 2 --shape 4 --from R --to 'S(0)' --backend gloo --buffers shared
+check "the report names the backend between meshes" 2 0 "2 ranks (gloo backend, cpu buffers)" "" \
+    run --mesh 1 --to-mesh 1 --to-ranks 1 --shape 4 --from R --to R --backend gloo --iters 0
 check "grad, no launcher" 0 2 "" "dtr grad: --backend gloo: dtr_context_create_gloo_env: WORLD_SIZE is not set" \
     grad --mode ddp --mesh 2 --backend gloo
 

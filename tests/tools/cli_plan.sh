@@ -217,7 +217,7 @@ check "cross: a cap below one element" 0 3 "" \
     "dtr plan: --to-mesh: dtr_cross_plan_create: opts->staging_cap_bytes: 4, less than one element: nothing could move" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 4
 check "cross: --staging-cap not a count" 0 2 "" \
-    "dtr plan: --staging-cap: '1x' is not a byte count >= 1 (like 65536, 64K, 16M or 1G)" \
+    "dtr plan: --staging-cap: '1x' is not a byte count 1..8589934591 (like 65536, 64K, 16M or 1G)" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --staging-cap 1x
 check "cross: --relabel alone" 0 2 "" \
     "dtr plan: --relabel: goes with --to-mesh (it orders the destination mesh's ranks)" \

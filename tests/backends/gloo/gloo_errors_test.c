@@ -75,6 +75,13 @@ Test(gloo_errors, the_environment_is_named) {
     expect_refused(dtr_context_create_gloo_env(&out), out, "RANK: \"2\" is not an integer in [0, 1]");
     setenv("RANK", "1", 1);
     expect_refused(dtr_context_create_gloo_env(&out), out, "DTR_GLOO_STORE is not set");
+    setenv("DTR_GLOO_STORE", "/nonexistent/dir", 1);
+    expect_refused(dtr_context_create_gloo_env(&out), out,
+                   "DTR_GLOO_STORE: '/nonexistent/dir' is not a directory");
+    unsetenv("DTR_GLOO_STORE");
+    dtr_gloo_options_t o = {.file_store = "/nonexistent/dir"};
+    expect_refused(dtr_context_create_gloo(0, 1, &o, &out), out,
+                   "opts->file_store: '/nonexistent/dir' is not a directory");
 }
 
 static int failing_set(void *user, const char *key, const void *value, size_t len) {

@@ -404,10 +404,9 @@ static int out_of_comm(dtr_context_t *ctx, int rank, int world, char *why, size_
     float in[4] = {1, 2, 3, 4};
     dtr_status_t st = dtr_redistribute_cross(ctx, plan, in, sizeof in, NULL, 0);
     int bad = 0;
-    if (rank == 0 ? st != DTR_ERR_INVALID_ARGUMENT ||
-                        strstr(dtr_last_error(), "not in the context's communicator") == NULL &&
-                        strstr(dtr_last_error(), "outside the") == NULL /* (gloo's words) */
-                  : st != DTR_OK) {
+    bool named = strstr(dtr_last_error(), "not in the context's communicator") != NULL ||
+                 strstr(dtr_last_error(), "outside the") != NULL; /* (gloo's words) */
+    if (rank == 0 ? st != DTR_ERR_INVALID_ARGUMENT || !named : st != DTR_OK) {
         snprintf(why, len, "a mesh past the communicator: %s (%s)", dtr_status_name(st), dtr_last_error());
         bad = 1;
     }
