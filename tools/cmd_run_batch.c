@@ -140,6 +140,7 @@ static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, const char 
     }
     if (json) {
         dtr_cli_json_begin(stdout, "run", bp->plans[0].src.mesh);
+        dtr_cli_json_str(stdout, "backend", dtr_cli_job_backend());
         dtr_cli_json_str(stdout, "batch", path);
         printf(",\"ntensors\":%d,\"verified\":%s,\"elements_checked\":%lld,"
                "\"nrounds\":%d,\"collectives\":", bp->ntensors,

@@ -89,6 +89,7 @@ static void dtr__json(const dtr_cli_cross_result_t *r, const dtr_cross_figures_t
     int64_t sizes[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < dtr_mesh_ndims(r->dst->mesh); i++) sizes[i] = dtr_mesh_size(r->dst->mesh, i);
     dtr_cli_json_i64_array(stdout, sizes, dtr_mesh_ndims(r->dst->mesh));
+    dtr_cli_json_str(stdout, "backend", dtr_cli_job_backend());
     if (r->batch) {
         dtr_cli_json_str(stdout, "batch", o->batch);
         printf(",\"ntensors\":%d,\"one_by_one_median_us\":%.3f,\"one_by_one_over_batched\":%.3f",

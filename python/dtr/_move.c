@@ -369,6 +369,21 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
                                "are on one backend)", c->to->backend, c->mesh->backend), -1;
     c->ctx = dtrpy_mesh_context(c->mesh);
     if (c->ctx == NULL) return -1;
+    int top = -1; /* (named here: dtrpy_mesh_context's own message says "mesh") */
+    for (int64_t i = 0; c->to != NULL && i < dtr_mesh_nranks(c->to->mesh); i++) {
+        int64_t coord[DTR_MAX_MESH_DIMS], rest = i;
+        for (int d = dtr_mesh_ndims(c->to->mesh) - 1; d >= 0; d--) {
+            coord[d] = rest % dtr_mesh_size(c->to->mesh, d);
+            rest /= dtr_mesh_size(c->to->mesh, d);
+        }
+        int r = -1;
+        dtr_mesh_rank_at(c->to->mesh, coord, &r);
+        if (r > top) top = r;
+    }
+    if (c->to != NULL && top >= c->ctx->size && c->to->comm == c->mesh->comm)
+        return dtrpy_arg_error("to_mesh: its rank %d is not in the %s of %d ranks", top,
+                               c->ctx->mcomm != MPI_COMM_NULL ? "communicator" : "job",
+                               c->ctx->size), -1;
     if (c->to != NULL) {
         dtrpy_context_t *other = dtrpy_mesh_context(c->to);
         if (other == NULL) return -1;

@@ -201,3 +201,11 @@ def test_many_staging_cap_is_for_changes_between_meshes():
         dtr.redistribute_many([x], m, "R", "R", shapes=[(4,)], staging_cap=64)
     with pytest.raises(dtr.ArgumentError, match="staging_cap"):
         dtr.redistribute_many([x], m, "R", "R", shapes=[(4,)], to_mesh=m, staging_cap=-1)
+
+
+def test_to_mesh_past_the_job_is_named():
+    rank, n = world()
+    with pytest.raises(dtr.ArgumentError, match=f"to_mesh: its rank {n} is not in the "
+                                                f"(communicator|job) of {n} ranks"):
+        dtr.redistribute(np.zeros(1, np.float32), mesh((1,), [0]), "R", "R", shape=(1,),
+                         to_mesh=mesh((n + 1,), list(range(n + 1))))

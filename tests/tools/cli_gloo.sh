@@ -88,6 +88,10 @@ check "--buffers shared" 2 2 "" "dtr run: --buffers shared: the MPI backend on C
     run --mesh 2 --shape 4 --from R --to 'S(0)' --backend gloo --buffers shared
 check "the report names the backend between meshes" 2 0 "2 ranks (gloo backend, cpu buffers)" "" \
     run --mesh 1 --to-mesh 1 --to-ranks 1 --shape 4 --from R --to R --backend gloo --iters 0
+check "the JSON names the backend: a batch" 2 0 '"backend":"gloo","batch":' "" \
+    run --mesh 2 --batch "$w/b.json" --backend gloo --iters 0 --json
+check "the JSON names the backend: between meshes" 2 0 '"to_mesh":[1],"backend":"gloo"' "" \
+    run --mesh 1 --to-mesh 1 --to-ranks 1 --shape 4 --from R --to R --backend gloo --iters 0 --json
 check "grad, no launcher" 0 2 "" "dtr grad: --backend gloo: dtr_context_create_gloo_env: WORLD_SIZE is not set" \
     grad --mode ddp --mesh 2 --backend gloo
 
