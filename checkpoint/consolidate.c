@@ -52,9 +52,8 @@ static void dtr__c_path(const char *dir, int k, int n, char *path, size_t len) {
     else snprintf(path, len, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, n);
 }
 
-/* The source's metadata, less an index's total_size (key, value, ..., NULL; malloc'd, NULL
- * where none). */
-static const char **dtr__c_metadata(const dtr_checkpoint_t *ck) {
+const char **dtr_checkpoint_metadata_carried(const dtr_checkpoint_t *ck) {
+    if (ck == NULL) return NULL;
     int64_t n = dtr_checkpoint_metadata_count(ck), m = 0;
     const char **kv = n > 0 ? calloc((size_t)(2 * n + 1), sizeof *kv) : NULL;
     for (int64_t i = 0; kv != NULL && i < n; i++) {
@@ -114,7 +113,7 @@ dtr_status_t dtr_checkpoint_consolidate_file(const dtr_checkpoint_t *ck, const c
     }
     char path[4096];
     dtr__c_path(dir, k, nfiles, path, sizeof path);
-    const char **meta = st == DTR_OK ? dtr__c_metadata(ck) : NULL;
+    const char **meta = st == DTR_OK ? dtr_checkpoint_metadata_carried(ck) : NULL;
     dtr__c_fill_t f = {ck, src, items};
     if (st == DTR_OK) st = dtr_checkpoint_write_file_meta(path, 0, m, items, dtr__c_fill, &f, meta);
     free(meta);
@@ -132,7 +131,7 @@ dtr_status_t dtr_checkpoint_write_index(const dtr_checkpoint_t *ck, const char *
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "%s: must not be NULL",
                           ck == NULL ? "ck" : dir == NULL ? "dir" : "file_of");
     json_t *root = json_object(), *meta = json_object(), *map = json_object();
-    const char **kv = dtr__c_metadata(ck);
+    const char **kv = dtr_checkpoint_metadata_carried(ck);
     for (int k = 0; kv != NULL && kv[k] != NULL; k += 2)
         json_object_set_new(meta, kv[k], json_string(kv[k + 1]));
     free(kv);

@@ -213,6 +213,11 @@ DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitem
 
 /* ---- consolidation (consolidate.c) -------------------------------------------------- */
 
+/* The metadata a copy of ck carries over: key, value, ..., NULL (malloc'd: free() the array,
+ * not the strings, which are ck's; NULL where there is none), less an index's "total_size",
+ * which the writer of an index computes anew. For the `metadata` of the _meta writers. */
+DTR_API const char **dtr_checkpoint_metadata_carried(const dtr_checkpoint_t *ck);
+
 /*
  * A checkpoint (any form dtr_checkpoint_open reads: one saved on any mesh too) into whole
  * tensors as plain safetensors files in `to` (missing, or an empty directory; a non-empty

@@ -208,21 +208,6 @@ static void dtr__rs_undo(const char *to, bool made, int rank) {
     if (made) rmdir(to);
 }
 
-/* The source's metadata to carry over (key, value, ..., NULL; malloc'd, NULL where it has
- * none), less an index's "total_size", which the writer of an index computes anew. */
-static const char **dtr__rs_metadata(const dtr_checkpoint_t *ck) {
-    int64_t n = dtr_checkpoint_metadata_count(ck), m = 0;
-    const char **kv = n > 0 ? calloc((size_t)(2 * n + 1), sizeof *kv) : NULL;
-    for (int64_t i = 0; kv != NULL && i < n; i++) {
-        const char *k, *v;
-        if (dtr_checkpoint_metadata_at(ck, i, &k, &v) != DTR_OK || strcmp(k, "total_size") == 0)
-            continue;
-        kv[m++] = k;
-        kv[m++] = v;
-    }
-    return kv;
-}
-
 /* Saves on the mesh: each rank its file, rank 0 the manifest from every rank's record. */
 static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
                         const dtr_checkpoint_rules_t *rules, int rank, int world, bool made) {
@@ -236,7 +221,7 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
                         .start = dtr_cli_job_now()};
     char *record = NULL;
-    const char **meta = dtr__rs_metadata(ck);
+    const char **meta = dtr_checkpoint_metadata_carried(ck);
     dtr_status_t st = rc == DTR_EXIT_OK ? dtr_checkpoint_save_rank_meta(a->to, rank, n, items,
                                                                         dtr__rs_fill, &f, meta,
                                                                         &record)
