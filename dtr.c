@@ -2,7 +2,7 @@
  * headers and the loaded library agree on the public structs. */
 #include "dtr.h"
 
-#include "core/internal.h"
+#include "core/common.h"
 
 /* The library's own sizes of the public structs, in DTR_ABI_STRUCTS' order. */
 #define DTR__ABI_ENTRY(type) {#type, sizeof(type)},

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 
 dtr_status_t dtr_backward_placements(const dtr_placement_t *src, const dtr_placement_t *grad,
                                      int n, dtr_placement_t *out) {

@@ -7,8 +7,8 @@
 #include "autograd/autograd.h"
 #include "autograd/grad.h"
 #include "autograd/internal.h"
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"
 
 dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {

@@ -7,8 +7,8 @@
 
 #include "autograd/group_internal.h"
 #include "autograd/internal.h"
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"
 
 /* One parameter's checks at create; the error names desc->params[i]'s field. */

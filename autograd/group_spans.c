@@ -11,8 +11,8 @@
 #include <stdlib.h>
 
 #include "autograd/group_internal.h"
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"
 
 /* Zeros for the send lists: padding and alignment gaps read from here, never written. */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "autograd/group_internal.h"
-#include "core/internal.h"
+#include "core/common.h"
 
 struct dtr_grad_pipeline {
     dtr_context_t *ctx;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "autograd/tape.h"
-#include "core/internal.h"
+#include "core/common.h"
 #include "redistribute/executor/group.h"
 
 dtr_status_t dtr_to_local_backward(const dtr_spec_t *forward, const dtr_placement_t *grad_placements,

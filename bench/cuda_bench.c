@@ -10,7 +10,7 @@
  * exits 0 where no GPU is visible.
  *
  * First it checks the divide, cast and add kernels against the host's own functions
- * (dtensor/internal.h) bit for bit, on 2^22 random bit patterns per case (every exponent:
+ * (numeric/numeric.h) bit for bit, on 2^22 random bit patterns per case (every exponent:
  * subnormals, infinities and NaN among them; NaN matches NaN), divisors up to past 2^24:
  * exit 1 on any difference.
  *
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "dtr.h"
 #include "backends/cuda/dtr_cuda.h"
 

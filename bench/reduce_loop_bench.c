@@ -1,5 +1,5 @@
 /*
- * The n-way reduction loop alone (dtr__reduce_n, dtensor/reduce.c): G elements a second for
+ * The n-way reduction loop alone (dtr__reduce_n, numeric/reduce.c): G elements a second for
  * each float dtype and op SUM, n inputs of BYTES each (default 4 inputs of 64 KiB: one ring
  * chunk's worth, in L2 as the shared-memory reductions find them), the AVX-512 and AVX2
  * loops (where the CPU has them) beside the generic build. One process, one core; the
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 static double now(void) {
     struct timespec t;

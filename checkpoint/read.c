@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/internal.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 static const char *const F = "dtr_checkpoint_read_block";
 

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/internal.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 typedef struct {
     char *match;

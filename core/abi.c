@@ -1,7 +1,7 @@
 /* The loaded library's version, and the header/library agreement behind dtr_abi_check and dtr_mpi_abi_check: versions, then
  * the sizes of the public structs a caller allocates or embeds, in the order of the lists
  * the headers and the library were built from. */
-#include "core/internal.h"
+#include "core/common.h"
 #include "core/version.h"
 #include "dtr_version.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 
 /* What DTR_TIMEOUT_S means when it is not set. */
 #define DTR__DEFAULT_TIMEOUT_S 600.0

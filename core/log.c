@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 
 static const char *const dtr__log_names[DTR_LOG_LAST] = {
     [DTR_LOG_NONE] = "NONE",

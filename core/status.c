@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 
 /* Long enough for a function name, an argument path and an echoed piece of bad text. */
 #define DTR__ERROR_LEN 512

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 
 const char *dtr__skip_space(const char *p) {
     while (*p != '\0' && isspace((unsigned char)*p)) p++;

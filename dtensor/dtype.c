@@ -1,8 +1,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 
 static const dtr_dtype_info_t dtr__dtypes[DTR_DTYPE_LAST] = {
     [DTR_F32] = {"f32", "float32 float", 4, true, false, "IEEE 754 binary32"},

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/mesh.h"
 
 struct dtr_mesh {
     int ndims;

@@ -9,8 +9,8 @@
  */
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/order.h"
 
 int dtr__shard_seq(const dtr_placement_t *pl, int m, int d, int *dims) {
     int n = 0;

@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/internal.h"
 

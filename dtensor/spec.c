@@ -1,8 +1,9 @@
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/internal.h"
+#include "dtensor/order.h"
 
 dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
                            const dtr_placement_t *placements, int nplacements,

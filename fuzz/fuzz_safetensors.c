@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "checkpoint/internal.h"
+#include "checkpoint/safetensors.h"
 #include "fuzz/fuzz_util.h"
 
 static const int bits_of[] = {[DTR_F32] = 32, [DTR_F64] = 64, [DTR_F16] = 16, [DTR_BF16] = 16,

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "placement/placement.h"
 
 static const char *const dtr__reduce_op_names[DTR_REDUCE_OP_LAST] = {

@@ -75,7 +75,7 @@ bool dtr_cli_change_is_batch(int argc, char **argv) {
 }
 
 /* Stores a flag's value (the spec flags through dtr_cli_spec_option). */
-static void dtr__store(dtr_cli_change_t *o, int c, const char *v) {
+static void change_store(dtr_cli_change_t *o, int c, const char *v) {
     switch (c) {
     case OPT_FROM: o->spec.placements = v; break;
     case OPT_TO: o->to = v; break;
@@ -163,7 +163,7 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
             for (index = 0; dtr__flags[index].opt.val != c; index++) continue;
         if (!(dtr__flags[index].who & who))
             return dtr__not_here(cmd, who, c, dtr__flags[index].opt.name);
-        dtr__store(o, c, optarg);
+        change_store(o, c, optarg);
         if (o->help) return DTR_EXIT_OK;
     }
     if (optind < argc) return dtr_cli_option_error(cmd, 0, argv);

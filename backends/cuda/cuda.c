@@ -7,7 +7,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "backends/cuda/dtr_cuda.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/range_boxes.h"

@@ -92,7 +92,7 @@ int64_t unit_for(int64_t g) {
 // dtr_dtype_t values (dtensor/dtensor.h), repeated: this file is C++ and sees no dtr header.
 enum { F32 = 0, F64, F16, BF16, I32, I64, U8, F8E4M3, F8E5M2, C64, C128 };
 
-// A complex dtype as its parts with *count doubled (dtr__parts of dtensor/internal.h): its
+// A complex dtype as its parts with *count doubled (dtr__parts of numeric/numeric.h): its
 // divides, adds and casts are those of its real and imaginary parts.
 static int parts(int dtype, int64_t *count) {
     if (dtype != C64 && dtype != C128) return dtype;
@@ -145,7 +145,7 @@ cudaError_t launch_map(cudaStream_t st, const void *src, void *dst, int64_t coun
     return cudaGetLastError();
 }
 
-// The divide of dtensor/dtype.c's dtr__divide: floats and halves in f32 (rounded once),
+// The divide of numeric/values.c's dtr__divide: floats and halves in f32 (rounded once),
 // f64 in f64, integers truncate.
 // x / n for a whole number n < 2^24, without a division: x times n's reciprocal, both in
 // f64, rounded once to f32. The f64 product is within 2^-52 (relative) of x / n, and x / n

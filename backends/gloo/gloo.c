@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "backends/gloo/link.h"
 
 /* One (ranks, tag) pair's count of groups created: every member creates the same groups

@@ -3,8 +3,8 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#include "core/internal.h"
-#include "backends/mpi/internal.h"
+#include "core/common.h"
+#include "backends/mpi/error.h"
 
 dtr_status_t dtr__mpi_error(int rc, const char *call) {
     char text[MPI_MAX_ERROR_STRING];

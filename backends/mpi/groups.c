@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "backends/mpi/mpi_state.h"
 

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "backends/mpi/hier.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 #include "backends/mpi/shm.h"
 
 struct dtr__hier {

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "backends/mpi/dtr_mpi.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 #include "backends/mpi/mpi_state.h"
 #include "backends/mpi/user_ops.h"
 

@@ -2,9 +2,9 @@
  * dtr_mpi_mesh_across_nodes (dtr_mpi.h). */
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "backends/mpi/dtr_mpi.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 
 dtr_status_t dtr_mpi_mesh_across_nodes(MPI_Comm comm, const dtr_mesh_t *mesh, uint32_t *across) {
     DTR_CHECK_PTR(mesh, __func__);

@@ -2,7 +2,7 @@
  * over MPI_COMM_WORLD of a job that mpirun (or srun) started. */
 #include <mpi.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "backends/mpi/dtr_mpi.h"
 
 static dtr_status_t dtr__mpi_create_env(dtr_context_t **out) {

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h"
-#include "backends/mpi/internal.h"
+#include "core/common.h"
+#include "backends/mpi/error.h"
 #include "backends/mpi/mpi_state.h"
 #include "backends/mpi/shm_state.h"
 

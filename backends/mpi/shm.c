@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "redistribute/executor/stream.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 #include "backends/mpi/shm_state.h"
 
 /* A start writes this member's first chunks (below): the others read them only in their

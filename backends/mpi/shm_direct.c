@@ -25,8 +25,8 @@
  */
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "redistribute/executor/stream.h"
 #include "backends/mpi/shm_state.h"
 

@@ -1,8 +1,8 @@
 /* The shared-memory path's reductions and argument agreement (shm.h). */
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "redistribute/executor/stream.h"
 #include "backends/mpi/shm_state.h"
 

@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "redistribute/executor/stream.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 #include "backends/mpi/shm_state.h"
 
 /* Maps the segment named `name` (created by member 0, which passes create). */

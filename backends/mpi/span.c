@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "redistribute/executor/stream.h"
 
 #define DTR__LINE 64

@@ -1,7 +1,7 @@
 /* The MPI backend's user reduction functions (user_ops.h). */
 #include "backends/mpi/user_ops.h"
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 /* inout = in op inout, halves widened to f32 and rounded once per pair, through the
  * vectorised loop of the shared-memory reductions (f16 3x faster than one element at a

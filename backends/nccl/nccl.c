@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "backends/cuda/dtr_cuda.h"
 #include "backends/cuda/kernels.h"
-#include "backends/mpi/internal.h"
+#include "backends/mpi/error.h"
 #include "backends/nccl/dtr_nccl.h"
 
 typedef struct dtr__nccl_group dtr__nccl_group_t;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
+#include "numeric/numeric.h"
 #include "redistribute/executor/internal.h"
 
 static dtr_status_t dtr__check_dims(const dtr_mesh_t *mesh, unsigned dims, const char *func) {

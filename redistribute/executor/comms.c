@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
 #include "redistribute/executor/internal.h"
 
 /* A copy of the mesh the context can keep after the caller frees theirs. */

@@ -174,6 +174,13 @@ void *dtr_context_backend_state(const dtr_context_t *ctx, const dtr_backend_ops_
 
 int dtr_context_rank(const dtr_context_t *ctx) { return ctx != NULL ? ctx->rank : -1; }
 
+void dtr__context_tables(const dtr_context_t *ctx, const dtr_backend_ops_t **ops,
+                         const dtr_memory_ops_t **mem, void **mem_state) {
+    *ops = ctx->ops;
+    *mem = ctx->mem;
+    *mem_state = ctx->mem_state;
+}
+
 dtr_status_t dtr_context_set_timeout(dtr_context_t *ctx, double seconds) {
     DTR_CHECK_PTR(ctx, __func__);
     if (!(seconds >= 0) || isinf(seconds))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numeric/numeric.h"
 #include "redistribute/executor/internal.h"
 
 /* The byte new host scratch is filled with (not zero: see dtr__reserve). */

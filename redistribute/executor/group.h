@@ -35,6 +35,14 @@ dtr_status_t dtr__group_reduce(dtr_context_t *ctx, const dtr_mesh_t *mesh, unsig
  * factor inside the collective instead of dividing first. */
 bool dtr__group_premul(const dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigned dims);
 
+/* The communicator of an ordered rank list, created (collectively) the first time (comms.c). */
+dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag, void **out);
+
+/* The context's backend table and memory table with their states (*mem NULL: host memory),
+ * for a test of a backend's own operations (tests/autograd/premul_mpi_test.c). */
+void dtr__context_tables(const dtr_context_t *ctx, const dtr_backend_ops_t **ops,
+                         const dtr_memory_ops_t **mem, void **mem_state);
+
 /*
  * Started group operations, for autograd's parameter groups (autograd/group.c), which keep
  * a reduce-scatter on one group in flight while an all-reduce runs on another. A slot of

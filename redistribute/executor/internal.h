@@ -30,8 +30,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/dtensor.h"
 #include "redistribute/executor/executor.h"
 #include "redistribute/executor/group.h"
 #include "redistribute/executor/stream.h"
@@ -187,8 +187,7 @@ dtr_status_t dtr__check_ready(const dtr_context_t *ctx, const char *func);
 
 /* ---- comms.c ------------------------------------------------------------------------ */
 
-/* The communicator of an ordered rank list, created (collectively) the first time. */
-dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag, void **out);
+/* dtr__group: in group.h. */
 /* This rank's groups on a mesh (collective over each group the first time). */
 dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh, const int64_t *coord,
                              dtr__mesh_entry_t **out);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dtensor/mesh.h"
 #include "redistribute/executor/internal.h"
 
 /* The group the call that `mesh`, `dims` and `to_mesh` name agrees over (NULL: none, a group

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
 #include "redistribute/planner/internal.h"
 
 /* Everything a plan depends on, zero-padded so it can be compared with memcmp. */

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
+#include "numeric/numeric.h"
 #include "redistribute/planner/internal.h"
 
 /* What a plan's creation carries: the call's name (for errors) and the cost model. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
 #include "redistribute/planner/internal.h"
 
 #define DTR__FUNC "dtr_cross_plan_create"

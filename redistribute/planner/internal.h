@@ -7,8 +7,8 @@
 #ifndef DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
 #define DTR_REDISTRIBUTE_PLANNER_INTERNAL_H
 
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "dtensor/order.h"
 #include "redistribute/planner/geometry.h"
 #include "redistribute/planner/kinds.h"
 #include "redistribute/planner/planner.h"

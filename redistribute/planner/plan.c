@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dtensor/mesh.h"
 #include "redistribute/planner/internal.h"
 
 /* Bytes sent and received by one rank in a step, the peers it hears from and its receive

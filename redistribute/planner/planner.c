@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numeric/numeric.h"
 #include "redistribute/planner/internal.h"
 
 void dtr_cost_model_default(dtr_cost_model_t *out) {

@@ -22,7 +22,7 @@
 #include "dtr.h"
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/fake_device.h"

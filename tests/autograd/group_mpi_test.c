@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/mpi_check.h"

@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "dtr.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/recording_backend.h"
 #include "tests/support/mpi_check.h"
@@ -36,7 +36,7 @@
 #include "backends/cuda/dtr_cuda.h"
 #endif
 #if defined(DTR_HAVE_NCCL)
-#include "redistribute/executor/internal.h"
+#include "redistribute/executor/group.h"
 #include "backends/nccl/dtr_nccl.h"
 #endif
 
@@ -319,11 +319,13 @@ static void test_nccl(void) {
         check(0, "nccl: a context on GPU 0");
         return;
     }
-    const dtr_memory_ops_t *m = nctx->mem;
-    void *ms = nctx->mem_state;
+    const dtr_backend_ops_t *ops = NULL;
+    const dtr_memory_ops_t *m = NULL;
+    void *ms = NULL;
+    dtr__context_tables(nctx, &ops, &m, &ms);
     int only = 0;
     void *g = NULL;
-    check(dtr__group(nctx, &only, 1, 7, &g) == DTR_OK && nctx->ops->premul_sum != NULL,
+    check(dtr__group(nctx, &only, 1, 7, &g) == DTR_OK && ops->premul_sum != NULL,
           "nccl: a group of one, and the backend offers premul_sum");
     static const dtr_dtype_t types[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16};
     static const double scales[] = {1.0 / 3, 0.125, 1.0 / 2.5, 1.0 / 6};
@@ -347,8 +349,8 @@ static void test_nccl(void) {
                 m->copy(ms, send, h, N * item, DTR_COPY_FROM_HOST);
                 dtr_backend_req_t req;
                 dtr_status_t st =
-                    nctx->ops->premul_sum(g, send, recv, N, t, scales[j], scatter != 0, &req);
-                if (st == DTR_OK) st = nctx->ops->wait(g, &req);
+                    ops->premul_sum(g, send, recv, N, t, scales[j], scatter != 0, &req);
+                if (st == DTR_OK) st = ops->wait(g, &req);
                 if (st == DTR_OK) st = m->copy(ms, back, recv, N * item, DTR_COPY_TO_HOST);
                 int64_t bad = 0, first = -1;
                 double sc = in(t, scales[j]);

@@ -8,7 +8,7 @@
 #include "tests/checkpoint/fixture.h"
 
 #include "checkpoint/dtr_checkpoint.h"
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "dtr.h"
 
 #ifndef DTR_TEST_DATA

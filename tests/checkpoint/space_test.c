@@ -11,8 +11,8 @@
 #include "tests/checkpoint/fixture.h"
 
 #include "checkpoint/dtr_checkpoint.h"
-#include "core/internal.h"
-#include "dtensor/internal.h"
+#include "core/common.h"
+#include "numeric/numeric.h"
 #include "dtr.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/test_space.h"

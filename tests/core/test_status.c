@@ -1,7 +1,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "dtr.h"
 
 Test(status, names_and_strings_come_from_one_map) {

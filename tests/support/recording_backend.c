@@ -4,7 +4,7 @@
 #include <mpi.h>
 #include <stdlib.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "backends/mpi/dtr_mpi.h"
 
 rec_t recs[REC_MAX];

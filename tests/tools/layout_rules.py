@@ -13,7 +13,10 @@ usage: layout_rules.py [ROOT]     (ROOT: the checkout, default: this file's ../.
    they test (the planner's through its testing.h only).
 2. Sizes: no source file over MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES
    (tables, which are data, are not functions; a Criterion test body counts as one).
-3. No circles: no two files call each other's functions, directly or through others (a
+3. Internal headers stay home: a header named internal.h or *_internal.h is included only
+   by files of its own folder. What a module lends others has a header named for it
+   (core/common.h, numeric/numeric.h, dtensor/order.h, executor/group.h, ...).
+4. No circles: no two files call each other's functions, directly or through others (a
    helper both need lives in a file below both).
 
 Every folder with a C source file must be listed: one that is not is a violation too.
@@ -28,7 +31,8 @@ MAX_FUNCTION_LINES = 120
 
 EXECUTOR_PUBLIC = ["redistribute/executor/executor.h", "redistribute/executor/backend.h",
                    "redistribute/executor/memory.h", "redistribute/executor/stream.h"]
-BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h"]
+BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+                  "redistribute/planner/planner.h"]
 PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/geometry.h"]
 
 # The public headers: what a program outside the library includes (installed as dtr.h and
@@ -41,46 +45,53 @@ PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h",
           "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
 TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
-# The basic internals below every module a test exercises.
-LOW = ["core/internal.h", "dtensor/internal.h"]
+# The library's own headers below every module a test exercises: core's common helpers and
+# the numeric kernels.
+LOW = ["core/common.h", "numeric/numeric.h"]
 
 # folder -> the include paths (prefixes) its files may use
 INCLUDES = {
-    ".": PUBLIC + ["core/internal.h"],
+    ".": PUBLIC + ["core/common.h"],
     "core": ["core/", "dtr_version.h"],
     "placement": ["core/", "placement/"],
     "dtensor": ["core/", "placement/", "dtensor/"],
-    "redistribute/planner": ["core/", "placement/", "dtensor/", "redistribute/planner/"],
-    "redistribute/executor": ["core/", "placement/", "dtensor/"] + PLANNER_FOR_EXECUTOR + [
+    "numeric": ["core/", "placement/", "dtensor/dtensor.h", "numeric/"],
+    "redistribute/planner": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+                             "redistribute/planner/"],
+    "redistribute/executor": ["core/", "placement/", "dtensor/", "numeric/numeric.h"] +
+                             PLANNER_FOR_EXECUTOR + [
                               "redistribute/executor/"],
     "backends/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/mpi/", "dtr_version.h"],
     "backends/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/cuda/"],
     "backends/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
-        "backends/nccl/", "backends/cuda/", "backends/mpi/internal.h"],
+        "backends/nccl/", "backends/cuda/", "backends/mpi/error.h"],
     "backends/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/gloo/"],
-    "checkpoint": ["core/", "placement/", "dtensor/", "redistribute/executor/memory.h",
+    "checkpoint": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+                   "redistribute/executor/memory.h",
                    "checkpoint/"],
-    "autograd": ["core/", "placement/", "dtensor/", "redistribute/planner/planner.h",
+    "autograd": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+                 "redistribute/planner/planner.h",
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
-    "tools/pattern": ["core/", "placement/", "dtensor/", "tools/pattern/"],
+    "tools/pattern": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "tools/pattern/"],
     "tools": PUBLIC + ["tools/cli.h", "tools/change.h", "tools/run.h", "tools/pattern/pattern.h"],
     "tests/support": TESTS + LOW,
-    "tests/core": TESTS + ["core/internal.h"],
+    "tests/core": TESTS + ["core/common.h"],
     "tests/placement": TESTS,
     "tests/dtensor": TESTS + LOW,
+    "tests/numeric": TESTS + LOW,
     "tests/redistribute/planner": TESTS + LOW + ["redistribute/planner/testing.h",
                                                  "tests/redistribute/planner/cross_fixture.h"],
     "tests/redistribute/executor": TESTS + LOW,
     "tests/backends/mpi": TESTS + LOW,
     "tests/backends/gloo": TESTS + LOW,
     "tests/backends/cuda": TESTS + ["tests/backends/cuda/", "backends/cuda/range_boxes.h"],
-    "tests/autograd": TESTS + LOW + ["redistribute/executor/internal.h"],
+    "tests/autograd": TESTS + LOW + ["redistribute/executor/group.h"],
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,
     "tests/install": ["dtr/"],
-    "fuzz": PUBLIC + ["fuzz/", "tests/support/", "checkpoint/internal.h"],
+    "fuzz": PUBLIC + ["fuzz/", "tests/support/", "checkpoint/safetensors.h"],
     "bench": PUBLIC + LOW + ["tools/pattern/pattern.h"],  # (the fills that verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
@@ -90,6 +101,7 @@ INCLUDES = {
 SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build",
         "tests/checkpoint/data"}
 SOURCE = (".c", ".h", ".cc", ".cu", ".cpp", ".inc")
+INTERNAL = re.compile(r"(^|/|_)internal\.h$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # a function definition: a line at column 0 naming a function (or a Criterion test), then
 # its body's "{"
@@ -161,6 +173,9 @@ def main(argv):
             if not any(inc == p or (p.endswith("/") and inc.startswith(p))
                        for p in INCLUDES[folder]):
                 bad.append("%s: includes \"%s\", which %s/ may not" % (path, inc, folder))
+            elif INTERNAL.search(inc) and os.path.dirname(inc) != folder:
+                bad.append("%s: includes \"%s\", the internal header of another folder"
+                           % (path, inc))
         lines = raw.count("\n")
         if lines > MAX_FILE_LINES:
             bad.append("%s: %d lines, over %d" % (path, lines, MAX_FILE_LINES))

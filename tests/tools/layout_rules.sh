@@ -23,7 +23,7 @@ expect_violation() {
     local name=$1 pattern=$2
     shift 2
     rm -rf "$work/t" && mkdir -p "$work/t"
-    (cd "$root" && cp -rL --parents core placement dtensor redistribute backends autograd tools tests \
+    (cd "$root" && cp -rL --parents core placement dtensor numeric redistribute backends autograd tools tests \
         "$work/t" 2>/dev/null)
     (cd "$work/t" && eval "$@")
     local out rc
@@ -44,6 +44,12 @@ expect_violation "a backend including the executor's internals" \
 expect_violation "the executor including the planner's internals" \
     'redistribute/executor/copy.c: includes "redistribute/planner/internal.h"' \
     "sed -i '1i #include \"redistribute/planner/internal.h\"' redistribute/executor/copy.c"
+expect_violation "a module including another's internal header" \
+    'redistribute/planner/plan.c: includes "dtensor/internal.h", the internal header of another folder' \
+    "sed -i '1i #include \"dtensor/internal.h\"' redistribute/planner/plan.c"
+expect_violation "a backend including dtensor's internal header" \
+    'backends/gloo/gloo.c: includes "dtensor/internal.h", the internal header of another folder' \
+    "sed -i '1i #include \"dtensor/internal.h\"' backends/gloo/gloo.c"
 expect_violation "a file over 800 lines" 'redistribute/executor/copy.c: 1[0-9]* lines, over 800' \
     "for k in \$(seq 900); do echo '/* filler */' >> redistribute/executor/copy.c; done"
 expect_violation "a circle" 'circle: .*dtensor/mesh.c.*dtensor/spec.c' \
@@ -55,8 +61,8 @@ expect_violation "a test over 120 lines" 'tests/redistribute/planner/test_cache.
 expect_violation "a test including the planner's internals" \
     'tests/redistribute/planner/test_plan.c: includes "redistribute/planner/internal.h"' \
     "sed -i '1i #include \"redistribute/planner/internal.h\"' tests/redistribute/planner/test_plan.c"
-expect_violation "the CLI including a library internal" 'tools/cli.c: includes "core/internal.h"' \
-    "sed -i '1i #include \"core/internal.h\"' tools/cli.c"
+expect_violation "the CLI including a library internal" 'tools/cli.c: includes "core/common.h"' \
+    "sed -i '1i #include \"core/common.h\"' tools/cli.c"
 expect_violation "a folder the rules do not know" 'tests/newfolder/: holds C sources but has no entry' \
     "mkdir -p tests/newfolder && echo 'int x;' > tests/newfolder/x.c"
 

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "dtr.h"
 #include "tests/support/spec_fixture.h"
 #include "tools/pattern/pattern.h"

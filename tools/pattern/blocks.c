@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "tools/pattern/internal.h"
 #include "tools/pattern/pattern.h"
 

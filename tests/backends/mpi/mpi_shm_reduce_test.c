@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/mpi_paths.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/internal.h"
+#include "core/common.h"
 #include "dtr.h"
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"

@@ -1,6 +1,6 @@
 /*
  * dtr__reduce_n: the n-way reduction loop of the shared-memory reductions (see
- * dtensor/internal.h). Its order is fixed: out = ((in[0] op in[1]) op in[2]) ... op in[n-1],
+ * numeric/numeric.h). Its order is fixed: out = ((in[0] op in[1]) op in[2]) ... op in[n-1],
  * element by element, so that a result never depends on which member's piece arrived first.
  * Halves are widened to f32, combined there in that order and rounded once at the end.
  *
@@ -19,8 +19,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "dtensor/bf16_avx2.h"
-#include "dtensor/internal.h"
+#include "numeric/bf16_avx2.h"
+#include "numeric/numeric.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -4,9 +4,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
-#include "dtensor/bf16_avx2.h"
+#include "numeric/bf16_avx2.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -1,6 +1,9 @@
-/* Internal helpers shared by dtr's modules: error recording, check macros, logging. */
-#ifndef DTR_CORE_INTERNAL_H
-#define DTR_CORE_INTERNAL_H
+/* What every module of the library uses from core/: error recording and the check macros,
+ * logging, overflow-checked arithmetic, text scanning, the clock, the environment, hashing
+ * and the ABI check. Not installed: libdtr exports the few that companion libraries need
+ * (DTR_INTERNAL_EXPORT). */
+#ifndef DTR_CORE_COMMON_H
+#define DTR_CORE_COMMON_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 static uint32_t fbits(float f) {
     uint32_t u;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtensor/internal.h"
+#include "numeric/numeric.h"
 
 static uint32_t bits(float f) {
     uint32_t u;
