@@ -79,16 +79,30 @@ done
 set +m
 
 status=0
-left=$n
-while [ "$left" -gt 0 ]; do
-    wait -n
-    rc=$?
-    left=$((left - 1))
-    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
-        status=$rc
-        echo "dtr_launch.sh: a process exited with status $rc; stopping the others" >&2
+declare -A running=()
+for p in "${pids[@]}"; do running[$p]=1; done
+ended() { # ended PID STATUS: one process is done; the first failure stops the others
+    unset "running[$1]"
+    if [ "$2" -ne 0 ] && [ "$status" -eq 0 ]; then
+        status=$2
+        echo "dtr_launch.sh: a process exited with status $2; stopping the others" >&2
         stop
     fi
+}
+while [ "${#running[@]}" -gt 0 ]; do
+    id=""
+    wait -n -p id "${!running[@]}"
+    rc=$?
+    if [ -n "$id" ]; then
+        ended "$id" "$rc"
+        continue
+    fi
+    # wait -n found none to report (bash answers 127 where processes ended together and
+    # their statuses were taken in at once): ask each by its pid, which bash remembers
+    for p in "${!running[@]}"; do
+        wait "$p"
+        ended "$p" $?
+    done
 done
 pids=()
 exit "$status"
