@@ -211,6 +211,26 @@ DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitem
                                                   const dtr_checkpoint_item_t *items,
                                                   const char *const *records, int nrecords);
 
+/*
+ * Saves on a mesh as one collective call over every rank of `mesh` (each with the same
+ * items, names and specs, and its own blocks; fill and metadata as for
+ * dtr_checkpoint_save_rank_meta), on the context's backend: every rank writes its file
+ * into `dir` (a new or empty directory; made where absent), then the mesh's first rank writes
+ * the manifest from every rank's record, so dtr_checkpoint_open reads `dir` on any mesh.
+ * Arguments are agreed first: a rank's bad argument (a non-empty `dir`, an item on another
+ * mesh) fails every rank before anything is written, the others with DTR_ERR_REMOTE naming
+ * it. A failure while writing takes every file back (and `dir` where this call made it).
+ * The records are gathered by all-reduce: each rank holds the mesh's ranks times the longest
+ * record (about 100 bytes per block it saves) for a moment. The context's memory must be
+ * the host's (dtr_context_set_memory not called).
+ */
+struct dtr_context; /* dtr_context_t (executor.h) */
+DTR_API dtr_status_t dtr_checkpoint_save(struct dtr_context *ctx, const dtr_mesh_t *mesh,
+                                         const char *dir, int64_t nitems,
+                                         const dtr_checkpoint_item_t *items,
+                                         dtr_checkpoint_fill_fn fill, void *arg,
+                                         const char *const *metadata);
+
 /* ---- consolidation (consolidate.c) -------------------------------------------------- */
 
 /* The metadata a copy of ck carries over: key, value, ..., NULL (malloc'd: free() the array,

@@ -208,7 +208,18 @@ static void dtr__rs_undo(const char *to, bool made, int rank) {
     if (made) rmdir(to);
 }
 
-/* Saves on the mesh: each rank its file, rank 0 the manifest from every rank's record. */
+/* The files a save wrote into dir (rank 0's count for the report). */
+static int dtr__rs_count_files(const char *dir) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".safetensors") != NULL || strcmp(e->d_name, "dtr.manifest.json") == 0;
+    if (d != NULL) closedir(d);
+    return n;
+}
+
+/* Saves on the mesh: the library's collective save (dtr_checkpoint_save), each rank's
+ * blocks read from the source by the fill callback. */
 static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, const dtr_mesh_t *mesh,
                         const dtr_checkpoint_rules_t *rules, int rank, int world, bool made) {
     int64_t n = dtr_checkpoint_count(ck);
@@ -220,49 +231,36 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
                         .start = dtr_cli_job_now()};
-    char *record = NULL;
-    const char **meta = dtr_checkpoint_metadata_carried(ck);
-    dtr_status_t st = rc == DTR_EXIT_OK ? dtr_checkpoint_save_rank_meta(a->to, rank, n, items,
-                                                                        dtr__rs_fill, &f, meta,
-                                                                        &record)
-                                        : DTR_OK;
-    free(meta);
     int anybad = rc != DTR_EXIT_OK;
     dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
     if (anybad) rc = DTR_EXIT_USAGE;
-    else if (!dtr_cli_all_ok("reshard", st, rank, "writing its file")) rc = DTR_EXIT_FAIL;
-    /* the records to rank 0, which writes the manifest */
-    int len = record != NULL ? (int)strlen(record) + 1 : 0, *lens = calloc((size_t)world, sizeof *lens),
-        *at = calloc((size_t)world + 1, sizeof *at);
-    dtr_cli_job_gather(&len, sizeof len, lens);
-    for (int r = 0; r < world; r++) at[r + 1] = at[r] + lens[r];
-    char *all = malloc((size_t)at[world] + 1);
-    dtr_cli_job_gatherv(record, len, all, lens, at);
+    dtr_context_t *ctx = NULL;
+    if (rc == DTR_EXIT_OK &&
+        !dtr_cli_all_ok("reshard", dtr_cli_job_context(&ctx), rank, "the job's context"))
+        rc = DTR_EXIT_FAIL;
     if (rc == DTR_EXIT_OK) {
-        const char **recs = calloc((size_t)world, sizeof *recs);
-        for (int r = 0; rank == 0 && r < world; r++) recs[r] = lens[r] > 0 ? all + at[r] : NULL;
-        st = rank == 0 ? dtr_checkpoint_save_manifest(a->to, n, items, recs, world) : DTR_OK;
-        if (!dtr_cli_all_ok("reshard", st, rank, "writing the manifest")) rc = DTR_EXIT_FAIL;
-        free(recs);
+        const char **meta = dtr_checkpoint_metadata_carried(ck);
+        dtr_status_t st = dtr_checkpoint_save(ctx, mesh, a->to, n, items, dtr__rs_fill, &f,
+                                              meta);
+        free(meta);
+        /* the rank that failed says why; the others' DTR_ERR_REMOTE only point at it */
+        if (!dtr_cli_all_ok("reshard", st == DTR_ERR_REMOTE ? DTR_OK : st, rank, "saving"))
+            rc = DTR_EXIT_FAIL;
     }
-    int nfiles = 0;
-    for (int r = 0; rank == 0 && r < world; r++) nfiles += lens[r] > 0 && strstr(all + at[r], "\"file\"") != NULL;
+    dtr_context_destroy(ctx);
     if (rc == DTR_EXIT_OK) {
         char what[160] = "as ";
         dtr_mesh_format(mesh, what + 3, sizeof what - 3);
-        dtr__rs_report(what, a, n, &f, nfiles + 1, rank, world);
+        dtr__rs_report(what, a, n, &f, rank == 0 ? dtr__rs_count_files(a->to) : 0, rank, world);
     } else {
         dtr__rs_undo(a->to, made, rank);
     }
-    free(record);
-    free(all);
-    free(lens);
-    free(at);
     free(specs);
     free(items);
     free(src);
     return rc;
 }
+
 /* Whole tensors into plain safetensors files (the library's consolidation, its files shared
  * out: file k written by rank k mod the job's ranks, the index by rank 0). */
 static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, int rank,

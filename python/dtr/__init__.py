@@ -17,6 +17,7 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
   load(path, mesh, rules, ...)             this rank's blocks of a safetensors checkpoint
   load_metadata(path)                      its "__metadata__" ({"format": "pt"}), a dict
+  save(path, blocks, mesh, placements)     every rank's blocks into one checkpoint; collective
   consolidate(path, to, max_file_bytes=)   a checkpoint into whole-tensor safetensors files
   dtr.torch                                DDP communication hooks (import dtr.torch)
   Error, ArgumentError, RefusedError, BackendError, TimeoutError, FileError
@@ -34,7 +35,7 @@ from . import _arrays, _placements
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
            "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load",
-           "load_metadata", "consolidate", "Plan",
+           "load_metadata", "save", "consolidate", "Plan",
            "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
            "TimeoutError", "FileError", "__version__"]
 
@@ -135,6 +136,24 @@ def consolidate(path, to, *, max_file_bytes=5_000_000_000):
     if not 0 <= max_file_bytes < 2**63:
         raise ArgumentError(f"max_file_bytes: {max_file_bytes} is not a byte count 0..2^63-1")
     _core.consolidate(_path(path), _path(to, "to"), max_file_bytes)
+
+
+def save(path, blocks, mesh, placements, *, shapes=None, metadata=None):
+    """Every rank's blocks into one checkpoint at `path` (a new or empty directory), which
+    load() reads back on any mesh and `dtr reshard` / consolidate() take as a source.
+
+    Collective over the ranks of `mesh` (a process outside it returns at once): each rank
+    passes the same names and layouts, and its own blocks. blocks: {name: this rank's block}
+    (numpy arrays or torch CPU tensors, any dtype dtr has). placements: one for all tensors
+    ("S(0),R" or placement objects), or a dict {name: placements}; nothing Partial. shapes:
+    the global shapes, a dict {name: shape} (default: inferred from the blocks as even
+    shards, as DTensor does). metadata: a dict of str to str, each file's "__metadata__"
+    (e.g. {"format": "pt"}). Each rank writes its file (a replicated block once, by the rank
+    at coordinate 0 of the dims it is replicated on), then the mesh's first rank writes
+    dtr.manifest.json. A bad argument on one rank fails every rank before anything is
+    written (ArgumentError there, dtr.Error naming it on the others); a failure while
+    writing takes every file back. Returns None."""
+    return _core.save(path, blocks, mesh, placements, shapes, metadata)
 
 
 def load_metadata(path):

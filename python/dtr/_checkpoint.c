@@ -1,6 +1,7 @@
 /*
  * dtr.load: a checkpoint's blocks for this rank, by name (checkpoint/dtr_checkpoint.h).
- * Not collective: every rank reads only its own blocks' bytes from the files.
+ * Not collective: every rank reads only its own blocks' bytes from the files. dtr.save:
+ * every rank's blocks into one checkpoint, the library's collective save.
  */
 #include "_core.h"
 
@@ -161,4 +162,156 @@ PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args) {
     }
     dtr_checkpoint_close(ck);
     return out;
+}
+
+/* ---- dtr.save --------------------------------------------------------------------------- */
+
+/* What one save holds while it runs: each block's buffer, spec and item. */
+typedef struct {
+    Py_ssize_t n;
+    PyObject *pairs; /* a snapshot of blocks.items() */
+    Py_buffer *views;
+    bool *held;
+    dtr_spec_t *specs;
+    dtr_checkpoint_item_t *items;
+    const char **meta; /* key, value, ..., NULL; NULL: none */
+    PyObject *meta_pairs;
+} dtrpy_save_t;
+
+static void dtrpy_save_free(dtrpy_save_t *s) {
+    for (Py_ssize_t i = 0; s->held != NULL && i < s->n; i++)
+        if (s->held[i]) PyBuffer_Release(&s->views[i]);
+    PyMem_Free(s->views);
+    PyMem_Free(s->held);
+    PyMem_Free(s->specs);
+    PyMem_Free(s->items);
+    PyMem_Free(s->meta);
+    Py_XDECREF(s->pairs);
+    Py_XDECREF(s->meta_pairs);
+}
+
+/* The entry of `name` in a per-tensor argument: obj itself where it is not a dict, else its
+ * value (NULL, no error, where it has none). */
+static PyObject *dtrpy_save_entry(PyObject *obj, PyObject *name) {
+    return PyDict_Check(obj) ? PyDict_GetItemWithError(obj, name) : obj;
+}
+
+/* Block i: its name, buffer, global shape and spec, checked against this rank's layout. */
+static int dtrpy_save_item(dtrpy_save_t *s, Py_ssize_t i, const dtrpy_mesh_t *m, int rank,
+                           PyObject *placements, PyObject *shapes) {
+    PyObject *pair = PyList_GET_ITEM(s->pairs, i), *name = PyTuple_GET_ITEM(pair, 0);
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (text == NULL || text[0] == '\0')
+        return dtrpy_arg_error("blocks: key %R is not a tensor name (a non-empty str)", name), -1;
+    char what[200];
+    snprintf(what, sizeof what, "blocks['%.150s']", text);
+    dtr_dtype_t dtype;
+    PyObject *kind = NULL;
+    if (dtrpy_buffer(PyTuple_GET_ITEM(pair, 1), what, false, &s->views[i], &dtype, &kind) < 0)
+        return -1;
+    Py_XDECREF(kind);
+    s->held[i] = true;
+    if (s->views[i].ndim > DTR_MAX_TENSOR_DIMS)
+        return dtrpy_arg_error("%s: %d dims, at most %d", what, s->views[i].ndim,
+                               DTR_MAX_TENSOR_DIMS), -1;
+    int64_t local[DTR_MAX_TENSOR_DIMS], shape[DTR_MAX_TENSOR_DIMS];
+    int lndim = s->views[i].ndim, ndim = 0;
+    for (int d = 0; d < lndim; d++) local[d] = s->views[i].shape[d];
+    PyObject *pl = dtrpy_save_entry(placements, name), *sh = dtrpy_save_entry(shapes, name);
+    if (PyErr_Occurred()) return -1;
+    snprintf(what, sizeof what, "placements['%.150s']", text);
+    if (pl == NULL) return dtrpy_arg_error("placements: no entry for '%s'", text), -1;
+    bool given = sh != NULL && sh != Py_None;
+    if (given ? dtrpy_shape(sh, "shapes", shape, &ndim) < 0
+              : dtrpy_infer_shape(m->mesh, pl, what, local, lndim, shape, &ndim) < 0)
+        return -1;
+    if (dtrpy_spec(&s->specs[i], m, pl, what, shape, ndim, dtype) < 0) return -1;
+    snprintf(what, sizeof what, "blocks['%.150s']", text);
+    if (dtrpy_check_local(what, local, lndim, &s->specs[i], rank, given) < 0) return -1;
+    s->items[i] = (dtr_checkpoint_item_t){text, &s->specs[i], s->views[i].buf};
+    return 0;
+}
+
+/* metadata (None, or a dict of str to str) as key, value, ..., NULL. */
+static int dtrpy_save_meta(dtrpy_save_t *s, PyObject *metadata) {
+    if (metadata == Py_None) return 0;
+    if (!PyDict_Check(metadata))
+        return dtrpy_arg_error("metadata: expected a dict of str to str, got %s",
+                               Py_TYPE(metadata)->tp_name), -1;
+    s->meta_pairs = PyDict_Items(metadata);
+    Py_ssize_t n = s->meta_pairs != NULL ? PyList_GET_SIZE(s->meta_pairs) : 0;
+    s->meta = s->meta_pairs != NULL ? PyMem_Calloc((size_t)(2 * n + 1), sizeof *s->meta) : NULL;
+    if (s->meta == NULL) return PyErr_Occurred() ? -1 : (PyErr_NoMemory(), -1);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *pair = PyList_GET_ITEM(s->meta_pairs, k);
+        for (int j = 0; j < 2; j++) {
+            PyObject *o = PyTuple_GET_ITEM(pair, j);
+            s->meta[2 * k + j] = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+            if (s->meta[2 * k + j] == NULL)
+                return dtrpy_arg_error("metadata: %R: keys and values must be str",
+                                       PyTuple_GET_ITEM(pair, 0)), -1;
+        }
+    }
+    return 0;
+}
+
+/* Every argument of this rank, checked; -1 with an exception set. */
+static int dtrpy_save_args(dtrpy_save_t *s, PyObject *blocks, const dtrpy_mesh_t *m, int rank,
+                           PyObject *placements, PyObject *shapes, PyObject *metadata) {
+    if (!PyDict_Check(blocks))
+        return dtrpy_arg_error("blocks: expected a dict of name to this rank's block, got %s",
+                               Py_TYPE(blocks)->tp_name), -1;
+    if (shapes != Py_None && !PyDict_Check(shapes))
+        return dtrpy_arg_error("shapes: expected None or a dict of name to global shape, got "
+                               "%s", Py_TYPE(shapes)->tp_name), -1;
+    s->pairs = PyDict_Items(blocks);
+    if (s->pairs == NULL) return -1;
+    s->n = PyList_GET_SIZE(s->pairs);
+    if (s->n == 0) return dtrpy_arg_error("blocks: empty (nothing to save)"), -1;
+    s->views = PyMem_Calloc((size_t)s->n, sizeof *s->views);
+    s->held = PyMem_Calloc((size_t)s->n, sizeof *s->held);
+    s->specs = PyMem_Calloc((size_t)s->n, sizeof *s->specs);
+    s->items = PyMem_Calloc((size_t)s->n, sizeof *s->items);
+    if (s->views == NULL || s->held == NULL || s->specs == NULL || s->items == NULL)
+        return PyErr_NoMemory(), -1;
+    for (Py_ssize_t i = 0; i < s->n; i++)
+        if (dtrpy_save_item(s, i, m, rank, placements, shapes) < 0) return -1;
+    return dtrpy_save_meta(s, metadata);
+}
+
+PyObject *dtrpy_save(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *path_obj, *blocks, *mesh_obj, *placements, *shapes, *metadata, *path = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO:save", &path_obj, &blocks, &mesh_obj, &placements,
+                          &shapes, &metadata))
+        return dtrpy_refuse_parse(args, NULL, 2, true);
+    dtrpy_mesh_t *m;
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &m) < 0) return NULL;
+    dtrpy_context_t *c = dtrpy_mesh_context(m);
+    if (c == NULL) return NULL;
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    if (dtr_mesh_coord(m->mesh, c->rank, coord) != DTR_OK) Py_RETURN_NONE; /* not on it */
+    dtrpy_save_t s = {0};
+    dtr_status_t st = DTR_OK;
+    if (!PyUnicode_FSConverter(path_obj, &path)) {
+        PyErr_Clear();
+        dtrpy_arg_error("path: expected a str or os.PathLike, got %s", Py_TYPE(path_obj)->tp_name);
+    } else {
+        dtrpy_save_args(&s, blocks, m, c->rank, placements, shapes, metadata);
+    }
+    if (PyErr_Occurred()) {
+        /* this rank's arguments are wrong: it joins the save's agreement without a directory,
+         * so every rank fails at once and writes nothing; the exception stays this rank's */
+        DTRPY_CALL(c, (void)dtr_checkpoint_save(c->ctx, m->mesh, NULL, 0, NULL, NULL, NULL,
+                                                NULL));
+    } else {
+        const char *dir = PyBytes_AS_STRING(path);
+        DTRPY_CALL(c, st = dtr_checkpoint_save(c->ctx, m->mesh, dir, s.n, s.items, NULL, NULL,
+                                               s.meta));
+        if (st != DTR_OK) dtrpy_raise(st);
+    }
+    dtrpy_save_free(&s);
+    Py_XDECREF(path);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
 }

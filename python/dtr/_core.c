@@ -51,6 +51,9 @@ static PyMethodDef dtrpy_methods[] = {
      "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
      "--\n\n"
      "This rank's blocks of a checkpoint's tensors by name (use dtr.load)."},
+    {"save", (PyCFunction)dtrpy_save, METH_VARARGS,
+     "save(path, blocks, mesh, placements, shapes, metadata)\n--\n\n"
+     "Every rank's blocks into one checkpoint, collectively (use dtr.save)."},
     {"consolidate", (PyCFunction)dtrpy_consolidate, METH_VARARGS,
      "consolidate(path, to, max_file_bytes)\n--\n\n"
      "A checkpoint into whole tensors as plain safetensors files (use dtr.consolidate)."},

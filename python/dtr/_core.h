@@ -125,6 +125,11 @@ int dtrpy_placements(PyObject *obj, const char *what, int ndims, dtr_placement_t
 /* A spec, with the error naming `what` (dtr_spec_init's detail after it). */
 int dtrpy_spec(dtr_spec_t *out, const dtrpy_mesh_t *mesh, PyObject *placements,
                const char *what, const int64_t *shape, int ndim, dtr_dtype_t dtype);
+/* The global shape of a tensor whose block here has shape local[0..lndim), as DTensor
+ * infers it: every Shard of `placements` (errors name `what`) multiplies its dim by the mesh
+ * dim's size (even shards). */
+int dtrpy_infer_shape(const dtr_mesh_t *mesh, PyObject *placements, const char *what,
+                      const int64_t *local, int lndim, int64_t *shape, int *ndim);
 /* "(16, 8)" for messages. */
 void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len);
 /* A tuple of ints. */
@@ -149,6 +154,10 @@ int dtrpy_move_module_init(PyObject *module);
  * is copied) and its dtype; kind: NULL for numpy, else what results are made as (torch). */
 int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
                  dtr_dtype_t *dtype, PyObject **kind);
+/* ArgumentError naming `what` unless local[0..ndim) is rank's block of spec (given_shape
+ * false: the message says the global shape was inferred as even shards). */
+int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
+                      int rank, bool given_shape);
 /* A new array of `kind` (as dtrpy_buffer gives it) and a writable buffer of it. */
 int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
                 PyObject **result, Py_buffer *view);
@@ -170,5 +179,6 @@ PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw);
 /* dtr.load_metadata(path): the checkpoint's "__metadata__" as a dict of str. */
 PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args);
 PyObject *dtrpy_consolidate(PyObject *self, PyObject *args);
+PyObject *dtrpy_save(PyObject *self, PyObject *args);
 
 #endif

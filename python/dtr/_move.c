@@ -132,36 +132,30 @@ typedef struct {
     bool called;             /* the collective call was made (errors after it are shared) */
 } dtrpy_call_t;
 
-/* The global shape: given, or from the local block as DTensor infers it (every Shard
- * multiplies its dim by the mesh dim's size: even shards). */
+/* The global shape: given, or from the local block as DTensor infers it (dtrpy_infer_shape). */
 static int dtrpy_global_shape(PyObject *shape_obj, const dtrpy_tensor_t *t, const dtrpy_call_t *c,
                               PyObject *src, int64_t *shape, int *ndim) {
     if (shape_obj != NULL && shape_obj != Py_None) return dtrpy_shape(shape_obj, "shape", shape, ndim);
     if (!t->has_in)
         return dtrpy_arg_error("shape: needed on a rank that holds no source block"), -1;
-    dtr_placement_t p[DTR_MAX_MESH_DIMS];
-    int nd = dtr_mesh_ndims(c->mesh->mesh);
-    if (dtrpy_placements(src, "src", nd, p) < 0) return -1;
-    *ndim = t->ndim;
-    memcpy(shape, t->local, sizeof(int64_t) * (size_t)t->ndim);
-    for (int i = 0; i < nd; i++)
-        if (p[i].kind == DTR_SHARD) {
-            int d = p[i].dim < 0 ? p[i].dim + t->ndim : p[i].dim;
-            if (d >= 0 && d < t->ndim) shape[d] *= dtr_mesh_size(c->mesh->mesh, i);
-        }
-    return 0;
+    return dtrpy_infer_shape(c->mesh->mesh, src, "src", t->local, t->ndim, shape, ndim);
 }
 
 /* Checks the input block against this rank's layout of spec. */
 static int dtrpy_check_block(const char *what, const dtrpy_tensor_t *t, const dtr_spec_t *spec,
                              int rank, bool given_shape) {
+    return dtrpy_check_local(what, t->local, t->ndim, spec, rank, given_shape);
+}
+
+int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
+                      int rank, bool given_shape) {
     dtr_layout_t l;
     if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
-    bool same = l.ndim == t->ndim;
-    for (int i = 0; same && i < l.ndim; i++) same = l.local_shape[i] == t->local[i];
+    bool same = l.ndim == ndim;
+    for (int i = 0; same && i < l.ndim; i++) same = l.local_shape[i] == local[i];
     if (same) return 0;
     char have[160], want[160], global[160];
-    dtrpy_format_shape(t->local, t->ndim, have, sizeof have);
+    dtrpy_format_shape(local, ndim, have, sizeof have);
     dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
     dtrpy_format_shape(spec->shape, spec->ndim, global, sizeof global);
     dtrpy_arg_error("%s: shape %s is not rank %d's block %s of the global shape %s%s", what,

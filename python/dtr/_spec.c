@@ -268,6 +268,21 @@ int dtrpy_spec(dtr_spec_t *out, const dtrpy_mesh_t *mesh, PyObject *placements,
     return 0;
 }
 
+int dtrpy_infer_shape(const dtr_mesh_t *mesh, PyObject *placements, const char *what,
+                      const int64_t *local, int lndim, int64_t *shape, int *ndim) {
+    dtr_placement_t p[DTR_MAX_MESH_DIMS];
+    int nd = dtr_mesh_ndims(mesh);
+    if (dtrpy_placements(placements, what, nd, p) < 0) return -1;
+    *ndim = lndim;
+    memcpy(shape, local, sizeof(int64_t) * (size_t)lndim);
+    for (int i = 0; i < nd; i++)
+        if (p[i].kind == DTR_SHARD) {
+            int d = p[i].dim < 0 ? p[i].dim + lndim : p[i].dim;
+            if (d >= 0 && d < lndim) shape[d] *= dtr_mesh_size(mesh, i);
+        }
+    return 0;
+}
+
 static PyObject *dtrpy_parse_placements_py(PyObject *self, PyObject *obj) {
     (void)self;
     dtr_placement_t p[DTR_MAX_MESH_DIMS];

@@ -30,7 +30,7 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 120
 
 EXECUTOR_PUBLIC = ["redistribute/executor/executor.h", "redistribute/executor/backend.h",
-                   "redistribute/executor/memory.h", "redistribute/executor/stream.h"]
+                   "redistribute/executor/memory.h", "redistribute/executor/executor.h", "redistribute/executor/stream.h"]
 BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                   "redistribute/planner/planner.h"]
 PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/geometry.h"]
@@ -67,7 +67,7 @@ INCLUDES = {
         "backends/nccl/", "backends/cuda/", "backends/mpi/error.h"],
     "backends/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/gloo/"],
     "checkpoint": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
-                   "redistribute/executor/memory.h",
+                   "redistribute/executor/memory.h", "redistribute/executor/executor.h",
                    "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                  "redistribute/planner/planner.h",
