@@ -77,7 +77,8 @@ DTR_API dtr_status_t dtr_abi_check(int header_code, const size_t *sizes, int cou
     X(dtr_compress_wrapper_t) X(dtr_grad_factors_t) X(dtr_reducer_desc_t)                   \
     X(dtr_fused_entry_t) X(dtr_batch_item_t) X(dtr_batch_round_t) X(dtr_batch_plan_t)       \
     X(dtr_span_t) X(dtr_spans_op_t) X(dtr_param_desc_t) X(dtr_param_group_desc_t)         \
-    X(dtr_cross_options_t) X(dtr_cross_figures_t) X(dtr_backend_info_t)
+    X(dtr_cross_options_t) X(dtr_cross_figures_t) X(dtr_backend_info_t)                    \
+    X(dtr_change_options_t)
 #define DTR__ABI_SIZEOF(type) sizeof(type),
 
 /* dtr_abi_check for the headers this translation unit includes: call it once at start-up,

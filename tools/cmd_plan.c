@@ -178,37 +178,43 @@ static void dtr__json_string(FILE *out, const char *s) {
 /* The library's JSON printers, for dtr_cli_json_splice. */
 static dtr_status_t dtr__plan_json(const void *plan, FILE *f) { return dtr_plan_print_json(plan, f); }
 
-static dtr_status_t dtr__batch_json(const void *plan, FILE *f) {
-    return dtr_batch_plan_print_json(plan, f);
+static dtr_status_t dtr__change_json(const void *change, FILE *f) {
+    return dtr_change_print_json(change, f);
 }
 
-static dtr_status_t dtr__cross_json(const void *plan, FILE *f) {
-    return dtr_cross_plan_print_json(plan, f);
+/* A change of many tensors (--batch) or between meshes (--to-mesh), specs made: one change
+ * object (dtr_change_create) planned, printed as its form prints (text or JSON). */
+static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, int n,
+                            const dtr_spec_t *src, const dtr_spec_t *dst,
+                            const dtr_change_options_t *opts) {
+    char what[512];
+    snprintf(what, sizeof what, o->to_mesh == NULL ? "--batch %s"
+                                : o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh",
+             o->batch);
+    dtr_change_t *change = NULL;
+    if (dtr_change_create(n, src, dst, opts, &change) != DTR_OK)
+        return dtr_cli_plan_error("plan", what);
+    if (o->json) {
+        dtr_cli_json_begin(stdout, "plan", mesh);
+        if (o->batch != NULL) dtr_cli_json_str(stdout, "batch", o->batch);
+        dtr_cli_json_splice(stdout, dtr__change_json, change);
+        fputs("}\n", stdout);
+    } else {
+        dtr_change_print(change, 64, stdout);
+    }
+    dtr_change_destroy(change);
+    return DTR_EXIT_OK;
 }
 
 /* --batch: the tensors of FILE planned together. */
-static int dtr__plan_batch(const dtr_cli_spec_args_t *args, const char *path,
-                           const dtr_plan_options_t *opts, int json) {
+static int dtr__plan_batch(const dtr_cli_change_t *o, const dtr_change_options_t *opts) {
     dtr_mesh_t *mesh = NULL;
-    int rc = dtr_cli_build_mesh("plan", args, &mesh);
+    int rc = dtr_cli_build_mesh("plan", &o->spec, &mesh);
     if (rc != DTR_EXIT_OK) return rc;
     dtr_spec_t *src = NULL, *dst = NULL;
     int n = 0;
-    rc = dtr_cli_batch_load("plan", path, mesh, NULL, &src, &dst, &n);
-    dtr_batch_plan_t *plan = NULL;
-    char what[512];
-    snprintf(what, sizeof what, "--batch %s", path);
-    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(n, src, dst, opts, NULL, &plan) != DTR_OK)
-        rc = dtr_cli_plan_error("plan", what);
-    if (plan != NULL && json) {
-        dtr_cli_json_begin(stdout, "plan", mesh);
-        dtr_cli_json_str(stdout, "batch", path);
-        dtr_cli_json_splice(stdout, dtr__batch_json, plan);
-        fputs("}\n", stdout);
-    } else if (plan != NULL) {
-        dtr_batch_plan_print(plan, stdout);
-    }
-    dtr_batch_plan_destroy(plan);
+    rc = dtr_cli_batch_load("plan", o->batch, mesh, NULL, &src, &dst, &n);
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_change(o, mesh, n, src, dst, opts);
     free(src);
     free(dst);
     dtr_mesh_destroy(mesh);
@@ -345,23 +351,10 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
     dtr_spec_t *src, *dst;
     int n;
     rc = dtr__cross_specs(o, &mesh, &mesh_b, &src, &dst, &n);
-    dtr_cross_plan_t *plan = NULL;
-    dtr_cross_options_t opts = {.cost = cost, .relabel = o->relabel, .staging_cap_bytes = o->staging_cap};
-    char what[512];
-    snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
-    if (rc == DTR_EXIT_OK &&
-        (o->batch != NULL ? dtr_cross_plan_create_batch(n, src, dst, &opts, &plan)
-                          : dtr_cross_plan_create(src, dst, &opts, &plan)) != DTR_OK)
-        rc = dtr_cli_plan_error("plan", what);
-    if (rc == DTR_EXIT_OK && o->json) {
-        dtr_cli_json_begin(stdout, "plan", mesh);
-        if (o->batch != NULL) dtr_cli_json_str(stdout, "batch", o->batch);
-        dtr_cli_json_splice(stdout, dtr__cross_json, plan);
-        fputs("}\n", stdout);
-    } else if (rc == DTR_EXIT_OK) {
-        dtr_cross_plan_print(plan, 64, stdout);
-    }
-    dtr_cross_plan_destroy(plan);
+    dtr_change_options_t opts = {.cost = cost, .relabel = o->relabel,
+                                 .staging_cap_bytes = o->staging_cap, .between_meshes = true,
+                                 .many = o->batch != NULL};
+    if (rc == DTR_EXIT_OK) rc = dtr__plan_change(o, mesh, n, src, dst, &opts);
     free(src);
     free(dst);
     dtr_mesh_destroy(mesh_b);
@@ -404,8 +397,8 @@ static int dtr__plan_main(int argc, char **argv) {
     if (o.to_mesh != NULL) return dtr__plan_cross(&o, &cost);
     if (o.batch == NULL) return dtr__plan_one(&o, &cost);
     rc = dtr__plan_batch_flags(&o);
-    dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};
-    return rc != DTR_EXIT_OK ? rc : dtr__plan_batch(&o.spec, o.batch, &opts, o.json);
+    dtr_change_options_t opts = {.strategy = o.strategy, .cost = &cost, .many = true};
+    return rc != DTR_EXIT_OK ? rc : dtr__plan_batch(&o, &opts);
 }
 
 const dtr_cli_command_t dtr_cli_plan = {

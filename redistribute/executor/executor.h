@@ -344,6 +344,23 @@ DTR_API dtr_status_t dtr_redistribute_cross_batch_start(
     dtr_context_t *ctx, const dtr_cross_plan_t *plan, const void *const *in,
     const size_t *in_bytes, void *const *out, const size_t *out_bytes, dtr_request_t **req);
 
+/* ---- one change, any form (dtr_change_t, planner.h; change_run.c) --------------------
+ *
+ * Runs a change: in[i] (in_bytes[i]) this rank's source block of tensor i, out[i]
+ * (out_bytes[i]) where its destination block goes (dtr_change_dst's spec), i < the change's
+ * tensors; as the form's own call says (dtr_redistribute, _batch, _cross, _cross_batch):
+ * collective over the ranks of its mesh or meshes, a rank in neither returning at once. The
+ * arrays must not be NULL; their entries may be where a rank holds no block. */
+DTR_API dtr_status_t dtr_change_run(dtr_context_t *ctx, const dtr_change_t *change,
+                                    const void *const *in, const size_t *in_bytes,
+                                    void *const *out, const size_t *out_bytes);
+/* The non-blocking form, as the form's _start call: dtr_request_test / _wait complete it;
+ * the change and the buffers stay valid and untouched until then. */
+DTR_API dtr_status_t dtr_change_start(dtr_context_t *ctx, const dtr_change_t *change,
+                                      const void *const *in, const size_t *in_bytes,
+                                      void *const *out, const size_t *out_bytes,
+                                      dtr_request_t **req);
+
 #ifdef __cplusplus
 }
 #endif

@@ -413,6 +413,64 @@ DTR_API dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t 
                                           FILE *out);
 DTR_API dtr_status_t dtr_cross_plan_print_json(const dtr_cross_plan_t *plan, FILE *out);
 
+/* ---- one change, any form (change.c) ------------------------------------------------
+ *
+ * A change is one tensor or many, on one mesh or between two: one create call with every
+ * option, one print, one JSON, one run and one start (executor.h), whatever its form. The
+ * form follows from the specs: dst on src's mesh (equal contents) is a plan (n 1) or a batch
+ * (n > 1 or opts->many) on that mesh, unless opts->between_meshes; dst on another mesh is a
+ * change between meshes (one tensor, or many in rounds). The options a form does not take are refused by name: relabel and
+ * staging_cap_bytes within one mesh (INVALID_ARGUMENT), a compat strategy or backward
+ * between meshes (UNSUPPORTED). The calls above stay; this one object is the way every
+ * front end (the CLI, Python) reaches them.
+ */
+typedef struct dtr_change dtr_change_t;
+
+typedef enum {
+    DTR_CHANGE_ONE = 0,     /* one tensor on one mesh: dtr_change_plan */
+    DTR_CHANGE_BATCH,       /* many tensors on one mesh: dtr_change_batch_plan */
+    DTR_CHANGE_CROSS,       /* one tensor between meshes: dtr_change_cross_plan */
+    DTR_CHANGE_CROSS_BATCH, /* many tensors between meshes: dtr_change_cross_plan */
+    DTR_CHANGE_FORM_LAST
+} dtr_change_form_t;
+
+typedef struct {
+    dtr_strategy_t strategy;      /* within one mesh; between meshes optimal only */
+    const dtr_cost_model_t *cost; /* NULL: dtr_cost_model_from_env() */
+    bool backward;                /* a gradient plan (dtr_plan_options_t), within one mesh */
+    bool relabel;                 /* between meshes (dtr_cross_options_t) */
+    int64_t staging_cap_bytes;    /* between meshes; 0: no cap */
+    dtr_plan_cache_t *cache;      /* within one mesh, may be NULL: plan through this cache */
+    bool between_meshes;          /* plan as a change between meshes even where dst's mesh
+                                     equals src's (as dtr_cross_plan_create does: what a front
+                                     end's explicit second mesh asks for) */
+    bool many;                    /* plan the form of many tensors even for n 1 (a batch, or
+                                     rounds between meshes: what a front end's list asks for) */
+} dtr_change_options_t;
+
+/* Plans src[i] -> dst[i] for i < n (opts may be NULL: every option 0, optimal). Errors name
+ * the option or the spec ("src[2]: ...") under dtr_change_create. *out (free with
+ * dtr_change_destroy) written only on success; it borrows the specs' meshes (and the
+ * cache). Pure: no communication. */
+DTR_API dtr_status_t dtr_change_create(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                       const dtr_change_options_t *opts, dtr_change_t **out);
+DTR_API void dtr_change_destroy(dtr_change_t *change); /* NULL is a no-op */
+DTR_API dtr_change_form_t dtr_change_form(const dtr_change_t *change);
+DTR_API int dtr_change_tensors(const dtr_change_t *change);
+/* The form's own plan: NULL where the change has another form. */
+DTR_API const dtr_plan_t *dtr_change_plan(const dtr_change_t *change);
+DTR_API const dtr_batch_plan_t *dtr_change_batch_plan(const dtr_change_t *change);
+DTR_API const dtr_cross_plan_t *dtr_change_cross_plan(const dtr_change_t *change);
+/* Tensor i's destination spec as the change delivers it (relabeled between meshes). */
+DTR_API dtr_status_t dtr_change_dst(const dtr_change_t *change, int i, dtr_spec_t *out);
+/* Bytes one rank sends to and receives from others over the whole change. */
+DTR_API dtr_status_t dtr_change_rank_bytes(const dtr_change_t *change, int rank, int64_t *send,
+                                           int64_t *recv);
+/* The form's table (between meshes at most max_messages messages; -1: all) or JSON. */
+DTR_API dtr_status_t dtr_change_print(const dtr_change_t *change, int64_t max_messages,
+                                      FILE *out);
+DTR_API dtr_status_t dtr_change_print_json(const dtr_change_t *change, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,8 +57,8 @@ Test(version, every_listed_struct_is_compared) {
     };
     size_t sizes[32];
     int n = current_sizes(sizes, 32);
-    cr_expect_eq(n, 26);
-    cr_expect_str_eq(names[n - 1], "dtr_backend_info_t");
+    cr_expect_eq(n, 27);
+    cr_expect_str_eq(names[n - 1], "dtr_change_options_t");
     for (int i = 0; i < n; i++) {
         sizes[i] += 4;
         cr_expect_eq(dtr_abi_check(DTR_VERSION_CODE, sizes, n), DTR_ERR_MISMATCH, "%s", names[i]);

@@ -176,10 +176,10 @@ check "cross: the figures of that plan" 0 0 \
     '  most bytes one rank sends: 32 (lower bound 32); receives: 48 (lower bound 48)' "" \
     plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to 'S(1)' --shape 8x8 --to-dtype bf16
 check "cross: a Partial destination" 0 3 "" \
-    "dtr plan: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum): a change between meshes ends in Shard or Replicate (make it Partial on the destination mesh afterwards)" \
+    "dtr plan: --to-mesh: dtr_change_create: dst: placements[0] is P(sum): a change between meshes ends in Shard or Replicate (make it Partial on the destination mesh afterwards)" \
     plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
 check "cross: a dtype that does not cast" 0 3 "" \
-    "dtr plan: --to-mesh: dtr_cross_plan_create: dst: dtype i32 from src's f32: a redistribution casts between float dtypes" \
+    "dtr plan: --to-mesh: dtr_change_create: dst: dtype i32 from src's f32: a redistribution casts between float dtypes" \
     plan --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --to-dtype i32
 check "cross: --to-ranks of another length" 0 2 "" \
     "dtr plan: --to-mesh/--to-ranks: dtr_mesh_parse: nranks: 3 ranks given for a mesh of 2" \
@@ -214,7 +214,7 @@ check "cross: a staging cap, in rounds" 0 0 \
 check "cross: the cap's rounds" 0 0 '"nrounds":8,"staging_bytes_per_rank_max":8,"staging_cap_bytes":8}' "" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 8 --json
 check "cross: a cap below one element" 0 3 "" \
-    "dtr plan: --to-mesh: dtr_cross_plan_create: opts->staging_cap_bytes: 4, less than one element: nothing could move" \
+    "dtr plan: --to-mesh: dtr_change_create: opts->staging_cap_bytes: 4, less than one element: nothing could move" \
     plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8 --dtype f64 --staging-cap 4
 check "cross: --staging-cap not a count" 0 2 "" \
     "dtr plan: --staging-cap: '1x' is not a byte count 1..8589934591 (like 65536, 64K, 16M or 1G)" \

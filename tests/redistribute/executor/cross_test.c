@@ -185,12 +185,13 @@ static int check_tensor(const xcase_t *c, int t, const xbuf_t *b, int rank, char
 }
 
 /* Every third case runs through the non-blocking calls (_start, then dtr_request_test until
- * done). */
-static bool nonblocking;
+ * done); every fourth through the change object (dtr_change_create, dtr_change_run /
+ * dtr_change_start), where its meshes differ. */
+static bool nonblocking, via_change;
 
 /* One run of the case's plan (the batch call for several tensors). */
-static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const xcase_t *c,
-                             xbuf_t *b) {
+static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                             const dtr_change_t *change, const xcase_t *c, xbuf_t *b) {
     const void *in[3];
     void *out[3];
     size_t ib[3], ob[3];
@@ -204,13 +205,15 @@ static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan, c
     if (nonblocking) {
         dtr_request_t *req = NULL;
         bool done = false;
-        dtr_status_t st = c->n == 1 ? dtr_redistribute_cross_start(ctx, plan, in[0], ib[0], out[0],
-                                                                   ob[0], &req)
-                                    : dtr_redistribute_cross_batch_start(ctx, plan, in, ib, out,
-                                                                         ob, &req);
+        dtr_status_t st = change != NULL ? dtr_change_start(ctx, change, in, ib, out, ob, &req)
+                          : c->n == 1    ? dtr_redistribute_cross_start(ctx, plan, in[0], ib[0],
+                                                                        out[0], ob[0], &req)
+                                         : dtr_redistribute_cross_batch_start(ctx, plan, in, ib,
+                                                                              out, ob, &req);
         while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
         return st;
     }
+    if (change != NULL) return dtr_change_run(ctx, change, in, ib, out, ob);
     if (c->n == 1) return dtr_redistribute_cross(ctx, plan, in[0], ib[0], out[0], ob[0]);
     return dtr_redistribute_cross_batch(ctx, plan, in, ib, out, ob);
 }
@@ -220,8 +223,20 @@ static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill
                     char *why, size_t len) {
     dtr_cross_plan_t *plan = NULL;
     dtr_cross_options_t opts = {.relabel = c->relabel, .staging_cap_bytes = c->cap};
-    dtr_status_t st = c->n == 1 ? dtr_cross_plan_create(&c->src[0], &c->dst[0], &opts, &plan)
-                                : dtr_cross_plan_create_batch(c->n, c->src, c->dst, &opts, &plan);
+    dtr_change_options_t copts = {.relabel = c->relabel, .staging_cap_bytes = c->cap};
+    dtr_change_t *change = NULL;
+    dtr_status_t st = via_change     ? dtr_change_create(c->n, c->src, c->dst, &copts, &change)
+                      : c->n == 1    ? dtr_cross_plan_create(&c->src[0], &c->dst[0], &opts, &plan)
+                                     : dtr_cross_plan_create_batch(c->n, c->src, c->dst, &opts,
+                                                                   &plan);
+    if (st == DTR_OK && change != NULL) {
+        if (dtr_change_form(change) != (c->n == 1 ? DTR_CHANGE_CROSS : DTR_CHANGE_CROSS_BATCH)) {
+            snprintf(why, len, "the change's form is %d", (int)dtr_change_form(change));
+            dtr_change_destroy(change);
+            return 1;
+        }
+        plan = (dtr_cross_plan_t *)dtr_change_cross_plan(change); /* (the change owns it) */
+    }
     if (st != DTR_OK) {
         snprintf(why, len, "plan: %s", dtr_last_error());
         return 1;
@@ -248,7 +263,7 @@ static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill
     }
     for (int round = 0; round < 2 && !bad; round++) {
         double t0 = test_job_now();
-        if ((st = run_once(ctx, plan, c, b)) != DTR_OK) {
+        if ((st = run_once(ctx, plan, change, c, b)) != DTR_OK) {
             snprintf(why, len, "round %d: %s", round, dtr_last_error());
             bad = 1;
         } else if (!any && test_job_now() - t0 > 0.5) {
@@ -258,7 +273,8 @@ static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill
     }
     for (int t = 0; t < c->n && !bad; t++) bad = check_tensor(c, t, &b[t], rank, why, len);
     for (int t = 0; t < c->n; t++) free(b[t].in), free(b[t].copy), free(b[t].out);
-    dtr_cross_plan_destroy(plan);
+    if (change != NULL) dtr_change_destroy(change);
+    else dtr_cross_plan_destroy(plan);
     return bad;
 }
 
@@ -434,6 +450,7 @@ int main(int argc, char **argv) {
         if (getenv("XTRACE") && rank == 0) printf("case %d (%d tensors): %s\n", k, c.n, c.text), fflush(stdout);
         dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN, .seed = seed + (uint64_t)k};
         nonblocking = k % 3 == 1;
+        via_change = k % 4 == 3 && !dtr_mesh_equal(c.mesh[0], c.mesh[1]);
         char why[512] = "";
         int bad = run_case(ctx, &c, &fill, rank, why, sizeof why);
         if (bad) printf("FAIL seed %llu case %d: %s: rank %d: %s\n", (unsigned long long)seed, k, c.text, rank, why);
