@@ -42,11 +42,12 @@ static PyMethodDef dtrpy_methods[] = {
     {"redistribute_many", (PyCFunction)(void (*)(void))dtrpy_redistribute_many,
      METH_VARARGS | METH_KEYWORDS,
      "redistribute_many(locals, mesh, src, dst, *, shapes=None, outs=None, to_mesh=None,\n"
-     "                  dtypes=None, relabel=False)\n"
+     "                  dtypes=None, relabel=False, staging_cap=None, async_op=False)\n"
      "--\n\n"
      "Moves many tensors at once, their collectives coalesced (one plan for the batch).\n"
      "src, dst, shapes, outs and dtypes are lists of one entry per tensor, or one value for\n"
-     "all. Returns the list of results."},
+     "all. Returns the list of results; with async_op=True a dtr.Request in flight whose\n"
+     "wait() returns it."},
     {"load", (PyCFunction)(void (*)(void))dtrpy_load, METH_VARARGS | METH_KEYWORDS,
      "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
      "--\n\n"

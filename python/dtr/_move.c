@@ -237,7 +237,10 @@ typedef struct {
     PyObject_HEAD
     dtr_request_t *req;
     dtr_plan_t *plan;
-    dtr_batch_plan_t *batch;
+    dtr_change_t *change;    /* a batch of redistribute_many (owned), and its arrays */
+    const void **in;
+    void **out;
+    size_t *in_bytes, *out_bytes;
     dtr_cross_plan_t *cross; /* a change between meshes (owned) */
     dtrpy_tensor_t *tensors;
     int n;
@@ -257,8 +260,13 @@ static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
     r->tensors = NULL;
     PyMem_Free(r->plan);
     r->plan = NULL;
-    dtr_batch_plan_destroy(r->batch);
-    r->batch = NULL;
+    dtr_change_destroy(r->change);
+    r->change = NULL;
+    PyMem_Free(r->in);
+    PyMem_Free(r->out);
+    PyMem_Free(r->in_bytes);
+    PyMem_Free(r->out_bytes);
+    r->in = NULL, r->out = NULL, r->in_bytes = NULL, r->out_bytes = NULL;
     dtr_cross_plan_destroy(r->cross);
     r->cross = NULL;
 }
@@ -600,81 +608,133 @@ static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
     return each ? PySequence_Fast_GET_ITEM(obj, i) : obj;
 }
 
-/* Runs a batch; fills results[i]. */
-static dtr_status_t dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
-                                   const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
-                                   PyObject *relabel, int64_t cap, int *bad) {
+/* The buffers of a batch's n tensors as the change's arrays (one allocation each). */
+typedef struct {
+    const void **in;
+    void **out;
+    size_t *in_bytes, *out_bytes;
+} dtrpy_arrays_t;
+
+static void dtrpy_arrays_free(dtrpy_arrays_t *a) {
+    PyMem_Free(a->in);
+    PyMem_Free(a->out);
+    PyMem_Free(a->in_bytes);
+    PyMem_Free(a->out_bytes);
+    memset(a, 0, sizeof *a);
+}
+
+/* The change of a batch (the library's one object: a batch on one mesh, rounds between two),
+ * its outputs made and its arrays filled; *bad the first tensor refused on this rank. */
+static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
+                                       const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
+                                       PyObject *relabel, int64_t cap, dtr_change_t **change,
+                                       dtrpy_arrays_t *a, int *bad) {
     *bad = -1;
     for (int i = 0; i < n; i++)
         if (t[i].err_type != NULL && *bad < 0) *bad = i;
-    const void **in = PyMem_Calloc((size_t)n, sizeof *in);
-    void **out = PyMem_Calloc((size_t)n, sizeof *out);
-    size_t *in_bytes = PyMem_Calloc((size_t)n, sizeof *in_bytes);
-    size_t *out_bytes = PyMem_Calloc((size_t)n, sizeof *out_bytes);
-    dtr_batch_plan_t *bp = NULL;
-    dtr_cross_plan_t *cp = NULL;
-    dtr_status_t st = in && out && in_bytes && out_bytes ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
-    if (st == DTR_OK && c->to != NULL) {
-        dtr_cross_options_t co;
-        dtrpy_set_cross_options(relabel, cap, &co);
-        st = dtr_cross_plan_create_batch(n, s, d, &co, &cp);
-    } else if (st == DTR_OK) {
-        st = dtr_batch_plan_create(n, s, d, dtrpy_plan_options(), dtrpy_plan_cache(), &bp);
-    }
+    a->in = PyMem_Calloc((size_t)n, sizeof *a->in);
+    a->out = PyMem_Calloc((size_t)n, sizeof *a->out);
+    a->in_bytes = PyMem_Calloc((size_t)n, sizeof *a->in_bytes);
+    a->out_bytes = PyMem_Calloc((size_t)n, sizeof *a->out_bytes);
+    if (!a->in || !a->out || !a->in_bytes || !a->out_bytes) return DTR_ERR_OUT_OF_MEMORY;
+    const dtr_plan_options_t *po = dtrpy_plan_options();
+    dtr_change_options_t o = {.strategy = po->strategy, .cost = po->cost, .many = true,
+                              .between_meshes = c->to != NULL,
+                              .relabel = relabel != NULL && PyObject_IsTrue(relabel) == 1,
+                              .staging_cap_bytes = cap,
+                              .cache = c->to == NULL ? dtrpy_plan_cache() : NULL};
+    dtr_status_t st = dtr_change_create(n, s, d, &o, change);
     for (int i = 0; st == DTR_OK && i < n; i++) {
-        dtr_spec_t dd = d[i];
-        if (cp != NULL) st = dtr_cross_plan_dst(cp, i, &dd);
+        dtr_spec_t dd;
+        st = dtr_change_dst(*change, i, &dd);
         if (st == DTR_OK && c->in_dst && t[i].err_type == NULL &&
             dtrpy_output(dtrpy_each(outs, i, n), &t[i], &dd, c->ctx->rank) < 0)
             dtrpy_tensor_defer(&t[i]);
         if (t[i].err_type != NULL && *bad < 0) *bad = i;
-        in[i] = t[i].has_in ? t[i].in.buf : NULL;
-        in_bytes[i] = t[i].has_in ? (size_t)t[i].in.len : 0;
-        out[i] = t[i].has_out ? t[i].out.buf : NULL;
-        out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
+        a->in[i] = t[i].has_in ? t[i].in.buf : NULL;
+        a->in_bytes[i] = t[i].has_in ? (size_t)t[i].in.len : 0;
+        a->out[i] = t[i].has_out ? t[i].out.buf : NULL;
+        a->out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
     }
     if (st == DTR_OK && *bad >= 0) { /* (see dtrpy_poison) */
-        in[*bad] = &dtrpy_poison_byte;
-        in_bytes[*bad] += 1;
-        for (int i = 0; i < n; i++) out[i] = NULL, out_bytes[i] = 0;
+        a->in[*bad] = &dtrpy_poison_byte;
+        a->in_bytes[*bad] += 1;
+        for (int i = 0; i < n; i++) a->out[i] = NULL, a->out_bytes[i] = 0;
     }
+    return st;
+}
+
+/* The results of a batch: each tensor's (None where this rank gets no block). */
+static PyObject *dtrpy_many_results(const dtrpy_tensor_t *t, int n) {
+    PyObject *results = PyList_New(n);
+    for (int i = 0; results != NULL && i < n; i++)
+        PyList_SET_ITEM(results, i, Py_NewRef(t[i].result ? t[i].result : Py_None));
+    return results;
+}
+
+/* Starts a batch as a Request, which takes the tensors' buffers, the change and its arrays. */
+static PyObject *dtrpy_many_start(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
+                                  dtr_change_t *change, dtrpy_arrays_t *a, PyObject *mesh_obj) {
+    PyObject *results = dtrpy_many_results(t, n);
+    dtrpy_request_t *r = results != NULL ? dtrpy_request_new(c, t, n, mesh_obj, results) : NULL;
+    Py_XDECREF(results);
+    if (r == NULL) {
+        dtr_change_destroy(change);
+        dtrpy_arrays_free(a);
+        return NULL;
+    }
+    r->change = change;
+    r->in = a->in, r->out = a->out, r->in_bytes = a->in_bytes, r->out_bytes = a->out_bytes;
+    memset(a, 0, sizeof *a);
+    dtr_status_t st;
+    c->called = true;
+    DTRPY_CALL(c->ctx, st = dtr_change_start(c->ctx->ctx, change, r->in, r->in_bytes, r->out,
+                                             r->out_bytes, &r->req));
+    if (st != DTR_OK) dtrpy_request_finish(r, st);
+    return dtrpy_status_or(st, (PyObject *)r);
+}
+
+/* Runs a batch: the list of results, or (async_op) a Request in flight. */
+static PyObject *dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t, const dtr_spec_t *s,
+                                const dtr_spec_t *d, PyObject *outs, PyObject *relabel,
+                                int64_t cap, bool async_op, PyObject *mesh_obj) {
+    dtr_change_t *change = NULL;
+    dtrpy_arrays_t a = {0};
+    int bad = -1;
+    dtr_status_t st = dtrpy_many_prepare(c, n, t, s, d, outs, relabel, cap, &change, &a, &bad);
+    if (st == DTR_OK && async_op && bad < 0)
+        return dtrpy_many_start(c, n, t, change, &a, mesh_obj);
+    PyObject *results = NULL;
     if (st == DTR_OK) {
         c->called = true;
-        DTRPY_CALL(c->ctx, st = cp != NULL ? dtr_redistribute_cross_batch(c->ctx->ctx, cp, in, in_bytes,
-                                                                       out, out_bytes)
-                                           : dtr_redistribute_batch(c->ctx->ctx, bp, in, in_bytes, out,
-                                                                    out_bytes));
-        if (*bad >= 0) {
-            dtrpy_poison(&t[*bad]);
-            st = DTR_ERR_INVALID_ARGUMENT;
-        } else if (st != DTR_OK) {
-            dtrpy_raise(st);
-        }
+        DTRPY_CALL(c->ctx, st = dtr_change_run(c->ctx->ctx, change, a.in, a.in_bytes, a.out,
+                                               a.out_bytes));
+        if (bad >= 0) dtrpy_poison(&t[bad]);
+        else if (st != DTR_OK) dtrpy_raise(st);
+        else results = dtrpy_many_results(t, n);
     } else if (!PyErr_Occurred()) {
         dtrpy_raise(st);
     }
-    dtr_batch_plan_destroy(bp);
-    dtr_cross_plan_destroy(cp);
-    PyMem_Free(in);
-    PyMem_Free(out);
-    PyMem_Free(in_bytes);
-    PyMem_Free(out_bytes);
-    return st;
+    dtr_change_destroy(change);
+    dtrpy_arrays_free(&a);
+    return results;
 }
 
 static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
                                 PyObject *shapes, PyObject *outs, PyObject *dtypes,
-                                PyObject *relabel, PyObject *cap);
+                                PyObject *relabel, PyObject *cap, bool async_op,
+                                PyObject *mesh_obj);
 
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
-                            "dtypes", "relabel", "staging_cap", NULL};
+                            "dtypes", "relabel", "staging_cap", "async_op", NULL};
     PyObject *locals, *mesh_obj, *src, *dst, *shapes = NULL, *outs = NULL, *to_obj = NULL;
     PyObject *dtypes = NULL, *relabel = NULL, *cap = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOO:redistribute_many", names, &locals,
+    int async_op = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOOp:redistribute_many", names, &locals,
                                      &mesh_obj, &src, &dst, &shapes, &outs, &to_obj, &dtypes,
-                                     &relabel, &cap))
+                                     &relabel, &cap, &async_op))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
     if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
@@ -691,7 +751,13 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
             }
             *each[k] = keep[k];
         }
-    PyObject *results = dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel, cap);
+    /* a Request keeps both meshes alive: the change borrows them */
+    PyObject *meshes = to_obj != NULL && to_obj != Py_None ? PyTuple_Pack(2, mesh_obj, to_obj)
+                                                           : Py_NewRef(mesh_obj);
+    PyObject *results = meshes == NULL ? NULL
+                        : dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel,
+                                         cap, async_op, meshes);
+    Py_XDECREF(meshes);
     for (int k = 0; k < 5; k++) Py_XDECREF(keep[k]);
     return results;
 }
@@ -699,7 +765,8 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
 /* redistribute_many's work once its arguments are snapshots. */
 static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
                                 PyObject *shapes, PyObject *outs, PyObject *dtypes,
-                                PyObject *relabel, PyObject *cap) {
+                                PyObject *relabel, PyObject *cap, bool async_op,
+                                PyObject *mesh_obj) {
     dtrpy_call_t c = *cp;
     int64_t cap_bytes = 0;
     if (dtrpy_flag_ok(relabel, "relabel") < 0 ||
@@ -730,7 +797,10 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *sr
         PyObject *none = PyList_New(n);
         for (Py_ssize_t i = 0; none != NULL && i < n; i++) PyList_SET_ITEM(none, i, Py_NewRef(Py_None));
         Py_DECREF(seq);
-        return none;
+        if (none == NULL || !async_op) return none;
+        PyObject *r = dtrpy_request_done(none);
+        Py_DECREF(none);
+        return r;
     }
     dtrpy_tensor_t *t = PyMem_Calloc((size_t)n, sizeof *t);
     dtr_spec_t *s = PyMem_Calloc((size_t)n, sizeof *s), *d = PyMem_Calloc((size_t)n, sizeof *d);
@@ -744,12 +814,8 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *sr
                                  dtrpy_each(dst, i, n), dtrpy_each(shapes, i, n),
                                  dtrpy_each(dtypes, i, n), NULL, what, &t[i], &s[i], &d[i]) < 0;
     }
-    int first_bad = -1;
-    if (!bad && dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, cap_bytes, &first_bad) == DTR_OK) {
-        results = PyList_New(n);
-        for (Py_ssize_t i = 0; results != NULL && i < n; i++)
-            PyList_SET_ITEM(results, i, Py_NewRef(t[i].result ? t[i].result : Py_None));
-    }
+    if (!bad)
+        results = dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, cap_bytes, async_op, mesh_obj);
     for (Py_ssize_t i = 0; t != NULL && i < n; i++) dtrpy_tensor_release(&t[i]);
     PyMem_Free(t);
     PyMem_Free(s);

@@ -157,9 +157,16 @@ def run_case(seed, k, cross, many):
     if to is not None and k % 3 == 2:  # rounds of at most this many bytes
         kw["staging_cap"] = 8 << (k % 5)
     if many:
+        if k % 2:  # async_op: a Request whose wait() gives the list
+            kw["async_op"] = True
         outs = dtr.redistribute_many(locs, m, [t[2] for t in tensors], [t[3] for t in tensors],
                                      shapes=[t[0] for t in tensors],
                                      dtypes=[t[1] for t in tensors], **kw)
+        if k % 2:
+            assert isinstance(outs, dtr.Request), f"{what}: async_op gave {type(outs).__name__}"
+            while k % 4 == 1 and not outs.is_completed():
+                pass
+            outs = outs.wait()
     elif k % 2:  # async_op: a Request, completed by wait() (is_completed() makes progress)
         s, d, a, b = tensors[0]
         req = dtr.redistribute(locs[0], m, a, b, shape=s, dtype=d, async_op=True, **kw)
