@@ -56,7 +56,7 @@ static const struct {
     {{"fill", required_argument, NULL, OPT_FILL}, RUNS},
     {{"seed", required_argument, NULL, OPT_SEED}, RUNS},
     {{"inject-mismatch", required_argument, NULL, OPT_INJECT}, DTR_CLI_RUN},
-    {{"dump", required_argument, NULL, OPT_DUMP}, DTR_CLI_RUN},
+    {{"dump", required_argument, NULL, OPT_DUMP}, RUNS},
     {{"backend", required_argument, NULL, OPT_BACKEND}, RUNS},
     {{"device", required_argument, NULL, OPT_DEVICE}, DTR_CLI_RUN},
     {{"input", required_argument, NULL, OPT_INPUT}, DTR_CLI_RUN},
@@ -121,8 +121,9 @@ static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name)
     if (who == DTR_CLI_RUN_BATCH)
         return dtr_cli_usage_error(cmd, "--%s: not with --batch (supported with it: --mesh, "
                                         "--ranks, --strategy, --iters, --warmup, --verify, "
-                                        "--nonblocking, --json, --fill, --seed, --to-mesh, "
-                                        "--to-ranks, --relabel, --staging-cap)", name);
+                                        "--nonblocking, --json, --fill, --seed, --backend, "
+                                        "--dump, --to-mesh, --to-ranks, --relabel, "
+                                        "--staging-cap)", name);
     return dtr_cli_usage_error(cmd, "unknown option '--%s' (see 'dtr %s --help')", name, cmd);
 }
 
@@ -154,7 +155,7 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
                 return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "
                                                 "--mesh, --ranks, --strategy, --iters, "
                                                 "--warmup, --verify, --nonblocking, --json, "
-                                                "--fill, --seed, --backend, --to-mesh, "
+                                                "--fill, --seed, --backend, --dump, --to-mesh, "
                                                 "--to-ranks, --relabel, --staging-cap)",
                                        argv[optind - 1]);
             return dtr_cli_option_error(cmd, c, argv);

@@ -183,6 +183,9 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
     st = dtr__batched(ctx, bp, t, nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
+    if (!dtr_cli_all_true(dtr_cli_dump_tensors(o->dump, rank, t->n, t->src, t->dst, t->in,
+                                               t->in_bytes, t->out, t->out_bytes)))
+        goto done;
     int64_t bad = 0, checked = 0, totals[2];
     int first = -1;
     if (verify) st = dtr__tensors_check(t, rank, &bad, &checked, &first);

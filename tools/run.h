@@ -71,6 +71,11 @@ dtr_status_t dtr_cli_source_fill(dtr_cli_source_t *d, const dtr_spec_t *spec, co
 /* --dump: bytes to DIR/rank<R>.<what> (nothing for dir NULL); prints the error and returns
  * false on failure. */
 bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, size_t n);
+/* --dump of a batch's n tensors: DIR/rank<R>.<K>.in where this rank holds a block of src[K],
+ * DIR/rank<R>.<K>.out where it holds one of dst[K] (as delivered). */
+bool dtr_cli_dump_tensors(const char *dir, int rank, int n, const dtr_spec_t *src,
+                          const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
+                          void *const *out, const size_t *out_bytes);
 /* Whether ok holds on every rank (collective). */
 bool dtr_cli_all_true(bool ok);
 /* The forward result: dumped, checked on every rank (--verify), the verdicts gathered on

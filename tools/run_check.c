@@ -40,6 +40,23 @@ bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, si
     return ok;
 }
 
+bool dtr_cli_dump_tensors(const char *dir, int rank, int n, const dtr_spec_t *src,
+                          const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
+                          void *const *out, const size_t *out_bytes) {
+    bool ok = true;
+    for (int k = 0; dir != NULL && ok && k < n; k++) {
+        char what[64];
+        dtr_layout_t l;
+        snprintf(what, sizeof what, "%d.in", k);
+        if (dtr_spec_layout(&src[k], rank, &l) == DTR_OK)
+            ok = dtr_cli_dump(dir, rank, what, in[k], in_bytes[k]);
+        snprintf(what, sizeof what, "%d.out", k);
+        if (ok && dtr_spec_layout(&dst[k], rank, &l) == DTR_OK)
+            ok = dtr_cli_dump(dir, rank, what, out[k], out_bytes[k]);
+    }
+    return ok;
+}
+
 bool dtr_cli_all_true(bool ok) {
     int all = ok;
     dtr_cli_job_reduce(&all, 1, DTR_I32, DTR_REDUCE_MIN);

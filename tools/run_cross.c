@@ -195,9 +195,11 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     dtr_layout_t l;
     bool src_rank = dtr_spec_layout(&t->src[0], rank, &l) == DTR_OK;
     bool dst_rank = dtr_spec_layout(&t->dst[0], rank, &l) == DTR_OK;
-    if (!dtr_cli_all_true((!src_rank || dtr_cli_dump(o->dump, rank, "in", t->in[0], t->in_bytes[0])) &&
-                          (!dst_rank || dtr_cli_dump(o->dump, rank, "out", t->out[0], t->out_bytes[0]))))
-        goto done;
+    bool dumped = r.batch ? dtr_cli_dump_tensors(o->dump, rank, t->n, t->src, t->dst, t->in,
+                                                 t->in_bytes, t->out, t->out_bytes)
+                          : (!src_rank || dtr_cli_dump(o->dump, rank, "in", t->in[0], t->in_bytes[0])) &&
+                                (!dst_rank || dtr_cli_dump(o->dump, rank, "out", t->out[0], t->out_bytes[0]));
+    if (!dtr_cli_all_true(dumped)) goto done;
     for (int k = 0; k < t->n && o->inject == rank; k++)
         if (t->out_bytes[k] > 0) { /* the checker's own test */
             ((unsigned char *)t->out[k])[t->out_bytes[k] - 1] ^= 0x5a;

@@ -290,9 +290,36 @@ full = rows(f"{d}/rank0.in", 6) + rows(f"{d}/rank1.in", 6)
 left, right = rows(f"{d}/rank3.out", 3), rows(f"{d}/rank2.out", 3)
 assert len(full) == 8 and [a + b for a, b in zip(left, right)] == full
 PY
-check "cross: --dump with --batch, refused as within one mesh" 4 2 "" \
-    "dtr run: --dump: not with --batch" \
-    run --mesh 2 --to-mesh 2 --to-ranks 2,3 --batch "$dump/b.json" --dump "$dump/xd"
+# --dump with --batch: rankR.K.in and rankR.K.out for tensor K, within one mesh and between
+# two; tensor 1 (S(0) -> R) out on every destination rank is the sources side by side, and
+# tensor 0 (R -> S(1)) out is a column block of its source
+cat >"$dump/b2.json" <<'JSON'
+[{"shape": "4x6", "from": "R", "to": "S(1)"},
+ {"shape": "8x3", "dtype": "f64", "from": "S(0)", "to": "R"}]
+JSON
+for form in "one mesh:--mesh 2" "between meshes:--mesh 2 --to-mesh 2 --to-ranks 3,2"; do
+    rm -rf "$dump/bd" && mkdir -p "$dump/bd"
+    # shellcheck disable=SC2086
+    check "--dump with --batch, ${form%%:*}" 4 0 '"verified":true' "" \
+        run ${form#*:} --batch "$dump/b2.json" --verify --json --iters 0 --dump "$dump/bd"
+    if python3 - "$dump/bd" "${form%%:*}" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: --dump with --batch, ${form%%:*}: the files"; fi
+import os, struct, sys
+d, form = sys.argv[1], sys.argv[2]
+def vals(path, fmt):
+    raw = open(path, "rb").read()
+    return list(struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw))
+srcs, dsts = ([0, 1], [0, 1]) if form == "one mesh" else ([0, 1], [3, 2])
+want = sorted([f"rank{r}.{k}.in" for r in srcs for k in (0, 1)] +
+              [f"rank{r}.{k}.out" for r in dsts for k in (0, 1)])
+assert sorted(os.listdir(d)) == want, (sorted(os.listdir(d)), want)
+full = vals(f"{d}/rank{srcs[0]}.1.in", "d") + vals(f"{d}/rank{srcs[1]}.1.in", "d")
+assert len(full) == 24 and all(vals(f"{d}/rank{r}.1.out", "d") == full for r in dsts)
+src0 = vals(f"{d}/rank{srcs[0]}.0.in", "f")
+for i, r in enumerate(dsts):  # column block i of the 4x6 source
+    got = vals(f"{d}/rank{r}.0.out", "f")
+    assert got == [src0[row * 6 + i * 3 + c] for row in range(4) for c in range(3)], (r, got)
+PY
+done
 check "cross: a Partial destination" 4 3 "" \
     "dtr run: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum)" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
