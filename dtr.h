@@ -11,8 +11,8 @@
  *                                     memory.h: memory spaces)
  *                                     (and the table of backends by name)
  *   autograd/autograd.h          backward plans of redistributions
- *   autograd/grad.h              gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
- *   autograd/group.h             parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline
+ *   grad/grad.h                  gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
+ *   grad/param_group.h           parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline
  *   autograd/tape.h              from_local / to_local backward, the tape
  * Beside it, each included where it is used: the backends (backends/: mpi/dtr_mpi.h,
  * gloo/dtr_gloo.h, nccl/dtr_nccl.h, and cuda/dtr_cuda.h, the CUDA memory space) and
@@ -38,8 +38,8 @@
 #include <stddef.h>
 
 #include "autograd/autograd.h"
-#include "autograd/grad.h"
-#include "autograd/group.h"
+#include "grad/grad.h"
+#include "grad/param_group.h"
 #include "autograd/tape.h"
 #include "core/status.h"
 #include "core/version.h"

@@ -77,13 +77,13 @@ build_libfuzzer() {
         "#endif" >"$build/include/dtr_version.h"
     flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer
            -fsanitize=address,undefined -fno-sanitize-recover=all)
-    local srcs=(core/*.c placement/*.c dtensor/*.c numeric/*.c autograd/*.c checkpoint/*.c tests/support/interp.c)
+    local srcs=(core/*.c placement/*.c dtensor/*.c numeric/*.c autograd/*.c grad/*.c checkpoint/*.c tests/support/interp.c)
     for f in redistribute/planner/*.c redistribute/executor/*.c; do srcs+=("$f"); done
     objs=()
     for f in "${srcs[@]}"; do
         o="$build/obj/${f//\//_}.o"
         objs+=("$o")
-        if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor numeric redistribute autograd checkpoint tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
+        if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor numeric redistribute autograd grad checkpoint tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
             "$cc" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$f" -o "$o" || {
                 echo "fuzz: build of $f failed"
                 return 1

@@ -42,8 +42,8 @@ case "$dir" in
     ;;
 esac
 bins=(//tools:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_bin
-    //tests/autograd:premul_mpi_test_bin //tests/autograd:grad_mpi_test_bin
-    //tests/autograd:group_mpi_test_bin //tests/backends/cuda:nccl_adopt_test
+    //tests/grad:premul_mpi_test_bin //tests/grad:grad_mpi_test_bin
+    //tests/grad:param_group_mpi_test_bin //tests/backends/cuda:nccl_adopt_test
     //tests/checkpoint:space_test)
 bazel build -c opt "${bins[@]}" >/dev/null
 ldd bazel-bin/tools/dtr | grep -q libcudart || {

@@ -97,7 +97,7 @@ node_targets=(
     //tests/redistribute/executor:mpi_batch_test //tests/redistribute/executor:mpi_batch_staged_test
     //tests/redistribute/executor:mpi_batch_spans_test //tests/redistribute/executor:mpi_batch_packed_test
     //tests/backends/mpi:mpi_shm_test //tests/backends/mpi:mpi_shm_reduce_test
-    //tests/autograd:grad_mpi_test //tests/autograd:group_mpi_test
+    //tests/grad:grad_mpi_test //tests/grad:param_group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
     //tests/redistribute/executor:mpi_cross_test //tests/tools:cli_grad_model_random_test
 )

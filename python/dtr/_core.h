@@ -150,19 +150,22 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw);
 /* ---- _move.c ---- */
 
 int dtrpy_move_module_init(PyObject *module);
-/* A C-contiguous buffer of obj (writable: refused otherwise; an input that is not contiguous
- * is copied) and its dtype; kind: NULL for numpy, else what results are made as (torch). */
-int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
-                 dtr_dtype_t *dtype, PyObject **kind);
 /* ArgumentError naming `what` unless local[0..ndim) is rank's block of spec (given_shape
  * false: the message says the global shape was inferred as even shards). */
 int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
                       int rank, bool given_shape);
+PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- _buffer.c ---- */
+
+/* A C-contiguous buffer of obj (writable: refused otherwise; an input that is not contiguous
+ * is copied) and its dtype; kind: NULL for numpy, else what results are made as (torch). */
+int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+                 dtr_dtype_t *dtype, PyObject **kind);
 /* A new array of `kind` (as dtrpy_buffer gives it) and a writable buffer of it. */
 int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
                 PyObject **result, Py_buffer *view);
-PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
-PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
 
 /* ---- _grad.c ---- */
 

@@ -1,7 +1,7 @@
 /*
  * Gradient reduction as PyTorch users meet it: the DDP hooks' reductions in place
  * (dtr/torch.py wraps them as communication hooks) and FSDP/HSDP's reduce-scatter of a list
- * of gradients with dtr's divide factors (autograd/group.h).
+ * of gradients with dtr's divide factors (grad/param_group.h).
  */
 #include "_core.h"
 

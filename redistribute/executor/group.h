@@ -1,5 +1,5 @@
 /*
- * What the executor offers the layers above it (autograd/) beyond its public API: the group
+ * What the executor offers the layers above it (autograd/, grad/) beyond its public API: the group
  * collectives with the argument agreement apart, started operations for the parameter
  * groups, and local work (casts, divides, copies) on the context's memory.
  */
@@ -13,7 +13,7 @@
 
 /*
  * Group collectives for a layer above the executor that checks its arguments once over a
- * wider group (autograd/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
+ * wider group (grad/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
  * the group of `dims` on `hash` (what the members must share) and this rank's verdict
  * (`local`, with `msg` for its error); dtr__group_reduce is dtr_all_reduce (scatter false) or
  * dtr_reduce_scatter, with the agreement left out when `agree` is false. `scale` other than
@@ -39,12 +39,12 @@ bool dtr__group_premul(const dtr_context_t *ctx, const dtr_mesh_t *mesh, unsigne
 dtr_status_t dtr__group(dtr_context_t *ctx, const int *ranks, int n, int tag, void **out);
 
 /* The context's backend table and memory table with their states (*mem NULL: host memory),
- * for a test of a backend's own operations (tests/autograd/premul_mpi_test.c). */
+ * for a test of a backend's own operations (tests/grad/premul_mpi_test.c). */
 void dtr__context_tables(const dtr_context_t *ctx, const dtr_backend_ops_t **ops,
                          const dtr_memory_ops_t **mem, void **mem_state);
 
 /*
- * Started group operations, for autograd's parameter groups (autograd/group.c), which keep
+ * Started group operations, for the parameter groups (grad/param_group.c), which keep
  * a reduce-scatter on one group in flight while an all-reduce runs on another. A slot of
  * the context holds each (its backend handle lives in the context, so a timed-out operation
  * never points into freed memory). dtr__group_start starts one without an agreement (the

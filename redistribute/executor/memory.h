@@ -63,7 +63,7 @@ typedef struct dtr_memory_ops {
     dtr_status_t (*cast)(void *state, dtr_dtype_t src_dtype, const void *src,
                          dtr_dtype_t dst_dtype, void *dst, int64_t count);
     /* optional: dst[k] += src[k] for the float dtypes (halves through f32, rounded once);
-     * parameter groups accumulate microbatches with it (autograd/group.h), and refuse
+     * parameter groups accumulate microbatches with it (grad/param_group.h), and refuse
      * accumulation on a space without it */
     dtr_status_t (*add)(void *state, dtr_dtype_t dtype, const void *src, void *dst,
                         int64_t count);

@@ -42,7 +42,7 @@ PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h",
           "redistribute/executor/executor.h", "redistribute/executor/backend.h",
           "redistribute/executor/memory.h", "backends/mpi/dtr_mpi.h",
           "backends/cuda/dtr_cuda.h", "backends/nccl/dtr_nccl.h",
-          "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "autograd/grad.h", "autograd/group.h", "autograd/tape.h"]
+          "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "grad/grad.h", "grad/param_group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
 TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
 # The library's own headers below every module a test exercises: core's common helpers and
@@ -73,6 +73,9 @@ INCLUDES = {
                  "redistribute/planner/planner.h",
                  "redistribute/executor/executor.h", "redistribute/executor/group.h",
                  "autograd/"],
+    "grad": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+             "redistribute/planner/planner.h", "redistribute/executor/executor.h",
+             "redistribute/executor/group.h", "autograd/autograd.h", "grad/"],
     "tools/pattern": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "tools/pattern/"],
     "tools": PUBLIC + ["tools/cli.h", "tools/change.h", "tools/run.h", "tools/pattern/pattern.h"],
     "tests/support": TESTS + LOW,
@@ -86,7 +89,8 @@ INCLUDES = {
     "tests/backends/mpi": TESTS + LOW,
     "tests/backends/gloo": TESTS + LOW,
     "tests/backends/cuda": TESTS + ["tests/backends/cuda/", "backends/cuda/range_boxes.h"],
-    "tests/autograd": TESTS + LOW + ["redistribute/executor/group.h"],
+    "tests/autograd": TESTS + LOW,
+    "tests/grad": TESTS + LOW + ["redistribute/executor/group.h"],
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,

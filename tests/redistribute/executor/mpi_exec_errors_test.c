@@ -419,7 +419,7 @@ static void device_collectives(dtr_context_t *ctx, const job_t *j) {
     check(st0 == DTR_OK && r[0] == mean && r[1] == 2 * mean && r[2] == 8.0f,
           "dtr_all_reduce(AVG) in place on fake-device buffers: the row's mean");
     /* the DDP hook on the same device buffer: its divide and all-reduce through the
-     * space (autograd's device path; tests/autograd/grad_mpi_test.c has the rest) */
+     * space (the gradient reduction's device path; tests/grad/grad_mpi_test.c has the rest) */
     fake_device_counts_t before = fake_device_counts();
     m->copy(NULL, d, h, sizeof h, DTR_COPY_FROM_HOST);
     st0 = dtr_hook_all_reduce(NULL, ctx, j->mesh, 0x2, d, 3, DTR_F32);

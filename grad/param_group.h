@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "autograd/grad.h"
+#include "grad/grad.h"
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"

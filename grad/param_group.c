@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/group_internal.h"
-#include "autograd/internal.h"
+#include "grad/param_group_internal.h"
+#include "grad/internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"

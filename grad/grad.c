@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
-#include "autograd/grad.h"
-#include "autograd/internal.h"
+#include "grad/grad.h"
+#include "grad/internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"

@@ -9,7 +9,7 @@
  */
 #include <stdlib.h>
 
-#include "autograd/group_internal.h"
+#include "grad/param_group_internal.h"
 #include "core/common.h"
 
 struct dtr_grad_pipeline {

@@ -10,7 +10,7 @@
  */
 #include <stdlib.h>
 
-#include "autograd/group_internal.h"
+#include "grad/param_group_internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "redistribute/executor/group.h"

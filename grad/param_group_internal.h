@@ -2,8 +2,8 @@
 #ifndef DTR_AUTOGRAD_GROUP_INTERNAL_H
 #define DTR_AUTOGRAD_GROUP_INTERNAL_H
 
-#include "autograd/group.h"
-#include "autograd/internal.h"
+#include "grad/param_group.h"
+#include "grad/internal.h"
 
 
 struct dtr_param_group {
