@@ -91,14 +91,14 @@ ended() { # ended PID STATUS: one process is done; the first failure stops the o
 }
 while [ "${#running[@]}" -gt 0 ]; do
     id=""
-    wait -n -p id "${!running[@]}"
+    wait -n -p id
     rc=$?
-    if [ -n "$id" ]; then
+    if [ -n "${id:-}" ]; then
         ended "$id" "$rc"
         continue
     fi
     # wait -n found none to report (bash answers 127 where processes ended together and
-    # their statuses were taken in at once): ask each by its pid, which bash remembers
+    # their statuses were taken in at once): ask each by its pid, whose status bash keeps
     for p in "${!running[@]}"; do
         wait "$p"
         ended "$p" $?
