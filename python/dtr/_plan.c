@@ -17,14 +17,12 @@ dtr_plan_cache_t *dtrpy_plan_cache(void) { return dtrpy_cache; }
 
 typedef struct {
     PyObject_HEAD
-    dtr_plan_t *plan;        /* a single-mesh plan, or */
-    dtr_cross_plan_t *cross; /* one between two meshes */
+    dtr_change_t *change;    /* the library's change object: one mesh or two */
     PyObject *meshes;        /* (the specs borrow their meshes) */
 } dtrpy_plan_t;
 
 static void dtrpy_plan_dealloc(dtrpy_plan_t *p) {
-    PyMem_Free(p->plan);
-    dtr_cross_plan_destroy(p->cross);
+    dtr_change_destroy(p->change);
     Py_XDECREF(p->meshes);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
@@ -35,11 +33,7 @@ static PyObject *dtrpy_plan_text(dtrpy_plan_t *p, int json) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (f == NULL) return PyErr_NoMemory();
-    dtr_status_t st;
-    if (p->plan != NULL)
-        st = json ? dtr_plan_print_json(p->plan, f) : dtr_plan_print(p->plan, f);
-    else
-        st = json ? dtr_cross_plan_print_json(p->cross, f) : dtr_cross_plan_print(p->cross, -1, f);
+    dtr_status_t st = json ? dtr_change_print_json(p->change, f) : dtr_change_print(p->change, -1, f);
     fclose(f);
     PyObject *r = st == DTR_OK ? PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len)
                                : dtrpy_raise(st);
@@ -72,7 +66,7 @@ static PyObject *dtrpy_plan_get(dtrpy_plan_t *p, void *key) {
 
 static PyObject *dtrpy_plan_get_cross(dtrpy_plan_t *p, void *closure) {
     (void)closure;
-    return PyBool_FromLong(p->cross != NULL);
+    return PyBool_FromLong(dtr_change_cross_plan(p->change) != NULL);
 }
 
 static PyMethodDef dtrpy_plan_methods[] = {
@@ -157,10 +151,8 @@ PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
     return list;
 }
 
-/* The cross options of dtr.plan's and dtr.redistribute's keywords. */
-static int dtrpy_cross_options(PyObject *relabel, PyObject *cap, dtr_cross_options_t *o) {
-    memset(o, 0, sizeof *o);
-    o->cost = &dtrpy_cost;
+/* The options of a change between meshes from dtr.plan's keywords. */
+static int dtrpy_change_cross_options(PyObject *relabel, PyObject *cap, dtr_change_options_t *o) {
     o->relabel = relabel != NULL && PyObject_IsTrue(relabel) == 1;
     if (cap != NULL && cap != Py_None &&
         dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &o->staging_cap_bytes) < 0)
@@ -193,7 +185,11 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     if (to == NULL && cap != NULL && cap != Py_None)
         return dtrpy_arg_error("staging_cap: only for a plan between meshes (to_mesh=)");
-    dtr_plan_options_t opts = dtrpy_opts;
+    if (to == NULL && relabel != NULL && PyObject_IsTrue(relabel) == 1)
+        return dtrpy_arg_error("relabel: only for a plan between meshes (to_mesh=)");
+    dtr_change_options_t opts = {.strategy = dtrpy_opts.strategy, .cost = dtrpy_opts.cost,
+                                 .between_meshes = to != NULL};
+    if (to != NULL && dtrpy_change_cross_options(relabel, cap, &opts) < 0) return NULL;
     if (strategy != NULL && strategy != Py_None) {
         const char *s = PyUnicode_Check(strategy) ? dtrpy_text(strategy, "strategy") : NULL;
         if (s == NULL || dtr_strategy_parse(s, &opts.strategy) != DTR_OK) {
@@ -207,25 +203,9 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
         return NULL;
     dtrpy_plan_t *p = PyObject_New(dtrpy_plan_t, &dtrpy_plan_type);
     if (p == NULL) return NULL;
-    p->plan = NULL;
-    p->cross = NULL;
+    p->change = NULL;
     p->meshes = Py_BuildValue("(OO)", mesh_obj, to != NULL ? to_obj : mesh_obj);
-    dtr_status_t st;
-    if (to == NULL) {
-        if (relabel != NULL && PyObject_IsTrue(relabel) == 1) {
-            Py_DECREF(p);
-            return dtrpy_arg_error("relabel: only for a plan between meshes (to_mesh=)");
-        }
-        p->plan = PyMem_Malloc(sizeof *p->plan);
-        st = p->plan == NULL ? DTR_ERR_OUT_OF_MEMORY : dtr_plan_create(&s, &d, &opts, p->plan);
-    } else {
-        dtr_cross_options_t co;
-        if (dtrpy_cross_options(relabel, cap, &co) < 0) {
-            Py_DECREF(p);
-            return NULL;
-        }
-        st = dtr_cross_plan_create(&s, &d, &co, &p->cross);
-    }
+    dtr_status_t st = dtr_change_create(1, &s, &d, &opts, &p->change);
     if (p->meshes == NULL || st != DTR_OK) {
         if (p->meshes != NULL) dtrpy_raise(st);
         Py_DECREF(p);

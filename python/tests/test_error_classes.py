@@ -124,6 +124,9 @@ def cases(ck, mesh, n):
          dtr.ArgumentError, "'nonsense' is an invalid keyword argument"),
         # a call that does not fit the signature of a function written in Python: Python's
         # own TypeError (docs/python.md)
+        ("plan", lambda: dtr.plan(mesh, (4 * n,), "S(0)", "R", to_mesh=mesh,
+                                  strategy="compat"),
+         dtr.RefusedError, "opts->strategy: compat plans within one mesh only"),
         ("plan", lambda: dtr.plan(mesh, (4,), "S(0)", "R", nonsense=1), TypeError,
          "unexpected keyword argument 'nonsense'"),
         ("load_metadata", lambda: dtr.load_metadata(np.zeros(2)), dtr.ArgumentError,
