@@ -219,7 +219,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     rc = dtr_cli_build_mesh("run", &o.spec, &mesh);
     if (rc != DTR_EXIT_OK) return rc;
     dtr__tensors_t t = {0};
-    dtr_batch_plan_t *bp = NULL;
+    const dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
@@ -228,16 +228,18 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     dtr_cli_cost_flags_t flags = {o.alpha, o.bandwidth, o.local, o.inter_alpha, o.inter_bandwidth};
     if (rc == DTR_EXIT_OK)
         rc = dtr_cli_node_cost("run", mesh, "auto", &flags, &cost, &across, &planned);
-    dtr_plan_options_t opts = {.strategy = o.strategy, .cost = &cost};
+    dtr_change_options_t opts = {.strategy = o.strategy, .cost = &cost, .many = true};
     char what[512];
     snprintf(what, sizeof what, "--batch %s", o.batch);
-    if (rc == DTR_EXIT_OK && dtr_batch_plan_create(t.n, t.src, t.dst, &opts, NULL, &bp) != DTR_OK)
+    dtr_change_t *change = NULL;
+    if (rc == DTR_EXIT_OK && dtr_change_create(t.n, t.src, t.dst, &opts, &change) != DTR_OK)
         rc = dtr_cli_plan_error("run", what);
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */
+        bp = dtr_change_batch_plan(change);
         rc = dtr__run_batch(&t, bp, o.spec.mesh, &o, rank);
     }
-    dtr_batch_plan_destroy(bp);
+    dtr_change_destroy(change);
     dtr__tensors_free(&t);
     dtr_mesh_destroy(mesh);
     return rc;

@@ -14,6 +14,7 @@ typedef struct {
     void **in, **copy, **out;
     size_t *in_bytes, *out_bytes;
     dtr_cross_plan_t **one; /* a batch's tensors planned one at a time (for the timing) */
+    dtr_change_t *change;   /* the change: planned and run through the library's one object */
 } dtr__xt_t;
 
 /* The flags a change between meshes does not take yet, named. */
@@ -41,6 +42,7 @@ static void dtr__xt_free(dtr__xt_t *t) {
     }
     free(t->in), free(t->copy), free(t->out), free(t->in_bytes), free(t->out_bytes);
     free(t->fills), free(t->one), free(t->src), free(t->dst);
+    dtr_change_destroy(t->change); /* (last: the plans above borrow its relabeled mesh) */
 }
 
 /* This rank's buffers: its source blocks filled (a copy kept; a batch's tensor k with seed
@@ -136,18 +138,13 @@ static dtr_status_t dtr__xpoll(dtr_status_t st, dtr_request_t *const *req) {
 static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
                                bool batch, int form, bool nonblocking) {
     dtr_request_t *req = NULL;
-    if (!batch && nonblocking)
-        return dtr__xpoll(dtr_redistribute_cross_start(ctx, plan, t->in[0], t->in_bytes[0],
-                                                       t->out[0], t->out_bytes[0], &req), &req);
-    if (!batch)
-        return dtr_redistribute_cross(ctx, plan, t->in[0], t->in_bytes[0], t->out[0], t->out_bytes[0]);
-    if (form == 0 && nonblocking)
-        return dtr__xpoll(dtr_redistribute_cross_batch_start(ctx, plan, (const void *const *)t->in,
-                                                             t->in_bytes, t->out, t->out_bytes,
-                                                             &req), &req);
-    if (form == 0)
-        return dtr_redistribute_cross_batch(ctx, plan, (const void *const *)t->in, t->in_bytes,
-                                            t->out, t->out_bytes);
+    (void)plan; /* (t->change's own) */
+    if ((!batch || form == 0) && nonblocking)
+        return dtr__xpoll(dtr_change_start(ctx, t->change, (const void *const *)t->in,
+                                           t->in_bytes, t->out, t->out_bytes, &req), &req);
+    if (!batch || form == 0)
+        return dtr_change_run(ctx, t->change, (const void *const *)t->in, t->in_bytes, t->out,
+                              t->out_bytes);
     dtr_status_t st = DTR_OK;
     for (int k = 0; k < t->n && st == DTR_OK; k++)
         st = dtr_redistribute_cross(ctx, t->one[k], t->in[k], t->in_bytes[k], t->out[k], t->out_bytes[k]);
@@ -245,23 +242,26 @@ static int dtr__xspecs(const dtr_cli_change_t *o, int world, dtr_mesh_t **mesh, 
     return rc;
 }
 
-/* The plan (and, for a batch, each tensor's own plan to the same destination specs). */
-static int dtr__xplans(const dtr_cli_change_t *o, dtr__xt_t *t, dtr_cross_plan_t **plan) {
+/* The change (its plan: *plan, the change's own) and, for a batch, each tensor's own plan to
+ * the same destination specs. */
+static int dtr__xplans(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_plan_t **plan) {
     /* the cost flags as dtr plan --to-mesh takes them (no --nodes-of between meshes yet) */
     dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, NULL, NULL};
     dtr_cost_model_t cost;
     int rc = dtr_cli_cost_flags("run", &flags, &cost);
     if (rc != DTR_EXIT_OK) return rc;
-    dtr_cross_options_t opts = {.cost = &cost, .relabel = o->relabel,
-                                .staging_cap_bytes = o->staging_cap};
+    dtr_change_options_t copts = {.cost = &cost, .relabel = o->relabel,
+                                  .staging_cap_bytes = o->staging_cap, .between_meshes = true,
+                                  .many = o->batch != NULL};
     char what[512];
     snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
-    dtr_status_t st = o->batch != NULL ? dtr_cross_plan_create_batch(t->n, t->src, t->dst, &opts, plan)
-                                       : dtr_cross_plan_create(t->src, t->dst, &opts, plan);
-    if (st != DTR_OK) return dtr_cli_plan_error("run", what);
-    for (int k = 0; k < t->n; k++) dtr_cross_plan_dst(*plan, k, &t->dst[k]);
+    if (dtr_change_create(t->n, t->src, t->dst, &copts, &t->change) != DTR_OK)
+        return dtr_cli_plan_error("run", what);
+    *plan = dtr_change_cross_plan(t->change);
+    for (int k = 0; k < t->n; k++) dtr_change_dst(t->change, k, &t->dst[k]);
     if (o->batch == NULL) return DTR_EXIT_OK;
-    opts.relabel = false; /* (the batch's order, already in dst) */
+    /* (the batch's order, already in dst: no relabeling) */
+    dtr_cross_options_t opts = {.cost = &cost, .staging_cap_bytes = o->staging_cap};
     if ((t->one = calloc((size_t)t->n, sizeof *t->one)) == NULL)
         return dtr_cli_usage_error("run", "out of memory");
     for (int k = 0; k < t->n; k++)
@@ -275,7 +275,7 @@ int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world) {
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *mesh = NULL, *mesh_b = NULL;
     dtr__xt_t t = {0};
-    dtr_cross_plan_t *plan = NULL;
+    const dtr_cross_plan_t *plan = NULL;
     rc = dtr__xspecs(o, world, &mesh, &mesh_b, &t);
     if (rc == DTR_EXIT_OK) rc = dtr__xplans(o, &t, &plan);
     if (rc == DTR_EXIT_OK) {
@@ -283,7 +283,6 @@ int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world) {
         rc = dtr__xrun(o, &t, plan, rank, world);
     }
     dtr__xt_free(&t);
-    dtr_cross_plan_destroy(plan);
     dtr_mesh_destroy(mesh_b);
     dtr_mesh_destroy(mesh);
     return rc;

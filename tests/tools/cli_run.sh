@@ -321,7 +321,7 @@ for i, r in enumerate(dsts):  # column block i of the 4x6 source
 PY
 done
 check "cross: a Partial destination" 4 3 "" \
-    "dtr run: --to-mesh: dtr_cross_plan_create: dst: placements[0] is P(sum)" \
+    "dtr run: --to-mesh: dtr_change_create: dst: placements[0] is P(sum)" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to P --shape 8x8
 check "cross: relabeled, a pure permutation, verified" 6 0 \
     "  relabeled: the destination mesh's ranks by coordinate 0,3,1,4,2,5, 2244 bytes kept from moving (a pure permutation: nothing moves)" "" \
