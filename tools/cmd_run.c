@@ -154,12 +154,13 @@ static void dtr__run_help(FILE *out) {
 /* One redistribution, complete (on a GPU: the stream synchronised). */
 static dtr_status_t dtr__once(const dtr_cli_run_t *r) {
     dtr_status_t st;
+    const void *in[1] = {r->din};
+    void *out[1] = {r->dout};
     if (!r->o->nonblocking) {
-        st = dtr_redistribute(r->ctx, r->plan, r->din, r->in_bytes, r->dout, r->out_bytes);
+        st = dtr_change_run(r->ctx, r->change, in, &r->in_bytes, out, &r->out_bytes);
     } else {
         dtr_request_t *req = NULL;
-        st = dtr_redistribute_start(r->ctx, r->plan, r->din, r->in_bytes, r->dout, r->out_bytes,
-                                    &req);
+        st = dtr_change_start(r->ctx, r->change, in, &r->in_bytes, out, &r->out_bytes, &req);
         bool done = false;
         while (st == DTR_OK && !done) st = dtr_request_test(req, &done);
     }
@@ -189,10 +190,10 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
                                &r->planned_across);
     if (rc != DTR_EXIT_OK) return rc;
     r->opts = (dtr_plan_options_t){.strategy = o->strategy, .cost = &r->cost};
-    r->plan = malloc(sizeof *r->plan);
-    if (r->plan == NULL) return dtr_cli_usage_error("run", "out of memory");
-    if (dtr_plan_create(&r->src, &r->dst, &r->opts, r->plan) != DTR_OK)
+    dtr_change_options_t copts = {.strategy = o->strategy, .cost = &r->cost};
+    if (dtr_change_create(1, &r->src, &r->dst, &copts, &r->change) != DTR_OK)
         return dtr_cli_plan_error("run", "--to");
+    r->plan = dtr_change_plan(r->change);
     return DTR_EXIT_OK;
 }
 
@@ -317,7 +318,7 @@ static void dtr__run_free(dtr_cli_run_t *r) {
     free(r->copy);
     free(r->out);
     free(r->times);
-    free(r->plan);
+    dtr_change_destroy(r->change);
     dtr_mesh_destroy(r->mesh);
 }
 

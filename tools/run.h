@@ -39,7 +39,8 @@ typedef struct {
     dtr_cost_model_t cost;
     dtr_plan_options_t opts;
     uint32_t across, planned_across; /* mesh dims that cross nodes; planned as crossing */
-    dtr_plan_t *plan;
+    dtr_change_t *change;  /* the library's change object, and its plan */
+    const dtr_plan_t *plan;
     dtr_plan_t *bplan; /* --backward */
     /* this rank's side */
     dtr_context_t *ctx;
