@@ -170,7 +170,8 @@ typedef dtr_status_t (*dtr_checkpoint_fill_fn)(void *arg, int64_t item, void *bl
                                                size_t bytes);
 
 /*
- * Writes rank `rank`'s blocks as dir/rank-RRRRR-of-NNNNN.safetensors (N the mesh's ranks):
+ * Writes rank `rank`'s blocks as dir/rank-RRRRR-of-NNNNN.safetensors (N the mesh's ranks, R
+ * the rank's place on the mesh, row-major):
  * a plain safetensors file, one tensor per item under the item's name holding this rank's
  * block, except replicas (a block is saved by the rank at coordinate 0 of every mesh dim the
  * item is replicated on). A rank with nothing to save writes no file. Blocks come from
@@ -219,7 +220,7 @@ DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitem
  * the manifest from every rank's record, so dtr_checkpoint_open reads `dir` on any mesh.
  * Arguments are agreed first: a rank's bad argument (a non-empty `dir`, an item on another
  * mesh) fails every rank before anything is written, the others with DTR_ERR_REMOTE naming
- * it. A failure while writing takes every file back (and `dir` where this call made it).
+ * it; a `dir`, items or metadata that differ between ranks fail every rank alike. A failure while writing takes every file back (and `dir` where this call made it).
  * The records are gathered by all-reduce: each rank holds the mesh's ranks times the longest
  * record (about 100 bytes per block it saves) for a moment. The context's memory must be
  * the host's (dtr_context_set_memory not called).

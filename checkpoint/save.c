@@ -225,10 +225,14 @@ dtr_status_t dtr_checkpoint_save_rank_meta(const char *dir, int rank, int64_t ni
     DTR_CHECK_PTR(dir, S);
     DTR_CHECK_PTR(record, S);
     char name[64], path[4096];
-    int64_t nranks = nitems > 0 && items != NULL && items[0].spec != NULL &&
-                             items[0].spec->mesh != NULL
-                         ? dtr_mesh_nranks(items[0].spec->mesh) : 1;
-    snprintf(name, sizeof name, "rank-%05d-of-%05lld.safetensors", rank, (long long)nranks);
+    const dtr_mesh_t *mesh = nitems > 0 && items != NULL && items[0].spec != NULL
+                                 ? items[0].spec->mesh : NULL;
+    int64_t nranks = mesh != NULL ? dtr_mesh_nranks(mesh) : 1, index = rank, coord[DTR_MAX_MESH_DIMS];
+    if (mesh != NULL && dtr_mesh_coord(mesh, rank, coord) == DTR_OK) /* its place on the mesh */
+        for (int d = index = 0; d < dtr_mesh_ndims(mesh); d++)
+            index = index * dtr_mesh_size(mesh, d) + coord[d];
+    snprintf(name, sizeof name, "rank-%05lld-of-%05lld.safetensors", (long long)index,
+             (long long)nranks);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     json_t *pieces = json_object();
     int64_t nown = 0;

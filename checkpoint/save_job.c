@@ -88,8 +88,8 @@ static dtr_status_t dtr__ck_job_args(const dtr__ck_job_t *j, int64_t nitems,
  * has, the directory where this rank made it. */
 static void dtr__ck_job_undo(dtr__ck_job_t *j) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/rank-%05d-of-%05lld.safetensors", j->dir, j->rank,
-             (long long)j->nranks);
+    snprintf(path, sizeof path, "%s/rank-%05lld-of-%05lld.safetensors", j->dir,
+             (long long)j->index, (long long)j->nranks);
     unlink(path);
     if (j->index == 0) {
         snprintf(path, sizeof path, "%s/" DTR__CK_MANIFEST, j->dir);
@@ -142,11 +142,22 @@ static dtr_status_t dtr__ck_job_manifest(dtr__ck_job_t *j, const char *record, i
     return st;
 }
 
-/* What every rank must pass alike: the items' names and specs (not their blocks). */
-static int64_t dtr__ck_items_hash(int64_t nitems, const dtr_checkpoint_item_t *items) {
-    uint64_t h = dtr__fnv(0xcbf29ce484222325ull, nitems);
+/* FNV-1a over a string's bytes and its end. */
+static uint64_t dtr__ck_text_hash(uint64_t h, const char *s) {
+    for (; *s != '\0'; s++) h = dtr__fnv(h, (unsigned char)*s);
+    return dtr__fnv(h, -1);
+}
+
+/* What every rank must pass alike: the directory, the items' names and specs (not their
+ * blocks) and the metadata. */
+static int64_t dtr__ck_items_hash(const char *dir, int64_t nitems,
+                                  const dtr_checkpoint_item_t *items,
+                                  const char *const *metadata) {
+    uint64_t h = dtr__ck_text_hash(dtr__fnv(0xcbf29ce484222325ull, nitems), dir);
+    for (int k = 0; metadata != NULL && metadata[k] != NULL; k++)
+        h = dtr__ck_text_hash(h, metadata[k]);
     for (int64_t i = 0; i < nitems; i++) {
-        for (const char *c = items[i].name; *c != '\0'; c++) h = dtr__fnv(h, *c);
+        h = dtr__ck_text_hash(h, items[i].name);
         const dtr_spec_t *s = items[i].spec;
         h = dtr__fnv(dtr__fnv(h, s->dtype), s->ndim);
         for (int d = 0; d < s->ndim; d++) h = dtr__fnv(h, s->shape[d]);
@@ -171,13 +182,15 @@ dtr_status_t dtr_checkpoint_save(dtr_context_t *ctx, const dtr_mesh_t *mesh, con
                           "it (only the mesh's ranks call)", j.rank);
     /* 1. the arguments, agreed before anything is written */
     dtr_status_t mine = dtr__ck_job_args(&j, nitems, items);
-    int64_t h = mine == DTR_OK ? dtr__ck_items_hash(nitems, items) : 0, v[4] = {0, 0, h, -h};
+    int64_t h = mine == DTR_OK ? dtr__ck_items_hash(dir, nitems, items, metadata) : 0;
+    int64_t v[4] = {0, 0, h, -h};
     DTR_CHECK(dtr__ck_agree(&j, mine != DTR_OK, v, 4));
     if (mine != DTR_OK) return mine;
     if (v[0]) return dtr__ck_remote(&j, v, "its arguments");
     if (v[2] != h || v[3] != -h)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "items: the ranks' items differ (their "
-                          "names, shapes, dtypes or placements); nothing was saved");
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "the ranks' arguments differ (dir, the "
+                          "items' names, shapes, dtypes or placements, or the metadata); "
+                          "nothing was saved");
     /* 2. each rank's file */
     if (mkdir(dir, 0777) == 0) j.made = true;
     else if (errno != EEXIST) mine = dtr__error(DTR_ERR_IO, F, "dir: %s: %s", dir, strerror(errno));

@@ -277,6 +277,8 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
         strcmp(o->backend, "gloo") != 0)
         rc = dtr_cli_usage_error(cmd, "--backend: '%s' is not mpi or gloo (--batch runs on "
                                       "CPU buffers)", o->backend);
+    if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN_BATCH && o->dump != NULL && !dtr__is_dir(o->dump))
+        rc = dtr_cli_usage_error(cmd, "--dump: '%s' is not an existing directory", o->dump);
     if (rc == DTR_EXIT_OK) rc = dtr__cross_check(cmd, o);
     if (rc != DTR_EXIT_OK) return rc;
     o->strategy = DTR_STRATEGY_OPTIMAL;

@@ -180,3 +180,26 @@ def test_bad_arguments_name_themselves_and_write_nothing(base, args, kw, cls, ma
         dtr.save(path, args[0], everyone(), args[1], **kw)
     barrier()
     assert not os.path.exists(path)
+
+
+@pytest.mark.skipif(world()[1] < 2, reason="ranks that differ need two")
+def test_a_path_that_differs_between_ranks_fails_every_rank(base):
+    rank, n = world()
+    m = everyone()
+    block = np.arange(2, dtype=np.float32) + 2 * rank
+    path = os.path.join(base, "mine" if rank != 1 else "theirs")
+    with pytest.raises(dtr.ArgumentError, match="the ranks' arguments differ"):
+        dtr.save(path, {"w": block}, m, "S(0)")
+    barrier()
+    assert os.listdir(base) == []
+
+
+def test_one_request_in_flight_per_communicator(base):
+    rank, n = world()
+    m = everyone()
+    full = np.arange(4 * n, dtype=np.float32)
+    first = dtr.redistribute_many([full[4 * rank:4 * rank + 4]], m, "S(0)", "R", async_op=True)
+    with pytest.raises(dtr.BackendError, match="a request is still in flight") as e:
+        dtr.redistribute(full[4 * rank:4 * rank + 4], m, "S(0)", "R")
+    assert e.value.status == "DTR_ERR_BUSY"
+    assert np.array_equal(first.wait()[0], full)

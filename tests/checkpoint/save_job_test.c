@@ -176,6 +176,60 @@ static bool absent(const char *p) {
     return stat(p, &s) != 0;
 }
 
+/* A case's verdict over the job: printed where it failed, tallied once. */
+#define TALLY(what)                                                                     \
+    do {                                                                                \
+        if (bad) printf("FAIL: rank %d: %s: %s\n", rank, what, why);                    \
+        if (test_job_max(job, bad)) (*failed)++; else (*passed)++;                      \
+    } while (0)
+
+/* Arguments that differ between ranks (one rank's item named otherwise, its directory or
+ * its metadata): every rank refuses alike, and nothing is written. */
+static void differing(const test_job_t *job, const char *base, const dtr_mesh_t *mesh,
+                      const scase_t *c, dtr_checkpoint_item_t *items, const void *block, int odd,
+                      int *passed, int *failed) {
+    int rank = job->rank, world = job->world, bad;
+    char dir[600], why[512] = "";
+    dtr_status_t st;
+    /* the ranks' items differ (one rank names its tensor otherwise), or their directories or
+     * metadata do: every rank refuses */
+    snprintf(dir, sizeof dir, "%s/differ", base);
+    dtr_checkpoint_item_t renamed = {.name = "v", .spec = &c->spec[0], .data = block};
+    st = dtr_checkpoint_save(job->ctx, mesh, dir, 1, rank == odd ? &renamed : items, NULL, NULL,
+                             NULL);
+    bad = world > 1 && (st != DTR_ERR_INVALID_ARGUMENT ||
+                        strstr(dtr_last_error(), "the ranks' arguments differ") == NULL);
+    bad |= world == 1 && st != DTR_OK;
+    snprintf(why, sizeof why, "status %s: %s", dtr_status_name(st), dtr_last_error());
+    test_job_max(job, 0);
+    bad |= world > 1 && !absent(dir);
+    TALLY("items that differ between ranks fail every rank before anything is written");
+
+    /* one rank's directory or metadata otherwise: every rank refuses, nothing written */
+    char dir2[640];
+    snprintf(dir, sizeof dir, "%s/dir_differs", base);
+    snprintf(dir2, sizeof dir2, "%s/dir_differs_too", base);
+    const char *meta_a[] = {"k", "a", NULL}, *meta_b[] = {"k", "b", NULL};
+    for (int what = 0; what < 2; what++) {
+        st = dtr_checkpoint_save(job->ctx, mesh, what == 0 && rank == odd ? dir2 : dir, 1, items,
+                                 NULL, NULL, what == 1 && rank == odd ? meta_b : meta_a);
+        bad = world > 1 && (st != DTR_ERR_INVALID_ARGUMENT ||
+                            strstr(dtr_last_error(), "the ranks' arguments differ") == NULL);
+        bad |= world == 1 && st != DTR_OK;
+        snprintf(why, sizeof why, "status %s: %s", dtr_status_name(st), dtr_last_error());
+        test_job_max(job, 0);
+        bad |= world > 1 && (!absent(dir) || !absent(dir2));
+        TALLY(what == 0 ? "a directory that differs between ranks fails every rank"
+                        : "metadata that differs between ranks fails every rank");
+        if (world == 1) { /* (one rank saved: clear for the next) */
+            char cmd[1400];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, dir2);
+            if (system(cmd) != 0) printf("cannot remove %s\n", dir);
+        }
+    }
+
+}
+
 /* The unhappy paths on a mesh of every rank, each followed by a save that works. */
 static void unhappy(const test_job_t *job, const char *base, int *passed, int *failed) {
     int rank = job->rank, world = job->world;
@@ -196,11 +250,6 @@ static void unhappy(const test_job_t *job, const char *base, int *passed, int *f
     uint8_t **b = blocks_of(&c, rank, items);
     char dir[600], why[512] = "", stray[700];
     int bad;
-#define TALLY(what)                                                                     \
-    do {                                                                                \
-        if (bad) printf("FAIL: rank %d: %s: %s\n", rank, what, why);                    \
-        if (test_job_max(job, bad)) (*failed)++; else (*passed)++;                      \
-    } while (0)
 
     /* a directory that is not empty: every rank refuses it, and it is left as it was */
     snprintf(dir, sizeof dir, "%s/full", base);
@@ -235,18 +284,7 @@ static void unhappy(const test_job_t *job, const char *base, int *passed, int *f
     bad |= !absent(dir);
     TALLY("one rank's item on another mesh fails every rank before anything is written");
 
-    /* the ranks' items differ (one rank names its tensor otherwise): every rank refuses */
-    snprintf(dir, sizeof dir, "%s/differ", base);
-    dtr_checkpoint_item_t renamed = {.name = "v", .spec = &c.spec[0], .data = b[0]};
-    st = dtr_checkpoint_save(job->ctx, mesh, dir, 1, rank == odd ? &renamed : items, NULL, NULL,
-                             NULL);
-    bad = world > 1 && (st != DTR_ERR_INVALID_ARGUMENT ||
-                        strstr(dtr_last_error(), "the ranks' items differ") == NULL);
-    bad |= world == 1 && st != DTR_OK;
-    snprintf(why, sizeof why, "status %s: %s", dtr_status_name(st), dtr_last_error());
-    test_job_max(job, 0);
-    bad |= world > 1 && !absent(dir);
-    TALLY("items that differ between ranks fail every rank before anything is written");
+    differing(job, base, mesh, &c, items, b[0], odd, passed, failed);
 
     /* one rank's fill failing mid-save: every file and the directory taken back */
     snprintf(dir, sizeof dir, "%s/fill_fails", base);
@@ -277,10 +315,46 @@ static void unhappy(const test_job_t *job, const char *base, int *passed, int *f
         }
     }
     TALLY("after them a save with metadata works and reads back byte for byte");
-#undef TALLY
     free_blocks(b);
     dtr_mesh_destroy(mesh);
     dtr_mesh_destroy(other);
+}
+
+/* On a mesh of the job's ranks from 1 (the last first), each file is named by its rank's
+ * place on the mesh: rank-00000-of-NNNNN is the mesh's first rank's. */
+static void names_on_a_part(const test_job_t *job, const char *base, int *passed, int *failed) {
+    int rank = job->rank, world = job->world, n = world > 1 ? world - 1 : 1, ranks[64];
+    for (int k = 0; k < n; k++) ranks[k] = world > 1 ? world - 1 - k : 0;
+    int64_t size = n;
+    dtr_mesh_t *mesh = NULL;
+    dtr_mesh_create(1, &size, ranks, n, &mesh);
+    int64_t shape[1] = {3 * n};
+    dtr_placement_t s0 = dtr_shard(0);
+    scase_t c = {.mesh = mesh, .n = 1};
+    snprintf(c.names[0], sizeof c.names[0], "w");
+    dtr_spec_init(&c.spec[0], mesh, &s0, 1, shape, 1, DTR_I32);
+    dtr_checkpoint_item_t items[MAXT];
+    uint8_t **b = blocks_of(&c, rank, items);
+    char dir[600], why[512] = "", path[700];
+    snprintf(dir, sizeof dir, "%s/names", base);
+    int64_t at = -1;
+    int bad = 0;
+    if (dtr_mesh_group_index(mesh, 1u, rank, &at) == DTR_OK &&
+        dtr_checkpoint_save(job->ctx, mesh, dir, 1, items, NULL, NULL, NULL) != DTR_OK) {
+        snprintf(why, sizeof why, "save: %s", dtr_last_error());
+        bad = 1;
+    }
+    test_job_max(job, 0);
+    for (int k = 0; k < n && !bad; k++) { /* the mesh's k-th rank's file */
+        snprintf(path, sizeof path, "%s/rank-%05d-of-%05d.safetensors", dir, k, n);
+        if (absent(path)) snprintf(why, sizeof why, "no %s", path), bad = 1;
+    }
+    if (!bad) bad = verify(&c, dir, rank, why, sizeof why) != 0;
+    if (bad) printf("FAIL: rank %d: file names on a part of the job: %s\n", rank, why);
+    if (test_job_max(job, bad)) (*failed)++;
+    else (*passed)++;
+    free_blocks(b);
+    dtr_mesh_destroy(mesh);
 }
 
 int main(int argc, char **argv) {
@@ -331,6 +405,7 @@ int main(int argc, char **argv) {
         free_blocks(b);
         dtr_mesh_destroy(c.mesh);
     }
+    names_on_a_part(&job, base, &passed, &failed);
     unhappy(&job, base, &passed, &failed);
     if (rank == 0) printf("save: %d passed, %d failed\n", passed, failed);
     test_job_end(&job);

@@ -297,6 +297,9 @@ cat >"$dump/b2.json" <<'JSON'
 [{"shape": "4x6", "from": "R", "to": "S(1)"},
  {"shape": "8x3", "dtype": "f64", "from": "S(0)", "to": "R"}]
 JSON
+check "--dump with --batch into a missing directory" 2 2 "" \
+    "dtr run: --dump: '$dump/none' is not an existing directory" \
+    run --mesh 2 --batch "$dump/b2.json" --dump "$dump/none"
 for form in "one mesh:--mesh 2" "between meshes:--mesh 2 --to-mesh 2 --to-ranks 3,2"; do
     rm -rf "$dump/bd" && mkdir -p "$dump/bd"
     # shellcheck disable=SC2086
