@@ -62,6 +62,11 @@ struct dtr_checkpoint {
 dtr_status_t dtr__ck_add_file(dtr_checkpoint_t *ck, const char *path, int *file);
 /* manifest.c: a checkpoint dtr saved (dir/dtr.manifest.json and the files it names). */
 dtr_status_t dtr__ck_add_manifest(dtr_checkpoint_t *ck, const char *dir, const char *path);
+/* save.c: the items' checks (names unique and non-empty, one mesh, a dtype the format has,
+ * nothing Partial) and rank's coordinate on their mesh into coord; errors under
+ * dtr_checkpoint_save_rank's name. */
+dtr_status_t dtr__ck_save_args(int rank, int64_t nitems, const dtr_checkpoint_item_t *items,
+                               int64_t *coord);
 /* The name of a saved checkpoint's manifest, in its directory. */
 #define DTR__CK_MANIFEST "dtr.manifest.json"
 #endif

@@ -41,8 +41,8 @@ static json_t *dtr__ck_int_array(int n, const int64_t *v) {
 }
 
 /* The items' checks: names unique and non-empty, one mesh, nothing Partial, rank in it. */
-static dtr_status_t dtr__ck_save_args(int rank, int64_t nitems, const dtr_checkpoint_item_t *items,
-                                      int64_t *coord) {
+dtr_status_t dtr__ck_save_args(int rank, int64_t nitems, const dtr_checkpoint_item_t *items,
+                               int64_t *coord) {
     for (int64_t i = 0; i < nitems; i++) {
         const dtr_checkpoint_item_t *it = &items[i];
         if (it->name == NULL || *it->name == '\0' || it->spec == NULL || it->spec->mesh == NULL)

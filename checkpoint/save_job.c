@@ -67,6 +67,9 @@ static dtr_status_t dtr__ck_job_args(const dtr__ck_job_t *j, int64_t nitems,
                               items[i].name == NULL ? "name is NULL"
                               : items[i].spec == NULL ? "spec is NULL"
                                                       : "its spec is not on the mesh saved on");
+    int64_t coord[DTR_MAX_MESH_DIMS]; /* (what save_rank refuses, refused before anything) */
+    dtr_status_t st = dtr__ck_save_args(j->rank, nitems, items, coord);
+    if (st != DTR_OK) return dtr__error_as(st, F);
     struct stat s;
     if (stat(j->dir, &s) != 0)
         return errno == ENOENT ? DTR_OK

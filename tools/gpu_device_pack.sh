@@ -18,7 +18,7 @@
 #   info     the device, its driver, NCCL's version, the architectures the binaries carry
 #   kernels  cuda_bench: divide, cast and add checked bit for bit against the host, then the
 #            kernels' table
-#   grad     grad_mpi_test and group_mpi_test with DTR_TEST_SPACE=cuda on 8 ranks
+#   grad     grad_mpi_test and param_group_mpi_test with DTR_TEST_SPACE=cuda on 8 ranks
 #   nccl     the random cases on NCCL contexts made without MPI: --backend nccl-id, nccl-comm
 #            (DTR_PACK_CASES each, default 60)
 #   adopt    nccl_adopt_test (a one-rank world each way, a plan on device memory)

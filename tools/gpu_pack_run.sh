@@ -100,9 +100,9 @@ if want kernels; then
     part kernels 120 "check|skipped|FAIL" "$b/cuda_bench"
 fi
 if want grad; then
-    for t in grad group; do
-        DTR_TEST_SPACE=cuda part "${t}_cuda" 150 "FAIL|passed|skipped" mpirun -x DTR_TEST_SPACE \
-            -x LD_LIBRARY_PATH --oversubscribe -n 8 "$b/${t}_mpi_test_bin"
+    for t in grad:grad group:param_group; do # (part name: binary tests/grad/<name>_mpi_test)
+        DTR_TEST_SPACE=cuda part "${t%%:*}_cuda" 150 "FAIL|passed|skipped" mpirun -x DTR_TEST_SPACE \
+            -x LD_LIBRARY_PATH --oversubscribe -n 8 "$b/${t#*:}_mpi_test_bin"
     done
 fi
 if want nccl; then
