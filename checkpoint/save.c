@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/internal.h"
+#include "redistribute/executor/executor.h"
 
 static const char *const S = "dtr_checkpoint_save_rank";
 
@@ -227,10 +228,9 @@ dtr_status_t dtr_checkpoint_save_rank_meta(const char *dir, int rank, int64_t ni
     char name[64], path[4096];
     const dtr_mesh_t *mesh = nitems > 0 && items != NULL && items[0].spec != NULL
                                  ? items[0].spec->mesh : NULL;
-    int64_t nranks = mesh != NULL ? dtr_mesh_nranks(mesh) : 1, index = rank, coord[DTR_MAX_MESH_DIMS];
-    if (mesh != NULL && dtr_mesh_coord(mesh, rank, coord) == DTR_OK) /* its place on the mesh */
-        for (int d = index = 0; d < dtr_mesh_ndims(mesh); d++)
-            index = index * dtr_mesh_size(mesh, d) + coord[d];
+    int64_t nranks = mesh != NULL ? dtr_mesh_nranks(mesh) : 1, index = rank;
+    if (mesh != NULL) /* its place on the mesh (a rank off it is refused below) */
+        (void)dtr_mesh_group_index(mesh, (1u << dtr_mesh_ndims(mesh)) - 1u, rank, &index);
     snprintf(name, sizeof name, "rank-%05lld-of-%05lld.safetensors", (long long)index,
              (long long)nranks);
     snprintf(path, sizeof path, "%s/%s", dir, name);

@@ -135,10 +135,9 @@ static dtr_status_t dtr__xpoll(dtr_status_t st, dtr_request_t *const *req) {
 
 /* One run of the plan (form 0), or of the batch's tensors one plan at a time (form 1);
  * --nonblocking: started, then tested until done. */
-static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
+static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr__xt_t *t,
                                bool batch, int form, bool nonblocking) {
     dtr_request_t *req = NULL;
-    (void)plan; /* (t->change's own) */
     if ((!batch || form == 0) && nonblocking)
         return dtr__xpoll(dtr_change_start(ctx, t->change, (const void *const *)t->in,
                                            t->in_bytes, t->out, t->out_bytes, &req), &req);
@@ -153,7 +152,7 @@ static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
 
 /* The timing: warmup, then iters of each form (a batch alternates the two), the slowest
  * rank's times; their medians into r. */
-static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr_cross_plan_t *plan, const dtr__xt_t *t,
+static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr__xt_t *t,
                                const dtr_cli_change_t *o, dtr_cli_cross_result_t *r) {
     int forms = r->batch ? 2 : 1;
     double *times = malloc(sizeof *times * (size_t)(2 * o->iters + 2));
@@ -163,7 +162,7 @@ static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
         for (int form = 0; form < forms && st == DTR_OK; form++) {
             dtr_cli_job_barrier();
             double t0 = dtr_cli_job_now();
-            st = dtr__xonce(ctx, plan, t, r->batch, form, o->nonblocking);
+            st = dtr__xonce(ctx, t, r->batch, form, o->nonblocking);
             double slowest = (dtr_cli_job_now() - t0) * 1e6;
             dtr_cli_job_reduce(&slowest, 1, DTR_F64, DTR_REDUCE_MAX);
             if (k >= 0) times[form * o->iters + k] = slowest;
@@ -185,7 +184,7 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     st = dtr__xt_fill(t, &o->fill, r.batch, rank);
     if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
-    st = dtr__xonce(ctx, plan, t, r.batch, 0, o->nonblocking);
+    st = dtr__xonce(ctx, t, r.batch, 0, o->nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     /* --dump: a source rank's block as rankR.in, a destination rank's as rankR.out (the
      * destination's blocks as dtr_cross_plan_dst lays them out, relabeled or not) */
@@ -207,7 +206,7 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     st = o->verify ? dtr__xt_check(t, rank, &v, &bad_tensor) : DTR_OK;
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     dtr__xverdicts(&v, bad_tensor, rank, &r);
-    st = dtr__xtime(ctx, plan, t, o, &r);
+    st = dtr__xtime(ctx, t, o, &r);
     if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     if (rank == 0) dtr_cli_cross_report(&r);
     rc = !o->verify || r.first_bad < 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
