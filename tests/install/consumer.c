@@ -93,6 +93,41 @@ static void run_case(dtr_context_t *ctx, const dtr_mesh_t *mesh, const char *sha
     free(out);
 }
 
+/* A change between two meshes through the change object (dtr_change_create, _run): S(0) on
+ * ranks 0,1 into R on ranks 2,3, every element checked where it lands. */
+static void change_case(dtr_context_t *ctx) {
+    int ra[2] = {0, 1}, rb[2] = {2, 3};
+    int64_t two = 2, shape[2] = {7, 3};
+    dtr_mesh_t *a = NULL, *b = NULL;
+    dtr_placement_t s0 = dtr_shard(0), r = dtr_replicate();
+    dtr_spec_t src, dst;
+    dtr_change_t *change = NULL;
+    if (dtr_mesh_create(1, &two, ra, 2, &a) != DTR_OK || dtr_mesh_create(1, &two, rb, 2, &b) != DTR_OK ||
+        dtr_spec_init(&src, a, &s0, 1, shape, 2, DTR_F64) != DTR_OK ||
+        dtr_spec_init(&dst, b, &r, 1, shape, 2, DTR_F64) != DTR_OK ||
+        dtr_change_create(1, &src, &dst, NULL, &change) != DTR_OK) {
+        check(0, "the change object: a change between meshes planned");
+    } else {
+        check(dtr_change_form(change) == DTR_CHANGE_CROSS, "the change object: its form");
+        dtr_layout_t ls = {0}, ld = {0};
+        int in_src = dtr_spec_layout(&src, rank, &ls) == DTR_OK;
+        int in_dst = dtr_spec_layout(&dst, rank, &ld) == DTR_OK;
+        double *in = calloc((size_t)ls.numel + 1, sizeof *in), *out = calloc((size_t)ld.numel + 1, sizeof *out);
+        if (in_src) walk_block(&src, in, 1);
+        const void *ins[1] = {in_src ? in : NULL};
+        void *outs[1] = {in_dst ? out : NULL};
+        size_t ib[1] = {(size_t)ls.numel * sizeof *in}, ob[1] = {(size_t)ld.numel * sizeof *out};
+        check(dtr_change_run(ctx, change, ins, ib, outs, ob) == DTR_OK,
+              "the change object: dtr_change_run between meshes");
+        if (in_dst) check(walk_block(&dst, out, 0) == 0, "the change object: every element landed");
+        free(in);
+        free(out);
+    }
+    dtr_change_destroy(change);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int size;
@@ -129,6 +164,7 @@ int main(int argc, char **argv) {
         check(across == 0, "one node: no mesh dim crosses nodes");
         dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = &cost};
         run_case(ctx, mesh, "6x4", "R,S(1)", "S(0),R", &opts);
+        change_case(ctx);
         dtr_context_destroy(ctx);
         dtr_mesh_destroy(mesh);
     }
