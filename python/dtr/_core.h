@@ -5,6 +5,7 @@
  *   _error.c  dtr.Error and its subclasses
  *   _refuse.c a rank's refused arguments shared with its call's other ranks (dtr_refuse)
  *   _mesh.c   the MPI contexts (one per communicator) and dtr.Mesh
+ *   _store.c  the Gloo backend over a Python store (torch's, torchrun's, dtr/_store.py's)
  *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
  *   _plan.c   dtr.layout, dtr.plan and the Plan object
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #include <dtr/dtr.h>
+#include <dtr/dtr_gloo.h>
 #include <dtr/dtr_mpi.h>
 
 /* One dtr context over one communicator (backend mpi) or over the job a launcher started
@@ -39,6 +41,7 @@ typedef struct {
     /* dtr uses a context from one thread at a time (docs/integration.md, "Threads") and
      * every call below releases the GIL: each call into the context holds this lock. */
     PyThread_type_lock lock;
+    PyObject *store; /* the Python store a Gloo context meets through (NULL: none) */
 } dtrpy_context_t;
 
 /* Runs the statement, a call into context c, with the GIL released and c's lock held (taken after
@@ -58,6 +61,7 @@ typedef struct {
     PyObject *comm;             /* NULL: mpi4py's COMM_WORLD */
     char backend[DTR_BACKEND_NAME_MAX + 1]; /* "mpi", or a backend without MPI ("gloo") */
     dtrpy_context_t *context;   /* NULL until the first collective call */
+    PyObject *dim_names;        /* a tuple of str, one a dim, or NULL */
     PyObject *weak;
 } dtrpy_mesh_t;
 
@@ -137,6 +141,26 @@ PyObject *dtrpy_tuple(const int64_t *v, int n);
 /* The helper dtr/_arrays.py registered under `name` (borrowed), or NULL with an error. */
 PyObject *dtrpy_helper(const char *name);
 int dtrpy_spec_module_init(PyObject *module);
+
+/* ---- _store.c ---- */
+
+/* The job dtr/_store.py's job() found: its store, this rank, the job's size, the keys'
+ * prefix, and libdtr_gloo's create. */
+typedef struct {
+    PyObject *store; /* borrowed from the job tuple */
+    int rank, size;
+    char prefix[64];
+    dtr_status_t (*create)(int, int, const dtr_gloo_options_t *, dtr_context_t **);
+} dtrpy_job_t;
+/* job (a tuple (store, rank, size, prefix)) into *out, loading the Gloo backend; -1 with an
+ * error set. */
+int dtrpy_job_of(PyObject *job, dtrpy_job_t *out);
+/* Why this thread's last store call failed ("" when none did): dtrpy_raise adds it to the
+ * error's message and clears it. */
+extern _Thread_local char dtrpy_store_why[256];
+/* A Gloo context over the job's store (collective over its ranks); called without the GIL,
+ * the store's callbacks take it. */
+dtr_status_t dtrpy_job_create(const dtrpy_job_t *job, dtr_context_t **out);
 
 /* ---- _plan.c ---- */
 

@@ -23,6 +23,7 @@ static void dtrpy_context_dealloc(dtrpy_context_t *c) {
     dtrpy_context_close(c);
     if (c->lock != NULL) PyThread_free_lock(c->lock);
     Py_XDECREF(c->comm);
+    Py_XDECREF(c->store); /* (after the context that called it is gone) */
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -85,15 +86,28 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     }
     int size = 0;
     MPI_Comm mc = MPI_COMM_NULL;
+    PyObject *found_job = NULL; /* gloo: the job's store (dtr/_store.py), or None */
+    dtrpy_job_t job = {0};
     if (comm != Py_None) {
         mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
         MPI_Comm_size(mc, &size);
+    } else if (strcmp(name, "gloo") == 0) {
+        PyObject *f = dtrpy_helper("job_store");
+        found_job = f == NULL ? NULL : PyObject_CallNoArgs(f);
+        if (found_job == NULL || (found_job != Py_None && dtrpy_job_of(found_job, &job) < 0) ||
+            (found_job == Py_None && dtrpy_env_int("WORLD_SIZE", name, 1, INT32_MAX, &size) < 0)) {
+            Py_XDECREF(found_job);
+            Py_DECREF(key);
+            return NULL;
+        }
+        if (found_job != Py_None) size = job.size;
     } else if (dtrpy_env_int("WORLD_SIZE", name, 1, INT32_MAX, &size) < 0) {
         Py_DECREF(key);
         return NULL;
     }
     dtrpy_context_t *c = PyObject_New(dtrpy_context_t, &dtrpy_context_type);
     if (c == NULL) {
+        Py_XDECREF(found_job);
         Py_DECREF(key);
         return NULL;
     }
@@ -102,13 +116,16 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     c->comm = Py_NewRef(comm);
     c->mcomm = mc;
     c->size = size;
+    c->store = job.store != NULL ? Py_NewRef(job.store) : NULL;
     dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        st = comm != Py_None ? dtr_context_create_mpi(mc, &c->ctx)
-                             : dtr_context_create_named(name, &c->ctx);
+        st = comm != Py_None    ? dtr_context_create_mpi(mc, &c->ctx)
+             : c->store != NULL ? dtrpy_job_create(&job, &c->ctx)
+                                : dtr_context_create_named(name, &c->ctx);
         Py_END_ALLOW_THREADS
     }
+    Py_XDECREF(found_job);
     c->rank = dtr_context_rank(c->ctx);
     if (st != DTR_OK || PyDict_SetItem(dtrpy_contexts, key, (PyObject *)c) < 0) {
         if (st != DTR_OK) dtrpy_raise(st);
@@ -150,6 +167,7 @@ static void dtrpy_mesh_dealloc(dtrpy_mesh_t *m) {
     dtr_mesh_destroy(m->mesh);
     Py_XDECREF(m->context);
     Py_XDECREF(m->comm);
+    Py_XDECREF(m->dim_names);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
 
@@ -191,6 +209,38 @@ static int dtrpy_ranks(PyObject *obj, int64_t n, int **out) {
     return 0;
 }
 
+/* dim_names=: a sequence of ndims distinct str, kept as a tuple in m->dim_names. */
+static int dtrpy_dim_names(dtrpy_mesh_t *m, PyObject *obj, int ndims) {
+    PyObject *t = PyUnicode_Check(obj) ? NULL : PySequence_Tuple(obj);
+    if (t == NULL) {
+        PyErr_Clear();
+        dtrpy_arg_error("dim_names: expected a sequence of str, got %s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    Py_ssize_t len = PyTuple_GET_SIZE(t);
+    for (Py_ssize_t i = 0; i < len && len == ndims; i++) {
+        PyObject *a = PyTuple_GET_ITEM(t, i);
+        if (!PyUnicode_Check(a)) {
+            dtrpy_arg_error("dim_names[%zd]: expected a str, got %s", i, Py_TYPE(a)->tp_name);
+            Py_DECREF(t);
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (PyUnicode_Compare(a, PyTuple_GET_ITEM(t, j)) == 0) {
+                dtrpy_arg_error("dim_names: '%U' names two dims", a);
+                Py_DECREF(t);
+                return -1;
+            }
+    }
+    if (len != ndims) {
+        dtrpy_arg_error("dim_names: %zd names for a mesh of %d dims", len, ndims);
+        Py_DECREF(t);
+        return -1;
+    }
+    Py_XSETREF(m->dim_names, t);
+    return 0;
+}
+
 /* backend=: None or "mpi" (over comm, mpi4py's), or a backend without MPI over the job a
  * launcher started, on host memory ("gloo"). */
 static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm) {
@@ -225,10 +275,11 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
 }
 
 static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"shape", "ranks", "comm", "backend", NULL};
+    static char *names[] = {"shape", "ranks", "comm", "backend", "dim_names", NULL};
     PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None, *backend = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:Mesh", names, &shape_obj, &ranks_obj, &comm,
-                                     &backend)) {
+    PyObject *dim_names = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$O:Mesh", names, &shape_obj, &ranks_obj,
+                                     &comm, &backend, &dim_names)) {
         dtrpy_as_argument_error();
         return -1;
     }
@@ -242,6 +293,7 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
     if (dtrpy_shape(shape_obj, "shape", sizes, &ndims) < 0) return -1;
     int64_t n = 1;
     for (int i = 0; i < ndims; i++) n = sizes[i] > 0 && n <= INT32_MAX ? n * sizes[i] : 0;
+    if (dim_names != Py_None && dtrpy_dim_names(m, dim_names, ndims) < 0) return -1;
     int *ranks = NULL;
     if (n > 0 && dtrpy_ranks(ranks_obj, n, &ranks) < 0) return -1;
     dtr_status_t st = dtr_mesh_create(ndims, sizes, ranks, n, &m->mesh);
@@ -423,6 +475,11 @@ static PyObject *dtrpy_mesh_get_coordinate(dtrpy_mesh_t *m, void *closure) {
     return dtrpy_tuple(coord, dtr_mesh_ndims(m->mesh));
 }
 
+static PyObject *dtrpy_mesh_get_dim_names(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    return m->dim_names != NULL ? Py_NewRef(m->dim_names) : Py_NewRef(Py_None);
+}
+
 static PyObject *dtrpy_mesh_repr(dtrpy_mesh_t *m) {
     if (m->mesh == NULL) return PyUnicode_FromString("dtr.Mesh(<uninitialised>)");
     PyObject *shape = dtrpy_mesh_get_shape(m, NULL), *ranks = dtrpy_mesh_get_ranks(m, NULL);
@@ -436,12 +493,35 @@ static PyObject *dtrpy_mesh_repr(dtrpy_mesh_t *m) {
     return r;
 }
 
+/* Mesh.from_torch(device_mesh, backend=None): dtr/_interop.py's mesh_from_torch. */
+static PyObject *dtrpy_mesh_from_torch(PyObject *cls, PyObject *args, PyObject *kw) {
+    static char *names[] = {"device_mesh", "backend", NULL};
+    PyObject *dm, *backend = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:from_torch", names, &dm, &backend)) {
+        dtrpy_as_argument_error();
+        return NULL;
+    }
+    PyObject *f = dtrpy_helper("mesh_from_torch");
+    return f == NULL ? NULL : PyObject_CallFunctionObjArgs(f, cls, dm, backend, NULL);
+}
+
+static PyMethodDef dtrpy_mesh_methods[] = {
+    {"from_torch", (PyCFunction)(void (*)(void))dtrpy_mesh_from_torch,
+     METH_CLASS | METH_VARARGS | METH_KEYWORDS,
+     "Mesh.from_torch(device_mesh, backend=None)\n\n"
+     "The dtr.Mesh of a torch DeviceMesh: its shape, global ranks and dim names, on\n"
+     "backend 'gloo' (default) over the job torch.distributed runs, through its store."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef dtrpy_mesh_getset[] = {
     {"shape", (getter)dtrpy_mesh_get_shape, NULL, "The mesh's dims (a tuple).", NULL},
     {"ranks", (getter)dtrpy_mesh_get_ranks, NULL,
      "The communicator's rank at each position, in row-major mesh order.", NULL},
     {"size", (getter)dtrpy_mesh_get_size, NULL, "How many ranks the mesh holds.", NULL},
     {"ndim", (getter)dtrpy_mesh_get_ndim, NULL, "How many dims the mesh has.", NULL},
+    {"dim_names", (getter)dtrpy_mesh_get_dim_names, NULL,
+     "The dims' names (a tuple of str, as a torch DeviceMesh's), or None.", NULL},
     {"comm", (getter)dtrpy_mesh_get_comm, NULL,
      "The mpi4py communicator (None on a backend without MPI).", NULL},
     {"backend", (getter)dtrpy_mesh_get_backend, NULL, "The backend's name: 'mpi' or 'gloo'.",
@@ -459,14 +539,17 @@ PyTypeObject dtrpy_mesh_type = {
     .tp_dealloc = (destructor)dtrpy_mesh_dealloc,
     .tp_repr = (reprfunc)dtrpy_mesh_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Mesh(shape, ranks=None, comm=None, backend=None)\n\n"
+    .tp_doc = "Mesh(shape, ranks=None, comm=None, backend=None, *, dim_names=None)\n\n"
               "An N-D grid of the ranks of an mpi4py communicator (default COMM_WORLD): shape\n"
               "as (2, 4), 8 or '2x4'; ranks in row-major mesh order (default 0..n-1). The first\n"
               "collective call on a communicator sets dtr up on it (collective over it).\n"
               "backend='gloo': no MPI; the ranks are those of the job a launcher started\n"
-              "(tools/dtr_launch.sh, torchrun: RANK, WORLD_SIZE, DTR_GLOO_STORE), comm None.",
+              "(torchrun, tools/dtr_launch.sh), meeting through torch.distributed's store,\n"
+              "torchrun's, DTR_GLOO_STORE's directory or a store of dtr's own at MASTER_ADDR:\n"
+              "MASTER_PORT (docs/python.md, \"Under torchrun\"); comm None.",
     .tp_weaklistoffset = offsetof(dtrpy_mesh_t, weak),
     .tp_getset = dtrpy_mesh_getset,
+    .tp_methods = dtrpy_mesh_methods,
     .tp_init = (initproc)dtrpy_mesh_init,
     .tp_new = PyType_GenericNew,
 };

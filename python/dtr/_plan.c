@@ -180,8 +180,9 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw) {
         (dtype_obj != NULL && dtype_obj != Py_None && dtrpy_dtype(dtype_obj, "dtype", &dtype) < 0))
         return NULL;
     to_dtype = dtype;
-    if (to_dtype_obj != NULL && to_dtype_obj != Py_None &&
-        dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0 || dtrpy_flag_ok(relabel, "relabel") < 0)
+    if ((to_dtype_obj != NULL && to_dtype_obj != Py_None &&
+         dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0) ||
+        dtrpy_flag_ok(relabel, "relabel") < 0)
         return NULL;
     if (to == NULL && cap != NULL && cap != Py_None)
         return dtrpy_arg_error("staging_cap: only for a plan between meshes (to_mesh=)");

@@ -1,4 +1,8 @@
-"""PyTorch's gradient reductions on dtr: DDP communication hooks.
+"""dtr for PyTorch: DTensor in and out, and DDP communication hooks.
+
+    out = dtr.torch.redistribute(dtensor, [Replicate(), Shard(0)])   # a DTensor, autograd too
+    with dtr.torch.patch():          # DTensor.redistribute and .full_tensor through dtr
+        y = x.redistribute(placements=[Replicate()])
 
     model = torch.nn.parallel.DistributedDataParallel(module)   # a gloo process group
     model.register_comm_hook(dtr.Mesh(world_size), dtr.torch.allreduce_hook)
@@ -8,10 +12,17 @@ Each hook reduces the bucket in place, as PyTorch's own hook of the same name do
 by the group size, then sum; the compress hooks in fp16 / bf16, cast back), and returns a
 completed future. FSDP/HSDP's reduce-scatter of a list of gradients is
 dtr.reduce_scatter_grads.
+
+The DTensors are CPU tensors on a 'cpu' DeviceMesh; dtr meets their ranks through the job
+torch.distributed runs (Mesh.from_torch: backend 'gloo', through the default group's store).
 """
+import contextlib
+
 import torch
+from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from . import Mesh, _core
+from ._core import redistribute as _move
 
 _world = {}
 
@@ -43,3 +54,107 @@ def _hook(kind):
 allreduce_hook = _hook("allreduce")
 fp16_compress_hook = _hook("fp16")
 bf16_compress_hook = _hook("bf16")
+
+
+# ---- DTensor in, DTensor out ----------------------------------------------------------------
+
+def _placements(placements, ndim, tensor_ndim, what):
+    try:
+        placements = tuple(placements)
+    except TypeError:
+        raise _core.ArgumentError(f"{what}: expected a sequence of torch placements, got "
+                                  f"{type(placements).__name__}") from None
+    if len(placements) != ndim:
+        raise _core.ArgumentError(f"{what}: {len(placements)} placements for a mesh of {ndim} dims")
+    # Shard(-1) counts from the last dim, as DTensor.redistribute normalises it
+    return tuple(Shard(p.dim + tensor_ndim) if type(p) is Shard and p.dim < 0 else p
+                 for p in placements)
+
+
+def _move_local(x, placements, device_mesh):
+    """x's local block moved to `placements` on device_mesh (x's own where None): the new
+    DTensor's local tensor (an empty one on a rank outside device_mesh)."""
+    src_mesh = Mesh.from_torch(x.device_mesh)
+    local = x.to_local()
+    if device_mesh is None or device_mesh is x.device_mesh or device_mesh == x.device_mesh:
+        out = _move(local, src_mesh, x.placements, placements, shape=tuple(x.shape))
+    else:
+        # a rank without a source block passes None, so its block comes into a torch tensor
+        # of its own (dtr would make a numpy array)
+        held = x.device_mesh.get_coordinate() is not None
+        dst_mesh, where = Mesh.from_torch(device_mesh), device_mesh.get_coordinate()
+        block = None
+        if where is not None:
+            block = next(b for b in _core.layout(dst_mesh, tuple(x.shape), placements, x.dtype)
+                         if tuple(b[1]) == tuple(where))
+            block = torch.empty(block[2], dtype=x.dtype)
+        out = _move(local if held else None, src_mesh, x.placements, placements,
+                    shape=tuple(x.shape), to_mesh=dst_mesh, dtype=x.dtype, out=block)
+    return out if out is not None else local.new_empty(0)
+
+
+class _Redistribute(torch.autograd.Function):
+    """DTensor.redistribute's forward and backward, each a dtr change."""
+
+    @staticmethod
+    def forward(ctx, x, placements, device_mesh):
+        ctx.src_mesh, ctx.src_placements = x.device_mesh, x.placements
+        ctx.cross = device_mesh is not None and device_mesh != x.device_mesh
+        mesh = device_mesh if ctx.cross else x.device_mesh
+        out = _move_local(x, placements, device_mesh if ctx.cross else None)
+        return DTensor.from_local(out, mesh, placements, run_check=False, shape=x.shape,
+                                  stride=x.stride())
+
+    @staticmethod
+    def backward(ctx, grad):
+        # DTensor's own backward (torch/distributed/tensor/_redistribute.py): the gradient goes
+        # back to the source placements, a Partial source taking Replicate where the gradient
+        # is sharded or replicated on that dim.
+        target = tuple(Replicate() if s.is_partial() and (g.is_shard() or g.is_replicate())
+                       else s for g, s in zip(grad.placements, ctx.src_placements))
+        out = _move_local(grad, target, ctx.src_mesh if ctx.cross else None)
+        return (DTensor.from_local(out, ctx.src_mesh, target, run_check=False, shape=grad.shape,
+                                   stride=grad.stride()), None, None)
+
+
+def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
+    """DTensor.redistribute through dtr: a DTensor with `placements` on `device_mesh` (default
+    dtensor's own; a DeviceMesh of other ranks is a change between meshes), the same global
+    shape and stride, differentiable (its backward is DTensor's: the gradient back to the
+    source placements, Partial as Replicate). Collective over the meshes' ranks. CPU tensors
+    on 'cpu' DeviceMeshes; async_op=True is refused (RefusedError) for now."""
+    if not isinstance(dtensor, DTensor):
+        raise _core.ArgumentError(f"dtensor: expected a torch DTensor, got "
+                                  f"{type(dtensor).__name__}")
+    if async_op:
+        raise _core.RefusedError("async_op: dtr.torch.redistribute runs to completion (use "
+                                 "dtr.redistribute(..., async_op=True) on the local tensor)")
+    mesh = device_mesh if device_mesh is not None else dtensor.device_mesh
+    placements = _placements(placements, mesh.ndim, dtensor.ndim, "placements")
+    return _Redistribute.apply(dtensor, placements, device_mesh)
+
+
+@contextlib.contextmanager
+def patch():
+    """Inside the block, DTensor.redistribute and DTensor.full_tensor run through dtr
+    (redistribute above); calls with forward_dtype / backward_dtype / grad_placements, which
+    dtr.torch does not take, stay torch's own. Restored on exit, also on an exception."""
+    own_redistribute, own_full = DTensor.redistribute, DTensor.full_tensor
+
+    def patched_redistribute(self, device_mesh=None, placements=None, *, async_op=False,
+                             forward_dtype=None, backward_dtype=None):
+        if placements is None or forward_dtype is not None or backward_dtype is not None or async_op:
+            return own_redistribute(self, device_mesh, placements, async_op=async_op,
+                                    forward_dtype=forward_dtype, backward_dtype=backward_dtype)
+        return redistribute(self, placements, device_mesh=device_mesh)
+
+    def patched_full(self, *, grad_placements=None):
+        if grad_placements is not None:
+            return own_full(self, grad_placements=grad_placements)
+        return redistribute(self, [Replicate()] * self.device_mesh.ndim).to_local()
+
+    DTensor.redistribute, DTensor.full_tensor = patched_redistribute, patched_full
+    try:
+        yield
+    finally:
+        DTensor.redistribute, DTensor.full_tensor = own_redistribute, own_full

@@ -2,18 +2,23 @@
 # The Python package's tests, on the package as a user gets it: `pip install ./python` into a
 # virtual environment (which builds libdtr with tools/install.sh and carries it), `pip wheel`
 # checked for the library it must carry, then pytest on 1 process and under mpirun, then the
-# parity cases and backend checks over Gloo under tools/dtr_launch.sh (no MPI).
+# parity cases and backend checks over Gloo under tools/dtr_launch.sh (no MPI), meeting
+# through its file store and through dtr's own TCP store (MASTER_ADDR, MASTER_PORT).
 #
 #   bash python/tests/run.sh [--torch]
 #
 #   --torch   run in the PyTorch environment instead (bench/pytorch/venv.sh: about 5 GiB from
 #             PyPI on first use), where the torch tests run too: torch tensors, and the
 #             differential test against torch.distributed.tensor over gloo, the DDP hook
-#             against PyTorch's own, and examples/python_tensor_parallel on 1, 2 and 4 ranks
+#             against PyTorch's own, and examples/python_tensor_parallel on 1, 2 and 4 ranks;
+#             then under torchrun (no mpirun): torchrun_dtensor.py, dtr.torch.redistribute and
+#             patch() against DTensor on 2 and 4 ranks, and the example's dtensor_mlp.py
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
 #      DTR_PY_GLOO_RANKS  the job sizes over Gloo (default "2 4")
+#      DTR_PY_TORCHRUN_CASES  the cases of torchrun_dtensor.py per job size (--torch; default
+#                    500, on 2 and 4 ranks)
 #      DTR_PY_SEED   the seed of the random tests (printed by each run)
 # Ends with "python: N passed, N failed" (pytest's test counts of rank 0, summed over the runs,
 # and the checks of the wheel).
@@ -118,7 +123,40 @@ for n in ${DTR_PY_GLOO_RANKS:-2 4}; do
         "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
     tally $?
 done
+# no MPI and no shared directory: the ranks meet through dtr's own TCP store at MASTER_ADDR:
+# MASTER_PORT (dtr/_store.py), rank 0 serving it, as a job torchrun starts without torch
+echo "== python: 3 processes, backend gloo through dtr's own store (MASTER_ADDR, MASTER_PORT): test_parity.py test_save.py"
+port=$("$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+DTR_PY_BACKEND=gloo MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 600 bash "$root/tools/dtr_launch.sh" -n 3 env -u DTR_GLOO_STORE bash -c \
+    'set -- "$1/test_parity.py" "$1/test_save.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
+    "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
+tally $?
 if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    # torchrun, no mpirun: DTensor in and out against DTensor itself, and the example
+    for n in 2 4; do
+        echo "== python: torchrun --nproc-per-node $n python/tests/torchrun_dtensor.py ${DTR_PY_TORCHRUN_CASES:-500}"
+        timeout 900 "$venv/bin/torchrun" --nproc-per-node "$n" "$root/python/tests/torchrun_dtensor.py" \
+            "${DTR_PY_TORCHRUN_CASES:-500}" >"$tmp/out" 2>&1
+        rc=$?
+        grep -E '^(torchrun dtensor|  FAILED)' "$tmp/out"
+        line=$(grep -oE '^torchrun dtensor: [0-9]+ passed, [0-9]+ failed' "$tmp/out" | tail -1)
+        p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"${line:-: 0 passed}")
+        f=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"${line:-, 1 failed}")
+        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { tail -30 "$tmp/out"; f=1; }
+        passed=$((passed + p))
+        failed=$((failed + f))
+    done
+    for n in 1 2 4; do
+        echo "== python: torchrun --nproc-per-node $n examples/python_tensor_parallel/dtensor_mlp.py"
+        if timeout 300 "$venv/bin/torchrun" --nproc-per-node "$n" \
+            "$root/examples/python_tensor_parallel/dtensor_mlp.py" >"$tmp/out" 2>&1; then
+            grep -E '^dtensor_mlp.py' "$tmp/out"
+            passed=$((passed + 1))
+        else
+            tail -20 "$tmp/out"
+            failed=$((failed + 1))
+        fi
+    done
     for m in 1x1 1x2 2x2; do
         n=$(( ${m%x*} * ${m#*x} ))
         echo "== python: examples/python_tensor_parallel/mlp.py $m on $n rank(s)"

@@ -53,7 +53,10 @@ def test_gloo_mesh_without_communicating(monkeypatch):
     monkeypatch.delenv("RANK")
     with pytest.raises(dtr.ArgumentError, match="backend 'gloo': RANK is not set"):
         m.rank
-    # a collective call without a launcher: WORLD_SIZE named, nothing run
-    with pytest.raises(dtr.ArgumentError, match="backend 'gloo': WORLD_SIZE is not set"):
+    # a collective call without a launcher: the stores it looked for named, nothing run
+    for name in ("DTR_GLOO_STORE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(dtr.ArgumentError, match=r"backend 'gloo': no store to meet through: "
+                                                r"run under torchrun \(MASTER_ADDR"):
         dtr.redistribute(__import__("numpy").zeros(1, "f4"), dtr.Mesh(1, backend="gloo"),
                          "R", "R", shape=(1,))

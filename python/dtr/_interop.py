@@ -1,0 +1,25 @@
+"""torch's objects in dtr's terms: a DeviceMesh as a dtr.Mesh (Mesh.from_torch)."""
+from . import _core
+
+_meshes = {}  # (shape, ranks, dim names, backend) -> Mesh: one per distinct DeviceMesh
+
+
+def mesh_from_torch(cls, device_mesh, backend=None):
+    """The dtr.Mesh of a torch DeviceMesh: shape, global ranks and dim names, on backend
+    `backend` (default 'gloo', over the job torch.distributed runs)."""
+    try:
+        grid, device_type = device_mesh.mesh, device_mesh.device_type
+        names = device_mesh.mesh_dim_names
+    except AttributeError:
+        raise _core.ArgumentError(f"device_mesh: expected a torch DeviceMesh, got "
+                                  f"{type(device_mesh).__name__}") from None
+    if device_type != "cpu":
+        raise _core.RefusedError(f"device_mesh: a '{device_type}' DeviceMesh; this package moves "
+                                 "host memory (CPU tensors on a 'cpu' DeviceMesh)")
+    backend = "gloo" if backend is None else backend
+    key = (tuple(grid.shape), tuple(grid.flatten().tolist()),
+           None if names is None else tuple(names), backend, cls)
+    mesh = _meshes.get(key)
+    if mesh is None:
+        mesh = _meshes[key] = cls(key[0], ranks=key[1], backend=backend, dim_names=key[2])
+    return mesh
