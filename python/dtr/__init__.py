@@ -31,7 +31,7 @@ from . import _core
 from ._core import (ArgumentError, BackendError, Error, FileError, Mesh, Plan, RefusedError,
                     Request, TimeoutError)
 from ._placements import Partial, Placement, Replicate, Shard
-from . import _arrays, _interop, _placements, _store
+from . import _arrays, _engine, _interop, _placements, _store
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
            "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load",
@@ -50,6 +50,7 @@ _core._set_helpers({
     "placement_text": _placements.placement_text,
     "job_store": _store.job,
     "mesh_from_torch": _interop.mesh_from_torch,
+    "torch_engine": _engine.engine,
 })
 
 # Contexts hold duplicated communicators: free them before mpi4py finalizes MPI (its

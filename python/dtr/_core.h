@@ -6,6 +6,7 @@
  *   _refuse.c a rank's refused arguments shared with its call's other ranks (dtr_refuse)
  *   _mesh.c   the MPI contexts (one per communicator) and dtr.Mesh
  *   _store.c  the Gloo backend over a Python store (torch's, torchrun's, dtr/_store.py's)
+ *   _engine.c the "torch" backend: torch.distributed's collectives as dtr's engine
  *   _spec.c   arguments into dtr's values: shapes, dtypes, placements (cached), specs
  *   _plan.c   dtr.layout, dtr.plan and the Plan object
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
@@ -155,12 +156,23 @@ typedef struct {
 /* job (a tuple (store, rank, size, prefix)) into *out, loading the Gloo backend; -1 with an
  * error set. */
 int dtrpy_job_of(PyObject *job, dtrpy_job_t *out);
-/* Why this thread's last store call failed ("" when none did): dtrpy_raise adds it to the
- * error's message and clears it. */
-extern _Thread_local char dtrpy_store_why[256];
+/* Why this thread's last call into Python from the library failed (a store's, the torch
+ * engine's; "" when none did): dtrpy_raise adds it to the error's message and clears it. */
+extern _Thread_local char dtrpy_callback_why[256];
+/* The pending Python exception, cleared, into dtrpy_callback_why as "CALL raised TYPE: text". */
+void dtrpy_keep_error(const char *call);
 /* A Gloo context over the job's store (collective over its ranks); called without the GIL,
  * the store's callbacks take it. */
 dtr_status_t dtrpy_job_create(const dtrpy_job_t *job, dtr_context_t **out);
+
+/* ---- _engine.c ---- */
+
+/* The torch engine's state over engine (dtr/_engine.py's Engine) into *state, its world's
+ * size into *size; -1 with an error set. */
+int dtrpy_engine_of(PyObject *engine, void **state, int *size);
+/* A context over the torch engine (collective over nothing: torch's groups are made as
+ * plans need them); takes state, also on failure. Called without the GIL. */
+dtr_status_t dtrpy_engine_create(void *state, dtr_context_t **out);
 
 /* ---- _plan.c ---- */
 

@@ -46,9 +46,9 @@ static PyObject *dtrpy_raise_obj(PyObject *cls, const char *status, PyObject *te
 PyObject *dtrpy_raise(dtr_status_t st) {
     PyObject *text = PyUnicode_DecodeUTF8(dtr_last_error(), (Py_ssize_t)strlen(dtr_last_error()),
                                           "replace");
-    if (text != NULL && dtrpy_store_why[0] != '\0') { /* a Python store's own reason */
-        Py_SETREF(text, PyUnicode_FromFormat("%U (%s)", text, dtrpy_store_why));
-        dtrpy_store_why[0] = '\0';
+    if (text != NULL && dtrpy_callback_why[0] != '\0') { /* a Python callback's reason */
+        Py_SETREF(text, PyUnicode_FromFormat("%U (%s)", text, dtrpy_callback_why));
+        dtrpy_callback_why[0] = '\0';
     }
     return dtrpy_raise_obj(dtrpy_error_class(st), dtr_status_name(st), text);
 }

@@ -1,4 +1,6 @@
 """torch's objects in dtr's terms: a DeviceMesh as a dtr.Mesh (Mesh.from_torch)."""
+import os
+
 from . import _core
 
 _meshes = {}  # (shape, ranks, dim names, backend) -> Mesh: one per distinct DeviceMesh
@@ -6,7 +8,8 @@ _meshes = {}  # (shape, ranks, dim names, backend) -> Mesh: one per distinct Dev
 
 def mesh_from_torch(cls, device_mesh, backend=None):
     """The dtr.Mesh of a torch DeviceMesh: shape, global ranks and dim names, on backend
-    `backend` (default 'gloo', over the job torch.distributed runs)."""
+    `backend` (default $DTR_TORCH_BACKEND, else 'gloo': dtr's Gloo over the job
+    torch.distributed runs; 'torch': torch.distributed's own collectives)."""
     try:
         grid, device_type = device_mesh.mesh, device_mesh.device_type
         names = device_mesh.mesh_dim_names
@@ -16,7 +19,7 @@ def mesh_from_torch(cls, device_mesh, backend=None):
     if device_type != "cpu":
         raise _core.RefusedError(f"device_mesh: a '{device_type}' DeviceMesh; this package moves "
                                  "host memory (CPU tensors on a 'cpu' DeviceMesh)")
-    backend = "gloo" if backend is None else backend
+    backend = backend if backend is not None else os.environ.get("DTR_TORCH_BACKEND") or "gloo"
     key = (tuple(grid.shape), tuple(grid.flatten().tolist()),
            None if names is None else tuple(names), backend, cls)
     mesh = _meshes.get(key)

@@ -88,9 +88,19 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     MPI_Comm mc = MPI_COMM_NULL;
     PyObject *found_job = NULL; /* gloo: the job's store (dtr/_store.py), or None */
     dtrpy_job_t job = {0};
+    void *engine = NULL; /* torch: the engine's state */
     if (comm != Py_None) {
         mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
         MPI_Comm_size(mc, &size);
+    } else if (strcmp(name, "torch") == 0) {
+        PyObject *f = dtrpy_helper("torch_engine");
+        PyObject *e = f == NULL ? NULL : PyObject_CallNoArgs(f);
+        int rc = e == NULL ? -1 : dtrpy_engine_of(e, &engine, &size);
+        Py_XDECREF(e);
+        if (rc < 0) {
+            Py_DECREF(key);
+            return NULL;
+        }
     } else if (strcmp(name, "gloo") == 0) {
         PyObject *f = dtrpy_helper("job_store");
         found_job = f == NULL ? NULL : PyObject_CallNoArgs(f);
@@ -107,6 +117,7 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     }
     dtrpy_context_t *c = PyObject_New(dtrpy_context_t, &dtrpy_context_type);
     if (c == NULL) {
+        if (engine != NULL) dtrpy_engine_create(engine, NULL); /* (frees it) */
         Py_XDECREF(found_job);
         Py_DECREF(key);
         return NULL;
@@ -121,9 +132,12 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
         st = comm != Py_None    ? dtr_context_create_mpi(mc, &c->ctx)
+             : engine != NULL   ? dtrpy_engine_create(engine, &c->ctx)
              : c->store != NULL ? dtrpy_job_create(&job, &c->ctx)
                                 : dtr_context_create_named(name, &c->ctx);
         Py_END_ALLOW_THREADS
+    } else if (engine != NULL) {
+        dtrpy_engine_create(engine, NULL); /* (frees it) */
     }
     Py_XDECREF(found_job);
     c->rank = dtr_context_rank(c->ctx);
@@ -255,6 +269,15 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
         return -1;
     }
     if (strcmp(name, "mpi") == 0) return 0;
+    if (strcmp(name, "torch") == 0) { /* (this package's own: dtr/_engine.py) */
+        if (comm != Py_None) {
+            dtrpy_arg_error("comm: an mpi4py communicator goes with backend 'mpi'; backend "
+                            "'torch' runs on torch.distributed's process groups");
+            return -1;
+        }
+        snprintf(m->backend, sizeof m->backend, "torch");
+        return 0;
+    }
     dtr_backend_info_t info;
     if (dtr_backend_find(name, &info) != DTR_OK) {
         dtrpy_arg_error("backend: %s", dtr_last_error());
@@ -524,7 +547,8 @@ static PyGetSetDef dtrpy_mesh_getset[] = {
      "The dims' names (a tuple of str, as a torch DeviceMesh's), or None.", NULL},
     {"comm", (getter)dtrpy_mesh_get_comm, NULL,
      "The mpi4py communicator (None on a backend without MPI).", NULL},
-    {"backend", (getter)dtrpy_mesh_get_backend, NULL, "The backend's name: 'mpi' or 'gloo'.",
+    {"backend", (getter)dtrpy_mesh_get_backend, NULL,
+     "The backend's name: 'mpi', 'gloo' or 'torch'.",
      NULL},
     {"rank", (getter)dtrpy_mesh_get_rank, NULL, "This process's rank in the communicator.",
      NULL},
@@ -546,7 +570,8 @@ PyTypeObject dtrpy_mesh_type = {
               "backend='gloo': no MPI; the ranks are those of the job a launcher started\n"
               "(torchrun, tools/dtr_launch.sh), meeting through torch.distributed's store,\n"
               "torchrun's, DTR_GLOO_STORE's directory or a store of dtr's own at MASTER_ADDR:\n"
-              "MASTER_PORT (docs/python.md, \"Under torchrun\"); comm None.",
+              "MASTER_PORT (docs/python.md, \"Under torchrun\"); comm None.\n"
+              "backend='torch': the plans' collectives are torch.distributed's own.",
     .tp_weaklistoffset = offsetof(dtrpy_mesh_t, weak),
     .tp_getset = dtrpy_mesh_getset,
     .tp_methods = dtrpy_mesh_methods,

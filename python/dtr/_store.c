@@ -12,16 +12,14 @@
 
 #include <dtr/dtr_gloo.h>
 
-_Thread_local char dtrpy_store_why[256];
+_Thread_local char dtrpy_callback_why[256];
 
-/* The Python exception of a failed store call into dtrpy_store_why (dtrpy_raise adds it to the
- * library's message, which names the key), cleared. */
-static void dtrpy_store_failed(const char *call) {
+void dtrpy_keep_error(const char *call) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
     const char *t = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
-    snprintf(dtrpy_store_why, sizeof dtrpy_store_why, "the store's %s raised %s: %.160s", call,
+    snprintf(dtrpy_callback_why, sizeof dtrpy_callback_why, "%s raised %s: %.160s", call,
              type != NULL ? ((PyTypeObject *)type)->tp_name : "an error", t != NULL ? t : "");
     Py_XDECREF(text);
     Py_XDECREF(type);
@@ -37,7 +35,7 @@ static int dtrpy_store_set(void *user, const char *key, const void *value, size_
                                       value != NULL ? (const char *)value : "", (Py_ssize_t)len);
     int rc = r != NULL ? 0 : -1;
     Py_XDECREF(r);
-    if (rc != 0) dtrpy_store_failed("set");
+    if (rc != 0) dtrpy_keep_error("the store's set");
     PyGILState_Release(gil);
     return rc;
 }
@@ -53,7 +51,7 @@ static int dtrpy_store_get(void *user, const char *key, void *buf, size_t cap, s
         *len = (size_t)n;
     }
     Py_XDECREF(r);
-    if (rc != 0) dtrpy_store_failed("get");
+    if (rc != 0) dtrpy_keep_error("the store's get");
     PyGILState_Release(gil);
     return rc;
 }

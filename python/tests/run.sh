@@ -12,13 +12,15 @@
 #             differential test against torch.distributed.tensor over gloo, the DDP hook
 #             against PyTorch's own, and examples/python_tensor_parallel on 1, 2 and 4 ranks;
 #             then under torchrun (no mpirun): torchrun_dtensor.py, dtr.torch.redistribute and
-#             patch() against DTensor on 2 and 4 ranks, and the example's dtensor_mlp.py
+#             patch() against DTensor on 2 and 4 ranks, on dtr's Gloo and on the torch
+#             engine (Mesh(..., backend="torch")), and the example's dtensor_mlp.py
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
 #      DTR_PY_GLOO_RANKS  the job sizes over Gloo (default "2 4")
-#      DTR_PY_TORCHRUN_CASES  the cases of torchrun_dtensor.py per job size (--torch; default
-#                    500, on 2 and 4 ranks)
+#      DTR_PY_TORCHRUN_CASES  the cases of torchrun_dtensor.py per job size on dtr's Gloo
+#                    (--torch; default 500, on 2 and 4 ranks)
+#      DTR_PY_ENGINE_CASES  the same on the torch engine (default 200)
 #      DTR_PY_SEED   the seed of the random tests (printed by each run)
 # Ends with "python: N passed, N failed" (pytest's test counts of rank 0, summed over the runs,
 # and the checks of the wheel).
@@ -133,10 +135,13 @@ DTR_PY_BACKEND=gloo MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 600 bash "$r
 tally $?
 if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     # torchrun, no mpirun: DTensor in and out against DTensor itself, and the example
-    for n in 2 4; do
-        echo "== python: torchrun --nproc-per-node $n python/tests/torchrun_dtensor.py ${DTR_PY_TORCHRUN_CASES:-500}"
-        timeout 900 "$venv/bin/torchrun" --nproc-per-node "$n" "$root/python/tests/torchrun_dtensor.py" \
-            "${DTR_PY_TORCHRUN_CASES:-500}" >"$tmp/out" 2>&1
+    # on dtr's Gloo (through torch's store), then on the torch engine (torch's collectives)
+    for run in "gloo 2 ${DTR_PY_TORCHRUN_CASES:-500}" "gloo 4 ${DTR_PY_TORCHRUN_CASES:-500}" \
+        "torch 2 ${DTR_PY_ENGINE_CASES:-200}" "torch 4 ${DTR_PY_ENGINE_CASES:-200}"; do
+        read -r backend n cases <<<"$run"
+        echo "== python: DTR_TORCH_BACKEND=$backend torchrun --nproc-per-node $n python/tests/torchrun_dtensor.py $cases"
+        DTR_TORCH_BACKEND=$backend timeout 900 "$venv/bin/torchrun" --nproc-per-node "$n" \
+            "$root/python/tests/torchrun_dtensor.py" "$cases" >"$tmp/out" 2>&1
         rc=$?
         grep -E '^(torchrun dtensor|  FAILED)' "$tmp/out"
         line=$(grep -oE '^torchrun dtensor: [0-9]+ passed, [0-9]+ failed' "$tmp/out" | tail -1)

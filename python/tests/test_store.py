@@ -108,3 +108,20 @@ def test_dim_names():
     with pytest.raises(dtr.ArgumentError, match="device_mesh: expected a torch DeviceMesh, "
                                                 "got tuple"):
         dtr.Mesh.from_torch((2, 2))
+
+
+def test_the_torch_engine_needs_torch_distributed():
+    import numpy as np
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_initialized():
+        pytest.skip("torch.distributed is initialised in this process")
+    mesh = dtr.Mesh(1, backend="torch")
+    assert mesh.backend == "torch" and repr(mesh) == "dtr.Mesh((1,), ranks=(0,), backend='torch')"
+    with pytest.raises(dtr.ArgumentError, match=r"backend 'torch': (needs PyTorch, which does not "
+                                                r"import here|torch.distributed is not "
+                                                r"initialised \(call torch.distributed."
+                                                r"init_process_group first\))"):
+        dtr.redistribute(np.zeros(2, "f4"), mesh, "R", "R")
+    with pytest.raises(dtr.ArgumentError, match="comm: an mpi4py communicator goes with backend "
+                                                "'mpi'; backend 'torch' runs on torch"):
+        dtr.Mesh(1, comm=0, backend="torch")
