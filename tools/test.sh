@@ -87,6 +87,7 @@ parts=${DTR_TEST_PARTS:-$parts}
 bash tools/setup.sh || exit 1
 passed=0
 failed=0
+failed_parts="" failed_where=""
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 
@@ -129,6 +130,7 @@ suite() {
         targets=$((targets + 1))
         if [ ! -f "$log" ]; then
             echo "test.sh: $label: $target: no test log (did it build?)"
+            failed_where+=" $label:$target(no log)"
             f=$((f + 1))
             continue
         fi
@@ -140,20 +142,28 @@ suite() {
             read -r t tp tf tc < <(sed -E 's/.*Tested: ([0-9]+) \| Passing: ([0-9]+) \| Failing: ([0-9]+) \| Crashing: ([0-9]+).*/\1 \2 \3 \4/' <<<"$synth")
             if [ "$t" -eq 0 ]; then
                 echo "test.sh: $label: $target ran no test"
+            failed_where+=" $label:$target(no test)"
                 f=$((f + 1))
             fi
             p=$((p + tp))
             f=$((f + tf + tc))
+            [ $((tf + tc)) -eq 0 ] || failed_where+=" $label:$target($((tf + tc)))"
         elif [ -n "$plain" ]; then
             local sp sf
             read -r sp sf < <(sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/' <<<"$plain")
             p=$((p + sp))
             f=$((f + sf))
+            [ "$sf" -eq 0 ] || failed_where+=" $label:$target($sf)"
         else
             echo "test.sh: $label: $target reported no count"
+            failed_where+=" $label:$target(no count)"
             f=$((f + 1))
         fi
     done < <(grep -oE '^//[^ ]+ +(\(cached\) )?(PASSED|FAILED|FLAKY|TIMEOUT|NO STATUS|FAILED TO BUILD|INCOMPLETE)' "$summary" | awk '{print $1}' | sort -u)
+    local bad
+    bad=$(grep -oE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|FAILED TO BUILD|INCOMPLETE)' \
+        "$summary" | awk '{print $1 "=" $NF}' | sort -u | tr '\n' ' ')
+    [ -z "$bad" ] || failed_where+=" $label: bazel says ${bad% }"
     if [ "$bazel_rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "test.sh: $label: bazel test exited $bazel_rc"
         f=1
@@ -215,6 +225,7 @@ extra=("$@")
 times=""
 for part in $parts; do
     part_start=$SECONDS
+    failed_before=$failed
     case $part in
     plain) suite plain ;;
     # 2 simulated nodes: -n 4 is 2 x 2, -n 8 is 2 x 4 (tools/mpirun_nodes.sh)
@@ -318,7 +329,10 @@ for part in $parts; do
         ;;
     esac
     times+=" $part $((SECONDS - part_start))s"
+    [ "$failed" -eq "$failed_before" ] || failed_parts+=" $part(+$((failed - failed_before)))"
 done
 echo "parts:$times (wall seconds each); cases below"
+# (CI keeps the end of the output: where the failures were, named here)
+[ "$failed" -eq 0 ] || echo "failed in:$failed_parts; targets:${failed_where:- (none counted by target)}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
