@@ -52,6 +52,20 @@ def agree(flag):
     return bool(t.item())
 
 
+class Tally:
+    """Checks decided by every rank together: a check passes where no rank says why not."""
+
+    def __init__(self):
+        self.passed, self.failures = 0, []
+
+    def check(self, why, what):
+        if agree(why is None):
+            self.passed += 1
+            return True
+        self.failures.append(f"{what}: {why or 'another rank failed'}")
+        return False
+
+
 def through(kind, dt, tmesh, dst):
     """dt moved to dst: by DTensor itself, by dtr.torch.redistribute, or by DTensor's own
     method inside dtr.torch.patch()."""
@@ -90,12 +104,11 @@ def draw(rng, n):
     return ms, shape, dname, op, src, dst
 
 
-def between_meshes(rng, n, rank, cases):
+def between_meshes(tally, rng, n, rank, cases):
     """Changes to a DeviceMesh of other ranks (DTensor has none to compare with): each
     destination block equals the reference block of the whole tensor, and the gradient of
     sum(out * W[out's block]) is W[the source block] back on the source mesh."""
     from reference import block
-    failures, passed = [], 0
     src_mesh = init_device_mesh("cpu", (n,))
     for case in range(cases):
         k = int(rng.integers(1, n + 1))
@@ -131,14 +144,10 @@ def between_meshes(rng, n, rank, cases):
                        x.grad.to_local(), weight[block(shape, (n,), stexts, (rank,))]) else None)
         except Exception as e:
             why = f"{type(e).__name__}: {e}"
-        if agree(why is None):
-            passed += 1
-        else:
-            failures.append(f"{what} rank {rank}: {why or 'another rank failed'}")
-    return passed, failures
+        tally.check(why, f"{what} rank {rank}")
 
 
-def refusals(n):
+def refusals(tally, n):
     """The bad arguments of dtr.torch.redistribute, each refused by name on every rank."""
     mesh = init_device_mesh("cpu", (n,))
     x = distribute_tensor(torch.ones(4, 2), mesh, [Shard(0)])
@@ -155,7 +164,6 @@ def refusals(n):
         (lambda: dtr.Mesh.from_torch(mesh, backend="mpi4"), dtr.ArgumentError,
          "no backend 'mpi4'"),
     ]
-    passed, failures = 0, []
     for i, (call, cls, text) in enumerate(checks):
         try:
             call()
@@ -164,11 +172,7 @@ def refusals(n):
             why = None if text in str(e) else f"{cls.__name__} without '{text}': {e}"
         except Exception as e:
             why = f"{type(e).__name__}: {e}"
-        if agree(why is None):
-            passed += 1
-        else:
-            failures.append(f"refusal {i}: {why or 'another rank failed'}")
-    return passed, failures
+        tally.check(why, f"refusal {i}")
 
 
 def main():
@@ -181,8 +185,8 @@ def main():
     cases = int(sys.argv[1]) if len(sys.argv) > 1 else int(
         os.environ.get("DTR_PY_DTENSOR_CASES", "500"))
     rng = np.random.default_rng(SEED)
-    meshes, failures = {}, []
-    passed = refused = grads = 0
+    meshes, tally = {}, Tally()
+    refused = grads = 0
     for case in range(cases):
         ms, shape, dname, op, src, dst = draw(rng, n)
         full = rng.integers(-20, 20, size=shape)
@@ -223,24 +227,19 @@ def main():
                            else None)
             except Exception as e:
                 why = f"{type(e).__name__}: {e}"
-            ok = agree(why is None)
-            if ok:
-                passed += 1
+            if tally.check(why, f"{what} [{kind}] rank {rank}"):
                 grads += want_grad is not None
-            else:
-                failures.append(f"{what} [{kind}] rank {rank}: {why or 'another rank failed'}")
-    for p, f in (between_meshes(rng, n, rank, max(10, cases // 10)), refusals(n)):
-        passed += p
-        failures += f
+    between_meshes(tally, rng, n, rank, max(10, cases // 10))
+    refusals(tally, n)
     if rank == 0:
         print(f"torchrun dtensor on {n} ranks (seed {SEED}): {cases} cases, {refused} refused "
               f"by DTensor, {grads} gradients compared; {max(10, cases // 10)} changes between "
               "meshes; the refusals")
-        for f in failures[:10]:
+        for f in tally.failures[:10]:
             print("  FAILED", f)
-        print(f"torchrun dtensor: {passed} passed, {len(failures)} failed", flush=True)
+        print(f"torchrun dtensor: {tally.passed} passed, {len(tally.failures)} failed", flush=True)
     dist.destroy_process_group()
-    return 1 if failures else 0
+    return 1 if tally.failures else 0
 
 
 if __name__ == "__main__":
