@@ -8,6 +8,8 @@
 
 The calls, in DTensor's words where it has them (docs/python.md has the whole API):
   Mesh(shape, ranks=None, comm=None)       a mesh over an mpi4py communicator's ranks
+  Mesh(shape, backend="gloo" | "torch")    a mesh over a job torchrun started (no MPI)
+  Mesh.from_torch(device_mesh)             the mesh of a torch DeviceMesh
   Shard(dim), Replicate(), Partial(op)     placements (also text: "S(0),R", and torch's own)
   layout(mesh, shape, placements, dtype)   each rank's local shape, offset and bytes
   plan(mesh, shape, src, dst, ...)         the plan dtr would run (str(): `dtr plan`)
@@ -19,7 +21,8 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   load_metadata(path)                      its "__metadata__" ({"format": "pt"}), a dict
   save(path, blocks, mesh, placements)     every rank's blocks into one checkpoint; collective
   consolidate(path, to, max_file_bytes=)   a checkpoint into whole-tensor safetensors files
-  dtr.torch                                DDP communication hooks (import dtr.torch)
+  dtr.torch                                DTensor in and out (redistribute, patch), DDP
+                                           communication hooks (import dtr.torch)
   Error, ArgumentError, RefusedError, BackendError, TimeoutError, FileError
 """
 import atexit
