@@ -19,7 +19,11 @@ def mesh_from_torch(cls, device_mesh, backend=None):
     if device_type != "cpu":
         raise _core.RefusedError(f"device_mesh: a '{device_type}' DeviceMesh; this package moves "
                                  "host memory (CPU tensors on a 'cpu' DeviceMesh)")
-    backend = backend if backend is not None else os.environ.get("DTR_TORCH_BACKEND") or "gloo"
+    if backend is None:
+        backend = os.environ.get("DTR_TORCH_BACKEND") or "gloo"
+        if backend not in ("gloo", "torch"):
+            raise _core.ArgumentError(f"DTR_TORCH_BACKEND: {backend!r} is not 'gloo' or 'torch' "
+                                      "(the backend of a DeviceMesh's dtr.Mesh)")
     key = (tuple(grid.shape), tuple(grid.flatten().tolist()),
            None if names is None else tuple(names), backend, cls)
     mesh = _meshes.get(key)

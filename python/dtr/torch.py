@@ -19,7 +19,8 @@ torch.distributed runs (Mesh.from_torch: backend 'gloo', through the default gro
 import contextlib
 
 import torch
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
 
 from . import Mesh, _core
 from ._core import redistribute as _move
@@ -58,17 +59,32 @@ bf16_compress_hook = _hook("bf16")
 
 # ---- DTensor in, DTensor out ----------------------------------------------------------------
 
-def _placements(placements, ndim, tensor_ndim, what):
+def _placements(placements, source, tensor_ndim, what):
+    """placements as DTensor.redistribute takes them for a tensor placed by `source` (None:
+    a change between meshes): torch Placement objects, one a mesh dim, Shard(-k) counted from
+    the last tensor dim, a Partial only from itself or, as P(sum), from a Shard."""
     try:
         placements = tuple(placements)
     except TypeError:
         raise _core.ArgumentError(f"{what}: expected a sequence of torch placements, got "
                                   f"{type(placements).__name__}") from None
-    if len(placements) != ndim:
-        raise _core.ArgumentError(f"{what}: {len(placements)} placements for a mesh of {ndim} dims")
-    # Shard(-1) counts from the last dim, as DTensor.redistribute normalises it
-    return tuple(Shard(p.dim + tensor_ndim) if type(p) is Shard and p.dim < 0 else p
-                 for p in placements)
+    out = []
+    for i, p in enumerate(placements):
+        if not isinstance(p, Placement):
+            raise _core.ArgumentError(f"{what}[{i}]: expected a torch Placement (Shard, "
+                                      f"Replicate, Partial), got {type(p).__name__}")
+        if type(p) is Shard and p.dim < 0:
+            if p.dim + tensor_ndim < 0:
+                raise _core.ArgumentError(f"{what}[{i}]: Shard({p.dim}) is out of range for a "
+                                          f"{tensor_ndim}-d tensor")
+            p = Shard(p.dim + tensor_ndim)
+        if source is not None and i < len(source) and p.is_partial() and source[i] != p and not (
+                source[i].is_shard() and getattr(p, "reduce_op", None) == "sum"):
+            raise _core.RefusedError(f"{what}[{i}]: {source[i]} -> {p}: DTensor.redistribute "
+                                     "makes a Partial only from itself or, as Partial(sum), "
+                                     "from a Shard")
+        out.append(p)
+    return tuple(out)
 
 
 def _move_local(x, placements, device_mesh):
@@ -129,8 +145,16 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
     if async_op:
         raise _core.RefusedError("async_op: dtr.torch.redistribute runs to completion (use "
                                  "dtr.redistribute(..., async_op=True) on the local tensor)")
-    mesh = device_mesh if device_mesh is not None else dtensor.device_mesh
-    placements = _placements(placements, mesh.ndim, dtensor.ndim, "placements")
+    if device_mesh is not None and not isinstance(device_mesh, DeviceMesh):
+        raise _core.ArgumentError(f"device_mesh: expected a torch DeviceMesh or None, got "
+                                  f"{type(device_mesh).__name__}")
+    cross = device_mesh is not None and device_mesh != dtensor.device_mesh
+    mesh = device_mesh if cross else dtensor.device_mesh
+    placements = _placements(placements, None if cross else dtensor.placements, dtensor.ndim,
+                             "placements")
+    if len(placements) != mesh.ndim:
+        raise _core.ArgumentError(f"placements: {len(placements)} placements for a mesh of "
+                                  f"{mesh.ndim} dims")
     return _Redistribute.apply(dtensor, placements, device_mesh)
 
 
@@ -138,7 +162,9 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
 def patch():
     """Inside the block, DTensor.redistribute and DTensor.full_tensor run through dtr
     (redistribute above); calls with forward_dtype / backward_dtype / grad_placements, which
-    dtr.torch does not take, stay torch's own. Restored on exit, also on an exception."""
+    dtr.torch does not take, stay torch's own. The methods are the class's, so the whole
+    process (every thread) sees them while the block runs; each exit puts back what its
+    entry found (also on an exception), so blocks must nest, as `with` makes them."""
     own_redistribute, own_full = DTensor.redistribute, DTensor.full_tensor
 
     def patched_redistribute(self, device_mesh=None, placements=None, *, async_op=False,

@@ -163,6 +163,15 @@ def refusals(tally, n):
         (lambda: dtr.torch.redistribute(x, [Shard(2)]), dtr.ArgumentError, "S(2)"),
         (lambda: dtr.Mesh.from_torch(mesh, backend="mpi4"), dtr.ArgumentError,
          "no backend 'mpi4'"),
+        (lambda: dtr.torch.redistribute(x, ["R"]), dtr.ArgumentError,
+         "placements[0]: expected a torch Placement (Shard, Replicate, Partial), got str"),
+        (lambda: dtr.torch.redistribute(x, [Shard(-3)]), dtr.ArgumentError,
+         "placements[0]: Shard(-3) is out of range for a 2-d tensor"),
+        (lambda: dtr.torch.redistribute(x, [Replicate()], device_mesh="cpu"), dtr.ArgumentError,
+         "device_mesh: expected a torch DeviceMesh or None, got str"),
+        (lambda: dtr.torch.redistribute(distribute_tensor(torch.ones(4, 2), mesh, [Replicate()]),
+                                        [Partial()]), dtr.RefusedError,
+         "placements[0]: R -> P(sum): DTensor.redistribute makes a Partial"),
     ]
     for i, (call, cls, text) in enumerate(checks):
         try:
