@@ -87,6 +87,11 @@ PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs);
 
 /* Raises the exception of a dtr status with dtr_last_error()'s detail; returns NULL. */
 PyObject *dtrpy_raise(dtr_status_t st);
+/* Why this thread's last call into Python from the library failed (a store's, the torch
+ * engine's; "" when none did): dtrpy_raise adds it to the error's message and clears it. */
+extern _Thread_local char dtrpy_callback_why[256];
+/* The pending Python exception, cleared, into dtrpy_callback_why as "CALL raised TYPE: text". */
+void dtrpy_keep_error(const char *call);
 /* Raises dtr.ArgumentError with a formatted message; returns NULL. */
 PyObject *dtrpy_arg_error(const char *fmt, ...);
 /* The TypeError, ValueError or OverflowError pending (CPython's argument parsing, a
@@ -156,11 +161,6 @@ typedef struct {
 /* job (a tuple (store, rank, size, prefix)) into *out, loading the Gloo backend; -1 with an
  * error set. */
 int dtrpy_job_of(PyObject *job, dtrpy_job_t *out);
-/* Why this thread's last call into Python from the library failed (a store's, the torch
- * engine's; "" when none did): dtrpy_raise adds it to the error's message and clears it. */
-extern _Thread_local char dtrpy_callback_why[256];
-/* The pending Python exception, cleared, into dtrpy_callback_why as "CALL raised TYPE: text". */
-void dtrpy_keep_error(const char *call);
 /* A Gloo context over the job's store (collective over its ranks); called without the GIL,
  * the store's callbacks take it. */
 dtr_status_t dtrpy_job_create(const dtrpy_job_t *job, dtr_context_t **out);

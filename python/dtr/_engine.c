@@ -119,28 +119,17 @@ static dtr_status_t dtrpy_engine_start(void *group, dtr_backend_req_t *req, cons
         PyGILState_Release(gil_);                                                           \
     } while (0)
 
-/* test (wait false) or wait on req's operation; done once it has completed. */
-static dtr_status_t dtrpy_engine_finish(dtr_backend_req_t *req, bool wait, bool *done) {
+/* Waits for req's operation (the engine's test waits too: _engine.py's _Pending says why). */
+static dtr_status_t dtrpy_engine_finish(dtr_backend_req_t *req) {
     PyObject *pending;
     memcpy(&pending, req->bytes, sizeof pending);
-    if (pending == NULL) {
-        *done = true;
-        return DTR_OK;
-    }
+    if (pending == NULL) return DTR_OK;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *r = PyObject_CallMethod(pending, wait ? "wait" : "test", NULL);
-    dtr_status_t st = DTR_OK;
-    if (r == NULL) {
-        st = dtrpy_engine_failed(wait ? "wait" : "test");
-        *done = true;
-    } else {
-        *done = wait || PyObject_IsTrue(r) == 1;
-    }
+    PyObject *r = PyObject_CallMethod(pending, "wait", NULL);
+    dtr_status_t st = r != NULL ? DTR_OK : dtrpy_engine_failed("wait");
     Py_XDECREF(r);
-    if (*done) {
-        Py_DECREF(pending);
-        memset(req->bytes, 0, sizeof pending);
-    }
+    Py_DECREF(pending);
+    memset(req->bytes, 0, sizeof pending);
     PyGILState_Release(gil);
     return st;
 }
@@ -213,13 +202,6 @@ static dtr_status_t dtrpy_engine_all_reduce(void *group, const void *send, void 
     return st;
 }
 
-/* The ints as a tuple. */
-static PyObject *dtrpy_ints(const int64_t *v, int n) {
-    PyObject *t = PyTuple_New(n);
-    for (int i = 0; t != NULL && i < n; i++) PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(v[i]));
-    return t;
-}
-
 /* The end of the furthest piece. */
 static int64_t dtrpy_extent(const int64_t *counts, const int64_t *displs, int n) {
     int64_t end = 0;
@@ -237,21 +219,21 @@ static dtr_status_t dtrpy_engine_all_to_allv(void *group, const void *send,
     dtr_status_t st;
     DTRPY_START(st, group, req, "all_to_allv", "(NNNNNN)",
                 dtrpy_view(send, dtrpy_extent(send_counts, send_displs, n)),
-                dtrpy_ints(send_counts, n), dtrpy_ints(send_displs, n),
+                dtrpy_tuple(send_counts, n), dtrpy_tuple(send_displs, n),
                 dtrpy_view(recv, dtrpy_extent(recv_counts, recv_displs, n)),
-                dtrpy_ints(recv_counts, n), dtrpy_ints(recv_displs, n));
+                dtrpy_tuple(recv_counts, n), dtrpy_tuple(recv_displs, n));
     return st;
 }
 
 static dtr_status_t dtrpy_engine_test(void *group, dtr_backend_req_t *req, bool *done) {
     (void)group;
-    return dtrpy_engine_finish(req, false, done);
+    *done = true;
+    return dtrpy_engine_finish(req);
 }
 
 static dtr_status_t dtrpy_engine_wait(void *group, dtr_backend_req_t *req) {
     (void)group;
-    bool done;
-    return dtrpy_engine_finish(req, true, &done);
+    return dtrpy_engine_finish(req);
 }
 
 static void dtrpy_engine_destroy(void *state) {

@@ -20,33 +20,21 @@ _DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat
 
 
 class _Pending:
-    """A started operation: torch's Work, and what to do once it has completed. test waits
-    for it too: torch's gloo completes a reduce-scatter only in wait() (polling is_completed()
-    would wait forever), and the executor's polling of a step in flight, each poll a call
-    into Python under the GIL, took the core from torch's own worker threads (2.0-2.8x
-    torch's collective; a step's completion needs only that every member started it, which
-    they have or will without this rank)."""
+    """A started operation: torch's Work, and what to do once it has completed. The executor's
+    test waits too (_engine.c): torch's gloo completes a reduce-scatter only in wait()
+    (polling is_completed() would wait forever), and polling a step in flight, each poll a
+    call into Python under the GIL, took the core from torch's own worker threads (2.0-2.8x
+    torch's collective); a step completes once every member started it, which they have or
+    will without this rank."""
 
-    def __init__(self, work, finish=None, lazy=True):
-        self.work, self.finish, self.lazy = work, finish, lazy
+    def __init__(self, work, finish=None):
+        self.work, self.finish = work, finish
 
-    def _done(self):
+    def wait(self):
+        self.work.wait()  # (raises the operation's error, if any)
         if self.finish is not None:
             finish, self.finish = self.finish, None
             finish()
-
-    def test(self):
-        if self.work is not None and not self.lazy and not self.work.is_completed():
-            return False
-        if self.work is not None:
-            self.work.wait()  # (raises the operation's error, if any)
-        self._done()
-        return True
-
-    def wait(self):
-        if self.work is not None:
-            self.work.wait()
-        self._done()
 
 
 class _Group:
@@ -114,7 +102,7 @@ class Engine:
     def reduce_scatter(self, g, send, recv, dtype, op):
         s, r = self._elems(send, dtype), self._elems(recv, dtype)
         return _Pending(self.dist.reduce_scatter_tensor(r, s, op=self._op(op), group=g.pg,
-                                                        async_op=True), lazy=True)
+                                                        async_op=True))
 
     def all_reduce(self, g, send, recv, dtype, op, in_place):
         r = self._elems(recv, dtype)

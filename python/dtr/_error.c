@@ -43,6 +43,24 @@ static PyObject *dtrpy_raise_obj(PyObject *cls, const char *status, PyObject *te
     return NULL;
 }
 
+/* ---- a Python callback's failure, kept for the error the library returns ---------- */
+
+_Thread_local char dtrpy_callback_why[256];
+
+void dtrpy_keep_error(const char *call) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+    const char *t = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    snprintf(dtrpy_callback_why, sizeof dtrpy_callback_why, "%s raised %s: %.160s", call,
+             type != NULL ? ((PyTypeObject *)type)->tp_name : "an error", t != NULL ? t : "");
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    PyErr_Clear();
+}
+
 PyObject *dtrpy_raise(dtr_status_t st) {
     PyObject *text = PyUnicode_DecodeUTF8(dtr_last_error(), (Py_ssize_t)strlen(dtr_last_error()),
                                           "replace");

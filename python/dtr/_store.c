@@ -12,22 +12,6 @@
 
 #include <dtr/dtr_gloo.h>
 
-_Thread_local char dtrpy_callback_why[256];
-
-void dtrpy_keep_error(const char *call) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
-    const char *t = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
-    snprintf(dtrpy_callback_why, sizeof dtrpy_callback_why, "%s raised %s: %.160s", call,
-             type != NULL ? ((PyTypeObject *)type)->tp_name : "an error", t != NULL ? t : "");
-    Py_XDECREF(text);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    PyErr_Clear();
-}
-
 static int dtrpy_store_set(void *user, const char *key, const void *value, size_t len) {
     PyGILState_STATE gil = PyGILState_Ensure();
     /* (y# of a NULL pointer would be None: an empty value is b"") */
