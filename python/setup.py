@@ -2,17 +2,17 @@
 
 Where the library comes from, first match wins:
   DTR_PREFIX=DIR   an installed tree (tools/install.sh --prefix DIR, or the .deb's /usr);
-  the checkout     when this folder sits in a dtr checkout (python/ beside tools/), the
-                   library is built and installed into build/dtr-prefix by
-                   `bash tools/install.sh` (Bazel, the build `bazel build //...` makes, so a
-                   built checkout reuses it; tools/setup.sh installs what it needs);
-                   DTR_MPI=mpich builds it for MPICH instead of Open MPI;
+  the checkout     when this folder sits in a dtr checkout (python/ beside dist/), the
+                   library is compiled here from the sources dist/sources.txt lists, with the
+                   C compiler alone: no Bazel, no root, no MPI needed (python/build_lib.py;
+                   MPI, Gloo, Jansson and xxHash are used where found, DTR_MPI=mpich picks
+                   MPICH, DTR_WITHOUT=mpi,gloo,checkpoint leaves parts out);
   pkg-config       `pkg-config dtr` finds an installed tree.
-The extension is compiled with the MPI flags that tree's dtr.pc names, and libdtr.so.MAJOR is
-copied next to it (found through the rpath $ORIGIN), with the libraries of CARRIED, so a
-wheel carries them, and libdtr_gloo.so.MAJOR where the tree has it (dtr.Mesh(...,
-backend="gloo") loads it from beside libdtr.so; it needs the machine's libgloo.so.0, Debian's
-libgloo0, as libdtr needs the machine's MPI).
+The extension is compiled with that library's MPI flags (none where it has no MPI), and
+libdtr.so.MAJOR is copied next to it (found through the rpath $ORIGIN), with the libraries
+of CARRIED it needs, so a wheel carries them, and libdtr_gloo.so.MAJOR where there is one
+(dtr.Mesh(..., backend="gloo") loads it from beside libdtr.so; it needs the machine's
+libgloo.so.0, Debian's libgloo0, as libdtr needs the machine's MPI).
 """
 import os
 import shutil
@@ -71,33 +71,66 @@ def pkg_config(prefix, *args):
 
 class BuildExt(build_ext):
     def find_prefix(self):
+        """An installed tree's prefix (DTR_PREFIX), "" for pkg-config's default search, or
+        None in a checkout (the library is compiled here)."""
         prefix = os.environ.get("DTR_PREFIX")
         if prefix:
             if not os.path.exists(os.path.join(prefix, "lib", "pkgconfig", "dtr.pc")):
                 fail(f"DTR_PREFIX={prefix}: no lib/pkgconfig/dtr.pc there")
             return os.path.abspath(prefix)
-        if os.path.exists(os.path.join(ROOT, "tools", "install.sh")):
-            prefix = os.path.join(HERE, "build", "dtr-prefix")
-            cmd = ["bash", os.path.join(ROOT, "tools", "install.sh"), "--prefix", prefix,
-                   "--mpi", os.environ.get("DTR_MPI", "openmpi")]
-            print("dtr setup: " + " ".join(cmd), flush=True)
-            if subprocess.call(cmd, cwd=ROOT) != 0:
-                fail("building the library failed (the command above says why)")
-            return prefix
-        return None  # pkg-config's default search
+        if os.path.exists(os.path.join(ROOT, "dist", "sources.txt")):
+            return None
+        return ""
+
+    def installed(self, prefix):
+        """The flags of an installed tree: (libdir, cflags, libs, macros)."""
+        libdir = pkg_config(prefix, "--variable=libdir", "dtr")[0]
+        mpi = pkg_config(prefix, "--variable=mpi", "dtr")[0]
+        mpi_pkg = {"openmpi": "ompi-c", "mpich": "mpich"}.get(mpi)
+        if mpi_pkg is None:
+            fail(f"dtr.pc names MPI '{mpi}', not openmpi or mpich")
+        return (libdir, pkg_config(prefix, "--cflags", "dtr", mpi_pkg),
+                pkg_config(prefix, "--libs", "dtr", mpi_pkg), [("DTR_PY_MPI", f'"{mpi}"')])
+
+    def compiled(self):
+        """The library compiled from the checkout: (libdir, cflags, libs, macros)."""
+        sys.path.insert(0, HERE)
+        import build_lib
+        try:
+            built = build_lib.build(ROOT, os.path.join(HERE, "build", "dtr-lib"))
+        except build_lib.BuildError as e:
+            fail(str(e))
+        finally:
+            sys.path.remove(HERE)
+        found, missing = built["found"], built["missing"]
+        print("dtr setup: built " + ", ".join(built["libs"]) + " with "
+              + ", ".join(p + (f" ({found[p]['name']})" if p == "mpi" else "") for p in found)
+              + "".join(f"; without {p}: {why}" for p, why in missing.items()), flush=True)
+        cflags, libs, macros = ["-I" + built["include"]], ["-L" + built["lib"], "-ldtr"], []
+        if "mpi" in found:
+            cflags += found["mpi"]["cflags"]
+            libs += found["mpi"]["libs"]
+            macros.append(("DTR_PY_MPI", f'"{found["mpi"]["name"]}"'))
+        if "checkpoint" not in found:
+            macros.append(("DTR_PY_NO_CHECKPOINT", "1"))
+        libdtr = os.path.join(built["lib"], "libdtr.so")  # (for -ldtr)
+        if os.path.lexists(libdtr):
+            os.remove(libdtr)
+        os.symlink("libdtr.so." + version().split(".")[0], libdtr)
+        return built["lib"], cflags, libs, macros
 
     def run(self):
         # Always compile: objects left in build/ from another CFLAGS or another library would
         # otherwise be linked as they are.
         self.force = True
         prefix = self.find_prefix()
-        libdir = pkg_config(prefix, "--variable=libdir", "dtr")[0]
-        mpi = pkg_config(prefix, "--variable=mpi", "dtr")[0]
-        mpi_pkg = {"openmpi": "ompi-c", "mpich": "mpich"}.get(mpi)
-        if mpi_pkg is None:
-            fail(f"dtr.pc names MPI '{mpi}', not openmpi or mpich")
-        cflags = pkg_config(prefix, "--cflags", "dtr", mpi_pkg)
-        libs = pkg_config(prefix, "--libs", "dtr", mpi_pkg)
+        libdir, cflags, libs, macros = (self.compiled() if prefix is None
+                                        else self.installed(prefix))
+        soname = "libdtr.so." + version().split(".")[0]
+        src = os.path.join(libdir, soname)
+        if not os.path.exists(src):
+            fail(f"{src} is missing")
+        carried = needed_paths(src)
         for ext in self.extensions:
             ext.extra_compile_args += cflags + ["-std=c11", "-Wall", "-Wextra",
                                                 "-Wno-missing-field-initializers"]
@@ -106,18 +139,17 @@ class BuildExt(build_ext):
             # beside it (below) are the ones loaded: the loader meets them first through
             # the extension's $ORIGIN, before libdtr.so asks for them by name
             ext.extra_link_args += libs + ["-Wl,-rpath,$ORIGIN", "-Wl,--no-as-needed"] + [
-                "-l:" + name for name in CARRIED] + ["-Wl,--as-needed"]
-            ext.define_macros.append(("DTR_PY_MPI", f'"{mpi}"'))
+                "-l:" + name for name in carried] + ["-Wl,--as-needed"]
+            ext.define_macros += macros
         super().run()
         # The library the extension was linked with goes beside it (SONAME libdtr.so.MAJOR).
-        soname = "libdtr.so." + version().split(".")[0]
-        src = os.path.join(libdir, soname)
-        if not os.path.exists(src):
-            fail(f"{src} is missing")
-        carried = needed_paths(src)
         for ext in self.extensions:
             dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
             os.makedirs(dest_dir, exist_ok=True)
+            for stale in ("libdtr_gloo.so.", *CARRIED):  # (a previous build's, in place)
+                for name in os.listdir(dest_dir):
+                    if name.startswith(stale):
+                        os.remove(os.path.join(dest_dir, name))
             shutil.copy2(os.path.realpath(src), os.path.join(dest_dir, soname))
             gloo = os.path.join(libdir, soname.replace("libdtr.", "libdtr_gloo."))
             if os.path.exists(gloo):
@@ -127,17 +159,19 @@ class BuildExt(build_ext):
 
 
 def needed_paths(lib):
-    """Where the loader finds each of CARRIED for `lib` (ldd), all of them or a failure."""
+    """Where the loader finds each of CARRIED that `lib` needs (ldd), all of them or a failure."""
     try:
         out = subprocess.check_output(["ldd", lib], text=True)
     except (OSError, subprocess.CalledProcessError) as e:
         fail(f"ldd {lib} failed ({e})")
-    found = {}
+    found, missing = {}, []
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[0] in CARRIED and parts[1] == "=>":
-            found[parts[0]] = parts[2]
-    missing = [n for n in CARRIED if n not in found]
+            if parts[2] == "not":  # "=> not found"
+                missing.append(parts[0])
+            else:
+                found[parts[0]] = parts[2]
     if missing:
         fail(f"{lib} needs {', '.join(missing)}, which the loader does not find (install "
              "libjansson4 and libxxhash0)")

@@ -299,6 +299,10 @@ for part in $parts; do
         out=$(bash tests/tools/module_map.sh tests/tools/module_map.py 2>&1)
         echo "$out" | tail -8
         add_counts "module map test" "$out"
+        echo "== docs: tests/tools/lib_sources_test.sh (dist/sources.txt, what pip compiles without Bazel, against the libraries' targets)"
+        out=$(bash tests/tools/lib_sources_test.sh 2>&1)
+        echo "$out" | tail -6
+        add_counts "lib sources test" "$out"
         ;;
     gpupack)
         echo "== gpupack: tests/tools/gpu_pack_test.sh"

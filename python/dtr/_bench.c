@@ -51,7 +51,9 @@ static PyObject *dtrpy_c_loop(PyObject *self, PyObject *args) {
             double t0, t1;
             Py_BEGIN_ALLOW_THREADS
             PyThread_acquire_lock(c->lock, WAIT_LOCK);
+#ifdef DTR_PY_MPI
             if (barrier && comm != MPI_COMM_NULL) MPI_Barrier(comm); /* (none without MPI) */
+#endif
             t0 = dtrpy_now();
             st = dtr_redistribute(c->ctx, plan, in.buf, (size_t)in.len, o.buf, (size_t)o.len);
             t1 = dtrpy_now();

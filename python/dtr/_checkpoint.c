@@ -7,6 +7,36 @@
 
 #include <dtr/dtr_checkpoint.h>
 
+#ifdef DTR_PY_NO_CHECKPOINT
+/* Built without the checkpoint module (python/build_lib.py found no Jansson and xxHash):
+ * each entry point refuses, naming what to install. */
+static PyObject *dtrpy_no_checkpoint(const char *call) {
+    PyErr_Format(dtrpy_refused_error,
+                 "dtr.%s: this dtr was built without its checkpoint module (pip found no "
+                 "Jansson and xxHash: install libjansson-dev and libxxhash-dev, reinstall)", call);
+    return NULL;
+}
+
+PyObject *dtrpy_load(PyObject *self, PyObject *args, PyObject *kw) {
+    (void)self, (void)args, (void)kw;
+    return dtrpy_no_checkpoint("load");
+}
+
+PyObject *dtrpy_consolidate(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return dtrpy_no_checkpoint("consolidate");
+}
+
+PyObject *dtrpy_load_metadata(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return dtrpy_no_checkpoint("load_metadata");
+}
+
+PyObject *dtrpy_save(PyObject *self, PyObject *args) {
+    (void)self, (void)args;
+    return dtrpy_no_checkpoint("save");
+}
+#else
 /* The tensor indices to load: every tensor, or those of `names` in their order. */
 static int64_t *dtrpy_load_indices(dtr_checkpoint_t *ck, PyObject *names, int64_t *n) {
     if (names == Py_None) {
@@ -315,3 +345,4 @@ PyObject *dtrpy_save(PyObject *self, PyObject *args) {
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
 }
+#endif /* DTR_PY_NO_CHECKPOINT */

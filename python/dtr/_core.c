@@ -12,15 +12,30 @@ static PyObject *dtrpy_version(PyObject *self, PyObject *noargs) {
 
 static PyObject *dtrpy_mpi_library(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
+#ifdef DTR_PY_MPI
     char v[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(v, &len);
     return PyUnicode_FromStringAndSize(v, len);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+static PyObject *dtrpy_has_backend(PyObject *self, PyObject *name) {
+    (void)self;
+    const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (s == NULL) return dtrpy_arg_error("name: expected a backend's name (str)");
+    dtr_backend_info_t info;
+    int found = dtr_backend_find(s, &info) == DTR_OK; /* (loads libdtr_gloo.so for "gloo") */
+    return PyBool_FromLong(found);
 }
 
 static PyMethodDef dtrpy_methods[] = {
+    {"has_backend", dtrpy_has_backend, METH_O,
+     "Whether this dtr has the backend `name` (\"gloo\": libdtr_gloo.so beside libdtr.so)."},
     {"version", dtrpy_version, METH_NOARGS, "The loaded library's version (\"0.9.1-dev\")."},
-    {"mpi_library", dtrpy_mpi_library, METH_NOARGS, "The MPI library dtr was built with."},
+    {"mpi_library", dtrpy_mpi_library, METH_NOARGS, "The MPI library dtr was built with (None: built without MPI)."},
     {"_shutdown", dtrpy_shutdown, METH_NOARGS, "Destroys every context (at exit)."},
     {"layout", (PyCFunction)(void (*)(void))dtrpy_layout, METH_VARARGS | METH_KEYWORDS,
      "Each rank's (rank, coordinate, local_shape, global_offset, bytes); see dtr.layout."},

@@ -23,13 +23,21 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include <dtr/dtr.h>
 #include <dtr/dtr_gloo.h>
+
+#ifdef DTR_PY_MPI /* (the MPI dtr was built for: "openmpi" or "mpich"; setup.py) */
+#include <mpi.h>
 #include <dtr/dtr_mpi.h>
+#else
+/* Built without MPI (python/build_lib.py found none): backend 'mpi' is refused when a Mesh is
+ * made, so no handle below is ever other than this placeholder. */
+typedef int MPI_Comm;
+#define MPI_COMM_NULL 0
+#endif
 
 /* One dtr context over one communicator (backend mpi) or over the job a launcher started
  * (another backend, by name), shared by every Mesh on it. */
@@ -43,6 +51,8 @@ typedef struct {
      * every call below releases the GIL: each call into the context holds this lock. */
     PyThread_type_lock lock;
     PyObject *store; /* the Python store a Gloo context meets through (NULL: none) */
+    void *inflight;  /* the dtrpy_request_t in flight on it (one at most; borrowed) or NULL */
+    void (*complete)(void *inflight); /* completes it (_move.c's; set with it) */
 } dtrpy_context_t;
 
 /* Runs the statement, a call into context c, with the GIL released and c's lock held (taken after

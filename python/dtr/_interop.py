@@ -9,7 +9,8 @@ _meshes = {}  # (shape, ranks, dim names, backend) -> Mesh: one per distinct Dev
 def mesh_from_torch(cls, device_mesh, backend=None):
     """The dtr.Mesh of a torch DeviceMesh: shape, global ranks and dim names, on backend
     `backend` (default $DTR_TORCH_BACKEND, else 'gloo': dtr's Gloo over the job
-    torch.distributed runs; 'torch': torch.distributed's own collectives)."""
+    torch.distributed runs, or 'torch' where dtr was built without Gloo: torch.distributed's
+    own collectives)."""
     try:
         grid, device_type = device_mesh.mesh, device_mesh.device_type
         names = device_mesh.mesh_dim_names
@@ -20,7 +21,8 @@ def mesh_from_torch(cls, device_mesh, backend=None):
         raise _core.RefusedError(f"device_mesh: a '{device_type}' DeviceMesh; this package moves "
                                  "host memory (CPU tensors on a 'cpu' DeviceMesh)")
     if backend is None:
-        backend = os.environ.get("DTR_TORCH_BACKEND") or "gloo"
+        backend = os.environ.get("DTR_TORCH_BACKEND") or (
+            "gloo" if _core.has_backend("gloo") else "torch")
         if backend not in ("gloo", "torch"):
             raise _core.ArgumentError(f"DTR_TORCH_BACKEND: {backend!r} is not 'gloo' or 'torch' "
                                       "(the backend of a DeviceMesh's dtr.Mesh)")

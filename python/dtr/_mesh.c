@@ -10,11 +10,24 @@
 
 static PyObject *dtrpy_contexts; /* comm.py2f() (mpi), or the backend's name -> context */
 
+static dtr_status_t dtrpy_context_create_mpi(MPI_Comm comm, dtr_context_t **out) {
+#ifdef DTR_PY_MPI
+    return dtr_context_create_mpi(comm, out);
+#else
+    (void)comm, (void)out;
+    return DTR_ERR_UNSUPPORTED; /* (unreachable: backend 'mpi' is refused without MPI) */
+#endif
+}
+
 /* ---- contexts -------------------------------------------------------------------------- */
 
 static void dtrpy_context_close(dtrpy_context_t *c) {
     int finalized = 0;
+    /* a request still in flight (held at exit) completes first: its wait needs the context */
+    if (c->inflight != NULL && c->ctx != NULL) c->complete(c->inflight);
+#ifdef DTR_PY_MPI
     if (c->mcomm != MPI_COMM_NULL) MPI_Finalized(&finalized);
+#endif
     if (c->ctx != NULL && !finalized) DTRPY_CALL(c, dtr_context_destroy(c->ctx));
     c->ctx = NULL; /* (after MPI_Finalize nothing can be freed: left to the exit) */
 }
@@ -37,6 +50,10 @@ static PyTypeObject dtrpy_context_type = {
 
 /* mpi4py and dtr must run on one MPI library: their handles are not interchangeable. */
 static int dtrpy_check_mpi(PyObject *mpi) {
+#ifndef DTR_PY_MPI
+    (void)mpi;
+    return 0; /* (unreachable: backend 'mpi' is refused without MPI) */
+#else
     char ours[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(ours, &len);
@@ -57,6 +74,7 @@ static int dtrpy_check_mpi(PyObject *mpi) {
     }
     Py_DECREF(theirs);
     return same ? 0 : -1;
+#endif
 }
 
 /* An integer environment variable in [lo, hi] into *out; -1 with ArgumentError naming it. */
@@ -90,8 +108,10 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     dtrpy_job_t job = {0};
     void *engine = NULL; /* torch: the engine's state */
     if (comm != Py_None) {
+#ifdef DTR_PY_MPI
         mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
         MPI_Comm_size(mc, &size);
+#endif
     } else if (strcmp(name, "torch") == 0) {
         PyObject *f = dtrpy_helper("torch_engine");
         PyObject *e = f == NULL ? NULL : PyObject_CallNoArgs(f);
@@ -128,10 +148,12 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     c->mcomm = mc;
     c->size = size;
     c->store = job.store != NULL ? Py_NewRef(job.store) : NULL;
+    c->inflight = NULL;
+    c->complete = NULL;
     dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
-        st = comm != Py_None    ? dtr_context_create_mpi(mc, &c->ctx)
+        st = comm != Py_None    ? dtrpy_context_create_mpi(mc, &c->ctx)
              : engine != NULL   ? dtrpy_engine_create(engine, &c->ctx)
              : c->store != NULL ? dtrpy_job_create(&job, &c->ctx)
                                 : dtr_context_create_named(name, &c->ctx);
@@ -255,10 +277,34 @@ static int dtrpy_dim_names(dtrpy_mesh_t *m, PyObject *obj, int ndims) {
     return 0;
 }
 
+#ifndef DTR_PY_MPI
+/* backend=None where dtr was built without MPI: "gloo" where libdtr_gloo.so is there, else
+ * "torch"; "mpi" asked for: BackendError saying why there is none. */
+static int dtrpy_mesh_no_mpi(dtrpy_mesh_t *m, PyObject *backend) {
+    dtr_backend_info_t info;
+    if (backend == Py_None) {
+        int gloo = dtr_backend_find("gloo", &info) == DTR_OK;
+        snprintf(m->backend, sizeof m->backend, "%s", gloo ? "gloo" : "torch");
+        return 0;
+    }
+    PyErr_SetString(dtrpy_backend_error,
+                    "backend 'mpi': this dtr was built without MPI (pip found no Open MPI or "
+                    "MPICH: install libopenmpi-dev, reinstall); under torchrun use backend="
+                    "'gloo' or 'torch'");
+    return -1;
+}
+#endif
+
 /* backend=: None or "mpi" (over comm, mpi4py's), or a backend without MPI over the job a
- * launcher started, on host memory ("gloo"). */
+ * launcher started, on host memory ("gloo"). Built without MPI, None is another backend
+ * (dtrpy_mesh_no_mpi). */
 static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm) {
     snprintf(m->backend, sizeof m->backend, "mpi");
+#ifndef DTR_PY_MPI
+    if (backend == Py_None || (PyUnicode_Check(backend) &&
+                               PyUnicode_CompareWithASCIIString(backend, "mpi") == 0))
+        return dtrpy_mesh_no_mpi(m, backend);
+#endif
     if (backend == Py_None) return 0;
     Py_ssize_t len = 0;
     const char *name = PyUnicode_Check(backend) ? PyUnicode_AsUTF8AndSize(backend, &len) : NULL;

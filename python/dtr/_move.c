@@ -140,6 +140,7 @@ typedef struct {
 } dtrpy_request_t;
 
 static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
+    if (r->context != NULL && r->context->inflight == r) r->context->inflight = NULL;
     r->done = true;
     r->req = NULL;
     r->status = st;
@@ -182,7 +183,18 @@ static PyObject *dtrpy_request_is_completed(dtrpy_request_t *r, PyObject *noargs
     return PyBool_FromLong(r->done);
 }
 
+/* Completes a request still in flight (before its context goes: at exit). */
+static void dtrpy_request_complete(void *request) {
+    dtrpy_request_t *r = request;
+    if (r->done) return;
+    dtr_request_t *req = r->req;
+    dtr_status_t st = DTR_OK;
+    if (req != NULL) DTRPY_CALL(r->context, st = dtr_request_wait(req));
+    dtrpy_request_finish(r, st); /* (its error is wait()'s to raise) */
+}
+
 static void dtrpy_request_dealloc(dtrpy_request_t *r) {
+    if (!r->done && r->req == NULL) dtrpy_request_finish(r, DTR_OK); /* (never started) */
     if (!r->done) { /* the buffers must outlive the operation */
         dtr_request_t *req = r->req;
         dtr_status_t st;
@@ -212,6 +224,14 @@ PyTypeObject dtrpy_request_type = {
               "made inside wait() and is_completed(); the buffers stay referenced until then.",
     .tp_methods = dtrpy_request_methods,
 };
+
+/* After a start: the request is its context's one in flight, or finished with the error. */
+static void dtrpy_request_started(dtrpy_request_t *r, dtr_status_t st) {
+    if (st != DTR_OK)
+        dtrpy_request_finish(r, st);
+    else
+        r->context->inflight = r, r->context->complete = dtrpy_request_complete;
+}
 
 /* A completed request (calls between meshes run at once: they have no non-blocking form). */
 static PyObject *dtrpy_request_done(PyObject *result) {
@@ -394,7 +414,7 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
         r->cross = plan;
         DTRPY_CALL(c->ctx, st = dtr_redistribute_cross_start(c->ctx->ctx, plan, in, in_bytes, o,
                                                              out_bytes, &r->req));
-        if (st != DTR_OK) dtrpy_request_finish(r, st);
+        dtrpy_request_started(r, st);
         return dtrpy_status_or(st, (PyObject *)r);
     }
     DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
@@ -418,7 +438,7 @@ static PyObject *dtrpy_start(dtrpy_call_t *c, dtrpy_tensor_t *t, dtr_plan_t *pla
     DTRPY_CALL(c->ctx, st = dtr_redistribute_start(c->ctx->ctx, plan, ts->in.buf,
                                                    (size_t)ts->in.len, ts->out.buf,
                                                    (size_t)ts->out.len, &r->req));
-    if (st != DTR_OK) dtrpy_request_finish(r, st);
+    dtrpy_request_started(r, st);
     return dtrpy_status_or(st, (PyObject *)r);
 }
 
@@ -578,7 +598,7 @@ static PyObject *dtrpy_many_start(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
     c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_change_start(c->ctx->ctx, change, r->in, r->in_bytes, r->out,
                                              r->out_bytes, &r->req));
-    if (st != DTR_OK) dtrpy_request_finish(r, st);
+    dtrpy_request_started(r, st);
     return dtrpy_status_or(st, (PyObject *)r);
 }
 

@@ -19,6 +19,8 @@ torch.distributed runs (Mesh.from_torch: backend 'gloo', through the default gro
 import contextlib
 
 import torch
+from torch.distributed import Work
+from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
 
@@ -87,37 +89,84 @@ def _placements(placements, source, tensor_ndim, what):
     return tuple(out)
 
 
-def _move_local(x, placements, device_mesh):
+class _Pending(Work):
+    """A dtr Request as a c10d Work, registered on the tensor it fills: the first use of the
+    AsyncCollectiveTensor around that tensor waits for it (torch's wait_tensor), as for
+    DTensor.redistribute(..., async_op=True)'s own collectives."""
+
+    def __init__(self, request, block):
+        super().__init__()
+        self._request, self.block = request, block
+
+    def wait(self, timeout=None):
+        request, self._request = self._request, None
+        if request is not None:
+            _inflight.remove(self)
+            request.wait()  # (raises dtr's error at the first use)
+        return True
+
+
+# The async moves not yet waited for, oldest first. A dtr context runs one request at a time,
+# so the next move (a backward's too) first completes those before it, in order, as torch's
+# collectives on one process group complete in order.
+_inflight = []
+
+
+def _drain():
+    while _inflight:
+        pending = _inflight[0]
+        torch.ops._c10d_functional.wait_tensor(pending.block)  # (unregisters it, calls wait)
+        if _inflight and _inflight[0] is pending:  # (no longer registered: waited for here)
+            pending.wait()
+
+
+def _move_local(x, placements, device_mesh, async_op=False):
     """x's local block moved to `placements` on device_mesh (x's own where None): the new
-    DTensor's local tensor (an empty one on a rank outside device_mesh)."""
+    DTensor's local tensor (an empty one on a rank outside device_mesh); with async_op, an
+    AsyncCollectiveTensor that waits for the move at its first use."""
+    _drain()
     src_mesh = Mesh.from_torch(x.device_mesh)
     local = x.to_local()
-    if device_mesh is None or device_mesh is x.device_mesh or device_mesh == x.device_mesh:
-        out = _move(local, src_mesh, x.placements, placements, shape=tuple(x.shape))
+    cross = not (device_mesh is None or device_mesh is x.device_mesh or
+                 device_mesh == x.device_mesh)
+    # the destination block comes into a torch tensor of its own (a rank without a source
+    # block passes None, for which dtr would make a numpy array; an async move fills it later)
+    dst = device_mesh if cross else x.device_mesh
+    dst_mesh, where = Mesh.from_torch(dst), dst.get_coordinate()
+    block = None
+    if where is not None and (cross or async_op):
+        block = next(b for b in _core.layout(dst_mesh, tuple(x.shape), placements, x.dtype)
+                     if tuple(b[1]) == tuple(where))
+        block = torch.empty(block[2], dtype=x.dtype)
+    if not cross:
+        out = _move(local, src_mesh, x.placements, placements, shape=tuple(x.shape), out=block,
+                    async_op=async_op)
     else:
-        # a rank without a source block passes None, so its block comes into a torch tensor
-        # of its own (dtr would make a numpy array)
         held = x.device_mesh.get_coordinate() is not None
-        dst_mesh, where = Mesh.from_torch(device_mesh), device_mesh.get_coordinate()
-        block = None
-        if where is not None:
-            block = next(b for b in _core.layout(dst_mesh, tuple(x.shape), placements, x.dtype)
-                         if tuple(b[1]) == tuple(where))
-            block = torch.empty(block[2], dtype=x.dtype)
         out = _move(local if held else None, src_mesh, x.placements, placements,
-                    shape=tuple(x.shape), to_mesh=dst_mesh, dtype=x.dtype, out=block)
-    return out if out is not None else local.new_empty(0)
+                    shape=tuple(x.shape), to_mesh=dst_mesh, dtype=x.dtype, out=block,
+                    async_op=async_op)
+    if out is None:
+        return local.new_empty(0)
+    if not async_op:
+        return out
+    if block is None:  # (no destination block here: the move still sends this rank's source)
+        block = local.new_empty(0)
+    pending = _Pending(out, block)
+    _inflight.append(pending)
+    torch._C._distributed_c10d._register_work(block, pending)
+    return AsyncCollectiveTensor(block)
 
 
 class _Redistribute(torch.autograd.Function):
     """DTensor.redistribute's forward and backward, each a dtr change."""
 
     @staticmethod
-    def forward(ctx, x, placements, device_mesh):
+    def forward(ctx, x, placements, device_mesh, async_op):
         ctx.src_mesh, ctx.src_placements = x.device_mesh, x.placements
         ctx.cross = device_mesh is not None and device_mesh != x.device_mesh
         mesh = device_mesh if ctx.cross else x.device_mesh
-        out = _move_local(x, placements, device_mesh if ctx.cross else None)
+        out = _move_local(x, placements, device_mesh if ctx.cross else None, async_op)
         return DTensor.from_local(out, mesh, placements, run_check=False, shape=x.shape,
                                   stride=x.stride())
 
@@ -130,7 +179,7 @@ class _Redistribute(torch.autograd.Function):
                        else s for g, s in zip(grad.placements, ctx.src_placements))
         out = _move_local(grad, target, ctx.src_mesh if ctx.cross else None)
         return (DTensor.from_local(out, ctx.src_mesh, target, run_check=False, shape=grad.shape,
-                                   stride=grad.stride()), None, None)
+                                   stride=grad.stride()), None, None, None)
 
 
 def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
@@ -138,13 +187,14 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
     dtensor's own; a DeviceMesh of other ranks is a change between meshes), the same global
     shape and stride, differentiable (its backward is DTensor's: the gradient back to the
     source placements, Partial as Replicate). Collective over the meshes' ranks. CPU tensors
-    on 'cpu' DeviceMeshes; async_op=True is refused (RefusedError) for now."""
+    on 'cpu' DeviceMeshes. async_op=True returns at once, as DTensor's does: the DTensor's
+    local tensor is an AsyncCollectiveTensor that waits for the move at its first use (or
+    .wait()); errors of the move are raised there; the backward runs to completion."""
     if not isinstance(dtensor, DTensor):
         raise _core.ArgumentError(f"dtensor: expected a torch DTensor, got "
                                   f"{type(dtensor).__name__}")
-    if async_op:
-        raise _core.RefusedError("async_op: dtr.torch.redistribute runs to completion (use "
-                                 "dtr.redistribute(..., async_op=True) on the local tensor)")
+    if not isinstance(async_op, bool):
+        raise _core.ArgumentError(f"async_op: expected a bool, got {type(async_op).__name__}")
     if device_mesh is not None and not isinstance(device_mesh, DeviceMesh):
         raise _core.ArgumentError(f"device_mesh: expected a torch DeviceMesh or None, got "
                                   f"{type(device_mesh).__name__}")
@@ -155,7 +205,7 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
     if len(placements) != mesh.ndim:
         raise _core.ArgumentError(f"placements: {len(placements)} placements for a mesh of "
                                   f"{mesh.ndim} dims")
-    return _Redistribute.apply(dtensor, placements, device_mesh)
+    return _Redistribute.apply(dtensor, placements, device_mesh, async_op)
 
 
 @contextlib.contextmanager
@@ -169,10 +219,10 @@ def patch():
 
     def patched_redistribute(self, device_mesh=None, placements=None, *, async_op=False,
                              forward_dtype=None, backward_dtype=None):
-        if placements is None or forward_dtype is not None or backward_dtype is not None or async_op:
+        if placements is None or forward_dtype is not None or backward_dtype is not None:
             return own_redistribute(self, device_mesh, placements, async_op=async_op,
                                     forward_dtype=forward_dtype, backward_dtype=backward_dtype)
-        return redistribute(self, placements, device_mesh=device_mesh)
+        return redistribute(self, placements, device_mesh=device_mesh, async_op=async_op)
 
     def patched_full(self, *, grad_placements=None):
         if grad_placements is not None:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Python package's tests, on the package as a user gets it: `pip install ./python` into a
-# virtual environment (which builds libdtr with tools/install.sh and carries it), `pip wheel`
+# virtual environment (which compiles libdtr from dist/sources.txt and carries it), `pip wheel`
 # checked for the library it must carry, then pytest on 1 process and under mpirun, then the
 # parity cases and backend checks over Gloo under tools/dtr_launch.sh (no MPI), meeting
-# through its file store and through dtr's own TCP store (MASTER_ADDR, MASTER_PORT).
+# through its file store and through dtr's own TCP store (MASTER_ADDR, MASTER_PORT); and
+# python/tests/nobazel.sh: the install without Bazel, in a new environment.
 #
 #   bash python/tests/run.sh [--torch]
 #
@@ -71,6 +72,20 @@ else
     failed=$((failed + 1))
 fi
 
+# without Bazel: a new environment, no bazel on PATH, the smallest build and the full one
+if [ "${1:-}" != --torch ]; then
+    echo "== python: python/tests/nobazel.sh (pip install ./python without Bazel, into a new environment)"
+    out=$(bash "$root/python/tests/nobazel.sh" 2>&1)
+    rc=$?
+    echo "$out" | tail -12
+    p=$(grep -oE '^nobazel: [0-9]+ passed' <<<"$out" | grep -oE '[0-9]+')
+    f=$(grep -oE '^nobazel: [0-9]+ passed, [0-9]+ failed' <<<"$out" | grep -oE '[0-9]+ failed' | cut -d' ' -f1)
+    p=${p:-0} f=${f:-0}
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    passed=$((passed + p))
+    failed=$((failed + f))
+fi
+
 # the installed package loads the Jansson and xxHash it carries, not the machine's
 echo "== python: the carried libraries are the ones loaded"
 if (cd "$tmp" && "$venv/bin/python" -c '
@@ -87,8 +102,11 @@ else
     failed=$((failed + 1))
 fi
 
-cli="$root/python/build/dtr-prefix/bin/dtr"
-[ -x "$cli" ] && export DTR_CLI=$cli
+# the CLI the checkpoint tests run beside the package: DTR_CLI, else Bazel's build of it
+if [ -z "${DTR_CLI:-}" ] && command -v bazel >/dev/null &&
+    (cd "$root" && bazel build --noshow_progress //tools:dtr >/dev/null 2>&1); then
+    export DTR_CLI=$(cd "$root" && bazel info bazel-bin 2>/dev/null)/tools/dtr
+fi
 cd "$tmp" # (not the checkout: `import dtr` must find the installed package)
 # tally RC: adds pytest's counts in $tmp/out (rank 0's) to the totals; a run that failed
 # without a failed test (a crash, a timeout) counts as one failure.
@@ -133,6 +151,14 @@ DTR_PY_BACKEND=gloo MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 600 bash "$r
     'set -- "$1/test_parity.py" "$1/test_save.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
     "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
 tally $?
+echo "== python: 4 processes, backend gloo: python/tests/exit_inflight.py (a rank exits with a request in flight)"
+if timeout 120 bash "$root/tools/dtr_launch.sh" -n 4 "$venv/bin/python" \
+    "$root/python/tests/exit_inflight.py" >"$tmp/out" 2>&1; then
+    passed=$((passed + 1))
+else
+    tail -10 "$tmp/out"
+    failed=$((failed + 1))
+fi
 if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     # torchrun, no mpirun: DTensor in and out against DTensor itself, and the example
     # on dtr's Gloo (through torch's store), then on the torch engine (torch's collectives)

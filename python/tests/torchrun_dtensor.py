@@ -2,9 +2,10 @@
 inside dtr.torch.patch(), against DTensor.redistribute itself on the same gloo process groups,
 bit for bit: the local values, the placements, the global shape and stride, and the gradients
 of a seeded weighted sum through each. Seeded random cases: meshes of 1-3 dims, tensors of 0-3
-dims with uneven and empty shards, six dtypes, Partial sources (sum, avg, max, min). Then
-changes to DeviceMeshes of other ranks (values and gradients against the reference blocks)
-and the bad arguments, each refused by name.
+dims with uneven and empty shards, six dtypes, Partial sources (sum, avg, max, min), half of
+them with async_op=True (the local tensor an AsyncCollectiveTensor, waited for at its first
+use). Then changes to DeviceMeshes of other ranks (values and gradients against the reference
+blocks), half of them async too, and the bad arguments, each refused by name.
 
     torchrun --nproc-per-node 4 python/tests/torchrun_dtensor.py [CASES]
 
@@ -21,6 +22,7 @@ import sys
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
@@ -66,24 +68,27 @@ class Tally:
         return False
 
 
-def through(kind, dt, tmesh, dst):
+def through(kind, dt, tmesh, dst, async_op):
     """dt moved to dst: by DTensor itself, by dtr.torch.redistribute, or by DTensor's own
-    method inside dtr.torch.patch()."""
+    method inside dtr.torch.patch(); async_op as DTensor takes it."""
     if kind == "torch":
         return dt.redistribute(tmesh, dst)
     if kind == "dtr":
-        return dtr.torch.redistribute(dt, dst)
+        return dtr.torch.redistribute(dt, dst, async_op=async_op)
     with dtr.torch.patch():
-        return dt.redistribute(tmesh, dst)
+        return dt.redistribute(tmesh, dst, async_op=async_op)
 
 
-def run(kind, local, tmesh, src, dst, shape, weight):
+def run(kind, local, tmesh, src, dst, shape, weight, async_op=False):
     """(output DTensor, gradient DTensor or None) of one path."""
     stride = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
     grad = local.is_floating_point() and weight is not None
     dt = DTensor.from_local(local.clone(), tmesh, src, run_check=False, shape=torch.Size(shape),
                             stride=stride).requires_grad_(grad)  # a leaf: its .grad a DTensor
-    out = through(kind, dt, tmesh, dst)
+    out = through(kind, dt, tmesh, dst, async_op)
+    if async_op and not isinstance(out._local_tensor, AsyncCollectiveTensor):
+        raise AssertionError(f"async_op=True gave a {type(out._local_tensor).__name__}, not an "
+                             "AsyncCollectiveTensor")
     if not grad:
         return out, None
     (out.to_local() * weight).sum().backward()
@@ -121,11 +126,16 @@ def between_meshes(tally, rng, n, rank, cases):
         src = [[Shard(0), Replicate(), Shard(len(shape) - 1)][rng.integers(3)]]
         dst = [[Shard(d) for d in range(len(shape))] + [Replicate()]][0]
         dst = [dst[rng.integers(len(dst))] for _ in dshape]
-        what = f"between meshes {case} (seed {SEED}): (n,) {src} -> {ranks} {dshape} {dst} shape {shape}"
+        async_op = bool(rng.random() < 0.5)
+        what = (f"between meshes {case} (seed {SEED}): (n,) {src} -> {ranks} {dshape} {dst} "
+                f"shape {shape}" + " async_op" * async_op)
         try:
             x = distribute_tensor(full, src_mesh, src).requires_grad_()
-            out = dtr.torch.redistribute(x, dst, device_mesh=dst_mesh)
+            out = dtr.torch.redistribute(x, dst, device_mesh=dst_mesh, async_op=async_op)
             coord = dst_mesh.get_coordinate()
+            if async_op and coord is not None and not isinstance(out._local_tensor,
+                                                                 AsyncCollectiveTensor):
+                raise AssertionError("async_op=True gave no AsyncCollectiveTensor")
             texts = [dtr._placements.placement_text(p) for p in dst]
             want = (full[block(shape, dshape, texts, coord)] if coord is not None
                     else torch.empty(0))
@@ -158,8 +168,8 @@ def refusals(tally, n):
          "placements: 2 placements for a mesh of 1 dims"),
         (lambda: dtr.torch.redistribute(x, 3), dtr.ArgumentError,
          "placements: expected a sequence of torch placements, got int"),
-        (lambda: dtr.torch.redistribute(x, [Replicate()], async_op=True), dtr.RefusedError,
-         "async_op: dtr.torch.redistribute runs to completion"),
+        (lambda: dtr.torch.redistribute(x, [Replicate()], async_op="yes"), dtr.ArgumentError,
+         "async_op: expected a bool, got str"),
         (lambda: dtr.torch.redistribute(x, [Shard(2)]), dtr.ArgumentError, "S(2)"),
         (lambda: dtr.Mesh.from_torch(mesh, backend="mpi4"), dtr.ArgumentError,
          "no backend 'mpi4'"),
@@ -220,9 +230,12 @@ def main():
         weight = torch.from_numpy(np.random.default_rng([SEED, case, rank]).integers(
             -3, 4, size=tuple(want.to_local().shape))).to(want.dtype)
         want, want_grad = run("torch", local, tmesh, src, dst, shape, weight)
+        # half the cases async (the same on every rank), waited for at the first use
+        async_op = bool(np.random.default_rng([SEED, case]).random() < 0.5)
+        what += " async_op" * async_op
         for kind in ("dtr", "patch"):
             try:
-                got, got_grad = run(kind, local, tmesh, src, dst, shape, weight)
+                got, got_grad = run(kind, local, tmesh, src, dst, shape, weight, async_op)
                 why = ("placements" if got.placements != want.placements else
                        "shape" if got.shape != want.shape else
                        "stride" if got.stride() != want.stride() else
