@@ -182,7 +182,7 @@ core = Extension(
     "dtr._core",
     sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_grad.c",
              "dtr/_bench.c", "dtr/_checkpoint.c", "dtr/_refuse.c", "dtr/_buffer.c", "dtr/_store.c",
-             "dtr/_engine.c"],
+             "dtr/_engine.c", "dtr/_digest.c"],
     depends=["dtr/_core.h"],
 )
 

@@ -14,7 +14,7 @@ enum {
     OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
     OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
     OPT_INJECT, OPT_DUMP, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
-    OPT_TO_MESH, OPT_TO_RANKS, OPT_RELABEL, OPT_STAGING_CAP,
+    OPT_TO_MESH, OPT_TO_RANKS, OPT_RELABEL, OPT_STAGING_CAP, OPT_DIGEST,
 };
 
 #define ALL (DTR_CLI_PLAN | DTR_CLI_RUN | DTR_CLI_RUN_BATCH)
@@ -53,6 +53,7 @@ static const struct {
     {{"warmup", required_argument, NULL, OPT_WARMUP}, RUNS},
     {{"verify", no_argument, NULL, OPT_VERIFY}, RUNS},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCKING}, RUNS},
+    {{"digest", no_argument, NULL, OPT_DIGEST}, DTR_CLI_RUN},
     {{"fill", required_argument, NULL, OPT_FILL}, RUNS},
     {{"seed", required_argument, NULL, OPT_SEED}, RUNS},
     {{"inject-mismatch", required_argument, NULL, OPT_INJECT}, DTR_CLI_RUN},
@@ -100,6 +101,7 @@ static void change_store(dtr_cli_change_t *o, int c, const char *v) {
     case OPT_WARMUP: o->warmup_text = v; break;
     case OPT_VERIFY: o->verify = true; break;
     case OPT_NONBLOCKING: o->nonblocking = true; break;
+    case OPT_DIGEST: o->digest = true; break;
     case OPT_INJECT: o->inject_text = v; break;
     case OPT_DUMP: o->dump = v; break;
     case OPT_BACKEND: o->backend = v; break;
@@ -215,6 +217,10 @@ static int dtr__run_flags(const char *cmd, dtr_cli_change_t *o, dtr_cli_engine_t
                                         "only (--backend mpi --device cpu)");
     if (o->dump != NULL && !dtr__is_dir(o->dump))
         return dtr_cli_usage_error(cmd, "--dump: '%s' is not an existing directory", o->dump);
+    if (o->digest && (engine->cuda || o->to_mesh != NULL))
+        return dtr_cli_usage_error(cmd, "--digest: %s", o->to_mesh != NULL
+                                   ? "within one mesh for now (not with --to-mesh)"
+                                   : "reads CPU buffers (--device cpu)");
     if (o->input != NULL && !dtr__is_dir(o->input))
         return dtr_cli_usage_error(cmd, "--input: '%s' is not an existing directory", o->input);
     return DTR_EXIT_OK;

@@ -35,7 +35,7 @@ typedef struct {
     /* dtr run */
     const char *iters_text, *warmup_text, *inject_text, *dump, *backend, *device;
     const char *fill_text, *seed_text, *input, *buffers;
-    bool verify, nonblocking;
+    bool verify, nonblocking, digest;
     /* what dtr_cli_change_check derives from them */
     dtr_strategy_t strategy;
     dtr_dtype_t backward_dtype;

@@ -73,7 +73,7 @@ static void dtr__run_help(FILE *out) {
         "usage: mpirun -n N dtr run --mesh MESH --shape SHAPE --from LIST --to LIST\n"
         "                [--dtype DTYPE] [--to-dtype DTYPE] [--ranks LIST]\n"
         "                [--strategy optimal|compat] [--iters N] [--warmup N] [--verify]\n"
-        "                [--nonblocking] [--backward [--backward-dtype DTYPE]]\n"
+        "                [--nonblocking] [--digest] [--backward [--backward-dtype DTYPE]]\n"
         "                [--fill pattern|random] [--seed S] [--input DIR] [--dump DIR]\n"
         "                [--json] [--backend mpi|gloo|nccl] [--device cpu|cuda]\n"
         "                [--buffers private|shared]\n"
@@ -127,6 +127,11 @@ static void dtr__run_help(FILE *out) {
         "                       --dump writes them (with --backward the gradient from\n"
         "                       DIR/rankR.grad_in); with --verify every rank reads every file\n"
         "  --nonblocking        use dtr_redistribute_start and dtr_request_test\n"
+        "  --digest             proof of delivery: the source's and the result's 64-bit\n"
+        "                       digests (dtr_digest: the same for any layout of the same\n"
+        "                       values, no gather), printed and compared: a result whose\n"
+        "                       digest differs fails the run (exit 1); not for a Partial\n"
+        "                       --to; a Partial source has none (--json: digest_src null)\n"
         "  --backward           also run the backward plan: a gradient arriving in the --to\n"
         "                       placements goes back to --from's (Partial becomes R); with\n"
         "                       --verify its values are checked too\n"
@@ -180,6 +185,11 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("run", o->to, NULL, o->to_ranks, o->to_dtype, &r->src, &none, &r->dst);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
+    for (int i = 0; rc == DTR_EXIT_OK && o->digest && i < dtr_mesh_ndims(r->mesh); i++)
+        if (r->dst.placements[i].kind == DTR_PARTIAL)
+            rc = dtr_cli_usage_error("run", "--digest: the destination '%s' is Partial on mesh "
+                                            "dim %d: it holds no values to digest until reduced",
+                                     o->to, i);
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
     dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, o->inter_alpha,
@@ -290,6 +300,7 @@ static int dtr__run_phases(dtr_cli_run_t *r) {
     if (!dtr__timing(r)) return DTR_EXIT_FAIL;
     r->ok = !o->verify || (r->fwd.rep.mismatches == 0 && r->fwd.input_changed == 0 &&
                            r->bwd.rep.mismatches == 0);
+    if (dtr_cli_digest_compared(r) && r->digest_src != r->digest_dst) r->ok = false;
     /* which groups went through shared memory (inside a node) and which through MPI */
     r->mpi = strcmp(dtr_context_backend(r->ctx), "mpi") == 0;
     for (int k = 0; k < r->plan->nsteps; k++)

@@ -57,6 +57,9 @@ typedef struct {
     int first_bad;          /* the first rank whose forward check failed, or -1 */
     int fail_code;          /* a set-up failure's exit code (0: DTR_EXIT_FAIL) */
     bool ok;                /* verified forward and backward (or no --verify) */
+    /* --digest: the source's (where it is not Partial) and the result's, on every rank */
+    bool digested_src;
+    uint64_t digest_src, digest_dst;
     /* the timing and the paths the MPI backend took */
     double med, base;
     bool mpi;
@@ -77,6 +80,9 @@ bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, si
 bool dtr_cli_dump_tensors(const char *dir, int rank, int n, const dtr_spec_t *src,
                           const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
                           void *const *out, const size_t *out_bytes);
+/* Whether --digest compares the source's digest with the result's: the source is not
+ * Partial and the change casts no dtype. */
+bool dtr_cli_digest_compared(const dtr_cli_run_t *r);
 /* Whether ok holds on every rank (collective). */
 bool dtr_cli_all_true(bool ok);
 /* The forward result: dumped, checked on every rank (--verify), the verdicts gathered on

@@ -15,6 +15,7 @@ The calls, in DTensor's words where it has them (docs/python.md has the whole AP
   plan(mesh, shape, src, dst, ...)         the plan dtr would run (str(): `dtr plan`)
   redistribute(local, mesh, src, dst, ...) moves this rank's block; collective
   redistribute_many(locals, mesh, ...)     a batch of tensors, coalesced
+  digest(local, mesh, placements)          the tensor's 64-bit digest, the same in any layout
   grad_hook(buf, mesh, kind)               DDP's gradient all-reduce, in place
   reduce_scatter_grads(grads, mesh, ...)   FSDP/HSDP's reduce-scatter of a list of gradients
   load(path, mesh, rules, ...)             this rank's blocks of a safetensors checkpoint
@@ -37,7 +38,7 @@ from ._placements import Partial, Placement, Replicate, Shard
 from . import _arrays, _engine, _interop, _placements, _store
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
-           "redistribute", "redistribute_many", "grad_hook", "reduce_scatter_grads", "load",
+           "redistribute", "redistribute_many", "digest", "grad_hook", "reduce_scatter_grads", "load",
            "load_metadata", "save", "consolidate", "Plan",
            "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
            "TimeoutError", "FileError", "__version__"]
@@ -82,6 +83,7 @@ def plan(mesh, shape, src, dst, *, dtype="f32", strategy="optimal", to_mesh=None
 
 
 redistribute = _core.redistribute
+digest = _core.digest
 redistribute_many = _core.redistribute_many
 grad_hook = _core.grad_hook
 reduce_scatter_grads = _core.reduce_scatter_grads

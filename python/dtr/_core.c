@@ -32,6 +32,12 @@ static PyObject *dtrpy_has_backend(PyObject *self, PyObject *name) {
 }
 
 static PyMethodDef dtrpy_methods[] = {
+    {"digest", (PyCFunction)(void (*)(void))dtrpy_digest, METH_VARARGS | METH_KEYWORDS,
+     "digest(local, mesh, placements, *, shape=None)\n--\n\n"
+     "The 64-bit digest of the whole tensor whose block here is `local`, placed by\n"
+     "`placements` on `mesh` (shape: the global shape; default inferred as even shards),\n"
+     "the same for any layout of the same values: proof that a change delivered. Collective\n"
+     "over the mesh's ranks; None on a rank outside it. A Partial placement is refused."},
     {"has_backend", dtrpy_has_backend, METH_O,
      "Whether this dtr has the backend `name` (\"gloo\": libdtr_gloo.so beside libdtr.so)."},
     {"version", dtrpy_version, METH_NOARGS, "The loaded library's version (\"0.9.1-dev\")."},

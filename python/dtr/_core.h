@@ -12,6 +12,7 @@
  *   _move.c   dtr.redistribute, dtr.redistribute_many and the Request of async_op
  *   _bench.c  the same change in a C loop, for the binding's benchmark
  *   _grad.c   gradient reduction: the DDP hooks' all-reduce, FSDP/HSDP reduce-scatter
+ *   _digest.c dtr.digest: a tensor's layout-independent digest (proof of delivery)
  *   _checkpoint.c  dtr.load: a safetensors checkpoint's blocks for this rank
  *
  * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
@@ -202,6 +203,10 @@ int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dt
                       int rank, bool given_shape);
 PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
+
+/* ---- _digest.c ---- */
+
+PyObject *dtrpy_digest(PyObject *self, PyObject *args, PyObject *kw);
 
 /* ---- _buffer.c ---- */
 

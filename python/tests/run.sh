@@ -137,9 +137,9 @@ done
 # no MPI: the parity cases, the backend checks and the collective save over Gloo, the processes started by
 # tools/dtr_launch.sh (RANK, WORLD_SIZE, DTR_GLOO_STORE), as torchrun would
 for n in ${DTR_PY_GLOO_RANKS:-2 4}; do
-    echo "== python: $n processes, backend gloo (tools/dtr_launch.sh): test_parity.py test_backends.py test_save.py"
+    echo "== python: $n processes, backend gloo (tools/dtr_launch.sh): test_parity.py test_backends.py test_save.py test_digest.py"
     DTR_PY_BACKEND=gloo timeout 600 bash "$root/tools/dtr_launch.sh" -n "$n" bash -c \
-        'set -- "$1/test_parity.py" "$1/test_backends.py" "$1/test_save.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
+        'set -- "$1/test_parity.py" "$1/test_backends.py" "$1/test_save.py" "$1/test_digest.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
         "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
     tally $?
 done

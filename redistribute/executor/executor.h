@@ -303,6 +303,26 @@ DTR_API dtr_status_t dtr_reduce_scatter(dtr_context_t *ctx, const dtr_mesh_t *me
                                         int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op);
 
 /*
+ * Proof of delivery: a 64-bit digest of the whole tensor `spec` describes that does not
+ * depend on its layout, so the same tensor placed any way on any mesh gives the same digest
+ * (a change that delivered gives its source's). It is the sum mod 2^64, over the tensor's
+ * elements, of dtr_digest_mix(the element's flat row-major index, the low and high 8-byte
+ * words of its bytes, little-endian, zero-extended): each element once, a Replicate mesh
+ * dim's copies counted by the member at coordinate 0 only. No gather: each rank reads its
+ * own block where it lies (docs/cross-mesh.md, "Proof of delivery", has the cost).
+ * dtr_digest_local: this rank's share (pure; the shares of a mesh's ranks add up to the
+ * digest); dtr_digest: collective over spec's mesh (one small all-reduce), *out written on
+ * its ranks only (a rank outside the mesh returns DTR_OK at once). Refused on every rank
+ * alike (INVALID_ARGUMENT): a Partial placement (no values until reduced), bytes not this
+ * rank's block; on a context of device memory, UNSUPPORTED.
+ */
+DTR_API uint64_t dtr_digest_mix(uint64_t index, uint64_t lo, uint64_t hi);
+DTR_API dtr_status_t dtr_digest_local(const dtr_spec_t *spec, int rank, const void *local,
+                                      int64_t bytes, uint64_t *partial);
+DTR_API dtr_status_t dtr_digest(dtr_context_t *ctx, const dtr_spec_t *spec, const void *local,
+                                int64_t bytes, uint64_t *out);
+
+/*
  * Runs a change between meshes (dtr_cross_plan_create): collective over the ranks of both
  * meshes (RA and RB), in the same order with the same plan; a rank in neither returns at
  * once. A rank of the source mesh passes its source block as `in` (in_bytes its exact

@@ -374,5 +374,27 @@ check "cost flags: --bandwidth-gbps with --batch, refused by name" 4 2 "" "dtr r
 check "cost flags: --local-gbps between meshes, refused by name" 4 2 "" "dtr run: --local-gbps: " \
     run --mesh 2 --shape 8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --local-gbps -5
 rm -f "$xbatch"
+# --digest: the pattern fill of 9x7 f32 digests to 0x3cf361c393e23ae2 (computed apart from dtr,
+# in Python, from the dumped tensor), whatever the layout; a result one byte off does not
+for move in "S(0),R R,S(1) 4" "R S(1) 2" "S(1),S(0) R,R 4" "P S(0) 2"; do
+    read -r from to n <<<"$move"
+    check "--digest: $from -> $to" "$n" 0 "digest: result 0x3cf361c393e23ae2" "" \
+        run --mesh "$([ "$n" = 4 ] && echo 2x2 || echo 2)" --shape 9x7 --from "$from" --to "$to" --digest --iters 1
+done
+check "--digest: JSON" 4 0 '"digest_src":"0x3cf361c393e23ae2","digest_dst":"0x3cf361c393e23ae2"' "" \
+    run --mesh 2x2 --shape 9x7 --from 'S(0),R' --to 'R,S(1)' --digest --iters 1 --json
+check "--digest: a Partial source has none" 2 0 '"digest_src":null,"digest_dst":"0x3cf361c393e23ae2"' "" \
+    run --mesh 2 --shape 9x7 --from P --to 'S(1)' --digest --iters 1 --json
+check "--digest: a result one byte off is not delivered (exit 1)" 4 1 "!= the source's: NOT delivered" \
+    "dtr run: --digest: the result's digest 0x" \
+    run --mesh 2x2 --shape 9x7 --from 'S(0),R' --to 'R,S(1)' --digest --iters 1 --inject-mismatch 0
+# (rank 3 holds the second copy of its block on mesh dim 0's R: the digest counts the first)
+check "--digest: a replica past the first is not covered (--verify is)" 4 0 "== the source's: delivered" "" \
+    run --mesh 2x2 --shape 9x7 --from 'S(0),R' --to 'R,S(1)' --digest --iters 1 --inject-mismatch 3
+check "--digest: a Partial destination is refused" 2 2 "" \
+    "dtr run: --digest: the destination 'P' is Partial on mesh dim 0: it holds no values to digest until reduced" \
+    run --mesh 2 --shape 9x7 --from 'S(0)' --to P --digest
+check "--digest: not between meshes yet" 4 2 "" "dtr run: --digest: within one mesh for now (not with --to-mesh)" \
+    run --mesh 2 --shape 8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --digest
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
 finish "dtr run CLI"
