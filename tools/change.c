@@ -53,7 +53,7 @@ static const struct {
     {{"warmup", required_argument, NULL, OPT_WARMUP}, RUNS},
     {{"verify", no_argument, NULL, OPT_VERIFY}, RUNS},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCKING}, RUNS},
-    {{"digest", no_argument, NULL, OPT_DIGEST}, DTR_CLI_RUN},
+    {{"digest", no_argument, NULL, OPT_DIGEST}, RUNS},
     {{"fill", required_argument, NULL, OPT_FILL}, RUNS},
     {{"seed", required_argument, NULL, OPT_SEED}, RUNS},
     {{"inject-mismatch", required_argument, NULL, OPT_INJECT}, DTR_CLI_RUN},
@@ -123,7 +123,7 @@ static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name)
     if (who == DTR_CLI_RUN_BATCH)
         return dtr_cli_usage_error(cmd, "--%s: not with --batch (supported with it: --mesh, "
                                         "--ranks, --strategy, --iters, --warmup, --verify, "
-                                        "--nonblocking, --json, --fill, --seed, --backend, "
+                                        "--nonblocking, --digest, --json, --fill, --seed, --backend, "
                                         "--dump, --to-mesh, --to-ranks, --relabel, "
                                         "--staging-cap)", name);
     return dtr_cli_usage_error(cmd, "unknown option '--%s' (see 'dtr %s --help')", name, cmd);
@@ -156,7 +156,7 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
             if (who == DTR_CLI_RUN_BATCH && c == '?' && optopt == 0)
                 return dtr_cli_usage_error(cmd, "%s: not with --batch (supported with it: "
                                                 "--mesh, --ranks, --strategy, --iters, "
-                                                "--warmup, --verify, --nonblocking, --json, "
+                                                "--warmup, --verify, --nonblocking, --digest, --json, "
                                                 "--fill, --seed, --backend, --dump, --to-mesh, "
                                                 "--to-ranks, --relabel, --staging-cap)",
                                        argv[optind - 1]);
@@ -217,10 +217,8 @@ static int dtr__run_flags(const char *cmd, dtr_cli_change_t *o, dtr_cli_engine_t
                                         "only (--backend mpi --device cpu)");
     if (o->dump != NULL && !dtr__is_dir(o->dump))
         return dtr_cli_usage_error(cmd, "--dump: '%s' is not an existing directory", o->dump);
-    if (o->digest && (engine->cuda || o->to_mesh != NULL))
-        return dtr_cli_usage_error(cmd, "--digest: %s", o->to_mesh != NULL
-                                   ? "within one mesh for now (not with --to-mesh)"
-                                   : "reads CPU buffers (--device cpu)");
+    if (o->digest && engine->cuda)
+        return dtr_cli_usage_error(cmd, "--digest: reads CPU buffers (--device cpu)");
     if (o->input != NULL && !dtr__is_dir(o->input))
         return dtr_cli_usage_error(cmd, "--input: '%s' is not an existing directory", o->input);
     return DTR_EXIT_OK;

@@ -81,14 +81,16 @@ static void dtr__run_help(FILE *out) {
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
         "                [--relabel] [--staging-cap BYTES] [--iters N] [--warmup N] [--verify]\n"
         "                [--fill pattern|random] [--seed S] [--inject-mismatch R] [--json]\n"
-        "                [--nonblocking] [--dump DIR] [--backend mpi|gloo]\n"
+        "                [--nonblocking] [--digest] [--dump DIR] [--backend mpi|gloo]\n"
         "       mpirun -n N dtr run --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
         "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--iters N]\n"
-        "                [--warmup N] [--verify] [--nonblocking] [--fill pattern|random]\n"
-        "                [--seed S] [--json] [--dump DIR] [--backend mpi|gloo]\n"
+        "                [--warmup N] [--verify] [--nonblocking] [--digest]\n"
+        "                [--fill pattern|random] [--seed S] [--json] [--dump DIR]\n"
+        "                [--backend mpi|gloo]\n"
         "       mpirun -n N dtr run --mesh MESH --batch FILE [--ranks LIST] [--strategy S]\n"
-        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--json]\n"
-        "                [--fill pattern|random] [--seed S] [--dump DIR] [--backend mpi|gloo]\n"
+        "                [--iters N] [--warmup N] [--verify] [--nonblocking] [--digest]\n"
+        "                [--json] [--fill pattern|random] [--seed S] [--dump DIR]\n"
+        "                [--backend mpi|gloo]\n"
         "       tools/dtr_launch.sh -n N dtr run ... --backend gloo   (no MPI)\n"
         "       every form also takes dtr plan's cost flags: [--alpha-us A] [--bandwidth-gbps B]\n"
         "                [--local-gbps G] [--inter-alpha-us A] [--inter-bandwidth-gbps B]\n"
@@ -131,7 +133,8 @@ static void dtr__run_help(FILE *out) {
         "                       digests (dtr_digest: the same for any layout of the same\n"
         "                       values, no gather), printed and compared: a result whose\n"
         "                       digest differs fails the run (exit 1); not for a Partial\n"
-        "                       --to; a Partial source has none (--json: digest_src null)\n"
+        "                       --to; a Partial source has none (--json: digest_src null;\n"
+        "                       with --batch, \"digests\": one pair a tensor)\n"
         "  --backward           also run the backward plan: a gradient arriving in the --to\n"
         "                       placements goes back to --from's (Partial becomes R); with\n"
         "                       --verify its values are checked too\n"
@@ -185,11 +188,7 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("run", o->to, NULL, o->to_ranks, o->to_dtype, &r->src, &none, &r->dst);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
-    for (int i = 0; rc == DTR_EXIT_OK && o->digest && i < dtr_mesh_ndims(r->mesh); i++)
-        if (r->dst.placements[i].kind == DTR_PARTIAL)
-            rc = dtr_cli_usage_error("run", "--digest: the destination '%s' is Partial on mesh "
-                                            "dim %d: it holds no values to digest until reduced",
-                                     o->to, i);
+    if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(1, &r->dst);
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
     dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, o->inter_alpha,
@@ -300,7 +299,7 @@ static int dtr__run_phases(dtr_cli_run_t *r) {
     if (!dtr__timing(r)) return DTR_EXIT_FAIL;
     r->ok = !o->verify || (r->fwd.rep.mismatches == 0 && r->fwd.input_changed == 0 &&
                            r->bwd.rep.mismatches == 0);
-    if (dtr_cli_digest_compared(r) && r->digest_src != r->digest_dst) r->ok = false;
+    if (o->digest && dtr_cli_digest_failed(1, &r->digest, &r->src, &r->dst, false)) r->ok = false;
     /* which groups went through shared memory (inside a node) and which through MPI */
     r->mpi = strcmp(dtr_context_backend(r->ctx), "mpi") == 0;
     for (int k = 0; k < r->plan->nsteps; k++)

@@ -131,8 +131,8 @@ static dtr_status_t dtr__time(dtr_context_t *ctx, const dtr_batch_plan_t *bp,
 }
 
 static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, const char *path,
-                       bool verify, bool ok,
-                       int64_t checked, const double *med, int64_t iters, bool json) {
+                       bool verify, bool ok, int64_t checked, const double *med, int64_t iters,
+                       bool json, const dtr_cli_digest_t *d, const dtr__tensors_t *t) {
     int coll = 0, one = 0;
     for (int k = 0; k < DTR_STEP_KIND_LAST; k++) {
         coll += bp->count[k];
@@ -155,6 +155,7 @@ static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, const char 
                    "\"one_by_one_over_batched\":%.3f",
                    med[0], med[1], med[2], med[2] > 0 ? med[0] / med[2] : 0,
                    med[0] > 0 ? med[1] / med[0] : 0);
+        if (d != NULL) dtr_cli_digest_json(stdout, t->n, true, d);
         printf("}\n");
         return;
     }
@@ -163,6 +164,7 @@ static void dtr__print(const dtr_batch_plan_t *bp, const char *mesh, const char 
     if (verify)
         printf("  verified: %s (%lld elements checked over all ranks)\n", ok ? "yes" : "NO",
                (long long)checked);
+    if (d != NULL) dtr_cli_digest_text(stdout, t->n, true, d, t->src, t->dst);
     if (iters > 0)
         printf("  batched %.1f us, one plan at a time %.1f us (%.2fx), the batch's collectives "
                "alone %.1f us (batched %.2fx of them); slowest rank, median of %lld\n",
@@ -176,6 +178,7 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     bool verify = o->verify, nonblocking = o->nonblocking;
     int64_t iters = o->iters;
     dtr_context_t *ctx = NULL;
+    dtr_cli_digest_t *d = NULL;
     dtr_status_t st = dtr_cli_job_context(&ctx);
     if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
     int rc = DTR_EXIT_FAIL;
@@ -196,15 +199,25 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     totals[0] = bad;
     totals[1] = checked;
     dtr_cli_job_reduce(totals, 2, DTR_I64, DTR_REDUCE_SUM);
+    if (o->digest) {
+        d = calloc((size_t)t->n, sizeof *d);
+        st = d == NULL ? DTR_ERR_OUT_OF_MEMORY
+                       : dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes,
+                                         t->out, t->out_bytes, d);
+        if (!dtr_cli_all_ok("run", st, rank, "--digest")) goto done;
+    }
     double med[3] = {0, 0, 0};
     if (iters > 0) {
         st = dtr__time(ctx, bp, t, nonblocking, o->warmup, iters, med);
         if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     }
     if (rank == 0)
-        dtr__print(bp, mesh_text, o->batch, verify, totals[0] == 0, totals[1], med, iters, o->json);
-    rc = totals[0] == 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+        dtr__print(bp, mesh_text, o->batch, verify, totals[0] == 0, totals[1], med, iters, o->json,
+                   d, t);
+    bool undelivered = d != NULL && dtr_cli_digest_failed(t->n, d, t->src, t->dst, rank == 0);
+    rc = totals[0] == 0 && !undelivered ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
+    free(d);
     dtr_context_destroy(ctx);
     return rc;
 }
@@ -222,6 +235,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     const dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
+    if (rc == DTR_EXIT_OK && o.digest) rc = dtr_cli_digest_refuse(t.n, t.dst);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;
     uint32_t across, planned;

@@ -10,10 +10,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tools/change.h"
 #include "tools/cli.h"
 #include "tools/pattern/pattern.h"
+
+/* --digest's figures for one tensor, the same on every rank: its source's digest (none of a
+ * Partial source) and its result's. */
+typedef struct {
+    bool has_src;
+    uint64_t src, dst;
+} dtr_cli_digest_t;
 
 /* One rank's check: its report, and whether its input was written. */
 typedef struct {
@@ -57,9 +65,7 @@ typedef struct {
     int first_bad;          /* the first rank whose forward check failed, or -1 */
     int fail_code;          /* a set-up failure's exit code (0: DTR_EXIT_FAIL) */
     bool ok;                /* verified forward and backward (or no --verify) */
-    /* --digest: the source's (where it is not Partial) and the result's, on every rank */
-    bool digested_src;
-    uint64_t digest_src, digest_dst;
+    dtr_cli_digest_t digest; /* --digest's */
     /* the timing and the paths the MPI backend took */
     double med, base;
     bool mpi;
@@ -80,9 +86,6 @@ bool dtr_cli_dump(const char *dir, int rank, const char *what, const void *p, si
 bool dtr_cli_dump_tensors(const char *dir, int rank, int n, const dtr_spec_t *src,
                           const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
                           void *const *out, const size_t *out_bytes);
-/* Whether --digest compares the source's digest with the result's: the source is not
- * Partial and the change casts no dtype. */
-bool dtr_cli_digest_compared(const dtr_cli_run_t *r);
 /* Whether ok holds on every rank (collective). */
 bool dtr_cli_all_true(bool ok);
 /* The forward result: dumped, checked on every rank (--verify), the verdicts gathered on
@@ -92,6 +95,25 @@ bool dtr_cli_run_check(dtr_cli_run_t *r);
 /* --backward: the gradient's plan made, run and checked (r->bplan, r->bwd). Collective;
  * false where a rank failed. */
 bool dtr_cli_run_backward(dtr_cli_run_t *r);
+
+/* run_digest.c: --digest in every form. The usage error (exit 2) where a destination of the
+ * n is Partial, else DTR_EXIT_OK. */
+int dtr_cli_digest_refuse(int n, const dtr_spec_t *dst);
+/* Each of the n tensors' digests (dtr_digest on its source's mesh and its result's) into
+ * d[0..n), on every rank. Collective over the job; a failure is this rank's status. */
+dtr_status_t dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec_t *src,
+                             const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
+                             void *const *out, const size_t *out_bytes, dtr_cli_digest_t *d);
+/* Whether one tensor's digests are compared (a source digest, no cast) and differ. */
+bool dtr_cli_digest_bad(const dtr_cli_digest_t *d, const dtr_spec_t *src, const dtr_spec_t *dst);
+/* Whether any of the n failed so; with say, its line on stderr. */
+bool dtr_cli_digest_failed(int n, const dtr_cli_digest_t *d, const dtr_spec_t *src,
+                           const dtr_spec_t *dst, bool say);
+/* The JSON members (",\"digest_src\":...,\"digest_dst\":..." for one tensor; for a batch
+ * ",\"digests\":[{...}, ...]") and the text line. */
+void dtr_cli_digest_json(FILE *f, int n, bool batch, const dtr_cli_digest_t *d);
+void dtr_cli_digest_text(FILE *f, int n, bool batch, const dtr_cli_digest_t *d,
+                         const dtr_spec_t *src, const dtr_spec_t *dst);
 
 /* run_report.c: the result on rank 0 (text, or one JSON object), and the failure lines on
  * stderr. */
@@ -108,6 +130,9 @@ typedef struct {
     int first_bad, bad_tensor;   /* the first rank that failed (-1: none), and its tensor */
     dtr_cli_verdict_t bad;       /* that rank's verdict on that tensor */
     double med, one_by_one;      /* medians (us): the plan; a batch's tensors one at a time */
+    const dtr_cli_digest_t *digests; /* --digest's, one per tensor (NULL: none) */
+    int ntensors;
+    const dtr_spec_t *srcs, *dsts;   /* every tensor's */
 } dtr_cli_cross_result_t;
 
 /* run_cross_report.c: a change between meshes' result on rank 0 (text, or one JSON object)

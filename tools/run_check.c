@@ -87,29 +87,13 @@ static void dtr__gather(int rank, int world, const dtr_cli_verdict_t *v, dtr_cli
         free(each);
 }
 
-bool dtr_cli_digest_compared(const dtr_cli_run_t *r) {
-    return r->o->digest && r->digested_src && r->src.dtype == r->dst.dtype;
-}
-
-/* --digest: the source's digest (not of a Partial source) and the result's, each over the
- * mesh (dtr_digest), then to every rank from the mesh's first. Collective. */
+/* --digest: the source's digest and the result's (run_digest.c). Collective. */
 static bool dtr__digests(dtr_cli_run_t *r) {
     if (!r->o->digest) return true;
-    int nd = dtr_mesh_ndims(r->mesh), root = 0;
-    r->digested_src = true;
-    for (int i = 0; i < nd; i++) r->digested_src &= r->src.placements[i].kind != DTR_PARTIAL;
-    dtr_status_t st = DTR_OK;
-    if (r->inside && r->digested_src)
-        st = dtr_digest(r->ctx, &r->src, r->copy, (int64_t)r->in_bytes, &r->digest_src);
-    if (r->inside && st == DTR_OK)
-        st = dtr_digest(r->ctx, &r->dst, r->out, (int64_t)r->out_bytes, &r->digest_dst);
-    if (!dtr_cli_all_ok("run", st, r->rank, "--digest")) return false;
-    int64_t zero[DTR_MAX_MESH_DIMS] = {0};
-    dtr_mesh_rank_at(r->mesh, zero, &root);
-    uint64_t both[2] = {r->digest_src, r->digest_dst};
-    dtr_cli_job_bcast(both, sizeof both, root);
-    r->digest_src = both[0], r->digest_dst = both[1];
-    return true;
+    void *in[1] = {r->copy}, *out[1] = {r->out};
+    dtr_status_t st = dtr_cli_digests(r->ctx, r->rank, 1, &r->src, &r->dst, in, &r->in_bytes,
+                                      out, &r->out_bytes, &r->digest);
+    return dtr_cli_all_ok("run", st, r->rank, "--digest");
 }
 
 bool dtr_cli_run_check(dtr_cli_run_t *r) {

@@ -177,6 +177,7 @@ static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr__xt_t *t,
 static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_plan_t *plan,
                      int rank, int world) {
     dtr_context_t *ctx = NULL;
+    dtr_cli_digest_t *d = NULL;
     dtr_cli_cross_result_t r = {.o = o, .plan = plan, .src = &t->src[0], .dst = &t->dst[0],
                                 .world = world, .batch = o->batch != NULL, .first_bad = -1};
     dtr_status_t st = dtr_cli_job_context(&ctx);
@@ -206,11 +207,21 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     st = o->verify ? dtr__xt_check(t, rank, &v, &bad_tensor) : DTR_OK;
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     dtr__xverdicts(&v, bad_tensor, rank, &r);
+    if (o->digest) {
+        d = calloc((size_t)t->n, sizeof *d);
+        st = d == NULL ? DTR_ERR_OUT_OF_MEMORY
+                       : dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes,
+                                         t->out, t->out_bytes, d);
+        if (!dtr_cli_all_ok("run", st, rank, "--digest")) goto done;
+        r.digests = d, r.ntensors = t->n, r.srcs = t->src, r.dsts = t->dst;
+    }
     st = dtr__xtime(ctx, t, o, &r);
     if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     if (rank == 0) dtr_cli_cross_report(&r);
-    rc = !o->verify || r.first_bad < 0 ? DTR_EXIT_OK : DTR_EXIT_FAIL;
+    bool undelivered = d != NULL && dtr_cli_digest_failed(t->n, d, t->src, t->dst, false);
+    rc = (!o->verify || r.first_bad < 0) && !undelivered ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
+    free(d);
     dtr_context_destroy(ctx);
     return rc;
 }
@@ -276,6 +287,7 @@ int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world) {
     dtr__xt_t t = {0};
     const dtr_cross_plan_t *plan = NULL;
     rc = dtr__xspecs(o, world, &mesh, &mesh_b, &t);
+    if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(t.n, t.dst);
     if (rc == DTR_EXIT_OK) rc = dtr__xplans(o, &t, &plan);
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */

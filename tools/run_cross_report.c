@@ -74,6 +74,8 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
         printf("  verified: all %lld elements on every destination rank match; every source rank's "
                "input intact\n",
                (long long)r->sum.rep.checked);
+    if (r->digests != NULL)
+        dtr_cli_digest_text(stdout, r->ntensors, r->batch, r->digests, r->srcs, r->dsts);
     if (o->iters > 0 && r->batch)
         printf("  median of %ld iterations: batched %.1f us, one tensor at a time %.1f us (%.2fx)\n",
                (long)o->iters, r->med, r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
@@ -110,6 +112,7 @@ static void dtr__json(const dtr_cli_cross_result_t *r, const dtr_cross_figures_t
            (long long)f->lower_bound_recv_bytes, (long long)f->lower_bound_send_bytes,
            (long long)f->rounds, (long long)f->staging_bytes_max);
     dtr_cross_plan_print_json(r->plan, stdout);
+    if (r->digests != NULL) dtr_cli_digest_json(stdout, r->ntensors, r->batch, r->digests);
     printf("}\n");
 }
 
@@ -123,6 +126,7 @@ void dtr_cli_cross_report(const dtr_cli_cross_result_t *r) {
         dtr__json(r, &f, ok);
     else
         dtr__text(r, &n, &f, ok);
+    if (r->digests != NULL) dtr_cli_digest_failed(r->ntensors, r->digests, r->srcs, r->dsts, true);
     if (ok) return;
     char where[48] = "";
     if (r->batch) snprintf(where, sizeof where, " in tensor %d", r->bad_tensor);

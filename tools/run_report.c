@@ -101,13 +101,7 @@ static void dtr__json(const dtr_cli_run_t *r) {
                r->paths[0], r->paths[1], r->paths[2], r->paths[3], r->paths[4], r->paths[5],
                r->paths[6]);
     if (r->bplan != NULL) dtr__json_backward(r);
-    if (o->digest) {
-        if (r->digested_src)
-            printf(",\"digest_src\":\"0x%016llx\"", (unsigned long long)r->digest_src);
-        else
-            printf(",\"digest_src\":null");
-        printf(",\"digest_dst\":\"0x%016llx\"", (unsigned long long)r->digest_dst);
-    }
+    if (o->digest) dtr_cli_digest_json(stdout, 1, false, &r->digest);
     if (r->first_bad >= 0) {
         const dtr_pattern_report_t *b = &r->all[r->first_bad].rep;
         printf(",\"first_mismatch\":{\"rank\":%d,\"index\":%lld,\"got\":%.9g,\"want\":%.9g}",
@@ -132,20 +126,6 @@ static void dtr__text_backward(const dtr_cli_run_t *r, const dtr__texts_t *t) {
         dtr__print_tolerance(stdout, &r->bwd.rep, coarser ? op : sd);
     }
     printf("\n");
-}
-
-/* --digest's line: both digests and what they say. */
-static void dtr__text_digest(const dtr_cli_run_t *r) {
-    printf("  digest: result 0x%016llx", (unsigned long long)r->digest_dst);
-    if (!r->digested_src)
-        printf(" (the source is Partial: no digest of it before the reduction)\n");
-    else if (r->src.dtype != r->dst.dtype)
-        printf(", source 0x%016llx (the cast changes the values)\n",
-               (unsigned long long)r->digest_src);
-    else
-        printf(" %s the source's: %s\n", r->digest_src == r->digest_dst ? "==" : "!=",
-               r->digest_src == r->digest_dst ? "delivered"
-                                               : "NOT delivered (the result differs)");
 }
 
 static void dtr__text(const dtr_cli_run_t *r, const dtr__texts_t *t) {
@@ -195,7 +175,7 @@ static void dtr__text(const dtr_cli_run_t *r, const dtr__texts_t *t) {
         printf("; inputs intact\n");
     }
     if (r->bplan != NULL) dtr__text_backward(r, t);
-    if (o->digest) dtr__text_digest(r);
+    if (o->digest) dtr_cli_digest_text(stdout, 1, false, &r->digest, &r->src, &r->dst);
     if (o->iters > 0)
         printf("  median of %ld iterations: %.1f us; baseline (the plan's collectives alone) "
                "%.1f us; overhead ratio %.3f\n",
@@ -213,11 +193,7 @@ static void dtr__text(const dtr_cli_run_t *r, const dtr__texts_t *t) {
 /* What failed, on stderr: the forward check's first mismatch, or the backward's count. */
 static void dtr__failures(const dtr_cli_run_t *r, const dtr__texts_t *t) {
     bool fwd_ok = r->first_bad < 0;
-    if (dtr_cli_digest_compared(r) && r->digest_src != r->digest_dst)
-        fprintf(stderr, "dtr run: --digest: the result's digest 0x%016llx is not the source's "
-                        "0x%016llx: the change did not deliver the tensor\n",
-                (unsigned long long)r->digest_dst, (unsigned long long)r->digest_src);
-    bool digest_bad = dtr_cli_digest_compared(r) && r->digest_src != r->digest_dst;
+    bool digest_bad = r->o->digest && dtr_cli_digest_failed(1, &r->digest, &r->src, &r->dst, true);
     if (fwd_ok && !r->ok && (!digest_bad || r->bwd.rep.mismatches > 0))
         fprintf(stderr, "dtr run: backward verification failed: %lld %s wrong or inputs "
                         "written\n",

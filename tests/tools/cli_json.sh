@@ -47,6 +47,7 @@ form plan.relabel 0 plan --mesh 4 --shape 16x8 --from 'S(0)' --to-mesh 4 --to-ra
 form plan.crossbatch 0 plan --mesh 2 --batch "$in/batch1.json" --to-mesh 2 --to-ranks 2,3 --json
 form run.one 4 run --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --verify --iters 2 --json
 form run.digest 2 run --mesh 2 --shape 8x8 --from 'P' --to 'S(1)' --digest --iters 2 --json
+form run.digestbatch 4 run --mesh 2 --batch "$in/batch1.json" --to-mesh 2 --to-ranks 2,3 --digest --iters 2 --json
 form run.random 4 run --mesh 2x2 --shape 8x8 --from 'P,S(1)' --to 'R,R' --fill random --verify --backward --iters 2 --json
 form run.batch 4 run --mesh 2x2 --batch "$in/batch.json" --verify --iters 2 --json
 form run.cross 4 run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --verify --iters 2 --json

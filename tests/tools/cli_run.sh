@@ -392,9 +392,24 @@ check "--digest: a result one byte off is not delivered (exit 1)" 4 1 "!= the so
 check "--digest: a replica past the first is not covered (--verify is)" 4 0 "== the source's: delivered" "" \
     run --mesh 2x2 --shape 9x7 --from 'S(0),R' --to 'R,S(1)' --digest --iters 1 --inject-mismatch 3
 check "--digest: a Partial destination is refused" 2 2 "" \
-    "dtr run: --digest: the destination 'P' is Partial on mesh dim 0: it holds no values to digest until reduced" \
+    "dtr run: --digest: the destination 'P(sum)' is Partial: it holds no values to digest until reduced" \
     run --mesh 2 --shape 9x7 --from 'S(0)' --to P --digest
-check "--digest: not between meshes yet" 4 2 "" "dtr run: --digest: within one mesh for now (not with --to-mesh)" \
-    run --mesh 2 --shape 8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --digest
+check "--digest: between meshes" 4 0 "digest: result 0x3cf361c393e23ae2 == the source's: delivered" "" \
+    run --mesh 2 --shape 9x7 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --digest --iters 1
+check "--digest: between meshes, one byte off on the destination's first rank (exit 1)" 4 1 \
+    "!= the source's: NOT delivered" "dtr run: --digest: the result's digest 0x" \
+    run --mesh 2 --shape 9x7 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --digest --iters 1 --inject-mismatch 2
+# a batch: tensor 0 the 9x7 above, tensor 1 a Partial source (no source digest), tensor 2 f64
+dbatch=$(mktemp)
+printf '[{"shape": "9x7", "from": "S(0),R", "to": "R,R"}, {"shape": "5", "from": "P,R", "to": "R,S(0)"}, {"shape": "3x3", "dtype": "f64", "from": "R,R", "to": "S(1),S(0)"}]' >"$dbatch"
+check "--digest: a batch" 4 0 "digests: 2 of 3 tensors compared, every result's == its source's: delivered (the others: a Partial source or a cast)" "" \
+    run --mesh 2x2 --batch "$dbatch" --digest --iters 1
+check "--digest: a batch, JSON" 4 0 '"digests":[{"digest_src":"0x3cf361c393e23ae2","digest_dst":"0x3cf361c393e23ae2"},{"digest_src":null,' "" \
+    run --mesh 2x2 --batch "$dbatch" --digest --iters 1 --json
+printf '[{"shape": "9x7", "from": "S(0)", "to": "R"}, {"shape": "4", "from": "S(0)", "to": "P"}]' >"$dbatch"
+check "--digest: a batch's Partial destination is refused" 4 2 "" \
+    "dtr run: --digest: the destination of tensor 1 'P(sum)' is Partial" \
+    run --mesh 2 --batch "$dbatch" --to-mesh 2 --to-ranks 2,3 --digest
+rm -f "$dbatch"
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
 finish "dtr run CLI"
