@@ -199,13 +199,9 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     totals[0] = bad;
     totals[1] = checked;
     dtr_cli_job_reduce(totals, 2, DTR_I64, DTR_REDUCE_SUM);
-    if (o->digest) {
-        d = calloc((size_t)t->n, sizeof *d);
-        st = d == NULL ? DTR_ERR_OUT_OF_MEMORY
-                       : dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes,
-                                         t->out, t->out_bytes, d);
-        if (!dtr_cli_all_ok("run", st, rank, "--digest")) goto done;
-    }
+    if (o->digest && !dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes,
+                                       t->out, t->out_bytes, &d))
+        goto done;
     double med[3] = {0, 0, 0};
     if (iters > 0) {
         st = dtr__time(ctx, bp, t, nonblocking, o->warmup, iters, med);

@@ -100,10 +100,11 @@ bool dtr_cli_run_backward(dtr_cli_run_t *r);
  * n is Partial, else DTR_EXIT_OK. */
 int dtr_cli_digest_refuse(int n, const dtr_spec_t *dst);
 /* Each of the n tensors' digests (dtr_digest on its source's mesh and its result's) into
- * d[0..n), on every rank. Collective over the job; a failure is this rank's status. */
-dtr_status_t dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec_t *src,
-                             const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
-                             void *const *out, const size_t *out_bytes, dtr_cli_digest_t *d);
+ * *d (n of them, the caller frees), on every rank. Collective over the job; false where a
+ * rank failed (each said why). */
+bool dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec_t *src,
+                     const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
+                     void *const *out, const size_t *out_bytes, dtr_cli_digest_t **d);
 /* Whether one tensor's digests are compared (a source digest, no cast) and differ. */
 bool dtr_cli_digest_bad(const dtr_cli_digest_t *d, const dtr_spec_t *src, const dtr_spec_t *dst);
 /* Whether any of the n failed so; with say, its line on stderr. */

@@ -91,9 +91,12 @@ static void dtr__gather(int rank, int world, const dtr_cli_verdict_t *v, dtr_cli
 static bool dtr__digests(dtr_cli_run_t *r) {
     if (!r->o->digest) return true;
     void *in[1] = {r->copy}, *out[1] = {r->out};
-    dtr_status_t st = dtr_cli_digests(r->ctx, r->rank, 1, &r->src, &r->dst, in, &r->in_bytes,
-                                      out, &r->out_bytes, &r->digest);
-    return dtr_cli_all_ok("run", st, r->rank, "--digest");
+    dtr_cli_digest_t *d = NULL;
+    bool ok = dtr_cli_digests(r->ctx, r->rank, 1, &r->src, &r->dst, in, &r->in_bytes, out,
+                              &r->out_bytes, &d);
+    if (ok) r->digest = d[0];
+    free(d);
+    return ok;
 }
 
 bool dtr_cli_run_check(dtr_cli_run_t *r) {

@@ -208,11 +208,9 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     dtr__xverdicts(&v, bad_tensor, rank, &r);
     if (o->digest) {
-        d = calloc((size_t)t->n, sizeof *d);
-        st = d == NULL ? DTR_ERR_OUT_OF_MEMORY
-                       : dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes,
-                                         t->out, t->out_bytes, d);
-        if (!dtr_cli_all_ok("run", st, rank, "--digest")) goto done;
+        if (!dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes, t->out,
+                             t->out_bytes, &d))
+            goto done;
         r.digests = d, r.ntensors = t->n, r.srcs = t->src, r.dsts = t->dst;
     }
     st = dtr__xtime(ctx, t, o, &r);

@@ -34,12 +34,16 @@ static int dtr__root(const dtr_spec_t *s) {
     return root;
 }
 
-dtr_status_t dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec_t *src,
-                             const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
-                             void *const *out, const size_t *out_bytes, dtr_cli_digest_t *d) {
-    dtr_status_t st = DTR_OK;
+bool dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec_t *src,
+                     const dtr_spec_t *dst, void *const *in, const size_t *in_bytes,
+                     void *const *out, const size_t *out_bytes, dtr_cli_digest_t **out_d) {
+    dtr_cli_digest_t *d = *out_d = calloc((size_t)n + 1, sizeof *d);
     int64_t *mine = calloc((size_t)(2 * n + 1), sizeof *mine);
-    if (mine == NULL) return DTR_ERR_OUT_OF_MEMORY;
+    dtr_status_t st = d == NULL || mine == NULL ? DTR_ERR_OUT_OF_MEMORY : DTR_OK;
+    if (!dtr_cli_all_ok("run", st, rank, "--digest")) { /* (every rank, before the digests) */
+        free(mine);
+        return false;
+    }
     for (int k = 0; k < n && st == DTR_OK; k++) {
         dtr_layout_t l;
         uint64_t a = 0, b = 0;
@@ -56,7 +60,7 @@ dtr_status_t dtr_cli_digests(dtr_context_t *ctx, int rank, int n, const dtr_spec
     for (int k = 0; k < n; k++)
         d[k].src = (uint64_t)mine[2 * k], d[k].dst = (uint64_t)mine[2 * k + 1];
     free(mine);
-    return st;
+    return dtr_cli_all_ok("run", st, rank, "--digest");
 }
 
 bool dtr_cli_digest_bad(const dtr_cli_digest_t *d, const dtr_spec_t *src, const dtr_spec_t *dst) {
