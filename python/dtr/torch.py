@@ -1,6 +1,7 @@
 """dtr for PyTorch: DTensor in and out, and DDP communication hooks.
 
     out = dtr.torch.redistribute(dtensor, [Replicate(), Shard(0)])   # a DTensor, autograd too
+    assert dtr.torch.digest(out) == dtr.torch.digest(dtensor)        # delivered, no gather
     with dtr.torch.patch():          # DTensor.redistribute and .full_tensor through dtr
         y = x.redistribute(placements=[Replicate()])
 
@@ -206,6 +207,26 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
         raise _core.ArgumentError(f"placements: {len(placements)} placements for a mesh of "
                                   f"{mesh.ndim} dims")
     return _Redistribute.apply(dtensor, placements, device_mesh, async_op)
+
+
+def digest(dtensor):
+    """dtr.digest of a DTensor: the 64-bit digest of its whole value, the same for any
+    placements on any DeviceMesh, so a refit's source and destination can be compared without
+    a gather (docs/cross-mesh.md, "Proof of delivery"). Collective over its mesh's ranks;
+    None on a rank outside it. A Partial placement is refused (ArgumentError). An async
+    result (async_op=True) is waited for first."""
+    if not isinstance(dtensor, DTensor):
+        raise _core.ArgumentError(f"dtensor: expected a torch DTensor, got "
+                                  f"{type(dtensor).__name__}")
+    _drain()
+    mesh = Mesh.from_torch(dtensor.device_mesh)
+    if dtensor.device_mesh.get_coordinate() is None:
+        return None
+    placements = _placements(dtensor.placements, None, dtensor.ndim, "dtensor.placements")
+    local = dtensor.to_local().detach()
+    if isinstance(local, AsyncCollectiveTensor):
+        local = local.wait()
+    return _core.digest(local.contiguous(), mesh, placements, shape=tuple(dtensor.shape))
 
 
 @contextlib.contextmanager

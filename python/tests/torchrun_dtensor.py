@@ -171,6 +171,11 @@ def refusals(tally, n):
         (lambda: dtr.torch.redistribute(x, [Replicate()], async_op="yes"), dtr.ArgumentError,
          "async_op: expected a bool, got str"),
         (lambda: dtr.torch.redistribute(x, [Shard(2)]), dtr.ArgumentError, "S(2)"),
+        (lambda: dtr.torch.digest(DTensor.from_local(torch.ones(4, 2), mesh, [Partial()])),
+         dtr.ArgumentError,
+         "has no values to digest until it is reduced"),
+        (lambda: dtr.torch.digest(torch.ones(2)), dtr.ArgumentError,
+         "dtensor: expected a torch DTensor, got Tensor"),
         (lambda: dtr.Mesh.from_torch(mesh, backend="mpi4"), dtr.ArgumentError,
          "no backend 'mpi4'"),
         (lambda: dtr.torch.redistribute(x, ["R"]), dtr.ArgumentError,
@@ -242,6 +247,10 @@ def main():
                        "dtype" if got.dtype != want.dtype else
                        "values" if not torch.equal(bits(got.to_local()), bits(want.to_local()))
                        else None)
+                if why is None and kind == "dtr" and not any(p.is_partial() for p in dst):
+                    # proof of delivery: the same digest as DTensor's own result
+                    d = dtr.torch.digest(got)
+                    why = "digest" if d != dtr.torch.digest(want) else None
                 if why is None and want_grad is not None:
                     why = ("gradient placements" if got_grad.placements != want_grad.placements
                            else "gradient" if not torch.equal(bits(got_grad.to_local()),
