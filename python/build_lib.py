@@ -125,7 +125,7 @@ def detect(cc, cxx):
     if not compiles(cc, "int main(void) { return 0; }\n", ".c", ["-std=c11"]):
         raise BuildError(f"no working C compiler ({' '.join(cc)}; set CC)")
     if "checkpoint" in without:
-        missing["checkpoint"] = "DTR_WITHOUT"
+        missing["checkpoint"] = "left out by DTR_WITHOUT"
     elif compiles(cc, "#include <jansson.h>\n#include <xxhash.h>\nint main(void) {\n"
                   "  json_t *j = json_object(); XXH64(\"\", 0, 0); json_decref(j); return 0;\n}\n",
                   ".c", ["-ljansson", "-lxxhash"]):
@@ -138,7 +138,7 @@ def detect(cc, cxx):
     pkg = {"openmpi": "ompi-c", "mpich": "mpich"}[want]
     cflags, libs = pkg_config("--cflags", pkg), pkg_config("--libs", pkg)
     if "mpi" in without:
-        missing["mpi"] = "DTR_WITHOUT"
+        missing["mpi"] = "left out by DTR_WITHOUT"
     elif cflags is not None and libs is not None and compiles(
             cc, "#include <mpi.h>\nint main(void) { return MPI_Init(0, 0); }\n", ".c",
             cflags + libs):
@@ -147,7 +147,7 @@ def detect(cc, cxx):
         missing["mpi"] = f"no {want} (pkg-config {pkg}: Debian's " + (
             "libopenmpi-dev" if want == "openmpi" else "libmpich-dev") + ")"
     if "gloo" in without:
-        missing["gloo"] = "DTR_WITHOUT"
+        missing["gloo"] = "left out by DTR_WITHOUT"
     elif compiles(cxx, "#include <gloo/rendezvous/context.h>\nint main() {\n"
                   "  gloo::rendezvous::Context c(0, 1); return c.rank;\n}\n", ".cc",
                   ["-std=c++17", "-lgloo"]):

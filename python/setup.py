@@ -113,6 +113,8 @@ class BuildExt(build_ext):
             macros.append(("DTR_PY_MPI", f'"{found["mpi"]["name"]}"'))
         if "checkpoint" not in found:
             macros.append(("DTR_PY_NO_CHECKPOINT", "1"))
+        for part in missing:  # (why, for the errors that refuse what the part would do)
+            macros.append((f"DTR_PY_WHY_NO_{part.upper()}", '"' + missing[part].replace('"', "'") + '"'))
         libdtr = os.path.join(built["lib"], "libdtr.so")  # (for -ldtr)
         if os.path.lexists(libdtr):
             os.remove(libdtr)

@@ -10,10 +10,13 @@
 #ifdef DTR_PY_NO_CHECKPOINT
 /* Built without the checkpoint module (python/build_lib.py found no Jansson and xxHash):
  * each entry point refuses, naming what to install. */
+#ifndef DTR_PY_WHY_NO_CHECKPOINT
+#define DTR_PY_WHY_NO_CHECKPOINT "no Jansson and xxHash" /* (setup.py defines the reason) */
+#endif
 static PyObject *dtrpy_no_checkpoint(const char *call) {
     PyErr_Format(dtrpy_refused_error,
-                 "dtr.%s: this dtr was built without its checkpoint module (pip found no "
-                 "Jansson and xxHash: install libjansson-dev and libxxhash-dev, reinstall)", call);
+                 "dtr.%s: this dtr was built without its checkpoint module (when pip built it: "
+                 "%s)", call, DTR_PY_WHY_NO_CHECKPOINT);
     return NULL;
 }
 

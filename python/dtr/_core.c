@@ -31,7 +31,15 @@ static PyObject *dtrpy_has_backend(PyObject *self, PyObject *name) {
     return PyBool_FromLong(found);
 }
 
+/* Keeps obj alive for good: never released, not even at exit (dtr/_engine.py says why). */
+static PyObject *dtrpy_immortal(PyObject *self, PyObject *obj) {
+    (void)self;
+    Py_INCREF(obj);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef dtrpy_methods[] = {
+    {"_immortal", dtrpy_immortal, METH_O, "Keeps obj alive for good (never released)."},
     {"digest", (PyCFunction)(void (*)(void))dtrpy_digest, METH_VARARGS | METH_KEYWORDS,
      "digest(local, mesh, placements, *, shape=None)\n--\n\n"
      "The 64-bit digest of the whole tensor whose block here is `local`, placed by\n"

@@ -12,7 +12,20 @@ group's backend made directly over the default store (ProcessGroupGloo / Process
 under a prefix of dtr's own), its ranks in the member order dtr gives; the whole job in
 order is torch's default group itself. One per member list, kept.
 """
+import atexit
+import collections
+
 from . import _core
+
+# The last operations waited for, their torch Works (which hold their tensors). A gloo worker
+# thread drops its own reference to a Work just after completing it; if that reference is
+# the last, the Work's tensors go there, and a tensor Python has let go takes the GIL to go,
+# which a thread cannot do once the interpreter is finalizing: the process then aborts
+# ("terminate called without an active exception", seen at the exit of a job whose last call
+# ran on this engine). Holding the last few here makes the worker's drop never the last
+# during the run, and at exit they are kept for good (_core._immortal), so none goes then.
+_recent = collections.deque(maxlen=4)
+atexit.register(lambda: _core._immortal(tuple(_recent)))
 
 _DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
            "i32": "int32", "i64": "int64", "u8": "uint8", "c64": "complex64",
@@ -32,6 +45,7 @@ class _Pending:
 
     def wait(self):
         self.work.wait()  # (raises the operation's error, if any)
+        _recent.append(self.work)
         if self.finish is not None:
             finish, self.finish = self.finish, None
             finish()

@@ -46,10 +46,15 @@ static PyObject *dtrpy_raise_obj(PyObject *cls, const char *status, PyObject *te
 /* ---- a Python callback's failure, kept for the error the library returns ---------- */
 
 _Thread_local char dtrpy_callback_why[256];
+/* the callback raised dtr.TimeoutError (a store's key never set): the call raises it too */
+static _Thread_local bool dtrpy_callback_timeout;
 
 void dtrpy_keep_error(const char *call) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+    dtrpy_callback_timeout = type != NULL && PyType_Check(type) &&
+                             PyType_IsSubtype((PyTypeObject *)type,
+                                              (PyTypeObject *)dtrpy_timeout_error);
     PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
     const char *t = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
     snprintf(dtrpy_callback_why, sizeof dtrpy_callback_why, "%s raised %s: %.160s", call,
@@ -64,11 +69,14 @@ void dtrpy_keep_error(const char *call) {
 PyObject *dtrpy_raise(dtr_status_t st) {
     PyObject *text = PyUnicode_DecodeUTF8(dtr_last_error(), (Py_ssize_t)strlen(dtr_last_error()),
                                           "replace");
+    PyObject *cls = dtrpy_error_class(st);
     if (text != NULL && dtrpy_callback_why[0] != '\0') { /* a Python callback's reason */
         Py_SETREF(text, PyUnicode_FromFormat("%U (%s)", text, dtrpy_callback_why));
         dtrpy_callback_why[0] = '\0';
+        if (dtrpy_callback_timeout) cls = dtrpy_timeout_error;
+        dtrpy_callback_timeout = false;
     }
-    return dtrpy_raise_obj(dtrpy_error_class(st), dtr_status_name(st), text);
+    return dtrpy_raise_obj(cls, dtr_status_name(st), text);
 }
 
 /* (PyUnicode_FromFormat's conversions: %s %d %ld %lld %zd %R ...) */

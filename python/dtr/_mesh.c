@@ -277,6 +277,10 @@ static int dtrpy_dim_names(dtrpy_mesh_t *m, PyObject *obj, int ndims) {
     return 0;
 }
 
+#if !defined(DTR_PY_MPI) && !defined(DTR_PY_WHY_NO_MPI)
+#define DTR_PY_WHY_NO_MPI "no MPI found" /* (setup.py defines the reason) */
+#endif
+
 #ifndef DTR_PY_MPI
 /* backend=None where dtr was built without MPI: "gloo" where libdtr_gloo.so is there, else
  * "torch"; "mpi" asked for: BackendError saying why there is none. */
@@ -288,9 +292,8 @@ static int dtrpy_mesh_no_mpi(dtrpy_mesh_t *m, PyObject *backend) {
         return 0;
     }
     PyErr_SetString(dtrpy_backend_error,
-                    "backend 'mpi': this dtr was built without MPI (pip found no Open MPI or "
-                    "MPICH: install libopenmpi-dev, reinstall); under torchrun use backend="
-                    "'gloo' or 'torch'");
+                    "backend 'mpi': this dtr was built without MPI (when pip built it: "
+                    DTR_PY_WHY_NO_MPI "); under torchrun use backend='gloo' or 'torch'");
     return -1;
 }
 #endif
@@ -326,6 +329,11 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
     }
     dtr_backend_info_t info;
     if (dtr_backend_find(name, &info) != DTR_OK) {
+#ifdef DTR_PY_WHY_NO_GLOO
+        if (strcmp(name, "gloo") == 0)
+            return dtrpy_arg_error("backend 'gloo': this dtr was built without Gloo (when pip "
+                                   "built it: %s)", DTR_PY_WHY_NO_GLOO), -1;
+#endif
         dtrpy_arg_error("backend: %s", dtr_last_error());
         return -1;
     }
@@ -444,7 +452,8 @@ static dtrpy_context_t *dtrpy_mesh_context_mpi(dtrpy_mesh_t *m) {
 }
 
 dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
-    if (m->context != NULL) return m->context;
+    if (m->context != NULL && m->context->ctx != NULL) return m->context;
+    Py_CLEAR(m->context); /* (closed by _shutdown: the mesh takes the job's new one) */
     bool mpi = strcmp(m->backend, "mpi") == 0;
     dtrpy_context_t *c = mpi ? dtrpy_mesh_context_mpi(m) : dtrpy_context_named(m->backend);
     if (c == NULL) return NULL;

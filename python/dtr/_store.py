@@ -10,7 +10,10 @@ First match wins:
                          MASTER_ADDR:MASTER_PORT, as a client (imports torch);
   MASTER_ADDR / _PORT    with RANK and WORLD_SIZE: torch's TCPStore where torch is imported,
                          else a store of dtr's own (TCPStore below), served by rank 0.
-Every store has set(key, bytes) and get(key) -> bytes, get waiting until the key is set.
+Every store has set(key, bytes) and get(key) -> bytes, get waiting until the key is set, at
+most DTR_TIMEOUT_S (default 600 s): then dtr.TimeoutError naming the key. torch's stores are
+used through TorchStore, so that their own timeout (the process group's, 30 minutes by
+default) does not decide.
 """
 import os
 import socket
@@ -58,8 +61,8 @@ def job():
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         from torch.distributed import distributed_c10d
-        return (distributed_c10d._get_default_store(), dist.get_rank(),
-                dist.get_world_size(), prefix)
+        return (TorchStore(distributed_c10d._get_default_store(), _timeout_s()),
+                dist.get_rank(), dist.get_world_size(), prefix)
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if not addr or not port:
         raise _core.ArgumentError(
@@ -81,8 +84,30 @@ def job():
         import torch.distributed as tdist
         store = tdist.TCPStore(addr, port, size, is_master=rank == 0 and not agent,
                                timeout=timedelta(seconds=_timeout_s()), wait_for_workers=False)
-        return store, rank, size, prefix
+        return TorchStore(store, _timeout_s()), rank, size, prefix
     return TCPStore(addr, port, rank == 0, _timeout_s()), rank, size, prefix
+
+
+class TorchStore:
+    """A torch.distributed Store with dtr's limit on get: wait(key, DTR_TIMEOUT_S), then
+    dtr.TimeoutError naming the key, rather than the store's own timeout and error."""
+
+    def __init__(self, store, timeout_s):
+        self.store, self.timeout_s = store, timeout_s
+
+    def set(self, key, value):
+        self.store.set(key, value)
+
+    def get(self, key):
+        try:
+            self.store.wait([key], timedelta(seconds=self.timeout_s))
+        except Exception as e:  # (torch's DistStoreError: a timeout, or the store gone)
+            if "timeout" not in str(e).lower():
+                raise
+            raise _core.TimeoutError(f"the store: key '{key}' was not set in "
+                                     f"{self.timeout_s:g} s (DTR_TIMEOUT_S; no rank set it: "
+                                     "one rank did not make this call?)") from None
+        return self.store.get(key)
 
 
 def _recv(sock, n):

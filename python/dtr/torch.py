@@ -194,8 +194,7 @@ def redistribute(dtensor, placements, *, device_mesh=None, async_op=False):
     if not isinstance(dtensor, DTensor):
         raise _core.ArgumentError(f"dtensor: expected a torch DTensor, got "
                                   f"{type(dtensor).__name__}")
-    if not isinstance(async_op, bool):
-        raise _core.ArgumentError(f"async_op: expected a bool, got {type(async_op).__name__}")
+    async_op = bool(async_op)  # (truthy, as DTensor.redistribute takes it)
     if device_mesh is not None and not isinstance(device_mesh, DeviceMesh):
         raise _core.ArgumentError(f"device_mesh: expected a torch DeviceMesh or None, got "
                                   f"{type(device_mesh).__name__}")

@@ -177,6 +177,18 @@ if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
         passed=$((passed + p))
         failed=$((failed + f))
     done
+    # the torch engine's exit, 6 times (it aborted in about 1 run in 3 before the fix)
+    for mode in mm mm_then_ok ok mm ok_destroy mm; do
+        echo "== python: DTR_TORCH_BACKEND=torch torchrun --nproc-per-node 3 python/tests/engine_exit.py $mode"
+        if DTR_TORCH_BACKEND=torch timeout 300 "$venv/bin/torchrun" --nproc-per-node 3 \
+            "$root/python/tests/engine_exit.py" "$mode" >"$tmp/out" 2>&1 &&
+            [ "$(grep -c '^[0-9] end$' "$tmp/out")" -eq 3 ]; then
+            passed=$((passed + 1))
+        else
+            grep -E 'terminate|Error|end$' "$tmp/out" | head -10
+            failed=$((failed + 1))
+        fi
+    done
     for n in 1 2 4; do
         echo "== python: torchrun --nproc-per-node $n examples/python_tensor_parallel/dtensor_mlp.py"
         if timeout 300 "$venv/bin/torchrun" --nproc-per-node "$n" \

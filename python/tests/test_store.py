@@ -45,6 +45,36 @@ def test_own_store_timeouts_name_what_was_missing():
         _store.TCPStore("127.0.0.1", nobody, False, 0.3)
 
 
+def test_torch_stores_wait_at_most_dtr_timeout():
+    """torch's stores (the default group's, torchrun's agent's) are read through TorchStore:
+    DTR_TIMEOUT_S decides how long a get waits, not the store's own timeout, and a key never
+    set is a dtr.TimeoutError naming it; other failures pass through as they are."""
+    class Store:  # torch's Store's methods that TorchStore uses, without torch
+        def __init__(self, fail):
+            self.fail, self.data, self.waited = fail, {"there": b"v"}, None
+
+        def set(self, key, value):
+            self.data[key] = value
+
+        def wait(self, keys, timeout):
+            self.waited = timeout.total_seconds()
+            if keys[0] not in self.data:
+                raise RuntimeError(self.fail)
+
+        def get(self, key):
+            return self.data[key]
+
+    s = _store.TorchStore(Store("Wait timeout after 2500ms, keys: /never"), 2.5)
+    s.set("k", b"1")
+    assert s.get("k") == b"1" and s.get("there") == b"v" and s.store.waited == 2.5
+    with pytest.raises(dtr.TimeoutError, match=r"the store: key 'never' was not set in 2\.5 s "
+                                               r"\(DTR_TIMEOUT_S; no rank set it"):
+        s.get("never")
+    gone = _store.TorchStore(Store("Connection reset by peer"), 2.5)
+    with pytest.raises(RuntimeError, match="Connection reset by peer"):
+        gone.get("never")
+
+
 @pytest.fixture
 def bare(monkeypatch):
     """An environment with no launcher's variables and torch.distributed not initialised."""

@@ -168,8 +168,6 @@ def refusals(tally, n):
          "placements: 2 placements for a mesh of 1 dims"),
         (lambda: dtr.torch.redistribute(x, 3), dtr.ArgumentError,
          "placements: expected a sequence of torch placements, got int"),
-        (lambda: dtr.torch.redistribute(x, [Replicate()], async_op="yes"), dtr.ArgumentError,
-         "async_op: expected a bool, got str"),
         (lambda: dtr.torch.redistribute(x, [Shard(2)]), dtr.ArgumentError, "S(2)"),
         (lambda: dtr.torch.digest(DTensor.from_local(torch.ones(4, 2), mesh, [Partial()])),
          dtr.ArgumentError,
@@ -197,6 +195,27 @@ def refusals(tally, n):
         except Exception as e:
             why = f"{type(e).__name__}: {e}"
         tally.check(why, f"refusal {i}")
+
+
+def absent_peer(tally, rank, n):
+    """Last (it leaves rank 0's contexts gone): rank 0 alone makes a new context through
+    torch's store, the others never do; within DTR_TIMEOUT_S (2 s here, not the process
+    group's 30 minutes) it fails with dtr.TimeoutError naming the key it waited for."""
+    if n < 2 or os.environ.get("DTR_TORCH_BACKEND") == "torch":  # (the engine has no rendezvous)
+        return
+    why = None
+    x = distribute_tensor(torch.ones(4), init_device_mesh("cpu", (n,)), [Shard(0)])  # (all)
+    if rank == 0:
+        dtr._core._shutdown()
+        os.environ["DTR_TIMEOUT_S"] = "2"
+        try:
+            dtr.torch.redistribute(x, [Replicate()])
+            why = "no error"
+        except dtr.TimeoutError as e:
+            why = None if "was not set in 2 s (DTR_TIMEOUT_S" in str(e) else f"TimeoutError: {e}"
+        except Exception as e:
+            why = f"{type(e).__name__}: {e}"
+    tally.check(why, f"a peer that never calls: rank {rank}")
 
 
 def main():
@@ -262,6 +281,7 @@ def main():
                 grads += want_grad is not None
     between_meshes(tally, rng, n, rank, max(10, cases // 10))
     refusals(tally, n)
+    absent_peer(tally, rank, n)
     if rank == 0:
         print(f"torchrun dtensor on {n} ranks (seed {SEED}): {cases} cases, {refused} refused "
               f"by DTensor, {grads} gradients compared; {max(10, cases // 10)} changes between "

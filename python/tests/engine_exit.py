@@ -1,12 +1,14 @@
-"""Open (found 2026-11-29 by an outside try of the torchrun door): on the torch engine, after
-a call whose placements differ between the ranks (every rank gets dtr.BackendError "ranks
-of the mesh hold different plans", as it should), a process sometimes dies at exit with
-"terminate called without an active exception" (SIGABRT; 3 runs in 9), unless the script
-calls torch.distributed.destroy_process_group() first. Not seen on dtr's Gloo, nor without
-the mismatch. Suspect: a torch Work or process group of the engine's outliving torch's
-default group at interpreter exit.
+"""The exit of a job whose last calls ran on the torch engine (found 2026-11-29 by an outside
+try of the torchrun door; fixed 2026-11-29): a process sometimes died at exit with "terminate
+called without an active exception" (SIGABRT; 3 runs in 9, also after a clean last call).
+A gloo worker thread dropped the last reference to a completed Work, whose tensors then took
+the GIL to go while the interpreter was finalizing; dtr/_engine.py now holds the last Works
+(and keeps them for good at exit). Modes: "mm" a call whose placements differ between the
+ranks (every rank gets dtr.BackendError), "mm_then_ok" then a right one, "ok" a right one
+alone; "*_destroy" ends with torch.distributed.destroy_process_group(). Each rank prints
+"R end"; the exit status is 0 on every rank (python/tests/run.sh --torch runs it 6 times).
 
-    DTR_TORCH_BACKEND=torch torchrun --nproc-per-node 3 fuzz/open/torch/engine_exit_abort.py
+    DTR_TORCH_BACKEND=torch torchrun --nproc-per-node 3 python/tests/engine_exit.py [MODE]
 """
 import sys, torch, torch.distributed as dist, dtr, dtr.torch
 from torch.distributed.device_mesh import init_device_mesh
