@@ -180,9 +180,11 @@ if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     # the torch engine's exit, 6 times (it aborted in about 1 run in 3 before the fix)
     for mode in mm mm_then_ok ok mm ok_destroy mm; do
         echo "== python: DTR_TORCH_BACKEND=torch torchrun --nproc-per-node 3 python/tests/engine_exit.py $mode"
+        # (every rank's exit status 0, which torchrun's is; the ranks' "R end" lines may
+        # interleave with each other and with torch's warnings, so they are not counted)
         if DTR_TORCH_BACKEND=torch timeout 300 "$venv/bin/torchrun" --nproc-per-node 3 \
             "$root/python/tests/engine_exit.py" "$mode" >"$tmp/out" 2>&1 &&
-            [ "$(grep -c '^[0-9] end$' "$tmp/out")" -eq 3 ]; then
+            ! grep -q 'terminate called' "$tmp/out"; then
             passed=$((passed + 1))
         else
             grep -E 'terminate|Error|end$' "$tmp/out" | head -10
