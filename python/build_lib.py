@@ -116,7 +116,8 @@ def compiles(compiler, source, suffix, flags):
 def detect(cc, cxx):
     """{part: {"cflags": [...], "libs": [...], ...}} for the parts this machine can build,
     and {part: why} for those it cannot."""
-    without = {w.strip() for w in os.environ.get("DTR_WITHOUT", "").split(",") if w.strip()}
+    without = {w.strip().lower() for w in os.environ.get("DTR_WITHOUT", "").split(",")
+               if w.strip()}
     unknown = without - set(PARTS[1:])
     if unknown:
         raise BuildError(f"DTR_WITHOUT: unknown parts {sorted(unknown)} (known: "
