@@ -139,14 +139,10 @@ def _move_local(x, placements, device_mesh, async_op=False):
         block = next(b for b in _core.layout(dst_mesh, tuple(x.shape), placements, x.dtype)
                      if tuple(b[1]) == tuple(where))
         block = torch.empty(block[2], dtype=x.dtype)
-    if not cross:
-        out = _move(local, src_mesh, x.placements, placements, shape=tuple(x.shape), out=block,
-                    async_op=async_op)
-    else:
-        held = x.device_mesh.get_coordinate() is not None
-        out = _move(local if held else None, src_mesh, x.placements, placements,
-                    shape=tuple(x.shape), to_mesh=dst_mesh, dtype=x.dtype, out=block,
-                    async_op=async_op)
+    held = not cross or x.device_mesh.get_coordinate() is not None
+    out = _move(local if held else None, src_mesh, x.placements, placements,
+                shape=tuple(x.shape), to_mesh=dst_mesh if cross else None, dtype=x.dtype,
+                out=block, async_op=async_op)
     if out is None:
         return local.new_empty(0)
     if not async_op:
