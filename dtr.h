@@ -6,10 +6,11 @@
  *   placement/placement.h  Shard(d), Replicate, Partial(op); text form
  *   dtensor/dtensor.h      meshes, dtypes, specs, per-rank layouts
  *   redistribute/planner/planner.h    plans: steps, strategies, cost model, cache
- *   redistribute/executor/executor.h  the executor: contexts, dtr_redistribute, group
- *                                     collectives (backend.h: the backend interface;
- *                                     memory.h: memory spaces)
- *                                     (and the table of backends by name)
+ *   runtime/runtime.h      contexts over a backend, the table of backends by name, group
+ *                          collectives (backend.h: the backend interface; memory.h: memory
+ *                          spaces)
+ *   redistribute/executor/executor.h  the executor: dtr_redistribute and its forms on a
+ *                                     context
  *   autograd/autograd.h          backward plans of redistributions
  *   grad/grad.h                  gradient reduction: DDP hooks, FSDP/HSDP reducer, fused
  *   grad/param_group.h           parameter groups: foreach reduce-scatter / all-gather, HSDP pipeline
@@ -47,6 +48,7 @@
 #include "placement/placement.h"
 #include "redistribute/executor/executor.h"
 #include "redistribute/planner/planner.h"
+#include "runtime/runtime.h"
 #include "dtr_version.h"
 
 #ifdef __cplusplus

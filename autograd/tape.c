@@ -4,7 +4,7 @@
 
 #include "autograd/tape.h"
 #include "core/common.h"
-#include "redistribute/executor/group.h"
+#include "runtime/group.h"
 
 dtr_status_t dtr_to_local_backward(const dtr_spec_t *forward, const dtr_placement_t *grad_placements,
                                    dtr_spec_t *out) {

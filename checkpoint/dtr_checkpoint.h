@@ -33,7 +33,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/memory.h"
+#include "runtime/memory.h"
 
 #ifdef __cplusplus
 extern "C" {

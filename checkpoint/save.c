@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/internal.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 static const char *const S = "dtr_checkpoint_save_rank";
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint/internal.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 static const char *const F = "dtr_checkpoint_save";
 

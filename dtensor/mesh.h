@@ -15,7 +15,7 @@ uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh);
 
 /* The ranks of meshes a and b together, ascending and each once, into a new array *out
  * (free it) of *n; errors name `func`. The group a change between two meshes agrees over
- * (redistribute/executor/refuse.c) and its plan's ranks (redistribute/planner/cross.c). */
+ * (runtime/refuse.c) and its plan's ranks (redistribute/planner/cross.c). */
 dtr_status_t dtr__mesh_union(const dtr_mesh_t *a, const dtr_mesh_t *b, const char *func,
                              int **out, int *n);
 

@@ -9,7 +9,7 @@
 #include "grad/internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/group.h"
+#include "runtime/group.h"
 
 dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name) {
     if (t == DTR_F32 || t == DTR_F64 || t == DTR_F16 || t == DTR_BF16) return DTR_OK;

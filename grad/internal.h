@@ -6,8 +6,8 @@
 
 #include "core/status.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/group.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/group.h"
+#include "runtime/runtime.h"
 
 /* INVALID_ARGUMENT from func naming `name` unless t is f32, f64, f16 or bf16. */
 dtr_status_t dtr__float_arg(dtr_dtype_t t, const char *func, const char *name);
@@ -20,7 +20,7 @@ dtr_status_t dtr__space_factors(const dtr_context_t *ctx, double factor, double 
 /* bytes rounded up to DTR_FUSED_ALIGN: the slices of a fused buffer. */
 int64_t dtr__fused_align(int64_t bytes);
 
-/* The context's slots (redistribute/executor/group.h) the two collectives use. */
+/* The context's slots (runtime/group.h) the two collectives use. */
 enum { DTR__SLOT_RS = 0, DTR__SLOT_AR = 1 };
 
 /* One parameter as [outer, len, inner] around its shard dim. */

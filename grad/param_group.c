@@ -9,7 +9,7 @@
 #include "grad/internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/group.h"
+#include "runtime/group.h"
 
 /* One parameter's checks at create; the error names desc->params[i]'s field. */
 static dtr_status_t dtr__check_param(const dtr_param_desc_t *p, int i, const char *func) {

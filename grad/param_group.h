@@ -42,7 +42,7 @@
 #include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,7 +13,7 @@
 #include "grad/param_group_internal.h"
 #include "core/common.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/group.h"
+#include "runtime/group.h"
 
 /* Zeros for the send lists: padding and alignment gaps read from here, never written. */
 static const char dtr__zeros[DTR__TRASH];

@@ -5,7 +5,7 @@
  * k-1's all-reduce are in flight together while the caller computes group k+1's gradients;
  * every rank issues the same operations in the same order. (A context that stages a host
  * backend for a memory space holds one operation at a time; its group operations complete
- * one before the next starts: executor/group.h.)
+ * one before the next starts: runtime/group.h.)
  */
 #include <stdlib.h>
 

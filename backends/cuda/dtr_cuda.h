@@ -17,7 +17,7 @@
 
 #include "core/api.h"
 #include "core/status.h"
-#include "redistribute/executor/memory.h"
+#include "runtime/memory.h"
 
 #ifdef __cplusplus
 extern "C" {

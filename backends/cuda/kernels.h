@@ -1,7 +1,7 @@
 /*
  * The executor's device kernels (kernels.cu, built by nvcc): plain C entry points that
  * enqueue one kernel on a stream and return the CUDA error of the launch (0: cudaSuccess).
- * Shapes, corners and extents as in redistribute/executor/memory.h; dtypes as dtr_dtype_t values.
+ * Shapes, corners and extents as in runtime/memory.h; dtypes as dtr_dtype_t values.
  */
 #ifndef DTR_BACKENDS_CUDA_KERNELS_H
 #define DTR_BACKENDS_CUDA_KERNELS_H

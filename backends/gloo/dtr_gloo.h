@@ -25,8 +25,8 @@
 
 #include <stddef.h>
 
-#include "redistribute/executor/backend.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/backend.h"
+#include "runtime/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {

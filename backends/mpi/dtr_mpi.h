@@ -50,7 +50,7 @@
 #include <mpi.h>
 
 #include "dtr_version.h"
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {

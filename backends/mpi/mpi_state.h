@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "redistribute/executor/backend.h"
+#include "runtime/backend.h"
 #include "backends/mpi/hier.h"
 #include "backends/mpi/shm.h"
 

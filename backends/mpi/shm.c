@@ -14,7 +14,7 @@
 
 #include "core/common.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 #include "backends/mpi/error.h"
 #include "backends/mpi/shm_state.h"
 

@@ -29,7 +29,7 @@
 
 #include "core/status.h"
 #include "dtensor/dtensor.h"
-#include "redistribute/executor/backend.h"
+#include "runtime/backend.h"
 
 typedef struct dtr__shm dtr__shm_t;
 

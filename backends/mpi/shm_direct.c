@@ -27,7 +27,7 @@
 
 #include "core/common.h"
 #include "numeric/numeric.h"
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 #include "backends/mpi/shm_state.h"
 
 /* Chunks of a piece are published as (t << 24) + chunks done: at most 2^24 - 1 chunks. */

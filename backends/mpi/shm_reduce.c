@@ -3,7 +3,7 @@
 
 #include "core/common.h"
 #include "numeric/numeric.h"
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 #include "backends/mpi/shm_state.h"
 
 /*

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 #include "backends/mpi/error.h"
 #include "backends/mpi/shm_state.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "numeric/numeric.h"
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 
 #define DTR__LINE 64
 

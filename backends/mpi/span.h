@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "redistribute/executor/backend.h"
+#include "runtime/backend.h"
 
 typedef struct {
     const dtr_span_t *span;

@@ -27,7 +27,7 @@
 
 #include <mpi.h>
 
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {

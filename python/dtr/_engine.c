@@ -1,6 +1,6 @@
 /*
  * The "torch" backend: torch.distributed as dtr's engine. The operations of the table below
- * (redistribute/executor/backend.h) call dtr/_engine.py's Engine with the GIL taken (the
+ * (runtime/backend.h) call dtr/_engine.py's Engine with the GIL taken (the
  * executor runs with it released): each a torch collective started with async_op=True on
  * the process groups torch holds, over the executor's host buffers as DLPack capsules (no copy);
  * a request's room holds the started operation (a Python object) until test or wait

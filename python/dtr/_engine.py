@@ -2,7 +2,7 @@
 is a torch collective on the process groups torch holds, started with async_op=True and
 completed by test/wait, on host tensors made over dtr's buffers without a copy (DLPack
 capsules whose deleter is plain C: see _engine.c). python/dtr/_engine.c hands the C executor these methods as a backend's
-operations (redistribute/executor/backend.h).
+operations (runtime/backend.h).
 
 A group of dtr's is made by its members only (the executor requires it), so it cannot be a
 torch.distributed.new_group: every rank of the job counts the groups it makes, and a group

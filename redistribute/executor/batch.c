@@ -292,7 +292,7 @@ static dtr_status_t dtr__batch_agreement(dtr_request_t *r, dtr__batch_t *b, bool
 /* The batch request's progress (dtr_request_test and _wait call it). */
 static dtr_status_t dtr__batch_progress(dtr_request_t *r, bool block) {
     dtr_context_t *ctx = r->ctx;
-    dtr__batch_t *b = ctx->batch;
+    dtr__batch_t *b = ((dtr__exec_t *)ctx->exec)->batch;
     if (r->phase == DTR__PHASE_DONE) return DTR_OK; /* a bystander's */
     for (;;) {
         bool done = false;
@@ -360,7 +360,9 @@ static dtr_status_t dtr__batch_args(dtr_context_t *ctx, const dtr_batch_plan_t *
                           "per tensor)", in == NULL ? "in" : in_bytes == NULL ? "in_bytes"
                           : out == NULL ? "out" : "out_bytes");
     DTR_CHECK(dtr__check_ready(ctx, DTR__FUNC));
-    if (ctx->batch == NULL && (ctx->batch = calloc(1, sizeof *ctx->batch)) == NULL)
+    dtr__exec_t *e = NULL;
+    DTR_CHECK(dtr__exec(ctx, DTR__FUNC, &e));
+    if (e->batch == NULL && (e->batch = calloc(1, sizeof *e->batch)) == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "batch state");
     return DTR_OK;
 }
@@ -370,7 +372,8 @@ static dtr_status_t dtr__batch_start(dtr_context_t *ctx, const dtr_batch_plan_t 
                                      void *const *out, const size_t *out_bytes, bool bare,
                                      dtr_request_t **req) {
     DTR_CHECK(dtr__batch_args(ctx, plan, in, in_bytes, out, out_bytes, bare));
-    dtr_request_t *r = &ctx->req;
+    dtr__exec_t *e = ctx->exec; /* made by dtr__batch_args */
+    dtr_request_t *r = &e->req;
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     r->progress = dtr__batch_progress;
@@ -383,7 +386,7 @@ static dtr_status_t dtr__batch_start(dtr_context_t *ctx, const dtr_batch_plan_t 
         *req = r;
         return DTR_OK;
     }
-    dtr__batch_t *b = ctx->batch;
+    dtr__batch_t *b = e->batch;
     /* keep what the state owns (buffers) and what the plan fixed, reset the rest */
     *b = (dtr__batch_t){.plan = plan, .in = in, .in_bytes = in_bytes, .out = out, .bare = bare,
                         .mem = b->mem, .mem_cap = b->mem_cap, .rm = b->rm, .rm_cap = b->rm_cap,

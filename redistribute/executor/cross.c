@@ -177,7 +177,7 @@ static dtr_status_t dtr__xpre(dtr_context_t *ctx, const dtr_cross_plan_t *p, int
     return DTR_OK;
 }
 
-/* A change between meshes in flight (the context's xreq, its progress below): the sides
+/* A change between meshes in flight (the executor state's xreq, its progress below): the sides
  * (owned), the group, the round and whether its all-to-all-v is in flight. */
 typedef struct {
     const dtr_cross_plan_t *plan;
@@ -264,7 +264,13 @@ static dtr_status_t dtr__xstart(dtr_context_t *ctx, const dtr_cross_plan_t *plan
         x->mid = x->in;
         any |= x->src || x->dst;
     }
-    dtr_request_t *r = &ctx->xreq;
+    dtr__exec_t *e = NULL;
+    dtr_status_t made = dtr__exec(ctx, func, &e);
+    if (made != DTR_OK) {
+        free(xs);
+        return made;
+    }
+    dtr_request_t *r = &e->xreq;
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     r->progress = dtr__xprogress;

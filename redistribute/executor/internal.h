@@ -1,28 +1,24 @@
 /*
- * Internals of the executor: the one header its files share. Of the planner it includes
- * planner.h and geometry.h (what it reads of a plan: layouts at a coordinate, a seed plan's
- * blocks, the balanced reduction, the hashes), never the planner's internal.h; never a
- * backend's header.
+ * Internals of the executor: the one header its files share. It is built on the runtime
+ * (runtime/context.h: the context, its communicators, agreement, memory and deadlines). Of
+ * the planner it includes planner.h and geometry.h (what it reads of a plan: layouts at a
+ * coordinate, a seed plan's blocks, the balanced reduction, the hashes), never the
+ * planner's internal.h; never a backend's header.
  *
  * The files, by what they own:
- *   context.c      contexts: creation, settings, memory space, destruction, aborted ones
- *   comms.c        the communicator cache: per-mesh entries and the groups they hold
- *   agree.c        the argument agreement: the plan's hash and the one small all-reduce
- *   copy.c         scratch memory and the local copies (boxes, ranges, rows) through the
- *                  context's memory space
- *   deadline.c     completing a backend operation under the context's deadline
- *   request.c      the request state machine, dtr_redistribute and friends
+ *   request.c      the request state machine, dtr_redistribute and friends; the
+ *                  executor's state in a context (dtr__exec)
+ *   copy.c         the local copies (boxes, ranges, rows) through the context's memory space
  *   batch.c        batches: dtr_redistribute_batch, its rounds in order, the member steps
  *   batch_round.c  a coalesced round: prepare the member steps, size, pack, start, unpack
  *                  (through the kind's round in the step table)
  *   round_pack.c   what the kinds' rounds share: pieces, boxes, blocks, span lists
  *   cross.c        changes between meshes: dtr_redistribute_cross
+ *   change_run.c   one change, any form: dtr_change_run and dtr_change_start
+ *   digest.c       proof of delivery: dtr_digest
  *   steps.c        the table of step kinds; a step's start (this rank's side of it)
  *   step_common.c  what the step kinds share: the end of a start and of a finish
  *   step_*.c       one step kind each: its start, finish and bare (baseline) form
- *   collectives.c  dtr_all_reduce, dtr_reduce_scatter and the group queries
- *   staged.c       a host backend run on another memory space through host staging
- *   stream.c       streaming copies (stream.h)
  */
 #ifndef DTR_REDISTRIBUTE_EXECUTOR_INTERNAL_H
 #define DTR_REDISTRIBUTE_EXECUTOR_INTERNAL_H
@@ -33,38 +29,10 @@
 #include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "redistribute/executor/executor.h"
-#include "redistribute/executor/group.h"
-#include "redistribute/executor/stream.h"
 #include "redistribute/planner/geometry.h"
+#include "runtime/context.h"
 
-#define DTR__MESH_SLOTS 8
-/* The tag of every group a context creates (a whole mesh, one mesh dim, a dims mask, the
- * ranks of two meshes): one tag, so that ranks that make the same group for different calls
- * (a mesh of another shape over the same ranks on one rank) meet in the call's agreement and
- * fail there, instead of each waiting in a creation the others never join. Creations never
- * overlap (a context is used from one thread at a time), so they need no tags apart. */
-#define DTR__TAG_GROUP 0x4d00
-
-/* ---- the context and its request ---------------------------------------------------- */
-
-typedef struct dtr__group {
-    struct dtr__group *next;
-    uint64_t hash;
-    void *handle;
-    int n;
-    int ranks[]; /* in group order */
-} dtr__group_t;
-
-/* A mesh this context ran plans on: this rank's coordinate and groups (owned by the
- * context's group list, not by the entry). */
-typedef struct {
-    dtr_mesh_t *mesh; /* the context's own copy; NULL for a free slot */
-    uint64_t hash;
-    int64_t coord[DTR_MAX_MESH_DIMS];
-    void *dim_group[DTR_MAX_MESH_DIMS]; /* NULL where the mesh dim has one rank */
-    void *all;                          /* every rank of the mesh, by position */
-    uint64_t used;
-} dtr__mesh_entry_t;
+/* ---- the executor's state in a context (ctx->exec) and its requests ------------------ */
 
 typedef enum { DTR__PHASE_AGREE = 0, DTR__PHASE_STEPS, DTR__PHASE_DONE } dtr__phase_t;
 
@@ -131,96 +99,21 @@ struct dtr_request {
     char local_msg[512]; /* last: a batch member's request clears only what comes before it */
 };
 
-struct dtr_context {
-    const dtr_backend_ops_t *ops;
-    void *state;
-    int rank;
-    const dtr_memory_ops_t *mem; /* NULL: host memory, read and written here */
-    void *mem_state;
-    dtr_backend_ops_t staged_ops; /* ops points here when the backend stages through host */
-    int64_t *agree_dev;           /* 6 int64 of the memory space: an agreement's send, recv */
-    int64_t agree_cap;
-    dtr__mesh_entry_t meshes[DTR__MESH_SLOTS];
-    uint64_t clock;
-    dtr__group_t *groups;
-    void *buf[2];
-    int64_t buf_cap[2];
-    void *stage_send, *stage_recv;
-    int64_t send_cap, recv_cap;
-    int64_t *arrays; /* send counts, send displs, recv counts, recv displs, sizes, offsets */
-    int64_t arrays_cap;
-    bool busy;
-    bool agree; /* DTR_AGREE=0 turns the argument agreement off */
-    int64_t slice_bytes; /* gathered bytes per slice of a non-leading gather; 0: no slices */
-    double timeout_s; /* per backend operation; 0: wait forever */
-    bool aborted;     /* an operation timed out and may still be pending in the backend */
-    char abort_msg[384];
-    struct dtr_context *next_aborted;
+/* What the executor keeps in a context (ctx->exec): the request of dtr_redistribute*
+ * (req), the change between meshes' (xreq: its rounds' reductions on the source mesh run
+ * as calls of their own, through req) and a batch's state. */
+typedef struct {
     dtr_request_t req;
-    dtr_request_t xreq; /* a change between meshes (cross.c), apart from req: its rounds'
-                         * reductions on the source mesh run as calls of their own */
-    /* the group collectives' one operation in flight (kept here, not on the stack, so a
-     * timed-out operation never points into a dead frame) */
-    int64_t gsend[3], grecv[3];
-    dtr_backend_req_t gbreq;
-    /* the started group operations of autograd's parameter groups (group.h): a
-     * reduce-scatter and an all-reduce may be in flight at once, and their shared pack
-     * buffer */
-    dtr__group_op_t gops[DTR__GROUP_SLOTS];
-    void *grad_scratch;
-    int64_t grad_scratch_cap;
-    void *cross_mid; /* a change between meshes: the source block after its reduction */
-    int64_t cross_mid_cap;
-    struct dtr__batch *batch; /* a batch's state, made by its first batch call */
-    struct dtr__alloc *allocs; /* dtr_context_alloc's that the backend did not make */
-};
+    dtr_request_t xreq;
+    struct dtr__batch *batch; /* made by the first batch call */
+} dtr__exec_t;
 
-/* ---- context.c ---------------------------------------------------------------------- */
-
-/* DTR_ERR_ABORTED for a context an earlier timeout aborted. */
-dtr_status_t dtr__check_alive(const dtr_context_t *ctx, const char *func);
-/* A backend that only reads device memory needs the context's memory space set. */
-dtr_status_t dtr__check_memory(const dtr_context_t *ctx, const char *func);
-/* Before a call that moves data: the context alive, its memory space right for its backend,
- * no request in flight on it (DTR_ERR_BUSY). */
-dtr_status_t dtr__check_ready(const dtr_context_t *ctx, const char *func);
-
-/* ---- comms.c ------------------------------------------------------------------------ */
-
-/* dtr__group: in group.h. */
-/* This rank's groups on a mesh (collective over each group the first time). */
-dtr_status_t dtr__mesh_entry(dtr_context_t *ctx, const dtr_mesh_t *mesh, const int64_t *coord,
-                             dtr__mesh_entry_t **out);
-/* Frees the mesh entries and every group (the context's destruction). */
-void dtr__comms_destroy(dtr_context_t *ctx);
-
-/* ---- agree.c ------------------------------------------------------------------------ */
-
-/* Starts an agreement of send into recv (3 int64, host memory) over group: the backend's
- * agree where it has one, else its all-reduce under MAX; dtr__agree_done after it completed
- * puts the result in recv. */
-dtr_status_t dtr__agree_start(dtr_context_t *ctx, void *group, int64_t *send, int64_t *recv,
-                              dtr_backend_req_t *breq);
-dtr_status_t dtr__agree_done(dtr_context_t *ctx, int64_t *recv);
-/* The agreement over a group, blocking: every member's hash equal and every member's own
- * argument check good, in one small all-reduce. */
-dtr_status_t dtr__agree_on(dtr_context_t *ctx, void *group, const char *func, uint64_t h,
-                           dtr_status_t local, const char *msg);
-/* An agreement's send: this rank's hash h, and whether its own arguments (local) were bad. */
-void dtr__agree_fill(int64_t *send, uint64_t h, int rank, dtr_status_t local);
-/* Its verdict from recv: this rank's own error (msg), then another rank's rejection
- * (DTR_ERR_REMOTE), then different hashes (DTR_ERR_MISMATCH with `mismatch`). */
-dtr_status_t dtr__agree_verdict(const int64_t *recv, const char *func, dtr_status_t local,
-                                const char *msg, const char *mismatch);
+/* The context's executor state into *out, made at the first call that needs it (and freed
+ * with the context); DTR_ERR_OUT_OF_MEMORY naming func where it cannot be (request.c). */
+dtr_status_t dtr__exec(dtr_context_t *ctx, const char *func, dtr__exec_t **out);
 
 /* ---- copy.c ------------------------------------------------------------------------- */
 
-/* Grows a scratch buffer to `need` bytes (contents not kept on a memory space). */
-dtr_status_t dtr__reserve(dtr_context_t *ctx, void **p, int64_t *cap, int64_t need,
-                          const char *what);
-/* int64 arrays from the context: 6 of n each (send counts, send displs, recv counts, recv
- * displs, sizes, offsets). */
-dtr_status_t dtr__arrays(dtr_context_t *ctx, int64_t n, int64_t **a);
 int64_t dtr__prod(const int64_t *shape, int from, int to);
 void dtr__chunks(int64_t len, int64_t n, int64_t *size, int64_t *off);
 bool dtr__all_equal(const int64_t *v, int64_t n);
@@ -249,25 +142,6 @@ dtr_status_t dtr__m_copy3(dtr_context_t *ctx, const void *src, int64_t slen, int
 dtr_status_t dtr__m_range(dtr_context_t *ctx, int nd, int64_t item, char *block,
                           const int64_t *bshape, const int64_t *blo, const int64_t *ext,
                           int64_t u, int64_t v, char *flat, bool to_block);
-dtr_status_t dtr__m_zero(dtr_context_t *ctx, void *p, int64_t bytes);
-/* memcpy within the context's memory */
-dtr_status_t dtr__m_copy(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes);
-/* between host memory and the context's (to_host: from the space into host) */
-dtr_status_t dtr__m_host(dtr_context_t *ctx, void *dst, const void *src, int64_t bytes,
-                         bool to_host);
-dtr_status_t dtr__m_divide(dtr_context_t *ctx, dtr_dtype_t dtype, const void *src, void *dst,
-                           int64_t count, int64_t n);
-void dtr__m_free(dtr_context_t *ctx, void *p);
-
-/* ---- deadline.c --------------------------------------------------------------------- */
-
-/* Completes (block) or tests one backend operation started at t0, under the context's
- * deadline; a timeout aborts the context and returns DTR_ERR_TIMEOUT. */
-dtr_status_t dtr__poll(dtr_context_t *ctx, void *group, dtr_backend_req_t *breq, double t0,
-                       bool block, bool *done);
-/* One blocking backend operation (the context's gbreq), under the deadline; `started` is
- * what starting it returned. */
-dtr_status_t dtr__wait_op(dtr_context_t *ctx, void *group, dtr_status_t started);
 
 /* ---- steps.c and step_*.c: the step kinds ------------------------------------------- */
 
@@ -482,14 +356,5 @@ dtr_status_t dtr__round_issue(dtr_context_t *ctx, dtr__batch_t *b);
 dtr_status_t dtr__round_finish(dtr_context_t *ctx, dtr__batch_t *b);
 /* A failure of the round's collective, naming it. */
 dtr_status_t dtr__round_error(const dtr__batch_t *b, dtr_status_t st);
-
-/* ---- staged.c ----------------------------------------------------------------------- */
-
-/* A backend running `inner` (host memory) on buffers of the memory space `mem`, staging
- * each operation through host memory; fills *ops (the caller keeps it as long as the
- * state) and *state. The state owns inner_state from then on (destroys it), not mem. */
-dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_state,
-                                const dtr_memory_ops_t *mem, void *mem_state,
-                                dtr_backend_ops_t *ops, void **state);
 
 #endif

@@ -1,20 +1,48 @@
 /*
  * Requests: a request is a small state machine. Phase "agree" runs one all-reduce of the
- * plan's hash and of the ranks' argument checks over the mesh (agree.c); then one phase per
+ * plan's hash and of the ranks' argument checks over the mesh (runtime/agree.c); then one phase per
  * step, started and finished through the table of step kinds (steps.c), which this file
  * knows no kind of by name. A collective step's operation completes under the context's
  * deadline: polled here with the backend's test, so a peer that never joins makes this
  * rank fail with DTR_ERR_TIMEOUT instead of waiting forever. The operation is then still
  * pending in the backend, which may write into its buffers whenever the peer joins: the
- * context is marked aborted and refuses further calls (context.c).
+ * context is marked aborted and refuses further calls (runtime/context.c).
  *
  * Buffers of a run: step k reads `in` (k = 0) or scratch buf[(k-1)%2], and writes `out`
  * (last step) or buf[k%2], so `in` is only read and `out` only written.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "redistribute/executor/internal.h"
+
+/* ---- the executor's state in a context ------------------------------------------------ */
+
+/* Frees what dtr__exec made, through the context's memory space (still there). */
+static void dtr__exec_free(dtr_context_t *ctx) {
+    dtr__exec_t *e = ctx->exec;
+    if (e->batch != NULL) {
+        dtr__m_free(ctx, e->batch->arena);
+        free(e->batch->mem);
+        free(e->batch->rm);
+        free(e->batch->span);
+        free(e->batch);
+    }
+    free(e);
+    ctx->exec = NULL;
+}
+
+dtr_status_t dtr__exec(dtr_context_t *ctx, const char *func, dtr__exec_t **out) {
+    if (ctx->exec == NULL) {
+        dtr__exec_t *e = calloc(1, sizeof *e);
+        if (e == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, func, "the executor's state");
+        ctx->exec = e;
+        ctx->exec_free = dtr__exec_free;
+    }
+    *out = ctx->exec;
+    return DTR_OK;
+}
 
 /* Forgets the operation a fused call started beside its agreement, if one is in flight:
  * no member has read another's data before the agreement completes (backend.h). */
@@ -181,15 +209,17 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
                                      ? dtr_step_kind_info(plan->steps[k].kind)->name
                                      : "unknown");
     DTR_CHECK(dtr__check_ready(ctx, func));
+    dtr__exec_t *e = NULL;
+    DTR_CHECK(dtr__exec(ctx, func, &e));
     int64_t coord[DTR_MAX_MESH_DIMS];
     if (dtr_mesh_coord(plan->src.mesh, ctx->rank, coord) != DTR_OK) {
         /* A bystander: the input is the result. */
         if (bare) {
-            memset(&ctx->req, 0, sizeof ctx->req);
-            ctx->req.ctx = ctx;
-            ctx->req.phase = DTR__PHASE_DONE;
+            memset(&e->req, 0, sizeof e->req);
+            e->req.ctx = ctx;
+            e->req.phase = DTR__PHASE_DONE;
             ctx->busy = true;
-            *req = &ctx->req;
+            *req = &e->req;
             return DTR_OK;
         }
         if (in_bytes > out_bytes)
@@ -212,14 +242,14 @@ static dtr_status_t dtr__start(dtr_context_t *ctx, const dtr_plan_t *plan, const
                 DTR_CHECK(dtr__m_copy(ctx, out, in, (int64_t)in_bytes));
             }
         }
-        memset(&ctx->req, 0, sizeof ctx->req);
-        ctx->req.ctx = ctx;
-        ctx->req.phase = DTR__PHASE_DONE;
+        memset(&e->req, 0, sizeof e->req);
+        e->req.ctx = ctx;
+        e->req.phase = DTR__PHASE_DONE;
         ctx->busy = true;
-        *req = &ctx->req;
+        *req = &e->req;
         return DTR_OK;
     }
-    dtr_request_t *r = &ctx->req;
+    dtr_request_t *r = &e->req;
     memset(r, 0, sizeof *r);
     r->ctx = ctx;
     r->plan = plan;

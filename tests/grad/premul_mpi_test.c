@@ -36,7 +36,7 @@
 #include "backends/cuda/dtr_cuda.h"
 #endif
 #if defined(DTR_HAVE_NCCL)
-#include "redistribute/executor/group.h"
+#include "runtime/group.h"
 #include "backends/nccl/dtr_nccl.h"
 #endif
 

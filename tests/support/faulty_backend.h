@@ -10,7 +10,7 @@
 #ifndef DTR_TESTS_FAULTY_BACKEND_H
 #define DTR_TESTS_FAULTY_BACKEND_H
 
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 typedef struct {
     int fail_issue;    /* fail the k-th operation issued (1-based); 0: never */

@@ -7,7 +7,7 @@
 #ifndef DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
 #define DTR_TESTS_AUTOGRAD_RECORDING_BACKEND_H
 
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 typedef struct {
     char kind; /* 'r' reduce-scatter, 'a' all-reduce, 'g' all-gather */

@@ -3,7 +3,7 @@
 #ifndef DTR_TESTS_SOLO_BACKEND_H
 #define DTR_TESTS_SOLO_BACKEND_H
 
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 extern const dtr_backend_ops_t solo_backend_ops;
 

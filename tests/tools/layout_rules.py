@@ -5,17 +5,18 @@ the fuzz harnesses and the benchmarks (docs/design.md, "Layout rules").
 usage: layout_rules.py [ROOT]     (ROOT: the checkout, default: this file's ../..)
 
 1. Includes: each folder includes only what INCLUDES lists for it. The library's folders
-   include only the folders below them: the planner nothing of the executor or of a
-   backend; the executor of the planner only planner.h and geometry.h, never its
-   internal.h; a backend only the executor's public interface (executor.h, backend.h,
-   memory.h) and stream.h. The CLI includes the public headers and its own; tests the
+   include only the folders below them: the planner nothing of the runtime, the executor
+   or a backend; the runtime nothing of the planner or the executor; the executor of the
+   planner only planner.h and geometry.h, never its internal.h, and of the runtime its
+   headers (context.h is what it is built on); a backend only the runtime's public
+   interface (runtime.h, backend.h, memory.h) and stream.h. The CLI includes the public headers and its own; tests the
    public headers, tests/support/ and the internals of the modules at or below the one
    they test (the planner's through its testing.h only).
 2. Sizes: no source file over MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES
    (tables, which are data, are not functions; a Criterion test body counts as one).
 3. Internal headers stay home: a header named internal.h or *_internal.h is included only
    by files of its own folder. What a module lends others has a header named for it
-   (core/common.h, numeric/numeric.h, dtensor/order.h, executor/group.h, ...).
+   (core/common.h, numeric/numeric.h, dtensor/order.h, runtime/group.h, runtime/context.h, ...).
 4. No circles: no two files call each other's functions, directly or through others (a
    helper both need lives in a file below both).
 
@@ -29,9 +30,9 @@ import sys
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 120
 
-EXECUTOR_PUBLIC = ["redistribute/executor/executor.h", "redistribute/executor/backend.h",
-                   "redistribute/executor/memory.h", "redistribute/executor/executor.h", "redistribute/executor/stream.h"]
-BELOW_EXECUTOR = ["core/", "placement/", "dtensor/", "numeric/numeric.h",
+RUNTIME_PUBLIC = ["runtime/runtime.h", "runtime/backend.h", "runtime/memory.h",
+                  "runtime/stream.h"]
+BELOW_RUNTIME = ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                   "redistribute/planner/planner.h"]
 PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/geometry.h"]
 
@@ -39,8 +40,8 @@ PLANNER_FOR_EXECUTOR = ["redistribute/planner/planner.h", "redistribute/planner/
 # the backends' headers).
 PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h", "core/version.h", "placement/placement.h",
           "dtensor/dtensor.h", "redistribute/planner/planner.h",
-          "redistribute/executor/executor.h", "redistribute/executor/backend.h",
-          "redistribute/executor/memory.h", "backends/mpi/dtr_mpi.h",
+          "redistribute/executor/executor.h", "runtime/runtime.h", "runtime/backend.h",
+          "runtime/memory.h", "backends/mpi/dtr_mpi.h",
           "backends/cuda/dtr_cuda.h", "backends/nccl/dtr_nccl.h",
           "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "grad/grad.h", "grad/param_group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
@@ -58,24 +59,23 @@ INCLUDES = {
     "numeric": ["core/", "placement/", "dtensor/dtensor.h", "numeric/"],
     "redistribute/planner": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                              "redistribute/planner/"],
+    "runtime": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "runtime/"],
     "redistribute/executor": ["core/", "placement/", "dtensor/", "numeric/numeric.h"] +
-                             PLANNER_FOR_EXECUTOR + [
-                              "redistribute/executor/"],
-    "backends/mpi": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/mpi/", "dtr_version.h"],
-    "backends/cuda": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/cuda/"],
-    "backends/nccl": BELOW_EXECUTOR + EXECUTOR_PUBLIC + [
+                             PLANNER_FOR_EXECUTOR + ["runtime/", "redistribute/executor/"],
+    "backends/mpi": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/mpi/", "dtr_version.h"],
+    "backends/cuda": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/cuda/"],
+    "backends/nccl": BELOW_RUNTIME + RUNTIME_PUBLIC + [
         "backends/nccl/", "backends/cuda/", "backends/mpi/error.h"],
-    "backends/gloo": BELOW_EXECUTOR + EXECUTOR_PUBLIC + ["backends/gloo/"],
+    "backends/gloo": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/gloo/"],
     "checkpoint": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
-                   "redistribute/executor/memory.h", "redistribute/executor/executor.h",
-                   "checkpoint/"],
+                   "runtime/memory.h", "runtime/runtime.h", "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                  "redistribute/planner/planner.h",
-                 "redistribute/executor/executor.h", "redistribute/executor/group.h",
+                 "redistribute/executor/executor.h", "runtime/group.h",
                  "autograd/"],
     "grad": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
-             "redistribute/planner/planner.h", "redistribute/executor/executor.h",
-             "redistribute/executor/group.h", "autograd/autograd.h", "grad/"],
+             "redistribute/planner/planner.h", "runtime/runtime.h", "runtime/group.h",
+             "autograd/autograd.h", "grad/"],
     "tools/pattern": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "tools/pattern/"],
     "tools": PUBLIC + ["tools/cli.h", "tools/change.h", "tools/run.h", "tools/pattern/pattern.h"],
     "tests/support": TESTS + LOW,
@@ -86,11 +86,12 @@ INCLUDES = {
     "tests/redistribute/planner": TESTS + LOW + ["redistribute/planner/testing.h",
                                                  "tests/redistribute/planner/cross_fixture.h"],
     "tests/redistribute/executor": TESTS + LOW,
+    "tests/runtime": TESTS + LOW,
     "tests/backends/mpi": TESTS + LOW,
     "tests/backends/gloo": TESTS + LOW,
     "tests/backends/cuda": TESTS + ["tests/backends/cuda/", "backends/cuda/range_boxes.h"],
     "tests/autograd": TESTS + LOW,
-    "tests/grad": TESTS + LOW + ["redistribute/executor/group.h"],
+    "tests/grad": TESTS + LOW + ["runtime/group.h"],
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,

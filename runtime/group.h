@@ -1,15 +1,15 @@
 /*
- * What the executor offers the layers above it (autograd/, grad/) beyond its public API: the group
+ * What the runtime offers the layers above it (grad/) beyond its public API: the group
  * collectives with the argument agreement apart, started operations for the parameter
  * groups, and local work (casts, divides, copies) on the context's memory.
  */
-#ifndef DTR_REDISTRIBUTE_EXECUTOR_GROUP_H
-#define DTR_REDISTRIBUTE_EXECUTOR_GROUP_H
+#ifndef DTR_RUNTIME_GROUP_H
+#define DTR_RUNTIME_GROUP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "redistribute/executor/executor.h"
+#include "runtime/runtime.h"
 
 /*
  * Group collectives for a layer above the executor that checks its arguments once over a

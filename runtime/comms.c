@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "dtensor/mesh.h"
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 /* A copy of the mesh the context can keep after the caller frees theirs. */
 static dtr_status_t dtr__mesh_clone(const dtr_mesh_t *mesh, dtr_mesh_t **out) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 /* Aborted contexts: never freed (their backend operations may still complete into them),
  * kept reachable here so leak checkers see them as owned. */
@@ -95,13 +95,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->cross_mid);
     free(ctx->arrays);
     dtr__allocs_destroy(ctx);
-    if (ctx->batch != NULL) {
-        dtr__m_free(ctx, ctx->batch->arena);
-        free(ctx->batch->mem);
-        free(ctx->batch->rm);
-        free(ctx->batch->span);
-        free(ctx->batch);
-    }
+    if (ctx->exec != NULL) ctx->exec_free(ctx); /* before the memory space goes */
     if (ctx->ops->destroy != NULL) ctx->ops->destroy(ctx->state);
     if (ctx->mem != NULL && ctx->mem->destroy != NULL) ctx->mem->destroy(ctx->mem_state);
     free(ctx);

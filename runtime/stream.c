@@ -9,7 +9,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "redistribute/executor/stream.h"
+#include "runtime/stream.h"
 
 /* The widest stores the CPU has, chosen once: on this project's AMD EPYC, 64-byte stores
  * copied 2 KiB runs 10-15% faster than 16-byte ones (docs/executor.md). */

@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <stdio.h>
 
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 /*
  * Completes (block) or tests one backend operation started at t0, under the context's

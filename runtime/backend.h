@@ -4,8 +4,8 @@
  * includes this header, the memory spaces' (memory.h) and the streaming copies (stream.h),
  * nothing else of the executor.
  */
-#ifndef DTR_REDISTRIBUTE_EXECUTOR_BACKEND_H
-#define DTR_REDISTRIBUTE_EXECUTOR_BACKEND_H
+#ifndef DTR_RUNTIME_BACKEND_H
+#define DTR_RUNTIME_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>

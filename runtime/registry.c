@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/version.h"
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 enum { DTR__MAX_BACKENDS = 16 };
 

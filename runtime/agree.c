@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 /* The buffers an agreement's all-reduce runs on: the host arrays, or on a memory space its
  * own 6 int64 with `send` copied in (the result comes back through dtr__agree_result). */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 typedef struct {
     const dtr_backend_ops_t *in_ops;

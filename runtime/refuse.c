@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "dtensor/mesh.h"
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 /* The group the call that `mesh`, `dims` and `to_mesh` name agrees over (NULL: none, a group
  * of one or a rank the call leaves out). */

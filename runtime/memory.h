@@ -14,8 +14,8 @@
  * ones issued before it, and after the backend's operations on the same stream. Copies to
  * and from host memory are complete with respect to the host buffer when they return.
  */
-#ifndef DTR_REDISTRIBUTE_EXECUTOR_MEMORY_H
-#define DTR_REDISTRIBUTE_EXECUTOR_MEMORY_H
+#ifndef DTR_RUNTIME_MEMORY_H
+#define DTR_RUNTIME_MEMORY_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Backends by name (redistribute/executor/registry.c): a caller's own row registered,
+/* Backends by name (runtime/registry.c): a caller's own row registered,
  * found and replaced; bad rows and names refused by name; a name no library holds refused
  * with the loader's reason; the built-in "mpi" row registered by the MPI backend's code, its
  * context refused without MPI_Init; "gloo" found (registered or loaded) where Gloo is built. */

@@ -8,8 +8,8 @@
  * context creation calls it; so does any other user before its first copy). A run of copies
  * ends with dtr__stream_fence, which orders them before whatever comes next.
  */
-#ifndef DTR_REDISTRIBUTE_EXECUTOR_STREAM_H
-#define DTR_REDISTRIBUTE_EXECUTOR_STREAM_H
+#ifndef DTR_RUNTIME_STREAM_H
+#define DTR_RUNTIME_STREAM_H
 
 #include <stdint.h>
 #include <string.h>

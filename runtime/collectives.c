@@ -8,7 +8,7 @@
 
 #include "dtensor/mesh.h"
 #include "numeric/numeric.h"
-#include "redistribute/executor/internal.h"
+#include "runtime/context.h"
 
 static dtr_status_t dtr__check_dims(const dtr_mesh_t *mesh, unsigned dims, const char *func) {
     if (mesh == NULL) return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "mesh: must not be NULL");
