@@ -6,8 +6,8 @@
 #
 # Usage: bash bench/ab_bench.sh DTR_A DTR_B [OUT.md]
 #   e.g. git worktree add /tmp/before 85a8d6b && (cd /tmp/before && bazel build -c opt
-#        //tools:dtr) && bash bench/ab_bench.sh /tmp/before/bazel-bin/tools/dtr
-#        bazel-bin/tools/dtr
+#        //cli:dtr) && bash bench/ab_bench.sh /tmp/before/bazel-bin/cli/dtr
+#        bazel-bin/cli/dtr
 # Env: SIZES_MIB="1 4 16 64 256"  RANKS="2 4"  ROUNDS=3
 #      SPECS="S(0)|R P|R P|S(0) S(0)|S(1) S(1)|R S(0),S(1)|R,R" (FROM|TO, exec_bench's rows)
 set -eu

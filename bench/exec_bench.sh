@@ -14,7 +14,7 @@ out=${1:-docs/executor-bench.md}
 sizes=${SIZES_MIB:-1 4 16 64 256}
 ranks=${RANKS:-2 4}
 repeats=${REPEATS:-3}
-bazel build -c opt //tools:dtr >/dev/null 2>&1
+bazel build -c opt //cli:dtr >/dev/null 2>&1
 bazel shutdown >/dev/null 2>&1 || true # its server's idle work would share the 2 cores
 source bench/common.sh
 

@@ -17,7 +17,7 @@
 
 #include "dtr.h"
 #include "backends/gloo/dtr_gloo.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 static double now_us(void) {
     struct timespec t;

@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/.."
 ranks=${RANKS:-2 4}
 sizes=${SIZES_MIB:-4 64}
-bazel build -c opt //tools:dtr //bench:gloo_bench >/dev/null 2>&1
+bazel build -c opt //cli:dtr //bench:gloo_bench >/dev/null 2>&1
 bazel shutdown >/dev/null 2>&1 || true # its server's idle work would share the 2 cores
 source bench/common.sh
 gloo=$(pwd)/bazel-bin/bench/gloo_bench

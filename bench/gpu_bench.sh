@@ -13,7 +13,7 @@ set -eu
 cd "$(dirname "$0")/.."
 out=${1:-docs/gpu-bench.md}
 if [ -z "${DTR_BIN:-}" ]; then
-    bazel build -c opt //tools:dtr //bench:cuda_bench >/dev/null 2>&1 || {
+    bazel build -c opt //cli:dtr //bench:cuda_bench >/dev/null 2>&1 || {
         echo "gpu_bench: //bench:cuda_bench did not build (is CUDA installed?)"
         exit 1
     }

@@ -20,7 +20,7 @@
 #      TORCH=0 leaves PyTorch out
 set -eu
 cd "$(dirname "$0")/.."
-bazel build -c opt //tools:dtr //bench:copy_bw >/dev/null 2>&1
+bazel build -c opt //cli:dtr //bench:copy_bw >/dev/null 2>&1
 . bench/common.sh
 ranks=${RANKS:-2} modes=${MODES:-ddp fsdp hsdp} dtypes=${DTYPES:-f32 bf16 f16}
 iters=${ITERS:-5} models=${MODELS:-${MODEL:-gpt2-small bench/gpt2_medium.json}}

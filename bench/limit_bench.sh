@@ -32,7 +32,7 @@ dtypes=${DTYPES:-f32 bf16 f16}
 iters=${ITERS:-10}
 rounds=${ROUNDS:-2}
 impi=${IMPI_ROOT:-/opt/impi}
-bazel build -c opt //tools:dtr //bench:copy_bw //bench:coll_bench >/dev/null 2>&1
+bazel build -c opt //cli:dtr //bench:copy_bw //bench:coll_bench >/dev/null 2>&1
 bazel shutdown >/dev/null 2>&1 || true # its server's idle work would share the 2 cores
 source bench/common.sh
 copy_bw=$(pwd)/bazel-bin/bench/copy_bw

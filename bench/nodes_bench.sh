@@ -27,7 +27,7 @@ sizes=${SIZES:-16 64}
 rounds=${ROUNDS:-2}
 iters=${ITERS:-5}
 ranks=$((nodes * per))
-bazel build -c opt //tools:dtr //bench:coll_bench >/dev/null 2>&1 || {
+bazel build -c opt //cli:dtr //bench:coll_bench >/dev/null 2>&1 || {
     echo "nodes_bench: build failed" >&2
     exit 1
 }

@@ -11,7 +11,7 @@ source bench/common.sh
 unset OMPI_MCA_btl OMPI_MCA_btl_vader_single_copy_mechanism # (nodes_bench.sh says why)
 nodes=${NODES:-2} per=${PER_NODE:-4} shape=${SHAPE:-4096x4096} rounds=${ROUNDS:-2} iters=${ITERS:-5}
 mesh=${MESH:-${nodes}x${per}}
-bazel build -c opt //tools:dtr >/dev/null 2>&1 || { echo "nodes_plan_bench: build failed" >&2; exit 1; }
+bazel build -c opt //cli:dtr >/dev/null 2>&1 || { echo "nodes_plan_bench: build failed" >&2; exit 1; }
 changes=${CHANGES:-'R,S(0)|S(0),S(0) R,S(0)|S(0),S(1) P,S(0)|S(0),R P,R|S(0),S(0)'}
 run() { # NODES_OF FROM TO: "steps|ms", or "-" where it failed or did not verify
     local out

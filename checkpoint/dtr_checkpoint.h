@@ -225,7 +225,7 @@ DTR_API dtr_status_t dtr_checkpoint_save_manifest(const char *dir, int64_t nitem
  * record (about 100 bytes per block it saves) for a moment. The context's memory must be
  * the host's (dtr_context_set_memory not called).
  */
-struct dtr_context; /* dtr_context_t (executor.h) */
+struct dtr_context; /* dtr_context_t (runtime/runtime.h) */
 DTR_API dtr_status_t dtr_checkpoint_save(struct dtr_context *ctx, const dtr_mesh_t *mesh,
                                          const char *dir, int64_t nitems,
                                          const dtr_checkpoint_item_t *items,

@@ -1,5 +1,5 @@
 /*
- * What dtensor/ lends the planner and the executor about meshes (mesh.c): a hash that
+ * What dtensor/ lends the planner, the runtime and the executor about meshes (mesh.c): a hash that
  * equal meshes share (plan caches, communicator caches) and the ranks of two meshes
  * together (the group a change between meshes agrees over). Not installed.
  */

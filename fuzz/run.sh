@@ -15,7 +15,7 @@
 # .fuzz-build/crashes/<name>/ and the reproducer command printed: add the file to
 # fuzz/regressions/<name>/ once fixed. cli and py replay fuzz/regressions/cli/ and py/, save a
 # failing case there themselves and print its seed and command (logs: .fuzz-build/cli.log,
-# py.log). cli needs Bazel (bazel build //tools:dtr), py the virtual environment of
+# py.log). cli needs Bazel (bazel build //cli:dtr), py the virtual environment of
 # python/tests/run.sh (DTR_PY_VENV; dtr installed into it from ./python where it is missing).
 # Ends with "fuzz: ...: N passed, N failed" (a target passes when it ran to the end without a
 # crash or failed property).
@@ -78,12 +78,12 @@ build_libfuzzer() {
     flags=(-g -O1 -std=c11 -I. -I"$build/include" -fno-omit-frame-pointer
            -fsanitize=address,undefined -fno-sanitize-recover=all)
     local srcs=(core/*.c placement/*.c dtensor/*.c numeric/*.c autograd/*.c grad/*.c checkpoint/*.c tests/support/interp.c)
-    for f in redistribute/planner/*.c redistribute/executor/*.c; do srcs+=("$f"); done
+    for f in redistribute/planner/*.c redistribute/executor/*.c runtime/*.c; do srcs+=("$f"); done
     objs=()
     for f in "${srcs[@]}"; do
         o="$build/obj/${f//\//_}.o"
         objs+=("$o")
-        if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor numeric redistribute autograd grad checkpoint tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
+        if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find core placement dtensor numeric redistribute runtime autograd grad checkpoint tests/support -name '*.h' -newer "$o" -print -quit)" ]; then
             "$cc" "${flags[@]}" -fsanitize=fuzzer-no-link -c "$f" -o "$o" || {
                 echo "fuzz: build of $f failed"
                 return 1
@@ -168,12 +168,12 @@ script_result() {
 run_cli() {
     local start dtr rc
     start=$(date +%s)
-    if ! bazel build --noshow_progress //tools:dtr >"$build/cli.build.log" 2>&1; then
-        echo "fuzz: cli: bazel build //tools:dtr failed:"
+    if ! bazel build --noshow_progress //cli:dtr >"$build/cli.build.log" 2>&1; then
+        echo "fuzz: cli: bazel build //cli:dtr failed:"
         tail -5 "$build/cli.build.log"
         return 1
     fi
-    dtr="$(bazel info bazel-bin 2>/dev/null)/tools/dtr"
+    dtr="$(bazel info bazel-bin 2>/dev/null)/cli/dtr"
     timeout $((script_secs + 120)) python3 fuzz/cli_fuzz.py --dtr "$dtr" --seconds "$script_secs" \
         >"$build/cli.log" 2>&1
     rc=$?

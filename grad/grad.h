@@ -1,8 +1,8 @@
 /*
  * Gradient reduction: DDP-style communication hooks, the FSDP/HSDP reducer with
  * its runtime divide factors and gradient accumulation, and the fused all-reduce. All run on
- * the executor's collectives (dtr_all_reduce / dtr_reduce_scatter in
- * redistribute/executor/executor.h), so on any backend, and are collective over their group: every
+ * the runtime's collectives (dtr_all_reduce / dtr_reduce_scatter in runtime/runtime.h),
+ * so on any backend, and are collective over their group: every
  * member calls with the same arguments. The semantics are docs/design.md's "Gradient
  * reduction";
  * autograd/README.md walks through them with the numbers.

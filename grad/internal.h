@@ -1,6 +1,6 @@
-/* What autograd's files share (grad.c defines these). */
-#ifndef DTR_AUTOGRAD_INTERNAL_H
-#define DTR_AUTOGRAD_INTERNAL_H
+/* What grad/'s files share (grad.c defines these). */
+#ifndef DTR_GRAD_INTERNAL_H
+#define DTR_GRAD_INTERNAL_H
 
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
 /* Parameter groups: foreach reduce-scatter into a fused, aligned buffer, one all-reduce per
- * replicate group, foreach all-gather (group.h). The pipeline is in pipeline.c. */
+ * replicate group, foreach all-gather (param_group.h). The pipeline is in pipeline.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

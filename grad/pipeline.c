@@ -1,5 +1,5 @@
 /*
- * The HSDP pipeline (group.h), seed 004's order: pushing group k waits for group k-1's
+ * The HSDP pipeline (param_group.h), seed 004's order: pushing group k waits for group k-1's
  * reduce-scatter, completes the all-reduce before it (group k-2's), starts group k's
  * reduce-scatter, then starts group k-1's all-reduce. So group k's reduce-scatter and group
  * k-1's all-reduce are in flight together while the caller computes group k+1's gradients;

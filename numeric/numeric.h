@@ -1,8 +1,8 @@
 /*
  * The numeric kernels: element values of every dtype (half and bfloat16 conversions, loads
- * and stores as doubles), casts, divides and the reductions that the executor, the
- * backends, checkpoint loads, autograd and the test fills all compute with. Pure functions
- * with no state (values.c, reduce.c), so tools/pattern links them beside libdtr.so, which
+ * and stores as doubles), casts, divides and the reductions that the runtime, the executor,
+ * the backends, checkpoint loads, autograd and the test fills all compute with. Pure functions
+ * with no state (values.c, reduce.c), so pattern links them beside libdtr.so, which
  * keeps them hidden. Not installed.
  */
 #ifndef DTR_NUMERIC_NUMERIC_H

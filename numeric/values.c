@@ -1,6 +1,6 @@
 /* Element values of every dtype: half-type conversions, loads and stores as doubles, and
  * the divide, convert and combine loops built on them. Pure functions with no state, so the
- * tools that fill and check test data (tools/pattern) link this file alone. */
+ * tools that fill and check test data (pattern) link this file alone. */
 #include <stdbool.h>
 #include <string.h>
 

@@ -1,8 +1,8 @@
 /*
- * The backend interface: what the executor asks of a communication engine (MPI, NCCL, or a
- * framework's own), as a const table of operations plus the backend's state. A backend
- * includes this header, the memory spaces' (memory.h) and the streaming copies (stream.h),
- * nothing else of the executor.
+ * The backend interface: what the runtime asks of a communication engine (MPI, NCCL, Gloo,
+ * or a framework's own), as a const table of operations plus the backend's state. A backend
+ * includes this header, the contexts' (runtime.h), the memory spaces' (memory.h) and the
+ * streaming copies (stream.h), nothing else of the library above it.
  */
 #ifndef DTR_RUNTIME_BACKEND_H
 #define DTR_RUNTIME_BACKEND_H

@@ -1,5 +1,5 @@
 /*
- * Collectives on a mesh's groups (executor.h): dtr_all_reduce and dtr_reduce_scatter over
+ * Collectives on a mesh's groups (runtime.h): dtr_all_reduce and dtr_reduce_scatter over
  * the ranks that share this rank's coordinate outside `dims`, with the same agreement,
  * deadlines and communicator cache as dtr_redistribute; the gradient hooks run on these.
  */

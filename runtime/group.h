@@ -1,7 +1,7 @@
 /*
- * What the runtime offers the layers above it (grad/) beyond its public API: the group
- * collectives with the argument agreement apart, started operations for the parameter
- * groups, and local work (casts, divides, copies) on the context's memory.
+ * What the runtime offers the layers above it (grad/, autograd's tape) beyond its public
+ * API: the group collectives with the argument agreement apart, started operations for the
+ * parameter groups, and local work (casts, divides, copies) on the context's memory.
  */
 #ifndef DTR_RUNTIME_GROUP_H
 #define DTR_RUNTIME_GROUP_H
@@ -12,7 +12,7 @@
 #include "runtime/runtime.h"
 
 /*
- * Group collectives for a layer above the executor that checks its arguments once over a
+ * Group collectives for a layer above the runtime that checks its arguments once over a
  * wider group (grad/grad.c): dtr__group_agree runs the agreement of dtr_all_reduce over
  * the group of `dims` on `hash` (what the members must share) and this rank's verdict
  * (`local`, with `msg` for its error); dtr__group_reduce is dtr_all_reduce (scatter false) or

@@ -1,5 +1,5 @@
 /*
- * dtr_refuse (executor.h): a rank whose arguments to a collective call are too wrong to make
+ * dtr_refuse (runtime.h): a rank whose arguments to a collective call are too wrong to make
  * it joins the call's argument agreement (agree.c) over the group the call would have used,
  * so that the other ranks fail at once and stay in step.
  */

@@ -75,8 +75,8 @@ DTR_API int dtr_context_rank(const dtr_context_t *ctx);
 typedef struct dtr_backend_info {
     /* 1 to DTR_BACKEND_NAME_MAX of a-z, 0-9 and _ (it names a file) */
     const char *name;
-    /* DTR_BACKEND_CAP_* of its operations: what it does natively; the executor does the
-     * rest (P(avg) as SUM then a divide, packing where it takes no span lists, one
+    /* DTR_BACKEND_CAP_* of its operations: what it does natively; the library (the
+     * executor, the group collectives) does the rest (P(avg) as SUM then a divide, packing where it takes no span lists, one
      * operation at a time per group) */
     unsigned caps;
     /* the memory space of its contexts' buffers: "host" (NULL) or "cuda" */
@@ -179,7 +179,8 @@ DTR_API int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx);
  * dtr_redistribute, one small all-reduce first checks that (DTR_ERR_MISMATCH) and every
  * member's arguments (DTR_ERR_REMOTE on the others), unless DTR_AGREE=0. AVG on a backend
  * without it is SUM, then a divide by the group size. Float and integer dtypes; fp8 types
- * are storage only. The group's communicator is cached in the context as the executor's.
+ * are storage only. The group's communicator is kept in the context's communicator cache,
+ * shared with dtr_redistribute.
  */
 
 /*

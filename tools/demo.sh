@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bazel build --noshow_progress //tools:dtr 2>&1 | grep -E '^(ERROR|WARNING)' || true
-dtr=bazel-bin/tools/dtr
-[ -x "$dtr" ] || { echo "demo: //tools:dtr did not build" >&2; exit 1; }
+bazel build --noshow_progress //cli:dtr 2>&1 | grep -E '^(ERROR|WARNING)' || true
+dtr=bazel-bin/cli/dtr
+[ -x "$dtr" ] || { echo "demo: //cli:dtr did not build" >&2; exit 1; }
 
 show() {
     printf '\n$ dtr'

@@ -41,13 +41,13 @@ case "$dir" in
     exit 2
     ;;
 esac
-bins=(//tools:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_bin
+bins=(//cli:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_bin
     //tests/grad:premul_mpi_test_bin //tests/grad:grad_mpi_test_bin
     //tests/grad:param_group_mpi_test_bin //tests/backends/cuda:nccl_adopt_test
     //tests/checkpoint:space_test)
 bazel build -c opt "${bins[@]}" >/dev/null
-ldd bazel-bin/tools/dtr | grep -q libcudart || {
-    echo "gpu_device_pack: bazel-bin/tools/dtr was built without CUDA (nvcc not found?)" >&2
+ldd bazel-bin/cli/dtr | grep -q libcudart || {
+    echo "gpu_device_pack: bazel-bin/cli/dtr was built without CUDA (nvcc not found?)" >&2
     exit 1
 }
 rm -rf "$dir/bin" "$dir/lib" "$dir/lib2" "$dir/root" "$dir/run.sh"

@@ -76,11 +76,11 @@ esac
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
 bash tools/setup.sh
-echo "install.sh: building (bazel build ${flags[*]} //dist/... //tools:dtr_installed)" >&2
-bazel build --noshow_progress "${flags[@]}" //dist/... //tools:dtr_installed //:version_number 2>&1 |
+echo "install.sh: building (bazel build ${flags[*]} //dist/... //cli:dtr_installed)" >&2
+bazel build --noshow_progress "${flags[@]}" //dist/... //cli:dtr_installed //:version_number 2>&1 |
     grep -E '^(ERROR|FAILED)|error:' >&2 || true
 bin=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)
-[ -f "$bin/dist/libdtr.so" ] && [ -f "$bin/tools/dtr_installed" ] ||
+[ -f "$bin/dist/libdtr.so" ] && [ -f "$bin/cli/dtr_installed" ] ||
     { echo "install.sh: the build failed (run the bazel command above for the details)" >&2; exit 1; }
 # the numbers (file names, CMake) and the full string ("0.9.1-dev" in a tree past a release:
 # pkg-config, the Debian package as 0.9.1~dev, which sorts before the release)
@@ -123,7 +123,7 @@ lay_out() {
         ln -sf "$lib.so.$major" "$d/lib/$lib.so"
     done
     install -m 644 "$bin/dist/libdtr.a" "$d/lib/libdtr.a"
-    install -m 755 "$bin/tools/dtr_installed" "$d/bin/dtr"
+    install -m 755 "$bin/cli/dtr_installed" "$d/bin/dtr"
     mkdir -p "$d/share/man/man1"
     bash tools/man.sh "$d/bin/dtr" "$d/share/man/man1/dtr.1"
     local subst=(-e "s|@VERSION@|$version|g" -e "s|@FULL_VERSION@|$full|g" -e "s|@MAJOR@|$major|g" -e "s|@MPI@|$mpi|g"

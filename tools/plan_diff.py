@@ -23,7 +23,7 @@ uneven shape 196609x131071x65553 (Shard, Replicate and Partial(sum), a third of 
 dims kept), with the default cost model or a random one: where the per-rank tables, the
 kept tables and the bounded candidates of the optimal strategy do their work.
 
-Rerun: bazel build //tools:dtr && cp bazel-bin/tools/dtr /tmp/dtr.after, the same at the
+Rerun: bazel build //cli:dtr && cp bazel-bin/cli/dtr /tmp/dtr.after, the same at the
 older commit into /tmp/dtr.before, then tools/plan_diff.py /tmp/dtr.before /tmp/dtr.after.
 """
 import argparse

@@ -291,8 +291,8 @@ for part in $parts; do
         ;;
     docs)
         echo "== docs: tests/tools/docs_test.sh (the docs' commands, JSON, paths and dates)"
-        bazel build --noshow_progress //tools:dtr >/dev/null 2>&1
-        out=$(bash tests/tools/docs_test.sh "$(bazel info bazel-bin 2>/dev/null)/tools/dtr" 2>&1)
+        bazel build --noshow_progress //cli:dtr >/dev/null 2>&1
+        out=$(bash tests/tools/docs_test.sh "$(bazel info bazel-bin 2>/dev/null)/cli/dtr" 2>&1)
         echo "$out" | tail -20
         add_counts "docs test" "$out"
         echo "== docs: tests/tools/module_map.sh (design.md's module table, the layout rules, dtr.h and the libraries' targets)"

@@ -76,7 +76,7 @@ DTR_API dtr_status_t dtr_context_create_gloo(int rank, int size, const dtr_gloo_
  * DTR_GLOO_PREFIX (default "dtr"). The k-th context a process makes this way (k >= 1) meets
  * under PREFIX.k, so that one job may make several, every rank in the same order. A missing
  * or malformed variable is DTR_ERR_INVALID_ARGUMENT naming it. Also reached by name:
- * dtr_context_create_named("gloo", &ctx) (executor.h), which loads libdtr_gloo.so. */
+ * dtr_context_create_named("gloo", &ctx) (runtime/runtime.h), which loads libdtr_gloo.so. */
 DTR_API dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out);
 
 #ifdef __cplusplus

@@ -134,7 +134,7 @@ dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, voi
                                             dtr_reduce_op_t op, int64_t esize);
 
 /*
- * The executor's argument agreement (an all-reduce under MAX of three int64) in one
+ * The runtime's argument agreement (runtime/agree.c) (an all-reduce under MAX of three int64) in one
  * exchange of a cache line per member, on lines of its own: it may run while another
  * operation of the group has been started. Returns the agreement's number for
  * dtr__shm_agree_progress, which is true (and fills recv) once every member has written.

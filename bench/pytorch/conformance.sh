@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 py=$(bash bench/pytorch/venv.sh)
-bazel build -c opt //tools:dtr >/dev/null 2>&1 || { echo "conformance.sh: bazel build //tools:dtr failed" >&2; exit 1; }
+bazel build -c opt //cli:dtr >/dev/null 2>&1 || { echo "conformance.sh: bazel build //cli:dtr failed" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
-exec "$py" bench/pytorch/conformance.py --dtr bazel-bin/tools/dtr "$@"
+exec "$py" bench/pytorch/conformance.py --dtr bazel-bin/cli/dtr "$@"

@@ -104,8 +104,8 @@ fi
 
 # the CLI the checkpoint tests run beside the package: DTR_CLI, else Bazel's build of it
 if [ -z "${DTR_CLI:-}" ] && command -v bazel >/dev/null &&
-    (cd "$root" && bazel build --noshow_progress //tools:dtr >/dev/null 2>&1); then
-    export DTR_CLI=$(cd "$root" && bazel info bazel-bin 2>/dev/null)/tools/dtr
+    (cd "$root" && bazel build --noshow_progress //cli:dtr >/dev/null 2>&1); then
+    export DTR_CLI=$(cd "$root" && bazel info bazel-bin 2>/dev/null)/cli/dtr
 fi
 cd "$tmp" # (not the checkout: `import dtr` must find the installed package)
 # tally RC: adds pytest's counts in $tmp/out (rank 0's) to the totals; a run that failed

@@ -1,9 +1,8 @@
 /*
- * The executor: runs a plan on this rank's local buffer, through a communication backend.
- *
- * A backend is a const table of operations (dtr_backend_ops_t, backend.h) plus its state; the MPI
- * backend (backends/mpi/dtr_mpi.h) is the embedded default. A context binds a backend to
- * the scratch memory and the per-mesh communicators the executor reuses across calls.
+ * The executor: runs a plan on this rank's local buffer, on a context (runtime/runtime.h: a
+ * context binds a communication backend, runtime/backend.h, to the scratch memory and the
+ * per-mesh communicators that calls reuse; the MPI backend, backends/mpi/dtr_mpi.h, is the
+ * embedded default).
  *
  * Every call is collective over the plan's mesh: each rank of the mesh calls it with the
  * same plan (the same specs and strategy) and its own buffers. Before any rank reads

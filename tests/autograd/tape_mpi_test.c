@@ -1,7 +1,7 @@
 /*
  * The tape and from_local / to_local backward under MPI on 4 ranks: chains recorded forward,
  * run backward, the input gradient's placements and every value checked (the pattern of
- * tools/pattern/pattern.h), a Partial source getting a Replicate gradient with no traffic,
+ * pattern/pattern.h), a Partial source getting a Replicate gradient with no traffic,
  * to_local's grad_placements, and the errors.
  *
  * Usage: mpirun -n 4 tape_mpi_test. Ends with "N passed, N failed" on rank 0.
@@ -16,7 +16,7 @@
 #include "tests/support/mpi_paths.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/fake_device.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 static dtr_context_t *ctx;
 /* A second context whose memory is the fake device space: backward_case runs there too, its

@@ -14,7 +14,7 @@
 #include "dtr.h"
 #include "tests/support/solo_backend.h"
 #include "tests/support/spec_fixture.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 static inline void plan_of(dtr_plan_t *plan, const dtr_mesh_t *m, const char *from, const char *to,
                     const char *shape, dtr_dtype_t dtype) {

@@ -21,7 +21,7 @@
 
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 #include "tests/support/mpi_check.h"
 
 /* ---- counting the statically linked code's heap ---------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * dtr_context_alloc and dtr_context_free (executor.h) on a 1-rank context: the host heap
+ * dtr_context_alloc and dtr_context_free (runtime/runtime.h) on a 1-rank context: the host heap
  * where the backend has no allocator, the backend's where it has one, and the refusals, each
  * naming its argument and leaving *p alone. The MPI backend's shared allocations run under
  * mpirun: tests/backends/mpi/mpi_shm_reduce_test.sh (--shared, and dtr run --buffers shared).

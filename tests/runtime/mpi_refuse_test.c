@@ -17,7 +17,7 @@
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/mpi_check.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 static int has(const char *text) { return strstr(dtr_last_error(), text) != NULL; }
 

@@ -15,7 +15,7 @@
 #include "dtr.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/rand_cases.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 #if defined(DTR_HAVE_CUDA)
 #include "backends/cuda/dtr_cuda.h"
 #endif

@@ -14,7 +14,7 @@ cases=${2:-36}
 seed=${3:-${DTR_SEED:-20261128}}
 dir=$(mktemp -d)
 trap 'rm -rf "$out" "$err" "$dir"' EXIT
-echo "cli_grad_model_random: seed $seed, $cases cases (rerun: bash tests/tools/cli_grad_model_random.sh bazel-bin/tools/dtr $cases $seed)"
+echo "cli_grad_model_random: seed $seed, $cases cases (rerun: bash tests/tools/cli_grad_model_random.sh bazel-bin/cli/dtr $cases $seed)"
 python3 "$(dirname "$0")/grad_models.py" "$seed" "$cases" "$dir" >"$dir/cases" || exit 1
 while read -r i n mode mesh dt micro file <&3; do
     before=$fail

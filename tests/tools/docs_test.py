@@ -4,7 +4,7 @@
 usage: docs_test.py ROOT DTR [FILE.md...]   (default: README.md and docs/*.md under ROOT)
 
 1. Shown commands: in a fenced block, a line "$ COMMAND" (continued by trailing backslashes)
-   is run from ROOT, with `dtr` and `bazel-bin/tools/dtr` as DTR and `mpirun` as mpirun
+   is run from ROOT, with `dtr` and `bazel-bin/cli/dtr` as DTR and `mpirun` as mpirun
    --oversubscribe, and what it prints (stdout, then stderr) must be the lines that follow
    it in the block, exactly; a shown line "..." stands for any lines (none or more) up to
    the next shown one. Lines that differ run to run are marked by an HTML comment
@@ -120,7 +120,7 @@ def run_shown(path, start, body, marks):
             i += 1
         while want and want[-1].strip() == "":
             want.pop()
-        shell = re.sub(r"(^|\s)(bazel-bin/tools/dtr|dtr)(\s)", rf"\1{DTR}\3", cmd, count=1)
+        shell = re.sub(r"(^|\s)(bazel-bin/cli/dtr|dtr)(\s)", rf"\1{DTR}\3", cmd, count=1)
         shell = re.sub(r"^mpirun ", "mpirun --oversubscribe ", shell)
         try:
             p = subprocess.run(["bash", "-c", shell], cwd=ROOT, env=ENV, capture_output=True,

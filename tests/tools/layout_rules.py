@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The layout rules of the source tree, checked: the library, the CLI (tools/), the tests,
+"""The layout rules of the source tree, checked: the library, the CLI (cli/), the tests,
 the fuzz harnesses and the benchmarks (docs/design.md, "Layout rules").
 
 usage: layout_rules.py [ROOT]     (ROOT: the checkout, default: this file's ../..)
@@ -45,7 +45,7 @@ PUBLIC = ["dtr.h", "dtr_core.h", "dtr_version.h", "core/status.h", "core/api.h",
           "backends/cuda/dtr_cuda.h", "backends/nccl/dtr_nccl.h",
           "backends/gloo/dtr_gloo.h", "checkpoint/dtr_checkpoint.h", "autograd/autograd.h", "grad/grad.h", "grad/param_group.h", "autograd/tape.h"]
 # What every test may include besides: the shared helpers and the fills.
-TESTS = PUBLIC + ["tests/support/", "tools/pattern/pattern.h"]
+TESTS = PUBLIC + ["tests/support/", "pattern/pattern.h"]
 # The library's own headers below every module a test exercises: core's common helpers and
 # the numeric kernels.
 LOW = ["core/common.h", "numeric/numeric.h"]
@@ -76,8 +76,8 @@ INCLUDES = {
     "grad": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
              "redistribute/planner/planner.h", "runtime/runtime.h", "runtime/group.h",
              "autograd/autograd.h", "grad/"],
-    "tools/pattern": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "tools/pattern/"],
-    "tools": PUBLIC + ["tools/cli.h", "tools/change.h", "tools/run.h", "tools/pattern/pattern.h"],
+    "pattern": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "pattern/"],
+    "cli": PUBLIC + ["cli/cli.h", "cli/change.h", "cli/run.h", "pattern/pattern.h"],
     "tests/support": TESTS + LOW,
     "tests/core": TESTS + ["core/common.h"],
     "tests/placement": TESTS,
@@ -95,9 +95,10 @@ INCLUDES = {
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,
+    "tests/pattern": TESTS + LOW,
     "tests/install": ["dtr/"],
     "fuzz": PUBLIC + ["fuzz/", "tests/support/", "checkpoint/safetensors.h"],
-    "bench": PUBLIC + LOW + ["tools/pattern/pattern.h"],  # (the fills that verify a result)
+    "bench": PUBLIC + LOW + ["pattern/pattern.h"],  # (the fills that verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
     "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)
@@ -173,7 +174,7 @@ def main(argv):
         nfiles += 1
         raw = open(os.path.join(root, path), encoding="utf-8").read()
         for inc in INCLUDE.findall(raw):
-            if inc == "dtr_version.h" and folder == "tools/pattern":
+            if inc == "dtr_version.h" and folder == "pattern":
                 continue
             if not any(inc == p or (p.endswith("/") and inc.startswith(p))
                        for p in INCLUDES[folder]):

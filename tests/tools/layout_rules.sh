@@ -23,7 +23,8 @@ expect_violation() {
     local name=$1 pattern=$2
     shift 2
     rm -rf "$work/t" && mkdir -p "$work/t"
-    (cd "$root" && cp -rL --parents core placement dtensor numeric redistribute backends autograd tools tests \
+    (cd "$root" && cp -rL --parents core placement dtensor numeric redistribute runtime backends autograd grad \
+        checkpoint cli pattern tests \
         "$work/t" 2>/dev/null)
     (cd "$work/t" && eval "$@")
     local out rc
@@ -61,8 +62,8 @@ expect_violation "a test over 120 lines" 'tests/redistribute/planner/test_cache.
 expect_violation "a test including the planner's internals" \
     'tests/redistribute/planner/test_plan.c: includes "redistribute/planner/internal.h"' \
     "sed -i '1i #include \"redistribute/planner/internal.h\"' tests/redistribute/planner/test_plan.c"
-expect_violation "the CLI including a library internal" 'tools/cli.c: includes "core/common.h"' \
-    "sed -i '1i #include \"core/common.h\"' tools/cli.c"
+expect_violation "the CLI including a library internal" 'cli/cli.c: includes "core/common.h"' \
+    "sed -i '1i #include \"core/common.h\"' cli/cli.c"
 expect_violation "a folder the rules do not know" 'tests/newfolder/: holds C sources but has no entry' \
     "mkdir -p tests/newfolder && echo 'int x;' > tests/newfolder/x.c"
 

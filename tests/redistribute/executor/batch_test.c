@@ -9,7 +9,7 @@
  * input was written and nothing past an output. Cases alternate between blocking and
  * non-blocking calls, the MPI backend as is and without its v-collectives (padded pieces),
  * and the exact pattern and random values (seeded; the check then allows the reductions'
- * rounding, tools/pattern/pattern.h). Every case also runs the batch's baseline.
+ * rounding, pattern/pattern.h). Every case also runs the batch's baseline.
  *
  * Then the hostile inputs, each on every rank, each leaving every buffer as it was: a NULL
  * input in the middle of the list on one rank, a short output on one rank, an output
@@ -35,7 +35,7 @@
 #include "tests/support/fake_device.h"
 #include "tests/support/plan_util.h"
 #include "tests/support/rand_cases.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 #define GUARD 32
 #define MAX_TENSORS 12

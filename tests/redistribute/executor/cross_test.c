@@ -33,7 +33,7 @@
 #include "backends/mpi/dtr_mpi.h"
 #include "tests/support/job.h"
 #include "tests/support/rand_cases.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 #define GUARD 16
 

@@ -21,7 +21,7 @@
 #include "tests/support/mpi_check.h"
 #include "tests/support/mpi_paths.h"
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 #include "tests/support/fake_device.h"
 #include "tests/support/faulty_backend.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 static struct {
     const char *cmd, *backend;

@@ -1,7 +1,7 @@
 /* Shared pieces of the dtr command-line tool. The CLI is thin: it parses flags, calls the
  * library, and prints; every rule lives in the library. */
-#ifndef DTR_TOOLS_CLI_H
-#define DTR_TOOLS_CLI_H
+#ifndef DTR_CLI_CLI_H
+#define DTR_CLI_CLI_H
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 /* The names a change between meshes prints (tensor 0's for a batch). */
 typedef struct {

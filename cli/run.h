@@ -4,17 +4,17 @@
  * times it; run_check.c fills the sources, checks the results on every rank and runs the
  * backward plan; run_report.c prints the result as text or JSON on rank 0.
  */
-#ifndef DTR_TOOLS_RUN_H
-#define DTR_TOOLS_RUN_H
+#ifndef DTR_CLI_RUN_H
+#define DTR_CLI_RUN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tools/change.h"
-#include "tools/cli.h"
-#include "tools/pattern/pattern.h"
+#include "cli/change.h"
+#include "cli/cli.h"
+#include "pattern/pattern.h"
 
 /* --digest's figures for one tensor, the same on every rank: its source's digest (none of a
  * Partial source) and its result's. */

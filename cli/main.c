@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 static const dtr_cli_command_t *const dtr__commands[] = {
     &dtr_cli_layout,

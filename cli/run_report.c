@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 /* "verified: ..." for a check that passed: how close, against what tolerance. */
 static void dtr__print_tolerance(FILE *out, const dtr_pattern_report_t *r, dtr_dtype_t dtype) {

@@ -5,7 +5,7 @@
 #include <mpi.h>
 
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 /* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */
 static void dtr__rank_list(const char *msgs, size_t len, int world, int first, char *out,

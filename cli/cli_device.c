@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 #if defined(DTR_CLI_DLOPEN)
 #include <dlfcn.h>
 #elif defined(DTR_HAVE_CUDA)

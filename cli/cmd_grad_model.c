@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 typedef struct {
     const char *mode, *model;

@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/change.h"
-#include "tools/cli.h"
-#include "tools/pattern/pattern.h"
-#include "tools/run.h"
+#include "cli/change.h"
+#include "cli/cli.h"
+#include "pattern/pattern.h"
+#include "cli/run.h"
 
 typedef struct {
     int n;

@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/change.h"
-#include "tools/cli.h"
+#include "cli/change.h"
+#include "cli/cli.h"
 
 static void dtr__plan_help(FILE *out) {
     fputs(

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "checkpoint/dtr_checkpoint.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 static void dtr__reshard_help(FILE *out) {
     fputs("usage: mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE\n"

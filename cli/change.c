@@ -1,6 +1,6 @@
 /* The flags of dtr plan, dtr run and dtr run --batch: one table, one parser, one check
  * (change.h). */
-#include "tools/change.h"
+#include "cli/change.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 void dtr_cli_say(const char *fmt, ...) {
     char line[2048];

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 dtr_status_t dtr_cli_source_fill(dtr_cli_source_t *d, const dtr_spec_t *spec, const char *suffix,
                                  int rank, bool verify, void *buf, size_t bytes) {

@@ -51,8 +51,8 @@
  * step; u and tiny are then the target's. Shard -> P(sum) targets hold zeros (exactly +0)
  * outside the elements they keep (docs/semantics.md).
  */
-#ifndef DTR_TOOLS_PATTERN_H
-#define DTR_TOOLS_PATTERN_H
+#ifndef DTR_PATTERN_H
+#define DTR_PATTERN_H
 
 #include <stdbool.h>
 #include <stddef.h>

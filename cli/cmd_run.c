@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 static void dtr__run_help_more(FILE *out) {
     fputs(
@@ -123,7 +123,7 @@ static void dtr__run_help(FILE *out) {
         "                       order (for Partial sources, contributions reducing to them);\n"
         "                       random: random values over the dtype's useful range, Partial\n"
         "                       sources as random contributions, so that reduction order and\n"
-        "                       precision show (tools/pattern/pattern.h says how they are drawn)\n"
+        "                       precision show (pattern/pattern.h says how they are drawn)\n"
         "  --seed S             the random fill's seed (default 1; printed with the result)\n"
         "  --input DIR          each rank reads its source block from DIR/rankR.in, raw bytes as\n"
         "                       --dump writes them (with --backward the gradient from\n"

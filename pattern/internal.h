@@ -1,6 +1,6 @@
 /* What pattern.c and blocks.c share: walking a block's elements in row-major order. */
-#ifndef DTR_TOOLS_PATTERN_INTERNAL_H
-#define DTR_TOOLS_PATTERN_INTERNAL_H
+#ifndef DTR_PATTERN_INTERNAL_H
+#define DTR_PATTERN_INTERNAL_H
 
 #include <stdint.h>
 

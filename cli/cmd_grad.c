@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backends/mpi/dtr_mpi.h"
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 static void dtr__grad_help(FILE *out) {
     fputs(

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 /* What this rank holds and checks, per tensor. */
 typedef struct {

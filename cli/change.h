@@ -4,14 +4,14 @@
  * table and one parser (change.c); each command takes the flags its mask names and
  * refuses the others as unknown (`run --batch`: as not with --batch).
  */
-#ifndef DTR_TOOLS_CHANGE_H
-#define DTR_TOOLS_CHANGE_H
+#ifndef DTR_CLI_CHANGE_H
+#define DTR_CLI_CHANGE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tools/cli.h"
-#include "tools/pattern/pattern.h"
+#include "cli/cli.h"
+#include "pattern/pattern.h"
 
 /* Which command parses: an option table entry names the commands that take it. */
 enum {

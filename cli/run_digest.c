@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/run.h"
+#include "cli/run.h"
 
 static bool dtr__partial(const dtr_spec_t *s) {
     for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++)

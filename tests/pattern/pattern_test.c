@@ -1,5 +1,5 @@
 /*
- * The fills and the check of tools/pattern: the random fill's draws (reproducible, in
+ * The fills and the check of pattern: the random fill's draws (reproducible, in
  * range, different per seed and per contribution), the check's reference and tolerance at
  * their edges (a result one tolerance off passes, a little more fails; integers and moves
  * exact), given blocks loaded from files, and the errors.
@@ -16,7 +16,7 @@
 #include "numeric/numeric.h"
 #include "dtr.h"
 #include "tests/support/spec_fixture.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/pattern.h"
 
 static const dtr_fill_t random7 = {.kind = DTR_FILL_RANDOM, .seed = 7};
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 typedef struct {
     const char *cmd, *flag, *path, *text;

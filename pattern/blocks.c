@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
-#include "tools/pattern/internal.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/internal.h"
+#include "pattern/pattern.h"
 
 /* Opens DIR/rank<rank>.<suffix> and checks that it holds exactly bytes. */
 static dtr_status_t dtr__open_block(const char *dir, const char *suffix, int rank, size_t bytes,

@@ -6,8 +6,8 @@
 
 #include "core/common.h"
 #include "numeric/numeric.h"
-#include "tools/pattern/internal.h"
-#include "tools/pattern/pattern.h"
+#include "pattern/internal.h"
+#include "pattern/pattern.h"
 
 /* One contribution of one element: its value as the dtype holds it. */
 typedef struct {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "cli/cli.h"
 
 static void dtr__layout_help(FILE *out) {
     fputs(
