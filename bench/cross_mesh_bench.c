@@ -35,6 +35,7 @@
 
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
+#include "bench/copy_probe.h"
 
 typedef struct {
     int64_t shape[2];
@@ -114,23 +115,11 @@ static dtr_mesh_t *mesh(const char *text, const char *ranks) {
 }
 
 /* The copy bandwidth of every rank at once (GB/s per rank, each byte counted read and
- * written), as bench/copy_bw.c measures it. */
+ * written; bench/copy_probe.h: from and to memory, the best of 3 medians). */
 static double copy_gbps(void) {
-    size_t bytes = 64u << 20;
-    char *a = malloc(bytes), *b = malloc(bytes);
-    double t[7];
-    memset(a, 1, bytes), memset(b, 2, bytes);
-    for (int i = -2; i < 7; i++) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        double span[2] = {-MPI_Wtime(), 0}, all[2];
-        memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
-        span[1] = MPI_Wtime();
-        MPI_Allreduce(span, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (i >= 0) t[i] = all[1] + all[0];
-    }
-    qsort(t, 7, sizeof *t, by_value);
-    free(a), free(b);
-    return 2.0 * (double)bytes / t[3] / 1e9;
+    copy_probe_t p;
+    if (!copy_probe(64ll << 20, 7, 3, 0, &p)) die("the copy probe's arena");
+    return p.gbps;
 }
 
 /* The run's state: the specs and plans, this rank's buffers, and gather-then-slice's groups

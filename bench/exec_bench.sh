@@ -4,7 +4,8 @@
 # transitions and sizes of issue 4, on 2 and 4 ranks of this machine.
 #
 # Usage: bash bench/exec_bench.sh [OUT.md]   (default docs/executor-bench.md)
-# Env: SIZES_MIB="1 4 16 64 256"  RANKS="2 4"  REPEATS=3  (override for a quick run)
+# Env: SIZES_MIB="1 4 16 64 256"  SMALL_KIB="16"  RANKS="2 4"  REPEATS=3  (override for a
+#      quick run; SMALL_KIB are the small calls' rows, 2000 iterations each, issue 75 item 7)
 # Each configuration runs REPEATS times (separate mpirun jobs); the table shows the run with
 # the median ratio, and every run's ratio, since one run on this shared machine can be
 # 0.2-0.5 off.
@@ -12,6 +13,7 @@ set -eu
 cd "$(dirname "$0")/.."
 out=${1:-docs/executor-bench.md}
 sizes=${SIZES_MIB:-1 4 16 64 256}
+small=${SMALL_KIB-16}
 ranks=${RANKS:-2 4}
 repeats=${REPEATS:-3}
 bazel build -c opt //cli:dtr >/dev/null 2>&1
@@ -29,9 +31,13 @@ for n in $ranks; do
         from=${spec%%|*}
         to=${spec##*|}
         mesh=$(exec_mesh "$n" "$from")
-        for mib in $sizes; do
-            rows=$((mib * 256)) # rows of 1024 f32 = 4 KiB: mib MiB in all
-            iters=$(exec_iters "$mib")
+        for size in ${small:+$(printf '%sk ' $small)} $sizes; do
+            if [[ $size == *k ]]; then # KiB: the small calls
+                rows=$((${size%k} / 4)) iters=2000 mib="${size%k} KiB"
+            else
+                rows=$((size * 256)) iters=$(exec_iters "$size") mib=$size
+            fi
+            # (rows of 1024 f32 = 4 KiB)
             runs=() # "ratio k" per run; jsons[k] its output
             jsons=()
             for ((k = 0; k < repeats; k++)); do
@@ -61,7 +67,8 @@ limit=
     echo "Rerun: \`bash bench/exec_bench.sh\` (about 15 minutes). Measured $(date -u +%Y-%m-%d) on"
     echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), Open MPI"
     echo "$(mpirun --version | head -1 | awk '{print $NF}') over shared memory (vader, no single-copy), f32 tensors of"
-    echo "MiB x 256 rows of 1024 elements. Each iteration times the redistribution and the baseline"
+    echo "MiB x 256 rows of 1024 elements (the KiB rows: KiB / 4 rows, 2000 iterations). Each"
+    echo "iteration times the redistribution and the baseline"
     echo "(the same plan's collectives on contiguous scratch buffers of the same sizes) back to back,"
     echo "alternating which goes first; each figure is the median over the iterations of the"
     echo "slowest rank. ratio = exec / baseline. Each row ran $repeats times (separate mpirun jobs);"

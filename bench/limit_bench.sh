@@ -55,8 +55,8 @@ most() { sort -g | tail -1; }
 
 table=$work/table
 {
-    echo "| ranks | dtype | transition | MiB | least MB/rank | copy GB/s/rank | limit us | dtr us | dtr / limit | dtr shared us | shared / limit | Open MPI us | Open MPI / limit | Intel MPI us | Intel MPI / limit | dtr / its S(0)->R | shared / its S(0)->R |"
-    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| ranks | dtype | transition | MiB | least MB/rank | copy GB/s/rank | copy spread % | limit us | dtr us | dtr / limit | dtr shared us | shared / limit | Open MPI us | Open MPI / limit | Intel MPI us | Intel MPI / limit | dtr / its S(0)->R | shared / its S(0)->R |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$table"
 cat "$table"
 specs=("S(0)|R" "P|S(0)" "P|R" "S(0)|S(1)")
@@ -65,7 +65,9 @@ for n in $ranks; do
         bytes=$((mib << 20))
         : >"$work/m" # lines "KEY VALUE", KEY = bw | impi.KIND | DTYPE.SPEC.(dtr|shared|ompi)
         for round in $(seq "$rounds"); do
-            echo "bw $(field rank_gbps "$(mpirun --oversubscribe -n "$n" "$copy_bw" "$bytes" 10)")" >>"$work/m"
+            probe=$(mpirun --oversubscribe -n "$n" "$copy_bw" "$bytes" 10 5)
+            echo "bw $(field rank_gbps "$probe")" >>"$work/m"
+            echo "bwworst $(field rank_gbps_worst "$probe")" >>"$work/m"
             j=$(impi_run "$n" "$bytes")
             for kind in all_gather reduce_scatter all_reduce; do
                 [ -n "$j" ] && echo "impi.$kind $(grep -oE "\"${kind}_us\": [0-9.]+" <<<"$j" | cut -d' ' -f2)" >>"$work/m"
@@ -86,6 +88,7 @@ for n in $ranks; do
         done
         val() { awk -v k="$1" '$1 == k { print $2 }' "$work/m"; }
         bw=$(val bw | most)
+        spread=$(awk -v b="$bw" -v w="$(val bwworst | best)" 'BEGIN { printf "%.0f", 100 * (1 - w / b) }')
         for dtype in $dtypes; do
             gather_us=$(val "$dtype.0.dtr" | best)
             gather_shared=$(val "$dtype.0.shared" | best)
@@ -101,13 +104,13 @@ for n in $ranks; do
                 [ "$dtype" = f32 ] && [ "${kinds[$i]}" != - ] && [ -n "$impi_version" ] &&
                     intel=$(val "impi.${kinds[$i]}" | best)
                 awk -v n="$n" -v d="$dtype" -v f="${spec%%|*}" -v t="${spec##*|}" -v mib="$mib" \
-                    -v least="$least" -v bw="$bw" -v us="$(val "$dtype.$i.dtr" | best)" \
+                    -v least="$least" -v bw="$bw" -v sp="$spread" -v us="$(val "$dtype.$i.dtr" | best)" \
                     -v o="$(val "$dtype.$i.ompi" | best)" -v im="$intel" -v g="$gather_us" \
                     -v sh="$(val "$dtype.$i.shared" | best)" -v gs="$gather_shared" \
                     'BEGIN { limit = least / (bw * 1e3);
                              ims = im == "-" ? "- | -" : sprintf("%.0f | %.2f", im, im / limit);
-                             printf "| %s | %s | %s -> %s | %s | %.1f | %.2f | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %s | %.2f | %.2f |\n",
-                                    n, d, f, t, mib, least / 1e6, bw, limit, us, us / limit, sh, sh / limit, o, o / limit, ims, us / g, sh / gs }' \
+                             printf "| %s | %s | %s -> %s | %s | %.1f | %.2f | %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %s | %.2f | %.2f |\n",
+                                    n, d, f, t, mib, least / 1e6, bw, sp, limit, us, us / limit, sh, sh / limit, o, o / limit, ims, us / g, sh / gs }' \
                     | tee -a "$table"
             done
         done
@@ -132,7 +135,10 @@ if [ $# -ge 1 ]; then
         echo "$(mpirun --version | head -1 | awk '{print $NF}'), ${impi_version:-no Intel MPI}, tensors of rows x 1024 elements. Each"
         echo "cell is the best of the $rounds rounds. limit = least bytes per rank / the copy bandwidth per rank"
         echo "of as many processes as ranks copying the same size at once (bench/copy_bw.c: from the"
-        echo "first rank's start to the last rank's end, counting read and written bytes). dtr: \`dtr"
+        echo "first rank's start to the last rank's end, counting read and written bytes; each copy"
+        echo "from and to memory, through an arena of at least 4x the last-level cache; the best of"
+        echo "5 medians a round). copy spread: how far the worst of those medians, over every round,"
+        echo "fell below the best (so how still the limit held while this row ran). dtr: \`dtr"
         echo "run\`'s median (the shared-memory paths); dtr shared: the same with \`--buffers shared\`"
         echo "(the blocks in a dtr_context_alloc allocation: reductions read them in place); Open"
         echo "MPI: the same plan's collectives alone"

@@ -119,7 +119,7 @@ if want checkpoint; then
 fi
 if want model; then
     DTR_GPU_ONLY=${nogpu:+1} part grad_model 240 "^gpu:|FAIL|passed" \
-        bash tests/tools/cli_grad_model.sh "$b/dtr"
+        bash tests/cli/cli_grad_model.sh "$b/dtr"
 fi
 if want exec; then
     part gpu_test 240 "plans on|all runs|FAIL|skipped" \
@@ -136,7 +136,7 @@ if want bench; then
         bash bench/gpu_bench.sh "$OUT/gpu-bench.md"
 fi
 if want cli; then
-    part cli_run 240 "^gpu:|FAIL|passed" bash tests/tools/cli_run.sh "$b/dtr"
-    part cli_grad 300 "^gpu:|FAIL|passed" bash tests/tools/cli_grad.sh "$b/dtr"
+    part cli_run 240 "^gpu:|FAIL|passed" bash tests/cli/cli_run.sh "$b/dtr"
+    part cli_grad 300 "^gpu:|FAIL|passed" bash tests/cli/cli_grad.sh "$b/dtr"
 fi
 echo "done at ${SECONDS}s${skipped:+; skipped for the deadline:$skipped}"

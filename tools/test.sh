@@ -100,7 +100,7 @@ node_targets=(
     //tests/backends/mpi:mpi_shm_test //tests/backends/mpi:mpi_shm_reduce_test
     //tests/grad:grad_mpi_test //tests/grad:param_group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
-    //tests/redistribute/executor:mpi_cross_test //tests/tools:cli_grad_model_random_test
+    //tests/redistribute/executor:mpi_cross_test //tests/cli:cli_grad_model_random_test
 )
 
 # suite LABEL [BAZEL FLAGS...] [-- -EXCLUDED_TARGET... | -- TARGET...]: one `bazel test`
@@ -250,7 +250,7 @@ for part in $parts; do
         # nccl_adopt_test, absent under nocuda, are left out) and the CLI's (its device choice
         # changes)
         if pick_tests nocuda 'rdeps(//..., //backends/cuda:* + //backends/nccl:*) +
-                //tests/tools:*' //tests/redistribute/executor:mpi_exec_gpu_test \
+                //tests/cli:*' //tests/redistribute/executor:mpi_exec_gpu_test \
                 //tests/backends/cuda:nccl_adopt_test; then
             suite nocuda --config=nocuda --test_env=DTR_CASES_DIV=5 -- "${picked[@]}"
         fi

@@ -55,6 +55,12 @@ torchrun_example() {
     else
         bad "$1: torchrun example:"$'\n'"$(tail -15 "$tmp/out")"
     fi
+    if (cd "$tmp" && PATH=$path timeout 300 "$py" -m torch.distributed.run \
+        --nproc-per-node 2 "$root/examples/python_refit/refit.py" >"$tmp/out" 2>&1); then
+        ok "$1: torchrun --nproc-per-node 2 examples/python_refit/refit.py: $(grep -m1 '^refit.py' "$tmp/out")"
+    else
+        bad "$1: the refit example:"$'\n'"$(tail -15 "$tmp/out")"
+    fi
 }
 
 # install LABEL ENV...: pip install ./python with ENV; its "dtr setup: built" line

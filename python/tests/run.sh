@@ -14,7 +14,8 @@
 #             against PyTorch's own, and examples/python_tensor_parallel on 1, 2 and 4 ranks;
 #             then under torchrun (no mpirun): torchrun_dtensor.py, dtr.torch.redistribute and
 #             patch() against DTensor on 2 and 4 ranks, on dtr's Gloo and on the torch
-#             engine (Mesh(..., backend="torch")), and the example's dtensor_mlp.py
+#             engine (Mesh(..., backend="torch")), the example's dtensor_mlp.py, and
+#             examples/python_refit/refit.py on 2 and 4 ranks
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
@@ -191,16 +192,20 @@ if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
             failed=$((failed + 1))
         fi
     done
-    for n in 1 2 4; do
-        echo "== python: torchrun --nproc-per-node $n examples/python_tensor_parallel/dtensor_mlp.py"
-        if timeout 300 "$venv/bin/torchrun" --nproc-per-node "$n" \
-            "$root/examples/python_tensor_parallel/dtensor_mlp.py" >"$tmp/out" 2>&1; then
-            grep -E '^dtensor_mlp.py' "$tmp/out"
-            passed=$((passed + 1))
-        else
-            tail -20 "$tmp/out"
-            failed=$((failed + 1))
-        fi
+    # the torchrun examples, each on its job sizes (EXAMPLE:SIZES)
+    for job in python_tensor_parallel/dtensor_mlp.py:1,2,4 python_refit/refit.py:2,4; do
+        ex=${job%%:*} sizes=${job#*:}
+        for n in ${sizes//,/ }; do
+            echo "== python: torchrun --nproc-per-node $n examples/$ex"
+            if timeout 300 "$venv/bin/torchrun" --nproc-per-node "$n" "$root/examples/$ex" \
+                >"$tmp/out" 2>&1; then
+                grep -E "^${ex##*/}" "$tmp/out"
+                passed=$((passed + 1))
+            else
+                tail -20 "$tmp/out"
+                failed=$((failed + 1))
+            fi
+        done
     done
     for m in 1x1 1x2 2x2; do
         n=$(( ${m%x*} * ${m#*x} ))

@@ -23,7 +23,7 @@ pytestmark = [
 ]
 
 # (not fp8: safetensors.numpy writes ml_dtypes' fp8 arrays but cannot read them back, as it
-# looks for numpy.float8_*; tests/tools/cli_reshard.sh covers fp8 byte for byte)
+# looks for numpy.float8_*; tests/cli/cli_reshard.sh covers fp8 byte for byte)
 DTYPES = [np.float32, ml_dtypes.bfloat16, np.float16, np.int64, np.int32, np.uint8,
           np.float64]
 

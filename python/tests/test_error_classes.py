@@ -2,7 +2,7 @@
 status (DTR_ERROR_CLASS_MAP in core/status.h; docs/python.md's table), with the status and
 the words that name what was wrong. The table below must name every callable dtr exports
 (a new call without a row fails here) and every exception class a job can meet.
-The CLI's side of the same table: tests/tools/cli_exit_codes.sh."""
+The CLI's side of the same table: tests/cli/cli_exit_codes.sh."""
 import json
 import os
 import struct

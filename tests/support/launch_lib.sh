@@ -1,4 +1,4 @@
-# Sourced by tests/tools/check_lib.sh and tests/backends/mpi/shm_lib.sh: what the test
+# Sourced by tests/cli/check_lib.sh and tests/backends/mpi/shm_lib.sh: what the test
 # scripts that launch many processes share about the cost of a launch.
 #
 # few: set where each launch is dear, under the sanitizers (ASAN_OPTIONS set: --config=asan)

@@ -95,10 +95,12 @@ INCLUDES = {
     "tests/checkpoint": TESTS + LOW + ["checkpoint/dtr_checkpoint.h", "tests/checkpoint/"],
     "tests/reliability": TESTS + ["tests/reliability/"],
     "tests/tools": TESTS + LOW,
+    "tests/cli": TESTS,
     "tests/pattern": TESTS + LOW,
     "tests/install": ["dtr/"],
     "fuzz": PUBLIC + ["fuzz/", "tests/support/", "checkpoint/safetensors.h"],
-    "bench": PUBLIC + LOW + ["pattern/pattern.h"],  # (the fills that verify a result)
+    "bench": PUBLIC + LOW + ["pattern/pattern.h", "bench/copy_probe.h"],  # (the fills that
+                                                                          # verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
     "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dtr reshard`: random models (tests/tools/st_model.py: every dtype dtr shares with the
+# `dtr reshard`: random models (tests/cli/st_model.py: every dtype dtr shares with the
 # format, uneven lengths, random bytes) and the Python-written fixture saved on 4 ranks as
 # 2x2, resharded to 2 ranks by other rules, consolidated on 3 (one file, and several with an
 # index), each compared with the original byte for byte; every rank reads only its blocks'

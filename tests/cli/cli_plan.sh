@@ -38,7 +38,7 @@ check "shard order: a _StridedShard that is strided for the shape" 0 2 "" \
     "dtr plan: --from: dtr_spec_init: placements: on tensor dim 0 of length 7 the _StridedShard layout (strided pieces) is not the shard order S(0)[1],S(0)[0]; dtr holds one block per rank" \
     plan --mesh 3x2 --shape 7 --from '_S(0,2),S(0)' --to 'R,R'
 # --backward: the gradient arriving in --to goes back to --from, Partial there becoming R
-# (the same plan dtr run --backward runs, tests/tools/cli_run.sh)
+# (the same plan dtr run --backward runs, tests/cli/cli_run.sh)
 check "backward JSON" 0 0 \
     '"strategy":"optimal","backward":true,"chosen_by":"greedy","steps":[{"mesh_dim":1,"kind":"all_to_all","from":"S(1)","to":"S(0)","tensor_dim":1,"tensor_dim2":0,"recv_bytes_per_rank_max":48,"send_bytes_per_rank_max":48,"extra_bytes_per_rank_max":144,"modeled_time_us":5.0048},{"mesh_dim":0,"kind":"all_reduce","from":"P(max)","to":"R","recv_bytes_per_rank_max":96,"send_bytes_per_rank_max":96,"extra_bytes_per_rank_max":192,"modeled_time_us":10.0096}],"collectives":{"all_gather":0,"reduce_scatter":0,"all_reduce":1,"all_to_all":1,"exchange":0,"reduce_exchange":0},"recv_bytes_per_rank_max":144,"lower_bound_recv_bytes_per_rank":96,"peak_extra_bytes_per_rank":192,"modeled_time_us":15.0144}' "" \
     plan --mesh 2x2 --shape 8x6 --from 'R,S(0)' --to 'P(max),S(1)' --backward --json

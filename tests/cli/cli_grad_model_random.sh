@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dtr grad --model` on seeded random model files (tests/tools/grad_models.py draws them: 1-12
+# `dtr grad --model` on seeded random model files (tests/cli/grad_models.py draws them: 1-12
 # parameters of 1 to 100,000 elements, 1-3 dims, shapes as text and as arrays, shared groups,
 # groups of their own and no group), every mode in turn with a drawn reduce dtype, microbatch
 # count, 2 or 4 ranks and mesh: both real ways (per tensor, parameter groups pipelined)
@@ -14,7 +14,7 @@ cases=${2:-36}
 seed=${3:-${DTR_SEED:-20261128}}
 dir=$(mktemp -d)
 trap 'rm -rf "$out" "$err" "$dir"' EXIT
-echo "cli_grad_model_random: seed $seed, $cases cases (rerun: bash tests/tools/cli_grad_model_random.sh bazel-bin/cli/dtr $cases $seed)"
+echo "cli_grad_model_random: seed $seed, $cases cases (rerun: bash tests/cli/cli_grad_model_random.sh bazel-bin/cli/dtr $cases $seed)"
 python3 "$(dirname "$0")/grad_models.py" "$seed" "$cases" "$dir" >"$dir/cases" || exit 1
 while read -r i n mode mesh dt micro file <&3; do
     before=$fail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seeded random cases for `dtr grad --model` (tests/tools/cli_grad_model_random.sh).
+"""Seeded random cases for `dtr grad --model` (tests/cli/cli_grad_model_random.sh).
 
 Each case is a model file as users write them (1-12 parameters of 1 to about 100,000
 elements, 1-3 dims, shapes as "AxB" text or as [A, B] arrays, parameters in shared groups,

@@ -1,4 +1,4 @@
-"""Safetensors models for tests/tools/cli_reshard.sh, with nothing but the standard library:
+"""Safetensors models for tests/cli/cli_reshard.sh, with nothing but the standard library:
 
     st_model.py write PATH SEED     a random model: weights (2-3 dims), biases (1 dim) and a
                                     scalar, uneven lengths, every dtype the format shares

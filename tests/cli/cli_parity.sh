@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The parity cases through the CLI on both backends (tests/tools/cli_parity.py): seeded random
+# The parity cases through the CLI on both backends (tests/cli/cli_parity.py): seeded random
 # changes in every form, each verified element by element by `dtr run --verify`, under mpirun
 # (mpi) and under tools/dtr_launch.sh (gloo; where this dtr has it), on 2 and 4 ranks.
 # Usage: cli_parity.sh DTR CLI_PARITY_PY DTR_LAUNCH_SH  (DTR_SEED sets the seed)
