@@ -216,3 +216,36 @@ def test_to_mesh_past_the_job_is_named():
                                                 f"(communicator|job) of {n} ranks"):
         dtr.redistribute(np.zeros(1, np.float32), mesh((1,), [0]), "R", "R", shape=(1,),
                          to_mesh=mesh((n + 1,), list(range(n + 1))))
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_async_between_meshes_returns_before_the_source_calls(many):
+    """async_op=True between meshes returns a Request in flight: the destination rank's call
+    comes back while the source rank has not yet called (it sleeps first), and its wait()
+    then delivers. The first move between two meshes makes their groups, which every rank of
+    them waits in, so the checked one comes second."""
+    import time
+    rank, n = world()
+    if n < 2:
+        pytest.skip("needs 2 ranks")
+    src, dst = mesh((1,), [0]), mesh((1,), [1])
+    x = np.arange(6, dtype=np.float32) + 1 if rank == 0 else None
+    dtr.redistribute(x, src, "R", "R", shape=(6,), dtype="f32", to_mesh=dst)
+    if rank == 0:
+        time.sleep(1.0)
+    if many:
+        req = dtr.redistribute_many([x], src, "R", "R", shapes=[(6,)], dtypes=["f32"],
+                                    to_mesh=dst, async_op=True)
+    else:
+        req = dtr.redistribute(x, src, "R", "R", shape=(6,), dtype="f32", to_mesh=dst,
+                               async_op=True)
+    assert isinstance(req, dtr.Request)
+    if rank == 1:
+        assert not req.is_completed(), "the call waited for the source rank"
+    got = req.wait()
+    if many:
+        got = got[0]
+    if rank == 1:
+        assert np.array_equal(got, np.arange(6, dtype=np.float32) + 1)
+    else:
+        assert got is None

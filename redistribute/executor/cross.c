@@ -223,12 +223,53 @@ static dtr_status_t dtr__xbegin(dtr_context_t *ctx, dtr__xstate_t *x) {
     return DTR_OK;
 }
 
+/* After the verdict: the mids placed and the first round begun (done at once where there
+ * is none). */
+static dtr_status_t dtr__xafter(dtr_request_t *r, dtr__xstate_t *x) {
+    DTR_CHECK(dtr__xmids(r->ctx, x->plan, x->xs));
+    if (x->plan->nrounds == 0) {
+        r->phase = DTR__PHASE_DONE;
+        return DTR_OK;
+    }
+    return dtr__xbegin(r->ctx, x);
+}
+
+/* The agreement over both meshes' ranks tested (or waited on); once it completed, its
+ * verdict (this rank's own error first, then another's rejection or different plans) and,
+ * where it passed, dtr__xafter. */
+static dtr_status_t dtr__xagreed(dtr_request_t *r, bool block, bool *done) {
+    dtr__xstate_t *x = r->xstate;
+    dtr_status_t st = dtr__poll(r->ctx, x->group, &r->abreq, r->at0, block, done);
+    if (st == DTR_OK && !*done) return DTR_OK;
+    r->agreeing = false;
+    *done = true;
+    if (st != DTR_OK)
+        return dtr__error(st, x->func, "argument agreement over the group: %s",
+                          dtr_last_error());
+    st = dtr__agree_done(r->ctx, r->agree_recv);
+    if (st == DTR_OK)
+        st = dtr__agree_verdict(r->agree_recv, x->func, r->local_status, r->local_msg,
+                                "the group's members called with different arguments (counts, "
+                                "dtypes, ops, meshes or settings)");
+    return st == DTR_OK ? dtr__xafter(r, x) : st;
+}
+
 /* The request's progress: the round's all-to-all-v tested (or waited on), its boxes
  * placed, the next round begun; done after the last. */
 static dtr_status_t dtr__xprogress(dtr_request_t *r, bool block) {
     dtr__xstate_t *x = r->xstate;
     dtr_context_t *ctx = r->ctx;
     dtr_status_t st = DTR_OK;
+    if (r->agreeing) {
+        bool done = false;
+        st = dtr__xagreed(r, block, &done);
+        if (st == DTR_OK && !done) return DTR_OK;
+        if (st != DTR_OK || r->phase == DTR__PHASE_DONE) {
+            dtr__xstate_free(r);
+            return st;
+        }
+        if (!block && x->moving) return DTR_OK; /* the first round's exchange in flight */
+    }
     while (st == DTR_OK && r->phase != DTR__PHASE_DONE) {
         if (x->moving) {
             bool done = false;
@@ -250,8 +291,9 @@ static dtr_status_t dtr__xprogress(dtr_request_t *r, bool block) {
     return st;
 }
 
-/* The call started: sides, one agreement, the first round begun (owns xs). A bystander's
- * request, and one whose moves are all done, is complete at once. */
+/* The call started: sides, and the agreement over both meshes' ranks started, not waited
+ * for (owns xs); the progress completes it and begins the first round. A bystander's
+ * request is complete at once. */
 static dtr_status_t dtr__xstart(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                 dtr__xside_t *xs, bool batch, const char *func,
                                 dtr_request_t **req) {
@@ -284,18 +326,29 @@ static dtr_status_t dtr__xstart(dtr_context_t *ctx, const dtr_cross_plan_t *plan
     dtr_status_t st = DTR_OK;
     if (any && plan->nranks > 1)
         st = dtr__group(ctx, plan->ranks, plan->nranks, DTR__TAG_GROUP, &x->group);
-    char msg[256] = "";
     dtr_status_t local = DTR_OK;
     for (int t = 0; any && t < plan->ntensors && local == DTR_OK; t++)
-        local = dtr__xlocal(&xs[t], t, batch, msg, sizeof msg);
-    if (any && st == DTR_OK) st = dtr__agree_on(ctx, x->group, func, plan->hash, local, msg);
-    if (any && st == DTR_OK) st = dtr__xmids(ctx, plan, xs);
-    if (any && st == DTR_OK && plan->nrounds > 0) st = dtr__xbegin(ctx, x);
+        local = dtr__xlocal(&xs[t], t, batch, r->local_msg, sizeof r->local_msg);
+    r->local_status = local;
+    if (!any) {
+        r->phase = DTR__PHASE_DONE; /* (a bystander takes no part) */
+    } else if (st == DTR_OK && (x->group == NULL || !ctx->agree)) {
+        st = local != DTR_OK ? dtr__error(local, func, "%s", r->local_msg) : dtr__xafter(r, x);
+    } else if (st == DTR_OK) {
+        /* started, not waited for: the call returns before the other ranks have called, and
+         * the first test after the verdict begins the first round (dtr__xagreed) */
+        dtr__agree_fill(r->agree_send, plan->hash, ctx->rank, local);
+        st = dtr__agree_start(ctx, x->group, r->agree_send, r->agree_recv, &r->abreq);
+        if (st != DTR_OK)
+            st = dtr__error(st, func, "argument agreement over the group: %s", dtr_last_error());
+        r->agreeing = st == DTR_OK;
+        r->at0 = dtr__now();
+    }
     if (st != DTR_OK) {
         dtr__xstate_free(r);
         return st;
     }
-    if (!any || plan->nrounds == 0) r->phase = DTR__PHASE_DONE; /* (a bystander takes no part) */
+    if (r->phase == DTR__PHASE_DONE) dtr__xstate_free(r);
     ctx->busy = true;
     *req = r;
     return DTR_OK;

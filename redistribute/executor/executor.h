@@ -152,10 +152,13 @@ DTR_API dtr_status_t dtr_digest(dtr_context_t *ctx, const dtr_spec_t *spec, cons
 DTR_API dtr_status_t dtr_redistribute_cross(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                                             const void *in, size_t in_bytes, void *out,
                                             size_t out_bytes);
-/* The same, returning once the first round's exchange has started (after the agreement and
- * that round's reductions on the source mesh): dtr_request_test makes progress (each
- * round's boxes placed as its exchange completes, the next round started, its reductions
- * blocking), dtr_request_wait completes it. The buffers must stay untouched until then;
+/* The same, returning at once with the argument agreement over both meshes' ranks in flight
+ * (it does not wait for the other ranks to call; the first call between two meshes makes
+ * their group, which each rank waits in): dtr_request_test makes progress (after the
+ * verdict, the first round's reductions on the source mesh, blocking, and its exchange
+ * started; each round's boxes placed as its exchange completes, the next round started),
+ * dtr_request_wait completes it. An argument error is returned by the test or wait that
+ * completes the agreement, on every rank alike. The buffers must stay untouched until then;
  * the context runs nothing else meanwhile. *req written on success. */
 DTR_API dtr_status_t dtr_redistribute_cross_start(dtr_context_t *ctx,
                                                   const dtr_cross_plan_t *plan, const void *in,

@@ -340,10 +340,13 @@ static dtr_status_t counted_wait(void *group, dtr_backend_req_t *req) {
     return dtr_backend_mpi_ops()->wait(group, req);
 }
 
-/* dtr_redistribute_cross_start returns with the exchange in flight: on a context whose
- * backend counts its operations, rank 0's S(0) (4 MiB) moved to rank 1, the start returns
- * after exactly one operation more has started than completed; the wait completes it and
- * every element is checked. 0, or 1 with why. */
+/* dtr_redistribute_cross_start returns before the other ranks have called: on a context
+ * whose backend counts its operations, rank 0's R (4 MiB) moved to rank 1 (a second time:
+ * the first makes the groups, which every rank waits in), rank 1 starts first and only then
+ * tells rank 0 to start (a message rank 0 waits for, up to 60 s: were
+ * the start to wait for rank 0, the message would never come), and each start returns with
+ * its agreement in flight and no exchange begun; the wait completes the move, with exactly
+ * one exchange, and every element is checked. 0, or 1 with why. */
 static int start_returns_in_flight(int rank, char *why, size_t len) {
     counted = *dtr_backend_mpi_ops();
     counted.all_to_allv = counted_a2av;
@@ -371,21 +374,50 @@ static int start_returns_in_flight(int rank, char *why, size_t len) {
     int bad = dtr_cross_plan_create(&src, &dst, NULL, &plan) != DTR_OK || buf == NULL;
     if (bad) snprintf(why, len, "the plan: %s", dtr_last_error());
     for (int64_t k = 0; !bad && rank == 0 && k < n; k++) buf[k] = (float)k;
+    /* a first move makes the group of both meshes' ranks, a collective each waits in */
+    if (!bad && dtr_redistribute_cross(ctx, plan, rank == 0 ? buf : NULL,
+                                       rank == 0 ? (size_t)n * 4 : 0, rank == 1 ? buf : NULL,
+                                       rank == 1 ? (size_t)n * 4 : 0) != DTR_OK) {
+        snprintf(why, len, "the first move: %s", dtr_last_error());
+        bad = 1;
+    }
     dtr_request_t *req = NULL;
-    int started = a2a_started, completed = a2a_completed;
+    int started = a2a_started, completed = a2a_completed, token = 0;
+    bool told = rank != 0;
+    if (rank == 0) { /* rank 1 starts first, then says so (the caller runs this on 2+ ranks) */
+        MPI_Request mr;
+        MPI_Irecv(&token, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, &mr);
+        for (double t0 = MPI_Wtime(); !told && MPI_Wtime() - t0 < 60;) {
+            int flag = 0;
+            MPI_Test(&mr, &flag, MPI_STATUS_IGNORE);
+            told = flag != 0;
+        }
+        if (!told) MPI_Cancel(&mr), MPI_Request_free(&mr);
+    }
     dtr_status_t st = bad ? DTR_OK
                           : dtr_redistribute_cross_start(ctx, plan, rank == 0 ? buf : NULL,
                                                          rank == 0 ? (size_t)n * 4 : 0,
                                                          rank == 1 ? buf : NULL,
                                                          rank == 1 ? (size_t)n * 4 : 0, &req);
-    int in_flight = (a2a_started - started) - (a2a_completed - completed);
-    if (!bad && (st != DTR_OK || (rank <= 1 && in_flight != 1))) {
-        snprintf(why, len, "start: %s, %d operations in flight at its return (want 1)",
-                 st == DTR_OK ? "ok" : dtr_last_error(), in_flight);
+    int begun = a2a_started - started;
+    if (rank == 1) MPI_Send(&token, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+    if (!told) {
+        snprintf(why, len, "rank 1's start did not return before rank 0 called");
         bad = 1;
     }
-    if (!bad && st == DTR_OK && req != NULL && dtr_request_wait(req) != DTR_OK) {
+    if (!bad && (st != DTR_OK || begun != 0)) {
+        snprintf(why, len, "start: %s, %d exchanges begun at its return (want 0: the "
+                 "agreement first)", st == DTR_OK ? "ok" : dtr_last_error(), begun);
+        bad = 1;
+    }
+    if (st == DTR_OK && req != NULL && dtr_request_wait(req) != DTR_OK && !bad) {
         snprintf(why, len, "wait: %s", dtr_last_error());
+        bad = 1;
+    }
+    int moved = a2a_completed - completed;
+    if (!bad && rank <= 1 && (a2a_started - started != 1 || moved != 1)) {
+        snprintf(why, len, "%d exchanges begun, %d completed (want 1 and 1)",
+                 a2a_started - started, moved);
         bad = 1;
     }
     for (int64_t k = 0; !bad && rank == 1 && k < n; k++)
