@@ -366,7 +366,11 @@ static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
 
 /* A deferred error of this rank's arrays: the call runs with an input size that cannot be
  * right, so that the argument agreement fails on every rank (REMOTE on the others, which
- * would otherwise wait for this one), and then the error is raised here. Returns NULL. */
+ * would otherwise wait for this one), and then the error is raised here. Returns NULL. The
+ * size is SIZE_MAX, which no block has: one byte more than the array's (as it was) is the
+ * right size where the array is one byte short (a u8 tensor missing one element), and then
+ * the call ran, on the others with this rank's poison byte as its data. */
+#define DTRPY_POISON_BYTES SIZE_MAX
 static char dtrpy_poison_byte;
 static PyObject *dtrpy_poison(dtrpy_tensor_t *t) {
     PyErr_Restore(t->err_type, t->err_value, t->err_tb);
@@ -400,7 +404,7 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
     }
     bool bad = t->err_type != NULL;
     const void *in = bad ? &dtrpy_poison_byte : t->has_in ? t->in.buf : NULL;
-    size_t in_bytes = t->has_in ? (size_t)t->in.len + bad : bad;
+    size_t in_bytes = bad ? DTRPY_POISON_BYTES : t->has_in ? (size_t)t->in.len : 0;
     void *o = !bad && t->has_out ? t->out.buf : NULL;
     size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
     c->called = true;
@@ -467,7 +471,7 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
         return dtrpy_start(c, t, kept, mesh_obj);
     }
     const void *in = bad ? &dtrpy_poison_byte : t->in.buf;
-    size_t in_bytes = (size_t)t->in.len + bad;
+    size_t in_bytes = bad ? DTRPY_POISON_BYTES : (size_t)t->in.len;
     void *o = bad ? NULL : t->out.buf;
     size_t out_bytes = bad ? 0 : (size_t)t->out.len;
     c->called = true;
@@ -566,7 +570,7 @@ static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t
     }
     if (st == DTR_OK && *bad >= 0) { /* (see dtrpy_poison) */
         a->in[*bad] = &dtrpy_poison_byte;
-        a->in_bytes[*bad] += 1;
+        a->in_bytes[*bad] = DTRPY_POISON_BYTES;
         for (int i = 0; i < n; i++) a->out[i] = NULL, a->out_bytes[i] = 0;
     }
     return st;
