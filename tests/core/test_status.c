@@ -53,7 +53,7 @@ Test(status, scan_i64_limits) {
 }
 
 /* The classes every front end maps from: each status's class, its exit code and Python
- * exception, as docs/errors.md's table says. */
+ * exception, as tests/data/exit_codes.txt and docs/python.md ("Errors") say. */
 Test(status, every_status_has_its_class_exit_code_and_exception) {
     static const struct {
         dtr_status_t st;
