@@ -364,17 +364,16 @@ static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
     return result;
 }
 
-/* A deferred error of this rank's arrays: the call runs with an input size that cannot be
- * right, so that the argument agreement fails on every rank (REMOTE on the others, which
- * would otherwise wait for this one), and then the error is raised here. Returns NULL. The
- * size is SIZE_MAX, which no block has: one byte more than the array's (as it was) is the
- * right size where the array is one byte short (a u8 tensor missing one element), and then
- * the call ran, on the others with this rank's poison byte as its data. */
-#define DTRPY_POISON_BYTES SIZE_MAX
-static char dtrpy_poison_byte;
-static PyObject *dtrpy_poison(dtrpy_tensor_t *t) {
+/* A deferred error of this rank's arrays, found after the plan: the rank joins the call's
+ * argument agreement as a refusal (dtr_refuse, over the group the call agrees over), so the
+ * others fail at once (REMOTE) and stay in step, and the error is raised here. Returns NULL.
+ * (It ran the call with a poisoned input size instead, which a u8 array one element short
+ * could match: the others then returned a result made with a poison byte.) */
+static PyObject *dtrpy_poison(dtrpy_call_t *c, dtrpy_tensor_t *t) {
     PyErr_Restore(t->err_type, t->err_value, t->err_tb);
     t->err_type = t->err_value = t->err_tb = NULL;
+    c->called = true;
+    dtrpy_call_refuse(c);
     return NULL;
 }
 
@@ -402,13 +401,16 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
         }
         if (dtrpy_output(out, t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     }
-    bool bad = t->err_type != NULL;
-    const void *in = bad ? &dtrpy_poison_byte : t->has_in ? t->in.buf : NULL;
-    size_t in_bytes = bad ? DTRPY_POISON_BYTES : t->has_in ? (size_t)t->in.len : 0;
-    void *o = !bad && t->has_out ? t->out.buf : NULL;
-    size_t out_bytes = !bad && t->has_out ? (size_t)t->out.len : 0;
+    if (t->err_type != NULL) {
+        dtr_cross_plan_destroy(plan);
+        return dtrpy_poison(c, t);
+    }
+    const void *in = t->has_in ? t->in.buf : NULL;
+    size_t in_bytes = t->has_in ? (size_t)t->in.len : 0;
+    void *o = t->has_out ? t->out.buf : NULL;
+    size_t out_bytes = t->has_out ? (size_t)t->out.len : 0;
     c->called = true;
-    if (async_op && !bad) { /* returns once the first round's exchange has started */
+    if (async_op) { /* returns once the first round's exchange has started */
         dtrpy_request_t *r = dtrpy_request_new(c, t, 1, (PyObject *)c->to,
                                                t->result != NULL ? t->result : Py_None);
         if (r == NULL) {
@@ -423,7 +425,6 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
     }
     DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
     dtr_cross_plan_destroy(plan);
-    if (bad) return dtrpy_poison(t);
     return dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
 }
 
@@ -463,20 +464,19 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), &plan, NULL);
     if (st != DTR_OK) return dtrpy_raise(st);
     if (t->err_type == NULL && dtrpy_output(out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
-    bool bad = t->err_type != NULL;
-    if (async_op && !bad) { /* the request keeps its own copy until it completes */
+    if (t->err_type != NULL) return dtrpy_poison(c, t);
+    if (async_op) { /* the request keeps its own copy until it completes */
         dtr_plan_t *kept = PyMem_Malloc(sizeof *kept);
         if (kept == NULL) return PyErr_NoMemory();
         memcpy(kept, &plan, sizeof plan);
         return dtrpy_start(c, t, kept, mesh_obj);
     }
-    const void *in = bad ? &dtrpy_poison_byte : t->in.buf;
-    size_t in_bytes = bad ? DTRPY_POISON_BYTES : (size_t)t->in.len;
-    void *o = bad ? NULL : t->out.buf;
-    size_t out_bytes = bad ? 0 : (size_t)t->out.len;
+    const void *in = t->in.buf;
+    size_t in_bytes = (size_t)t->in.len;
+    void *o = t->out.buf;
+    size_t out_bytes = (size_t)t->out.len;
     c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, &plan, in, in_bytes, o, out_bytes));
-    if (bad) return dtrpy_poison(t);
     return dtrpy_status_or(st, Py_NewRef(t->result));
 }
 
@@ -568,11 +568,6 @@ static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t
         a->out[i] = t[i].has_out ? t[i].out.buf : NULL;
         a->out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
     }
-    if (st == DTR_OK && *bad >= 0) { /* (see dtrpy_poison) */
-        a->in[*bad] = &dtrpy_poison_byte;
-        a->in_bytes[*bad] = DTRPY_POISON_BYTES;
-        for (int i = 0; i < n; i++) a->out[i] = NULL, a->out_bytes[i] = 0;
-    }
     return st;
 }
 
@@ -617,12 +612,13 @@ static PyObject *dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t, const
     if (st == DTR_OK && async_op && bad < 0)
         return dtrpy_many_start(c, n, t, change, &a, mesh_obj);
     PyObject *results = NULL;
-    if (st == DTR_OK) {
+    if (st == DTR_OK && bad >= 0) {
+        dtrpy_poison(c, &t[bad]);
+    } else if (st == DTR_OK) {
         c->called = true;
         DTRPY_CALL(c->ctx, st = dtr_change_run(c->ctx->ctx, change, a.in, a.in_bytes, a.out,
                                                a.out_bytes));
-        if (bad >= 0) dtrpy_poison(&t[bad]);
-        else if (st != DTR_OK) dtrpy_raise(st);
+        if (st != DTR_OK) dtrpy_raise(st);
         else results = dtrpy_many_results(t, n);
     } else if (!PyErr_Occurred()) {
         dtrpy_raise(st);
