@@ -6,8 +6,10 @@
  * (gradient compression, mixed-precision reduction) and the add (accumulation), each timed with CUDA events (median of 20
  * after 3 warm-ups) and reported as bytes read + written per second, as a fraction of the
  * peak (memory clock x bus width, from the device attributes) and of cudaMemcpy's own
- * device-to-device rate measured in the same run. Prints a Markdown table; prints why and
- * exits 0 where no GPU is visible.
+ * device-to-device rate measured in the same run. Then a second table: range, divide, the
+ * casts and add per dtype (f32, bf16, f16) and size (1 to 256 MiB) beside memcpy on as many
+ * bytes, and the lowest of those ratios (the target is 0.8). Prints Markdown tables; prints
+ * why and exits 0 where no GPU is visible.
  *
  * First it checks the divide, cast and add kernels against the host's own functions
  * (numeric/numeric.h) bit for bit, on 2^22 random bit patterns per case (every exponent:
@@ -196,17 +198,17 @@ static int check_kernels(job_t *j) {
     return bad_total != 0;
 }
 
-/* Median seconds of one call. */
-static double timed(job_t *j, op_fn f) {
-    cudaStream_t s = dtr_memory_cuda_stream(j->st);
+/* Median seconds of one call of f(arg) on the stream of the memory space st. */
+static double timed(void *st, op_fn f, void *arg) {
+    cudaStream_t s = dtr_memory_cuda_stream(st);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     float ms[REPS];
-    for (int k = 0; k < 3; k++) f(j);
+    for (int k = 0; k < 3; k++) f(arg);
     for (int k = 0; k < REPS; k++) {
         cudaEventRecord(e0, s);
-        if (f(j) != DTR_OK) {
+        if (f(arg) != DTR_OK) {
             fprintf(stderr, "cuda_bench: %s\n", dtr_last_error());
             exit(1);
         }
@@ -218,6 +220,100 @@ static double timed(job_t *j, op_fn f) {
     cudaEventDestroy(e1);
     qsort(ms, REPS, sizeof *ms, cmp);
     return ms[REPS / 2] * 1e-3;
+}
+
+/* ---- the kernels per dtype and size, beside memcpy on the same bytes -------------------- */
+
+typedef struct {
+    const dtr_memory_ops_t *m;
+    void *st;
+    dtr_dtype_t t, other;        /* the tensor's dtype; the one its casts go to and from */
+    int64_t n, rows, cols;       /* elements; the range's block is [rows, cols], piece cols/4 */
+    void *blk, *x, *y, *z;       /* block; x, y: n of t; z: n of other */
+} dt_job_t;
+
+static dtr_status_t dt_memcpy(void *arg) {
+    dt_job_t *j = arg;
+    size_t bytes = (size_t)j->n * (size_t)dtr_dtype_info(j->t)->size;
+    cudaError_t e = cudaMemcpyAsync(j->y, j->x, bytes, cudaMemcpyDeviceToDevice,
+                                    dtr_memory_cuda_stream(j->st));
+    return e == cudaSuccess ? DTR_OK : DTR_ERR_BACKEND;
+}
+static dtr_status_t dt_range(void *arg) {
+    dt_job_t *j = arg;
+    int64_t bs[2] = {j->rows, j->cols}, lo[2] = {0, j->cols / 4}, ext[2] = {j->rows, j->cols / 4};
+    return j->m->copy_range(j->st, 2, dtr_dtype_info(j->t)->size, j->blk, bs, lo, ext, 0, j->n,
+                            j->y, false);
+}
+static dtr_status_t dt_divide(void *arg) {
+    dt_job_t *j = arg;
+    return j->m->divide(j->st, j->t, j->x, j->y, j->n, 6);
+}
+static dtr_status_t dt_cast_to(void *arg) {
+    dt_job_t *j = arg;
+    return j->m->cast(j->st, j->t, j->x, j->other, j->z, j->n);
+}
+static dtr_status_t dt_cast_from(void *arg) {
+    dt_job_t *j = arg;
+    return j->m->cast(j->st, j->other, j->z, j->t, j->y, j->n);
+}
+static dtr_status_t dt_add(void *arg) {
+    dt_job_t *j = arg;
+    return j->m->add(j->st, j->t, j->x, j->y, j->n);
+}
+
+/* One row per kernel, dtype (f32, bf16, f16) and size (1 to 256 MiB of the dtype): its rate
+ * (bytes read + written per second) over memcpy's on as many bytes, in the same run. The
+ * halves cast to and from f32, f32 to and from bf16. Returns the lowest ratio seen. */
+static double dtype_table(const dtr_memory_ops_t *m, void *st) {
+    static const dtr_dtype_t types[] = {DTR_F32, DTR_BF16, DTR_F16};
+    double worst = 1e9;
+    printf("\n| dtype | MiB | operation | moved (MiB) | us | GB/s | of memcpy |\n");
+    printf("|---|---:|---|---:|---:|---:|---:|\n");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (int64_t mib = 1; mib <= 256; mib *= 4) {
+            dt_job_t j = {.m = m, .st = st, .t = types[ti]};
+            j.other = j.t == DTR_F32 ? DTR_BF16 : DTR_F32;
+            int64_t w = dtr_dtype_info(j.t)->size, wo = dtr_dtype_info(j.other)->size;
+            int64_t bytes = mib << 20;
+            j.n = bytes / w;
+            j.cols = 4096;
+            j.rows = j.n / (j.cols / 4);
+            if (m->alloc(st, 4 * bytes, &j.blk) != DTR_OK || m->alloc(st, bytes, &j.x) != DTR_OK ||
+                m->alloc(st, bytes, &j.y) != DTR_OK || m->alloc(st, j.n * wo, &j.z) != DTR_OK) {
+                fprintf(stderr, "cuda_bench: %s\n", dtr_last_error());
+                exit(1);
+            }
+            m->zero(st, j.blk, 4 * bytes);
+            m->zero(st, j.x, bytes);
+            m->zero(st, j.y, bytes);
+            m->zero(st, j.z, j.n * wo);
+            double ref = 2.0 * (double)bytes / timed(st, dt_memcpy, &j);
+            char to[32], from[32];
+            snprintf(to, sizeof to, "cast to %s", dtr_dtype_name(j.other));
+            snprintf(from, sizeof from, "cast from %s", dtr_dtype_name(j.other));
+            double cast_moved = (double)(bytes + j.n * wo);
+            struct {
+                const char *name;
+                op_fn f;
+                double moved;
+            } ops[] = {{"memcpy D2D", dt_memcpy, 2.0 * bytes}, {"range (non-leading)", dt_range, 2.0 * bytes},
+                       {"divide by 6", dt_divide, 2.0 * bytes},  {to, dt_cast_to, cast_moved},
+                       {from, dt_cast_from, cast_moved},         {"add", dt_add, 3.0 * bytes}};
+            for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+                double t = timed(st, ops[k].f, &j), bw = ops[k].moved / t;
+                if (bw / ref < worst) worst = bw / ref;
+                printf("| %s | %lld | %s | %.1f | %.1f | %.0f | %.2f |\n", dtr_dtype_name(j.t),
+                       (long long)mib, ops[k].name, ops[k].moved / 1048576.0, t * 1e6, bw / 1e9,
+                       bw / ref);
+            }
+            m->free(st, j.blk);
+            m->free(st, j.x);
+            m->free(st, j.y);
+            m->free(st, j.z);
+        }
+    }
+    return worst;
 }
 
 int main(void) {
@@ -253,7 +349,7 @@ int main(void) {
             return 1;
         }
         j.m->zero(j.st, j.a, block);
-        double ref = 2.0 * out / timed(&j, memcpy_d2d);
+        double ref = 2.0 * out / timed(j.st, memcpy_d2d, &j);
         /* bytes read + written per call, in units of the piece's f32 bytes (out) */
         struct {
             const char *name;
@@ -265,7 +361,7 @@ int main(void) {
                    {"cast f32 -> bf16", cast_down, 1.5}, {"cast bf16 -> f32", cast_up, 1.5},
                    {"add f32", add, 3}};
         for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-            double t = timed(&j, ops[k].f), bytes = ops[k].moved * (double)out, bw = bytes / t;
+            double t = timed(j.st, ops[k].f, &j), bytes = ops[k].moved * (double)out, bw = bytes / t;
             printf("| %lldx%lld | [:, %lld:%lld] | %s | %.0f | %.1f | %.0f | %.2f | %.2f |\n",
                    (long long)j.rows, (long long)j.cols, (long long)j.piece,
                    (long long)(2 * j.piece), ops[k].name, bytes / 1048576.0, t * 1e6,
@@ -274,6 +370,8 @@ int main(void) {
         j.m->free(j.st, j.a);
         j.m->free(j.st, j.b);
     }
+    double worst = dtype_table(j.m, j.st);
+    printf("\nlowest ratio to memcpy in the dtype table: %.2f (target 0.8)\n", worst);
     j.m->destroy(j.st);
     return bad;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -29,6 +30,12 @@ void dtr_cli_say(const char *fmt, ...) {
     }
     out[k] = '\0';
     fprintf(stderr, "%s\n", out);
+}
+
+void *dtr_cli_host_alloc(size_t bytes) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && bytes / (size_t)page >= (size_t)pages) return NULL;
+    return malloc(bytes);
 }
 
 int dtr_cli_usage_error(const char *cmd, const char *fmt, ...) {

@@ -187,6 +187,10 @@ void dtr_cli_restore_stderr(void);
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
 /* The same with this rank's own message (bad: it failed), for failures outside the library. */
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
+/* malloc(bytes) for a tensor's block, or NULL where bytes alone reach the machine's physical
+ * memory: a machine that overcommits (vm.overcommit_memory=1) grants any size, and the
+ * process is killed when it touches the pages instead of being told "out of memory". */
+void *dtr_cli_host_alloc(size_t bytes);
 /* dtr_cli_all_ok's collective, returning the exit code instead: DTR_EXIT_OK, or the highest
  * over the ranks that failed, each from its status's class (2 for a file or an argument, 3
  * for a refusal, 1 for a run failure). */

@@ -479,7 +479,7 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     dtr_reducer_t *red = NULL;
     dtr_cli_engine_t eng = a->eng;
     size_t gbytes = (size_t)numel * sizeof(float);
-    float *grad = malloc(gbytes + sizeof(float)), *out = NULL;
+    float *grad = dtr_cli_host_alloc(gbytes + sizeof(float)), *out = NULL;
     void *dgrad = NULL, *dout = NULL; /* what the calls see: grad and out, or GPU copies */
     char why[160];
     snprintf(why, sizeof why, "the gradient: out of memory for %zu bytes", gbytes + sizeof(float));
@@ -511,7 +511,7 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
         dtr_chunk(len, p.f.rs_size, index, &rows, &row_off);
     }
     size_t obytes = (size_t)out_numel * sizeof(float);
-    out = malloc(obytes + sizeof(float));
+    out = dtr_cli_host_alloc(obytes + sizeof(float));
     st = out != NULL ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
     if (st == DTR_OK) st = dtr_cli_dev_put(&eng, grad, gbytes, &dgrad);
     if (st == DTR_OK) st = dtr_cli_dev_put(&eng, out, obytes, &dout);

@@ -215,9 +215,9 @@ static bool dtr__setup_buffers(dtr_cli_run_t *r) {
     if (r->inside) dtr_spec_layout(&r->dst, r->rank, &dl);
     r->in_bytes = (size_t)sl.bytes;
     r->out_bytes = (size_t)dl.bytes;
-    r->in = malloc(r->in_bytes + 1);
-    r->copy = malloc(r->in_bytes + 1);
-    r->out = malloc(r->out_bytes + 1);
+    r->in = dtr_cli_host_alloc(r->in_bytes + 1);
+    r->copy = dtr_cli_host_alloc(r->in_bytes + 1);
+    r->out = dtr_cli_host_alloc(r->out_bytes + 1);
     r->times = malloc(2 * (size_t)(o->iters + 1) * sizeof *r->times);
     bool oom = !(r->in && r->copy && r->out && r->times);
     char why[192];

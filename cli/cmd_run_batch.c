@@ -53,9 +53,9 @@ static dtr_status_t dtr__tensors_fill(dtr__tensors_t *t, int rank, dtr_fill_t fi
         t->fills[k].seed = fill.seed + (uint64_t)k;
         t->in_bytes[k] = (size_t)sl.bytes;
         t->out_bytes[k] = (size_t)dl.bytes;
-        t->in[k] = malloc(t->in_bytes[k] + 1);
-        t->copy[k] = malloc(t->in_bytes[k] + 1);
-        t->out[k] = malloc(t->out_bytes[k] + 1);
+        t->in[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
+        t->copy[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
+        t->out[k] = dtr_cli_host_alloc(t->out_bytes[k] + 1);
         if (!t->in[k] || !t->copy[k] || !t->out[k]) return DTR_ERR_OUT_OF_MEMORY;
         dtr_status_t st = dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]);
         if (st != DTR_OK) return st;

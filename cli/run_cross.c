@@ -62,9 +62,9 @@ static dtr_status_t dtr__xt_fill(dtr__xt_t *t, const dtr_fill_t *fill, bool batc
         t->fills[k].seed = fill->seed + (batch ? (uint64_t)k : 0);
         t->in_bytes[k] = (size_t)sl.bytes;
         t->out_bytes[k] = (size_t)dl.bytes;
-        t->in[k] = malloc(t->in_bytes[k] + 1);
-        t->copy[k] = malloc(t->in_bytes[k] + 1);
-        t->out[k] = malloc(t->out_bytes[k] + 1);
+        t->in[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
+        t->copy[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
+        t->out[k] = dtr_cli_host_alloc(t->out_bytes[k] + 1);
         if (t->in[k] == NULL || t->copy[k] == NULL || t->out[k] == NULL) return DTR_ERR_OUT_OF_MEMORY;
         dtr_status_t st = src ? dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]) : DTR_OK;
         if (st != DTR_OK) return st;

@@ -199,16 +199,17 @@ template <> __device__ __nv_bfloat16 from_value<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
 }
 
-// One element cast; f64 goes through double so nothing is rounded twice.
+// One element cast, as the host's dtr__convert (numeric/values.c) and PyTorch do: to f64
+// exactly; from f64 to a half through f32 (PyTorch's c10::Half and c10::BFloat16 are made
+// from a float, so f64 -> f16 rounds twice there, on CPU and CUDA alike); between f32 and
+// the halves through f32, rounded once.
 template <typename S, typename D>
 __device__ inline D cast_one(S x) {
     if constexpr (std::is_same<D, double>::value) {
         if constexpr (std::is_same<S, double>::value) return x;
         else return (double)to_f32(x);
     } else if constexpr (std::is_same<S, double>::value) {
-        if constexpr (std::is_same<D, float>::value) return (float)x;
-        else if constexpr (std::is_same<D, __half>::value) return __double2half(x);
-        else return __double2bfloat16(x);
+        return from_value<D>((float)x);
     } else {
         return from_value<D>(to_f32(x));
     }
@@ -221,21 +222,28 @@ __global__ void cast_kernel(const S *src, D *dst, int64_t count) {
         dst[k] = cast_one<S, D>(src[k]);
 }
 
-// 8 elements a thread and step: 16-byte loads and stores on both sides (a half's 8 are one
-// vector, an f32's two), as map_vec_kernel; one element at a time reached half the rate.
-template <typename T>
-struct alignas(16) Vec8 {
-    T v[8];
+// N elements a thread and step, N such that the wider side moves one 16-byte vector and the
+// narrower one a smaller whole vector, so a warp's loads and stores each cover one
+// contiguous span (8 elements a thread, 32 bytes of f32 stored in two halves, left every
+// store instruction half its sectors: bf16 -> f32 ran at 0.57 of memcpy on an H200).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) VecN {
+    T v[N];
 };
 
 template <typename S, typename D>
-__global__ void cast_vec_kernel(const Vec8<S> *src, Vec8<D> *dst, int64_t count) {
+__host__ __device__ constexpr int cast_per() { return 16 / (sizeof(S) > sizeof(D) ? sizeof(S) : sizeof(D)); }
+
+template <typename S, typename D>
+__global__ void cast_vec_kernel(const VecN<S, cast_per<S, D>()> *src,
+                                VecN<D, cast_per<S, D>()> *dst, int64_t count) {
+    constexpr int n = cast_per<S, D>();
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < count;
          k += (int64_t)gridDim.x * blockDim.x) {
-        Vec8<S> a = src[k];
-        Vec8<D> b;
+        VecN<S, n> a = src[k];
+        VecN<D, n> b;
 #pragma unroll
-        for (int i = 0; i < 8; i++) b.v[i] = cast_one<S, D>(a.v[i]);
+        for (int i = 0; i < n; i++) b.v[i] = cast_one<S, D>(a.v[i]);
         dst[k] = b;
     }
 }
@@ -248,12 +256,13 @@ inline unsigned grid_for(int64_t work) {
 
 template <typename S, typename D>
 cudaError_t launch_cast(cudaStream_t st, const void *src, void *dst, int64_t count) {
-    int64_t head = 0; /* elements done 8 at a time, where both ends are 16-byte aligned */
-    if ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0 && count >= 8) {
-        int64_t vecs = count / 8;
+    constexpr int n = cast_per<S, D>();
+    int64_t head = 0; /* elements done n at a time, where both ends are 16-byte aligned */
+    if ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0 && count >= n) {
+        int64_t vecs = count / n;
         cast_vec_kernel<S, D><<<grid_for(vecs), kThreads, 0, st>>>(
-            (const Vec8<S> *)src, (Vec8<D> *)dst, vecs);
-        head = vecs * 8;
+            (const VecN<S, n> *)src, (VecN<D, n> *)dst, vecs);
+        head = vecs * n;
     }
     if (count > head)
         cast_kernel<S, D><<<grid_for(count - head), kThreads, 0, st>>>(
