@@ -93,6 +93,7 @@ void dtr_context_destroy(dtr_context_t *ctx) {
     dtr__m_free(ctx, ctx->agree_dev);
     dtr__m_free(ctx, ctx->grad_scratch);
     dtr__m_free(ctx, ctx->cross_mid);
+    dtr__m_free(ctx, ctx->cross_cast);
     free(ctx->arrays);
     dtr__allocs_destroy(ctx);
     if (ctx->exec != NULL) ctx->exec_free(ctx); /* before the memory space goes */
@@ -223,7 +224,8 @@ dtr_status_t dtr__check_ready(const dtr_context_t *ctx, const char *func) {
 int64_t dtr_context_scratch_bytes(const dtr_context_t *ctx) {
     if (ctx == NULL) return 0;
     return ctx->buf_cap[0] + ctx->buf_cap[1] + ctx->send_cap + ctx->recv_cap +
-           ctx->arrays_cap * 6 * (int64_t)sizeof(int64_t) + ctx->cross_mid_cap;
+           ctx->arrays_cap * 6 * (int64_t)sizeof(int64_t) + ctx->cross_mid_cap +
+           ctx->cross_cast_cap;
 }
 
 /* ---- dtr_context_alloc and dtr_context_free: the backend's memory where it has its own

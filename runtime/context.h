@@ -94,6 +94,8 @@ struct dtr_context {
     int64_t grad_scratch_cap;
     void *cross_mid; /* a change between meshes: the source block after its reduction */
     int64_t cross_mid_cap;
+    void *cross_cast; /* a change between meshes on a memory space: a box cast as packed */
+    int64_t cross_cast_cap;
     struct dtr__alloc *allocs; /* dtr_context_alloc's that the backend did not make */
     /* the executor's state (its requests, a batch's state: redistribute/executor), made by
      * its first call and freed through exec_free with the context; the runtime never

@@ -35,6 +35,16 @@ static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, in
 
 void dtr__copy(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n); }
 
+/* The next run of a box: idx over its outer dims [0, inner) in row-major order; false past
+ * the last. */
+static bool dtr__box_next(int64_t *idx, const int64_t *ext, int inner) {
+    for (int d = inner - 1; d >= 0; d--) {
+        if (++idx[d] < ext[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
 /* Copies the box [lo, lo+ext) of an N-d row-major block src (shape sshape, item bytes) to
  * dst (shape dshape) at dlo, each run with `copy` (dtr__copy or dtr__stream_copy, whose
  * caller fences). Trailing dims the box spans whole are copied as one run. */
@@ -79,12 +89,7 @@ void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *sshape,
             for (int64_t b = 0; b < run; b += 64) __builtin_prefetch(next + b, 0, 3);
         }
         copy(dp + doff, sp + so, run);
-        int d = inner - 1;
-        for (; d >= 0; d--) {
-            if (++idx[d] < ext[d]) break;
-            idx[d] = 0;
-        }
-        if (d < 0) break;
+        if (!dtr__box_next(idx, ext, inner)) break;
     }
 }
 
@@ -153,6 +158,58 @@ dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *sr
     dtr_status_t st = ctx->mem->copy_box(ctx->mem_state, nd, item, src, sshape, slo, ext, dst,
                                          dshape, dlo);
     return st == DTR_OK ? DTR_OK : dtr__m_fail(ctx, st, "copy_box");
+}
+
+/* The box of src (dtype sdt) into dst's box as ddt, host memory, run by run: a run is the
+ * innermost dims both blocks span whole, plus one more. */
+static void dtr__box_cast_host(int nd, dtr_dtype_t sdt, const char *src, const int64_t *sshape,
+                               const int64_t *slo, const int64_t *ext, dtr_dtype_t ddt,
+                               char *dst, const int64_t *dshape, const int64_t *dlo) {
+    int64_t si = dtr_dtype_info(sdt)->size, di = dtr_dtype_info(ddt)->size, run = 1;
+    int inner = nd;
+    while (inner > 0 && ext[inner - 1] == sshape[inner - 1] && ext[inner - 1] == dshape[inner - 1])
+        run *= ext[--inner];
+    if (inner > 0) run *= ext[--inner];
+    int64_t sst[DTR_MAX_TENSOR_DIMS], dst_st[DTR_MAX_TENSOR_DIMS], idx[DTR_MAX_TENSOR_DIMS] = {0};
+    int64_t s = 1, t = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        sst[d] = s;
+        dst_st[d] = t;
+        s *= sshape[d];
+        t *= dshape[d];
+    }
+    for (;;) {
+        int64_t so = 0, doff = 0;
+        for (int d = 0; d < nd; d++) {
+            int64_t extra = d < inner ? idx[d] : 0;
+            so += (slo[d] + extra) * sst[d];
+            doff += (dlo[d] + extra) * dst_st[d];
+        }
+        dtr__convert(sdt, src + so * si, ddt, dst + doff * di, run);
+        if (!dtr__box_next(idx, ext, inner)) break;
+    }
+}
+
+dtr_status_t dtr__m_box_cast(dtr_context_t *ctx, int nd, dtr_dtype_t sdt, const void *src,
+                             const int64_t *sshape, const int64_t *slo, const int64_t *ext,
+                             dtr_dtype_t ddt, void *dst, const int64_t *dshape,
+                             const int64_t *dlo) {
+    int64_t n = 1, zero[DTR_MAX_TENSOR_DIMS] = {0};
+    for (int d = 0; d < nd; d++) n *= ext[d];
+    if (n == 0) return DTR_OK;
+    if (ctx->mem == NULL) {
+        dtr__box_cast_host(nd, sdt, src, sshape, slo, ext, ddt, dst, dshape, dlo);
+        return DTR_OK;
+    }
+    int64_t si = dtr_dtype_info(sdt)->size, di = dtr_dtype_info(ddt)->size;
+    int64_t at = (n * si + 15) / 16 * 16; /* b aligned for any dtype */
+    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, at + n * di,
+                           "a box cast as it is packed"));
+    char *a = ctx->cross_cast, *b = a + at;
+    DTR_CHECK(dtr__m_box(ctx, nd, si, src, sshape, slo, ext, a, ext, zero));
+    dtr_status_t st = ctx->mem->cast(ctx->mem_state, sdt, a, ddt, b, n);
+    if (st != DTR_OK) return dtr__m_fail(ctx, st, "cast");
+    return dtr__m_box(ctx, nd, di, b, ext, zero, ext, dst, dshape, dlo);
 }
 
 /* dtr__copy3 on the context's memory: a box of [outer, ext, inner bytes]. */

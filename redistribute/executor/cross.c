@@ -87,6 +87,19 @@ static void dtr__xcorner(const dtr__xmsg_t *m, const dtr_layout_t *l, int nd, in
     for (int d = 0; d < nd; d++) lo[d] = m->lo[d] - l->global_offset[d];
 }
 
+/* Message m's box from this rank's (reduced) source block into dst's box: a copy, or where
+ * the tensor's cast runs on the wire, a cast from the source's dtype as it is packed. */
+static dtr_status_t dtr__xbox(dtr_context_t *ctx, const dtr__xtensor_t *t, const dtr__xside_t *x,
+                              const int64_t *lo, const int64_t *ext, void *dst,
+                              const int64_t *dshape, const int64_t *dlo) {
+    int nd = t->dst.ndim;
+    if (t->wire_cast)
+        return dtr__m_box_cast(ctx, nd, t->src.dtype, x->mid, x->ml.local_shape, lo, ext,
+                               t->dst.dtype, dst, dshape, dlo);
+    return dtr__m_box(ctx, nd, dtr_dtype_info(t->dst.dtype)->size, x->mid, x->ml.local_shape, lo,
+                      ext, dst, dshape, dlo);
+}
+
 /* The boxes this rank sends in a round, packed in message order into stage_send; the ones
  * it keeps, copied from its reduced blocks into its targets. */
 static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
@@ -98,17 +111,14 @@ static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, in
     for (int64_t k = first; k < first + n; k++) {
         const dtr__xmsg_t *m = &p->msgs[k];
         const dtr__xside_t *x = &xs[m->tensor];
-        int nd = p->t[m->tensor].dst.ndim;
-        int64_t item = dtr_dtype_info(p->t[m->tensor].dst.dtype)->size;
-        dtr__xcorner(m, &x->ml, nd, lo);
+        const dtr__xtensor_t *t = &p->t[m->tensor];
+        dtr__xcorner(m, &x->ml, t->dst.ndim, lo);
         if (m->to == rank) {
-            dtr__xcorner(m, &x->dl, nd, to);
-            DTR_CHECK(dtr__m_box(ctx, nd, item, x->mid, x->ml.local_shape, lo, m->ext, x->out,
-                                 x->dl.local_shape, to));
+            dtr__xcorner(m, &x->dl, t->dst.ndim, to);
+            DTR_CHECK(dtr__xbox(ctx, t, x, lo, m->ext, x->out, x->dl.local_shape, to));
             continue;
         }
-        DTR_CHECK(dtr__m_box(ctx, nd, item, x->mid, x->ml.local_shape, lo, m->ext,
-                             (char *)ctx->stage_send + at, m->ext, zero));
+        DTR_CHECK(dtr__xbox(ctx, t, x, lo, m->ext, (char *)ctx->stage_send + at, m->ext, zero));
         at += m->bytes;
     }
     return DTR_OK;

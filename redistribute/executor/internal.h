@@ -133,6 +133,13 @@ int64_t dtr__meet(int nd, const int64_t *aoff, const int64_t *ash, const int64_t
 dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *src,
                         const int64_t *sshape, const int64_t *slo, const int64_t *ext,
                         void *dst, const int64_t *dshape, const int64_t *dlo);
+/* dtr__m_box with a cast: the box of src (dtype sdt) into dst's box as ddt. Host memory
+ * converts run by run; a memory space copies the box out, casts it and copies it in, through
+ * the context's cross_cast scratch. */
+dtr_status_t dtr__m_box_cast(dtr_context_t *ctx, int nd, dtr_dtype_t sdt, const void *src,
+                             const int64_t *sshape, const int64_t *slo, const int64_t *ext,
+                             dtr_dtype_t ddt, void *dst, const int64_t *dshape,
+                             const int64_t *dlo);
 /* A box of [outer, ext, inner bytes]: ext rows from src (dim length slen, from row slo) to
  * dst (length dlen, at row dlo). */
 dtr_status_t dtr__m_copy3(dtr_context_t *ctx, const void *src, int64_t slen, int64_t slo,

@@ -3,10 +3,12 @@
  * mesh A (its ranks RA) to specs on mesh B (RB), each with the same global shape on both
  * sides, all within one communicator. Per tensor the plan is two parts:
  *
- *   1. where the source has Partial mesh dims (or another dtype than the destination), a
- *      single-mesh plan on A turns it into `mid`, a layout without Partial dims in the
- *      destination's dtype: the reduction runs among the source ranks, before anything
- *      crosses meshes (each candidate of mid is costed, below);
+ *   1. where the source has Partial mesh dims, a single-mesh plan on A turns it into `mid`,
+ *      a layout without Partial dims in the destination's dtype: the reduction runs among
+ *      the source ranks, before anything crosses meshes (each candidate of mid is costed,
+ *      below). A cast alone (no Partial dims) has no such plan: mid is the source's
+ *      placements in the destination's dtype, and each sender casts its boxes as it packs
+ *      them (wire_cast), so the source is read once;
  *   2. messages: for every destination rank r and every distinct block C of mid that meets
  *      r's target block T_r, the box T_r ∩ C goes from one holder of C to r. Where r itself
  *      holds C (a rank in both meshes) the box stays (a local copy); otherwise the holder is
@@ -214,7 +216,7 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
                      (cost->bandwidth_gbps[0] * 1e3) +
                  (double)f.staging_bytes_max * (double)f.rounds / (cost->local_gbps * 1e3);
     f.permutation = f.messages == 0 && f.pre_steps == 0;
-    for (int t = 0; t < p->ntensors; t++) f.permutation &= !p->t[t].has_pre;
+    for (int t = 0; t < p->ntensors; t++) f.permutation &= !p->t[t].has_pre && !p->t[t].wire_cast;
     p->fig = f;
     free(v);
     return DTR_OK;
@@ -280,6 +282,7 @@ static void dtr__hash(dtr_cross_plan_t *p) {
     for (int t = 0; t < p->ntensors; t++) {
         h = dtr__spec_hash(dtr__spec_hash(h, &p->t[t].src), &p->t[t].dst);
         h = dtr__fnv(h, p->t[t].has_pre ? (int64_t)dtr__plan_hash(&p->t[t].pre) : 0);
+        h = dtr__fnv(h, p->t[t].wire_cast);
     }
     h = dtr__fnv(dtr__fnv(h, p->nmsgs), p->nrounds);
     for (int64_t k = 0; k < p->nmsgs; k++) {
@@ -388,7 +391,10 @@ static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
     x->src = *src;
     x->mid = *mid;
     x->dst = *dst;
-    x->has_pre = mid != src;
+    bool partial = false;
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++) partial |= src->placements[i].kind == DTR_PARTIAL;
+    x->wire_cast = !partial && src->dtype != dst->dtype;
+    x->has_pre = mid != src && !x->wire_cast;
     dtr_status_t st = DTR_OK;
     if (x->has_pre) {
         dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};

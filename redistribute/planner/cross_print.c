@@ -125,7 +125,10 @@ static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool bat
             fprintf(out, "%s %s", k ? "," : "", dtr_step_kind_info(x->pre.steps[k].kind)->name);
         fprintf(out, "%s", x->pre.nsteps == 0 ? " a cast" : "");
     }
-    if (batch || x->has_pre) fputc('\n', out);
+    if (x->wire_cast)
+        fprintf(out, "%scast from %s to %s as each box is packed", batch ? "; " : "  ",
+                dtr_dtype_name(x->src.dtype), dtr_dtype_name(x->dst.dtype));
+    if (batch || x->has_pre || x->wire_cast) fputc('\n', out);
 }
 
 /* The relabeled order: the rank of each coordinate of B, row-major. */

@@ -173,6 +173,9 @@ typedef struct {
 typedef struct {
     dtr_spec_t src, mid, dst; /* dst on the plan's destination mesh (relabeled or the caller's) */
     bool has_pre;
+    /* a cast alone (no Partial dims): no pre plan; the sender casts each box from src's
+     * dtype into dst's as it packs it (mid: src's placements in dst's dtype) */
+    bool wire_cast;
     dtr_plan_t pre;           /* src -> mid on src's mesh, run before round `round` */
     int round, last;          /* the tensor's first and last rounds */
     int64_t mid_offset;       /* where its reduced block lies in the mids' scratch (has_pre) */

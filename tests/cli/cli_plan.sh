@@ -104,6 +104,12 @@ check "S -> P(avg)" 0 3 "" "mesh dim 1: S(0) -> P(avg): a Shard becomes Partial 
     plan --mesh 2x2 --shape 8x8 --from 'R,S(0)' --to 'R,P(avg)'
 check "a cast plan says so" 0 0 "S(0),R -> R,S(1), cast to bf16 first" "" \
     plan --mesh 2x2 --shape 8x4 --from 'S(0),R' --to 'R,S(1)' --to-dtype bf16
+check "between meshes a cast alone runs as the boxes are packed" 0 0 "  cast from f32 to bf16 as each box is packed" "" \
+    plan --mesh 2 --ranks 0,1 --shape 8x4 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --to-dtype bf16
+check "between meshes a cast alone has no plan on the source mesh" 0 0 '"pre":null' "" \
+    plan --mesh 2 --ranks 0,1 --shape 8x4 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --to-dtype bf16 --json
+check "between meshes a Partial source that casts reduces first" 0 0 "first, on the source mesh (to S(1) bf16): reduce_scatter" "" \
+    plan --mesh 2 --ranks 0,1 --shape 8x4 --from P --to-mesh 2 --to-ranks 2,3 --to 'S(1)' --to-dtype bf16
 check "--to-dtype: a bad dtype names the flag" 0 2 "" "dtr plan: --to-dtype:" \
     plan --mesh 2x2 --shape 8x4 --from 'S(0),R' --to 'R,S(1)' --to-dtype f33
 check "--to-dtype: not with --batch" 0 2 "" "--to-dtype: not with --batch" \

@@ -16,9 +16,11 @@
  * runs twice on one context. Then the unhappy paths: one rank's wrong sizes (its error
  * there, REMOTE on the others, nobody hangs), and a mesh naming a rank past the
  * communicator (an error naming it, at once); on mpi, that the non-blocking start returns
- * with its exchange in flight.
+ * with its exchange in flight. With --memory fake (mpi) every case runs on a context on the
+ * fake device (every buffer there, the casts a sender makes as it packs through the space's
+ * own copy_box and cast), which must never be handed a host address.
  *
- * Usage: mpirun -n N cross_test [--cases N] [--seed S] [--backend mpi], or
+ * Usage: mpirun -n N cross_test [--cases N] [--seed S] [--backend mpi] [--memory fake], or
  * tools/dtr_launch.sh -n N cross_test ... --backend gloo (XTRACE=1: print each case before
  * it runs, to find one that hangs). Prints one line per failing
  * case (seed and case number to rerun it) and "cross: N passed, N failed".
@@ -31,6 +33,7 @@
 
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
+#include "tests/support/fake_device.h"
 #include "tests/support/job.h"
 #include "tests/support/rand_cases.h"
 #include "pattern/pattern.h"
@@ -189,14 +192,54 @@ static int check_tensor(const xcase_t *c, int t, const xbuf_t *b, int rank, char
  * dtr_change_start), where its meshes differ. */
 static bool nonblocking, via_change;
 
-/* One run of the case's plan (the batch call for several tensors). */
+static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                             const dtr_change_t *change, const xcase_t *c, xbuf_t *b);
+
+/* --memory fake: every case on a context whose memory is the fake device (tagged addresses
+ * the executor must never touch itself: tests/support/fake_device.h), the buffers copied
+ * there and back around the call. */
+static bool on_fake;
+
 static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
+                             const dtr_change_t *change, const xcase_t *c, xbuf_t *b) {
+    if (!on_fake) return run_host(ctx, plan, change, c, b);
+    const dtr_memory_ops_t *m = fake_device_ops();
+    void *st = fake_device_state();
+    xbuf_t d[3];
+    void *hin[3], *hout[3];
+    dtr_status_t s = DTR_OK;
+    for (int t = 0; t < c->n; t++) {
+        d[t] = b[t];
+        d[t].in = d[t].out = NULL;
+        if (s == DTR_OK) s = m->alloc(st, b[t].sl.bytes + 1, (void **)&d[t].in);
+        if (s == DTR_OK) s = m->alloc(st, b[t].dl.bytes + GUARD, (void **)&d[t].out);
+        if (s == DTR_OK) s = m->copy(st, d[t].in, b[t].in, b[t].sl.bytes, DTR_COPY_FROM_HOST);
+        memset(b[t].out, 0x5A, (size_t)b[t].dl.bytes + GUARD);
+        if (s == DTR_OK) s = m->copy(st, d[t].out, b[t].out, b[t].dl.bytes + GUARD, DTR_COPY_FROM_HOST);
+        hin[t] = b[t].in, hout[t] = b[t].out;
+    }
+    if (s == DTR_OK) s = run_host(ctx, plan, change, c, d);
+    /* the results, and the inputs back (the check finds them intact or not) */
+    for (int t = 0; t < c->n && s == DTR_OK; t++) {
+        s = m->copy(st, hout[t], d[t].out, b[t].dl.bytes + GUARD, DTR_COPY_TO_HOST);
+        if (s == DTR_OK) s = m->copy(st, hin[t], d[t].in, b[t].sl.bytes, DTR_COPY_TO_HOST);
+    }
+    for (int t = 0; t < c->n; t++) {
+        m->free(st, d[t].in);
+        m->free(st, d[t].out);
+        b[t].in = hin[t], b[t].out = hout[t];
+    }
+    return s;
+}
+
+/* One run of the case's plan (the batch call for several tensors). */
+static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                              const dtr_change_t *change, const xcase_t *c, xbuf_t *b) {
     const void *in[3];
     void *out[3];
     size_t ib[3], ob[3];
     for (int t = 0; t < c->n; t++) {
-        memset(b[t].out, 0x5A, (size_t)b[t].dl.bytes + GUARD);
+        if (!on_fake) memset(b[t].out, 0x5A, (size_t)b[t].dl.bytes + GUARD);
         in[t] = b[t].in_src ? b[t].in : NULL;
         out[t] = b[t].in_dst ? b[t].out : NULL;
         ib[t] = (size_t)b[t].sl.bytes;
@@ -472,8 +515,15 @@ int main(int argc, char **argv) {
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
         if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+        if (strcmp(argv[k], "--memory") == 0) on_fake = strcmp(argv[k + 1], "fake") == 0;
     }
-    dtr_context_t *ctx = job.ctx;
+    dtr_context_t *ctx = job.ctx, *fctx = NULL;
+    if (on_fake && (!job.mpi || dtr_context_create_mpi(MPI_COMM_WORLD, &fctx) != DTR_OK ||
+                    dtr_context_set_memory(fctx, fake_device_ops(), fake_device_state()) != DTR_OK)) {
+        printf("FAIL: --memory fake needs MPI and a context on the fake device: %s\n", dtr_last_error());
+        return 1;
+    }
+    if (fctx != NULL) ctx = fctx;
     int kinds[3] = {0, 0, 0}; /* disjoint, overlapping, the same set of ranks */
     for (int k = 0; k < cases; k++) {
         rng_state = seed * 1000003ull + (uint64_t)k;
@@ -498,6 +548,15 @@ int main(int argc, char **argv) {
         kinds[shared == 0 ? 0 : shared == na && shared == nb ? 2 : 1]++;
         dtr_mesh_destroy(c.mesh[0]);
         dtr_mesh_destroy(c.mesh[1]);
+    }
+    if (fctx != NULL) {
+        fake_device_counts_t n = fake_device_counts();
+        int bad = n.refused != 0 || (world >= 2 && cases >= 50 && n.cast == 0);
+        if (bad) printf("FAIL: fake device: %lld refused addresses, %lld casts\n", (long long)n.refused, (long long)n.cast);
+        bad = test_job_max(&job, bad);
+        failed += bad, passed += !bad;
+        dtr_context_destroy(fctx);
+        ctx = job.ctx;
     }
     char why[512] = "";
     int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0;
