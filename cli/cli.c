@@ -11,12 +11,19 @@
 
 #include "cli/cli.h"
 
+static char dtr__last_said[384];
+
+const char *dtr_cli_last_said(void) { return dtr__last_said; }
+
 void dtr_cli_say(const char *fmt, ...) {
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    size_t n = strlen(line) < sizeof dtr__last_said ? strlen(line) : sizeof dtr__last_said - 1;
+    memcpy(dtr__last_said, line, n);
+    dtr__last_said[n] = '\0';
     /* one line whatever the text quoted in it holds: control bytes written as escapes */
     char out[4 * sizeof line];
     size_t k = 0;

@@ -187,6 +187,21 @@ void dtr_cli_restore_stderr(void);
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
 /* The same with this rank's own message (bad: it failed), for failures outside the library. */
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
+/* The arguments' verdict over the job, once, before a command's first collective: rc is this
+ * rank's exit code from its own checks of the arguments; returns the highest over the job.
+ * Rank 0 prints what the other ranks said (dtr_cli_last_said) where it differs from its
+ * own, so a bad argument on one rank fails every rank at once instead of leaving the others
+ * in a collective. A rank whose checks failed returns from its command before the call;
+ * dtr_cli_job_main then makes it for it (dtr_cli_args_agreed says whether it was made). */
+int dtr_cli_agree_args(const char *cmd, int rc, int rank);
+bool dtr_cli_args_agreed(void);
+/* The collective behind dtr_cli_all_ok* and dtr_cli_agree_args: code is this rank's exit
+ * code (0: it did not fail), msg its message; returns the highest over the job, rank 0
+ * having printed each distinct message once with the ranks that gave it (others: only the
+ * other ranks' messages that differ from rank 0's own, which it printed itself). */
+int dtr_cli_job_report(const char *cmd, int code, int rank, const char *msg, bool others);
+/* The last line dtr_cli_say printed on this rank ("" if none). */
+const char *dtr_cli_last_said(void);
 /* malloc(bytes) for a tensor's block, or NULL where bytes alone reach the machine's physical
  * memory: a machine that overcommits (vm.overcommit_memory=1) grants any size, and the
  * process is killed when it touches the pages instead of being told "out of memory". */

@@ -90,6 +90,64 @@ static int dtr__job_join(const char *cmd) {
     return DTR_EXIT_FAIL;
 }
 
+/* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */
+static void dtr__rank_list(const char *msgs, size_t len, int world, int first, char *out,
+                           size_t cap) {
+    const char *m = msgs + (size_t)first * len;
+    int count = 0;
+    for (int k = first; k < world; k++) count += strcmp(msgs + (size_t)k * len, m) == 0;
+    int n = snprintf(out, cap, "%s ", count > 1 ? "ranks" : "rank");
+    size_t pos = n > 0 ? (size_t)n : 0;
+    for (int k = first, runs = 0; k < world && pos < cap; k++) {
+        if (strcmp(msgs + (size_t)k * len, m) != 0) continue;
+        int end = k;
+        while (end + 1 < world && strcmp(msgs + (size_t)(end + 1) * len, m) == 0) end++;
+        n = end > k ? snprintf(out + pos, cap - pos, "%s%d-%d", runs ? ", " : "", k, end)
+                    : snprintf(out + pos, cap - pos, "%s%d", runs ? ", " : "", k);
+        pos += n > 0 ? (size_t)n : 0;
+        runs++;
+        k = end;
+    }
+}
+
+int dtr_cli_job_report(const char *cmd, int code, int rank, const char *msg, bool others) {
+    int worst = code, world = 1;
+    dtr_cli_job_reduce(&worst, 1, DTR_I32, DTR_REDUCE_MAX);
+    if (worst == 0) return 0;
+    /* rank 0 prints each distinct message once, with the ranks that failed so */
+    enum { LEN = 384 };
+    world = dtr_cli_job_world();
+    char mine[LEN] = "";
+    if (code != 0) snprintf(mine, sizeof mine, "%s", msg);
+    char *all = rank == 0 ? calloc((size_t)world, LEN) : NULL;
+    dtr_cli_job_gather(mine, LEN, all);
+    for (int k = others; all != NULL && k < world; k++) {
+        const char *m = all + (size_t)k * LEN;
+        bool seen = *m == '\0' || (others && strcmp(all, m) == 0);
+        for (int j = others; j < k && !seen; j++) seen = strcmp(all + (size_t)j * LEN, m) == 0;
+        if (seen) continue;
+        char ranks[256];
+        dtr__rank_list(all, LEN, world, k, ranks, sizeof ranks);
+        dtr_cli_say("dtr %s: %s: %s", cmd, ranks, m);
+    }
+    free(all);
+    return worst;
+}
+
+static bool dtr__agreed;
+
+bool dtr_cli_args_agreed(void) { return dtr__agreed; }
+
+int dtr_cli_agree_args(const char *cmd, int rc, int rank) {
+    dtr__agreed = true;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "dtr %s: ", cmd);
+    const char *said = dtr_cli_last_said();
+    if (strncmp(said, prefix, strlen(prefix)) == 0) said += strlen(prefix);
+    /* (rank 0 printed its own message already: the others' where they differ from it) */
+    return dtr_cli_job_report(cmd, rc, rank, *said ? said : "its arguments were refused", true);
+}
+
 int dtr_cli_job_main(const char *cmd, int (*body)(int argc, char **argv, int rank, int world),
                      int argc, char **argv) {
     dtr__job.cmd = cmd;
@@ -115,6 +173,9 @@ int dtr_cli_job_main(const char *cmd, int (*body)(int argc, char **argv, int ran
     }
     if (dtr__job.rank != 0) dtr_cli_quiet_stderr();
     rc = body(argc, argv, dtr__job.rank, dtr__job.world);
+    /* a rank that failed its arguments' checks returned before the verdict the others
+     * reach before their first collective: it joins that verdict here */
+    if (!dtr_cli_args_agreed()) rc = dtr_cli_agree_args(cmd, rc, dtr__job.rank);
     dtr_cli_restore_stderr();
     if (dtr__job.mpi) {
         MPI_Finalize();

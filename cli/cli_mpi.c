@@ -7,54 +7,8 @@
 #include "backends/mpi/dtr_mpi.h"
 #include "cli/cli.h"
 
-/* "rank 3" or "ranks 0-2, 5" for the ranks k with msgs[k] equal to msgs[first]. */
-static void dtr__rank_list(const char *msgs, size_t len, int world, int first, char *out,
-                           size_t cap) {
-    const char *m = msgs + (size_t)first * len;
-    int count = 0;
-    for (int k = first; k < world; k++) count += strcmp(msgs + (size_t)k * len, m) == 0;
-    int n = snprintf(out, cap, "%s ", count > 1 ? "ranks" : "rank");
-    size_t pos = n > 0 ? (size_t)n : 0;
-    for (int k = first, runs = 0; k < world && pos < cap; k++) {
-        if (strcmp(msgs + (size_t)k * len, m) != 0) continue;
-        int end = k;
-        while (end + 1 < world && strcmp(msgs + (size_t)(end + 1) * len, m) == 0) end++;
-        n = end > k ? snprintf(out + pos, cap - pos, "%s%d-%d", runs ? ", " : "", k, end)
-                    : snprintf(out + pos, cap - pos, "%s%d", runs ? ", " : "", k);
-        pos += n > 0 ? (size_t)n : 0;
-        runs++;
-        k = end;
-    }
-}
-
-/* The collective behind dtr_cli_all_ok*: code is this rank's exit code (0: it did not
- * fail); returns the highest over the job, rank 0 having printed each distinct message. */
-static int dtr__all_report(const char *cmd, int code, int rank, const char *msg) {
-    int worst = code, world = 1;
-    dtr_cli_job_reduce(&worst, 1, DTR_I32, DTR_REDUCE_MAX);
-    if (worst == 0) return 0;
-    /* rank 0 prints each distinct message once, with the ranks that failed so */
-    enum { LEN = 384 };
-    world = dtr_cli_job_world();
-    char mine[LEN] = "";
-    if (code != 0) snprintf(mine, sizeof mine, "%s", msg);
-    char *all = rank == 0 ? calloc((size_t)world, LEN) : NULL;
-    dtr_cli_job_gather(mine, LEN, all);
-    for (int k = 0; all != NULL && k < world; k++) {
-        const char *m = all + (size_t)k * LEN;
-        bool seen = *m == '\0';
-        for (int j = 0; j < k && !seen; j++) seen = strcmp(all + (size_t)j * LEN, m) == 0;
-        if (seen) continue;
-        char ranks[256];
-        dtr__rank_list(all, LEN, world, k, ranks, sizeof ranks);
-        dtr_cli_say("dtr %s: %s: %s", cmd, ranks, m);
-    }
-    free(all);
-    return worst;
-}
-
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg) {
-    return dtr__all_report(cmd, bad ? DTR_EXIT_FAIL : DTR_EXIT_OK, rank, msg) == 0;
+    return dtr_cli_job_report(cmd, bad ? DTR_EXIT_FAIL : DTR_EXIT_OK, rank, msg, false) == 0;
 }
 
 int dtr_cli_all_code(const char *cmd, dtr_status_t st, int rank, const char *what) {
@@ -62,7 +16,7 @@ int dtr_cli_all_code(const char *cmd, dtr_status_t st, int rank, const char *wha
     if (st != DTR_OK) snprintf(msg, sizeof msg, "%s: %s", what, dtr_last_error());
     int code = st == DTR_OK ? DTR_EXIT_OK : dtr_error_class_exit_code(dtr_status_class(st));
     if (st != DTR_OK && code == DTR_EXIT_OK) code = DTR_EXIT_FAIL;
-    return dtr__all_report(cmd, code, rank, msg);
+    return dtr_cli_job_report(cmd, code, rank, msg, false);
 }
 
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what) {

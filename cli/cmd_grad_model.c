@@ -483,6 +483,8 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
     for (int i = 0; i < nd; i++) s.pos = s.pos * dtr_mesh_size(s.mesh, i) + coord[i];
     char meshtext[64];
     dtr_mesh_format(s.mesh, meshtext, sizeof meshtext);
+    rc = dtr_cli_agree_args("grad", rc, rank); /* (before the first collective) */
+    if (rc != DTR_EXIT_OK) goto done_mesh;
 
     dtr_cli_restore_stderr();
     rc = DTR_EXIT_FAIL;

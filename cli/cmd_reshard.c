@@ -325,6 +325,7 @@ static int dtr__reshard_body(int argc, char **argv, int rank, int world) {
         else if (dtr_checkpoint_rules_load(a.rules, dtr_mesh_ndims(mesh), &rules) != DTR_OK)
             rc = dtr_cli_lib_error("reshard", "--rules");
     }
+    rc = dtr_cli_agree_args("reshard", rc, rank); /* (before the first collective) */
     bool made = false;
     if (rc == DTR_EXIT_OK && rank == 0) rc = dtr__rs_target(a.to, &made);
     dtr_cli_job_bcast(&rc, sizeof rc, 0);

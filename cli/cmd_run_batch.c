@@ -236,6 +236,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     dtr_cost_model_t cost;
     uint32_t across, planned;
     dtr_cli_cost_flags_t flags = {o.alpha, o.bandwidth, o.local, o.inter_alpha, o.inter_bandwidth};
+    rc = dtr_cli_agree_args("run", rc, rank); /* (before the first collective) */
     if (rc == DTR_EXIT_OK)
         rc = dtr_cli_node_cost("run", mesh, "auto", &flags, &cost, &across, &planned);
     dtr_change_options_t opts = {.strategy = o.strategy, .cost = &cost, .many = true};

@@ -287,6 +287,7 @@ int dtr_cli_run_cross(const dtr_cli_change_t *o, int rank, int world) {
     rc = dtr__xspecs(o, world, &mesh, &mesh_b, &t);
     if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(t.n, t.dst);
     if (rc == DTR_EXIT_OK) rc = dtr__xplans(o, &t, &plan);
+    rc = dtr_cli_agree_args("run", rc, rank); /* (before the first collective) */
     if (rc == DTR_EXIT_OK) {
         dtr_cli_restore_stderr(); /* from here on errors are per rank */
         rc = dtr__xrun(o, &t, plan, rank, world);

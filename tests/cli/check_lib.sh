@@ -48,6 +48,23 @@ check() {
     fi
 }
 
+# with_bad_rank RANK CHECK-ARGS...: `check` with dtr wrapped so that rank RANK alone gets
+# `--shape 9xq` and the others `--shape 8x8` (a bad argument on one rank: every rank must
+# fail at once with its message, not wait in a collective for the rank that left)
+with_bad_rank() {
+    local bad=$1 real=$dtr wrap
+    shift
+    wrap=$(mktemp)
+    printf '%s\n' '#!/bin/bash' 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}' \
+        "if [ \"\$r\" = $bad ]; then exec \"$real\" \"\$@\" --shape 9xq; fi" \
+        "exec \"$real\" \"\$@\" --shape 8x8" >"$wrap"
+    chmod +x "$wrap"
+    dtr=$wrap
+    check "$@"
+    dtr=$real
+    rm -f "$wrap"
+}
+
 # gpu_check NAME RANKS CMD ARGS...: a GPU path (dtr CMD ARGS... under mpirun -n RANKS, with
 # --json --verify among ARGS): verified where a GPU is visible; otherwise the reason, and no
 # crash: exit 2 "built without" (no CUDA/NCCL at build time) or exit 1 "no GPU visible" on

@@ -134,4 +134,9 @@ else
     echo "FAIL: progress on stderr: $progress"
 fi
 
+with_bad_rank 1 "a bad argument on rank 1 alone" 2 2 "" \
+    'dtr grad: rank 1: --shape: dtr_shape_parse: text "9xq"' grad --mode ddp --mesh 2 --iters 1
+with_bad_rank 3 "fsdp: a bad argument on rank 3 alone" 4 2 "" \
+    'dtr grad: rank 3: --shape: dtr_shape_parse: text "9xq"' grad --mode fsdp --mesh 4 --iters 1
+
 finish "dtr grad"

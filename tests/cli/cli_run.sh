@@ -412,4 +412,15 @@ check "--digest: a batch's Partial destination is refused" 4 2 "" \
     run --mesh 2 --batch "$dbatch" --to-mesh 2 --to-ranks 2,3 --digest
 rm -f "$dbatch"
 check "--help" 1 0 "usage: mpirun -n N dtr run" "" run --help
+# one rank's arguments refused, the others' fine: every rank exits at once (exit 2), rank 0
+# printing the bad rank's message (before, the others waited in their first collective)
+with_bad_rank 1 "a bad argument on rank 1 alone" 2 2 "" \
+    'dtr run: rank 1: --shape: dtr_shape_parse: text "9xq": at offset 2' \
+    run --mesh 2 --from 'S(0)' --to R --iters 1
+with_bad_rank 0 "a bad argument on rank 0 alone" 2 2 "" \
+    'dtr run: --shape: dtr_shape_parse: text "9xq": at offset 2' \
+    run --mesh 2 --from 'S(0)' --to R --iters 1
+with_bad_rank 2 "a bad argument on one rank, between meshes" 4 2 "" \
+    'dtr run: rank 2: --shape: dtr_shape_parse: text "9xq"' \
+    run --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --iters 1
 finish "dtr run CLI"
