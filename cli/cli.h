@@ -185,6 +185,10 @@ void dtr_cli_restore_stderr(void);
  * "<what>: <error>" once, with the ranks that failed so: "dtr <cmd>: ranks 0-3: <what>:
  * <error>" (a failure every rank has is one line, not one a rank). */
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
+/* dtr_cli_all_ok for the filling of a run's buffers: out of memory names the bytes
+ * (oom_bytes: the tensor's source block twice, its target block once), other errors as
+ * "fill: <error>". */
+int dtr_cli_fill_ok(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes);
 /* The same with this rank's own message (bad: it failed), for failures outside the library. */
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
 /* The arguments' verdict over the job, once, before a command's first collective: rc is this
@@ -195,6 +199,10 @@ int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
  * dtr_cli_job_main then makes it for it (dtr_cli_args_agreed says whether it was made). */
 int dtr_cli_agree_args(const char *cmd, int rc, int rank);
 bool dtr_cli_args_agreed(void);
+/* dtr_cli_agree_args's collective for checks a command makes later, rank by rank with
+ * stderr quiet off rank 0: the highest rc over the job, rank 0 printing the messages
+ * (dtr_cli_last_said) of the other ranks that differ from its own. */
+int dtr_cli_report_said(const char *cmd, int rc, int rank);
 /* The collective behind dtr_cli_all_ok* and dtr_cli_agree_args: code is this rank's exit
  * code (0: it did not fail), msg its message; returns the highest over the job, rank 0
  * having printed each distinct message once with the ranks that gave it (others: only the
@@ -257,6 +265,10 @@ int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device
 /* The context they ask for (MPI on host; MPI staged over CUDA memory; NCCL), GPU rank % the
  * GPUs visible; with no GPU visible, the driver's reason as the error. */
 dtr_status_t dtr_cli_engine_context(dtr_cli_engine_t *e, int rank, dtr_context_t **ctx);
+/* Collective over the job, before dtr_cli_engine_context: DTR_EXIT_OK where every rank has
+ * the same engine (host, CUDA through MPI, NCCL); else DTR_EXIT_USAGE on every rank, rank 0
+ * saying so (their contexts would be made by different collectives, and wait forever). */
+int dtr_cli_agree_engine(const char *cmd, const dtr_cli_engine_t *e);
 /* A copy of host's bytes in the command's space (*p = host on --device cpu); a copy in
  * (then a sync, before the context's stream reads it) or out; the copy freed (nothing when
  * p is host); the state destroyed. A copy out must follow dtr_context_sync of the context

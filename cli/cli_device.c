@@ -103,6 +103,16 @@ int dtr_cli_engine_args(const char *cmd, const char *backend, const char *device
     return DTR_EXIT_OK;
 }
 
+int dtr_cli_agree_engine(const char *cmd, const dtr_cli_engine_t *e) {
+    int code[2] = {(int)e->cuda + 2 * (int)e->nccl, 0};
+    code[1] = -code[0];
+    dtr_cli_job_reduce(code, 2, DTR_I32, DTR_REDUCE_MAX);
+    if (code[0] == -code[1]) return DTR_EXIT_OK;
+    return dtr_cli_usage_error(cmd, "--backend, --device: the ranks were given different ones "
+                                    "(host memory on some, CUDA or NCCL on others): give every "
+                                    "rank the same");
+}
+
 #define DTR__TRY(call)                                                                    \
     do {                                                                                   \
         dtr_status_t dtr__st = (call);                                                     \

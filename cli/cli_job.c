@@ -140,6 +140,10 @@ bool dtr_cli_args_agreed(void) { return dtr__agreed; }
 
 int dtr_cli_agree_args(const char *cmd, int rc, int rank) {
     dtr__agreed = true;
+    return dtr_cli_report_said(cmd, rc, rank);
+}
+
+int dtr_cli_report_said(const char *cmd, int rc, int rank) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "dtr %s: ", cmd);
     const char *said = dtr_cli_last_said();

@@ -464,6 +464,7 @@ static int dtr__grad(int rank, int world, const dtr__grad_args_t *a) {
     rc = dtr__grad_plan(a, nd, sizes, &p);
     if (rc != DTR_EXIT_OK) goto done_mesh;
     rc = dtr_cli_agree_args("grad", rc, rank); /* (before the first collective) */
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_agree_engine("grad", &a->eng);
     if (rc != DTR_EXIT_OK) goto done_mesh;
     char meshtext[64];
     dtr_mesh_format(mesh, meshtext, sizeof meshtext);

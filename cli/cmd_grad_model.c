@@ -484,6 +484,7 @@ int dtr_cli_grad_model(int argc, char **argv, int rank, int world) {
     char meshtext[64];
     dtr_mesh_format(s.mesh, meshtext, sizeof meshtext);
     rc = dtr_cli_agree_args("grad", rc, rank); /* (before the first collective) */
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_agree_engine("grad", &a.eng);
     if (rc != DTR_EXIT_OK) goto done_mesh;
 
     dtr_cli_restore_stderr();

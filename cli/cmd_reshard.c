@@ -231,9 +231,7 @@ static int dtr__rs_save(const dtr__rs_args_t *a, const dtr_checkpoint_t *ck, con
     dtr_cli_restore_stderr(); /* from here each rank says what failed on it */
     dtr__rs_fill_t f = {.ck = ck, .src = src, .items = items, .rank = rank, .total = n,
                         .start = dtr_cli_job_now()};
-    int anybad = rc != DTR_EXIT_OK;
-    dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
-    if (anybad) rc = DTR_EXIT_USAGE;
+    rc = dtr_cli_report_said("reshard", rc, rank);
     dtr_context_t *ctx = NULL;
     if (rc == DTR_EXIT_OK &&
         !dtr_cli_all_ok("reshard", dtr_cli_job_context(&ctx), rank, "the job's context"))
@@ -292,10 +290,9 @@ static int dtr__rs_consolidate(const dtr__rs_args_t *a, const dtr_checkpoint_t *
         }
         if (rank == 0) dtr_cli_progress(&f.prog, "reshard", "files", k + 1, nfiles);
     }
-    int anybad = rc != DTR_EXIT_OK;
-    dtr_cli_job_reduce(&anybad, 1, DTR_I32, DTR_REDUCE_MAX);
-    if (anybad) rc = DTR_EXIT_USAGE;
-    else if (!dtr_cli_all_ok("reshard", st, rank, "writing whole tensors")) rc = DTR_EXIT_FAIL;
+    rc = dtr_cli_report_said("reshard", rc, rank);
+    if (rc == DTR_EXIT_OK && !dtr_cli_all_ok("reshard", st, rank, "writing whole tensors"))
+        rc = DTR_EXIT_FAIL;
     if (rc == DTR_EXIT_OK && nfiles > 1) {
         st = rank == 0 ? dtr_checkpoint_write_index(ck, a->to, file_of, nfiles) : DTR_OK;
         if (!dtr_cli_all_ok("reshard", st, rank, "writing the index")) rc = DTR_EXIT_FAIL;

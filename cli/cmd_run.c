@@ -190,6 +190,7 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
     if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(1, &r->dst);
     rc = dtr_cli_agree_args("run", rc, r->rank); /* (before the first collective) */
+    if (rc == DTR_EXIT_OK) rc = dtr_cli_agree_engine("run", &r->eng);
     /* where the mesh dims run (reported), and which the plan's cost treats as crossing
      * nodes: by default (auto) where they run; none plans as on one node */
     dtr_cli_cost_flags_t flags = {o->alpha, o->bandwidth, o->local, o->inter_alpha,

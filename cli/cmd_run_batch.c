@@ -15,6 +15,7 @@ typedef struct {
     dtr_fill_t *fills;
     void **in, **out, **copy;
     size_t *in_bytes, *out_bytes;
+    size_t oom_bytes;  /* a tensor's buffers that could not be had (0: none) */
     dtr_plan_t *plans; /* the members, for one plan at a time */
 } dtr__tensors_t;
 
@@ -56,7 +57,10 @@ static dtr_status_t dtr__tensors_fill(dtr__tensors_t *t, int rank, dtr_fill_t fi
         t->in[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
         t->copy[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
         t->out[k] = dtr_cli_host_alloc(t->out_bytes[k] + 1);
-        if (!t->in[k] || !t->copy[k] || !t->out[k]) return DTR_ERR_OUT_OF_MEMORY;
+        if (!t->in[k] || !t->copy[k] || !t->out[k]) {
+            t->oom_bytes = 2 * t->in_bytes[k] + t->out_bytes[k] + 3;
+            return DTR_ERR_OUT_OF_MEMORY;
+        }
         dtr_status_t st = dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]);
         if (st != DTR_OK) return st;
         memcpy(t->copy[k], t->in[k], t->in_bytes[k]);
@@ -183,7 +187,7 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
     int rc = DTR_EXIT_FAIL;
     st = dtr__tensors_fill(t, rank, o->fill);
-    if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
+    if (!dtr_cli_fill_ok("run", st, rank, t->oom_bytes)) goto done;
     st = dtr__batched(ctx, bp, t, nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     if (!dtr_cli_all_true(dtr_cli_dump_tensors(o->dump, rank, t->n, t->src, t->dst, t->in,

@@ -13,6 +13,7 @@ typedef struct {
     dtr_fill_t *fills;
     void **in, **copy, **out;
     size_t *in_bytes, *out_bytes;
+    size_t oom_bytes;       /* a tensor's buffers that could not be had (0: none) */
     dtr_cross_plan_t **one; /* a batch's tensors planned one at a time (for the timing) */
     dtr_change_t *change;   /* the change: planned and run through the library's one object */
 } dtr__xt_t;
@@ -25,7 +26,9 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->backend != NULL && strcmp(o->backend, "mpi") != 0 &&
                                   strcmp(o->backend, "gloo") != 0 ? "--backend nccl"
                         : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
-                        : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
+                        : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat"
+                        : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
+                                                                                 : NULL;
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
                                           "\"Not yet\", lists what a change between meshes "
@@ -65,7 +68,10 @@ static dtr_status_t dtr__xt_fill(dtr__xt_t *t, const dtr_fill_t *fill, bool batc
         t->in[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
         t->copy[k] = dtr_cli_host_alloc(t->in_bytes[k] + 1);
         t->out[k] = dtr_cli_host_alloc(t->out_bytes[k] + 1);
-        if (t->in[k] == NULL || t->copy[k] == NULL || t->out[k] == NULL) return DTR_ERR_OUT_OF_MEMORY;
+        if (t->in[k] == NULL || t->copy[k] == NULL || t->out[k] == NULL) {
+            t->oom_bytes = 2 * t->in_bytes[k] + t->out_bytes[k] + 3;
+            return DTR_ERR_OUT_OF_MEMORY;
+        }
         dtr_status_t st = src ? dtr_fill(&t->src[k], &t->fills[k], rank, t->in[k], t->in_bytes[k]) : DTR_OK;
         if (st != DTR_OK) return st;
         memcpy(t->copy[k], t->in[k], t->in_bytes[k]);
@@ -184,7 +190,7 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     int rc = DTR_EXIT_FAIL;
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     st = dtr__xt_fill(t, &o->fill, r.batch, rank);
-    if (!dtr_cli_all_ok("run", st, rank, "fill")) goto done;
+    if (!dtr_cli_fill_ok("run", st, rank, t->oom_bytes)) goto done;
     st = dtr__xonce(ctx, t, r.batch, 0, o->nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     /* --dump: a source rank's block as rankR.in, a destination rank's as rankR.out (the

@@ -48,21 +48,28 @@ check() {
     fi
 }
 
-# with_bad_rank RANK CHECK-ARGS...: `check` with dtr wrapped so that rank RANK alone gets
-# `--shape 9xq` and the others `--shape 8x8` (a bad argument on one rank: every rank must
-# fail at once with its message, not wait in a collective for the rank that left)
-with_bad_rank() {
-    local bad=$1 real=$dtr wrap
-    shift
+# with_rank_args RANK MINE OTHERS CHECK-ARGS...: `check` with dtr wrapped so that rank RANK
+# alone gets the arguments MINE appended and the other ranks OTHERS (words)
+with_rank_args() {
+    local bad=$1 mine=$2 others=$3 real=$dtr wrap
+    shift 3
     wrap=$(mktemp)
     printf '%s\n' '#!/bin/bash' 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}' \
-        "if [ \"\$r\" = $bad ]; then exec \"$real\" \"\$@\" --shape 9xq; fi" \
-        "exec \"$real\" \"\$@\" --shape 8x8" >"$wrap"
+        "if [ \"\$r\" = $bad ]; then exec \"$real\" \"\$@\" $mine; fi" \
+        "exec \"$real\" \"\$@\" $others" >"$wrap"
     chmod +x "$wrap"
     dtr=$wrap
     check "$@"
     dtr=$real
     rm -f "$wrap"
+}
+# with_bad_rank RANK CHECK-ARGS...: rank RANK alone gets `--shape 9xq`, the others `--shape
+# 8x8` (a bad argument on one rank: every rank must fail at once with its message, not wait
+# in a collective for the rank that left)
+with_bad_rank() {
+    local bad=$1
+    shift
+    with_rank_args "$bad" "--shape 9xq" "--shape 8x8" "$@"
 }
 
 # gpu_check NAME RANKS CMD ARGS...: a GPU path (dtr CMD ARGS... under mpirun -n RANKS, with

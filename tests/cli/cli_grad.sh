@@ -136,6 +136,10 @@ fi
 
 with_bad_rank 1 "a bad argument on rank 1 alone" 2 2 "" \
     'dtr grad: rank 1: --shape: dtr_shape_parse: text "9xq"' grad --mode ddp --mesh 2 --iters 1
+# (the message names --device: a build without CUDA refuses --device cuda by name instead)
+with_rank_args 0 "--device cuda" "--device cpu" "--device cuda on one rank alone" 2 2 "" \
+    "--device" \
+    grad --mode ddp --mesh 2 --numel 1001 --iters 1
 with_bad_rank 3 "fsdp: a bad argument on rank 3 alone" 4 2 "" \
     'dtr grad: rank 3: --shape: dtr_shape_parse: text "9xq"' grad --mode fsdp --mesh 4 --iters 1
 

@@ -168,6 +168,20 @@ check "a directory without a checkpoint" 2 2 "" "$w/nothing: no .safetensors fil
 check "--to not empty" 2 2 "" "--to: $w/python-written.4 exists and is not empty" \
     reshard --from "$w/model0.safetensors" --to "$w/python-written.4" --consolidate
 left_nothing "$w/x"
+# a value refused on one rank alone, in a check made after the arguments' first verdict
+# (--max-file-bytes is read by the consolidation): every rank exits 2, rank 0 printing the
+# bad rank's message (it was silent)
+with_rank_args 1 "--max-file-bytes -1" "--max-file-bytes 100" \
+    "--max-file-bytes refused on rank 1 alone" 2 2 "" \
+    "dtr reshard: rank 1: --max-file-bytes: '-1' is not a byte count 1..2^50" \
+    reshard --from "$w/model0.safetensors" --to "$w/x" --consolidate
+left_nothing "$w/x"
+# rules that match no tensor on one rank alone (checked as each rank makes its specs)
+echo '[{"match": "nothing*", "placements": "S(0)"}]' >"$w/none.json"
+with_rank_args 1 "--rules $w/none.json" "--rules $w/r2.json" \
+    "rules that match nothing on rank 1 alone" 2 2 "" "dtr reshard: rank 1: --rules:" \
+    reshard --from "$w/model0.safetensors" --to "$w/x" --mesh 2
+left_nothing "$w/x"
 check "help" 0 0 "mpirun -n M dtr reshard --from SRC --to DIR --mesh MESH --rules FILE" "" \
     reshard --help
 

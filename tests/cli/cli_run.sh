@@ -271,6 +271,15 @@ check "cross: --nonblocking, rounds under a staging cap, P(sum) reduced first" 4
 check "cross: not --backward yet" 4 2 "" \
     "dtr run: --backward: not with --to-mesh yet (docs/cross-mesh.md" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --backward
+check "cross: not --nodes-of yet" 4 2 "" \
+    "dtr run: --nodes-of: not with --to-mesh yet (docs/cross-mesh.md" \
+    run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --nodes-of 0
+# out of memory between meshes names the bytes, as within one mesh (it said "fill: " with an
+# empty or stale error)
+ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:allocator_may_return_null=1} \
+    check "cross: out of memory, named once, with the bytes" 2 1 "" \
+    "dtr run: ranks 0-1: buffers: out of memory for 6000000000003 bytes (a tensor's source block twice, its target block once)" \
+    run --mesh 2 --to-mesh 2 --shape 1000000x1000000 --from 'S(0)' --to 'S(1)' --iters 0
 # --dump between meshes: sources write rankR.in, destinations rankR.out; the blocks put
 # together give the same tensor both ways (rows of S(0) on ranks 0,1; columns of S(1) on 3,2)
 mkdir -p "$dump/xd"
@@ -420,6 +429,11 @@ with_bad_rank 1 "a bad argument on rank 1 alone" 2 2 "" \
 with_bad_rank 0 "a bad argument on rank 0 alone" 2 2 "" \
     'dtr run: --shape: dtr_shape_parse: text "9xq": at offset 2' \
     run --mesh 2 --from 'S(0)' --to R --iters 1
+# different engines on the ranks (--device cuda on one): refused on every rank at once
+# (the message names --device: a build without CUDA refuses --device cuda by name instead)
+with_rank_args 1 "--device cuda" "--device cpu" "--device cuda on one rank alone" 2 2 "" \
+    "--device" \
+    run --mesh 2 --shape 13x7 --from 'S(0)' --to 'S(1)' --iters 0
 with_bad_rank 2 "a bad argument on one rank, between meshes" 4 2 "" \
     'dtr run: rank 2: --shape: dtr_shape_parse: text "9xq"' \
     run --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --iters 1
