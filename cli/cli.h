@@ -185,10 +185,10 @@ void dtr_cli_restore_stderr(void);
  * "<what>: <error>" once, with the ranks that failed so: "dtr <cmd>: ranks 0-3: <what>:
  * <error>" (a failure every rank has is one line, not one a rank). */
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what);
-/* dtr_cli_all_ok for the filling of a run's buffers: out of memory names the bytes
+/* dtr_cli_all_code for the filling of a run's buffers: out of memory names the bytes
  * (oom_bytes: the tensor's source block twice, its target block once), other errors as
- * "fill: <error>". */
-int dtr_cli_fill_ok(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes);
+ * "fill: <error>"; the exit code from the error's class, as a single change's. */
+int dtr_cli_fill_code(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes);
 /* The same with this rank's own message (bad: it failed), for failures outside the library. */
 int dtr_cli_all_ok_msg(const char *cmd, int bad, int rank, const char *msg);
 /* The arguments' verdict over the job, once, before a command's first collective: rc is this

@@ -19,7 +19,7 @@ int dtr_cli_all_code(const char *cmd, dtr_status_t st, int rank, const char *wha
     return dtr_cli_job_report(cmd, code, rank, msg, false);
 }
 
-int dtr_cli_fill_ok(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes) {
+int dtr_cli_fill_code(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes) {
     char msg[384] = "";
     if (st == DTR_ERR_OUT_OF_MEMORY && oom_bytes > 0)
         snprintf(msg, sizeof msg, "buffers: out of memory for %zu bytes (a tensor's source block "
@@ -28,7 +28,7 @@ int dtr_cli_fill_ok(const char *cmd, dtr_status_t st, int rank, size_t oom_bytes
         snprintf(msg, sizeof msg, "fill: %s", dtr_last_error());
     int code = st == DTR_OK ? DTR_EXIT_OK : dtr_error_class_exit_code(dtr_status_class(st));
     if (st != DTR_OK && code == DTR_EXIT_OK) code = DTR_EXIT_FAIL;
-    return dtr_cli_job_report(cmd, code, rank, msg, false) == DTR_EXIT_OK;
+    return dtr_cli_job_report(cmd, code, rank, msg, false);
 }
 
 int dtr_cli_all_ok(const char *cmd, dtr_status_t st, int rank, const char *what) {

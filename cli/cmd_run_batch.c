@@ -187,7 +187,8 @@ static int dtr__run_batch(dtr__tensors_t *t, const dtr_batch_plan_t *bp, const c
     if (!dtr_cli_all_ok("run", st, rank, "context")) return DTR_EXIT_FAIL;
     int rc = DTR_EXIT_FAIL;
     st = dtr__tensors_fill(t, rank, o->fill);
-    if (!dtr_cli_fill_ok("run", st, rank, t->oom_bytes)) goto done;
+    if ((rc = dtr_cli_fill_code("run", st, rank, t->oom_bytes)) != DTR_EXIT_OK) goto done;
+    rc = DTR_EXIT_FAIL;
     st = dtr__batched(ctx, bp, t, nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     if (!dtr_cli_all_true(dtr_cli_dump_tensors(o->dump, rank, t->n, t->src, t->dst, t->in,

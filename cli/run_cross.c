@@ -190,7 +190,8 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     int rc = DTR_EXIT_FAIL;
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
     st = dtr__xt_fill(t, &o->fill, r.batch, rank);
-    if (!dtr_cli_fill_ok("run", st, rank, t->oom_bytes)) goto done;
+    if ((rc = dtr_cli_fill_code("run", st, rank, t->oom_bytes)) != DTR_EXIT_OK) goto done;
+    rc = DTR_EXIT_FAIL;
     st = dtr__xonce(ctx, t, r.batch, 0, o->nonblocking);
     if (!dtr_cli_all_ok("run", st, rank, "redistribute")) goto done;
     /* --dump: a source rank's block as rankR.in, a destination rank's as rankR.out (the

@@ -271,6 +271,9 @@ check "cross: --nonblocking, rounds under a staging cap, P(sum) reduced first" 4
 check "cross: not --backward yet" 4 2 "" \
     "dtr run: --backward: not with --to-mesh yet (docs/cross-mesh.md" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --backward
+check "cross: a fill the pattern refuses exits 3, as within one mesh" 2 3 "" \
+    "dtr run: ranks 0-1: fill: dtr_fill: spec: mesh dims 0 and 1 are Partial with different ops" \
+    run --mesh 1x2 --shape 1x2 --from 'P(sum),P(avg)' --to-mesh 1x2 --to R,R --iters 0
 check "cross: not --nodes-of yet" 4 2 "" \
     "dtr run: --nodes-of: not with --to-mesh yet (docs/cross-mesh.md" \
     run --mesh 4 --from 'S(0)' --to-mesh 2 --to-ranks 1,2 --to R --shape 8x8 --nodes-of 0
