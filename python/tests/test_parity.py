@@ -249,3 +249,37 @@ def test_async_between_meshes_returns_before_the_source_calls(many):
         assert np.array_equal(got, np.arange(6, dtype=np.float32) + 1)
     else:
         assert got is None
+
+
+@pytest.mark.parametrize("pair", [("f32", "f16"), ("f16", "f32"), ("f64", "f32")])
+def test_cast_between_meshes(pair, seed):
+    """to_dtype with to_mesh, a source without Partial dims: the senders cast the boxes as
+    they pack them (no pass on the source mesh); every element bit for bit numpy's cast
+    (round to nearest even), values with every bit of their dtype, f16's overflow to inf."""
+    d, e = pair
+    rank, n = world()
+    for k in range(8):
+        rng = random.Random(seed * 1000003 + 7 * k)
+        ms, mr = draw_mesh(rng, n)
+        ts, tr = draw_mesh(rng, n)
+        m, to = mesh(ms, mr), mesh(ts, tr)
+        nd = rng.randint(1, 3)
+        shape = tuple(rng.choice(DIMS) for _ in range(nd))
+        src = draw_placements(rng, nd, len(ms), False, ["sum"])
+        dst = draw_placements(rng, nd, len(ts), False, ["sum"])
+        g = np.random.default_rng(seed + k)
+        with np.errstate(over="ignore"):  # (f16 sources: the largest overflow to inf)
+            x = (g.standard_normal(shape) * 10.0 ** g.integers(-6, 6, size=shape)).astype(NP[d])
+        lay = block_of(m, shape, src, rank, d)
+        loc = x[slices(lay)].copy() if lay is not None else np.zeros(0, NP[d])
+        out = dtr.redistribute(loc, m, src, dst, shape=shape, dtype=d, to_mesh=to, to_dtype=e)
+        tl = block_of(to, shape, dst, rank, e)
+        if tl is None:
+            continue
+        with np.errstate(over="ignore"):
+            want = x.astype(NP[e])[slices(tl)]
+        got = np.asarray(out).reshape(want.shape)
+        what = f"seed {seed} case {k}: {d} {src} on {m!r} -> {e} {dst} on {to!r}, shape {shape}"
+        assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}"
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[want.itemsize]
+        check_result(got.view(u), want.view(u), what)
