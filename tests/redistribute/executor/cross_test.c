@@ -199,12 +199,13 @@ static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
  * the executor must never touch itself: tests/support/fake_device.h), the buffers copied
  * there and back around the call. */
 static bool on_fake;
+static void *fake_st; /* the test's own state for the space's calls (freed at the end) */
 
 static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                              const dtr_change_t *change, const xcase_t *c, xbuf_t *b) {
     if (!on_fake) return run_host(ctx, plan, change, c, b);
     const dtr_memory_ops_t *m = fake_device_ops();
-    void *st = fake_device_state();
+    void *st = fake_st;
     xbuf_t d[3];
     void *hin[3], *hout[3];
     dtr_status_t s = DTR_OK;
@@ -523,7 +524,7 @@ int main(int argc, char **argv) {
         printf("FAIL: --memory fake needs MPI and a context on the fake device: %s\n", dtr_last_error());
         return 1;
     }
-    if (fctx != NULL) ctx = fctx;
+    if (fctx != NULL) ctx = fctx, fake_st = fake_device_state();
     int kinds[3] = {0, 0, 0}; /* disjoint, overlapping, the same set of ranks */
     for (int k = 0; k < cases; k++) {
         rng_state = seed * 1000003ull + (uint64_t)k;
@@ -556,6 +557,7 @@ int main(int argc, char **argv) {
         bad = test_job_max(&job, bad);
         failed += bad, passed += !bad;
         dtr_context_destroy(fctx);
+        free(fake_st);
         ctx = job.ctx;
     }
     char why[512] = "";
