@@ -35,6 +35,21 @@ static void dtr__copy3(const void *src, int64_t slen, int64_t slo, void *dst, in
 
 void dtr__copy(void *dst, const void *src, int64_t n) { memcpy(dst, src, (size_t)n); }
 
+/* Where the run at idx (over the outer dims [0, inner)) starts in the source (*so) and the
+ * destination (*doff), in the strides' units: the corners plus idx. */
+static void dtr__box_at(int nd, int inner, const int64_t *idx, const int64_t *slo,
+                        const int64_t *sst, const int64_t *dlo, const int64_t *dst_st,
+                        int64_t *so, int64_t *doff) {
+    int64_t a = 0, b = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t extra = d < inner ? idx[d] : 0;
+        a += (slo[d] + extra) * sst[d];
+        b += (dlo[d] + extra) * dst_st[d];
+    }
+    *so = a;
+    *doff = b;
+}
+
 /* The next run of a box: idx over its outer dims [0, inner) in row-major order; false past
  * the last. */
 static bool dtr__box_next(int64_t *idx, const int64_t *ext, int inner) {
@@ -78,12 +93,8 @@ void dtr__box_copy(int nd, int64_t item, const void *src, const int64_t *sshape,
     const char *sp = src;
     char *dp = dst;
     for (;;) {
-        int64_t so = 0, doff = 0;
-        for (int d = 0; d < nd; d++) {
-            int64_t extra = d < inner ? idx[d] : 0;
-            so += (slo[d] + extra) * sst[d];
-            doff += (dlo[d] + extra) * dst_st[d];
-        }
+        int64_t so, doff;
+        dtr__box_at(nd, inner, idx, slo, sst, dlo, dst_st, &so, &doff);
         if (ahead > 0 && idx[inner - 1] + ahead < ext[inner - 1]) {
             const char *next = sp + so + ahead * sst[inner - 1];
             for (int64_t b = 0; b < run; b += 64) __builtin_prefetch(next + b, 0, 3);
@@ -179,12 +190,8 @@ static void dtr__box_cast_host(int nd, dtr_dtype_t sdt, const char *src, const i
         t *= dshape[d];
     }
     for (;;) {
-        int64_t so = 0, doff = 0;
-        for (int d = 0; d < nd; d++) {
-            int64_t extra = d < inner ? idx[d] : 0;
-            so += (slo[d] + extra) * sst[d];
-            doff += (dlo[d] + extra) * dst_st[d];
-        }
+        int64_t so, doff;
+        dtr__box_at(nd, inner, idx, slo, sst, dlo, dst_st, &so, &doff);
         dtr__convert(sdt, src + so * si, ddt, dst + doff * di, run);
         if (!dtr__box_next(idx, ext, inner)) break;
     }
@@ -202,14 +209,16 @@ dtr_status_t dtr__m_box_cast(dtr_context_t *ctx, int nd, dtr_dtype_t sdt, const 
         return DTR_OK;
     }
     int64_t si = dtr_dtype_info(sdt)->size, di = dtr_dtype_info(ddt)->size;
+    bool whole = true; /* dst's box is all of dst (a packed message): cast straight into it */
+    for (int d = 0; d < nd; d++) whole &= dlo[d] == 0 && dshape[d] == ext[d];
     int64_t at = (n * si + 15) / 16 * 16; /* b aligned for any dtype */
-    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, at + n * di,
+    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, at + (whole ? 0 : n * di),
                            "a box cast as it is packed"));
-    char *a = ctx->cross_cast, *b = a + at;
+    char *a = ctx->cross_cast, *b = whole ? dst : a + at;
     DTR_CHECK(dtr__m_box(ctx, nd, si, src, sshape, slo, ext, a, ext, zero));
     dtr_status_t st = ctx->mem->cast(ctx->mem_state, sdt, a, ddt, b, n);
     if (st != DTR_OK) return dtr__m_fail(ctx, st, "cast");
-    return dtr__m_box(ctx, nd, di, b, ext, zero, ext, dst, dshape, dlo);
+    return whole ? DTR_OK : dtr__m_box(ctx, nd, di, b, ext, zero, ext, dst, dshape, dlo);
 }
 
 /* dtr__copy3 on the context's memory: a box of [outer, ext, inner bytes]. */

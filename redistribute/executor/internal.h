@@ -134,8 +134,9 @@ dtr_status_t dtr__m_box(dtr_context_t *ctx, int nd, int64_t item, const void *sr
                         const int64_t *sshape, const int64_t *slo, const int64_t *ext,
                         void *dst, const int64_t *dshape, const int64_t *dlo);
 /* dtr__m_box with a cast: the box of src (dtype sdt) into dst's box as ddt. Host memory
- * converts run by run; a memory space copies the box out, casts it and copies it in, through
- * the context's cross_cast scratch. */
+ * converts run by run; a memory space copies the box out into the context's cross_cast
+ * scratch and casts it: into dst itself where the box is all of dst (a packed message),
+ * else back into the scratch, then copied into dst's box. */
 dtr_status_t dtr__m_box_cast(dtr_context_t *ctx, int nd, dtr_dtype_t sdt, const void *src,
                              const int64_t *sshape, const int64_t *slo, const int64_t *ext,
                              dtr_dtype_t ddt, void *dst, const int64_t *dshape,
