@@ -164,7 +164,11 @@ const char *dtr_context_backend(const dtr_context_t *ctx) {
 }
 
 void *dtr_context_backend_state(const dtr_context_t *ctx, const dtr_backend_ops_t *ops) {
-    return ctx != NULL && ops != NULL && ctx->ops == ops ? ctx->state : NULL;
+    if (ctx == NULL || ops == NULL) return NULL;
+    if (ctx->ops != &ctx->staged_ops) return ctx->ops == ops ? ctx->state : NULL;
+    const dtr_backend_ops_t *inner = NULL; /* the backend under a memory space's staging */
+    void *state = dtr__staged_inner(ctx->state, &inner);
+    return inner == ops ? state : NULL;
 }
 
 int dtr_context_rank(const dtr_context_t *ctx) { return ctx != NULL ? ctx->rank : -1; }

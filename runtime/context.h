@@ -181,4 +181,7 @@ dtr_status_t dtr__staged_create(const dtr_backend_ops_t *inner, void *inner_stat
                                 const dtr_memory_ops_t *mem, void *mem_state,
                                 dtr_backend_ops_t *ops, void **state);
 
+/* The backend such a state stages: its table in *ops, its state returned. */
+void *dtr__staged_inner(void *state, const dtr_backend_ops_t **ops);
+
 #endif

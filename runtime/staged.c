@@ -48,6 +48,12 @@ static dtr_status_t dtr__host_grow(void **p, int64_t *cap, int64_t need) {
     return DTR_OK;
 }
 
+void *dtr__staged_inner(void *state, const dtr_backend_ops_t **ops) {
+    dtr__staged_t *s = state;
+    *ops = s->in_ops;
+    return s->in_state;
+}
+
 static int dtr__staged_rank(void *state) {
     dtr__staged_t *s = state;
     return s->in_ops->rank(s->in_state);

@@ -19,11 +19,20 @@
  * all-gather) holds the same bits whatever the timing. P(avg) is reduced as SUM and divided
  * by the executor. Errors come back as DTR_ERR_BACKEND (DTR_ERR_TIMEOUT past the deadline)
  * with Gloo's message; nothing aborts.
+ *
+ * Inside a node, a group whose members all run on this host (the same host name, boot id and
+ * /dev/shm) of 2 to 16 members maps one POSIX shared-memory segment when it is created and
+ * moves its equal gathers and all-to-alls, strided pieces, span lists and reductions through
+ * it, as the MPI backend's shared-memory path does (backends/shm/shm.h): no TCP, no copy
+ * through Gloo's buffers. Its other operations (the v forms with uneven pieces) and groups
+ * across hosts keep Gloo's pairs. DTR_GLOO_SHM=0 turns the segment off; DTR_GLOO_SHM_CHUNK
+ * and DTR_GLOO_SHM_RING size it as DTR_MPI_SHM_CHUNK / _RING do the MPI backend's.
  */
 #ifndef DTR_BACKENDS_GLOO_DTR_GLOO_H
 #define DTR_BACKENDS_GLOO_DTR_GLOO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
@@ -78,6 +87,17 @@ DTR_API dtr_status_t dtr_context_create_gloo(int rank, int size, const dtr_gloo_
  * or malformed variable is DTR_ERR_INVALID_ARGUMENT naming it. Also reached by name:
  * dtr_context_create_named("gloo", &ctx) (runtime/runtime.h), which loads libdtr_gloo.so. */
 DTR_API dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out);
+
+/* What a Gloo context's groups of two or more members ran so far, on this rank: such groups
+ * and those of them with a shared-memory segment, operations through the segments and
+ * through Gloo's transfers. */
+typedef struct dtr_gloo_paths {
+    int groups, shared_memory;
+    int64_t shm_ops, gloo_ops;
+} dtr_gloo_paths_t;
+
+/* ctx must be a Gloo context (DTR_ERR_INVALID_ARGUMENT naming it otherwise). */
+DTR_API dtr_status_t dtr_gloo_paths(const dtr_context_t *ctx, dtr_gloo_paths_t *out);
 
 #ifdef __cplusplus
 }

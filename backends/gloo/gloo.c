@@ -1,7 +1,9 @@
 /*
  * The Gloo backend (dtr_gloo.h): the backend table over link.h's posted transfers. Every
  * operation is one transfer between the group's members, posted at its start; a reduction
- * reduces what arrived when it completes, and an all-reduce posts its all-gather then.
+ * reduces what arrived when it completes, and an all-reduce posts its all-gather then. A
+ * group whose members share a node takes what fits through its shared-memory segment
+ * instead (node.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "backends/gloo/dtr_gloo.h"
@@ -14,32 +16,11 @@
 
 #include "core/common.h"
 #include "numeric/numeric.h"
+#include "backends/gloo/gloo_state.h"
 #include "backends/gloo/link.h"
 
-/* One (ranks, tag) pair's count of groups created: every member creates the same groups
- * in the same order, so the count names a group's keys alike on all of them. */
-typedef struct dtr__gloo_key {
-    uint64_t hash;
-    int count;
-    struct dtr__gloo_key *next;
-} dtr__gloo_key_t;
-
-typedef struct {
-    int rank, size;
-    char prefix[128];
-    int64_t timeout_ms;
-    dtr__gloo_store_t *store;
-    dtr__gloo_device_t *dev;
-    dtr__gloo_link_t *world; /* connected at creation: every rank came */
-    dtr__gloo_key_t *keys;
-} dtr__gloo_t;
-
-typedef struct {
-    dtr__gloo_t *b;
-    dtr__gloo_link_t *link; /* NULL for a group of one */
-    int me, n;
-    uint32_t seq; /* the next operation's tag */
-} dtr__gloo_group_t;
+#define DTR_GLOO_CAPS \
+    (DTR_BACKEND_CAP_CONCURRENT | DTR_BACKEND_CAP_SPANS_CAST | DTR_BACKEND_CAP_SPANS_SCALE)
 
 typedef enum { DTR__GLOO_MOVE, DTR__GLOO_REDUCE, DTR__GLOO_ALL_REDUCE } dtr__gloo_kind_t;
 
@@ -89,6 +70,7 @@ static void dtr__gloo_group_destroy(void *state, void *group) {
     (void)state;
     dtr__gloo_group_t *g = group;
     if (g == NULL) return;
+    dtr__shm_destroy(g->shm);
     dtr__gloo_link_free(g->link);
     free(g);
 }
@@ -143,6 +125,13 @@ static dtr_status_t dtr__gloo_group_create(void *state, const int *ranks, int n,
             return dtr__gloo_fail(rc, "connecting a group", err);
         }
     }
+    b->paths.groups += n > 1;
+    /* Here, not at the first operation: this call is the one every member surely makes. */
+    dtr_status_t st = dtr__gloo_node_create(g);
+    if (st != DTR_OK) {
+        dtr__gloo_group_destroy(state, g);
+        return st;
+    }
     *group = g;
     return DTR_OK;
 }
@@ -154,15 +143,13 @@ static dtr_status_t dtr__gloo_new_req(dtr_backend_req_t *req, dtr__gloo_kind_t k
     dtr__gloo_req_t *r = calloc(1, sizeof *r);
     if (r == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "gloo", "an operation");
     r->kind = kind;
-    memcpy(req->bytes, &r, sizeof r);
+    dtr__gloo_set_handle(req, r, 0);
     *out = r;
     return DTR_OK;
 }
 
 static dtr__gloo_req_t *dtr__gloo_req(dtr_backend_req_t *req) {
-    dtr__gloo_req_t *r;
-    memcpy(&r, req->bytes, sizeof r);
-    return r;
+    return dtr__gloo_handle(req).op;
 }
 
 static void dtr__gloo_free_req(dtr_backend_req_t *req) {
@@ -173,7 +160,7 @@ static void dtr__gloo_free_req(dtr_backend_req_t *req) {
     free(r->displ);
     free(r->counts);
     free(r);
-    memset(req->bytes, 0, sizeof(void *));
+    dtr__gloo_set_handle(req, NULL, 0);
 }
 
 /* This member's own piece is copied; the others' are posted under the group's next tag. */
@@ -222,6 +209,7 @@ static dtr_status_t dtr__gloo_start_move(void *group, const void *send, void *re
     if (st == DTR_OK) st = dtr__gloo_move(g, g->seq++, send, sd, sc, recv, rd, rc, &r->x);
     free(sd);
     if (st != DTR_OK && r != NULL) dtr__gloo_free_req(req);
+    g->b->paths.gloo_ops += st == DTR_OK && g->n > 1;
     return st;
 }
 
@@ -242,6 +230,8 @@ static void dtr__gloo_fill_gather(int p, int me, const void *arg, int64_t *sd, i
 
 static dtr_status_t dtr__gloo_all_gather(void *group, const void *send, int64_t bytes, void *recv,
                                          dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node_all_gather(group, send, bytes, recv, req, &st)) return st;
     dtr__gloo_gather_t a = {.bytes = bytes};
     return dtr__gloo_start_move(group, send, recv, dtr__gloo_fill_gather, &a, req);
 }
@@ -275,6 +265,8 @@ static void dtr__gloo_fill_a2a(int p, int me, const void *arg, int64_t *sd, int6
 
 static dtr_status_t dtr__gloo_all_to_all(void *group, const void *send, int64_t bytes, void *recv,
                                          dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node_all_to_all(group, send, bytes, recv, req, &st)) return st;
     dtr__gloo_a2a_t a = {.bytes = bytes};
     return dtr__gloo_start_move(group, send, recv, dtr__gloo_fill_a2a, &a, req);
 }
@@ -342,6 +334,7 @@ static dtr_status_t dtr__gloo_start_reduce(dtr__gloo_group_t *g, const void *sen
     sc[me] = rc[me] = 0; /* its own piece is read where it is */
     if (st == DTR_OK) st = dtr__gloo_move(g, g->seq++, send, sd, sc, r->scratch, rd, rc, &r->x);
     free(sd);
+    g->b->paths.gloo_ops += st == DTR_OK && g->n > 1;
     return st;
 }
 
@@ -353,12 +346,28 @@ static void dtr__gloo_reduce(const dtr__gloo_group_t *g, dtr__gloo_req_t *r) {
     dtr__reduce_n(r->dtype, r->op, r->in, g->n, r->out, r->count);
 }
 
+/* A reduction through the group's segment, where it has one: true with *st where it took it
+ * (complex sums as their real parts, as dtr__gloo_reducible says). */
+static bool dtr__gloo_node(dtr__gloo_group_t *g, bool all, const void *send, void *recv,
+                           const int64_t *counts, int64_t count, dtr_dtype_t dtype,
+                           dtr_reduce_op_t op, dtr_backend_req_t *req, dtr_status_t *st) {
+    if (g->shm == NULL) return false;
+    int64_t per, each[DTR__SHM_MAX_MEMBERS];
+    *st = dtr__gloo_reducible(&dtype, op, &per);
+    if (*st != DTR_OK) return true;
+    for (int k = 0; counts != NULL && k < g->n; k++) each[k] = counts[k] * per;
+    return dtr__gloo_node_reduce(g, all, send, recv, counts != NULL ? each : NULL, count * per,
+                                 dtype, op, req, st);
+}
+
 static dtr_status_t dtr__gloo_reduce_scatterv(void *group, const void *send, void *recv,
                                               const int64_t *counts, dtr_dtype_t dtype,
                                               dtr_reduce_op_t op, dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node(group, false, send, recv, counts, 0, dtype, op, req, &st)) return st;
     dtr__gloo_req_t *r = NULL;
     DTR_CHECK(dtr__gloo_new_req(req, DTR__GLOO_REDUCE, &r));
-    dtr_status_t st = dtr__gloo_start_reduce(group, send, recv, counts, 0, dtype, op, r);
+    st = dtr__gloo_start_reduce(group, send, recv, counts, 0, dtype, op, r);
     if (st != DTR_OK) dtr__gloo_free_req(req);
     return st;
 }
@@ -366,9 +375,11 @@ static dtr_status_t dtr__gloo_reduce_scatterv(void *group, const void *send, voi
 static dtr_status_t dtr__gloo_reduce_scatter(void *group, const void *send, void *recv,
                                              int64_t count, dtr_dtype_t dtype,
                                              dtr_reduce_op_t op, dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node(group, false, send, recv, NULL, count, dtype, op, req, &st)) return st;
     dtr__gloo_req_t *r = NULL;
     DTR_CHECK(dtr__gloo_new_req(req, DTR__GLOO_REDUCE, &r));
-    dtr_status_t st = dtr__gloo_start_reduce(group, send, recv, NULL, count, dtype, op, r);
+    st = dtr__gloo_start_reduce(group, send, recv, NULL, count, dtype, op, r);
     if (st != DTR_OK) dtr__gloo_free_req(req);
     return st;
 }
@@ -379,6 +390,8 @@ static dtr_status_t dtr__gloo_all_reduce(void *group, const void *send, void *re
                                          dtr_dtype_t dtype, dtr_reduce_op_t op,
                                          dtr_backend_req_t *req) {
     dtr__gloo_group_t *g = group;
+    dtr_status_t st = DTR_OK;
+    if (dtr__gloo_node(g, true, send, recv, NULL, count, dtype, op, req, &st)) return st;
     dtr__gloo_req_t *r = NULL;
     DTR_CHECK(dtr__gloo_new_req(req, DTR__GLOO_ALL_REDUCE, &r));
     const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
@@ -386,7 +399,6 @@ static dtr_status_t dtr__gloo_all_reduce(void *group, const void *send, void *re
     int64_t *pieces = calloc((size_t)n, sizeof *pieces);
     r->displ = calloc((size_t)n, sizeof *r->displ);
     r->counts = calloc((size_t)n, sizeof *r->counts);
-    dtr_status_t st = DTR_OK;
     if (pieces == NULL || r->displ == NULL || r->counts == NULL) {
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "gloo", "%lld members' counts", (long long)n);
     } else {
@@ -411,7 +423,9 @@ static dtr_status_t dtr__gloo_all_reduce(void *group, const void *send, void *re
 
 static dtr_status_t dtr__gloo_wait(void *group, dtr_backend_req_t *req) {
     dtr__gloo_group_t *g = group;
-    dtr__gloo_req_t *r = dtr__gloo_req(req);
+    dtr__gloo_handle_t h = dtr__gloo_handle(req);
+    if (h.op == NULL && h.shm != 0) dtr__gloo_node_wait(g, h.shm);
+    dtr__gloo_req_t *r = h.op;
     if (r == NULL) return DTR_OK;
     char err[512] = "";
     int rc = dtr__gloo_finish(r->x, err, sizeof err);
@@ -442,14 +456,17 @@ static dtr_status_t dtr__gloo_wait(void *group, dtr_backend_req_t *req) {
 
 /* Gloo moves the bytes on its own thread: a test completes the operation (it waits). */
 static dtr_status_t dtr__gloo_test(void *group, dtr_backend_req_t *req, bool *done) {
+    dtr__gloo_handle_t h = dtr__gloo_handle(req);
+    if (h.op == NULL && h.shm != 0) return dtr__gloo_node_test(group, h.shm, done);
     *done = true;
     return dtr__gloo_wait(group, req);
 }
 
 static const dtr_backend_ops_t dtr__gloo_ops = {
     .name = "gloo",
-    .caps = DTR_BACKEND_CAP_CONCURRENT, /* host memory; no AVG; no span lists (and the row
-                                          * of dtr__gloo_register below) */
+    /* host memory; no AVG; span lists and strided forms through a group's segment only (and
+     * the row of dtr__gloo_register below) */
+    .caps = DTR_GLOO_CAPS,
     .rank = dtr__gloo_rank,
     .group_create = dtr__gloo_group_create,
     .group_destroy = dtr__gloo_group_destroy,
@@ -460,12 +477,44 @@ static const dtr_backend_ops_t dtr__gloo_ops = {
     .all_reduce = dtr__gloo_all_reduce,
     .all_to_all = dtr__gloo_all_to_all,
     .all_to_allv = dtr__gloo_all_to_allv,
+    .all_gather_strided = dtr__gloo_all_gather_strided,
+    .all_to_all_strided = dtr__gloo_all_to_all_strided,
+    .strided_in_place = dtr__gloo_strided_in_place,
     .test = dtr__gloo_test,
     .wait = dtr__gloo_wait,
     .destroy = dtr__gloo_destroy,
+    .spans_ok = dtr__gloo_spans_ok,
+    .spans_start = dtr__gloo_spans_start,
 };
 
 /* ---- contexts -------------------------------------------------------------------------- */
+
+/* A byte count from the environment in [min, max] (unset: dflt), or INVALID_ARGUMENT naming it. */
+static dtr_status_t dtr__gloo_env_bytes(const char *name, int64_t dflt, int64_t min, int64_t max,
+                                        int64_t *out) {
+    const char *v = getenv(name);
+    *out = dflt;
+    if (v == NULL || *v == '\0') return DTR_OK;
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || x < min || x > max)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create_gloo",
+                          "%s: \"%.40s\" is not a byte count in [%lld, %lld]", name, v,
+                          (long long)min, (long long)max);
+    *out = x;
+    return DTR_OK;
+}
+
+/* The shared-memory path's switches: DTR_GLOO_SHM=0 turns it off; DTR_GLOO_SHM_CHUNK and
+ * DTR_GLOO_SHM_RING size it (small chunks make tests wrap the rings). */
+static dtr_status_t dtr__gloo_shm_env(dtr__gloo_t *b) {
+    const char *on = getenv("DTR_GLOO_SHM");
+    b->shm = on == NULL || strcmp(on, "0") != 0;
+    DTR_CHECK(dtr__gloo_env_bytes("DTR_GLOO_SHM_CHUNK", DTR__SHM_CHUNK, 1, 1 << 24, &b->shm_chunk));
+    return dtr__gloo_env_bytes("DTR_GLOO_SHM_RING", DTR__SHM_RING, 4096, (int64_t)1 << 30,
+                               &b->shm_ring);
+}
 
 static dtr_status_t dtr__gloo_state(int rank, int size, const dtr_gloo_options_t *o,
                                     dtr__gloo_t *b) {
@@ -483,6 +532,7 @@ static dtr_status_t dtr__gloo_state(int rank, int size, const dtr_gloo_options_t
                           "opts->timeout_s: %g is not seconds >= 0", t);
     if (t == 0) DTR_CHECK(dtr__env_timeout(func, &t));
     b->timeout_ms = t > 0 ? (int64_t)(t * 1000.0) : (int64_t)86400000 * 365;
+    DTR_CHECK(dtr__gloo_shm_env(b));
     char err[512] = "";
     int rc = o->file_store != NULL
                  ? dtr__gloo_store_file(o->file_store, &b->store, err, sizeof err)
@@ -530,6 +580,17 @@ dtr_status_t dtr_context_create_gloo(int rank, int size, const dtr_gloo_options_
         return st;
     }
     return dtr_context_create(&dtr__gloo_ops, b, out);
+}
+
+dtr_status_t dtr_gloo_paths(const dtr_context_t *ctx, dtr_gloo_paths_t *out) {
+    DTR_CHECK_PTR(ctx, __func__);
+    DTR_CHECK_PTR(out, __func__);
+    const dtr__gloo_t *b = dtr_context_backend_state(ctx, &dtr__gloo_ops);
+    if (b == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ctx: a context of backend '%s', "
+                          "not gloo", dtr_context_backend(ctx));
+    *out = b->paths;
+    return DTR_OK;
 }
 
 /* An integer environment variable in [min, max], or INVALID_ARGUMENT naming it. */
@@ -585,7 +646,7 @@ dtr_status_t dtr_context_create_gloo_env(dtr_context_t **out) {
 __attribute__((constructor)) static void dtr__gloo_register(void) {
     dtr_backend_info_t row = {
         .name = "gloo",
-        .caps = DTR_BACKEND_CAP_CONCURRENT,
+        .caps = DTR_GLOO_CAPS,
         .memory = "host",
         .launch = "RANK, WORLD_SIZE and DTR_GLOO_STORE (tools/dtr_launch.sh sets them)",
         .create_env = dtr_context_create_gloo_env,

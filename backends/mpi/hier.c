@@ -9,7 +9,8 @@
 #include "numeric/numeric.h"
 #include "backends/mpi/hier.h"
 #include "backends/mpi/error.h"
-#include "backends/mpi/shm.h"
+#include "backends/mpi/mpi_state.h"
+#include "backends/shm/shm.h"
 
 struct dtr__hier {
     dtr__shm_t *shm; /* this node's members (L), local index l */
@@ -79,7 +80,7 @@ dtr_status_t dtr__hier_create(MPI_Comm comm, int n, int me, int64_t chunk, int64
         goto done;
     }
     /* collective over the node; the nodes then agree that every one has its segment */
-    st = dtr__shm_create(node, L, l, chunk, ring, &h->shm);
+    st = dtr__mpi_shm_create(node, L, l, chunk, ring, &h->shm);
     int mapped = st == DTR_OK && h->shm != NULL, all_mapped = 0;
     rc = MPI_Allreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, comm);
     if (st == DTR_OK && rc != MPI_SUCCESS) st = dtr__mpi_error(rc, "MPI_Allreduce (hierarchical)");

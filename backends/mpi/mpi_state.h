@@ -8,18 +8,10 @@
 
 #include "runtime/backend.h"
 #include "backends/mpi/hier.h"
-#include "backends/mpi/shm.h"
+#include "backends/shm/shm.h"
 
 /* Units for byte counts past INT_MAX: a contiguous type of 2^k bytes dividing every count. */
 #define DTR__MPI_UNITS 13
-/* The shm path's chunk bytes: 8 to 64 KiB measured alike (docs/executor.md). */
-#define DTR__SHM_CHUNK 32768
-/*
- * The reduction ring's bytes per member. Larger rings let members that are not scheduled
- * together (more ranks than cores) fall less in step: on 4 ranks of 2 cores an f32 16 MiB
- * reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
- */
-#define DTR__SHM_RING (4 << 20)
 /* The least bytes per member a reduction over nodes needs to take the hierarchical form
  * (DTR_MPI_HIER_MIN; docs/nodes.md has the measurements behind it). */
 #define DTR__HIER_MIN (1 << 20)
@@ -61,6 +53,10 @@ bool dtr__mpi_mem_free(void *state, void *p);
 void dtr__mpi_shared_find(const dtr__mpi_t *m, const int *ranks, int n, const void *buf,
                           int64_t bytes, int side, dtr__shm_shared_t *out);
 void dtr__mpi_shared_destroy(dtr__mpi_t *m, bool finalized);
+
+/* dtr__shm_create over comm, after MPI's own test that every member shares a node (nodes.c). */
+dtr_status_t dtr__mpi_shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
+                                 dtr__shm_t **out);
 
 typedef struct dtr__mpi_group {
     dtr__mpi_t *mpi;

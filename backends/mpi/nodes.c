@@ -1,10 +1,11 @@
-/* Which mesh dims cross nodes, from where the communicator's ranks run:
- * dtr_mpi_mesh_across_nodes (dtr_mpi.h). */
+/* Where the communicator's ranks run: which mesh dims cross nodes (dtr_mpi_mesh_across_nodes,
+ * dtr_mpi.h), and the shared-memory segment of a group on one node (dtr__mpi_shm_create). */
 #include <stdlib.h>
 
 #include "core/common.h"
 #include "backends/mpi/dtr_mpi.h"
 #include "backends/mpi/error.h"
+#include "backends/mpi/mpi_state.h"
 
 dtr_status_t dtr_mpi_mesh_across_nodes(MPI_Comm comm, const dtr_mesh_t *mesh, uint32_t *across) {
     DTR_CHECK_PTR(mesh, __func__);
@@ -60,4 +61,25 @@ dtr_status_t dtr_mpi_mesh_across_nodes(MPI_Comm comm, const dtr_mesh_t *mesh, ui
     free(node_of);
     if (st == DTR_OK) *across = mask;
     return st;
+}
+
+/* dtr__shm_create's exchange over a communicator (the arg). */
+static dtr_status_t dtr__mpi_shm_exchange(void *arg, const void *mine, int64_t bytes, void *all) {
+    MPI_Comm comm = *(MPI_Comm *)arg;
+    int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm);
+    return rc == MPI_SUCCESS ? DTR_OK : dtr__mpi_error(rc, "MPI_Allgather (shared-memory segment)");
+}
+
+dtr_status_t dtr__mpi_shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
+                                 dtr__shm_t **out) {
+    *out = NULL;
+    if (n < 2 || n > DTR__SHM_MAX_MEMBERS) return DTR_OK;
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, "MPI_Comm_split_type");
+    int on_node = 0;
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    if (on_node != n) return DTR_OK; /* every member sees the same: n only when all share it */
+    return dtr__shm_create(dtr__mpi_shm_exchange, &comm, n, me, chunk, ring, out);
 }

@@ -16,7 +16,7 @@
 #include "core/common.h"
 #include "backends/mpi/error.h"
 #include "backends/mpi/mpi_state.h"
-#include "backends/mpi/shm_state.h"
+#include "backends/shm/shm_state.h"
 
 typedef struct dtr__mpi_shared {
     int64_t serial;

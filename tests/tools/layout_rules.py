@@ -62,11 +62,13 @@ INCLUDES = {
     "runtime": ["core/", "placement/", "dtensor/", "numeric/numeric.h", "runtime/"],
     "redistribute/executor": ["core/", "placement/", "dtensor/", "numeric/numeric.h"] +
                              PLANNER_FOR_EXECUTOR + ["runtime/", "redistribute/executor/"],
-    "backends/mpi": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/mpi/", "dtr_version.h"],
+    "backends/shm": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/shm/"],
+    "backends/mpi": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/mpi/", "backends/shm/",
+                                                      "dtr_version.h"],
     "backends/cuda": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/cuda/"],
     "backends/nccl": BELOW_RUNTIME + RUNTIME_PUBLIC + [
         "backends/nccl/", "backends/cuda/", "backends/mpi/error.h"],
-    "backends/gloo": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/gloo/"],
+    "backends/gloo": BELOW_RUNTIME + RUNTIME_PUBLIC + ["backends/gloo/", "backends/shm/shm.h"],
     "checkpoint": ["core/", "placement/", "dtensor/", "numeric/numeric.h",
                    "runtime/memory.h", "runtime/runtime.h", "checkpoint/"],
     "autograd": ["core/", "placement/", "dtensor/", "numeric/numeric.h",

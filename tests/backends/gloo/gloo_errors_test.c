@@ -10,6 +10,7 @@
 #include "dtr.h"
 #include "backends/gloo/dtr_gloo.h"
 #include "tests/support/plan_util.h"
+#include "tests/support/solo_backend.h"
 
 static dtr_context_t *const UNTOUCHED = (dtr_context_t *)0x5a5a;
 
@@ -134,9 +135,43 @@ Test(gloo_errors, one_rank_runs_a_plan) {
     cr_assert_eq(dtr_redistribute(ctx, &plan, in, sizeof in, out, sizeof out), DTR_OK, "%s",
                  dtr_last_error());
     cr_expect_eq(memcmp(in, out, sizeof in), 0);
+    /* a group of one moves nothing: no group counted, no path taken */
+    dtr_gloo_paths_t paths = {.groups = -1};
+    cr_assert_eq(dtr_gloo_paths(ctx, &paths), DTR_OK, "%s", dtr_last_error());
+    cr_expect_eq(paths.groups + paths.shared_memory + paths.shm_ops + paths.gloo_ops, 0);
+    cr_expect_eq(dtr_gloo_paths(ctx, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "out") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(dtr_gloo_paths(NULL, &paths), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "ctx") != NULL, "%s", dtr_last_error());
     dtr_context_destroy(ctx);
     dtr_mesh_destroy(mesh);
     remove_store();
+}
+
+/* A context of another backend (tests/support/solo_backend.h) is not a Gloo context. */
+Test(gloo_errors, paths_of_another_backend) {
+    dtr_context_t *ctx = NULL;
+    cr_assert_eq(dtr_context_create(&solo_backend_ops, NULL, &ctx), DTR_OK, "%s", dtr_last_error());
+    dtr_gloo_paths_t paths = {.groups = 7};
+    cr_expect_eq(dtr_gloo_paths(ctx, &paths), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "ctx: a context of backend 'solo', not gloo") != NULL,
+              "%s", dtr_last_error());
+    cr_expect_eq(paths.groups, 7, "*out written on failure");
+    dtr_context_destroy(ctx);
+}
+
+/* The shared-memory path's sizes from the environment, refused by name. */
+Test(gloo_errors, shm_sizes_are_named) {
+    dtr_gloo_options_t o = {.file_store = "/tmp"};
+    const char *cases[][3] = {{"DTR_GLOO_SHM_CHUNK", "0", "DTR_GLOO_SHM_CHUNK: \"0\""},
+                              {"DTR_GLOO_SHM_CHUNK", "32k", "not a byte count in [1, 16777216]"},
+                              {"DTR_GLOO_SHM_RING", "4095", "DTR_GLOO_SHM_RING: \"4095\""}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        dtr_context_t *out = UNTOUCHED;
+        setenv(cases[k][0], cases[k][1], 1);
+        expect_refused(dtr_context_create_gloo(0, 1, &o, &out), out, cases[k][2]);
+        unsetenv(cases[k][0]);
+    }
 }
 
 /* By name (registry.c): the row this code registered, its environment named as
@@ -148,7 +183,8 @@ Test(gloo_errors, by_name_one_rank_twice) {
     cr_assert_eq(dtr_backend_find("gloo", &row), DTR_OK, "%s", dtr_last_error());
     cr_expect_str_eq(row.name, "gloo");
     cr_expect_str_eq(row.memory, "host");
-    cr_expect_eq(row.caps, DTR_BACKEND_CAP_CONCURRENT);
+    cr_expect_eq(row.caps, DTR_BACKEND_CAP_CONCURRENT | DTR_BACKEND_CAP_SPANS_CAST |
+                               DTR_BACKEND_CAP_SPANS_SCALE);
     cr_expect(strstr(row.launch, "DTR_GLOO_STORE") != NULL, "%s", row.launch);
     dtr_context_t *out = UNTOUCHED;
     unsetenv("WORLD_SIZE");

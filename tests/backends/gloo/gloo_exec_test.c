@@ -10,7 +10,8 @@
  *
  * Usage: tools/dtr_launch.sh -n N gloo_exec_test [--cases N] [--seed S] [--memory host|fake]
  * Each rank prints its failing cases (with the seed and case number to rerun them) and
- * exits non-zero on any; rank 0 prints the summary.
+ * exits non-zero on any, then the paths its groups took (dtr_gloo_paths); rank 0 prints the
+ * summary.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -182,6 +183,13 @@ int main(int argc, char **argv) {
     /* every rank's tally (the launcher fails the run where any rank failed) */
     printf("  rank %d: plans on %d ranks: %d passed, %d failed\n", r.rank, r.world,
            t.plans - t.failures, t.failures);
+    /* which paths ran (gloo_exec_test.sh checks them against DTR_GLOO_SHM) */
+    dtr_gloo_paths_t p[2] = {{0}, {0}};
+    for (int k = 0; k < 2; k++)
+        if (dtr_gloo_paths(r.ctx[k], &p[k]) != DTR_OK) printf("FAIL paths: %s\n", dtr_last_error());
+    printf("  rank %d: paths: %d groups, %d with shared memory, %lld segment ops, %lld gloo ops\n",
+           r.rank, p[0].groups + p[1].groups, p[0].shared_memory + p[1].shared_memory,
+           (long long)(p[0].shm_ops + p[1].shm_ops), (long long)(p[0].gloo_ops + p[1].gloo_ops));
     dtr_context_destroy(r.ctx[0]);
     dtr_context_destroy(r.ctx[1]);
     if (space_ops != NULL) space_ops->destroy(space_state);

@@ -1,5 +1,5 @@
 /* Streams of bytes over span lists (span.h). */
-#include "backends/mpi/span.h"
+#include "backends/shm/span.h"
 
 #include <string.h>
 

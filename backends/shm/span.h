@@ -3,8 +3,8 @@
  * its pieces from them and writes its results into them, whether a piece is one contiguous
  * buffer, rows of a strided one, or a batch's members one after another.
  */
-#ifndef DTR_BACKENDS_MPI_SPAN_H
-#define DTR_BACKENDS_MPI_SPAN_H
+#ifndef DTR_BACKENDS_SHM_SPAN_H
+#define DTR_BACKENDS_SHM_SPAN_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -28,7 +28,7 @@
 #include "core/common.h"
 #include "numeric/numeric.h"
 #include "runtime/stream.h"
-#include "backends/mpi/shm_state.h"
+#include "backends/shm/shm_state.h"
 
 /* Chunks of a piece are published as (t << 24) + chunks done: at most 2^24 - 1 chunks. */
 #define DTR__DIRECT_CHUNK ((int64_t)128 << 10)

@@ -1,7 +1,7 @@
-/* The shared-memory path of the MPI backend: its segment, the all-to-all and the gather
- * (shm.h; the reductions are in shm_reduce.c). */
+/* The shared-memory path (shm.h): the all-to-all, the gather, span lists and progress (the
+ * reductions are in shm_reduce.c). */
 #define _GNU_SOURCE
-#include "backends/mpi/shm.h"
+#include "backends/shm/shm.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -15,8 +15,7 @@
 #include "core/common.h"
 #include "dtensor/dtensor.h"
 #include "runtime/stream.h"
-#include "backends/mpi/error.h"
-#include "backends/mpi/shm_state.h"
+#include "backends/shm/shm_state.h"
 
 /* A start writes this member's first chunks (below): the others read them only in their
  * progress, after their agreement (dtr__shm_cancel). */
@@ -175,12 +174,12 @@ static dtr_status_t dtr__shm_cast_size(const dtr_spans_op_t *op, const char *sid
     const dtr_dtype_info_t *info = dtr_dtype_info(dtype);
     if (op->kind == DTR_SPANS_ALL_GATHER || info == NULL || !info->is_float ||
         info->storage_only || !dtr_dtype_info(op->dtype)->is_float)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "shm",
                           "shared-memory spans: a cast on %s is for reductions of float dtypes",
                           when);
     for (int i = 0; i < n; i++)
         if (spans[i].run % info->size != 0)
-            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, "shm",
                               "shared-memory spans: %s span %d's run of %lld bytes is not "
                               "whole %s elements",
                               side, i, (long long)spans[i].run, dtr_dtype_name(dtype));
@@ -213,12 +212,12 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
     if (osize > 0) rbytes = rbytes / osize * esize;
     bool divides = (op->pre != 0 && op->pre != 1) || (op->post != 0 && op->post != 1);
     if (divides && (gather || !dtr_dtype_info(op->dtype)->is_float))
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "shm",
                           "shared-memory spans: divides are for reductions of float dtypes");
     int64_t want_s = op->kind == DTR_SPANS_ALL_GATHER ? op->counts[s->me] : total;
     int64_t want_r = op->kind == DTR_SPANS_REDUCE_SCATTER ? op->counts[s->me] * esize : total;
     if (sbytes != want_s || rbytes != want_r)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "shm",
                           "shared-memory %s over spans: %lld bytes sent and %lld received "
                           "where the counts make %lld and %lld",
                           names[op->kind], (long long)sbytes, (long long)rbytes,

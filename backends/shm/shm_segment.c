@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/common.h"
 #include "runtime/stream.h"
-#include "backends/mpi/error.h"
-#include "backends/mpi/shm_state.h"
+#include "backends/shm/shm_state.h"
 
 /* Maps the segment named `name` (created by member 0, which passes create). */
 char *dtr__shm_map(const char *name, size_t size, bool create) {
@@ -50,7 +50,7 @@ dtr_status_t dtr__shm_room(dtr__shm_t *s, int n) {
         free(os);
         free(ist);
         free(ost);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "shared-memory span lists of %d", n);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "shm", "shared-memory span lists of %d", n);
     }
     dtr__free_spans(s);
     s->ispan = is;
@@ -75,39 +75,48 @@ dtr_span_t dtr__shm_span(const void *base, int64_t bytes, int64_t run, int64_t s
                         .stride = stride};
 }
 
-dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
-                             dtr__shm_t **out) {
-    *out = NULL;
-    if (n < 2 || n > DTR__SHM_MAX_MEMBERS || chunk <= 0) return DTR_OK;
-    dtr__stream_init(); /* the backend runs without a context in tests */
-    MPI_Comm node;
-    int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    if (rc != MPI_SUCCESS) return dtr__mpi_error(rc, "MPI_Comm_split_type");
-    int on_node = 0;
-    MPI_Comm_size(node, &on_node);
-    MPI_Comm_free(&node);
-    if (on_node != n) return DTR_OK; /* every member sees the same: n only when all share it */
+/* The segment's geometry for n members: ring slots of each kind and a member's region. */
+typedef struct {
+    int slots, gslots, rslots;
+    int64_t rsub, region;
+} dtr__shm_geometry_t;
 
-    int slots = (int)(DTR__SHM_RING_BYTES / ((int64_t)(n - 1) * chunk));
-    slots = slots < 2 ? 2 : slots > 8 ? 8 : slots;
+static dtr__shm_geometry_t dtr__shm_geometry(int n, int64_t chunk, int64_t ring) {
+    dtr__shm_geometry_t g;
+    g.slots = (int)(DTR__SHM_RING_BYTES / ((int64_t)(n - 1) * chunk));
+    g.slots = g.slots < 2 ? 2 : g.slots > 8 ? 8 : g.slots;
     int64_t gslots = DTR__SHM_GATHER_BYTES / chunk;
     if (gslots > DTR__SHM_GATHER_SLOTS_MAX) gslots = DTR__SHM_GATHER_SLOTS_MAX;
-    if (gslots < 2) gslots = 2;
+    g.gslots = gslots < 2 ? 2 : (int)gslots;
     /* a reduction slot holds n sub-pieces of whole cache lines, about a chunk in all */
-    int64_t rsub = (chunk / n) & ~(int64_t)(DTR__LINE - 1);
-    if (rsub < DTR__LINE) rsub = DTR__LINE;
-    int64_t rslots = ring / (n * rsub);
-    rslots = rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX : rslots;
-    int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * slots + gslots) * chunk +
-                     (2 + (int64_t)n) * DTR__LINE + rslots * n * rsub + 2 * DTR__SHM_TINY_SLOT +
-                     6 * DTR__LINE; /* the agreement's lines, the direct reductions' */
-    region = (region + 4095) & ~(int64_t)4095;
-    size_t size = (size_t)(region * n);
+    g.rsub = (chunk / n) & ~(int64_t)(DTR__LINE - 1);
+    if (g.rsub < DTR__LINE) g.rsub = DTR__LINE;
+    int64_t rslots = ring / (n * g.rsub);
+    g.rslots = (int)(rslots < 2 ? 2 : rslots > DTR__SHM_REDUCE_SLOTS_MAX ? DTR__SHM_REDUCE_SLOTS_MAX
+                                                                         : rslots);
+    int64_t region = (3 * (int64_t)n + 1) * DTR__LINE + ((int64_t)n * g.slots + g.gslots) * chunk +
+                     (2 + (int64_t)n) * DTR__LINE + g.rslots * n * g.rsub +
+                     2 * DTR__SHM_TINY_SLOT + 6 * DTR__LINE; /* the agreement's lines, the direct
+                                                              * reductions' */
+    g.region = (region + 4095) & ~(int64_t)4095;
+    return g;
+}
 
-    /* member 0 names and creates the segment, the others open it; then it is unlinked, so
-     * that it goes away with the last mapping whatever happens to the processes */
-    char name[64] = "";
+/* The segment's name from member 0 (every member gets it, "" where member 0 could not make
+ * it), the segment mapped by the others, and whether every member mapped it. member 0
+ * unlinks it once all have met, so it goes away with the last mapping whatever happens to
+ * the processes. */
+static dtr_status_t dtr__shm_meet(dtr__shm_exchange_fn exchange, void *arg, int n, int me,
+                                  size_t size, char **out) {
+    enum { NAME = 64 };
+    char *names = calloc((size_t)n, NAME), name[NAME] = "";
+    int *mapped = calloc((size_t)n, sizeof *mapped);
     char *base = NULL;
+    if (names == NULL || mapped == NULL) {
+        free(names);
+        free(mapped);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "shm", "names of %d members", n);
+    }
     if (me == 0) {
         static unsigned serial;
         struct timespec t;
@@ -116,27 +125,38 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
         base = dtr__shm_map(name, size, true);
         if (base == NULL) name[0] = '\0';
     }
-    rc = MPI_Bcast(name, (int)sizeof name, MPI_CHAR, 0, comm);
-    if (rc != MPI_SUCCESS) {
-        if (base != NULL) {
-            munmap(base, size);
-            shm_unlink(name);
-        }
-        return dtr__mpi_error(rc, "MPI_Bcast (shared-memory segment name)");
+    dtr_status_t st = exchange(arg, name, NAME, names);
+    if (st == DTR_OK && me != 0 && names[0] != '\0') {
+        memcpy(name, names, NAME);
+        name[NAME - 1] = '\0';
+        base = dtr__shm_map(name, size, false);
     }
-    if (me != 0 && name[0] != '\0') base = dtr__shm_map(name, size, false);
-    int mapped = base != NULL, all = 0;
-    rc = MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm);
+    int mine = base != NULL;
+    if (st == DTR_OK) st = exchange(arg, &mine, sizeof mine, mapped);
     if (me == 0 && name[0] != '\0') shm_unlink(name);
-    if (rc != MPI_SUCCESS || !all) {
-        if (base != NULL) munmap(base, size);
-        return rc != MPI_SUCCESS ? dtr__mpi_error(rc, "MPI_Allreduce (shared-memory segment)")
-                                 : DTR_OK;
-    }
+    bool all = st == DTR_OK;
+    for (int k = 0; k < n && all; k++) all = mapped[k] != 0;
+    free(names);
+    free(mapped);
+    if (!all && base != NULL) munmap(base, size);
+    *out = all ? base : NULL;
+    return st;
+}
+
+dtr_status_t dtr__shm_create(dtr__shm_exchange_fn exchange, void *arg, int n, int me,
+                             int64_t chunk, int64_t ring, dtr__shm_t **out) {
+    *out = NULL;
+    if (n < 2 || n > DTR__SHM_MAX_MEMBERS || chunk <= 0) return DTR_OK;
+    dtr__stream_init(); /* the backend runs without a context in tests */
+    dtr__shm_geometry_t geo = dtr__shm_geometry(n, chunk, ring);
+    size_t size = (size_t)(geo.region * n);
+    char *base = NULL;
+    DTR_CHECK(dtr__shm_meet(exchange, arg, n, me, size, &base));
+    if (base == NULL) return DTR_OK;
 
     dtr__shm_t *s = calloc(1, sizeof *s);
     int64_t *counts = calloc((size_t)n * 5, sizeof *counts);
-    char *scratch = malloc((size_t)(2 * rsub));
+    char *scratch = malloc((size_t)(2 * geo.rsub));
     if (s == NULL || counts == NULL || scratch == NULL || dtr__shm_room(s, n) != DTR_OK) {
         if (s != NULL) dtr__free_spans(s);
         free(s);
@@ -144,18 +164,18 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
         free(scratch);
         munmap(base, size);
         /* the others keep theirs: this member's every later call fails on its own */
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "shared-memory group state");
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "shm", "shared-memory group state");
     }
     s->base = base;
     s->size = size;
-    s->region = region;
+    s->region = geo.region;
     s->chunk = chunk;
     s->n = n;
     s->me = me;
-    s->slots = slots;
-    s->gslots = (int)gslots;
-    s->rsub = rsub;
-    s->rslots = (int)rslots;
+    s->slots = geo.slots;
+    s->gslots = geo.gslots;
+    s->rsub = geo.rsub;
+    s->rslots = geo.rslots;
     s->sent = counts;
     s->got = counts + n;
     s->rlen = counts + 2 * n;
@@ -164,6 +184,23 @@ dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_
     s->scratch = scratch;
     *out = s;
     return DTR_OK;
+}
+
+void dtr__shm_node_key(char key[256]) {
+    char host[128] = "", boot[64] = "";
+    gethostname(host, sizeof host - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot, sizeof boot, f) == NULL) boot[0] = '\0';
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    stat("/dev/shm", &st);
+    memset(key, 0, 256);
+    snprintf(key, 256, "%s|%s|%llx:%llx", host, boot, (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
 }
 
 void dtr__shm_destroy(dtr__shm_t *s) {
@@ -179,7 +216,7 @@ void dtr__shm_destroy(dtr__shm_t *s) {
 dtr_status_t dtr__shm_busy(dtr__shm_t *s, dtr__shm_mode_t mode) {
     static const char *const names[] = {"all-to-all", "gather", "reduction", "tiny all-reduce"};
     if (s->left > 0)
-        return dtr__error(DTR_ERR_BACKEND, "mpi",
+        return dtr__error(DTR_ERR_BACKEND, "shm",
                           "shared-memory %s: the group's previous operation never completed "
                           "(its chunks would be taken for this one's)",
                           names[mode]);

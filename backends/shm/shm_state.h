@@ -3,14 +3,14 @@
  * (mapping the segment, the state, what every start does first), shm_reduce.c (the
  * reductions and the agreement) and shm.c (the all-to-all, the gather, span lists, progress).
  */
-#ifndef DTR_BACKENDS_MPI_SHM_STATE_H
-#define DTR_BACKENDS_MPI_SHM_STATE_H
+#ifndef DTR_BACKENDS_SHM_SHM_STATE_H
+#define DTR_BACKENDS_SHM_SHM_STATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backends/mpi/shm.h"
-#include "backends/mpi/span.h"
+#include "backends/shm/shm.h"
+#include "backends/shm/span.h"
 
 #define DTR__LINE 64
 

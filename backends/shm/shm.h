@@ -1,7 +1,9 @@
 /*
- * The MPI backend's shared-memory path for the strided all-to-all and all-gather and for the
- * reductions: when every member of a group runs on one node, the members map one POSIX
- * shared-memory segment and move their pieces through it themselves.
+ * The shared-memory path of the MPI and Gloo backends, for the all-to-all and all-gather
+ * (strided or not) and for the reductions: when every member of a group runs on one node,
+ * the members map one POSIX shared-memory segment and move their pieces through it
+ * themselves. The backend only helps the members meet (dtr__shm_create's exchange); the
+ * bytes never go through it.
  * - All-to-all: a sender reads its strided rows straight into a ring of cache-sized chunks
  *   per receiver (with software prefetch), the receiver copies each chunk to its place: the
  *   same two copies Open MPI's shared-memory transport makes for a contiguous message, where
@@ -20,35 +22,61 @@
  * operation to the next. Starting an operation writes this member's first chunks (as many as
  * the rings take) and reads nothing of the others'; progress and wait read.
  */
-#ifndef DTR_BACKENDS_MPI_SHM_H
-#define DTR_BACKENDS_MPI_SHM_H
+#ifndef DTR_BACKENDS_SHM_SHM_H
+#define DTR_BACKENDS_SHM_SHM_H
 
-#include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/api.h"
 #include "core/status.h"
 #include "dtensor/dtensor.h"
 #include "runtime/backend.h"
 
 typedef struct dtr__shm dtr__shm_t;
 
-/* Groups of more members than this use MPI_Alltoallw and MPI's strided gather or the slices
- * (the rings would not stay in cache). */
+/* Groups of more members than this keep the backend's own transfers (MPI_Alltoallw, MPI's
+ * strided gather or the slices; Gloo's pairs): the rings would not stay in cache. */
 #define DTR__SHM_MAX_MEMBERS 16
 
+/* The chunk bytes the backends default to: 8 to 64 KiB measured alike (docs/executor.md). */
+#define DTR__SHM_CHUNK 32768
 /*
- * Collective over comm (n members, this one `me`; the MPI backend calls it where it creates
- * the group, which every member does): maps the group's segment with chunks of
- * `chunk` bytes and a reduction ring of about `ring` bytes per member. *out is NULL, with DTR_OK, where the members do not all share a node, n is
- * outside 2..DTR__SHM_MAX_MEMBERS or any member could not map the segment (every member
- * then gets NULL). Errors are MPI's.
+ * The reduction ring's default bytes per member. Larger rings let members that are not
+ * scheduled together (more ranks than cores) fall less in step: on 4 ranks of 2 cores an
+ * f32 16 MiB reduce-scatter took 7-17 ms with 1 MiB, 9-12 with 8 MiB (docs/executor-bench.md).
  */
-dtr_status_t dtr__shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
-                             dtr__shm_t **out);
+#define DTR__SHM_RING (4 << 20)
+
+/*
+ * How the members meet: a blocking all-gather over the group, each member's `bytes` bytes
+ * from `mine` into `all` (member k's at k * bytes), DTR_OK or the backend's error.
+ */
+typedef dtr_status_t (*dtr__shm_exchange_fn)(void *arg, const void *mine, int64_t bytes,
+                                             void *all);
+
+/*
+ * Collective over the group (n members, this one `me`), whose members the caller knows to
+ * share a node (every member passes the same answer): maps the group's segment with chunks
+ * of `chunk` bytes and a reduction ring of about `ring` bytes per member, the members
+ * meeting through `exchange` (twice: the segment's name, then whether all mapped it). *out is
+ * NULL, with DTR_OK, where n is outside 2..DTR__SHM_MAX_MEMBERS or any member could not map
+ * the segment (every member then gets NULL). Errors are the exchange's.
+ */
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_create(dtr__shm_exchange_fn exchange, void *arg, int n,
+                                                 int me, int64_t chunk, int64_t ring,
+                                                 dtr__shm_t **out);
+
+/*
+ * A key naming this process's node for a backend without a node split of its own (Gloo):
+ * the host name, the kernel's boot id and the identity of /dev/shm, where segments live, so
+ * that two containers on one host with separate /dev/shm mounts differ. Members whose keys
+ * are all equal share a node.
+ */
+DTR_INTERNAL_EXPORT void dtr__shm_node_key(char key[256]);
 
 /* Unmaps the segment (local: no other member takes part). NULL is a no-op. */
-void dtr__shm_destroy(dtr__shm_t *s);
+DTR_INTERNAL_EXPORT void dtr__shm_destroy(dtr__shm_t *s);
 
 /*
  * Starts an all-to-all of the other members' pieces: piece k of the send side is `bytes`
@@ -57,7 +85,7 @@ void dtr__shm_destroy(dtr__shm_t *s);
  * member's own piece is not moved. DTR_ERR_BACKEND while the previous operation is not
  * complete: the members would no longer agree on which chunk is which.
  */
-dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
                             void *recv, int64_t rblock, int64_t rrow, int64_t bytes);
 
 /*
@@ -65,7 +93,7 @@ dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int
  * written at recv + k * block as rows of block bytes, row apart (this member's own piece
  * too). DTR_ERR_BACKEND while the previous operation is not complete.
  */
-dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t bytes, void *recv,
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t bytes, void *recv,
                                    int64_t block, int64_t row);
 
 /*
@@ -93,7 +121,7 @@ typedef struct {
  * send and recv sit in shared allocations. DTR_ERR_BACKEND while the previous operation is
  * not complete.
  */
-dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void *recv,
                                            const int64_t *counts, dtr_dtype_t dtype,
                                            dtr_reduce_op_t op, int64_t esize,
                                            const dtr__shm_shared_t *shared);
@@ -103,7 +131,7 @@ dtr_status_t dtr__shm_reduce_scatter_start(dtr__shm_t *s, const void *send, void
  * (in member order, as the reduce-scatter) and every other member copies that result, so
  * all members hold the same bits. send may equal recv.
  */
-dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
                                        int64_t count, dtr_dtype_t dtype, dtr_reduce_op_t op,
                                        int64_t esize, const dtr__shm_shared_t *shared);
 
@@ -113,7 +141,7 @@ dtr_status_t dtr__shm_all_reduce_start(dtr__shm_t *s, const void *send, void *re
  * esize: the dtype's bytes. DTR_ERR_INVALID_ARGUMENT where the lists' bytes differ from what
  * the counts make; DTR_ERR_BACKEND while the previous operation is not complete.
  */
-dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64_t esize);
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64_t esize);
 
 /* Reductions of the group that read the members' buffers where they are (shm_direct.c);
  * 0 for NULL. Read without stopping one that is running. */
@@ -129,7 +157,7 @@ int64_t dtr__shm_direct_ops(const dtr__shm_t *s);
  * a bias gradient's) this costs one cache-line exchange where the piecewise all-reduce
  * takes two rounds.
  */
-dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, void *recv,
                                             int64_t count, dtr_dtype_t dtype,
                                             dtr_reduce_op_t op, int64_t esize);
 
@@ -151,9 +179,9 @@ void dtr__shm_cancel(dtr__shm_t *s);
 
 /* Moves what it can without waiting; true once the operation is complete. *moved says
  * whether it moved anything. */
-bool dtr__shm_progress(dtr__shm_t *s, bool *moved);
+DTR_INTERNAL_EXPORT bool dtr__shm_progress(dtr__shm_t *s, bool *moved);
 
 /* Completes the operation, yielding the CPU while peers are behind. */
-void dtr__shm_wait(dtr__shm_t *s);
+DTR_INTERNAL_EXPORT void dtr__shm_wait(dtr__shm_t *s);
 
 #endif

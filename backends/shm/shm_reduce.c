@@ -4,7 +4,7 @@
 #include "core/common.h"
 #include "numeric/numeric.h"
 #include "runtime/stream.h"
-#include "backends/mpi/shm_state.h"
+#include "backends/shm/shm_state.h"
 
 /*
  * Starts a reduction of n pieces on the state's streams (begun and indexed by the caller):
@@ -56,7 +56,7 @@ dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, voi
                                             int64_t count, dtr_dtype_t dtype,
                                             dtr_reduce_op_t op, int64_t esize) {
     if (count * esize > DTR__SHM_TINY_MAX)
-        return dtr__error(DTR_ERR_INTERNAL, "mpi", "tiny all-reduce of %lld bytes",
+        return dtr__error(DTR_ERR_INTERNAL, "shm", "tiny all-reduce of %lld bytes",
                           (long long)(count * esize));
     DTR_CHECK(dtr__shm_begin(s, DTR__SHM_TINY, 0));
     uint64_t t = ++s->tiny;
