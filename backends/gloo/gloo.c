@@ -239,6 +239,8 @@ static dtr_status_t dtr__gloo_all_gather(void *group, const void *send, int64_t 
 static dtr_status_t dtr__gloo_all_gatherv(void *group, const void *send, int64_t bytes,
                                           void *recv, const int64_t *counts,
                                           const int64_t *displs, dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node_all_gatherv(group, send, bytes, recv, counts, displs, req, &st)) return st;
     dtr__gloo_gather_t a = {.bytes = bytes, .counts = counts, .displs = displs};
     return dtr__gloo_start_move(group, send, recv, dtr__gloo_fill_gather, &a, req);
 }

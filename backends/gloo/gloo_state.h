@@ -78,6 +78,9 @@ dtr_status_t dtr__gloo_node_create(dtr__gloo_group_t *g);
  * where gloo.c's transfers take it. */
 bool dtr__gloo_node_all_gather(dtr__gloo_group_t *g, const void *send, int64_t bytes, void *recv,
                                dtr_backend_req_t *req, dtr_status_t *st);
+bool dtr__gloo_node_all_gatherv(dtr__gloo_group_t *g, const void *send, int64_t bytes,
+                                void *recv, const int64_t *counts, const int64_t *displs,
+                                dtr_backend_req_t *req, dtr_status_t *st);
 bool dtr__gloo_node_all_to_all(dtr__gloo_group_t *g, const void *send, int64_t bytes, void *recv,
                                dtr_backend_req_t *req, dtr_status_t *st);
 bool dtr__gloo_node_reduce(dtr__gloo_group_t *g, bool all, const void *send, void *recv,

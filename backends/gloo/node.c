@@ -77,6 +77,22 @@ bool dtr__gloo_node_all_gather(dtr__gloo_group_t *g, const void *send, int64_t b
         g, dtr__shm_gather_start(g->shm, send, bytes, recv, bytes, bytes), req, st);
 }
 
+bool dtr__gloo_node_all_gatherv(dtr__gloo_group_t *g, const void *send, int64_t bytes,
+                                void *recv, const int64_t *counts, const int64_t *displs,
+                                dtr_backend_req_t *req, dtr_status_t *st) {
+    if (g->shm == NULL) return false;
+    /* as a gather over span lists: one span sent, each member's piece a span received */
+    dtr_span_t in = {(char *)send, 1, bytes, bytes}, out[DTR__SHM_MAX_MEMBERS];
+    int nout = 0;
+    for (int k = 0; k < g->n; k++)
+        if (counts[k] > 0)
+            out[nout++] = (dtr_span_t){(char *)recv + displs[k], 1, counts[k], counts[k]};
+    dtr_spans_op_t op = {.kind = DTR_SPANS_ALL_GATHER, .send = &in, .nsend = bytes > 0,
+                         .recv = out, .nrecv = nout, .counts = counts, .dtype = DTR_U8};
+    dtr__gloo_node_ready(g);
+    return dtr__gloo_node_started(g, dtr__shm_spans_start(g->shm, &op, 1), req, st);
+}
+
 bool dtr__gloo_node_all_to_all(dtr__gloo_group_t *g, const void *send, int64_t bytes, void *recv,
                                dtr_backend_req_t *req, dtr_status_t *st) {
     if (g->shm == NULL || bytes <= 0) return false;
