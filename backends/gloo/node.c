@@ -35,17 +35,43 @@ static dtr_status_t dtr__gloo_exchange(void *group, const void *mine, int64_t by
                       "meeting for the shared-memory segment: %s", err);
 }
 
+/* What the members compare before a segment: where they run and how they would size it. */
+typedef struct {
+    char node[256];
+    int64_t on, chunk, ring;
+} dtr__gloo_meet_t;
+
+/* The members' settings must agree: a member with the segment off, or another geometry,
+ * would read the others' rings wrong. Every member sees the same list, so all fail alike. */
+static dtr_status_t dtr__gloo_node_agree(const dtr__gloo_group_t *g, const dtr__gloo_meet_t *m) {
+    static const char *const names[] = {"DTR_GLOO_SHM", "DTR_GLOO_SHM_CHUNK", "DTR_GLOO_SHM_RING"};
+    for (int k = 1; k < g->n; k++) {
+        const int64_t a[3] = {m[0].on, m[0].chunk, m[0].ring}, b[3] = {m[k].on, m[k].chunk, m[k].ring};
+        for (int v = 0; v < 3; v++)
+            if (a[v] != b[v])
+                return dtr__error(DTR_ERR_INVALID_ARGUMENT, "gloo",
+                                  "%s differs between the group's members: %lld on member 0, "
+                                  "%lld on member %d (set it alike on every rank)",
+                                  names[v], (long long)a[v], (long long)b[v], k);
+    }
+    return DTR_OK;
+}
+
 dtr_status_t dtr__gloo_node_create(dtr__gloo_group_t *g) {
-    if (!g->b->shm || g->n < 2 || g->n > DTR__SHM_MAX_MEMBERS) return DTR_OK;
-    char key[256];
-    dtr__shm_node_key(key);
-    char *keys = malloc((size_t)g->n * sizeof key);
-    if (keys == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "gloo", "%d node keys", g->n);
-    dtr_status_t st = dtr__gloo_exchange(g, key, sizeof key, keys);
-    bool one = st == DTR_OK;
-    for (int k = 1; k < g->n && one; k++) one = memcmp(keys, keys + k * sizeof key, sizeof key) == 0;
-    free(keys);
-    if (!one) return st; /* every member saw the same keys, so none maps a segment */
+    if (g->n < 2 || g->n > DTR__SHM_MAX_MEMBERS) return DTR_OK;
+    dtr__gloo_meet_t mine, *all = malloc((size_t)g->n * sizeof mine);
+    if (all == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "gloo", "%d node keys", g->n);
+    memset(&mine, 0, sizeof mine);
+    dtr__shm_node_key(mine.node);
+    mine.on = g->b->shm;
+    mine.chunk = g->b->shm_chunk;
+    mine.ring = g->b->shm_ring;
+    dtr_status_t st = dtr__gloo_exchange(g, &mine, sizeof mine, all);
+    if (st == DTR_OK) st = dtr__gloo_node_agree(g, all);
+    bool one = st == DTR_OK && mine.on;
+    for (int k = 1; k < g->n && one; k++) one = memcmp(all[0].node, all[k].node, sizeof mine.node) == 0;
+    free(all);
+    if (!one) return st; /* every member saw the same list, so none maps a segment */
     st = dtr__shm_create(dtr__gloo_exchange, g, g->n, g->me, g->b->shm_chunk, g->b->shm_ring,
                          &g->shm);
     g->b->paths.shared_memory += g->shm != NULL;

@@ -5,7 +5,8 @@
 # overlapping, one tensor and a batch), dtr grad (ddp, fsdp, hsdp, and --model), dtr reshard
 # (a model saved on 2x2 and consolidated, compared byte for byte), each verified element by
 # element; and the unhappy paths, each named once: no launcher, --device cuda, a mesh larger
-# than the job, --batch with nccl, an unknown backend.
+# than the job, --batch with nccl, an unknown backend, the shared-memory path's settings
+# differing on one rank.
 # Usage: cli_gloo.sh DTR DTR_LAUNCH_SH
 set -u
 dtr=$1
@@ -94,6 +95,30 @@ check "the JSON names the backend: between meshes" 2 0 '"to_mesh":[1],"backend":
     run --mesh 1 --to-mesh 1 --to-ranks 1 --shape 4 --from R --to R --backend gloo --iters 0 --json
 check "grad, no launcher" 0 2 "" "dtr grad: --backend gloo: dtr_context_create_gloo_env: WORLD_SIZE is not set" \
     grad --mode ddp --mesh 2 --backend gloo
+
+# The shared-memory path's settings differ on one rank: every rank fails at its first
+# collective naming the variable (the segment would be read with another geometry, or not at
+# all), none waits for the others (the launcher stops the rest once one has exited, so some
+# may not get to print).
+for setting in "1 DTR_GLOO_SHM_CHUNK=64" "0 DTR_GLOO_SHM=0" "2 DTR_GLOO_SHM_RING=8192"; do
+    rank=${setting%% *} var=${setting#* }
+    wrap=$(mktemp)
+    printf '%s\n' '#!/bin/bash' "if [ \"\$RANK\" = $rank ]; then export $var; fi" \
+        "exec \"$dtr\" \"\$@\"" >"$wrap"
+    chmod +x "$wrap"
+    timeout 60 bash "$launcher" -n 3 "$wrap" run --mesh 3 --shape 8x8 --from 'S(0)' --to R \
+        --backend gloo >"$out" 2>"$err"
+    rc=$?
+    want="${var%%=*} differs between the group's members"
+    if [ "$rc" -eq 1 ] && [ "$(grep -c "$want" "$err")" -ge 1 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $var on rank $rank alone (exit $rc, want 1 and '$want')"
+        head -5 "$err"
+    fi
+    rm -f "$wrap"
+done
 
 echo "cli_gloo: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
