@@ -54,6 +54,10 @@ void dtr__mpi_shared_find(const dtr__mpi_t *m, const int *ranks, int n, const vo
                           int64_t bytes, int side, dtr__shm_shared_t *out);
 void dtr__mpi_shared_destroy(dtr__mpi_t *m, bool finalized);
 
+/* The members' DTR_MPI_* switches all alike, or INVALID_ARGUMENT naming the first that
+ * differs (collective over the group's comm of n members; settings.c). */
+dtr_status_t dtr__mpi_settings_agree(MPI_Comm comm, int n, const dtr__mpi_t *m);
+
 /* dtr__shm_create over comm, after MPI's own test that every member shares a node (nodes.c). */
 dtr_status_t dtr__mpi_shm_create(MPI_Comm comm, int n, int me, int64_t chunk, int64_t ring,
                                  dtr__shm_t **out);

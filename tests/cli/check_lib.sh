@@ -63,6 +63,20 @@ with_rank_args() {
     dtr=$real
     rm -f "$wrap"
 }
+# with_rank_env RANK VAR=VALUE CHECK-ARGS...: `check` with rank RANK alone run with VAR=VALUE in
+# its environment (mpirun's rank, or RANK under tools/dtr_launch.sh)
+with_rank_env() {
+    local bad=$1 setting=$2 real=$dtr wrap
+    shift 2
+    wrap=$(mktemp)
+    printf '%s\n' '#!/bin/bash' 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${RANK:-0}}}' \
+        "if [ \"\$r\" = $bad ]; then export $setting; fi" "exec \"$real\" \"\$@\"" >"$wrap"
+    chmod +x "$wrap"
+    dtr=$wrap
+    check "$@"
+    dtr=$real
+    rm -f "$wrap"
+}
 # with_bad_rank RANK CHECK-ARGS...: rank RANK alone gets `--shape 9xq`, the others `--shape
 # 8x8` (a bad argument on one rank: every rank must fail at once with its message, not wait
 # in a collective for the rank that left)

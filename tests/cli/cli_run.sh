@@ -440,4 +440,12 @@ with_rank_args 1 "--device cuda" "--device cpu" "--device cuda on one rank alone
 with_bad_rank 2 "a bad argument on one rank, between meshes" 4 2 "" \
     'dtr run: rank 2: --shape: dtr_shape_parse: text "9xq"' \
     run --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --iters 1
+# the MPI backend's switches differ on one rank: every rank fails its first group naming the
+# variable (before, the ranks took different paths: a hang, or rings read with another size)
+with_rank_env 1 DTR_MPI_SHM_CHUNK=64 "DTR_MPI_SHM_CHUNK on rank 1 alone" 3 1 "" \
+    "DTR_MPI_SHM_CHUNK differs between the group's members: 32768 on member 0, 64 on member 1" \
+    run --mesh 3 --shape 8x8 --from 'S(0)' --to 'S(1)' --iters 1
+with_rank_env 0 DTR_MPI_SHM_GATHER=0 "DTR_MPI_SHM_GATHER=0 on rank 0 alone" 2 1 "" \
+    "DTR_MPI_SHM_GATHER differs between the group's members: 0 on member 0, 1 on member 1" \
+    run --mesh 2 --shape 8x8 --from 'S(1)' --to R --iters 1
 finish "dtr run CLI"

@@ -1,0 +1,32 @@
+/* The MPI backend's switches from the environment (DTR_MPI_*), compared between a group's
+ * members when the group is made: each picks an operation's path (MPI's call, the segment,
+ * the hierarchical form) on its own, so members launched with other values would wait in
+ * different calls, or read the segment's rings with another geometry. */
+#include <stdlib.h>
+
+#include "core/common.h"
+#include "backends/mpi/error.h"
+#include "backends/mpi/mpi_state.h"
+
+dtr_status_t dtr__mpi_settings_agree(MPI_Comm comm, int n, const dtr__mpi_t *m) {
+    enum { K = 9 };
+    static const char *const names[K] = {
+        "DTR_MPI_STRIDED", "DTR_MPI_SHM",      "DTR_MPI_SHM_GATHER", "DTR_MPI_SHM_REDUCE",
+        "DTR_MPI_SPANS",   "DTR_MPI_HIER",     "DTR_MPI_SHM_CHUNK",  "DTR_MPI_SHM_RING",
+        "DTR_MPI_HIER_MIN"};
+    int64_t mine[K] = {m->strided, m->shm,       m->shm_gather, m->shm_reduce, m->spans,
+                       m->hier,    m->shm_chunk, m->shm_ring,   m->hier_min};
+    int64_t *all = malloc(sizeof mine * (size_t)n);
+    if (all == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "mpi", "%d members' settings", n);
+    int rc = MPI_Allgather(mine, K, MPI_INT64_T, all, K, MPI_INT64_T, comm);
+    dtr_status_t st = rc == MPI_SUCCESS ? DTR_OK : dtr__mpi_error(rc, "MPI_Allgather (settings)");
+    for (int k = 1; k < n && st == DTR_OK; k++)
+        for (int v = 0; v < K && st == DTR_OK; v++)
+            if (all[k * K + v] != all[v])
+                st = dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
+                                "%s differs between the group's members: %lld on member 0, "
+                                "%lld on member %d (set it alike on every rank)",
+                                names[v], (long long)all[v], (long long)all[k * K + v], k);
+    free(all);
+    return st;
+}
