@@ -22,10 +22,10 @@
  *
  * Inside a node, a group whose members all run on this host (the same host name, boot id and
  * /dev/shm) of 2 to 16 members maps one POSIX shared-memory segment when it is created and
- * moves its equal gathers and all-to-alls, strided pieces, span lists and reductions through
- * it, as the MPI backend's shared-memory path does (backends/shm/shm.h): no TCP, no copy
- * through Gloo's buffers. Its other operations (the v forms with uneven pieces) and groups
- * across hosts keep Gloo's pairs. DTR_GLOO_SHM=0 turns the segment off; DTR_GLOO_SHM_CHUNK
+ * moves its gathers and all-to-alls (equal pieces or not), strided pieces, span lists and
+ * reductions through it, as the MPI backend's shared-memory path does (backends/shm/shm.h):
+ * no TCP, no copy through Gloo's buffers. Groups across hosts, and groups of more than 16
+ * members, keep Gloo's pairs. DTR_GLOO_SHM=0 turns the segment off; DTR_GLOO_SHM_CHUNK
  * and DTR_GLOO_SHM_RING size it as DTR_MPI_SHM_CHUNK / _RING do the MPI backend's.
  */
 #ifndef DTR_BACKENDS_GLOO_DTR_GLOO_H

@@ -277,6 +277,10 @@ static dtr_status_t dtr__gloo_all_to_allv(void *group, const void *send, const i
                                           const int64_t *sdispls, void *recv,
                                           const int64_t *rcounts, const int64_t *rdispls,
                                           dtr_backend_req_t *req) {
+    dtr_status_t st;
+    if (dtr__gloo_node_all_to_allv(group, send, scounts, sdispls, recv, rcounts, rdispls, req,
+                                   &st))
+        return st;
     dtr__gloo_a2a_t a = {.sc = scounts, .sd = sdispls, .rc = rcounts, .rd = rdispls};
     return dtr__gloo_start_move(group, send, recv, dtr__gloo_fill_a2a, &a, req);
 }

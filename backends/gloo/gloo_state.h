@@ -83,6 +83,9 @@ bool dtr__gloo_node_all_gatherv(dtr__gloo_group_t *g, const void *send, int64_t 
                                 dtr_backend_req_t *req, dtr_status_t *st);
 bool dtr__gloo_node_all_to_all(dtr__gloo_group_t *g, const void *send, int64_t bytes, void *recv,
                                dtr_backend_req_t *req, dtr_status_t *st);
+bool dtr__gloo_node_all_to_allv(dtr__gloo_group_t *g, const void *send, const int64_t *sc,
+                                const int64_t *sd, void *recv, const int64_t *rc,
+                                const int64_t *rd, dtr_backend_req_t *req, dtr_status_t *st);
 bool dtr__gloo_node_reduce(dtr__gloo_group_t *g, bool all, const void *send, void *recv,
                            const int64_t *counts, int64_t count, dtr_dtype_t dtype,
                            dtr_reduce_op_t op, dtr_backend_req_t *req, dtr_status_t *st);

@@ -131,6 +131,25 @@ bool dtr__gloo_node_all_to_all(dtr__gloo_group_t *g, const void *send, int64_t b
         g, dtr__shm_start(g->shm, send, bytes, bytes, recv, bytes, bytes, bytes), req, st);
 }
 
+bool dtr__gloo_node_all_to_allv(dtr__gloo_group_t *g, const void *send, const int64_t *sc,
+                                const int64_t *sd, void *recv, const int64_t *rc,
+                                const int64_t *rd, dtr_backend_req_t *req, dtr_status_t *st) {
+    if (g->shm == NULL) return false;
+    int me = g->me;
+    if (sc[me] != rc[me]) {
+        *st = dtr__error(DTR_ERR_INVALID_ARGUMENT, "gloo",
+                         "member %d sends itself %lld bytes and receives %lld", me,
+                         (long long)sc[me], (long long)rc[me]);
+        return true;
+    }
+    dtr__gloo_node_ready(g);
+    const char *own = (const char *)send + sd[me];
+    char *to = (char *)recv + rd[me];
+    if (sc[me] > 0 && own != to) memmove(to, own, (size_t)sc[me]);
+    return dtr__gloo_node_started(g, dtr__shm_start_v(g->shm, send, sc, sd, recv, rc, rd), req,
+                                  st);
+}
+
 bool dtr__gloo_node_reduce(dtr__gloo_group_t *g, bool all, const void *send, void *recv,
                            const int64_t *counts, int64_t count, dtr_dtype_t dtype,
                            dtr_reduce_op_t op, dtr_backend_req_t *req, dtr_status_t *st) {

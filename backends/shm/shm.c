@@ -22,17 +22,45 @@
 static bool dtr__all_to_all_send(dtr__shm_t *s, int to);
 static bool dtr__gather_send(dtr__shm_t *s);
 
+/* Starts an all-to-all on the state's streams (indexed by the caller, piece k of each the
+ * k-th span): each pair moves its piece's chunks, as many as that piece's bytes make, which
+ * its sender and its receiver both know. */
+static void dtr__all_to_all_begin(dtr__shm_t *s) {
+    s->left = 0;
+    for (int k = 0; k < s->n; k++) {
+        if (k == s->me) continue;
+        s->scnt[k] = (s->istart[k + 1] - s->istart[k] + s->chunk - 1) / s->chunk;
+        s->rcnt[k] = (s->ostart[k + 1] - s->ostart[k] + s->chunk - 1) / s->chunk;
+        s->left += (s->scnt[k] > 0) + (s->rcnt[k] > 0);
+    }
+    for (int to = 0; to < s->n; to++)
+        if (to != s->me) dtr__all_to_all_send(s, to);
+}
+
 dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
                             void *recv, int64_t rblock, int64_t rrow, int64_t bytes) {
     DTR_CHECK(dtr__shm_begin(s, DTR__SHM_A2A, bytes));
     for (int k = 0; k < s->n; k++) {
-        s->ispan[k] = dtr__shm_span((const char *)send + k * sblock, bytes, sblock, srow);
-        s->ospan[k] = dtr__shm_span((char *)recv + k * rblock, bytes, rblock, rrow);
+        int64_t b = k == s->me ? 0 : bytes; /* (this member's own piece is not moved) */
+        s->ispan[k] = dtr__shm_span((const char *)send + k * sblock, b, sblock, srow);
+        s->ospan[k] = dtr__shm_span((char *)recv + k * rblock, b, rblock, rrow);
     }
     dtr__shm_streams(s, s->n, s->n);
-    s->left = s->count > 0 ? 2 * (s->n - 1) : 0;
-    for (int to = 0; to < s->n; to++)
-        if (to != s->me) dtr__all_to_all_send(s, to);
+    dtr__all_to_all_begin(s);
+    return DTR_OK;
+}
+
+dtr_status_t dtr__shm_start_v(dtr__shm_t *s, const void *send, const int64_t *scounts,
+                              const int64_t *sdispls, void *recv, const int64_t *rcounts,
+                              const int64_t *rdispls) {
+    DTR_CHECK(dtr__shm_begin(s, DTR__SHM_A2A, 0));
+    for (int k = 0; k < s->n; k++) {
+        int64_t sb = k == s->me ? 0 : scounts[k], rb = k == s->me ? 0 : rcounts[k];
+        s->ispan[k] = dtr__shm_span((const char *)send + sdispls[k], sb, sb, sb);
+        s->ospan[k] = dtr__shm_span((char *)recv + rdispls[k], rb, rb, rb);
+    }
+    dtr__shm_streams(s, s->n, s->n);
+    dtr__all_to_all_begin(s);
     return DTR_OK;
 }
 
@@ -67,21 +95,27 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
     return DTR_OK;
 }
 
+/* The bytes of chunk c of a piece at [first, end) of a stream. */
+static int64_t dtr__alen(int64_t first, int64_t end, int64_t c, int64_t chunk) {
+    int64_t left = end - first - c * chunk;
+    return left < chunk ? left : chunk;
+}
+
 /* Writes this member's chunks for `to` while the pair's ring has room. */
 static bool dtr__all_to_all_send(dtr__shm_t *s, int to) {
     int me = s->me;
     bool any = false;
-    while (s->sent[to] < s->count) {
-        uint64_t q = s->earlier + (uint64_t)s->sent[to];
+    while (s->sent[to] < s->scnt[to]) {
+        uint64_t q = (uint64_t)(s->asent[to] + s->sent[to]);
         /* slot q % slots is free once the receiver has read chunk q - slots */
         if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
             break;
         int64_t at = s->sent[to] * s->chunk;
-        int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
-        dtr__spans_read(&s->in, to * s->bytes + at, len, dtr__slot(s, me, to, q));
+        int64_t len = dtr__alen(s->istart[to], s->istart[to + 1], s->sent[to], s->chunk);
+        dtr__spans_read(&s->in, s->istart[to] + at, len, dtr__slot(s, me, to, q));
         __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
         any = true;
-        if (++s->sent[to] == s->count) s->left--;
+        if (++s->sent[to] == s->scnt[to]) s->left--;
     }
     return any;
 }
@@ -92,21 +126,20 @@ static bool dtr__all_to_all_progress(dtr__shm_t *s) {
     for (int step = 1; step < n && s->left > 0; step++) {
         int to = (me + step) % n, from = (me + n - step) % n;
         any |= dtr__all_to_all_send(s, to);
-        while (s->got[from] < s->count) {
-            uint64_t q = s->earlier + (uint64_t)s->got[from];
+        while (s->got[from] < s->rcnt[from]) {
+            uint64_t q = (uint64_t)(s->agot[from] + s->got[from]);
             if (__atomic_load_n(dtr__ready(s, from, me), __ATOMIC_ACQUIRE) <= q) break;
             int64_t at = s->got[from] * s->chunk;
-            int64_t len = s->bytes - at < s->chunk ? s->bytes - at : s->chunk;
-            dtr__spans_write(&s->out, from * s->bytes + at, len, dtr__slot(s, from, me, q),
+            int64_t len = dtr__alen(s->ostart[from], s->ostart[from + 1], s->got[from], s->chunk);
+            dtr__spans_write(&s->out, s->ostart[from] + at, len, dtr__slot(s, from, me, q),
                              false);
             __atomic_store_n(dtr__done(s, from, me), q + 1, __ATOMIC_RELEASE);
             any = true;
-            if (++s->got[from] == s->count) s->left--;
+            if (++s->got[from] == s->rcnt[from]) s->left--;
         }
     }
     return any;
 }
-
 
 /* The bytes of member k's gather piece in the chunk at byte `at` of it (0 past its end). */
 static int64_t dtr__glen(const dtr__shm_t *s, int k, int64_t at) {
@@ -269,8 +302,12 @@ void dtr__shm_cancel(dtr__shm_t *s) {
     if (s->left == 0 && s->mode != DTR__SHM_TINY) return;
     switch (s->mode) {
     case DTR__SHM_A2A:
-        for (int to = 0; to < s->n; to++)
-            if (to != s->me) __atomic_store_n(dtr__ready(s, s->me, to), s->earlier, __ATOMIC_RELEASE);
+        for (int to = 0; to < s->n; to++) {
+            if (to != s->me)
+                __atomic_store_n(dtr__ready(s, s->me, to), (uint64_t)s->asent[to],
+                                 __ATOMIC_RELEASE);
+            s->scnt[to] = s->rcnt[to] = 0;
+        }
         break;
     case DTR__SHM_GATHER:
         __atomic_store_n(dtr__gready(s, s->me), s->gearlier, __ATOMIC_RELEASE);

@@ -89,6 +89,17 @@ DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send,
                             void *recv, int64_t rblock, int64_t rrow, int64_t bytes);
 
 /*
+ * Starts an all-to-all of pieces that may differ in size: to member k, scounts[k] bytes at
+ * send + sdispls[k]; from member k, rcounts[k] bytes into recv + rdispls[k] (member k's
+ * scounts[me] is this member's rcounts[k]). This member's own piece is not moved (the
+ * caller copies it). DTR_ERR_BACKEND while the previous operation is not complete.
+ */
+DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_start_v(dtr__shm_t *s, const void *send,
+                                                  const int64_t *scounts, const int64_t *sdispls,
+                                                  void *recv, const int64_t *rcounts,
+                                                  const int64_t *rdispls);
+
+/*
  * Starts an all-gather: every member sends `bytes` contiguous bytes; member k's piece is
  * written at recv + k * block as rows of block bytes, row apart (this member's own piece
  * too). DTR_ERR_BACKEND while the previous operation is not complete.

@@ -155,7 +155,7 @@ dtr_status_t dtr__shm_create(dtr__shm_exchange_fn exchange, void *arg, int n, in
     if (base == NULL) return DTR_OK;
 
     dtr__shm_t *s = calloc(1, sizeof *s);
-    int64_t *counts = calloc((size_t)n * 5, sizeof *counts);
+    int64_t *counts = calloc((size_t)n * 9, sizeof *counts);
     char *scratch = malloc((size_t)(2 * geo.rsub));
     if (s == NULL || counts == NULL || scratch == NULL || dtr__shm_room(s, n) != DTR_OK) {
         if (s != NULL) dtr__free_spans(s);
@@ -181,6 +181,10 @@ dtr_status_t dtr__shm_create(dtr__shm_exchange_fn exchange, void *arg, int n, in
     s->rlen = counts + 2 * n;
     s->soff = counts + 3 * n;
     s->roff = counts + 4 * n;
+    s->asent = counts + 5 * n;
+    s->agot = counts + 6 * n;
+    s->scnt = counts + 7 * n;
+    s->rcnt = counts + 8 * n;
     s->scratch = scratch;
     *out = s;
     return DTR_OK;
@@ -233,7 +237,11 @@ dtr_status_t dtr__shm_begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t bytes) 
     else if (s->mode == DTR__SHM_REDUCE)
         s->rearlier += (uint64_t)s->count;
     else if (s->mode == DTR__SHM_A2A)
-        s->earlier += (uint64_t)s->count;
+        for (int k = 0; k < s->n; k++) {
+            s->asent[k] += s->scnt[k];
+            s->agot[k] += s->rcnt[k];
+            s->scnt[k] = s->rcnt[k] = 0;
+        }
     s->mode = mode;
     s->stream = false;
     s->direct = DTR__DIRECT_OFF;

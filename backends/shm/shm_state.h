@@ -47,7 +47,10 @@ struct dtr__shm {
     size_t size;
     int64_t region, chunk, rsub;
     int n, me, slots, gslots, rslots;
-    uint64_t earlier, gearlier, rearlier; /* chunks of earlier operations of each kind */
+    uint64_t gearlier, rearlier; /* chunks of earlier gathers and reductions */
+    /* the all-to-alls' pairs count apart (their pieces may differ): [n] each, chunks of
+     * earlier all-to-alls sent to / received from member k, and the running one's */
+    int64_t *asent, *agot, *scnt, *rcnt;
     uint64_t tiny;                        /* tiny all-reduces started, this one included */
     uint64_t agreed;                      /* agreements started, likewise */
     uint64_t gfree, rfree; /* lowest gdone / rdone over the readers, as last seen */

@@ -76,7 +76,7 @@ sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
 printf '%s\n' dtr__env_timeout dtr__error dtr__fnv dtr__mpi_error dtr__now dtr__reduce_n dtr__store \
     dtr__shm_all_reduce_start dtr__shm_create dtr__shm_destroy dtr__shm_gather_start \
     dtr__shm_node_key dtr__shm_progress dtr__shm_reduce_scatter_start dtr__shm_spans_start \
-    dtr__shm_start dtr__shm_tiny_all_reduce_start dtr__shm_wait | sort >"$work/internal"
+    dtr__shm_start dtr__shm_start_v dtr__shm_tiny_all_reduce_start dtr__shm_wait | sort >"$work/internal"
 outside=$(grep -vc '^dtr_' "$work/exported")
 missing=$(comm -13 "$work/exported" "$work/declared")
 extra=$(comm -23 "$work/exported" "$work/declared" | comm -23 - "$work/internal")
