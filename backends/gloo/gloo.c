@@ -517,6 +517,9 @@ static dtr_status_t dtr__gloo_env_bytes(const char *name, int64_t dflt, int64_t 
 static dtr_status_t dtr__gloo_shm_env(dtr__gloo_t *b) {
     const char *on = getenv("DTR_GLOO_SHM");
     b->shm = on == NULL || strcmp(on, "0") != 0;
+    if (on != NULL && *on != '\0' && strcmp(on, "0") != 0 && strcmp(on, "1") != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create_gloo",
+                          "DTR_GLOO_SHM: \"%.40s\" is not 0 or 1", on);
     DTR_CHECK(dtr__gloo_env_bytes("DTR_GLOO_SHM_CHUNK", DTR__SHM_CHUNK, 1, 1 << 24, &b->shm_chunk));
     return dtr__gloo_env_bytes("DTR_GLOO_SHM_RING", DTR__SHM_RING, 4096, (int64_t)1 << 30,
                                &b->shm_ring);

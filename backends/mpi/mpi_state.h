@@ -54,6 +54,9 @@ void dtr__mpi_shared_find(const dtr__mpi_t *m, const int *ranks, int n, const vo
                           int64_t bytes, int side, dtr__shm_shared_t *out);
 void dtr__mpi_shared_destroy(dtr__mpi_t *m, bool finalized);
 
+/* The DTR_MPI_* switches into m, or INVALID_ARGUMENT naming a malformed one (settings.c). */
+dtr_status_t dtr__mpi_settings_read(dtr__mpi_t *m);
+
 /* The members' DTR_MPI_* switches all alike, or INVALID_ARGUMENT naming the first that
  * differs (collective over the group's comm of n members; settings.c). */
 dtr_status_t dtr__mpi_settings_agree(MPI_Comm comm, int n, const dtr__mpi_t *m);

@@ -1,12 +1,45 @@
-/* The MPI backend's switches from the environment (DTR_MPI_*), compared between a group's
- * members when the group is made: each picks an operation's path (MPI's call, the segment,
+/* The MPI backend's switches from the environment (DTR_MPI_*), read when its state is made
+ * and compared between a group's members when the group is made: each picks an operation's path (MPI's call, the segment,
  * the hierarchical form) on its own, so members launched with other values would wait in
  * different calls, or read the segment's rings with another geometry. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/common.h"
 #include "backends/mpi/error.h"
 #include "backends/mpi/mpi_state.h"
+
+/* An on/off variable: on where unset, empty or "1", off for "0", anything else refused by
+ * name (a switch misspelt as "off" must not leave the path on unseen). */
+static dtr_status_t dtr__env_on(const char *name, bool *on) {
+    const char *v = getenv(name);
+    *on = v == NULL || strcmp(v, "0") != 0;
+    if (v == NULL || *v == '\0' || strcmp(v, "0") == 0 || strcmp(v, "1") == 0) return DTR_OK;
+    return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_backend_mpi_state_create",
+                      "%s: \"%.40s\" is not 0 or 1", name, v);
+}
+
+dtr_status_t dtr__mpi_settings_read(dtr__mpi_t *m) {
+    bool gather, reduce, spans, hier;
+    DTR_CHECK(dtr__env_on("DTR_MPI_STRIDED", &m->strided));
+    DTR_CHECK(dtr__env_on("DTR_MPI_SHM", &m->shm));
+    DTR_CHECK(dtr__env_on("DTR_MPI_SHM_GATHER", &gather));
+    DTR_CHECK(dtr__env_on("DTR_MPI_SHM_REDUCE", &reduce));
+    DTR_CHECK(dtr__env_on("DTR_MPI_SPANS", &spans));
+    DTR_CHECK(dtr__env_on("DTR_MPI_HIER", &hier));
+    m->shm_gather = m->shm && gather;
+    m->shm_reduce = m->shm && reduce;
+    m->spans = m->shm && spans;
+    m->hier = m->shm_reduce && hier;
+    const char *f = "dtr_backend_mpi_state_create";
+    /* small chunks make tests wrap the rings */
+    DTR_CHECK(dtr__env_bytes("DTR_MPI_SHM_CHUNK", f, DTR__SHM_CHUNK, 1, 1 << 24,
+                             "a byte count from 1 to 16 MiB", &m->shm_chunk));
+    DTR_CHECK(dtr__env_bytes("DTR_MPI_SHM_RING", f, DTR__SHM_RING, 4096, (int64_t)1 << 30,
+                             "a byte count from 4 KiB to 1 GiB", &m->shm_ring));
+    return dtr__env_bytes("DTR_MPI_HIER_MIN", f, DTR__HIER_MIN, 0, (int64_t)1 << 40,
+                          "a byte count from 0 to 1 TiB", &m->hier_min);
+}
 
 dtr_status_t dtr__mpi_settings_agree(MPI_Comm comm, int n, const dtr__mpi_t *m) {
     enum { K = 9 };

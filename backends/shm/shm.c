@@ -299,7 +299,9 @@ dtr_status_t dtr__shm_spans_start(dtr__shm_t *s, const dtr_spans_op_t *op, int64
  * member's ready counters go back, and the operation counts as a finished one of no chunks.
  */
 void dtr__shm_cancel(dtr__shm_t *s) {
-    if (s->left == 0 && s->mode != DTR__SHM_TINY) return;
+    /* (an all-to-all member with nothing to receive may have written all it sends at the
+     * start, so it is done here while the receivers never read those chunks) */
+    if (s->left == 0 && s->mode != DTR__SHM_TINY && s->mode != DTR__SHM_A2A) return;
     switch (s->mode) {
     case DTR__SHM_A2A:
         for (int to = 0; to < s->n; to++) {

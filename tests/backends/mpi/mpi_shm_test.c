@@ -201,18 +201,23 @@ static void expect_overlap_refused(const dtr_backend_ops_t *ops, void *group, in
     free(out);
 }
 
-static void expect_env_refused(const char *value, int rank) {
-    setenv("DTR_MPI_SHM_CHUNK", value, 1);
+/* name=value refused by name when the backend's state is made; name's own value restored. */
+static void expect_env_refused(const char *name, const char *value, int rank) {
+    const char *was = getenv(name);
+    char *old = was != NULL ? strdup(was) : NULL;
+    setenv(name, value, 1);
     void *state = NULL;
     dtr_status_t st = dtr_backend_mpi_state_create(MPI_COMM_WORLD, &state);
-    if (st != DTR_ERR_INVALID_ARGUMENT || strstr(dtr_last_error(), "DTR_MPI_SHM_CHUNK") == NULL) {
+    if (st != DTR_ERR_INVALID_ARGUMENT || strstr(dtr_last_error(), name) == NULL) {
         char what[256];
-        snprintf(what, sizeof what, "DTR_MPI_SHM_CHUNK=%s gave %s: %s", value,
-                 dtr_status_name(st), st == DTR_OK ? "(accepted)" : dtr_last_error());
+        snprintf(what, sizeof what, "%s=%s gave %s: %s", name, value, dtr_status_name(st),
+                 st == DTR_OK ? "(accepted)" : dtr_last_error());
         fail(rank, -1, 0, what);
         if (st == DTR_OK) dtr_backend_mpi_ops()->destroy(state);
     }
-    unsetenv("DTR_MPI_SHM_CHUNK");
+    if (old != NULL) setenv(name, old, 1);
+    else unsetenv(name);
+    free(old);
 }
 
 int main(int argc, char **argv) {
@@ -307,10 +312,12 @@ int main(int argc, char **argv) {
         }
     }
     if (shm) {
-        expect_env_refused("0", rank);
-        expect_env_refused("abc", rank);
-        expect_env_refused("99999999", rank);
-        expect_env_refused("12k", rank);
+        expect_env_refused("DTR_MPI_SHM_CHUNK", "0", rank);
+        expect_env_refused("DTR_MPI_SHM_CHUNK", "abc", rank);
+        expect_env_refused("DTR_MPI_SHM_CHUNK", "99999999", rank);
+        expect_env_refused("DTR_MPI_SHM_CHUNK", "12k", rank);
+        expect_env_refused("DTR_MPI_SHM", "off", rank);
+        expect_env_refused("DTR_MPI_SHM_GATHER", "false", rank);
     }
 
     if (mpi_paths_check("strided all-to-all and gather") > 0) failures++;
