@@ -129,8 +129,9 @@ DTR_INTERNAL_EXPORT dtr_status_t dtr__env_timeout(const char *func, double *out)
 /* A byte count from environment variable `name`: `dflt` when unset or empty, else an
  * integer in [min, max]; anything else is DTR_ERR_INVALID_ARGUMENT from `func` saying
  * "<name>: "<value>" is not <what>". */
-dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, int64_t min,
-                            int64_t max, const char *what, int64_t *out);
+DTR_INTERNAL_EXPORT dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt,
+                                                int64_t min, int64_t max, const char *what,
+                                                int64_t *out);
 
 /* Do [a, a+na) and [b, b+nb) overlap? */
 bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb);

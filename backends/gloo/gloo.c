@@ -495,23 +495,6 @@ static const dtr_backend_ops_t dtr__gloo_ops = {
 
 /* ---- contexts -------------------------------------------------------------------------- */
 
-/* A byte count from the environment in [min, max] (unset: dflt), or INVALID_ARGUMENT naming it. */
-static dtr_status_t dtr__gloo_env_bytes(const char *name, int64_t dflt, int64_t min, int64_t max,
-                                        int64_t *out) {
-    const char *v = getenv(name);
-    *out = dflt;
-    if (v == NULL || *v == '\0') return DTR_OK;
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || errno != 0 || x < min || x > max)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create_gloo",
-                          "%s: \"%.40s\" is not a byte count in [%lld, %lld]", name, v,
-                          (long long)min, (long long)max);
-    *out = x;
-    return DTR_OK;
-}
-
 /* The shared-memory path's switches: DTR_GLOO_SHM=0 turns it off; DTR_GLOO_SHM_CHUNK and
  * DTR_GLOO_SHM_RING size it (small chunks make tests wrap the rings). */
 static dtr_status_t dtr__gloo_shm_env(dtr__gloo_t *b) {
@@ -520,9 +503,11 @@ static dtr_status_t dtr__gloo_shm_env(dtr__gloo_t *b) {
     if (on != NULL && *on != '\0' && strcmp(on, "0") != 0 && strcmp(on, "1") != 0)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, "dtr_context_create_gloo",
                           "DTR_GLOO_SHM: \"%.40s\" is not 0 or 1", on);
-    DTR_CHECK(dtr__gloo_env_bytes("DTR_GLOO_SHM_CHUNK", DTR__SHM_CHUNK, 1, 1 << 24, &b->shm_chunk));
-    return dtr__gloo_env_bytes("DTR_GLOO_SHM_RING", DTR__SHM_RING, 4096, (int64_t)1 << 30,
-                               &b->shm_ring);
+    const char *f = "dtr_context_create_gloo";
+    DTR_CHECK(dtr__env_bytes("DTR_GLOO_SHM_CHUNK", f, DTR__SHM_CHUNK, 1, 1 << 24,
+                             "a byte count from 1 to 16 MiB", &b->shm_chunk));
+    return dtr__env_bytes("DTR_GLOO_SHM_RING", f, DTR__SHM_RING, 4096, (int64_t)1 << 30,
+                          "a byte count from 4 KiB to 1 GiB", &b->shm_ring);
 }
 
 static dtr_status_t dtr__gloo_state(int rank, int size, const dtr_gloo_options_t *o,

@@ -73,7 +73,7 @@ sed -nE 's/.*DTR_API[^(]*[^a-z_0-9](dtr_[a-z_0-9]+) *\(.*/\1/p' \
     "$prefix/include/dtr/dtr.h" "$prefix/include/dtr/dtr_mpi.h" \
     "$prefix/include/dtr/dtr_checkpoint.h" | sort -u >"$work/declared"
 # (the shared-memory path's, for libdtr_gloo.so: backends/shm/shm.h)
-printf '%s\n' dtr__env_timeout dtr__error dtr__fnv dtr__mpi_error dtr__now dtr__reduce_n dtr__store \
+printf '%s\n' dtr__env_bytes dtr__env_timeout dtr__error dtr__fnv dtr__mpi_error dtr__now dtr__reduce_n dtr__store \
     dtr__shm_all_reduce_start dtr__shm_create dtr__shm_destroy dtr__shm_gather_start \
     dtr__shm_node_key dtr__shm_progress dtr__shm_reduce_scatter_start dtr__shm_spans_start \
     dtr__shm_start dtr__shm_start_v dtr__shm_tiny_all_reduce_start dtr__shm_wait | sort >"$work/internal"

@@ -164,7 +164,7 @@ Test(gloo_errors, paths_of_another_backend) {
 Test(gloo_errors, shm_sizes_are_named) {
     dtr_gloo_options_t o = {.file_store = "/tmp"};
     const char *cases[][3] = {{"DTR_GLOO_SHM_CHUNK", "0", "DTR_GLOO_SHM_CHUNK: \"0\""},
-                              {"DTR_GLOO_SHM_CHUNK", "32k", "not a byte count in [1, 16777216]"},
+                              {"DTR_GLOO_SHM_CHUNK", "32k", "DTR_GLOO_SHM_CHUNK: \"32k\" is not a byte count from 1 to 16 MiB"},
                               {"DTR_GLOO_SHM_RING", "4095", "DTR_GLOO_SHM_RING: \"4095\""},
                               {"DTR_GLOO_SHM", "off", "DTR_GLOO_SHM: \"off\" is not 0 or 1"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
