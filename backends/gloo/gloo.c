@@ -169,12 +169,7 @@ static dtr_status_t dtr__gloo_move(dtr__gloo_group_t *g, uint32_t tag, const voi
                                    const int64_t *rd, const int64_t *rc, dtr__gloo_xfer_t **x) {
     *x = NULL;
     int me = g->me;
-    if (sc[me] != rc[me])
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "gloo",
-                          "member %d sends itself %lld bytes and receives %lld", me,
-                          (long long)sc[me], (long long)rc[me]);
-    if (sc[me] > 0 && (const char *)send + sd[me] != (char *)recv + rd[me])
-        memmove((char *)recv + rd[me], (const char *)send + sd[me], (size_t)sc[me]);
+    DTR_CHECK(dtr__gloo_own(me, send, sd[me], sc[me], recv, rd[me], rc[me]));
     if (g->link == NULL) return DTR_OK;
     char err[512] = "";
     int rc2 = dtr__gloo_post(g->link, tag, send, sd, sc, recv, rd, rc, x, err, sizeof err);

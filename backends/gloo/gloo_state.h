@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/common.h"
 #include "runtime/backend.h"
 #include "backends/gloo/link.h"
 #include "backends/shm/shm.h"
@@ -67,6 +68,20 @@ static inline dtr__gloo_handle_t dtr__gloo_handle(const dtr_backend_req_t *req) 
 static inline void dtr__gloo_set_handle(dtr_backend_req_t *req, void *op, uint64_t shm) {
     dtr__gloo_handle_t h = {op, shm};
     memcpy(req->bytes, &h, sizeof h);
+}
+
+/* This member's own piece of a move, copied from send + sd to recv + rd (sc bytes; rc the
+ * bytes it receives from itself, which must be the same): Gloo's pairs and the segment both
+ * move only the other members' pieces. */
+static inline dtr_status_t dtr__gloo_own(int me, const void *send, int64_t sd, int64_t sc,
+                                         void *recv, int64_t rd, int64_t rc) {
+    if (sc != rc)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, "gloo",
+                          "member %d sends itself %lld bytes and receives %lld", me,
+                          (long long)sc, (long long)rc);
+    if (sc > 0 && (const char *)send + sd != (char *)recv + rd)
+        memmove((char *)recv + rd, (const char *)send + sd, (size_t)sc);
+    return DTR_OK;
 }
 
 /* Maps the group's segment where the path is on and every member shares this node

@@ -123,10 +123,8 @@ bool dtr__gloo_node_all_to_all(dtr__gloo_group_t *g, const void *send, int64_t b
                                dtr_backend_req_t *req, dtr_status_t *st) {
     if (g->shm == NULL || bytes <= 0) return false;
     dtr__gloo_node_ready(g);
-    /* the segment moves the other members' pieces; this member's own is copied here */
-    const char *own = (const char *)send + g->me * bytes;
-    char *to = (char *)recv + g->me * bytes;
-    if (own != to) memmove(to, own, (size_t)bytes);
+    int64_t at = g->me * bytes;
+    *st = dtr__gloo_own(g->me, send, at, bytes, recv, at, bytes); /* (the segment: the others') */
     return dtr__gloo_node_started(
         g, dtr__shm_start(g->shm, send, bytes, bytes, recv, bytes, bytes, bytes), req, st);
 }
@@ -136,16 +134,9 @@ bool dtr__gloo_node_all_to_allv(dtr__gloo_group_t *g, const void *send, const in
                                 const int64_t *rd, dtr_backend_req_t *req, dtr_status_t *st) {
     if (g->shm == NULL) return false;
     int me = g->me;
-    if (sc[me] != rc[me]) {
-        *st = dtr__error(DTR_ERR_INVALID_ARGUMENT, "gloo",
-                         "member %d sends itself %lld bytes and receives %lld", me,
-                         (long long)sc[me], (long long)rc[me]);
-        return true;
-    }
     dtr__gloo_node_ready(g);
-    const char *own = (const char *)send + sd[me];
-    char *to = (char *)recv + rd[me];
-    if (sc[me] > 0 && own != to) memmove(to, own, (size_t)sc[me]);
+    *st = dtr__gloo_own(me, send, sd[me], sc[me], recv, rd[me], rc[me]);
+    if (*st != DTR_OK) return true;
     return dtr__gloo_node_started(g, dtr__shm_start_v(g->shm, send, sc, sd, recv, rc, rd), req,
                                   st);
 }

@@ -217,11 +217,13 @@ static dtr_status_t dtr__mpi_group_create(void *state, const int *ranks, int n, 
      * (a member that fails to issue an operation must not leave the others in a setup
      * collective with no deadline). */
     dtr_status_t st = n > 1 ? dtr__mpi_settings_agree(g->comm, n, m) : DTR_OK;
-    if (st == DTR_OK && m->strided && m->shm)
+    if (st == DTR_OK && m->strided && m->shm) {
         st = dtr__mpi_shm_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, &g->shm);
-    /* (every member sees the same segment or none, so all take this branch or none) */
-    if (st == DTR_OK && m->strided && m->shm && g->shm == NULL && m->shm_reduce && m->hier)
-        st = dtr__hier_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, m->hier_min, &g->hier);
+        /* (every member sees the same segment or none, so all take this branch or none) */
+        if (st == DTR_OK && g->shm == NULL && m->shm_reduce && m->hier)
+            st = dtr__hier_create(g->comm, n, g->me, m->shm_chunk, m->shm_ring, m->hier_min,
+                                  &g->hier);
+    }
     if (st != DTR_OK) {
         dtr__mpi_group_destroy(state, g);
         return st;

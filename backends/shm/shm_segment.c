@@ -247,7 +247,6 @@ dtr_status_t dtr__shm_begin(dtr__shm_t *s, dtr__shm_mode_t mode, int64_t bytes) 
     s->direct = DTR__DIRECT_OFF;
     s->dposted = false;
     s->post = 0;
-    s->bytes = bytes;
     s->count = mode == DTR__SHM_REDUCE ? 0 : (bytes + s->chunk - 1) / s->chunk;
     memset(s->sent, 0, sizeof(int64_t) * (size_t)s->n);
     memset(s->got, 0, sizeof(int64_t) * (size_t)s->n);

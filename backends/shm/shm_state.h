@@ -59,13 +59,13 @@ struct dtr__shm {
     int64_t *sent, *got;  /* [n]: chunks of the running operation sent to / received from */
     int left;                     /* pieces of the running operation still moving */
     /* the running operation's send and receive streams, on this state's own span arrays
-     * (room for cap spans): an all-to-all's piece for member k at bytes k * bytes of each,
+     * (room for cap spans): an all-to-all's piece for member k in span k of each,
      * a gather's and a reduction's pieces as below */
     dtr__spans_t in, out;
     dtr_span_t *ispan, *ospan;
     int64_t *istart, *ostart;
     int cap;
-    int64_t bytes, count;
+    int64_t count; /* a gather's or reduction's chunks (an all-to-all's pairs: scnt, rcnt) */
     /* the running gather or reduction: each member's piece (bytes), where it sits in the
      * send and receive streams */
     int64_t *rlen, *soff, *roff;
