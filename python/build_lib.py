@@ -8,8 +8,11 @@ what it needs is found, and left out otherwise, its calls then refused by name:
   mpi          Open MPI or MPICH (pkg-config ompi-c or mpich; DTR_MPI=mpich picks MPICH):
                the MPI backend, Mesh(..., backend="mpi") under mpirun
   gloo         Gloo and a C++17 compiler (libgloo-dev): libdtr_gloo.so, backend="gloo"
+  cuda         the CUDA toolkit (nvcc: $NVCC, on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin):
+               libdtr_cuda.so, the CUDA memory space of Mesh(..., device="cuda"), whose
+               kernels are built for the GPUs third_party/cuda/cuda.bzl names
 
-DTR_WITHOUT=mpi,gloo,checkpoint leaves parts out even where found (the CI test of the
+DTR_WITHOUT=mpi,gloo,checkpoint,cuda leaves parts out even where found (the CI test of the
 smallest build uses it). CC and CXX name the compilers (default cc, c++); the objects are
 compiled in parallel, one job per core.
 """
@@ -20,7 +23,11 @@ import sys
 import subprocess
 import tempfile
 
-PARTS = ("core", "checkpoint", "mpi", "gloo")
+PARTS = ("core", "checkpoint", "mpi", "gloo", "cuda")
+# nvcc's machine code, as third_party/cuda/cuda.bzl's CUDA_GENCODE (Ampere, Hopper and
+# Hopper's PTX for newer GPUs): tests/tools/lib_sources.py checks the two agree
+CUDA_GENCODE = ["-gencode=arch=compute_80,code=sm_80",
+                "-gencode=arch=compute_90,code=[sm_90,compute_90]"]
 
 
 class BuildError(Exception):
@@ -155,7 +162,36 @@ def detect(cc, cxx):
         found["gloo"] = {"cflags": [], "libs": ["-lgloo", "-lstdc++"]}
     else:
         missing["gloo"] = "no Gloo (libgloo-dev) or no C++17 compiler"
+    if "cuda" in without:
+        missing["cuda"] = "left out by DTR_WITHOUT"
+    else:
+        found_cuda, why = detect_cuda(cc)
+        if found_cuda is None:
+            missing["cuda"] = why
+        else:
+            found["cuda"] = found_cuda
     return found, missing
+
+
+def detect_cuda(cc):
+    """The CUDA part's flags ({"cflags", "libs", "nvcc"}), or (None, why): nvcc and a
+    cudart the C compiler links."""
+    nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if nvcc is None and home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
+            nvcc = os.path.join(home, "bin", "nvcc")
+    if nvcc is None:
+        return None, "no CUDA toolkit (nvcc not on PATH, nor in $CUDA_HOME/bin or /usr/local/cuda/bin)"
+    home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    inc, lib = os.path.join(home, "include"), os.path.join(home, "lib64")
+    flags = ["-I", inc, "-L", lib, "-lcudart"]
+    if not compiles(cc, "#include <cuda_runtime.h>\nint main(void) {\n  int n;\n"
+                    "  return (int)cudaGetDeviceCount(&n);\n}\n", ".c", flags):
+        return None, f"nvcc at {nvcc}, but the C compiler does not link its cudart ({lib})"
+    # (libcudart is the machine's, found at the toolkit's lib64 or where the loader looks,
+    # as MPI is; a process that loaded torch's own has it already)
+    return {"cflags": ["-I", inc], "libs": ["-L", lib, "-lcudart", "-lstdc++",
+                                            f"-Wl,-rpath,{lib}"], "nvcc": nvcc}, None
 
 
 def flatten(root, include, out, header, *aliases):
@@ -169,8 +205,8 @@ def flatten(root, include, out, header, *aliases):
 
 
 def build(root, out, jobs=None):
-    """Builds libdtr.so.MAJOR (and libdtr_gloo.so.MAJOR where Gloo is found) into out/lib and
-    their headers into out/include/dtr. Returns {"lib": dir, "include": dir, "found": {...},
+    """Builds libdtr.so.MAJOR (and libdtr_gloo.so.MAJOR where Gloo is found, libdtr_cuda.so.MAJOR
+    where CUDA is) into out/lib and their headers into out/include/dtr. Returns {"lib": dir, "include": dir, "found": {...},
     "missing": {part: why}, "libs": [file names]}."""
     cc = os.environ.get("CC", "cc").split()
     cxx = os.environ.get("CXX", "c++").split()
@@ -188,8 +224,13 @@ def build(root, out, jobs=None):
         (library, part), path, copts = entry
         is_cxx = path.endswith(".cc")
         obj = os.path.join(objdir, path.replace("/", "__") + ".o")
-        cmd = [*(cxx if is_cxx else cc), *base, *([] if is_cxx else ["-std=c11"]),
-               *found[part]["cflags"], *copts, "-c", os.path.join(root, path), "-o", obj]
+        if path.endswith(".cu"):  # (as third_party/cuda/cuda.bzl's cuda_library)
+            cmd = [found[part]["nvcc"], "-c", "-O3", "-std=c++17", "-Xcompiler",
+                   "-fPIC,-fvisibility=hidden", *CUDA_GENCODE, "-I", root, "-I", include,
+                   *copts, "-o", obj, os.path.join(root, path)]
+        else:
+            cmd = [*(cxx if is_cxx else cc), *base, *([] if is_cxx else ["-std=c11"]),
+                   *found[part]["cflags"], *copts, "-c", os.path.join(root, path), "-o", obj]
         run(cmd, f"compiling {path}")
         return library, obj
 
@@ -203,7 +244,7 @@ def build(root, out, jobs=None):
                   for f in found[part]["libs"]] for lib in objects}
     exports = os.path.join(root, "dist", "exports.lds")
     made = []
-    for library in ("libdtr.so", "libdtr_gloo.so"):
+    for library in ("libdtr.so", "libdtr_gloo.so", "libdtr_cuda.so"):
         if library not in objects:
             continue
         name = f"{library}.{major}"

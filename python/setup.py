@@ -5,14 +5,15 @@ Where the library comes from, first match wins:
   the checkout     when this folder sits in a dtr checkout (python/ beside dist/), the
                    library is compiled here from the sources dist/sources.txt lists, with the
                    C compiler alone: no Bazel, no root, no MPI needed (python/build_lib.py;
-                   MPI, Gloo, Jansson and xxHash are used where found, DTR_MPI=mpich picks
-                   MPICH, DTR_WITHOUT=mpi,gloo,checkpoint leaves parts out);
+                   MPI, Gloo, CUDA, Jansson and xxHash are used where found, DTR_MPI=mpich
+                   picks MPICH, DTR_WITHOUT=mpi,gloo,checkpoint,cuda leaves parts out);
   pkg-config       `pkg-config dtr` finds an installed tree.
 The extension is compiled with that library's MPI flags (none where it has no MPI), and
 libdtr.so.MAJOR is copied next to it (found through the rpath $ORIGIN), with the libraries
-of CARRIED it needs, so a wheel carries them, and libdtr_gloo.so.MAJOR where there is one
-(dtr.Mesh(..., backend="gloo") loads it from beside libdtr.so; it needs the machine's
-libgloo.so.0, Debian's libgloo0, as libdtr needs the machine's MPI).
+of CARRIED it needs, so a wheel carries them, and the companion libraries where there are
+some (COMPANIONS: dtr.Mesh(..., backend="gloo") loads libdtr_gloo.so.MAJOR from beside
+libdtr.so, Mesh(..., device="cuda") libdtr_cuda.so.MAJOR; they need the machine's libgloo.so.0,
+Debian's libgloo0, and CUDA's runtime, as libdtr needs the machine's MPI).
 """
 import os
 import shutil
@@ -30,6 +31,9 @@ ROOT = os.path.dirname(HERE)
 # the checkpoint module's JSON parser (Jansson) and hash (xxHash). MPI is not carried: it is
 # the machine's own, as mpi4py's.
 CARRIED = ["libjansson.so.4", "libxxhash.so.0"]
+# dtr's own libraries loaded by name at their first use (dtr_backend_find, dtr_memory_find),
+# copied beside libdtr.so where the build made them (an installed tree's libdtr_nccl.so too)
+COMPANIONS = ["libdtr_gloo.so.", "libdtr_cuda.so.", "libdtr_nccl.so."]
 
 
 def fail(message):
@@ -148,14 +152,15 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
             os.makedirs(dest_dir, exist_ok=True)
-            for stale in ("libdtr_gloo.so.", *CARRIED):  # (a previous build's, in place)
+            for stale in (*COMPANIONS, *CARRIED):  # (a previous build's, in place)
                 for name in os.listdir(dest_dir):
                     if name.startswith(stale):
                         os.remove(os.path.join(dest_dir, name))
             shutil.copy2(os.path.realpath(src), os.path.join(dest_dir, soname))
-            gloo = os.path.join(libdir, soname.replace("libdtr.", "libdtr_gloo."))
-            if os.path.exists(gloo):
-                shutil.copy2(os.path.realpath(gloo), os.path.join(dest_dir, os.path.basename(gloo)))
+            for companion in COMPANIONS:
+                lib = os.path.join(libdir, companion + soname.split(".so.")[1])
+                if os.path.exists(lib):
+                    shutil.copy2(os.path.realpath(lib), os.path.join(dest_dir, os.path.basename(lib)))
             for name, path in carried.items():
                 shutil.copy2(os.path.realpath(path), os.path.join(dest_dir, name))
 
@@ -184,13 +189,13 @@ core = Extension(
     "dtr._core",
     sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_grad.c",
              "dtr/_bench.c", "dtr/_checkpoint.c", "dtr/_refuse.c", "dtr/_buffer.c", "dtr/_store.c",
-             "dtr/_engine.c", "dtr/_digest.c"],
-    depends=["dtr/_core.h"],
+             "dtr/_engine.c", "dtr/_digest.c", "dtr/_device.c"],
+    depends=["dtr/_core.h", "dtr/_dlpack.h"],
 )
 
 setup(
     version=version().replace("-dev", ".dev0"),  # PEP 440's form of a development version
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
-    package_data={"dtr": ["libdtr.so.*", "libdtr_gloo.so.*"] + CARRIED},
+    package_data={"dtr": ["libdtr.so.*"] + [c + "*" for c in COMPANIONS] + CARRIED},
 )

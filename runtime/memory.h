@@ -72,6 +72,43 @@ typedef struct dtr_memory_ops {
     void (*destroy)(void *state); /* frees the state (with the context) */
 } dtr_memory_ops_t;
 
+/*
+ * ---- memory spaces by name (registry.c) -----------------------------------------------
+ *
+ * One table of the spaces a front end can put a context on by name (Python's
+ * `Mesh(..., device="cuda")`), as backends have theirs (runtime.h). A space's code registers
+ * its row as it loads: "cuda" from libdtr_cuda.so. A name not in the table is looked for as
+ * libdtr_NAME.so.MAJOR (dlopen: beside libdtr.so, then the loader's search path), which
+ * registers it as it loads. A caller (a test's space) adds its own row the same way.
+ */
+typedef struct dtr_memory_info {
+    /* 1 to DTR_BACKEND_NAME_MAX of a-z, 0-9 and _ (it names a file) */
+    const char *name;
+    const dtr_memory_ops_t *ops;
+    /* a new state on the space's device `device` (0 .. device_count() - 1) and `stream`
+     * (NULL: one of the space's own); *state written on success, to hand to
+     * dtr_context_set_memory (which owns it) or to free with ops->destroy */
+    dtr_status_t (*create)(int device, void *stream, void **state);
+    /* optional: the devices this process sees (0 with the reason in dtr_last_error());
+     * NULL: one */
+    int (*device_count)(void);
+    /* optional: the state's later work on `stream` (NULL: back to its own), between calls */
+    dtr_status_t (*set_stream)(void *state, void *stream);
+    /* optional: the state's later work waits for the work issued so far on `stream` (a
+     * producer's stream: the caller's arrays are complete there) */
+    dtr_status_t (*wait_stream)(void *state, void *stream);
+} dtr_memory_info_t;
+
+/* Adds info's row, or replaces the row of that name (the name is copied; ops must be
+ * static). INVALID_ARGUMENT for a NULL name, ops or create, a bad name, or a full table (16
+ * rows). */
+DTR_API dtr_status_t dtr_memory_register(const dtr_memory_info_t *info);
+
+/* The row of `name` into *out ("host" is not a row: it is every context's default), loading
+ * libdtr_NAME.so.MAJOR where it is not yet registered. INVALID_ARGUMENT naming the
+ * registered spaces and the loader's reason where none is found. */
+DTR_API dtr_status_t dtr_memory_find(const char *name, dtr_memory_info_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,7 +12,7 @@
 # (copied over / there without replacing anything) Open MPI's and PMIx's files as Debian lays
 # them out and every other library the binaries load beyond the C library's own (Criterion's
 # and libgit2's among them); then tools/gpu_pack_run.sh as DIR/run.sh, which on the GPU
-# machine runs, part by part (PARTS="..." picks some; the default all but cli), under one
+# machine runs, part by part (PARTS="..." picks some; the default all but cli and python), under one
 # deadline (DTR_PACK_DEADLINE_S, default 520 s: parts that would pass it are skipped, and
 # said to be):
 #   info     the device, its driver, NCCL's version, the architectures the binaries carry
@@ -29,6 +29,8 @@
 #            memory through host staging (dtr_checkpoint_read_block_to), every byte checked
 #   bench    bench/gpu_bench.sh (docs/gpu-bench.md's tables)
 #   cli      cli_run.sh's and cli_grad.sh's checks, GPU ones included
+#   python   python/tests/gpu_python.sh: the package built there with its CUDA space, the
+#            parity cases on device "cuda" under torchrun (torch on nccl, 1 rank; on gloo, 2)
 # The run prints a line "NAME: exit N" for each part, leaves log.txt, parts.tar (the parts'
 # logs) and gpu-bench.md in $OUT (at most 8 files come back). With the device tool: run
 # `bash DIR/run.sh` carrying DIR.

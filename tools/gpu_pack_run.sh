@@ -2,7 +2,7 @@
 # The GPU checks on a lent GPU machine, with the binaries tools/gpu_device_pack.sh packed into
 # DIR (it copies this script to DIR/run.sh). From the checkout's root:
 #
-#   bash DIR/run.sh            every part but cli; PARTS="..." picks some
+#   bash DIR/run.sh            every part but cli and python; PARTS="..." picks some
 #
 # Env: OUT            the folder whose files come back (the device tool sets it)
 #      DTR_PACK_DEADLINE_S  seconds the whole run may take (default 520): a part gets at
@@ -134,6 +134,9 @@ fi
 if want bench; then
     DTR_BIN=$b/dtr CUDA_BENCH_BIN=$b/cuda_bench part bench "$((deadline))" "." \
         bash bench/gpu_bench.sh "$OUT/gpu-bench.md"
+fi
+if want python; then
+    part python 400 "^(gpu python|torchrun device|  FAILED)" bash python/tests/gpu_python.sh
 fi
 if want cli; then
     part cli_run 240 "^gpu:|FAIL|passed" bash tests/cli/cli_run.sh "$b/dtr"

@@ -230,3 +230,29 @@ void dtr_memory_cuda_set_poll(void *state, dtr_status_t (*poll)(void *arg), void
     ((dtr__cuda_t *)state)->poll = poll;
     ((dtr__cuda_t *)state)->poll_arg = arg;
 }
+
+dtr_status_t dtr_memory_cuda_wait_stream(void *state, void *stream) {
+    DTR_CHECK_PTR(state, __func__);
+    dtr__cuda_t *c = state;
+    if (stream == NULL || (cudaStream_t)stream == c->stream) return DTR_OK;
+    cudaEvent_t ev;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) return dtr__cuda_fail(e, "cudaEventCreateWithFlags");
+    e = cudaEventRecord(ev, (cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(c->stream, ev, 0);
+    cudaEventDestroy(ev); /* (freed once the wait is met) */
+    return e == cudaSuccess ? DTR_OK : dtr__cuda_fail(e, "cudaStreamWaitEvent");
+}
+
+/* The space's row, so a front end finds it by name (dtr_memory_find("cuda")). */
+__attribute__((constructor)) static void dtr__cuda_register(void) {
+    dtr_memory_info_t row = {
+        .name = "cuda",
+        .ops = &dtr__cuda_ops,
+        .create = dtr_memory_cuda_create,
+        .device_count = dtr_cuda_device_count,
+        .set_stream = dtr_memory_cuda_set_stream,
+        .wait_stream = dtr_memory_cuda_wait_stream,
+    };
+    (void)dtr_memory_register(&row);
+}

@@ -8,7 +8,9 @@
  * the space's deadline (DTR_TIMEOUT_S, default 600 s). A context over the MPI backend on this
  * space stages each operation through host memory: the shared-GPU mode, in which several
  * ranks use one GPU (NCCL refuses that). The NCCL backend (backends/nccl/dtr_nccl.h)
- * creates its own space on its stream.
+ * creates its own space on its stream. The library registers the space as "cuda" when it
+ * loads (dtr_memory_find, runtime/memory.h), which is how Python's Mesh(..., device="cuda")
+ * finds it.
  */
 #ifndef DTR_BACKENDS_CUDA_DTR_CUDA_H
 #define DTR_BACKENDS_CUDA_DTR_CUDA_H
@@ -38,6 +40,12 @@ DTR_API dtr_status_t dtr_memory_cuda_create(int device, void *stream, void **sta
  * to the space's own stream, where it made one). Call it between operations, never while
  * one is in flight. */
 DTR_API dtr_status_t dtr_memory_cuda_set_stream(void *state, void *stream);
+
+/* The state's later work waits for the work issued so far on `stream` (a cudaStream_t: a
+ * producer's, where the caller's arrays are complete): an event recorded there, waited for
+ * on the state's stream; nothing waits on the host. NULL or the state's own stream: nothing
+ * to do. */
+DTR_API dtr_status_t dtr_memory_cuda_wait_stream(void *state, void *stream);
 
 /* The state's stream (a cudaStream_t). */
 DTR_API void *dtr_memory_cuda_stream(void *state);

@@ -9,7 +9,10 @@
 The calls, in DTensor's words where it has them (docs/python.md has the whole API):
   Mesh(shape, ranks=None, comm=None)       a mesh over an mpi4py communicator's ranks
   Mesh(shape, backend="gloo" | "torch")    a mesh over a job torchrun started (no MPI)
+  Mesh(shape, ..., device="cuda")          a mesh whose arrays are on a GPU (torch CUDA
+                                           tensors, __cuda_array_interface__, __dlpack__)
   Mesh.from_torch(device_mesh)             the mesh of a torch DeviceMesh
+  DeviceArray                              a result dtr allocated on a device (numpy())
   Shard(dim), Replicate(), Partial(op)     placements (also text: "S(0),R", and torch's own)
   layout(mesh, shape, placements, dtype)   each rank's local shape, offset and bytes
   plan(mesh, shape, src, dst, ...)         the plan dtr would run (str(): `dtr plan`)
@@ -32,13 +35,13 @@ import json
 import os
 
 from . import _core
-from ._core import (ArgumentError, BackendError, Error, FileError, Mesh, Plan, RefusedError,
-                    Request, TimeoutError)
+from ._core import (ArgumentError, BackendError, DeviceArray, Error, FileError, Mesh, Plan,
+                    RefusedError, Request, TimeoutError)
 from ._placements import Partial, Placement, Replicate, Shard
 from . import _arrays, _engine, _interop, _placements, _store
 
 __all__ = ["Mesh", "Shard", "Replicate", "Partial", "Placement", "layout", "plan",
-           "redistribute", "redistribute_many", "digest", "grad_hook", "reduce_scatter_grads", "load",
+           "redistribute", "redistribute_many", "digest", "DeviceArray", "grad_hook", "reduce_scatter_grads", "load",
            "load_metadata", "save", "consolidate", "Plan",
            "Request", "LocalLayout", "Error", "ArgumentError", "RefusedError", "BackendError",
            "TimeoutError", "FileError", "__version__"]
@@ -55,6 +58,7 @@ _core._set_helpers({
     "job_store": _store.job,
     "mesh_from_torch": _interop.mesh_from_torch,
     "torch_engine": _engine.engine,
+    "torch_stream": _arrays.torch_stream,
 })
 
 # Contexts hold duplicated communicators: free them before mpi4py finalizes MPI (its

@@ -1,6 +1,13 @@
-"""The helpers the extension calls for what is not a plain numpy array: torch tensors (CPU),
-ml_dtypes' bfloat16 and fp8 arrays, non-contiguous inputs, and dtype objects. Registered
-with dtr._core at import; not part of the API."""
+"""The helpers the extension calls for what is not a plain numpy array: torch tensors,
+ml_dtypes' bfloat16 and fp8 arrays, device arrays (a torch tensor on a GPU, dtr.DeviceArray,
+anything with __cuda_array_interface__ or __dlpack__), non-contiguous inputs, and dtype
+objects. Registered with dtr._core at import; not part of the API.
+
+A device array comes back as a dtr._core._DeviceView: a buffer whose address is the device's
+(the extension hands it to a context on that device's memory space, never reads it), and
+its kind "FAMILY@DEVICE": "torch@cuda:0" (results made by torch on that device), or
+"array@cuda:0" / "array@*" (results are dtr.DeviceArray; "*": __cuda_array_interface__ does
+not say which device, so the mesh's is taken)."""
 import numpy as np
 
 from . import _core
@@ -39,10 +46,6 @@ def _refuse(what, obj):
 
 def _from_torch(t, what, writable):
     torch = _torch()
-    if t.device.type != "cpu":
-        raise _core.RefusedError(
-            f"{what}: a tensor on {t.device}: the Python package moves CPU tensors (numpy and "
-            "torch); device tensors are not supported yet (docs/python.md)")
     name = dtype_text(t.dtype)
     if name is None:
         _refuse(what, t)
@@ -51,6 +54,9 @@ def _from_torch(t, what, writable):
             raise _core.ArgumentError(f"{what}: not contiguous (pass a contiguous tensor to fill)")
         t = t.contiguous()
     t = t.detach()
+    if t.device.type != "cpu":
+        return _core._DeviceView(t, t.data_ptr(), tuple(t.shape), t.element_size(), None), \
+            name, f"torch@{t.device}"
     carrier = _CARRIER.get(name)
     if carrier is not None:
         arr = t.view(torch.int16 if carrier is np.uint16 else torch.uint8).numpy()
@@ -60,12 +66,94 @@ def _from_torch(t, what, writable):
     return arr, name, "torch"
 
 
+# __cuda_array_interface__'s type strings (numpy's, little-endian) of dtr's dtypes
+_TYPESTR = {"<f4": "f32", "<f8": "f64", "<f2": "f16", "<i4": "i32", "<i8": "i64", "|u1": "u8",
+            "<u1": "u8", "<c8": "c64", "<c16": "c128", "<V2": "bf16", "|V2": "bf16"}
+_TYPESTR_OF = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "i32": "<i4", "i64": "<i8", "u8": "|u1",
+               "c64": "<c8", "c128": "<c16", "bf16": "<V2", "f8e4m3": "|V1", "f8e5m2": "|V1"}
+
+
+def _compact(shape, strides, item):
+    """Whether strides (bytes, or None) are the row-major compact ones of shape."""
+    if strides is None:
+        return True
+    want = item
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != want:
+            return False
+        want *= n
+    return True
+
+
+def _from_cai(obj, what, writable):
+    """An object with __cuda_array_interface__ (CuPy, Numba, dtr.DeviceArray's own)."""
+    try:
+        cai = obj.__cuda_array_interface__
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr, (ptr, readonly) = cai["typestr"], cai["data"]
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise _core.ArgumentError(f"{what}: a malformed __cuda_array_interface__ ({e})") from None
+    name = _TYPESTR.get(typestr)
+    if name is None:
+        raise _core.ArgumentError(f"{what}: __cuda_array_interface__ typestr {typestr!r} is not "
+                                  f"a dtype dtr moves ({MOVES})")
+    item = _core.dtype_size(name)
+    if not _compact(shape, cai.get("strides"), item):
+        raise _core.ArgumentError(f"{what}: a device array that is not C-contiguous (pass a "
+                                  "contiguous one)")
+    if writable and readonly:
+        raise _core.ArgumentError(f"{what}: a read-only array cannot receive the result")
+    if cai.get("mask") is not None:
+        raise _core.ArgumentError(f"{what}: a masked array (__cuda_array_interface__ mask)")
+    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    return _core._DeviceView(obj, int(ptr or 0), shape, item, stream), name, "array@*"
+
+
+# DLPack's device types that are GPUs (dlpack.h: kDLCUDA, kDLCUDAManaged)
+_DL_CUDA = {2: "cuda", 13: "cuda"}
+
+
+def _from_dlpack(obj, what, writable):
+    """An object with __dlpack__ on a GPU: the capsule's tensor, read in C."""
+    kind, index = obj.__dlpack_device__()
+    family = _DL_CUDA.get(int(kind))
+    if family is None:
+        raise _core.ArgumentError(f"{what}: a DLPack array on device type {int(kind)}; dtr "
+                                  "moves host arrays and CUDA ones")
+    try:  # (the legacy default stream: the view makes dtr's stream wait for it)
+        capsule = obj.__dlpack__(stream=1)
+    except TypeError:
+        capsule = obj.__dlpack__()
+    view, name = _core._dlpack_view(capsule, what, bool(writable))
+    return view, name, f"array@{family}:{int(index)}"
+
+
+def _device_input(obj, what, writable):
+    """A device array's (view, dtype text, kind), or None where obj is not one."""
+    if isinstance(obj, _core.DeviceArray):
+        return obj._view(what, bool(writable))
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _from_cai(obj, what, writable)
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is not None and not isinstance(obj, np.ndarray):
+        try:
+            kind = int(dev()[0])
+        except Exception:  # (a device the producer cannot name: leave it to the errors below)
+            return None
+        if kind != 1:  # (kDLCPU: a host array, which has the buffer protocol or numpy's)
+            return _from_dlpack(obj, what, writable)
+    return None
+
+
 def as_array(obj, what, writable):
     """(a numpy array sharing obj's memory, dtr's dtype name, the family results are made in:
     "torch", "numpy" (ml_dtypes' types), or None (plain numpy))."""
     torch = _torch()
     if torch is not None and isinstance(obj, torch.Tensor):
         return _from_torch(obj, what, writable)
+    found = _device_input(obj, what, writable)
+    if found is not None:
+        return found
     if isinstance(obj, np.ndarray):
         if not obj.dtype.isnative:
             raise _core.ArgumentError(
@@ -112,9 +200,14 @@ def _numpy_dtype(name):
 
 
 def empty(shape, name, kind):
-    """A new result of dtr dtype `name` in the family `kind` ("torch", or numpy's) and a numpy
-    array of the same memory that dtr fills (an integer view for bfloat16 and fp8)."""
+    """A new result of dtr dtype `name` in the family `kind` ("torch", "torch@DEVICE", or
+    numpy's) and a buffer of the same memory that dtr fills (an integer view for bfloat16 and
+    fp8; a _DeviceView on a device)."""
     carrier = _CARRIER.get(name)
+    if kind is not None and kind.startswith("torch@"):
+        torch = _torch()
+        t = torch.empty(shape, dtype=_torch_dtype(torch, name), device=kind[len("torch@"):])
+        return t, _core._DeviceView(t, t.data_ptr(), tuple(t.shape), t.element_size(), None)
     if kind == "torch":
         torch = _torch()
         t = torch.empty(shape, dtype=_torch_dtype(torch, name))
@@ -123,3 +216,9 @@ def empty(shape, name, kind):
         return t, t.numpy()
     a = np.empty(shape, dtype=_numpy_dtype(name))
     return a, a.view(carrier) if carrier is not None else a
+
+
+def torch_stream(kind):
+    """The cudaStream_t (an int) of torch's current stream on the device of kind
+    "torch@cuda:N": the stream dtr's work on that device joins."""
+    return _torch().cuda.current_stream(kind[len("torch@"):]).cuda_stream

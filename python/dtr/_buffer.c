@@ -1,7 +1,7 @@
 /*
  * Arrays and tensors as buffers: the dtype of a buffer protocol view (numpy's formats,
- * torch through the helpers), a C-contiguous view of an input (copied where it is not), and
- * new arrays of the input's kind for results.
+ * torch and device arrays through the helpers), a C-contiguous view of an input (copied
+ * where it is not), and new arrays of the input's kind for results.
  */
 #include "_core.h"
 
@@ -30,10 +30,11 @@ static int dtrpy_format_dtype(const char *fmt, Py_ssize_t itemsize) {
 }
 
 /* A buffer of obj (C-contiguous; writable for outputs) and its dtype. Objects without one
- * (torch tensors, ml_dtypes arrays) go through the helper `as_array`, which returns
- * (numpy view, dtype text, kind); non-contiguous inputs are copied, outputs refused. */
-int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
-                        dtr_dtype_t *dtype, PyObject **kind) {
+ * (torch tensors, ml_dtypes arrays, device arrays) go through the helper `as_array`, which
+ * returns (numpy view or _DeviceView, dtype text, kind); non-contiguous inputs are copied,
+ * outputs refused. */
+int dtrpy_buffer_any(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+                     dtr_dtype_t *dtype, PyObject **kind) {
     PyObject *arr = Py_NewRef(obj);
     *kind = NULL;
     int flags = PyBUF_RECORDS_RO | (writable ? PyBUF_WRITABLE : 0);
@@ -91,9 +92,8 @@ int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view
     return 0;
 }
 
-int dtrpy_alloc(const int64_t *shape_v, int ndim, dtr_dtype_t dtype, PyObject *kind,
-                PyObject **result, Py_buffer *view) {
-    PyObject *shape = dtrpy_tuple(shape_v, ndim), *arr = NULL;
+int dtrpy_alloc_host(const int64_t *shape_v, int ndim, dtr_dtype_t dtype, PyObject *kind,
+                     PyObject **result, Py_buffer *view) {    PyObject *shape = dtrpy_tuple(shape_v, ndim), *arr = NULL;
     *result = NULL;
     if (shape == NULL) return -1;
     if (kind == NULL && dtrpy_numpy_names[dtype] != NULL) {

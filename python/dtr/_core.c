@@ -105,6 +105,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     if (dtrpy_error_module_init(m) < 0 || dtrpy_mesh_module_init(m) < 0 ||
         dtrpy_spec_module_init(m) < 0 || dtrpy_plan_module_init(m) < 0 ||
         dtrpy_move_module_init(m) < 0 || dtrpy_grad_module_init(m) < 0 ||
+        dtrpy_device_module_init(m) < 0 ||
         dtrpy_bench_module_init(m) < 0) {
         Py_DECREF(m);
         return NULL;

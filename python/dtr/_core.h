@@ -13,11 +13,14 @@
  *   _bench.c  the same change in a C loop, for the binding's benchmark
  *   _grad.c   gradient reduction: the DDP hooks' all-reduce, FSDP/HSDP reduce-scatter
  *   _digest.c dtr.digest: a tensor's layout-independent digest (proof of delivery)
+ *   _device.c device memory: a Mesh's device= (memory spaces by name), device arrays in as
+ *             buffers at device addresses, dtr.DeviceArray
  *   _checkpoint.c  dtr.load: a safetensors checkpoint's blocks for this rank
  *
  * Arrays come in through the buffer protocol (numpy; a torch tensor through the Python
- * helpers in dtr/_arrays.py, which hand over a numpy view of it). Every collective call
- * releases the GIL while it runs.
+ * helpers in dtr/_arrays.py, which hand over a numpy view of it; a device array as a
+ * _DeviceView, a buffer whose address only the context's memory space reads). Every
+ * collective call releases the GIL while it runs.
  */
 #ifndef DTR_PY_CORE_H
 #define DTR_PY_CORE_H
@@ -40,6 +43,9 @@ typedef int MPI_Comm;
 #define MPI_COMM_NULL 0
 #endif
 
+/* A device's text: "cpu", "cuda:0" (a memory space's name, ':', the device's index). */
+#define DTRPY_DEVICE_MAX 48
+
 /* One dtr context over one communicator (backend mpi) or over the job a launcher started
  * (another backend, by name), shared by every Mesh on it. */
 typedef struct {
@@ -53,6 +59,8 @@ typedef struct {
     PyThread_type_lock lock;
     PyObject *store; /* the Python store a Gloo context meets through (NULL: none) */
     void *inflight;  /* the dtrpy_request_t in flight on it (one at most; borrowed) or NULL */
+    const dtr_memory_info_t *space; /* its memory space (NULL: host) and that state */
+    void *space_state;
     void (*complete)(void *inflight); /* completes it (_move.c's; set with it) */
 } dtrpy_context_t;
 
@@ -72,6 +80,7 @@ typedef struct {
     dtr_mesh_t *mesh;
     PyObject *comm;             /* NULL: mpi4py's COMM_WORLD */
     char backend[DTR_BACKEND_NAME_MAX + 1]; /* "mpi", or a backend without MPI ("gloo") */
+    char device[DTRPY_DEVICE_MAX];          /* "cpu", or a memory space's "cuda:0" */
     dtrpy_context_t *context;   /* NULL until the first collective call */
     PyObject *dim_names;        /* a tuple of str, one a dim, or NULL */
     PyObject *weak;
@@ -178,11 +187,14 @@ dtr_status_t dtrpy_job_create(const dtrpy_job_t *job, dtr_context_t **out);
 
 /* ---- _engine.c ---- */
 
-/* The torch engine's state over engine (dtr/_engine.py's Engine) into *state, its world's
- * size into *size; -1 with an error set. */
-int dtrpy_engine_of(PyObject *engine, void **state, int *size);
+/* The torch engine's state over engine (dtr/_engine.py's Engine) for a mesh on `device`
+ * into *state, its world's size into *size; -1 with an error set (ArgumentError for torch
+ * on nccl and a mesh on host memory). On nccl and a CUDA device the engine's collectives
+ * take the device buffers themselves; otherwise host ones (a device space stages). */
+int dtrpy_engine_of(PyObject *engine, const char *device, void **state, int *size);
 /* A context over the torch engine (collective over nothing: torch's groups are made as
- * plans need them); takes state, also on failure. Called without the GIL. */
+ * plans need them), with DTR_BACKEND_CAP_DEVICE where its buffers are CUDA ones; takes
+ * state, also on failure. Called without the GIL. */
 dtr_status_t dtrpy_engine_create(void *state, dtr_context_t **out);
 
 /* ---- _plan.c ---- */
@@ -211,12 +223,58 @@ PyObject *dtrpy_digest(PyObject *self, PyObject *args, PyObject *kw);
 /* ---- _buffer.c ---- */
 
 /* A C-contiguous buffer of obj (writable: refused otherwise; an input that is not contiguous
- * is copied) and its dtype; kind: NULL for numpy, else what results are made as (torch). */
+ * is copied) and its dtype; kind: NULL for numpy, else what results are made as ("torch",
+ * "numpy" for ml_dtypes' arrays, "torch@cuda:0" or "array@cuda:0" on a device). A device
+ * array is refused by name: this is for calls that read their arrays on the host
+ * (_device.c, as dtrpy_buffer_on's "cpu"). */
 int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
                  dtr_dtype_t *dtype, PyObject **kind);
-/* A new array of `kind` (as dtrpy_buffer gives it) and a writable buffer of it. */
+/* The same, device arrays too (a _DeviceView's buffer, its kind naming the device). */
+int dtrpy_buffer_any(PyObject *obj, const char *what, bool writable, Py_buffer *view,
+                     dtr_dtype_t *dtype, PyObject **kind);
+/* A new host array of `kind` (numpy's, "numpy", "torch", "torch@DEVICE") and a writable
+ * buffer of it. */
+int dtrpy_alloc_host(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
+                     PyObject **result, Py_buffer *view);
+/* A new array of `kind` (as dtrpy_buffer gives it; "array@DEVICE" a DeviceArray, _device.c)
+ * and a writable buffer of it. */
 int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
                 PyObject **result, Py_buffer *view);
+
+/* ---- _device.c ---- */
+
+/* device= of a Mesh: None or "cpu", or a memory space's name with an optional index
+ * ("cuda", "cuda:1"), its space found (RefusedError where this dtr has none: a build without
+ * CUDA) and the index checked; the canonical text ("cpu", "cuda:1") into out. 0 or -1. */
+int dtrpy_device_parse(PyObject *obj, char *out, size_t cap);
+/* Puts a new context on device's memory space (none for "cpu"): c->space, c->space_state.
+ * Called without the GIL. */
+dtr_status_t dtrpy_space_attach(dtrpy_context_t *c, const char *device);
+/* dtrpy_buffer_any, and the array's device checked against `device` (the mesh's): an error
+ * naming `what` and both devices where they differ. A kind "array@*" (an array by
+ * __cuda_array_interface__, which does not say its device) becomes the mesh's device. */
+int dtrpy_buffer_on(PyObject *obj, const char *what, bool writable, const char *device,
+                    Py_buffer *view, dtr_dtype_t *dtype, PyObject **kind);
+/* The kind of the results of a rank without an input on `device` ("torch@cuda:0" where
+ * torch is imported, else "array@DEVICE"). New reference. */
+PyObject *dtrpy_default_kind(const char *device);
+/* A new dtr.DeviceArray of kind "array@DEVICE" and a buffer of it. */
+int dtrpy_device_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,
+                       PyObject **result, Py_buffer *view);
+/* Before a call on c whose arrays are of `kind`: the space's stream set to torch's current
+ * one for torch tensors ("torch@cuda:0"), else back to the space's own. 0, or -1 with an
+ * error. */
+int dtrpy_device_stream(dtrpy_context_t *c, PyObject *kind);
+/* Then for each input: the space's stream waits for its producer's stream, where it names
+ * one (__cuda_array_interface__'s "stream", DLPack's export). 0, or -1 with an error. */
+int dtrpy_device_wait(dtrpy_context_t *c, const Py_buffer *in);
+/* Whether a result of `kind` needs the context synchronised before the call returns (a
+ * DeviceArray: no stream of the caller's orders what reads it next). */
+bool dtrpy_device_settles(PyObject *kind);
+/* Whether obj is a _DeviceView, and the producer stream it waits for (borrowed; None). */
+bool dtrpy_is_devview(PyObject *obj);
+PyObject *dtrpy_devview_stream(PyObject *view_obj);
+int dtrpy_device_module_init(PyObject *module);
 
 /* ---- _grad.c ---- */
 

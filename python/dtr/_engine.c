@@ -7,6 +7,7 @@
  * completes it. A Python error is a DTR_ERR_BACKEND whose text dtrpy_raise adds.
  */
 #include "_core.h"
+#include "_dlpack.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,11 +17,13 @@
 typedef struct {
     PyObject *engine; /* dtr._engine.Engine */
     int rank;
+    dtrpy_dl_device_t device; /* DLPack's device of the buffers: {kDLCPU, 0}, {kDLCUDA, N} */
 } dtrpy_engine_t;
 
 typedef struct {
     PyObject *engine, *group; /* the engine, and its _Group for these members */
     int n;
+    dtrpy_dl_device_t device; /* the engine's */
 } dtrpy_engine_group_t;
 
 /* The Python error, kept for dtrpy_raise, as the operation's failure. */
@@ -32,27 +35,12 @@ static dtr_status_t dtrpy_engine_failed(const char *call) {
 }
 
 /*
- * DLPack's ABI (dlpack.h, version 0.x: the structs every framework's from_dlpack reads), so
- * that a buffer reaches torch as a tensor whose deleter is plain C. A tensor over a Python
+ * A buffer goes to torch as a DLPack capsule (_dlpack.h), so
+ * that it reaches torch as a tensor whose deleter is plain C. A tensor over a Python
  * buffer (torch.frombuffer) would take the GIL as it dies, and torch's gloo worker drops its
  * last reference while holding the operation's lock, which is_completed() waits for under
  * the GIL: a deadlock.
  */
-typedef struct {
-    int device_type, device_id; /* kDLCPU = 1 */
-} dtrpy_dl_device_t;
-typedef struct {
-    uint8_t code, bits; /* kDLUInt = 1 */
-    uint16_t lanes;
-} dtrpy_dl_dtype_t;
-typedef struct {
-    void *data;
-    dtrpy_dl_device_t device;
-    int32_t ndim;
-    dtrpy_dl_dtype_t dtype;
-    int64_t *shape, *strides;
-    uint64_t byte_offset;
-} dtrpy_dl_tensor_t;
 typedef struct dtrpy_dl_managed {
     dtrpy_dl_tensor_t dl_tensor;
     void *manager_ctx;
@@ -69,14 +57,15 @@ static void dtrpy_dl_capsule_free(PyObject *capsule) {
     }
 }
 
-/* bytes at p as a DLPack capsule of uint8 (the engine reads a send buffer, never writes it). */
-static PyObject *dtrpy_view(const void *p, int64_t bytes) {
+/* bytes at p, on group g's device, as a DLPack capsule of uint8 (the engine reads a send
+ * buffer, never writes it). */
+static PyObject *dtrpy_view(const void *g, const void *p, int64_t bytes) {
     static char none[1];
     dtrpy_dl_managed_t *m = calloc(1, sizeof *m);
     if (m == NULL) return PyErr_NoMemory();
     m->shape[0] = bytes;
     m->dl_tensor = (dtrpy_dl_tensor_t){.data = bytes > 0 ? (void *)p : none,
-                                       .device = {1, 0},
+                                       .device = ((const dtrpy_engine_group_t *)g)->device,
                                        .ndim = 1,
                                        .dtype = {1, 8, 1},
                                        .shape = m->shape};
@@ -151,6 +140,7 @@ static dtr_status_t dtrpy_engine_group_create(void *state, const int *ranks, int
     dtr_status_t st = g->group != NULL ? DTR_OK : dtrpy_engine_failed("group");
     g->engine = Py_NewRef(e->engine);
     g->n = n;
+    g->device = e->device;
     if (st != DTR_OK) {
         Py_DECREF(g->engine);
         free(g);
@@ -175,8 +165,8 @@ static dtr_status_t dtrpy_engine_all_gather(void *group, const void *send, int64
                                             void *recv, dtr_backend_req_t *req) {
     int n = ((dtrpy_engine_group_t *)group)->n;
     dtr_status_t st;
-    DTRPY_START(st, group, req, "all_gather", "(NN)", dtrpy_view(send, bytes),
-                dtrpy_view(recv, bytes * n));
+    DTRPY_START(st, group, req, "all_gather", "(NN)", dtrpy_view(group, send, bytes),
+                dtrpy_view(group, recv, bytes * n));
     return st;
 }
 
@@ -186,8 +176,8 @@ static dtr_status_t dtrpy_engine_reduce_scatter(void *group, const void *send, v
     int n = ((dtrpy_engine_group_t *)group)->n;
     int64_t size = dtr_dtype_info(dtype)->size;
     dtr_status_t st;
-    DTRPY_START(st, group, req, "reduce_scatter", "(NNss)", dtrpy_view(send, count * size * n),
-                dtrpy_view(recv, count * size), dtr_dtype_name(dtype), dtr_reduce_op_name(op));
+    DTRPY_START(st, group, req, "reduce_scatter", "(NNss)", dtrpy_view(group, send, count * size * n),
+                dtrpy_view(group, recv, count * size), dtr_dtype_name(dtype), dtr_reduce_op_name(op));
     return st;
 }
 
@@ -196,8 +186,8 @@ static dtr_status_t dtrpy_engine_all_reduce(void *group, const void *send, void 
                                             dtr_backend_req_t *req) {
     int64_t bytes = count * dtr_dtype_info(dtype)->size;
     dtr_status_t st;
-    DTRPY_START(st, group, req, "all_reduce", "(NNssO)", dtrpy_view(send, bytes),
-                dtrpy_view(recv, bytes), dtr_dtype_name(dtype), dtr_reduce_op_name(op),
+    DTRPY_START(st, group, req, "all_reduce", "(NNssO)", dtrpy_view(group, send, bytes),
+                dtrpy_view(group, recv, bytes), dtr_dtype_name(dtype), dtr_reduce_op_name(op),
                 send == recv ? Py_True : Py_False);
     return st;
 }
@@ -218,9 +208,9 @@ static dtr_status_t dtrpy_engine_all_to_allv(void *group, const void *send,
     int n = ((dtrpy_engine_group_t *)group)->n;
     dtr_status_t st;
     DTRPY_START(st, group, req, "all_to_allv", "(NNNNNN)",
-                dtrpy_view(send, dtrpy_extent(send_counts, send_displs, n)),
+                dtrpy_view(group, send, dtrpy_extent(send_counts, send_displs, n)),
                 dtrpy_tuple(send_counts, n), dtrpy_tuple(send_displs, n),
-                dtrpy_view(recv, dtrpy_extent(recv_counts, recv_displs, n)),
+                dtrpy_view(group, recv, dtrpy_extent(recv_counts, recv_displs, n)),
                 dtrpy_tuple(recv_counts, n), dtrpy_tuple(recv_displs, n));
     return st;
 }
@@ -258,23 +248,42 @@ static const dtr_backend_ops_t dtrpy_engine_ops = {
     .destroy = dtrpy_engine_destroy,
 };
 
-int dtrpy_engine_of(PyObject *engine, void **state, int *size) {
+int dtrpy_engine_of(PyObject *engine, const char *device, void **state, int *size) {
     PyObject *rank = PyObject_GetAttrString(engine, "rank");
     PyObject *n = rank != NULL ? PyObject_GetAttrString(engine, "size") : NULL;
-    dtrpy_engine_t *e = n != NULL ? calloc(1, sizeof *e) : NULL;
-    if (e != NULL) {
+    PyObject *backend = n != NULL ? PyObject_GetAttrString(engine, "backend") : NULL;
+    const char *b = backend != NULL ? PyUnicode_AsUTF8(backend) : NULL;
+    dtrpy_engine_t *e = NULL;
+    bool cuda = strncmp(device, "cuda:", 5) == 0, nccl = b != NULL && strcmp(b, "nccl") == 0;
+    if (b != NULL && nccl && !cuda) {
+        dtrpy_arg_error("backend 'torch': torch.distributed runs on nccl, which moves CUDA "
+                        "tensors, and the mesh is on device '%s' (make it with "
+                        "device='cuda', or run torch on gloo)", device);
+    } else if (b != NULL && (e = calloc(1, sizeof *e)) == NULL) {
+        PyErr_NoMemory();
+    } else if (e != NULL) {
         e->rank = (int)PyLong_AsLong(rank);
         *size = (int)PyLong_AsLong(n);
         e->engine = Py_NewRef(engine);
-    } else if (n != NULL) {
-        PyErr_NoMemory();
+        /* NCCL's collectives take the GPU's buffers as they are; over gloo a device space
+         * stages through host memory, so the buffers the engine sees are the host's */
+        e->device = nccl ? (dtrpy_dl_device_t){2, atoi(device + 5)} /* kDLCUDA */
+                         : (dtrpy_dl_device_t){1, 0};                /* kDLCPU */
     }
     Py_XDECREF(rank);
     Py_XDECREF(n);
+    Py_XDECREF(backend);
     *state = e;
     return e != NULL ? 0 : -1;
 }
 
 dtr_status_t dtrpy_engine_create(void *state, dtr_context_t **out) {
+    static dtr_backend_ops_t cuda_ops; /* the same, buffers on the device (CAP_DEVICE) */
+    const dtrpy_engine_t *e = state;
+    if (e != NULL && e->device.device_type == 2) {
+        cuda_ops = dtrpy_engine_ops;
+        cuda_ops.caps |= DTR_BACKEND_CAP_DEVICE;
+        return dtr_context_create(&cuda_ops, state, out);
+    }
     return dtr_context_create(&dtrpy_engine_ops, state, out);
 }

@@ -1,7 +1,8 @@
 """torch.distributed as dtr's engine (Mesh(..., backend="torch")): each operation of a plan
 is a torch collective on the process groups torch holds, started with async_op=True and
-completed by test/wait, on host tensors made over dtr's buffers without a copy (DLPack
-capsules whose deleter is plain C: see _engine.c). python/dtr/_engine.c hands the C executor these methods as a backend's
+completed by test/wait, on tensors made over dtr's buffers without a copy (DLPack capsules
+whose deleter is plain C: see _engine.c): host tensors, or CUDA ones where torch runs NCCL
+and the mesh is on a CUDA device (Mesh(..., backend="torch", device="cuda")). python/dtr/_engine.c hands the C executor these methods as a backend's
 operations (runtime/backend.h).
 
 A group of dtr's is made by its members only (the executor requires it), so it cannot be a
@@ -137,7 +138,8 @@ class Engine:
         sin = (s[:sum(scounts)] if packed(scounts, sdispls) else
                torch.cat([s[sdispls[m]:sdispls[m] + scounts[m]] for m in members]))
         direct = packed(rcounts, rdispls)
-        rout = r[:sum(rcounts)] if direct else torch.empty(sum(rcounts), dtype=torch.uint8)
+        rout = (r[:sum(rcounts)] if direct else
+                torch.empty(sum(rcounts), dtype=torch.uint8, device=r.device))
 
         def unpack():
             for m in members:

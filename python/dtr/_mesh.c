@@ -94,8 +94,13 @@ static int dtrpy_env_int(const char *name, const char *backend, long lo, long hi
 
 /* The context kept under key, or a new one kept there: over the mpi4py communicator comm
  * (collective over it), or, comm None, over the job on the backend `name` (collective over
- * the job's ranks, WORLD_SIZE of them). New reference; steals key. */
-static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const char *name) {
+ * the job's ranks, WORLD_SIZE of them); on `device`'s memory space. New reference; steals
+ * key. */
+static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const char *name,
+                                           const char *device) {
+    if (strcmp(device, "cpu") != 0) /* (a context per device: its memory space is its own) */
+        key = Py_BuildValue("(Ns)", key, device);
+    if (key == NULL) return NULL;
     PyObject *found = PyDict_GetItemWithError(dtrpy_contexts, key);
     if (found != NULL || PyErr_Occurred()) {
         Py_DECREF(key);
@@ -109,13 +114,14 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     void *engine = NULL; /* torch: the engine's state */
     if (comm != Py_None) {
 #ifdef DTR_PY_MPI
-        mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(key));
+        PyObject *f = PyTuple_Check(key) ? PyTuple_GET_ITEM(key, 0) : key; /* (py2f's) */
+        mc = MPI_Comm_f2c((MPI_Fint)PyLong_AsLong(f));
         MPI_Comm_size(mc, &size);
 #endif
     } else if (strcmp(name, "torch") == 0) {
         PyObject *f = dtrpy_helper("torch_engine");
         PyObject *e = f == NULL ? NULL : PyObject_CallNoArgs(f);
-        int rc = e == NULL ? -1 : dtrpy_engine_of(e, &engine, &size);
+        int rc = e == NULL ? -1 : dtrpy_engine_of(e, device, &engine, &size);
         Py_XDECREF(e);
         if (rc < 0) {
             Py_DECREF(key);
@@ -150,6 +156,8 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     c->store = job.store != NULL ? Py_NewRef(job.store) : NULL;
     c->inflight = NULL;
     c->complete = NULL;
+    c->space = NULL;
+    c->space_state = NULL;
     dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
@@ -157,6 +165,7 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
              : engine != NULL   ? dtrpy_engine_create(engine, &c->ctx)
              : c->store != NULL ? dtrpy_job_create(&job, &c->ctx)
                                 : dtr_context_create_named(name, &c->ctx);
+        if (st == DTR_OK) st = dtrpy_space_attach(c, device);
         Py_END_ALLOW_THREADS
     } else if (engine != NULL) {
         dtrpy_engine_create(engine, NULL); /* (frees it) */
@@ -173,17 +182,18 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     return c;
 }
 
-/* The context over comm: the one already made, or a new one (collective over comm). */
-static dtrpy_context_t *dtrpy_context_for(PyObject *comm) {
+/* The context over comm on device: the one already made, or a new one (collective over
+ * comm). */
+static dtrpy_context_t *dtrpy_context_for(PyObject *comm, const char *device) {
     PyObject *key = PyObject_CallMethod(comm, "py2f", NULL);
-    return key == NULL ? NULL : dtrpy_context_kept(key, comm, "mpi");
+    return key == NULL ? NULL : dtrpy_context_kept(key, comm, "mpi", device);
 }
 
-/* The context over the job on a backend without MPI (collective over the job's ranks the
- * first time). New reference. */
-static dtrpy_context_t *dtrpy_context_named(const char *name) {
+/* The context over the job on a backend without MPI, on device (collective over the job's
+ * ranks the first time). New reference. */
+static dtrpy_context_t *dtrpy_context_named(const char *name, const char *device) {
     PyObject *key = PyUnicode_FromString(name);
-    return key == NULL ? NULL : dtrpy_context_kept(key, Py_None, name);
+    return key == NULL ? NULL : dtrpy_context_kept(key, Py_None, name, device);
 }
 
 PyObject *dtrpy_shutdown(PyObject *self, PyObject *noargs) {
@@ -352,11 +362,11 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
 }
 
 static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
-    static char *names[] = {"shape", "ranks", "comm", "backend", "dim_names", NULL};
+    static char *names[] = {"shape", "ranks", "comm", "backend", "dim_names", "device", NULL};
     PyObject *shape_obj, *ranks_obj = Py_None, *comm = Py_None, *backend = Py_None;
-    PyObject *dim_names = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$O:Mesh", names, &shape_obj, &ranks_obj,
-                                     &comm, &backend, &dim_names)) {
+    PyObject *dim_names = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$OO:Mesh", names, &shape_obj, &ranks_obj,
+                                     &comm, &backend, &dim_names, &device)) {
         dtrpy_as_argument_error();
         return -1;
     }
@@ -364,7 +374,9 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Mesh: already initialised");
         return -1;
     }
-    if (dtrpy_mesh_backend(m, backend, comm) < 0) return -1;
+    if (dtrpy_mesh_backend(m, backend, comm) < 0 ||
+        dtrpy_device_parse(device, m->device, sizeof m->device) < 0)
+        return -1;
     int64_t sizes[DTR_MAX_TENSOR_DIMS];
     int ndims = 0;
     if (dtrpy_shape(shape_obj, "shape", sizes, &ndims) < 0) return -1;
@@ -446,7 +458,7 @@ static dtrpy_context_t *dtrpy_mesh_context_mpi(dtrpy_mesh_t *m) {
         }
         checked = 1;
     }
-    dtrpy_context_t *c = dtrpy_context_for(comm);
+    dtrpy_context_t *c = dtrpy_context_for(comm, m->device);
     Py_DECREF(comm);
     return c;
 }
@@ -455,7 +467,7 @@ dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
     if (m->context != NULL && m->context->ctx != NULL) return m->context;
     Py_CLEAR(m->context); /* (closed by _shutdown: the mesh takes the job's new one) */
     bool mpi = strcmp(m->backend, "mpi") == 0;
-    dtrpy_context_t *c = mpi ? dtrpy_mesh_context_mpi(m) : dtrpy_context_named(m->backend);
+    dtrpy_context_t *c = mpi ? dtrpy_mesh_context_mpi(m) : dtrpy_context_named(m->backend, m->device);
     if (c == NULL) return NULL;
     int64_t n = dtr_mesh_nranks(m->mesh);
     for (int64_t i = 0; i < n; i++) {
@@ -511,6 +523,12 @@ static PyObject *dtrpy_mesh_get_backend(dtrpy_mesh_t *m, void *closure) {
     return PyUnicode_FromString(m->backend);
 }
 
+static PyObject *dtrpy_mesh_get_device(dtrpy_mesh_t *m, void *closure) {
+    (void)closure;
+    if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
+    return PyUnicode_FromString(m->device);
+}
+
 static PyObject *dtrpy_mesh_get_comm(dtrpy_mesh_t *m, void *closure) {
     (void)closure;
     if (m->mesh == NULL) return dtrpy_arg_error("Mesh: not initialised (Mesh.__init__ did not run)");
@@ -561,11 +579,12 @@ static PyObject *dtrpy_mesh_get_dim_names(dtrpy_mesh_t *m, void *closure) {
 static PyObject *dtrpy_mesh_repr(dtrpy_mesh_t *m) {
     if (m->mesh == NULL) return PyUnicode_FromString("dtr.Mesh(<uninitialised>)");
     PyObject *shape = dtrpy_mesh_get_shape(m, NULL), *ranks = dtrpy_mesh_get_ranks(m, NULL);
+    char backend[DTR_BACKEND_NAME_MAX + 16] = "", device[DTRPY_DEVICE_MAX + 16] = "";
+    if (strcmp(m->backend, "mpi") != 0) snprintf(backend, sizeof backend, ", backend='%s'", m->backend);
+    if (strcmp(m->device, "cpu") != 0) snprintf(device, sizeof device, ", device='%s'", m->device);
     PyObject *r = !(shape && ranks) ? NULL
-                  : strcmp(m->backend, "mpi") == 0
-                      ? PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R)", shape, ranks)
-                      : PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R, backend='%s')", shape, ranks,
-                                             m->backend);
+                                    : PyUnicode_FromFormat("dtr.Mesh(%R, ranks=%R%s%s)", shape,
+                                                           ranks, backend, device);
     Py_XDECREF(shape);
     Py_XDECREF(ranks);
     return r;
@@ -605,6 +624,8 @@ static PyGetSetDef dtrpy_mesh_getset[] = {
     {"backend", (getter)dtrpy_mesh_get_backend, NULL,
      "The backend's name: 'mpi', 'gloo' or 'torch'.",
      NULL},
+    {"device", (getter)dtrpy_mesh_get_device, NULL,
+     "Where its arrays are: 'cpu', or a device's memory space ('cuda:0').", NULL},
     {"rank", (getter)dtrpy_mesh_get_rank, NULL, "This process's rank in the communicator.",
      NULL},
     {"coordinate", (getter)dtrpy_mesh_get_coordinate, NULL,
@@ -618,7 +639,8 @@ PyTypeObject dtrpy_mesh_type = {
     .tp_dealloc = (destructor)dtrpy_mesh_dealloc,
     .tp_repr = (reprfunc)dtrpy_mesh_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Mesh(shape, ranks=None, comm=None, backend=None, *, dim_names=None)\n\n"
+    .tp_doc = "Mesh(shape, ranks=None, comm=None, backend=None, *, dim_names=None, "
+              "device='cpu')\n\n"
               "An N-D grid of the ranks of an mpi4py communicator (default COMM_WORLD): shape\n"
               "as (2, 4), 8 or '2x4'; ranks in row-major mesh order (default 0..n-1). The first\n"
               "collective call on a communicator sets dtr up on it (collective over it).\n"
@@ -626,7 +648,10 @@ PyTypeObject dtrpy_mesh_type = {
               "(torchrun, tools/dtr_launch.sh), meeting through torch.distributed's store,\n"
               "torchrun's, DTR_GLOO_STORE's directory or a store of dtr's own at MASTER_ADDR:\n"
               "MASTER_PORT (docs/python.md, \"Under torchrun\"); comm None.\n"
-              "backend='torch': the plans' collectives are torch.distributed's own.",
+              "backend='torch': the plans' collectives are torch.distributed's own.\n"
+              "device='cuda' (or 'cuda:1'): its arrays are GPU memory (torch CUDA tensors,\n"
+              "__cuda_array_interface__, __dlpack__; results on the same device), every local\n"
+              "step a kernel on torch's current stream (docs/python.md, \"On GPUs\").",
     .tp_weaklistoffset = offsetof(dtrpy_mesh_t, weak),
     .tp_getset = dtrpy_mesh_getset,
     .tp_methods = dtrpy_mesh_methods,

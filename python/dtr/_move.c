@@ -48,6 +48,7 @@ typedef struct {
     dtrpy_context_t *ctx;
     bool in_src, in_dst;     /* this rank's parts */
     bool called;             /* the collective call was made (errors after it are shared) */
+    bool settle;             /* results need the context synchronised (dtrpy_enter) */
 } dtrpy_call_t;
 
 /* The global shape: given, or from the local block as DTensor infers it (dtrpy_infer_shape). */
@@ -82,14 +83,16 @@ int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dt
     return -1;
 }
 
-/* The output of this rank's block of spec: `out` checked, or a new array. */
-static int dtrpy_output(PyObject *out, dtrpy_tensor_t *t, const dtr_spec_t *spec, int rank) {
+/* The output of this rank's block of spec: `out` checked (on the mesh's device), or a new
+ * array. */
+static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, dtrpy_tensor_t *t,
+                        const dtr_spec_t *spec, int rank) {
     dtr_layout_t l;
     if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
     if (out != NULL && out != Py_None) {
         dtr_dtype_t d;
         PyObject *kind = NULL;
-        if (dtrpy_buffer(out, "out", true, &t->out, &d, &kind) < 0) return -1;
+        if (dtrpy_buffer_on(out, "out", true, c->mesh->device, &t->out, &d, &kind) < 0) return -1;
         Py_XDECREF(kind);
         t->has_out = true;
         if (t->out.ndim > DTR_MAX_TENSOR_DIMS)
@@ -137,6 +140,7 @@ typedef struct {
     PyObject *result;  /* what wait() returns */
     dtr_status_t status;
     bool done;
+    bool settle; /* the context is synchronised once it completes (dtrpy_enter) */
 } dtrpy_request_t;
 
 static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
@@ -165,7 +169,8 @@ static PyObject *dtrpy_request_wait(dtrpy_request_t *r, PyObject *noargs) {
     if (!r->done) {
         dtr_status_t st;
         dtr_request_t *req = r->req;
-        DTRPY_CALL(r->context, st = dtr_request_wait(req));
+        DTRPY_CALL(r->context, st = dtr_request_wait(req);
+                   if (st == DTR_OK && r->settle) st = dtr_context_sync(r->context->ctx));
         dtrpy_request_finish(r, st);
     }
     if (r->status != DTR_OK) return dtrpy_raise(r->status);
@@ -264,6 +269,7 @@ static dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, in
     r->mesh = Py_NewRef(mesh_obj);
     r->context = (dtrpy_context_t *)Py_NewRef((PyObject *)c->ctx);
     r->result = Py_NewRef(result);
+    r->settle = c->settle;
     return r;
 }
 
@@ -277,6 +283,9 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
     if (c->to != NULL && strcmp(c->mesh->backend, c->to->backend) != 0)
         return dtrpy_arg_error("to_mesh: on backend '%s', mesh on '%s' (the meshes of one call "
                                "are on one backend)", c->to->backend, c->mesh->backend), -1;
+    if (c->to != NULL && strcmp(c->mesh->device, c->to->device) != 0)
+        return dtrpy_arg_error("to_mesh: on device '%s', mesh on '%s' (the meshes of one call "
+                               "are on one device)", c->to->device, c->mesh->device), -1;
     c->ctx = dtrpy_mesh_context(c->mesh);
     if (c->ctx == NULL) return -1;
     int top = -1; /* (named here: dtrpy_mesh_context's own message says "mesh") */
@@ -322,7 +331,8 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
     if (c->in_src) {
         if (local == NULL || local == Py_None)
             return dtrpy_arg_error("%s: None on a rank of the source mesh", what), -1;
-        if (dtrpy_buffer(local, what, false, &t->in, &t->dtype, &t->kind) < 0) return -1;
+        if (dtrpy_buffer_on(local, what, false, c->mesh->device, &t->in, &t->dtype, &t->kind) < 0)
+            return -1;
         t->has_in = true;
         t->ndim = t->in.ndim;
         if (t->ndim > DTR_MAX_TENSOR_DIMS)
@@ -340,6 +350,9 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
     } else if (dtrpy_dtype(dtype_obj, "dtype", &t->dtype) < 0) {
         return -1;
     }
+    if (t->kind == NULL && strcmp(c->mesh->device, "cpu") != 0 &&
+        (t->kind = dtrpy_default_kind(c->mesh->device)) == NULL)
+        return -1;
     dtr_dtype_t to_dtype = t->dtype;
     if (to_dtype_obj != NULL && to_dtype_obj != Py_None &&
         dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0)
@@ -354,6 +367,31 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
         dtrpy_check_block(what, t, s, c->ctx->rank, shape_obj != NULL && shape_obj != Py_None) < 0)
         dtrpy_tensor_defer(t);
     return 0;
+}
+
+/* Before a call: the device's stream is torch's where a tensor is torch's (the first), and
+ * waits for each input's producer; c->settle where a result is a DeviceArray. 0, or -1 with
+ * an error (the call not made: the caller refuses it). */
+static int dtrpy_enter(dtrpy_call_t *c, const dtrpy_tensor_t *t, int n) {
+    PyObject *kind = NULL;
+    c->settle = false;
+    for (int i = 0; i < n; i++) {
+        const char *k = t[i].kind != NULL ? PyUnicode_AsUTF8(t[i].kind) : NULL;
+        if (kind == NULL && k != NULL && strncmp(k, "torch@", 6) == 0) kind = t[i].kind;
+        c->settle = c->settle || dtrpy_device_settles(t[i].kind);
+    }
+    if (c->ctx->space == NULL) return 0;
+    if (dtrpy_device_stream(c->ctx, kind) < 0) return -1;
+    for (int i = 0; i < n; i++)
+        if (t[i].has_in && dtrpy_device_wait(c->ctx, &t[i].in) < 0) return -1;
+    return 0;
+}
+
+/* After a blocking call: a DeviceArray's context synchronised (c->settle), so that what
+ * reads it next on any stream sees it whole. */
+static dtr_status_t dtrpy_settle(const dtrpy_call_t *c, dtr_status_t st) {
+    if (st == DTR_OK && c->settle) DTRPY_CALL(c->ctx, st = dtr_context_sync(c->ctx->ctx));
+    return st;
 }
 
 static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
@@ -399,8 +437,9 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
             dtr_cross_plan_destroy(plan);
             return dtrpy_raise(st);
         }
-        if (dtrpy_output(out, t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+        if (dtrpy_output(c, out, t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     }
+    if (t->err_type == NULL && dtrpy_enter(c, t, 1) < 0) dtrpy_tensor_defer(t);
     if (t->err_type != NULL) {
         dtr_cross_plan_destroy(plan);
         return dtrpy_poison(c, t);
@@ -424,6 +463,7 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
         return dtrpy_status_or(st, (PyObject *)r);
     }
     DTRPY_CALL(c->ctx, st = dtr_redistribute_cross(c->ctx->ctx, plan, in, in_bytes, o, out_bytes));
+    st = dtrpy_settle(c, st);
     dtr_cross_plan_destroy(plan);
     return dtrpy_status_or(st, Py_NewRef(t->result != NULL ? t->result : Py_None));
 }
@@ -463,7 +503,8 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     dtr_plan_t plan; /* (on the stack: a blocking call's plan lives as long as the call) */
     dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), &plan, NULL);
     if (st != DTR_OK) return dtrpy_raise(st);
-    if (t->err_type == NULL && dtrpy_output(out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+    if (t->err_type == NULL && dtrpy_output(c, out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+    if (t->err_type == NULL && dtrpy_enter(c, t, 1) < 0) dtrpy_tensor_defer(t);
     if (t->err_type != NULL) return dtrpy_poison(c, t);
     if (async_op) { /* the request keeps its own copy until it completes */
         dtr_plan_t *kept = PyMem_Malloc(sizeof *kept);
@@ -477,7 +518,7 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     size_t out_bytes = (size_t)t->out.len;
     c->called = true;
     DTRPY_CALL(c->ctx, st = dtr_redistribute(c->ctx->ctx, &plan, in, in_bytes, o, out_bytes));
-    return dtrpy_status_or(st, Py_NewRef(t->result));
+    return dtrpy_status_or(dtrpy_settle(c, st), Py_NewRef(t->result));
 }
 
 PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
@@ -560,13 +601,17 @@ static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t
         dtr_spec_t dd;
         st = dtr_change_dst(*change, i, &dd);
         if (st == DTR_OK && c->in_dst && t[i].err_type == NULL &&
-            dtrpy_output(dtrpy_each(outs, i, n), &t[i], &dd, c->ctx->rank) < 0)
+            dtrpy_output(c, dtrpy_each(outs, i, n), &t[i], &dd, c->ctx->rank) < 0)
             dtrpy_tensor_defer(&t[i]);
         if (t[i].err_type != NULL && *bad < 0) *bad = i;
         a->in[i] = t[i].has_in ? t[i].in.buf : NULL;
         a->in_bytes[i] = t[i].has_in ? (size_t)t[i].in.len : 0;
         a->out[i] = t[i].has_out ? t[i].out.buf : NULL;
         a->out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
+    }
+    if (st == DTR_OK && *bad < 0 && dtrpy_enter(c, t, n) < 0) {
+        dtrpy_tensor_defer(&t[0]);
+        *bad = 0;
     }
     return st;
 }
@@ -618,6 +663,7 @@ static PyObject *dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t, const
         c->called = true;
         DTRPY_CALL(c->ctx, st = dtr_change_run(c->ctx->ctx, change, a.in, a.in_bytes, a.out,
                                                a.out_bytes));
+        st = dtrpy_settle(c, st);
         if (st != DTR_OK) dtrpy_raise(st);
         else results = dtrpy_many_results(t, n);
     } else if (!PyErr_Occurred()) {

@@ -138,7 +138,7 @@ def _move_local(x, placements, device_mesh, async_op=False):
     if where is not None and (cross or async_op):
         block = next(b for b in _core.layout(dst_mesh, tuple(x.shape), placements, x.dtype)
                      if tuple(b[1]) == tuple(where))
-        block = torch.empty(block[2], dtype=x.dtype)
+        block = local.new_empty(block[2])  # (x's dtype, on x's device)
     held = not cross or x.device_mesh.get_coordinate() is not None
     out = _move(local if held else None, src_mesh, x.placements, placements,
                 shape=tuple(x.shape), to_mesh=dst_mesh if cross else None, dtype=x.dtype,

@@ -2,11 +2,12 @@
 # `pip install ./python` as a user without Bazel does it: into a new virtual environment, with
 # no bazel on PATH (a PATH of links to /usr/bin without it), so the library is compiled by
 # python/build_lib.py from dist/sources.txt. Twice:
-#   1. the smallest build (DTR_WITHOUT=mpi,gloo,checkpoint: what a machine with only a
+#   1. the smallest build (DTR_WITHOUT=mpi,gloo,checkpoint,cuda: what a machine with only a
 #      compiler and Python gets): planning works, the default backend is the torch engine,
 #      backend 'mpi' and dtr.load are refused by name, the package carries libdtr.so.0 alone,
 #      and the torchrun example below runs on the torch engine;
-#   2. the build with what this machine has (Open MPI, Gloo, Jansson and xxHash; tools/setup.sh):
+#   2. the build with what this machine has (Open MPI, Gloo, Jansson and xxHash; tools/setup.sh;
+#      CUDA where nvcc is, whose libdtr_cuda.so.0 the package then carries and finds):
 #      two processes started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT alone (no
 #      mpirun, no torch) move a tensor over Gloo through dtr's own store, and, where a PyTorch
 #      environment is found (DTR_TORCH_VENV, default ~/.cache/dtr/torch-venv: bench/pytorch/
@@ -76,8 +77,8 @@ install() {
     fi
 }
 
-if install "the smallest build" DTR_WITHOUT=mpi,gloo,checkpoint; then
-    if grep -q 'dtr setup: built libdtr.so.0 with core; without checkpoint: left out by DTR_WITHOUT; without mpi: left out by DTR_WITHOUT; without gloo: left out by DTR_WITHOUT$' "$tmp/log"; then
+if install "the smallest build" DTR_WITHOUT=mpi,gloo,checkpoint,cuda; then
+    if grep -q 'dtr setup: built libdtr.so.0 with core; without checkpoint: left out by DTR_WITHOUT; without mpi: left out by DTR_WITHOUT; without gloo: left out by DTR_WITHOUT; without cuda: left out by DTR_WITHOUT$' "$tmp/log"; then
         ok "the smallest build: its parts"
     else
         bad "the smallest build: parts other than the core alone"
@@ -107,9 +108,15 @@ try:
 except dtr.RefusedError as e:
     assert str(e) == ("dtr.load: this dtr was built without its checkpoint module (when pip "
                       "built it: left out by DTR_WITHOUT)"), e
+try:
+    dtr.Mesh((2,), device="cuda")
+    raise AssertionError("device='cuda' was not refused")
+except dtr.RefusedError as e:
+    assert str(e).startswith("device 'cuda': this dtr has no memory space 'cuda' ("), e
+    assert "libdtr_cuda.so.0" in str(e), e
 p = dtr.plan(dtr.Mesh((2, 2)), (8, 6), "S(0),S(1)", "R,R")
 assert [s["kind"] for s in p.steps] == ["all_gather", "all_gather"], p.steps
-print("refused by name: backend mpi and gloo, dtr.load; planned", len(p.steps), "steps")
+print("refused by name: backend mpi and gloo, device cuda, dtr.load; planned", len(p.steps), "steps")
 EOF
     ); then ok "the smallest build: ${out##*$'\n'}"; else bad "the smallest build:"$'\n'"$out"; fi
     torchrun_example "the smallest build (the torch engine)"
@@ -138,6 +145,23 @@ EOF
         ok "2 processes over gloo, no mpirun: $(cat "$tmp/rank0")"
     else
         bad "2 processes over gloo:"$'\n'"$(tail -5 "$tmp/rank0" "$tmp/rank1")"
+    fi
+    # the CUDA space where nvcc is found: carried beside libdtr.so, found by name, and a
+    # machine without a GPU is told so (on one with a GPU the mesh is made)
+    if PATH=$path command -v nvcc >/dev/null; then
+        if out=$(cd "$tmp" && PATH=$path "$py" - 2>&1 <<'EOF'
+import os, dtr
+pkg = os.path.dirname(dtr.__file__)
+assert "libdtr_cuda.so.0" in os.listdir(pkg), os.listdir(pkg)
+try:
+    print("device cuda:", dtr.Mesh((1,), device="cuda").device)
+except dtr.RefusedError as e:
+    assert str(e).startswith("device 'cuda': no device of it is visible ("), e
+    print("device cuda: libdtr_cuda.so.0 loaded;", str(e)[:60])
+EOF
+        ); then ok "the CUDA space: ${out##*$'\n'}"; else bad "the CUDA space:"$'\n'"$out"; fi
+    else
+        echo "skipped: the CUDA space (no nvcc on PATH or in /usr/local/cuda/bin)"
     fi
     torchrun_example "the build with what this machine has"
 fi

@@ -15,7 +15,8 @@
 #             then under torchrun (no mpirun): torchrun_dtensor.py, dtr.torch.redistribute and
 #             patch() against DTensor on 2 and 4 ranks, on dtr's Gloo and on the torch
 #             engine (Mesh(..., backend="torch")), the example's dtensor_mlp.py, and
-#             examples/python_refit/refit.py on 2 and 4 ranks
+#             examples/python_refit/refit.py on 2 and 4 ranks; torchrun_device.py, the
+#             parity cases on the torch engine with every block on the fake device
 # Env: DTR_PY_VENV   the environment (default ~/.cache/dtr/py-venv; created with numpy,
 #                    mpi4py and pytest from PyPI on first use)
 #      DTR_PY_RANKS  the job sizes (default "1 2 4")
@@ -23,6 +24,7 @@
 #      DTR_PY_TORCHRUN_CASES  the cases of torchrun_dtensor.py per job size on dtr's Gloo
 #                    (--torch; default 500, on 2 and 4 ranks)
 #      DTR_PY_ENGINE_CASES  the same on the torch engine (default 200)
+#      DTR_PY_DEVICE_CASES  torchrun_device.py's cases per form (--torch; default 20)
 #      DTR_PY_SEED   the seed of the random tests (printed by each run)
 # Ends with "python: N passed, N failed" (pytest's test counts of rank 0, summed over the runs,
 # and the checks of the wheel).
@@ -53,8 +55,13 @@ fi
 echo "== python: pip wheel $root/python"
 if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log" 2>&1; then
     files=$(python3 -m zipfile -l "$tmp"/wheel/dtr-*.whl)
-    for f in 'dtr/libdtr\.so\.[0-9]+ ' 'dtr/libdtr_gloo\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py ' \
-        'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 '; do
+    want=('dtr/libdtr\.so\.[0-9]+ ' 'dtr/libdtr_gloo\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py '
+        'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 ')
+    # (CUDA's space where pip found nvcc, as build_lib.py looks for it)
+    if command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/nonexistent}/bin/nvcc" ] || [ -x /usr/local/cuda/bin/nvcc ]; then
+        want+=('dtr/libdtr_cuda\.so\.[0-9]+ ')
+    fi
+    for f in "${want[@]}"; do
         if grep -qE "^$f" <<<"$files"; then
             passed=$((passed + 1))
         else
@@ -124,6 +131,19 @@ tally() {
     passed=$((passed + p))
     failed=$((failed + f))
 }
+# tally_line NAME RC: adds the counts of $tmp/out's last "NAME: N passed, N failed" line (a
+# torchrun script's, printed by its rank 0) after showing its lines and failures; a run
+# without that line, or that failed without a failure counted, counts as one failure.
+tally_line() {
+    local name=$1 rc=$2 line p f
+    grep -E "^($name|  FAILED)" "$tmp/out"
+    line=$(grep -oE "^$name: [0-9]+ passed, [0-9]+ failed" "$tmp/out" | tail -1)
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"${line:-: 0 passed}")
+    f=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"${line:-, 1 failed}")
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { tail -30 "$tmp/out"; f=1; }
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
 for n in ${DTR_PY_RANKS:-1 2 4}; do
     echo "== python: $n rank(s): pytest $root/python/tests"
     if [ "$n" -eq 1 ]; then
@@ -138,9 +158,9 @@ done
 # no MPI: the parity cases, the backend checks and the collective save over Gloo, the processes started by
 # tools/dtr_launch.sh (RANK, WORLD_SIZE, DTR_GLOO_STORE), as torchrun would
 for n in ${DTR_PY_GLOO_RANKS:-2 4}; do
-    echo "== python: $n processes, backend gloo (tools/dtr_launch.sh): test_parity.py test_backends.py test_save.py test_digest.py"
+    echo "== python: $n processes, backend gloo (tools/dtr_launch.sh): test_parity.py test_backends.py test_save.py test_digest.py test_device.py"
     DTR_PY_BACKEND=gloo timeout 600 bash "$root/tools/dtr_launch.sh" -n "$n" bash -c \
-        'set -- "$1/test_parity.py" "$1/test_backends.py" "$1/test_save.py" "$1/test_digest.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
+        'set -- "$1/test_parity.py" "$1/test_backends.py" "$1/test_save.py" "$1/test_digest.py" "$1/test_device.py"; if [ "$RANK" = 0 ]; then exec "$0" -m pytest -q "$@"; else exec "$0" -m pytest -q "$@" >/dev/null; fi' \
         "$venv/bin/python" "$root/python/tests" >"$tmp/out" 2>&1
     tally $?
 done
@@ -169,14 +189,15 @@ if "$venv/bin/python" -c 'import torch' 2>/dev/null; then
         echo "== python: DTR_TORCH_BACKEND=$backend torchrun --nproc-per-node $n python/tests/torchrun_dtensor.py $cases"
         DTR_TORCH_BACKEND=$backend timeout 900 "$venv/bin/torchrun" --nproc-per-node "$n" \
             "$root/python/tests/torchrun_dtensor.py" "$cases" >"$tmp/out" 2>&1
-        rc=$?
-        grep -E '^(torchrun dtensor|  FAILED)' "$tmp/out"
-        line=$(grep -oE '^torchrun dtensor: [0-9]+ passed, [0-9]+ failed' "$tmp/out" | tail -1)
-        p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"${line:-: 0 passed}")
-        f=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"${line:-, 1 failed}")
-        [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { tail -30 "$tmp/out"; f=1; }
-        passed=$((passed + p))
-        failed=$((failed + f))
+        tally_line "torchrun dtensor" $?
+    done
+    # the torch engine on device memory: the parity cases with every block on the fake
+    # device (python/tests/fake_space.c), staged through host memory for torch's gloo
+    for n in 2 4; do
+        echo "== python: torchrun --nproc-per-node $n python/tests/torchrun_device.py ${DTR_PY_DEVICE_CASES:-20}"
+        timeout 600 "$venv/bin/torchrun" --nproc-per-node "$n" "$root/python/tests/torchrun_device.py" \
+            "${DTR_PY_DEVICE_CASES:-20}" >"$tmp/out" 2>&1
+        tally_line "torchrun device" $?
     done
     # the torch engine's exit, 6 times (it aborted in about 1 run in 3 before the fix)
     for mode in mm mm_then_ok ok mm ok_destroy mm; do

@@ -14,6 +14,12 @@ import pytest
 import dtr
 
 BACKEND = os.environ.get("DTR_PY_BACKEND", "mpi")
+# the meshes' device: None (host arrays); test_device.py runs these cases on its "fake" one,
+# torchrun_device.py on "fake" or "cuda", each block of the kind KIND: "array" (a
+# dtr.DeviceArray), "torch" (a torch tensor on the device), "cupy" (a CuPy array, read through
+# __cuda_array_interface__)
+DEVICE = None
+KIND = "array"
 CASES = int(os.environ.get("DTR_PY_PARITY_CASES", "40"))
 DTYPES = ["f32", "f64", "f16", "i32", "i64", "u8"]
 NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
@@ -30,7 +36,30 @@ def world():
 
 
 def mesh(shape, ranks):
-    return dtr.Mesh(shape, ranks=ranks, backend=BACKEND)
+    return dtr.Mesh(shape, ranks=ranks, backend=BACKEND, device=DEVICE)
+
+
+def to_device(block):
+    if DEVICE is None:
+        return block
+    if KIND == "torch":
+        import torch
+        return torch.as_tensor(block).to(DEVICE)
+    if KIND == "cupy":
+        import cupy
+        return cupy.asarray(block)
+    return dtr.DeviceArray.from_numpy(block, DEVICE)
+
+
+def from_device(out):
+    if DEVICE is None:
+        return np.asarray(out)
+    if KIND == "torch":
+        assert out.device.type == DEVICE.split(":")[0], (out.device, DEVICE)
+        return out.cpu().numpy()
+    assert isinstance(out, dtr.DeviceArray), f"a {type(out).__name__} from a {DEVICE} mesh"
+    assert out.device.split(":")[0] == DEVICE.split(":")[0], (out.device, DEVICE)
+    return out.numpy()
 
 
 def draw_mesh(rng, n):
@@ -152,7 +181,7 @@ def run_case(seed, k, cross, many):
     locs = []
     for (s, d, a, b), x in zip(tensors, xs):
         blk = source_block(m, s, d, a, rank, x)
-        locs.append(blk if blk is not None else np.zeros(0, NP[d]))
+        locs.append(to_device(blk) if blk is not None else np.zeros(0, NP[d]))
     kw = {"to_mesh": to} if to is not None else {}
     if to is not None and k % 3 == 2:  # rounds of at most this many bytes
         kw["staging_cap"] = 8 << (k % 5)
@@ -182,7 +211,7 @@ def run_case(seed, k, cross, many):
         if lay is None:
             continue
         want = expected_full(m, a, x)[slices(lay)]
-        check_result(np.asarray(outs[i]).reshape(want.shape), want, f"{what}: tensor {i}")
+        check_result(from_device(outs[i]).reshape(want.shape), want, f"{what}: tensor {i}")
 
 
 @pytest.mark.parametrize("form", ["one", "many", "cross", "cross_many"])

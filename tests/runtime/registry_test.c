@@ -1,13 +1,15 @@
-/* Backends by name (runtime/registry.c): a caller's own row registered,
+/* Backends and memory spaces by name (runtime/registry.c): a caller's own row registered,
  * found and replaced; bad rows and names refused by name; a name no library holds refused
  * with the loader's reason; the built-in "mpi" row registered by the MPI backend's code, its
  * context refused without MPI_Init; "gloo" found (registered or loaded) where Gloo is built. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dtr.h"
 #include "backends/mpi/dtr_mpi.h"
+#include "tests/support/fake_device.h"
 
 static int made;
 
@@ -115,4 +117,63 @@ Test(registry, mpi_row_needs_mpi_init) {
     dtr_context_t *ctx = (dtr_context_t *)0x5a5a;
     expect_bad(dtr_context_create_named("mpi", &ctx), "backend mpi: MPI is not initialised");
     cr_expect_eq(ctx, (dtr_context_t *)0x5a5a);
+}
+
+/* ---- memory spaces by name (dtr_memory_register, dtr_memory_find) ---- */
+
+static dtr_status_t toy_space_create(int device, void *stream, void **state) {
+    *state = (void *)(uintptr_t)(0x100 + device + (stream != NULL));
+    return DTR_OK;
+}
+
+Test(registry, space_found_and_replaced) {
+    char name[8] = "toy_sp";
+    dtr_memory_info_t row = {.name = name, .ops = fake_device_ops(), .create = toy_space_create};
+    cr_assert_eq(dtr_memory_register(&row), DTR_OK, "%s", dtr_last_error());
+    name[0] = 'X'; /* the name was copied */
+    dtr_memory_info_t got;
+    cr_assert_eq(dtr_memory_find("toy_sp", &got), DTR_OK, "%s", dtr_last_error());
+    cr_expect_str_eq(got.name, "toy_sp");
+    cr_expect_eq(got.ops, fake_device_ops());
+    cr_expect_null(got.device_count);
+    cr_expect_null(got.set_stream);
+    void *state = NULL;
+    cr_expect_eq(got.create(3, NULL, &state), DTR_OK);
+    cr_expect_eq(state, (void *)0x103);
+    row.name = "toy_sp";
+    row.device_count = dtr_version; /* (any int (*)(void)) */
+    cr_assert_eq(dtr_memory_register(&row), DTR_OK);
+    cr_assert_eq(dtr_memory_find("toy_sp", &got), DTR_OK);
+    cr_expect_eq(got.device_count, dtr_version);
+    dtr_backend_info_t b;
+    expect_bad(dtr_backend_find("toy_sp", &b), "no backend 'toy_sp'"); /* tables apart */
+}
+
+Test(registry, space_bad_rows_and_names) {
+    dtr_memory_info_t row = {.name = "ok", .ops = fake_device_ops(), .create = toy_space_create};
+    expect_bad(dtr_memory_register(NULL), "info: must not be NULL");
+    row.ops = NULL;
+    expect_bad(dtr_memory_register(&row), "info->ops: must not be NULL");
+    row.ops = fake_device_ops();
+    row.create = NULL;
+    expect_bad(dtr_memory_register(&row), "info->create: must not be NULL");
+    row.create = toy_space_create;
+    row.name = "host";
+    expect_bad(dtr_memory_register(&row), "'host' is every context's own memory");
+    row.name = "a/b";
+    expect_bad(dtr_memory_register(&row), "info->name: 'a/b' is not 1 to 31");
+    dtr_memory_info_t got = {.name = "untouched"};
+    expect_bad(dtr_memory_find("host", &got), "'host' is every context's own memory");
+    expect_bad(dtr_memory_find("../x", &got), "is not a memory space name");
+    expect_bad(dtr_memory_find(NULL, &got), "name: must not be NULL");
+    expect_bad(dtr_memory_find("ok", NULL), "out: must not be NULL");
+    cr_expect_str_eq(got.name, "untouched", "*out written on failure");
+}
+
+Test(registry, space_unknown_name_says_what_was_tried) {
+    dtr_memory_info_t got = {.name = "untouched"};
+    expect_bad(dtr_memory_find("nosuch", &got), "no memory space 'nosuch'");
+    cr_expect(strstr(dtr_last_error(), "libdtr_nosuch.so.0") != NULL, "%s", dtr_last_error());
+    cr_expect(strstr(dtr_last_error(), "registered: ") != NULL, "%s", dtr_last_error());
+    cr_expect_str_eq(got.name, "untouched");
 }

@@ -105,7 +105,9 @@ INCLUDES = {
                                                                           # verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
-    "python/dtr": ["_core.h"],  # (the extension module: its own header, dtr.h through <dtr/...>)
+    "python/dtr": ["_core.h", "_dlpack.h"],  # (the extension module: its own headers, dtr.h
+                                             # through <dtr/...>)
+    "python/tests": TESTS,  # (fake_space.c: the C tests' fake device as a space, for Python)
 }
 # Folders that hold no C source (scripts, data, docs, third_party's Bazel wiring).
 SKIP = {"third_party", "dist", "tests/data", "bench/pytorch", "python/build",

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """dist/sources.txt (what python/build_lib.py compiles without Bazel) against Bazel's targets.
 
-usage: lib_sources.py ROOT LIBDTR_QUERY GLOO_QUERY [--sources FILE]
+usage: lib_sources.py ROOT LIBDTR_QUERY GLOO_QUERY CUDA_QUERY [--sources FILE]
 
-LIBDTR_QUERY and GLOO_QUERY hold `bazel query` outputs, one label per line: the source files
-of //dist:libdtr.so, and those of //dist:libdtr_gloo.so that libdtr.so lacks (empty where
-Gloo is not found). Each library's .c and .cc files must be exactly the files its sections
-list. Prints the differences by file and exits 1, or "N files agree" and exits 0.
+LIBDTR_QUERY, GLOO_QUERY and CUDA_QUERY hold `bazel query` outputs, one label per line: the
+source files of //dist:libdtr.so, and those of //dist:libdtr_gloo.so and
+//dist:libdtr_cuda.so that libdtr.so lacks (the folder's sources where Gloo or CUDA is not
+found). Each library's .c, .cc and .cu files must be exactly the files its sections list;
+and python/build_lib.py's CUDA_GENCODE must be third_party/cuda/cuda.bzl's. Prints the
+differences by file and exits 1, or "N files agree" and exits 0.
 """
+import re
 import os
 import sys
 
@@ -17,7 +20,7 @@ def labels(path):
     out = set()
     for line in open(path):
         line = line.strip()
-        if line.startswith("//") and line.endswith((".c", ".cc")):
+        if line.startswith("//") and line.endswith((".c", ".cc", ".cu")):
             package, name = line[2:].split(":", 1)
             out.add(os.path.join(package, name) if package else name)
     return out
@@ -40,13 +43,25 @@ def listed(path):
     return out
 
 
+def gencode_problems(root):
+    """python/build_lib.py's nvcc targets against third_party/cuda/cuda.bzl's."""
+    bzl = open(os.path.join(root, "third_party", "cuda", "cuda.bzl")).read()
+    py = open(os.path.join(root, "python", "build_lib.py")).read()
+    want = re.findall(r'"(-gencode=[^"]+)"', bzl.split("CUDA_GENCODE", 1)[1].split(")", 1)[0])
+    have = re.findall(r'"(-gencode=[^"]+)"', py.split("CUDA_GENCODE = ", 1)[1].split("]\n", 1)[0])
+    if want and want == have:
+        return []
+    return [f"python/build_lib.py: CUDA_GENCODE {have} is not third_party/cuda/cuda.bzl's {want}"]
+
+
 def main(argv):
-    root, libdtr_query, gloo_query = argv[1:4]
-    sources = argv[5] if len(argv) > 5 and argv[4] == "--sources" else os.path.join(
+    root, libdtr_query, gloo_query, cuda_query = argv[1:5]
+    sources = argv[6] if len(argv) > 6 and argv[5] == "--sources" else os.path.join(
         root, "dist", "sources.txt")
     have = listed(sources)
-    want = {"libdtr.so": labels(libdtr_query), "libdtr_gloo.so": labels(gloo_query)}
-    problems = []
+    want = {"libdtr.so": labels(libdtr_query), "libdtr_gloo.so": labels(gloo_query),
+            "libdtr_cuda.so": labels(cuda_query)}
+    problems = gencode_problems(root)
     for library in sorted(set(want) | set(have)):
         w, h = want.get(library, set()), have.get(library, set())
         if library not in want:

@@ -13,16 +13,22 @@ if ! bazel query --noshow_progress 'kind("source file", deps(//dist:libdtr.so))'
     >"$work/libdtr" 2>"$work/err"; then
     bad "bazel query //dist:libdtr.so: $(tail -3 "$work/err")"
 fi
-: >"$work/gloo"
-if bazel query --noshow_progress //dist:libdtr_gloo.so >/dev/null 2>&1; then
-    bazel query --noshow_progress \
-        'kind("source file", deps(//dist:libdtr_gloo.so) except deps(//dist:libdtr.so))' \
-        >"$work/gloo" 2>"$work/err" || bad "bazel query //dist:libdtr_gloo.so: $(tail -3 "$work/err")"
-else
-    # (no Gloo here: its section is checked against the folder's sources instead)
-    ls backends/gloo/*.c backends/gloo/*.cc | sed 's|^\(.*\)/\([^/]*\)$|//\1:\2|' >"$work/gloo"
-fi
-check="python3 tests/tools/lib_sources.py . $work/libdtr $work/gloo"
+# companion NAME FILES...: the sources of //dist:libdtr_NAME.so that libdtr.so lacks, into
+# $work/NAME; where Bazel has no such target (the toolkit not found here), FILES as labels
+companion() {
+    local name=$1
+    shift
+    if bazel query --noshow_progress "//dist:libdtr_$name.so" >/dev/null 2>&1; then
+        bazel query --noshow_progress \
+            "kind(\"source file\", deps(//dist:libdtr_$name.so) except deps(//dist:libdtr.so))" \
+            >"$work/$name" 2>"$work/err" || bad "bazel query //dist:libdtr_$name.so: $(tail -3 "$work/err")"
+    else
+        ls "$@" | sed 's|^\(.*\)/\([^/]*\)$|//\1:\2|' >"$work/$name"
+    fi
+}
+companion gloo backends/gloo/*.c backends/gloo/*.cc
+companion cuda backends/cuda/*.c backends/cuda/*.cu
+check="python3 tests/tools/lib_sources.py . $work/libdtr $work/gloo $work/cuda"
 if out=$($check); then ok "dist/sources.txt: $out"; else bad "dist/sources.txt:"$'\n'"$out"; fi
 # expect_fail NAME PATTERN SED: sources.txt edited by SED must fail with a line matching PATTERN
 expect_fail() {
@@ -37,5 +43,7 @@ expect_fail "a file no target has" "libdtr.so: core/nowhere.c is listed in .* bu
     's/^core\/abi.c$/core\/abi.c\ncore\/nowhere.c/'
 expect_fail "a Gloo file dropped" "libdtr_gloo.so: backends/gloo/gloo.c is in its Bazel target" \
     '/^backends\/gloo\/gloo.c$/d'
+expect_fail "a CUDA kernel file dropped" "libdtr_cuda.so: backends/cuda/kernels.cu is in its Bazel target" \
+    '/^backends\/cuda\/kernels.cu$/d'
 echo "lib sources test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
