@@ -8,6 +8,8 @@ A device array comes back as a dtr._core._DeviceView: a buffer whose address is 
 its kind "FAMILY@DEVICE": "torch@cuda:0" (results made by torch on that device), or
 "array@cuda:0" / "array@*" (results are dtr.DeviceArray; "*": __cuda_array_interface__ does
 not say which device, so the mesh's is taken)."""
+import operator
+
 import numpy as np
 
 from . import _core
@@ -85,28 +87,72 @@ def _compact(shape, strides, item):
     return True
 
 
+# the most dims a tensor has, and the largest dim (DTR_MAX_TENSOR_DIMS, DTR_MAX_DIM_SIZE)
+_MAX_DIMS, _MAX_DIM = 8, 1 << 40
+
+
+def _index(v):
+    """v as an int where it is one (numpy's integers too), not a bool or a float; else None."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
+def _device_shape(shape, what):
+    """A device array's shape, checked: ints in 0..2^40, at most 8 of them."""
+    try:
+        dims = [_index(n) for n in shape]
+    except TypeError:
+        dims = [None]
+    if any(n is None or n < 0 or n > _MAX_DIM for n in dims):
+        raise _core.ArgumentError(f"{what}: shape {tuple(shape) if isinstance(shape, (list, tuple)) else shape!r} "
+                                  f"is not a shape (ints in 0..2^40)")
+    if len(dims) > _MAX_DIMS:
+        raise _core.ArgumentError(f"{what}: {len(dims)} dims, at most {_MAX_DIMS}")
+    return tuple(dims)
+
+
 def _from_cai(obj, what, writable):
     """An object with __cuda_array_interface__ (CuPy, Numba, dtr.DeviceArray's own)."""
     try:
         cai = obj.__cuda_array_interface__
-        shape = tuple(int(n) for n in cai["shape"])
-        typestr, (ptr, readonly) = cai["typestr"], cai["data"]
+        shape, typestr, data = cai["shape"], cai["typestr"], cai["data"]
+        ptr, readonly = data
+        version = cai.get("version", 0)
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         raise _core.ArgumentError(f"{what}: a malformed __cuda_array_interface__ ({e})") from None
+    shape = _device_shape(shape, what)
+    ptr, version = _index(ptr), _index(version)
+    if ptr is None or not 0 <= ptr < 1 << 64 or version is None:
+        raise _core.ArgumentError(f"{what}: a malformed __cuda_array_interface__ (data "
+                                  f"{data!r}, version {cai.get('version')!r}: an address and an int)")
     name = _TYPESTR.get(typestr)
     if name is None:
         raise _core.ArgumentError(f"{what}: __cuda_array_interface__ typestr {typestr!r} is not "
                                   f"a dtype dtr moves ({MOVES})")
     item = _core.dtype_size(name)
-    if not _compact(shape, cai.get("strides"), item):
+    strides = cai.get("strides")
+    if strides is not None and (not isinstance(strides, (tuple, list)) or len(strides) != len(shape)
+                                or any(_index(x) is None for x in strides)):
+        raise _core.ArgumentError(f"{what}: a malformed __cuda_array_interface__ (strides "
+                                  f"{strides!r} for shape {shape})")
+    if not _compact(shape, strides, item):
         raise _core.ArgumentError(f"{what}: a device array that is not C-contiguous (pass a "
                                   "contiguous one)")
     if writable and readonly:
         raise _core.ArgumentError(f"{what}: a read-only array cannot receive the result")
     if cai.get("mask") is not None:
         raise _core.ArgumentError(f"{what}: a masked array (__cuda_array_interface__ mask)")
-    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
-    return _core._DeviceView(obj, int(ptr or 0), shape, item, stream), name, "array@*"
+    if ptr == 0 and all(shape):
+        raise _core.ArgumentError(f"{what}: a device array of shape {shape} at address 0")
+    stream = cai.get("stream") if version >= 3 else None
+    if stream is not None and (_index(stream) is None or not 0 < _index(stream) < 1 << 64):
+        raise _core.ArgumentError(f"{what}: __cuda_array_interface__ stream {stream!r} is not a "
+                                  "stream (None, 1, 2 or a cudaStream_t; 0 is disallowed)")
+    return _core._DeviceView(obj, ptr, shape, item, stream), name, "array@*"
 
 
 # DLPack's device types that are GPUs (dlpack.h: kDLCUDA, kDLCUDAManaged)
@@ -138,8 +184,9 @@ def _device_input(obj, what, writable):
     if dev is not None and not isinstance(obj, np.ndarray):
         try:
             kind = int(dev()[0])
-        except Exception:  # (a device the producer cannot name: leave it to the errors below)
-            return None
+        except Exception as e:
+            raise _core.ArgumentError(f"{what}: its __dlpack_device__() gave no device "
+                                      f"({type(e).__name__}: {e})") from None
         if kind != 1:  # (kDLCPU: a host array, which has the buffer protocol or numpy's)
             return _from_dlpack(obj, what, writable)
     return None

@@ -160,6 +160,10 @@ int dtrpy_spec(dtr_spec_t *out, const dtrpy_mesh_t *mesh, PyObject *placements,
  * dim's size (even shards). */
 int dtrpy_infer_shape(const dtr_mesh_t *mesh, PyObject *placements, const char *what,
                       const int64_t *local, int lndim, int64_t *shape, int *ndim);
+/* ArgumentError naming `what` unless local[0..ndim) is rank's block of spec (given_shape
+ * false: the message says the global shape was inferred as even shards). */
+int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
+                      int rank, bool given_shape);
 /* "(16, 8)" for messages. */
 void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len);
 /* A tuple of ints. */
@@ -209,10 +213,6 @@ PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw);
 /* ---- _move.c ---- */
 
 int dtrpy_move_module_init(PyObject *module);
-/* ArgumentError naming `what` unless local[0..ndim) is rank's block of spec (given_shape
- * false: the message says the global shape was inferred as even shards). */
-int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
-                      int rank, bool given_shape);
 PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw);
 

@@ -8,6 +8,7 @@
  */
 #include "_core.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,13 @@ int dtrpy_device_parse(PyObject *obj, char *out, size_t cap) {
     char name[DTR_BACKEND_NAME_MAX + 1];
     const char *colon = strchr(text, ':');
     size_t len = colon != NULL ? (size_t)(colon - text) : strlen(text);
-    if (len == 0 || len >= sizeof name)
-        return dtrpy_arg_error("device: '%.40s' is not 'cpu', a space's name ('cuda') or "
-                               "'NAME:INDEX'", text), -1;
+    bool named = len > 0 && len < sizeof name;
+    for (size_t i = 0; named && i < len; i++)
+        named = (text[i] >= 'a' && text[i] <= 'z') || (text[i] >= '0' && text[i] <= '9') ||
+                text[i] == '_';
+    if (!named)
+        return dtrpy_arg_error("device: '%.40s' is not 'cpu', a space's name ('cuda': a-z, 0-9 "
+                               "and _) or 'NAME:INDEX'", text), -1;
     memcpy(name, text, len);
     name[len] = '\0';
     if (strcmp(name, "host") == 0)
@@ -75,10 +80,18 @@ int dtrpy_device_parse(PyObject *obj, char *out, size_t cap) {
     int64_t index = -1;
     if (colon != NULL) {
         char *end = NULL;
+        errno = 0;
         index = strtoll(colon + 1, &end, 10);
-        if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || index > INT32_MAX)
+        if (colon[1] < '0' || colon[1] > '9' || *end != '\0')
             return dtrpy_arg_error("device: '%.40s': the index after ':' is not a number",
                                    text), -1;
+        if (errno == ERANGE || index > INT32_MAX)
+            return dtrpy_arg_error("device: '%.40s': index out of range", text), -1;
+    }
+    if (strcmp(name, "cpu") == 0) { /* ("cpu:0", as torch writes it) */
+        if (index > 0) return dtrpy_arg_error("device: '%.40s': the host is 'cpu' (or 'cpu:0')", text), -1;
+        snprintf(out, cap, "cpu");
+        return 0;
     }
     dtr_memory_info_t info;
     if (dtr_memory_find(name, &info) != DTR_OK) {
@@ -98,8 +111,8 @@ int dtrpy_device_parse(PyObject *obj, char *out, size_t cap) {
         index = t >= 0 ? t : lr != NULL ? atoi(lr) % count : 0;
     }
     if (index >= count)
-        return dtrpy_arg_error("device: '%s': index %lld, but this process sees %d", text,
-                               (long long)index, count), -1;
+        return dtrpy_arg_error("device: '%s': index %lld, but this process sees %d of them "
+                               "(0..%d)", text, (long long)index, count, count - 1), -1;
     snprintf(out, cap, "%s:%lld", name, (long long)index);
     for (int i = 0; i < dtrpy_nspaces; i++)
         if (strcmp(dtrpy_spaces[i].device, out) == 0) return 0;
@@ -260,6 +273,10 @@ static PyObject *dtrpy_dlpack_view(PyObject *self, PyObject *args) {
     if (t->ndim < 0 || t->ndim > DTR_MAX_TENSOR_DIMS)
         return dtrpy_arg_error("%s: %d dims, at most %d", what, t->ndim, DTR_MAX_TENSOR_DIMS);
     int64_t item = t->dtype.bits / 8, want = 1;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] < 0 || t->shape[i] > DTR_MAX_DIM_SIZE)
+            return dtrpy_arg_error("%s: a DLPack array of dim %d = %lld (dims are 0..2^40)",
+                                   what, i, (long long)t->shape[i]);
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->strides != NULL && t->shape[i] != 1 && t->strides[i] != want)
             return dtrpy_arg_error("%s: a DLPack array that is not C-contiguous (pass a "
@@ -397,6 +414,14 @@ static PyObject *dtrpy_devarray_numpy(dtrpy_devarray_t *a, PyObject *noargs) {
     return result;
 }
 
+/* __array__: a TypeError, so that numpy.asarray(a) does not quietly make an object array. */
+static PyObject *dtrpy_devarray_array(dtrpy_devarray_t *a, PyObject *args, PyObject *kw) {
+    (void)args, (void)kw;
+    PyErr_Format(PyExc_TypeError, "a dtr.DeviceArray on '%s' is device memory, which numpy "
+                 "cannot read: copy it with .numpy()", dtrpy_spaces[a->space].device);
+    return NULL;
+}
+
 /* "array@DEVICE", the kind of a's results. */
 static PyObject *dtrpy_devarray_kind(const dtrpy_devarray_t *a) {
     return PyUnicode_FromFormat("array@%s", dtrpy_spaces[a->space].device);
@@ -496,6 +521,8 @@ static PyMethodDef dtrpy_devarray_methods[] = {
     {"numpy", (PyCFunction)dtrpy_devarray_numpy, METH_NOARGS,
      "A host copy as a numpy array (bfloat16 and fp8 as ml_dtypes' types)."},
     {"_view", (PyCFunction)dtrpy_devarray_view, METH_VARARGS, "(internal)"},
+    {"__array__", (PyCFunction)(void (*)(void))dtrpy_devarray_array,
+     METH_VARARGS | METH_KEYWORDS, "Refused: numpy cannot read device memory (use numpy())."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -522,8 +549,11 @@ static const char *dtrpy_kind_device(PyObject *kind) {
     return at != NULL ? at + 1 : "cpu";
 }
 
-int dtrpy_buffer_on(PyObject *obj, const char *what, bool writable, const char *device,
-                    Py_buffer *view, dtr_dtype_t *dtype, PyObject **kind) {
+/* dtrpy_buffer_on's work; host_only: the call reads its arrays on the host whatever its
+ * mesh (the error then says so rather than point at the mesh). */
+static int dtrpy_buffer_check(PyObject *obj, const char *what, bool writable,
+                              const char *device, bool host_only, Py_buffer *view,
+                              dtr_dtype_t *dtype, PyObject **kind) {
     if (dtrpy_buffer_any(obj, what, writable, view, dtype, kind) < 0) return -1;
     const char *have = dtrpy_kind_device(*kind);
     if (strcmp(have, device) == 0) return 0;
@@ -534,9 +564,11 @@ int dtrpy_buffer_on(PyObject *obj, const char *what, bool writable, const char *
             return 0;
         }
     } else if (strcmp(device, "cpu") == 0) {
-        dtrpy_arg_error("%s: an array on device '%s', and this call moves host memory%s", what,
+        dtrpy_arg_error("%s: an array on device '%s', and this call %s", what,
                         strcmp(have, "*") == 0 ? "cuda (__cuda_array_interface__)" : have,
-                        " (make the Mesh with device=, e.g. Mesh(..., device=\"cuda\"))");
+                        host_only ? "reads host arrays only (docs/python.md, \"On GPUs\")"
+                                  : "moves host memory (make the Mesh with device=, e.g. "
+                                    "Mesh(..., device=\"cuda\"))");
     } else if (strcmp(have, "cpu") == 0) {
         dtrpy_arg_error("%s: a host array (%s), and the mesh is on device '%s' (pass arrays of "
                         "that device, or use a Mesh on device='cpu')", what, Py_TYPE(obj)->tp_name,
@@ -550,9 +582,14 @@ int dtrpy_buffer_on(PyObject *obj, const char *what, bool writable, const char *
     return -1;
 }
 
+int dtrpy_buffer_on(PyObject *obj, const char *what, bool writable, const char *device,
+                    Py_buffer *view, dtr_dtype_t *dtype, PyObject **kind) {
+    return dtrpy_buffer_check(obj, what, writable, device, false, view, dtype, kind);
+}
+
 int dtrpy_buffer(PyObject *obj, const char *what, bool writable, Py_buffer *view,
                  dtr_dtype_t *dtype, PyObject **kind) {
-    return dtrpy_buffer_on(obj, what, writable, "cpu", view, dtype, kind);
+    return dtrpy_buffer_check(obj, what, writable, "cpu", true, view, dtype, kind);
 }
 
 int dtrpy_alloc(const int64_t *shape, int ndim, dtr_dtype_t dtype, PyObject *kind,

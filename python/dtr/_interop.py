@@ -1,5 +1,6 @@
 """torch's objects in dtr's terms: a DeviceMesh as a dtr.Mesh (Mesh.from_torch)."""
 import os
+import sys
 
 from . import _core
 
@@ -17,8 +18,9 @@ def _default_backend():
     named = os.environ.get("DTR_TORCH_BACKEND")
     if named:
         return named
-    import torch.distributed as dist
-    if dist.is_available() and dist.is_initialized() and dist.get_backend() == "nccl":
+    dist = sys.modules.get("torch.distributed")  # (a DeviceMesh's process has torch)
+    if dist is not None and dist.is_available() and dist.is_initialized() and \
+            dist.get_backend() == "nccl":
         return "torch"
     return "gloo" if _core.has_backend("gloo") else "torch"
 

@@ -66,42 +66,25 @@ static int dtrpy_check_block(const char *what, const dtrpy_tensor_t *t, const dt
     return dtrpy_check_local(what, t->local, t->ndim, spec, rank, given_shape);
 }
 
-int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
-                      int rank, bool given_shape) {
-    dtr_layout_t l;
-    if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
-    bool same = l.ndim == ndim;
-    for (int i = 0; same && i < l.ndim; i++) same = l.local_shape[i] == local[i];
-    if (same) return 0;
-    char have[160], want[160], global[160];
-    dtrpy_format_shape(local, ndim, have, sizeof have);
-    dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
-    dtrpy_format_shape(spec->shape, spec->ndim, global, sizeof global);
-    dtrpy_arg_error("%s: shape %s is not rank %d's block %s of the global shape %s%s", what,
-                    have, rank, want, global,
-                    given_shape ? "" : " (inferred as even shards: pass shape= for uneven ones)");
-    return -1;
-}
-
-/* The output of this rank's block of spec: `out` checked (on the mesh's device), or a new
- * array. */
-static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, dtrpy_tensor_t *t,
-                        const dtr_spec_t *spec, int rank) {
+/* The output of this rank's block of spec: `out` checked (on the mesh's device; errors name
+ * it `what`), or a new array. */
+static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, const char *what,
+                        dtrpy_tensor_t *t, const dtr_spec_t *spec, int rank) {
     dtr_layout_t l;
     if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
     if (out != NULL && out != Py_None) {
         dtr_dtype_t d;
         PyObject *kind = NULL;
-        if (dtrpy_buffer_on(out, "out", true, c->mesh->device, &t->out, &d, &kind) < 0) return -1;
+        if (dtrpy_buffer_on(out, what, true, c->mesh->device, &t->out, &d, &kind) < 0) return -1;
         Py_XDECREF(kind);
         t->has_out = true;
         if (t->out.ndim > DTR_MAX_TENSOR_DIMS)
-            return dtrpy_arg_error("out: %d dims, at most %d", t->out.ndim, DTR_MAX_TENSOR_DIMS),
+            return dtrpy_arg_error("%s: %d dims, at most %d", what, t->out.ndim, DTR_MAX_TENSOR_DIMS),
                    -1;
         bool same = t->out.ndim == l.ndim;
         for (int i = 0; same && i < l.ndim; i++) same = t->out.shape[i] == l.local_shape[i];
         if (d != spec->dtype)
-            return dtrpy_arg_error("out: dtype %s, the result is %s", dtr_dtype_name(d),
+            return dtrpy_arg_error("%s: dtype %s, the result is %s", what, dtr_dtype_name(d),
                                    dtr_dtype_name(spec->dtype)), -1;
         if (!same) {
             char have[160], want[160];
@@ -109,8 +92,8 @@ static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, dtrpy_tensor_t *t,
             for (int i = 0; i < t->out.ndim && i < DTR_MAX_TENSOR_DIMS; i++) s[i] = t->out.shape[i];
             dtrpy_format_shape(s, t->out.ndim, have, sizeof have);
             dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
-            return dtrpy_arg_error("out: shape %s, rank %d's block of the result is %s", have,
-                                   rank, want), -1;
+            return dtrpy_arg_error("%s: shape %s, rank %d's block of the result is %s", what,
+                                   have, rank, want), -1;
         }
         t->result = Py_NewRef(out);
         return 0;
@@ -274,20 +257,30 @@ static dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, in
 }
 
 
-/* The meshes, the context (made at the first call: collective) and this rank's parts. */
+/* The meshes, the context (made at the first call: collective) and this rank's parts. -1
+ * with an error; where c->ctx is set by then, the error is this rank's own argument, and the
+ * caller refuses the call with it (dtrpy_setup_failed). */
 static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
     memset(c, 0, sizeof *c);
     if (dtrpy_mesh_of(mesh_obj, "mesh", &c->mesh) < 0 ||
         (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_of(to_obj, "to_mesh", &c->to) < 0))
         return -1;
-    if (c->to != NULL && strcmp(c->mesh->backend, c->to->backend) != 0)
-        return dtrpy_arg_error("to_mesh: on backend '%s', mesh on '%s' (the meshes of one call "
-                               "are on one backend)", c->to->backend, c->mesh->backend), -1;
-    if (c->to != NULL && strcmp(c->mesh->device, c->to->device) != 0)
+    bool other_backend = c->to != NULL && strcmp(c->mesh->backend, c->to->backend) != 0;
+    if (other_backend || (c->to != NULL && strcmp(c->mesh->device, c->to->device) != 0)) {
+        /* this rank's own error, which the others learn through the mesh's context where it
+         * can be had (the caller refuses the call on it); else it is raised alone */
+        c->ctx = dtrpy_mesh_context(c->mesh);
+        if (c->ctx == NULL) PyErr_Clear();
+        if (other_backend)
+            return dtrpy_arg_error("to_mesh: on backend '%s', mesh on '%s' (the meshes of one "
+                                   "call are on one backend)", c->to->backend, c->mesh->backend),
+                   -1;
         return dtrpy_arg_error("to_mesh: on device '%s', mesh on '%s' (the meshes of one call "
                                "are on one device)", c->to->device, c->mesh->device), -1;
+    }
     c->ctx = dtrpy_mesh_context(c->mesh);
     if (c->ctx == NULL) return -1;
+    /* (from here on an error is this rank's argument: the caller refuses the call with it) */
     int top = -1; /* (named here: dtrpy_mesh_context's own message says "mesh") */
     for (int64_t i = 0; c->to != NULL && i < dtr_mesh_nranks(c->to->mesh); i++) {
         int64_t coord[DTR_MAX_MESH_DIMS], rest = i;
@@ -320,6 +313,13 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
 /* A call this rank refused before making it (its exception set): the others fail with it. */
 static void dtrpy_call_refuse(const dtrpy_call_t *c) {
     dtrpy_refuse(c->ctx, c->mesh->mesh, DTR_DIMS_MESH, c->to != NULL ? c->to->mesh : NULL);
+}
+
+/* A call whose setup failed: refused on its context where it has one (the others then fail
+ * at once, and stay in step). Returns NULL. */
+static PyObject *dtrpy_setup_failed(const dtrpy_call_t *c) {
+    if (c->ctx != NULL) dtrpy_call_refuse(c);
+    return NULL;
 }
 
 /* The input side of one tensor: its buffer where this rank holds a source block, its dtype
@@ -437,7 +437,7 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
             dtr_cross_plan_destroy(plan);
             return dtrpy_raise(st);
         }
-        if (dtrpy_output(c, out, t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+        if (dtrpy_output(c, out, "out", t, &dd, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     }
     if (t->err_type == NULL && dtrpy_enter(c, t, 1) < 0) dtrpy_tensor_defer(t);
     if (t->err_type != NULL) {
@@ -503,7 +503,7 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     dtr_plan_t plan; /* (on the stack: a blocking call's plan lives as long as the call) */
     dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), &plan, NULL);
     if (st != DTR_OK) return dtrpy_raise(st);
-    if (t->err_type == NULL && dtrpy_output(c, out, t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
+    if (t->err_type == NULL && dtrpy_output(c, out, "out", t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     if (t->err_type == NULL && dtrpy_enter(c, t, 1) < 0) dtrpy_tensor_defer(t);
     if (t->err_type != NULL) return dtrpy_poison(c, t);
     if (async_op) { /* the request keeps its own copy until it completes */
@@ -533,7 +533,7 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
                                      &dtype_obj, &to_dtype_obj, &relabel, &cap))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
-    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
+    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
     if (!c.in_src && !c.in_dst) return async_op ? dtrpy_request_done(Py_None) : Py_NewRef(Py_None);
     dtrpy_tensor_t t;
     memset(&t, 0, sizeof t);
@@ -600,8 +600,11 @@ static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t
     for (int i = 0; st == DTR_OK && i < n; i++) {
         dtr_spec_t dd;
         st = dtr_change_dst(*change, i, &dd);
+        char what[40];
+        snprintf(what, sizeof what, outs != NULL && dtrpy_each(outs, i, n) != outs ? "outs[%d]"
+                                                                                   : "outs", i);
         if (st == DTR_OK && c->in_dst && t[i].err_type == NULL &&
-            dtrpy_output(c, dtrpy_each(outs, i, n), &t[i], &dd, c->ctx->rank) < 0)
+            dtrpy_output(c, dtrpy_each(outs, i, n), what, &t[i], &dd, c->ctx->rank) < 0)
             dtrpy_tensor_defer(&t[i]);
         if (t[i].err_type != NULL && *bad < 0) *bad = i;
         a->in[i] = t[i].has_in ? t[i].in.buf : NULL;
@@ -691,7 +694,7 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
                                      &relabel, &cap, &async_op))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
-    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return NULL;
+    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
     /* snapshots of the per-tensor lists: a callback of one of their items (an __index__, a
      * placement object's property) may change the caller's list while it is read */
     PyObject *keep[5] = {NULL, NULL, NULL, NULL, NULL}, **each[5] = {&src, &dst, &shapes, &outs,

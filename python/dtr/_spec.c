@@ -309,3 +309,20 @@ int dtrpy_spec_module_init(PyObject *module) {
     if (dtrpy_placement_cache == NULL) return -1;
     return PyModule_AddFunctions(module, dtrpy_spec_methods);
 }
+
+int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
+                      int rank, bool given_shape) {
+    dtr_layout_t l;
+    if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
+    bool same = l.ndim == ndim;
+    for (int i = 0; same && i < l.ndim; i++) same = l.local_shape[i] == local[i];
+    if (same) return 0;
+    char have[160], want[160], global[160];
+    dtrpy_format_shape(local, ndim, have, sizeof have);
+    dtrpy_format_shape(l.local_shape, l.ndim, want, sizeof want);
+    dtrpy_format_shape(spec->shape, spec->ndim, global, sizeof global);
+    dtrpy_arg_error("%s: shape %s is not rank %d's block %s of the global shape %s%s", what,
+                    have, rank, want, global,
+                    given_shape ? "" : " (inferred as even shards: pass shape= for uneven ones)");
+    return -1;
+}

@@ -42,11 +42,15 @@ def test_device_names_are_checked(fake):
                                                r"\(registered: .*fake.*libdtr_nosuch\.so\.0"):
         dtr.Mesh(2, device="nosuch")
     with pytest.raises(dtr.ArgumentError, match=r"device: 'fake:1': index 1, but this process "
-                                                r"sees 1"):
+                                                r"sees 1 of them \(0..0\)"):
         dtr.Mesh(2, device="fake:1")
-    for bad in ("fake:", "fake:x", "fake:-1", ":0", "", "a/b:0"):
-        with pytest.raises(dtr.Error, match="device"):
+    for bad in ("fake:", "fake:x", "fake:-1", ":0", "", "a/b:0", "FAKE", " fake", "cpu ",
+                "fake:0:1", "cpu:1"):
+        with pytest.raises(dtr.ArgumentError, match=f"^device: '{bad}'"):
             dtr.Mesh(2, device=bad)
+    with pytest.raises(dtr.ArgumentError, match=r"^device: 'fake:99999999999': index out of range"):
+        dtr.Mesh(2, device="fake:99999999999")
+    assert dtr.Mesh(2, device="cpu:0").device == "cpu"
     with pytest.raises(dtr.ArgumentError, match="device: expected a str"):
         dtr.Mesh(2, device=0)
     with pytest.raises(dtr.ArgumentError, match="device: 'host' is not"):
@@ -104,10 +108,13 @@ def test_device_array_bad_arguments(fake):
     with pytest.raises(dtr.ArgumentError, match="array: dtype int16 is not one dtr moves"):
         dtr.DeviceArray.from_numpy(np.zeros(2, np.int16), "fake")
     with pytest.raises(dtr.ArgumentError, match=r"array: an array on device 'fake:0', and this "
-                                                r"call moves host memory"):
+                                                r"call reads host arrays only"):
         dtr.DeviceArray.from_numpy(dtr.DeviceArray.from_numpy(np.zeros(2), "fake"), "fake")
     with pytest.raises(TypeError):
         dtr.DeviceArray()
+    with pytest.raises(TypeError, match=r"a dtr.DeviceArray on 'fake:0' is device memory, which "
+                                        r"numpy cannot read: copy it with .numpy\(\)"):
+        np.asarray(dtr.DeviceArray.from_numpy(np.zeros(2), "fake"))
 
 
 @pytest.mark.parametrize("form", ["one", "many", "cross", "cross_many"])
@@ -141,10 +148,14 @@ def test_arrays_on_the_wrong_device_are_named(fake):
     with pytest.raises(dtr.ArgumentError, match=r"^to_mesh: on device 'cpu', mesh on 'fake:0'"):
         dtr.redistribute(d, m, "R", "R", to_mesh=host)
     with pytest.raises(dtr.ArgumentError, match=r"^local: an array on device 'fake:0', and this "
-                                                r"call moves host memory"):
-        dtr.digest(d, host, "R")
+                                                r"call reads host arrays only"):
+        dtr.digest(d, m, "R")
     with pytest.raises(dtr.ArgumentError, match=r"^locals\[1\]: a host array"):
         dtr.redistribute_many([d, x], m, "R", "R")
+    with pytest.raises(dtr.ArgumentError, match=r"^outs\[1\]: shape \(2, 3\), rank 0's block "):
+        dtr.redistribute_many([d, d], m, "R", "R", outs=[
+            dtr.DeviceArray.from_numpy(x, "fake"),
+            dtr.DeviceArray.from_numpy(x.reshape(2, 3), "fake")])
     out = dtr.DeviceArray.from_numpy(np.zeros(6, np.float32), "fake")
     assert dtr.redistribute(d, m, "R", "R", out=out) is out  # (and the next call pairs)
     assert np.array_equal(out.numpy(), x)
@@ -177,7 +188,19 @@ def test_cuda_array_interface_inputs(fake):
     bad = [({"strides": (4, 12)}, r"^local: a device array that is not C-contiguous"),
            ({"typestr": "<u4"}, r"^local: __cuda_array_interface__ typestr '<u4' is not a dtype"),
            ({"mask": 1}, r"^local: a masked array"),
-           ({"shape": None}, r"^local: a malformed __cuda_array_interface__")]
+           ({"shape": None}, r"^local: shape None is not a shape"),
+           ({"shape": (-3, 4)}, r"^local: shape \(-3, 4\) is not a shape \(ints in 0..2\^40\)"),
+           ({"shape": (3.0, 4)}, r"^local: shape \(3.0, 4\) is not a shape"),
+           ({"shape": (1 << 62, 4)}, r"^local: shape .* is not a shape"),
+           ({"shape": (1,) * 9}, r"^local: 9 dims, at most 8"),
+           ({"strides": (16,)}, r"^local: a malformed __cuda_array_interface__ \(strides"),
+           ({"data": "ab"}, r"^local: a malformed __cuda_array_interface__"),
+           ({"data": (0, False)}, r"^local: a device array of shape \(3, 4\) at address 0"),
+           ({"data": (1 << 64, False)}, r"^local: a malformed __cuda_array_interface__ \(data"),
+           ({"version": "3"}, r"^local: a malformed __cuda_array_interface__ \(data"),
+           ({"stream": 0}, r"^local: __cuda_array_interface__ stream 0 is not a stream"),
+           ({"stream": "x"}, r"^local: __cuda_array_interface__ stream 'x' is not a stream"),
+           ({"data": None}, r"^local: a malformed __cuda_array_interface__")]
     for change, message in bad:
         with pytest.raises(dtr.ArgumentError, match=message):
             dtr.redistribute(CudaArray(src.base, **change), m, "R", "R")
@@ -185,6 +208,9 @@ def test_cuda_array_interface_inputs(fake):
         dtr.redistribute(src, m, "R", "R", out=CudaArray(target.base, data=(target.base.ptr, True)))
     compact = CudaArray(src.base, strides=(16, 4))  # (strides given, and compact: taken)
     assert np.array_equal(dtr.redistribute(compact, m, "R", "R").numpy(), x)
+    empty = CudaArray(src.base, shape=(0, 4), data=(0, False))  # (an empty one at address 0)
+    out = dtr.redistribute(empty, m, "S(0)", "R")
+    assert out.shape == (0, 4) and out.numpy().shape == (0, 4)
 
 
 class _DLDevice(ctypes.Structure):
@@ -278,4 +304,18 @@ def test_one_rank_passes_a_host_array(fake):
     else:
         assert e.value.status in ("DTR_ERR_REMOTE", "DTR_ERR_MISMATCH"), str(e.value)
     out = dtr.redistribute(dtr.DeviceArray.from_numpy(x, "fake"), m, "S(0)", "R")
+    assert np.array_equal(out.numpy(), np.repeat(np.arange(n, dtype=np.float32), 4))
+    # the last rank's to_mesh on another device (found before anything else of the call)
+    rev = list(reversed(range(n)))
+    to_fake = dtr.Mesh((n,), ranks=rev, backend=parity.BACKEND, device="fake")
+    to_host = dtr.Mesh((n,), ranks=rev, backend=parity.BACKEND)
+    dtr.redistribute(np.zeros(n, np.float32), to_host, "S(0)", "S(0)")  # (its context, made)
+    with pytest.raises(dtr.Error) as e:
+        dtr.redistribute(dtr.DeviceArray.from_numpy(x, "fake"), m, "S(0)", "R",
+                         to_mesh=to_host if bad else to_fake)
+    if bad:
+        assert "to_mesh: on device 'cpu', mesh on 'fake:0'" in str(e.value), str(e.value)
+    else:
+        assert e.value.status in ("DTR_ERR_REMOTE", "DTR_ERR_MISMATCH"), str(e.value)
+    out = dtr.redistribute(dtr.DeviceArray.from_numpy(x, "fake"), m, "S(0)", "R", to_mesh=to_fake)
     assert np.array_equal(out.numpy(), np.repeat(np.arange(n, dtype=np.float32), 4))
