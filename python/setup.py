@@ -12,8 +12,9 @@ The extension is compiled with that library's MPI flags (none where it has no MP
 libdtr.so.MAJOR is copied next to it (found through the rpath $ORIGIN), with the libraries
 of CARRIED it needs, so a wheel carries them, and the companion libraries where there are
 some (COMPANIONS: dtr.Mesh(..., backend="gloo") loads libdtr_gloo.so.MAJOR from beside
-libdtr.so, Mesh(..., device="cuda") libdtr_cuda.so.MAJOR; they need the machine's libgloo.so.0,
-Debian's libgloo0, and CUDA's runtime, as libdtr needs the machine's MPI).
+libdtr.so, Mesh(..., device="cuda") libdtr_cuda.so.MAJOR). What libdtr_gloo.so loads is
+carried too (Gloo and its own needs, listed in carried.txt, which dtr/_carry.py loads first);
+CUDA's runtime and MPI stay the machine's (torch's, mpi4py's).
 """
 import os
 import shutil
@@ -152,7 +153,13 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
             os.makedirs(dest_dir, exist_ok=True)
-            for stale in (*COMPANIONS, *CARRIED):  # (a previous build's, in place)
+            stale_carried = os.path.join(dest_dir, "carried.txt")  # (a previous build's, in place)
+            if os.path.exists(stale_carried):
+                for name in open(stale_carried).read().split():
+                    if os.path.exists(os.path.join(dest_dir, name)):
+                        os.remove(os.path.join(dest_dir, name))
+                os.remove(stale_carried)
+            for stale in (*COMPANIONS, *CARRIED):
                 for name in os.listdir(dest_dir):
                     if name.startswith(stale):
                         os.remove(os.path.join(dest_dir, name))
@@ -161,8 +168,48 @@ class BuildExt(build_ext):
                 lib = os.path.join(libdir, companion + soname.split(".so.")[1])
                 if os.path.exists(lib):
                     shutil.copy2(os.path.realpath(lib), os.path.join(dest_dir, os.path.basename(lib)))
+                    if companion == "libdtr_gloo.so.":  # (and what it loads: dtr/_carry.py)
+                        for name, path in gloo_carried(lib, src).items():
+                            shutil.copy2(os.path.realpath(path), os.path.join(dest_dir, name))
+                            with open(os.path.join(dest_dir, "carried.txt"), "a") as f:
+                                f.write(name + "\n")
             for name, path in carried.items():
                 shutil.copy2(os.path.realpath(path), os.path.join(dest_dir, name))
+
+
+# Libraries every Linux machine has (the C and C++ runtimes), never carried.
+BASE = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
+        "libstdc++.so", "libgcc_s.so", "ld-linux")
+
+
+def ldd(lib):
+    """{soname: path} of what `lib` loads, as ldd resolves it (a missing one: path None)."""
+    try:
+        out = subprocess.check_output(["ldd", lib], text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail(f"ldd {lib} failed ({e})")
+    found = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>":
+            found[parts[0]] = None if parts[2] == "not" else parts[2]
+    return found
+
+
+def gloo_carried(gloo, libdtr):
+    """What libdtr_gloo.so loads beyond libdtr.so and the machine's runtimes: Gloo itself and
+    its own needs (libgloo.so.0, hiredis, ibverbs, libnl on Debian), {soname: path}, carried
+    so that backend="gloo" works where Debian's libgloo0 is not installed. A missing one
+    fails the build (install libgloo-dev)."""
+    have, base = ldd(gloo), ldd(libdtr)
+    out = {}
+    for name, path in have.items():
+        if name in base or name.startswith(BASE) or name.startswith("libdtr"):
+            continue
+        if path is None:
+            fail(f"{gloo} needs {name}, which the loader does not find (install libgloo-dev)")
+        out[name] = path
+    return out
 
 
 def needed_paths(lib):
@@ -197,5 +244,6 @@ setup(
     version=version().replace("-dev", ".dev0"),  # PEP 440's form of a development version
     ext_modules=[core],
     cmdclass={"build_ext": BuildExt},
-    package_data={"dtr": ["libdtr.so.*"] + [c + "*" for c in COMPANIONS] + CARRIED},
+    # (carried.txt names what libdtr_gloo.so loads, carried beside it: lib*.so.* covers them)
+    package_data={"dtr": ["libdtr.so.*", "lib*.so.*", "carried.txt"] + [c + "*" for c in COMPANIONS] + CARRIED},
 )

@@ -34,7 +34,11 @@ import collections
 import json
 import os
 
-from . import _core
+from . import _carry
+
+_carry.load()  # (before libdtr_gloo.so: what it loads, carried beside it)
+
+from . import _core  # noqa: E402
 from ._core import (ArgumentError, BackendError, DeviceArray, Error, FileError, Mesh, Plan,
                     RefusedError, Request, TimeoutError)
 from ._placements import Partial, Placement, Replicate, Shard

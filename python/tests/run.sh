@@ -56,7 +56,7 @@ echo "== python: pip wheel $root/python"
 if "$venv/bin/pip" wheel -q --no-deps "$root/python" -w "$tmp/wheel" >"$tmp/log" 2>&1; then
     files=$(python3 -m zipfile -l "$tmp"/wheel/dtr-*.whl)
     want=('dtr/libdtr\.so\.[0-9]+ ' 'dtr/libdtr_gloo\.so\.[0-9]+ ' 'dtr/_core\.[a-z0-9_-]+\.so ' 'dtr/__init__\.py '
-        'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 ')
+        'dtr/libjansson\.so\.4 ' 'dtr/libxxhash\.so\.0 ' 'dtr/libgloo\.so\.0 ' 'dtr/carried\.txt ')
     # (CUDA's space where pip found nvcc, as build_lib.py looks for it)
     if command -v nvcc >/dev/null || [ -x "${CUDA_HOME:-/nonexistent}/bin/nvcc" ] || [ -x /usr/local/cuda/bin/nvcc ]; then
         want+=('dtr/libdtr_cuda\.so\.[0-9]+ ')
@@ -100,14 +100,51 @@ if (cd "$tmp" && "$venv/bin/python" -c '
 import os, dtr
 pkg = os.path.dirname(dtr.__file__)
 maps = open("/proc/self/maps").read()
-for lib in ("libjansson.so.4", "libxxhash.so.0"):
+for lib in ("libjansson.so.4", "libxxhash.so.0") + (("libgloo.so.0",) if os.path.exists(
+        os.path.join(pkg, "carried.txt")) else ()):
     paths = {l.split()[-1] for l in maps.splitlines() if l.endswith(lib)}
     assert paths == {os.path.join(pkg, lib)}, (lib, paths)
 print("loaded from", pkg)'); then
     passed=$((passed + 1))
 else
-    echo "python: the package does not load its own libjansson/libxxhash"
+    echo "python: the package does not load its own libjansson/libxxhash/libgloo"
     failed=$((failed + 1))
+fi
+
+# backend gloo where the machine has no Gloo: every system copy of what the package carries
+# for libdtr_gloo.so (carried.txt: libgloo.so.0 and what it loads) hidden in a mount namespace
+# of this job alone (unshare -m, a bind of /dev/null over each), two processes move a tensor
+pkg=$(cd "$tmp" && "$venv/bin/python" -c 'import os, dtr; print(os.path.dirname(dtr.__file__))')
+if [ -f "$pkg/carried.txt" ]; then
+    echo "== python: backend gloo with the machine's Gloo hidden: $(tr '\n' ' ' <"$pkg/carried.txt")"
+    hide=$(for name in $(cat "$pkg/carried.txt"); do
+        for d in /usr/lib /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/local/lib; do
+            [ -e "$d/$name" ] && readlink -f "$d/$name"
+        done
+    done | sort -u | tr '\n' ' ')
+    cat >"$tmp/gloo_hidden.py" <<'PYEOF2'
+import numpy as np, dtr
+mesh = dtr.Mesh((2,), backend="gloo")
+full = np.arange(12 * 5, dtype=np.float32).reshape(12, 5)
+me = dtr.layout(mesh, full.shape, "S(0)")[mesh.rank]
+block = full[me.global_offset[0]:me.global_offset[0] + me.local_shape[0]].copy()
+assert np.array_equal(dtr.redistribute(block, mesh, "S(0)", "R", shape=full.shape), full)
+print(f"rank {mesh.rank}: S(0) -> R over gloo, exact")
+PYEOF2
+    if ! unshare -m true 2>/dev/null; then
+        echo "skipped: unshare -m is not allowed here"
+    elif out=$(cd "$tmp" && unshare -m bash -c 'for f in $1; do mount --bind /dev/null "$f" || exit 3; done
+        if "$4" -c "import ctypes; ctypes.CDLL(\"libgloo.so.0\")" 2>/dev/null; then
+            echo "the machine'"'"'s libgloo.so.0 still loads"; exit 4
+        fi
+        timeout 120 bash "$3/tools/dtr_launch.sh" -n 2 "$4" gloo_hidden.py' _ "$hide" "$pkg" "$root" \
+        "$venv/bin/python" 2>&1) && [ "$(grep -o 'over gloo, exact' <<<"$out" | wc -l)" = 2 ]; then
+        echo "ok: hidden: $hide; both ranks: S(0) -> R over gloo, exact"
+        passed=$((passed + 1))
+    else
+        echo "python: backend gloo with the machine's Gloo hidden:"$'\n'"$out" | tail -8
+        failed=$((failed + 1))
+    fi
 fi
 
 # the CLI the checkpoint tests run beside the package: DTR_CLI, else Bazel's build of it
