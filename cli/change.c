@@ -13,7 +13,7 @@ enum {
     OPT_FROM = 256, OPT_TO, OPT_STRATEGY, OPT_JSON, OPT_BATCH, OPT_BACKWARD, OPT_TO_DTYPE,
     OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
     OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
-    OPT_INJECT, OPT_DUMP, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
+    OPT_INJECT, OPT_DUMP, OPT_SVG, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
     OPT_TO_MESH, OPT_TO_RANKS, OPT_RELABEL, OPT_STAGING_CAP, OPT_DIGEST,
 };
 
@@ -44,6 +44,7 @@ static const struct {
     {{"backward-dtype", required_argument, NULL, OPT_BACKWARD_DTYPE}, SINGLE},
     {{"nodes-of", required_argument, NULL, OPT_NODES_OF}, SINGLE},
     {{"compare", no_argument, NULL, OPT_COMPARE}, DTR_CLI_PLAN},
+    {{"svg", required_argument, NULL, OPT_SVG}, DTR_CLI_PLAN},
     {{"alpha-us", required_argument, NULL, OPT_ALPHA}, ALL},
     {{"bandwidth-gbps", required_argument, NULL, OPT_BANDWIDTH}, ALL},
     {{"local-gbps", required_argument, NULL, OPT_LOCAL}, ALL},
@@ -104,6 +105,7 @@ static void change_store(dtr_cli_change_t *o, int c, const char *v) {
     case OPT_DIGEST: o->digest = true; break;
     case OPT_INJECT: o->inject_text = v; break;
     case OPT_DUMP: o->dump = v; break;
+    case OPT_SVG: o->svg = v; break;
     case OPT_BACKEND: o->backend = v; break;
     case OPT_DEVICE: o->device = v; break;
     case OPT_FILL: o->fill_text = v; break;

@@ -29,8 +29,9 @@ typedef struct {
     bool relabel;                   /* --relabel */
     const char *backward_dtype_text;
     bool json, backward, help;
-    /* dtr plan: --compare and the cost flags */
+    /* dtr plan: --compare, --svg FILE and the cost flags */
     bool compare;
+    const char *svg;
     const char *alpha, *bandwidth, *local, *inter_alpha, *inter_bandwidth;
     /* dtr run */
     const char *iters_text, *warmup_text, *inject_text, *dump, *backend, *device;

@@ -386,6 +386,29 @@ dtr_status_t dtr_cli_json_splice(FILE *out, dtr_status_t (*print)(const void *ar
     return st;
 }
 
+int dtr_cli_write_svg(const char *cmd, const char *path,
+                      dtr_status_t (*draw)(const void *arg, FILE *f), const void *arg) {
+    if (strcmp(path, "-") == 0) {
+        if (draw(arg, stdout) == DTR_OK) return DTR_EXIT_OK;
+        return dtr_cli_plan_error(cmd, "--svg");
+    }
+    char tmp[4096];
+    if (path[0] == '\0' || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return dtr_cli_usage_error(cmd, "--svg: '%.200s' is not a file name", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", tmp, strerror(errno));
+    dtr_status_t st = draw(arg, f);
+    bool bad = fclose(f) != 0 || st != DTR_OK;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        if (st != DTR_OK) return dtr_cli_plan_error(cmd, "--svg");
+        return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", path, strerror(e));
+    }
+    return DTR_EXIT_OK;
+}
+
 void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n) {
     /* The list's text form, item by item (a spec's placements hold no split factor, so no
      * comma inside an item): shard orders show as they do in the text. */

@@ -8,7 +8,7 @@
 static void dtr__layout_help(FILE *out) {
     fputs(
         "usage: dtr layout --mesh MESH --shape SHAPE --placements LIST [--dtype DTYPE]\n"
-        "                  [--ranks LIST] [--json] [--all]\n"
+        "                  [--ranks LIST] [--json] [--all] [--svg FILE]\n"
         "\n"
         "Prints what each rank of the mesh holds of a tensor: its mesh coordinate, local\n"
         "shape, global offset and bytes, with PyTorch DTensor's chunk semantics (uneven\n"
@@ -34,6 +34,9 @@ static void dtr__layout_help(FILE *out) {
         "  --all                every rank, however many: the table lists the first 64\n"
         "                       (and sums them all up to a million ranks), --json refuses\n"
         "                       a mesh of more than a million ranks without it\n"
+        "  --svg FILE           also draw the layout into FILE (SVG; '-': to stdout, instead\n"
+        "                       of the table): the mesh's ranks, each rank's block in its\n"
+        "                       colour\n"
         "  -h, --help           this help\n"
         "\n"
         "examples:\n"
@@ -133,18 +136,24 @@ static void dtr__print_json(FILE *out, const dtr_spec_t *spec) {
     fputs("]}\n", out);
 }
 
+static dtr_status_t dtr__layout_svg(const void *spec, FILE *f) {
+    return dtr_layout_print_svg(spec, f);
+}
+
 static int dtr__layout_main(int argc, char **argv) {
     static const struct option options[] = {
         DTR_CLI_SPEC_OPTIONS,
         {"placements", required_argument, NULL, 'p'},
         {"json", no_argument, NULL, 'j'},
         {"all", no_argument, NULL, 'a'},
+        {"svg", required_argument, NULL, 'g'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     dtr_cli_spec_args_t args = {0};
     int json = 0;
     bool all = false;
+    const char *svg = NULL;
     opterr = 0;
     unsigned char seen[DTR_CLI_SEEN] = {0};
     for (;;) {
@@ -155,6 +164,7 @@ static int dtr__layout_main(int argc, char **argv) {
         case 'p': args.placements = optarg; break;
         case 'j': json = 1; break;
         case 'a': all = true; break;
+        case 'g': svg = optarg; break;
         case 'h': dtr__layout_help(stdout); return DTR_EXIT_OK;
         default: /* a spec flag, or ':' / '?' */
             if (dtr_cli_spec_option(c, optarg, &args)) break;
@@ -174,7 +184,11 @@ static int dtr__layout_main(int argc, char **argv) {
         dtr_mesh_destroy(mesh);
         return rc;
     }
-    if (json) {
+    /* the picture first: where it cannot be written, nothing prints but the error */
+    rc = svg != NULL ? dtr_cli_write_svg("layout", svg, dtr__layout_svg, &spec) : DTR_EXIT_OK;
+    if (rc != DTR_EXIT_OK || (svg != NULL && strcmp(svg, "-") == 0)) {
+        /* (the error, or the picture alone on stdout) */
+    } else if (json) {
         dtr__print_json(stdout, &spec);
     } else {
         char mesh_text[256], shape_text[256], placement_text[256];
@@ -185,7 +199,7 @@ static int dtr__layout_main(int argc, char **argv) {
         dtr__print_table(stdout, &spec, mesh_text, shape_text, placement_text, all);
     }
     dtr_mesh_destroy(mesh);
-    return DTR_EXIT_OK;
+    return rc;
 }
 
 const dtr_cli_command_t dtr_cli_layout = {

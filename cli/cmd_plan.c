@@ -9,14 +9,14 @@ static void dtr__plan_help(FILE *out) {
     fputs(
         "usage: dtr plan --mesh MESH --shape SHAPE --from LIST --to LIST [--dtype DTYPE]\n"
         "                [--to-dtype DTYPE] [--ranks LIST] [--strategy optimal|compat]\n"
-        "                [--compare] [--json] [--backward [--backward-dtype DTYPE]]\n"
+        "                [--compare] [--json] [--svg FILE] [--backward [--backward-dtype DTYPE]]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
         "                [--nodes-of DIMS [--inter-alpha-us A] [--inter-bandwidth-gbps B]]\n"
         "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
         "                [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
-        "                [--relabel] [--staging-cap BYTES] [--json] [cost flags]\n"
+        "                [--relabel] [--staging-cap BYTES] [--json] [--svg FILE] [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
         "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--json]\n"
         "\n"
@@ -68,6 +68,9 @@ static void dtr__plan_help(FILE *out) {
         "                       (sent and received together; K, M, G suffixes); larger moves\n"
         "                       go in chunks over rounds\n"
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
+        "  --svg FILE           also draw the change into FILE (SVG; '-': to stdout, instead\n"
+        "                       of the table): each side's layout, and the steps between\n"
+        "                       them, or between meshes the message matrix\n"
         "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
         "                       dim (default 5; env DTR_ALPHA_US)\n"
         "  --bandwidth-gbps B   bandwidth per mesh dim, GB/s (default 10; env\n"
@@ -178,6 +181,9 @@ static void dtr__json_string(FILE *out, const char *s) {
 /* The library's JSON printers, for dtr_cli_json_splice. */
 static dtr_status_t dtr__plan_json(const void *plan, FILE *f) { return dtr_plan_print_json(plan, f); }
 
+static dtr_status_t dtr__change_svg(const void *change, FILE *f) {
+    return dtr_change_print_svg(change, f);
+}
 static dtr_status_t dtr__change_json(const void *change, FILE *f) {
     return dtr_change_print_json(change, f);
 }
@@ -194,7 +200,11 @@ static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, i
     dtr_change_t *change = NULL;
     if (dtr_change_create(n, src, dst, opts, &change) != DTR_OK)
         return dtr_cli_plan_error("plan", what);
-    if (o->json) {
+    int rc = o->svg != NULL ? dtr_cli_write_svg("plan", o->svg, dtr__change_svg, change)
+                            : DTR_EXIT_OK; /* (first: where it fails, nothing else prints) */
+    if (rc != DTR_EXIT_OK || (o->svg != NULL && strcmp(o->svg, "-") == 0)) {
+        /* (the error, or the picture alone on stdout) */
+    } else if (o->json) {
         dtr_cli_json_begin(stdout, "plan", mesh);
         if (o->batch != NULL) dtr_cli_json_str(stdout, "batch", o->batch);
         dtr_cli_json_splice(stdout, dtr__change_json, change);
@@ -203,7 +213,23 @@ static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, i
         dtr_change_print(change, 64, stdout);
     }
     dtr_change_destroy(change);
-    return DTR_EXIT_OK;
+    return rc;
+}
+
+/* --svg of one tensor's change: the plan reported (optimal with --compare), as a change
+ * object, drawn. */
+static int dtr__plan_one_svg(const dtr_cli_change_t *o, const dtr_spec_t *src,
+                             const dtr_spec_t *dst, const dtr_cost_model_t *cost) {
+    if (o->backward_dtype_text != NULL)
+        return dtr_cli_usage_error("plan", "--svg: not with --backward-dtype");
+    dtr_change_options_t opts = {.strategy = o->compare ? DTR_STRATEGY_OPTIMAL : o->strategy,
+                                 .cost = cost, .backward = o->backward};
+    dtr_change_t *change = NULL;
+    if (dtr_change_create(1, src, dst, &opts, &change) != DTR_OK)
+        return dtr_cli_plan_error("plan", "--svg");
+    int rc = dtr_cli_write_svg("plan", o->svg, dtr__change_svg, change);
+    dtr_change_destroy(change);
+    return rc;
 }
 
 /* --batch: the tensors of FILE planned together. */
@@ -376,7 +402,10 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     dtr_status_t st[2];
     char errors[2][600];
     if (rc == DTR_EXIT_OK) rc = dtr__plan_make(o, &src, &dst, cost, plans, st, errors);
-    if (rc == DTR_EXIT_OK) rc = dtr__plan_report(o, &src, &dst, plans, st, errors);
+    /* (the picture first: where it cannot be written, nothing is printed but the error) */
+    if (rc == DTR_EXIT_OK && o->svg != NULL) rc = dtr__plan_one_svg(o, &src, &dst, cost);
+    bool svg_only = o->svg != NULL && strcmp(o->svg, "-") == 0;
+    if (rc == DTR_EXIT_OK && !svg_only) rc = dtr__plan_report(o, &src, &dst, plans, st, errors);
     free(plans);
     dtr_mesh_destroy(mesh);
     return rc;

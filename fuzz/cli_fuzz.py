@@ -94,8 +94,8 @@ MOVE = {**SPEC, "--from": "pl", "--to": "pl", "--to-dtype": "dtype", "--strategy
         "--to-mesh": "mesh", "--to-ranks": "ranks", "--relabel": None, "--staging-cap": "bytes",
         "--json": None, **COST}
 FLAGS = {  # each command's flags and the kind of value each takes (None: a switch)
-    "layout": {**SPEC, "--placements": "pl", "--json": None, "--all": None},
-    "plan": {**MOVE, "--compare": None},
+    "layout": {**SPEC, "--placements": "pl", "--json": None, "--all": None, "--svg": "svg"},
+    "plan": {**MOVE, "--compare": None, "--svg": "svg"},
     "run": {**MOVE, "--iters": "count", "--warmup": "count", "--verify": None,
             "--nonblocking": None, "--fill": "fill", "--seed": "num", "--input": "indir",
             "--dump": "dumpdir", "--backend": "backend", "--device": "device",
@@ -324,7 +324,15 @@ def directory(rng, kind):
     return "$W/" + name
 
 
-FILE_KINDS = {"src": src, "ckpt": ckpt,
+def svg_path(rng):
+    """--svg: a new file in the case's directory, one there already, or stdout."""
+    r = rng.random()
+    if r < 0.2:
+        write("pic.svg", "there")
+    return "-" if r > 0.9 else "$W/pic.svg"
+
+
+FILE_KINDS = {"src": src, "ckpt": ckpt, "svg": svg_path,
               **{k: lambda rng, k=k: json_kind(rng, k) for k in ("batch", "model", "rules")},
               **{k: lambda rng, k=k: directory(rng, k) for k in ("to", "indir", "dumpdir")}}
 

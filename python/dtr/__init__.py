@@ -74,11 +74,25 @@ LocalLayout = collections.namedtuple(
 LocalLayout.__doc__ = "What one rank of the mesh holds (dtr.layout)."
 
 
+class Layout(list):
+    """dtr.layout's list of LocalLayout, which a notebook shows as a picture (_repr_svg_: the
+    mesh's ranks and each rank's block in its colour, as `dtr layout --svg` draws it)."""
+
+    def __init__(self, blocks, args):
+        super().__init__(blocks)
+        self._args = args
+
+    def _repr_svg_(self):
+        return _core._layout_svg(*self._args)
+
+
 def layout(mesh, shape, placements, dtype="f32"):
     """Each rank's block of a tensor of `shape` placed by `placements` on `mesh`, in the
     mesh's row-major order: a list of LocalLayout(rank, coordinate, local_shape,
-    global_offset, bytes). Pure: no communication."""
-    return [LocalLayout(*x) for x in _core.layout(mesh, shape, placements, dtype)]
+    global_offset, bytes) (a dtr.Layout, whose _repr_svg_ draws it). Pure: no
+    communication."""
+    return Layout([LocalLayout(*x) for x in _core.layout(mesh, shape, placements, dtype)],
+                  (mesh, shape, placements, dtype))
 
 
 def plan(mesh, shape, src, dst, *, dtype="f32", strategy="optimal", to_mesh=None,

@@ -53,6 +53,8 @@ static PyMethodDef dtrpy_methods[] = {
     {"_shutdown", dtrpy_shutdown, METH_NOARGS, "Destroys every context (at exit)."},
     {"layout", (PyCFunction)(void (*)(void))dtrpy_layout, METH_VARARGS | METH_KEYWORDS,
      "Each rank's (rank, coordinate, local_shape, global_offset, bytes); see dtr.layout."},
+    {"_layout_svg", dtrpy_layout_svg, METH_VARARGS,
+     "_layout_svg(mesh, shape, placements, dtype): the layout's picture (SVG text)."},
     {"plan", (PyCFunction)(void (*)(void))dtrpy_plan, METH_VARARGS | METH_KEYWORDS,
      "The Plan of a change; see dtr.plan."},
     {"redistribute", (PyCFunction)(void (*)(void))dtrpy_redistribute,

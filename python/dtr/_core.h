@@ -208,6 +208,7 @@ const dtr_plan_options_t *dtrpy_plan_options(void);
 dtr_plan_cache_t *dtrpy_plan_cache(void);
 int dtrpy_plan_module_init(PyObject *module);
 PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *dtrpy_layout_svg(PyObject *self, PyObject *args);
 PyObject *dtrpy_plan(PyObject *self, PyObject *args, PyObject *kw);
 
 /* ---- _move.c ---- */

@@ -27,13 +27,15 @@ static void dtrpy_plan_dealloc(dtrpy_plan_t *p) {
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 
-/* What print(plan, FILE *) writes, as a str. */
+/* What print(plan, FILE *) writes, as a str: the table (0), JSON (1) or the picture (2). */
 static PyObject *dtrpy_plan_text(dtrpy_plan_t *p, int json) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (f == NULL) return PyErr_NoMemory();
-    dtr_status_t st = json ? dtr_change_print_json(p->change, f) : dtr_change_print(p->change, -1, f);
+    dtr_status_t st = json == 2 ? dtr_change_print_svg(p->change, f)
+                      : json    ? dtr_change_print_json(p->change, f)
+                                : dtr_change_print(p->change, -1, f);
     fclose(f);
     PyObject *r = st == DTR_OK ? PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len)
                                : dtrpy_raise(st);
@@ -42,6 +44,11 @@ static PyObject *dtrpy_plan_text(dtrpy_plan_t *p, int json) {
 }
 
 static PyObject *dtrpy_plan_str(dtrpy_plan_t *p) { return dtrpy_plan_text(p, 0); }
+
+static PyObject *dtrpy_plan_svg(dtrpy_plan_t *p, PyObject *noargs) {
+    (void)noargs;
+    return dtrpy_plan_text(p, 2);
+}
 
 static PyObject *dtrpy_plan_to_dict(dtrpy_plan_t *p, PyObject *noargs) {
     (void)noargs;
@@ -72,6 +79,8 @@ static PyObject *dtrpy_plan_get_cross(dtrpy_plan_t *p, void *closure) {
 static PyMethodDef dtrpy_plan_methods[] = {
     {"to_dict", (PyCFunction)dtrpy_plan_to_dict, METH_NOARGS,
      "The plan as `dtr plan --json` prints it, as a dict."},
+    {"_repr_svg_", (PyCFunction)dtrpy_plan_svg, METH_NOARGS,
+     "The plan as a picture (SVG text), as `dtr plan --svg` draws it: a notebook shows it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -102,6 +111,34 @@ PyTypeObject dtrpy_plan_type = {
     .tp_methods = dtrpy_plan_methods,
     .tp_getset = dtrpy_plan_getset,
 };
+
+/* _layout_svg(mesh, shape, placements, dtype): the layout as `dtr layout --svg` draws it. */
+PyObject *dtrpy_layout_svg(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *mesh_obj, *shape_obj, *pl, *dtype_obj;
+    if (!PyArg_ParseTuple(args, "OOOO:_layout_svg", &mesh_obj, &shape_obj, &pl, &dtype_obj))
+        return dtrpy_as_argument_error();
+    dtrpy_mesh_t *mesh;
+    int64_t shape[DTR_MAX_TENSOR_DIMS];
+    int ndim;
+    dtr_dtype_t dtype;
+    dtr_spec_t spec;
+    if (dtrpy_mesh_of(mesh_obj, "mesh", &mesh) < 0 ||
+        dtrpy_shape(shape_obj, "shape", shape, &ndim) < 0 ||
+        dtrpy_dtype(dtype_obj, "dtype", &dtype) < 0 ||
+        dtrpy_spec(&spec, mesh, pl, "placements", shape, ndim, dtype) < 0)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) return PyErr_NoMemory();
+    dtr_status_t st = dtr_layout_print_svg(&spec, f);
+    fclose(f);
+    PyObject *r = st == DTR_OK ? PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len)
+                               : dtrpy_raise(st);
+    free(buf);
+    return r;
+}
 
 PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;

@@ -90,6 +90,25 @@ def test_plan_is_the_cli_plan():
     assert c.cross and c.messages == 4 and c.to_dict()["send_bytes_per_rank_max"] == 128
 
 
+def test_pictures_are_the_cli_pictures():
+    """Plan._repr_svg_ and a layout's are what `dtr plan --svg` / `dtr layout --svg` draw:
+    docs/pictures/ holds the CLI's, which tests/cli/cli_svg.sh checks."""
+    import xml.etree.ElementTree as E
+    pictures = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "pictures")
+    p = dtr.plan(dtr.Mesh((2, 2)), (8, 6), "S(0),S(1)", "R,S(0)")
+    assert p._repr_svg_() == open(os.path.join(pictures, "plan_2x2.svg")).read()
+    c = dtr.plan(dtr.Mesh(2), (8, 6), "S(0)", "S(1)", to_mesh=dtr.Mesh(3, ranks=[2, 3, 4]))
+    assert c._repr_svg_() == open(os.path.join(pictures, "cross_2_to_3.svg")).read()
+    lay = dtr.layout(dtr.Mesh((2, 2)), (10, 3), "S(0),R")
+    assert isinstance(lay, list) and len(lay) == 4 and lay[3].local_shape == (5, 3)
+    assert lay._repr_svg_() == open(os.path.join(pictures, "layout_2x2.svg")).read()
+    svg = "{http://www.w3.org/2000/svg}"
+    marks = [r for r in E.fromstring(c._repr_svg_()).iter(svg + "rect") if r.get("class") == "msg"]
+    assert len(marks) == c.messages == 6
+    with pytest.raises(dtr.ArgumentError, match="placements"):
+        dtr._core._layout_svg(dtr.Mesh(2), (4,), "S(3)", "f32")
+
+
 @pytest.mark.skipif(not os.environ.get("DTR_CLI"), reason="DTR_CLI (the dtr CLI) not set")
 def test_plans_agree_with_the_cli_over_many_changes():
     rng = np.random.default_rng(7)

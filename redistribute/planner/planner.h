@@ -470,6 +470,13 @@ DTR_API dtr_status_t dtr_change_rank_bytes(const dtr_change_t *change, int rank,
 DTR_API dtr_status_t dtr_change_print(const dtr_change_t *change, int64_t max_messages,
                                       FILE *out);
 DTR_API dtr_status_t dtr_change_print_json(const dtr_change_t *change, FILE *out);
+/* The change as a picture (SVG, redistribute/planner/svg.c): each side's layout (the mesh's
+ * ranks and the tensor's blocks in their colours) and, within one mesh, the steps between
+ * them (a batch: its first 4 tensors), or between meshes the message matrix, one mark per
+ * message (class "msg"; per pair of ranks, class "pair", past 4096 messages). */
+DTR_API dtr_status_t dtr_change_print_svg(const dtr_change_t *change, FILE *out);
+/* One spec's layout as a picture: the mesh's ranks and each rank's block in its colour. */
+DTR_API dtr_status_t dtr_layout_print_svg(const dtr_spec_t *spec, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,36 @@ static dtr_status_t batch_text(const void *p, FILE *f) { return dtr_batch_plan_p
 static dtr_status_t batch_json(const void *p, FILE *f) { return dtr_batch_plan_print_json(p, f); }
 static dtr_status_t cross_text(const void *p, FILE *f) { return dtr_cross_plan_print(p, 64, f); }
 static dtr_status_t cross_json(const void *p, FILE *f) { return dtr_cross_plan_print_json(p, f); }
+static dtr_status_t change_svg(const void *c, FILE *f) { return dtr_change_print_svg(c, f); }
+
+/* How many times needle occurs in text. */
+static int64_t occurs(const char *text, const char *needle) {
+    int64_t n = 0;
+    for (const char *at = strstr(text, needle); at != NULL; at = strstr(at + 1, needle)) n++;
+    return n;
+}
+
+/* The change's picture: one <svg> element, every number finite, every <rect> closed; between
+ * meshes one mark per message (its JSON's messages and local copies) up to 4096. */
+static void check_svg(const dtr_change_t *c, const char *what) {
+    char *svg = printed(change_svg, c), *json = printed(change_json, c);
+    size_t len = strlen(svg);
+    cr_assert(strncmp(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\"", 39) == 0 && len > 7 &&
+              strcmp(svg + len - 7, "</svg>\n") == 0, "%s: not one <svg> element", what);
+    cr_assert(occurs(svg, "nan") == 0 && occurs(svg, "inf\"") == 0, "%s: a number not finite", what);
+    cr_assert_eq(occurs(svg, "<rect"), occurs(svg, "</rect>") + occurs(svg, "\"/>"), "%s", what);
+    if (dtr_change_cross_plan(c) != NULL) {
+        const char *m = strstr(json, "\"messages\":"), *k = strstr(json, "\"local_copies\":");
+        cr_assert(m != NULL && k != NULL, "%s", what);
+        long long messages = atoll(m + 11), kept = atoll(k + 15);
+        if (messages + kept <= 4096)
+            cr_assert_eq(occurs(svg, "class=\"msg\""), messages + kept, "%s: marks", what);
+    } else {
+        cr_assert_gt(occurs(svg, "class=\"rank\""), 0, "%s: no mesh drawn", what);
+    }
+    free(svg);
+    free(json);
+}
 
 static void same_text(char *a, char *b, const char *what) {
     cr_assert_str_eq(a, b, "%s", what);
@@ -89,6 +119,7 @@ Test(change, every_form_is_its_own_planners_plan_byte_for_byte) {
             dtr_mesh_destroy(a);
             continue;
         }
+        check_svg(c, what);
         dtr_change_form_t form = dtr_change_form(c);
         cr_assert_eq(form, between ? (n == 1 ? DTR_CHANGE_CROSS : DTR_CHANGE_CROSS_BATCH)
                                    : (n == 1 ? DTR_CHANGE_ONE : DTR_CHANGE_BATCH), "%s", what);
@@ -213,4 +244,30 @@ Test(change, options_a_form_does_not_take_are_refused_by_name) {
     cr_assert_eq(dtr_change_form(NULL), DTR_CHANGE_FORM_LAST);
     dtr_mesh_destroy(a);
     dtr_mesh_destroy(b);
+}
+
+Test(change, pictures_refuse_bad_arguments_by_name) {
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    cr_expect_eq(dtr_change_print_svg(NULL, f), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "change") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(dtr_layout_print_svg(NULL, f), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "spec") != NULL, "%s", dtr_last_error());
+    dtr_spec_t junk;
+    memset(&junk, 0, sizeof junk);
+    cr_expect_eq(dtr_layout_print_svg(&junk, f), DTR_ERR_INVALID_ARGUMENT, "%s", dtr_last_error());
+    cr_expect(strstr(dtr_last_error(), "spec") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(ftell(f), 0, "written on failure");
+    int64_t sizes[1] = {3};
+    dtr_mesh_t *m = NULL;
+    cr_assert_eq(dtr_mesh_create(1, sizes, NULL, 3, &m), DTR_OK);
+    dtr_spec_t s;
+    int64_t shape[1] = {7};
+    dtr_placement_t pl[1] = {dtr_shard(0)};
+    cr_assert_eq(dtr_spec_init(&s, m, pl, 1, shape, 1, DTR_F32), DTR_OK, "%s", dtr_last_error());
+    cr_expect_eq(dtr_layout_print_svg(&s, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect_eq(dtr_layout_print_svg(&s, f), DTR_OK, "%s", dtr_last_error());
+    cr_expect_gt(ftell(f), 100);
+    fclose(f);
+    dtr_mesh_destroy(m);
 }
