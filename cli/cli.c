@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -386,24 +387,57 @@ dtr_status_t dtr_cli_json_splice(FILE *out, dtr_status_t (*print)(const void *ar
     return st;
 }
 
+/* The path a write to `path` replaces: path itself, or where its symlinks lead (so that a
+ * link is written through, not replaced), into buf. */
+static const char *dtr__write_target(const char *path, char *buf, size_t len) {
+    char *real = realpath(path, NULL);
+    if (real == NULL) return path; /* (a new file) */
+    snprintf(buf, len, "%s", real);
+    free(real);
+    return buf;
+}
+
 int dtr_cli_write_svg(const char *cmd, const char *path,
                       dtr_status_t (*draw)(const void *arg, FILE *f), const void *arg) {
     if (strcmp(path, "-") == 0) {
         if (draw(arg, stdout) == DTR_OK) return DTR_EXIT_OK;
-        return dtr_cli_plan_error(cmd, "--svg");
+        return dtr_cli_plan_error(cmd, NULL);
     }
-    char tmp[4096];
-    if (path[0] == '\0' || snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return dtr_cli_usage_error(cmd, "--svg: '%.200s' is not a file name", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
-        return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", tmp, strerror(errno));
-    dtr_status_t st = draw(arg, f);
-    bool bad = fclose(f) != 0 || st != DTR_OK;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
+    char target[4096], tmp[4096 + 16];
+    struct stat there;
+    if (path[0] == '\0') return dtr_cli_usage_error(cmd, "--svg: '' is not a file name");
+    const char *to = dtr__write_target(path, target, sizeof target);
+    bool exists = stat(to, &there) == 0;
+    if (exists && !S_ISREG(there.st_mode)) { /* a device, a FIFO: written into as it is */
+        if (S_ISDIR(there.st_mode))
+            return dtr_cli_usage_error(cmd, "--svg: '%s' is a directory", path);
+        FILE *f = fopen(to, "w");
+        if (f == NULL)
+            return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", path, strerror(errno));
+        dtr_status_t st = draw(arg, f);
+        if (fclose(f) != 0 && st == DTR_OK)
+            return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", path, strerror(errno));
+        return st == DTR_OK ? DTR_EXIT_OK : dtr_cli_plan_error(cmd, NULL);
+    }
+    /* a regular file, new or not: written whole beside it under a name of its own, then
+     * renamed over it, with its mode (a new one: the umask's) */
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", to) >= (int)sizeof tmp)
+        return dtr_cli_usage_error(cmd, "--svg: '%.200s...' is too long a path", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", path, strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, exists ? there.st_mode & 07777 : 0666 & ~mask);
+    FILE *f = fdopen(fd, "w");
+    dtr_status_t st = f != NULL ? draw(arg, f) : DTR_ERR_IO;
+    int e = errno;
+    bool bad = f == NULL || fclose(f) != 0;
+    if (f == NULL) close(fd);
+    if (st != DTR_OK || bad || rename(tmp, to) != 0) {
+        e = st == DTR_OK && !bad ? errno : e;
         remove(tmp);
-        if (st != DTR_OK) return dtr_cli_plan_error(cmd, "--svg");
+        if (st != DTR_OK && st != DTR_ERR_IO) return dtr_cli_plan_error(cmd, NULL);
         return dtr_cli_usage_error(cmd, "--svg: cannot write '%s' (%s)", path, strerror(e));
     }
     return DTR_EXIT_OK;

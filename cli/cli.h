@@ -311,9 +311,10 @@ void dtr_cli_json_str(FILE *out, const char *key, const char *text);
  * a library object spliced into the CLI's. DTR_OK or print's status. */
 dtr_status_t dtr_cli_json_splice(FILE *out, dtr_status_t (*print)(const void *arg, FILE *f),
                                  const void *arg);
-/* --svg PATH: what draw(arg, f) writes, into PATH (through PATH.tmp, renamed once whole: a
- * failed write leaves no file and the one there as it was), or to stdout for "-". An error
- * naming --svg and the path: exit 2 (1 where draw fails). */
+/* --svg PATH: what draw(arg, f) writes, to stdout for "-"; into a regular file (new or not)
+ * through a temporary file beside it renamed once whole, so a failure leaves no file and the
+ * one there as it was, with its mode; through a symlink to where it leads; into a device or
+ * FIFO as it is. An error naming --svg and the path: exit 2 (draw's own: exit 3). */
 int dtr_cli_write_svg(const char *cmd, const char *path,
                       dtr_status_t (*draw)(const void *arg, FILE *f), const void *arg);
 void dtr_cli_json_i64_array(FILE *out, const int64_t *v, int n);

@@ -12,13 +12,13 @@ static void dtr__plan_help(FILE *out) {
         "                [--compare] [--json] [--svg FILE] [--backward [--backward-dtype DTYPE]]\n"
         "                [--alpha-us A[,A...]] [--bandwidth-gbps B[,B...]] [--local-gbps G]\n"
         "                [--nodes-of DIMS [--inter-alpha-us A] [--inter-bandwidth-gbps B]]\n"
-        "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json]\n"
+        "       dtr plan --mesh MESH --batch FILE [--ranks LIST] [--strategy S] [--json] [--svg FILE]\n"
         "                [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
         "                [--relabel] [--staging-cap BYTES] [--json] [--svg FILE] [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
-        "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--json]\n"
+        "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--json] [--svg FILE]\n"
         "\n"
         "Plans a redistribution from the --from placements to the --to placements and prints\n"
         "its steps (mesh dim, from -> to, kind, bytes each rank receives), the most bytes any\n"
@@ -70,7 +70,8 @@ static void dtr__plan_help(FILE *out) {
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
         "  --svg FILE           also draw the change into FILE (SVG; '-': to stdout, instead\n"
         "                       of the table): each side's layout, and the steps between\n"
-        "                       them, or between meshes the message matrix\n"
+        "                       them (the optimal plan's with --compare, the gradient's with\n"
+        "                       --backward), or between meshes the message matrix\n"
         "  --alpha-us A         latency per collective round, us; one value or one per mesh\n"
         "                       dim (default 5; env DTR_ALPHA_US)\n"
         "  --bandwidth-gbps B   bandwidth per mesh dim, GB/s (default 10; env\n"
@@ -216,20 +217,15 @@ static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, i
     return rc;
 }
 
-/* --svg of one tensor's change: the plan reported (optimal with --compare), as a change
- * object, drawn. */
-static int dtr__plan_one_svg(const dtr_cli_change_t *o, const dtr_spec_t *src,
-                             const dtr_spec_t *dst, const dtr_cost_model_t *cost) {
-    if (o->backward_dtype_text != NULL)
-        return dtr_cli_usage_error("plan", "--svg: not with --backward-dtype");
-    dtr_change_options_t opts = {.strategy = o->compare ? DTR_STRATEGY_OPTIMAL : o->strategy,
-                                 .cost = cost, .backward = o->backward};
-    dtr_change_t *change = NULL;
-    if (dtr_change_create(1, src, dst, &opts, &change) != DTR_OK)
-        return dtr_cli_plan_error("plan", "--svg");
-    int rc = dtr_cli_write_svg("plan", o->svg, dtr__change_svg, change);
-    dtr_change_destroy(change);
-    return rc;
+static dtr_status_t dtr__plan_svg(const void *plan, FILE *f) { return dtr_plan_print_svg(plan, f); }
+
+/* --svg of one tensor's change: the plan the report prints (the optimal one of --compare,
+ * the gradient's of --backward), drawn. */
+static int dtr__plan_one_svg(const dtr_cli_change_t *o, const dtr_plan_t *plans,
+                             const dtr_status_t *st) {
+    int only = o->compare || o->strategy != DTR_STRATEGY_COMPAT ? 1 : 0;
+    if (st[only] != DTR_OK) return dtr_cli_plan_error("plan", NULL); /* (as the report does) */
+    return dtr_cli_write_svg("plan", o->svg, dtr__plan_svg, &plans[only]);
 }
 
 /* --batch: the tensors of FILE planned together. */
@@ -403,7 +399,7 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     char errors[2][600];
     if (rc == DTR_EXIT_OK) rc = dtr__plan_make(o, &src, &dst, cost, plans, st, errors);
     /* (the picture first: where it cannot be written, nothing is printed but the error) */
-    if (rc == DTR_EXIT_OK && o->svg != NULL) rc = dtr__plan_one_svg(o, &src, &dst, cost);
+    if (rc == DTR_EXIT_OK && o->svg != NULL) rc = dtr__plan_one_svg(o, plans, st);
     bool svg_only = o->svg != NULL && strcmp(o->svg, "-") == 0;
     if (rc == DTR_EXIT_OK && !svg_only) rc = dtr__plan_report(o, &src, &dst, plans, st, errors);
     free(plans);

@@ -475,6 +475,9 @@ DTR_API dtr_status_t dtr_change_print_json(const dtr_change_t *change, FILE *out
  * them (a batch: its first 4 tensors), or between meshes the message matrix, one mark per
  * message (class "msg"; per pair of ranks, class "pair", past 4096 messages). */
 DTR_API dtr_status_t dtr_change_print_svg(const dtr_change_t *change, FILE *out);
+/* One plan within one mesh as a picture (what dtr_change_print_svg draws of one tensor): a
+ * gradient's plan (dtr_plan_backward), a compat plan, any plan made. */
+DTR_API dtr_status_t dtr_plan_print_svg(const dtr_plan_t *plan, FILE *out);
 /* One spec's layout as a picture: the mesh's ranks and each rank's block in its colour. */
 DTR_API dtr_status_t dtr_layout_print_svg(const dtr_spec_t *spec, FILE *out);
 

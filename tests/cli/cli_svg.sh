@@ -89,15 +89,43 @@ golden plan_2x2.svg plan --mesh 2x2 --shape 8x6 --from 'S(0),S(1)' --to 'R,S(0)'
 golden cross_2_to_3.svg plan --mesh 2 --shape 8x6 --from 'S(0)' --to-mesh 3 --to-ranks 2,3,4 --to 'S(1)'
 golden layout_2x2.svg layout --mesh 2x2 --shape 10x3 --placements 'S(0),R'
 
-# unhappy paths: nothing written where the call fails, a file there left as it was
-check "svg into a missing folder" 0 2 "" "--svg: cannot write '$work/none/x.svg.tmp'" layout --mesh 2 --shape 4 --placements R --svg "$work/none/x.svg"
+# what a plan's picture says: the gradient's steps with --backward, an exchange over the
+# whole mesh with its whole placement lists
+check "backward svg" 0 0 "" "" plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'R,R' --backward --svg "$work/bw.svg"
+expect "backward: the gradient's plan" "$(grep -c 'R,R -&gt; S(0),S(1)' "$work/bw.svg")" 1
+check "exchange svg" 0 0 "" "" plan --mesh 2x2 --shape 8x8 --from 'S(0),S(1)' --to 'S(1),S(0)' --svg "$work/ex.svg"
+expect "exchange: its lists" "$(grep -c 'over the mesh, S(0),S(1) -&gt; S(1),S(0)' "$work/ex.svg")" 1
+check "cross svg with a reduction first" 0 0 "" "" plan --mesh 2 --shape 8 --from 'P' --to-mesh 2 --to-ranks 2,3 --to 'S(0)' --svg "$work/pre.svg"
+expect "cross: the source mesh's reduction named" "$(grep -c 'first, on the source mesh' "$work/pre.svg")" 1
+
+# large: replicas drawn once at any size, and past 4096 distinct blocks a line instead
+check "layout R on 4096 ranks" 0 0 "" "" layout --mesh 4096 --shape 64 --placements R --svg "$work/r.svg"
+expect "R on 4096 ranks: one block" "$(marks "$work/r.svg" block)" 1
+check "layout of a million blocks" 0 0 "" "" layout --mesh 1024x1024 --shape 4096x4096 --placements 'S(0),S(1)' --svg "$work/m.svg"
+expect "a million blocks: none drawn, said" "$(marks "$work/m.svg" block) $(grep -c 'too many to draw' "$work/m.svg")" "0 1"
+expect "a million blocks: a small file" "$([ "$(stat -c %s "$work/m.svg")" -lt 4096 ] && echo small)" small
+
+# files: nothing written where the call fails, a file there left as it was, its mode kept,
+# a symlink written through, a device written into
+check "svg into a missing folder" 0 2 "" "--svg: cannot write '$work/none/x.svg' (No such file or directory)" layout --mesh 2 --shape 4 --placements R --svg "$work/none/x.svg"
 echo keep >"$work/kept.svg"
+echo precious >"$work/kept.svg.tmp"
 check "svg of a refused plan" 0 3 "" "dtr plan:" plan --mesh 2 --shape 4 --from 'S(0)' --to 'P(max)' --svg "$work/kept.svg"
 expect "the file there is as it was" "$(cat "$work/kept.svg")" keep
 check "svg of a bad layout" 0 2 "" "--placements" layout --mesh 2 --shape 4 --placements 'S(3)' --svg "$work/kept.svg"
 expect "still as it was" "$(cat "$work/kept.svg")" keep
 check "svg with an empty path" 0 2 "" "--svg: '' is not a file name" layout --mesh 2 --shape 4 --placements R --svg ''
-expect "no .tmp left" "$(ls "$work" | grep -c '\.tmp$')" 0
+check "svg into a directory" 0 2 "" "--svg: '$work' is a directory" layout --mesh 2 --shape 4 --placements R --svg "$work"
+chmod 600 "$work/kept.svg"
+check "svg over a file of mode 600" 0 0 "" "" layout --mesh 2 --shape 4 --placements R --svg "$work/kept.svg"
+expect "its mode kept" "$(stat -c %a "$work/kept.svg")" 600
+expect "a file named like a temporary one left alone" "$(cat "$work/kept.svg.tmp")" precious
+expect "no temporary file left" "$(ls "$work" | grep -c '^kept\.svg\.[A-Za-z0-9]\{6\}$')" 0
+ln -s kept.svg "$work/link.svg"
+check "svg through a symlink" 0 0 "" "" layout --mesh 2 --shape 4 --placements 'S(0)' --svg "$work/link.svg"
+expect "the link stays a link, its target drawn" "$([ -L "$work/link.svg" ] && grep -c 'class="block"' "$work/kept.svg")" 2
+check "svg into /dev/null" 0 0 "" "" layout --mesh 2 --shape 4 --placements R --svg /dev/null
+expect "/dev/null stays a device" "$([ -c /dev/null ] && echo device)" device
 
 echo "cli svg: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
