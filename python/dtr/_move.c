@@ -375,12 +375,12 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
 static int dtrpy_enter(dtrpy_call_t *c, const dtrpy_tensor_t *t, int n) {
     PyObject *kind = NULL;
     c->settle = false;
+    if (c->ctx->space == NULL) return 0; /* (host memory: nothing to do, the common call) */
     for (int i = 0; i < n; i++) {
         const char *k = t[i].kind != NULL ? PyUnicode_AsUTF8(t[i].kind) : NULL;
         if (kind == NULL && k != NULL && strncmp(k, "torch@", 6) == 0) kind = t[i].kind;
         c->settle = c->settle || dtrpy_device_settles(t[i].kind);
     }
-    if (c->ctx->space == NULL) return 0;
     if (dtrpy_device_stream(c->ctx, kind) < 0) return -1;
     for (int i = 0; i < n; i++)
         if (t[i].has_in && dtrpy_device_wait(c->ctx, &t[i].in) < 0) return -1;

@@ -27,20 +27,29 @@ static void dtrpy_plan_dealloc(dtrpy_plan_t *p) {
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 
-/* What print(plan, FILE *) writes, as a str: the table (0), JSON (1) or the picture (2). */
-static PyObject *dtrpy_plan_text(dtrpy_plan_t *p, int json) {
+/* What print(what, f) writes, as a str (dtrpy_raise's error where it fails). */
+static PyObject *dtrpy_printed(dtr_status_t (*print)(const void *what, FILE *f), const void *what) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (f == NULL) return PyErr_NoMemory();
-    dtr_status_t st = json == 2 ? dtr_change_print_svg(p->change, f)
-                      : json    ? dtr_change_print_json(p->change, f)
-                                : dtr_change_print(p->change, -1, f);
+    dtr_status_t st = print(what, f);
     fclose(f);
     PyObject *r = st == DTR_OK ? PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len)
                                : dtrpy_raise(st);
     free(buf);
     return r;
+}
+
+static dtr_status_t dtrpy_change_table(const void *c, FILE *f) { return dtr_change_print(c, -1, f); }
+static dtr_status_t dtrpy_change_json(const void *c, FILE *f) { return dtr_change_print_json(c, f); }
+static dtr_status_t dtrpy_change_svg(const void *c, FILE *f) { return dtr_change_print_svg(c, f); }
+static dtr_status_t dtrpy_layout_draw(const void *s, FILE *f) { return dtr_layout_print_svg(s, f); }
+
+/* The plan as a str: the table (0), JSON (1) or the picture (2). */
+static PyObject *dtrpy_plan_text(dtrpy_plan_t *p, int json) {
+    return dtrpy_printed(json == 2 ? dtrpy_change_svg : json ? dtrpy_change_json
+                                                             : dtrpy_change_table, p->change);
 }
 
 static PyObject *dtrpy_plan_str(dtrpy_plan_t *p) { return dtrpy_plan_text(p, 0); }
@@ -128,16 +137,7 @@ PyObject *dtrpy_layout_svg(PyObject *self, PyObject *args) {
         dtrpy_dtype(dtype_obj, "dtype", &dtype) < 0 ||
         dtrpy_spec(&spec, mesh, pl, "placements", shape, ndim, dtype) < 0)
         return NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (f == NULL) return PyErr_NoMemory();
-    dtr_status_t st = dtr_layout_print_svg(&spec, f);
-    fclose(f);
-    PyObject *r = st == DTR_OK ? PyUnicode_FromStringAndSize(buf, (Py_ssize_t)len)
-                               : dtrpy_raise(st);
-    free(buf);
-    return r;
+    return dtrpy_printed(dtrpy_layout_draw, &spec);
 }
 
 PyObject *dtrpy_layout(PyObject *self, PyObject *args, PyObject *kw) {
