@@ -25,6 +25,7 @@
 #
 # Usage: bash bench/checkpoint_bench.sh [OUT.md]   (DTR_CKBENCH_DIR: where the 1.4 GB model
 #        and the DCP copy go, default /tmp/dtr_ckbench; cold runs need root for drop_caches)
+# Env: ROUNDS=2 (best of), CACHES="warm cold" (cold only where drop_caches is writable)
 set -eu
 cd "$(dirname "$0")/.."
 out=${1:-/dev/stdout}
@@ -73,8 +74,14 @@ one() {
 
 ways=(limit-fresh limit-touched limit-file dtr dtr-touched st-whole st-slice st-slice-touched
       dcp-load dcp-load-touched)
-caches=(warm)
-[ $cold_ok -eq 1 ] && caches+=(cold)
+caches=()
+for c in ${CACHES:-warm cold}; do
+    case $c in
+    warm) caches+=(warm) ;;
+    cold) [ $cold_ok -eq 1 ] && caches+=(cold) ;;
+    *) echo "checkpoint_bench.sh: CACHES: unknown '$c' (warm, cold)" >&2; exit 2 ;;
+    esac
+done
 {
     echo "| ranks | page cache | way | seconds | of its limit | dtr faster by | of one file read | bytes per rank (MB) | peak growth (MB) |"
     echo "|---:|---|---|---:|---:|---:|---:|---:|---:|"
@@ -83,7 +90,7 @@ for cfg in "4 2x2 $dir/r4.json" "2 2 $dir/r2.json"; do
     read -r n mesh rules <<<"$cfg"
     for cache in "${caches[@]}"; do
         declare -A best=() peak=() bytes=()
-        for round in 1 2; do
+        for round in $(seq "${ROUNDS:-2}"); do
             for way in "${ways[@]}"; do
                 read -r _ name _ secs b mb _ <<<"$(one "$way" "$n" "$mesh" "$rules" "$cache")"
                 if [ -z "${best[$way]:-}" ] || awk -v a="$secs" -v b="${best[$way]}" 'BEGIN{exit !(a<b)}'; then

@@ -207,7 +207,7 @@ def dtr_layout(dtr, case, pl):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return {"error": p.stderr.strip()}
-    return [[r["local_shape"], r["global_offset"]] for r in json.loads(p.stdout)["ranks"]]
+    return [[r["local_shape"], r["global_offset"]] for r in json.loads(p.stdout)["blocks"]]
 
 
 def random_fill(case, src, dst):
@@ -422,7 +422,8 @@ def classify(case, src, dst, d, t):
         return "DISAGREE", f"PyTorch ran, dtr failed (exit {d['rc']}): {d['stderr']}"
     if not dtr_ok and not torch_ok:
         # A refusal: the planner's, or dtr run's (no test pattern for mixed Partial ops).
-        if "dtr_plan_create" not in d["stderr"] and "the pattern needs one op" not in d["stderr"]:
+        if not any(k in d["stderr"] for k in ("dtr_plan_create", "dtr_change_create",
+                                              "the pattern needs one op")):
             return "DISAGREE", f"dtr failed (exit {d['rc']}), not refused: {d['stderr']}"
         return "both-refused", f"dtr: {d['stderr']} | PyTorch: {fwd_err}"
     return "compared", None
