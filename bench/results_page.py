@@ -294,8 +294,12 @@ def headlines(d):
 
 def read(data, name):
     path = os.path.join(data, name)
-    with open(path) as f:
-        return json.load(f) if name.endswith(".json") else f.read()
+    try:
+        with open(path) as f:
+            return json.load(f) if name.endswith(".json") else f.read()
+    except OSError as e:
+        raise SystemExit(f"results_page.py: {path}: {e.strerror}: run `bash bench/results.sh` "
+                         f"(or its --only STEP) first")
 
 
 def page(data):

@@ -18,7 +18,10 @@
 #                                                must carry a date and their command;
 #                                                and tests/tools/module_map.sh: the module
 #                                                map in docs/design.md, the layout rules,
-#                                                dtr.h and dist/BUILD agree; about 15 s),
+#                                                dtr.h and dist/BUILD agree; and
+#                                                tests/tools/results_page_test.sh:
+#                                                docs/results.md is the page of the figures
+#                                                in docs/results/; about 15 s),
 #   1b. nodes                                   (the multi-rank suites over 2 simulated nodes,
 #                                                tools/mpirun_nodes.sh: 2 x 2 and 2 x 4 ranks,
 #                                                each group's path checked; a fifth of the
@@ -303,6 +306,10 @@ for part in $parts; do
         out=$(bash tests/tools/lib_sources_test.sh 2>&1)
         echo "$out" | tail -6
         add_counts "lib sources test" "$out"
+        echo "== docs: tests/tools/results_page_test.sh (docs/results.md is the page of docs/results/)"
+        out=$(bash tests/tools/results_page_test.sh 2>&1)
+        echo "$out" | tail -6
+        add_counts "results page test" "$out"
         ;;
     gpupack)
         echo "== gpupack: tests/tools/gpu_pack_test.sh"

@@ -449,7 +449,7 @@ def show_values(torch, case, d, t):
 def compare_ran(torch, case, d, t, lay, stats):
     """Both ran: layouts were compared already; results and gradients, rank by rank."""
     j = d["json"]
-    if j.get("verified") is not True or j.get("backward", {"verified": True}).get("verified") \
+    if j.get("verified") is not True or j.get("backward_result", {"verified": True}).get("verified") \
             is not True:
         return f"dtr's own --verify failed: {json.dumps(j)[:300]}"
     for r in range(case["world"]):
@@ -468,7 +468,7 @@ def compare_ran(torch, case, d, t, lay, stats):
                 return "known:torch-complex-max-backward"
             return f"rank {r}: PyTorch's backward failed: {tr['bwd_error']}"
         if "grad" in tr:
-            want_pl = j["backward"]["placements"]
+            want_pl = j["backward_result"]["placements"]
             if tr["grad_placements"] != want_pl:
                 return f"gradient placements: dtr {want_pl}, PyTorch {tr['grad_placements']}"
             ok, k, x, y = values_equal(torch, dr["grad_out"], tr["grad"], case["dtype"],
