@@ -11,6 +11,7 @@
 # Usage: bash bench/results.sh [--quick] [--out DIR] [--only STEP[,STEP...]]
 #   --quick   every step at its smallest (minutes; to try the command, not to publish)
 #   --out     where docs/ is (default: the checkout's docs); the page is DIR/results.md
+#             (and with the default, README.md's paragraph of figures is rewritten too)
 #   --only    rerun these steps and keep the others' files (run.json keeps their times)
 # Steps: conformance speed dtensor plan limit cross_mesh checkpoint grad
 # About 45 minutes on 2 cores (the page states the time of its run). Needs Bazel, Open MPI
@@ -112,5 +113,7 @@ json.dump(run, open(path, "w"), indent=1, sort_keys=True)
 open(path, "a").write("\n")
 PY
 "$py" bench/results_plots.py --data "$data" --dtr bazel-bin/cli/dtr
-python3 bench/results_page.py --data "$data" --out "$out/results.md"
+readme=()
+[ "$out" = "$root/docs" ] && readme=(--readme "$root/README.md")
+python3 bench/results_page.py --data "$data" --out "$out/results.md" "${readme[@]+"${readme[@]}"}"
 echo "results.sh: wrote $out/results.md ($(($(date +%s) - start)) s this run)" >&2

@@ -143,9 +143,9 @@ def conformance(c, cmd):
     return out
 
 
-def speed(s, cmd, dtensor_md, dtensor_cmd):
+def speed(s, cmd, dtensor_md, dtensor_cmd, date):
     out = ["## Speed beside PyTorch DTensor", "",
-           f"`{cmd}`: `dtr run` (Open MPI) against `DTensor.redistribute` (gloo) on 4 ranks, f32 "
+           f"`{cmd}` ({date}): `dtr run` (Open MPI) against `DTensor.redistribute` (gloo) on 4 ranks, f32 "
            f"tensors of (256 x MiB) x 1024; 1-d changes on a mesh of 4, 2-d ones on 2x2. Per "
            f"round, each library's figure is the median over its iterations of the slowest "
            f"rank's time; rounds alternate the two, and the table gives the median of the "
@@ -160,7 +160,7 @@ def speed(s, cmd, dtensor_md, dtensor_cmd):
                    f"**{r['ratio']:.2f}** | {r['dtr_collectives']} | {r['torch_collectives']} |")
     out += ["", "![time vs size](results/time_vs_size.png)", "",
             f"From Python, `dtr.torch.redistribute` against `DTensor.redistribute` under torchrun "
-            f"(`{dtensor_cmd}`; DTensors in and out, docs/python.md):", "",
+            f"(`{dtensor_cmd}`, {date}; DTensors in and out, docs/python.md):", "",
             table_lines(dtensor_md)]
     return out
 
@@ -210,8 +210,9 @@ def plan_bytes(rows):
     return out
 
 
-def section(title, text, cmd, intro, png, alt):
-    out = [f"## {title}", "", f"`{cmd}`. {intro}", "", table_lines(text)]
+def section(title, text, step, intro, png, alt):
+    out = [f"## {title}", "", f"`{step['command']}` ({step['date']}). {intro}", "",
+           table_lines(text)]
     if png:
         out += ["", f"![{alt}](results/{png})"]
     return out
@@ -309,12 +310,13 @@ def page(data):
     for name in ("dtensor", "plan", "limit", "cross_mesh", "checkpoint", "grad"):
         d[name] = read(data, name + ".md")
     cmd = {k: v["command"] for k, v in run["steps"].items()}
+    step = run["steps"]
     out = header(run) + [""] + headlines(d) + [""]
     out += conformance(d["conformance"], cmd["conformance"]) + [""]
-    out += speed(d["speed"], cmd["speed"], d["dtensor"], cmd["dtensor"]) + [""]
+    out += speed(d["speed"], cmd["speed"], d["dtensor"], cmd["dtensor"], step["speed"]["date"]) + [""]
     out += planning(d["speed"], d["plan"], cmd["plan"]) + [""]
     out += plan_bytes(d["bytes"]) + [""]
-    out += section("Distance to the memory: dtr, Open MPI, Intel MPI", d["limit"], cmd["limit"],
+    out += section("Distance to the memory: dtr, Open MPI, Intel MPI", d["limit"], step["limit"],
                    "For each transition, the least bytes each rank must read and write, over "
                    "the copy bandwidth of as many processes as ranks measured in the same run, "
                    "is the limit; each implementation's time over it (1.00 is the memory's "
@@ -322,18 +324,18 @@ def page(data):
                    "shared-memory paths off; Intel MPI: bench/coll_bench.c built with its "
                    "compiler wrapper. Method: docs/executor-bench.md.",
                    "limit.png", "time over the memory limit") + [""]
-    out += section("Between meshes", d["cross_mesh"], cmd["cross_mesh"],
+    out += section("Between meshes", d["cross_mesh"], step["cross_mesh"],
                    "dtr's batch, the same tensors one plan at a time, and gather-then-slice "
                    "(Open MPI's all-reduce / all-gather on the source ranks, the whole tensor "
                    "sent to each destination rank, sliced there), beside the limit (the busiest "
                    "destination rank's bytes written once at the copy bandwidth). Method: "
                    "docs/cross-mesh.md.", "cross_mesh.png", "between meshes") + [""]
-    out += section("Checkpoint loads", d["checkpoint"], cmd["checkpoint"],
+    out += section("Checkpoint loads", d["checkpoint"], step["checkpoint"],
                    "A generated GPT-2 medium (one safetensors file) loaded into 2x2 on 4 ranks "
                    "and into 2 on 2 ranks, by dtr, the safetensors package and PyTorch DCP, "
                    "beside reading the same bytes sequentially (the limit). Method: "
                    "docs/checkpoint.md.", "checkpoint.png", "checkpoint loads") + [""]
-    out += section("A model's gradients", d["grad"], cmd["grad"],
+    out += section("A model's gradients", d["grad"], step["grad"],
                    "Gradient reduction of whole models, dtr grouped and per tensor, the bare "
                    "collectives of every element, the memory limit, and PyTorch's DDP (25 MiB "
                    "buckets) and FSDP2 reduce-scatter over gloo. Method: grad/README.md.",
@@ -344,16 +346,75 @@ def page(data):
     return "\n".join(out) + "\n"
 
 
+README_BEGIN = "<!-- results: written by bench/results_page.py from docs/results/ -->"
+README_END = "<!-- results: end -->"
+
+
+def readme_block(data):
+    """README.md's paragraph of figures, from the same files as the page."""
+    run = read(data, "run.json")
+    c, s = read(data, "conformance.json"), read(data, "speed.json")
+    sp, pl = s["speed"], s["planning"]
+    dt = [num(r.get("dtr faster", "")) for r in rows_of(read(data, "dtensor.md"))]
+    big = max(r["mib"] for r in sp)
+    at_big = ", ".join(f"{r['transition']} {r['ratio']:.1f}x" for r in sp if r["mib"] == big)
+    text = (f"Measured on {run['date']} by `bash bench/results.sh` "
+            f"([docs/results.md](docs/results.md), {run['machine']['cores']} cores, "
+            f"{duration(run['total_seconds'])}), against PyTorch DTensor {c['torch'].split('+')[0]} "
+            f"on CPU: the same layouts, values and gradients in {c['cases']:,} random cases "
+            f"({len(c['disagreements'])} unexplained disagreements); on 4 ranks dtr is faster in "
+            f"{sum(r['ratio'] > 1 for r in sp)} of {len(sp)} redistributions (DTensor's time "
+            f"over dtr's at {big} MiB: {at_big}); DTensor's greedy planner takes "
+            f"{span((r['torch_greedy_us'] / r['dtr_optimal_us'] for r in pl), '{:.1f}')} dtr's "
+            f"planning time and its graph search up to "
+            f"{max(r['torch_graph_us'] / r['dtr_optimal_us'] for r in pl):,.0f}x. From Python "
+            f"(`dtr.torch.redistribute` beside `DTensor.redistribute` in the same processes, 2 "
+            f"ranks, [docs/python.md](docs/python.md)): DTensor takes {span(dt, '{:.1f}')} "
+            f"dtr's time.")
+    return wrap(text)
+
+
+def wrap(text, width=94):
+    lines, cur = [], ""
+    for word in text.split(" "):
+        if cur and len(cur) + 1 + len(word) > width:
+            lines.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    return "\n".join(lines + [cur])
+
+
+def with_readme_block(readme, block):
+    """readme with the text between its two markers replaced by block."""
+    i, j = readme.find(README_BEGIN), readme.find(README_END)
+    if i < 0 or j < i:
+        raise SystemExit(f"results_page.py: README.md lacks the markers {README_BEGIN!r} "
+                         f"... {README_END!r}")
+    return readme[:i + len(README_BEGIN)] + "\n" + block + "\n" + readme[j:]
+
+
+def write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="the run's files (docs/results)")
     ap.add_argument("--out", required=True, help="the page to write (docs/results.md)")
+    ap.add_argument("--readme", help="also rewrite this README.md's paragraph of figures")
     args = ap.parse_args()
     text = page(args.data)
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, args.out)
+    readme = None
+    if args.readme:
+        with open(args.readme) as f:
+            readme = with_readme_block(f.read(), readme_block(args.data))
+    write(args.out, text)
+    if readme is not None:
+        write(args.readme, readme)
 
 
 if __name__ == "__main__":

@@ -21,4 +21,4 @@ echo "bash bench/pytorch/dtensor_bench.sh --ranks $ranks ${args[*]} on $(date -u
 cd /tmp
 # one thread a rank (torch's intra-op pool would take every core in each process)
 OMP_NUM_THREADS=1 "$(dirname "$py")/torchrun" --nproc-per-node "$ranks" \
-    "$root/bench/pytorch/dtensor_bench.py" "${args[@]}" 2>&1 | grep -v '^W[0-9]'
+    "$root/bench/pytorch/dtensor_bench.py" "${args[@]}" 2>&1 | grep -vE '^(\[rank[0-9]+\]:)?W[0-9]'
