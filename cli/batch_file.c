@@ -5,7 +5,9 @@
  *
  *   --batch FILE of 'dtr plan' and 'dtr run': tensors to redistribute,
  *     [{"shape": "64x64", "dtype": "f32", "from": "S(0),R", "to": "R,S(1)"}, ...]
- *     shape, from and to required, dtype optional (f32); a shape also as an array, [64, 64];
+ *     shape, from and to required, dtype optional (f32), to_dtype optional (the dtype the
+ *     tensor arrives in, default its dtype; between meshes only: the library refuses a cast
+ *     in a batch within one mesh); a shape also as an array, [64, 64];
  *   --model FILE of 'dtr grad': a model's parameters (f32, sharded on dim 0),
  *     [{"shape": "768x2304", "group": "h.0"}, ...]
  *     shape required, group optional (a parameter without one is a group of its own).
@@ -203,30 +205,33 @@ typedef struct {
     dtr_spec_t *src, *dst;
 } dtr__batch_arg_t;
 
-/* One entry: {"shape": .., "dtype": .., "from": .., "to": ..} into the two specs. */
+/* One entry: {"shape": .., "dtype": .., "from": .., "to": .., "to_dtype": ..} into the two
+ * specs. */
 static int dtr__batch_entry(dtr__reader_t *r, void *arg, int index) {
-    static const char *const keys[4] = {"shape", "dtype", "from", "to"};
+    static const char *const keys[5] = {"shape", "dtype", "from", "to", "to_dtype"};
     dtr__batch_arg_t *b = arg;
-    char val[4][256] = {"", "f32", "", ""};
-    bool seen[4] = {false, false, false, false};
+    char val[5][256] = {"", "f32", "", "", ""};
+    bool seen[5] = {false, false, false, false, false};
     int rc = dtr__grow(r, (void **)&b->src, index, sizeof *b->src);
     if (rc == DTR_EXIT_OK) rc = dtr__grow(r, (void **)&b->dst, index, sizeof *b->dst);
-    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 4, val, seen);
+    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 5, val, seen);
     if (rc != DTR_EXIT_OK) return rc;
     for (int k = 0; k < 4; k++)
         if (k != 1 && !seen[k]) return dtr__bad(r, "\"%s\" is missing", keys[k]);
+    if (!seen[4]) memcpy(val[4], val[1], sizeof val[1]);
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim, n1, n2;
-    dtr_dtype_t dtype;
+    dtr_dtype_t dtype, to_dtype;
     dtr_placement_t a[DTR_MAX_MESH_DIMS], c[DTR_MAX_MESH_DIMS];
     dtr_spec_t *src = &b->src[index], *dst = &b->dst[index];
     const char *which = "shape";
     dtr_status_t st = dtr_shape_parse(val[0], shape, DTR_MAX_TENSOR_DIMS, &ndim);
     if (st == DTR_OK && (which = "dtype", st = dtr_dtype_parse(val[1], &dtype)) == DTR_OK &&
+        (which = "to_dtype", st = dtr_dtype_parse(val[4], &to_dtype)) == DTR_OK &&
         (which = "from", st = dtr_placements_parse(val[2], a, DTR_MAX_MESH_DIMS, &n1)) == DTR_OK &&
         (which = "to", st = dtr_placements_parse(val[3], c, DTR_MAX_MESH_DIMS, &n2)) == DTR_OK &&
         (which = "from", st = dtr_spec_init(src, b->mesh, a, n1, shape, ndim, dtype)) == DTR_OK)
-        which = "to", st = dtr_spec_init(dst, b->mesh_b, c, n2, shape, ndim, dtype);
+        which = "to", st = dtr_spec_init(dst, b->mesh_b, c, n2, shape, ndim, to_dtype);
     if (st != DTR_OK) return dtr__bad(r, "%s: %s", which, dtr_last_error());
     return DTR_EXIT_OK;
 }

@@ -121,7 +121,7 @@ static void change_store(dtr_cli_change_t *o, int c, const char *v) {
 static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name) {
     if (who == DTR_CLI_RUN_BATCH && (c == 's' || c == 'd'))
         return dtr_cli_usage_error(cmd, "--%s: not with --batch (the file gives each tensor's "
-                                        "shape and dtype)", name);
+                                        "shape, dtype and to_dtype)", name);
     if (who == DTR_CLI_RUN_BATCH)
         return dtr_cli_usage_error(cmd, "--%s: not with --batch (supported with it: --mesh, "
                                         "--ranks, --strategy, --iters, --warmup, --verify, "

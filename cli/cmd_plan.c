@@ -46,7 +46,8 @@ static void dtr__plan_help(FILE *out) {
         "  --batch FILE         plan many tensors together: FILE is a JSON list of\n"
         "                       {\"shape\": \"64x64\", \"dtype\": \"f32\", \"from\": \"S(0),R\",\n"
         "                       \"to\": \"R,S(1)\"} (dtype optional, f32; a shape also as an\n"
-        "                       array, [64, 64]). Prints each tensor's\n"
+        "                       array, [64, 64]; \"to_dtype\": \"bf16\" casts that tensor,\n"
+        "                       with --to-mesh only). Prints each tensor's\n"
         "                       change, the rounds (one coalesced collective each: kind, mesh\n"
         "                       dim, dtype and op for reductions, member tensor.step), the\n"
         "                       collectives against one plan at a time, bytes and the bound\n"
@@ -261,7 +262,7 @@ static int dtr__plan_batch_flags(const dtr_cli_change_t *o) {
                         : o->compare ? "--compare" : NULL;
     if (extra != NULL)
         return dtr_cli_usage_error("plan", "%s: not with --batch (the file gives each "
-                                           "tensor's shape, dtype and change)", extra);
+                                           "tensor's shape, dtype, change and to_dtype)", extra);
     if (o->backward)
         return dtr_cli_usage_error("plan", "--backward: not with --batch (plan one tensor's "
                                            "gradient with --shape, --from and --to)");

@@ -73,12 +73,14 @@ static PyMethodDef dtrpy_methods[] = {
     {"redistribute_many", (PyCFunction)(void (*)(void))dtrpy_redistribute_many,
      METH_VARARGS | METH_KEYWORDS,
      "redistribute_many(locals, mesh, src, dst, *, shapes=None, outs=None, to_mesh=None,\n"
-     "                  dtypes=None, relabel=False, staging_cap=None, async_op=False)\n"
+     "                  dtypes=None, to_dtypes=None, relabel=False, staging_cap=None,\n"
+     "                  async_op=False)\n"
      "--\n\n"
      "Moves many tensors at once, their collectives coalesced (one plan for the batch).\n"
-     "src, dst, shapes, outs and dtypes are lists of one entry per tensor, or one value for\n"
-     "all. Returns the list of results; with async_op=True a dtr.Request in flight whose\n"
-     "wait() returns it."},
+     "src, dst, shapes, outs, dtypes and to_dtypes are lists of one entry per tensor, or one\n"
+     "value for all. to_dtypes casts (between meshes: during the move; within one mesh a\n"
+     "batch does not cast yet). Returns the list of results; with async_op=True a\n"
+     "dtr.Request in flight whose wait() returns it."},
     {"load", (PyCFunction)(void (*)(void))dtrpy_load, METH_VARARGS | METH_KEYWORDS,
      "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
      "--\n\n"

@@ -326,8 +326,8 @@ static PyObject *dtrpy_setup_failed(const dtrpy_call_t *c) {
  * (from the array, else from dtype=), and the specs of both sides. */
 static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
                               PyObject *dst, PyObject *shape_obj, PyObject *dtype_obj,
-                              PyObject *to_dtype_obj, const char *what, dtrpy_tensor_t *t,
-                              dtr_spec_t *s, dtr_spec_t *d) {
+                              PyObject *to_dtype_obj, const char *what, const char *to_what,
+                              dtrpy_tensor_t *t, dtr_spec_t *s, dtr_spec_t *d) {
     if (c->in_src) {
         if (local == NULL || local == Py_None)
             return dtrpy_arg_error("%s: None on a rank of the source mesh", what), -1;
@@ -355,7 +355,7 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
         return -1;
     dtr_dtype_t to_dtype = t->dtype;
     if (to_dtype_obj != NULL && to_dtype_obj != Py_None &&
-        dtrpy_dtype(to_dtype_obj, "to_dtype", &to_dtype) < 0)
+        dtrpy_dtype(to_dtype_obj, to_what, &to_dtype) < 0)
         return -1;
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim = 0;
@@ -539,8 +539,8 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
     memset(&t, 0, sizeof t);
     dtr_spec_t s, d;
     PyObject *r = NULL;
-    if (dtrpy_tensor_specs(&c, local, src, dst, shape_obj, dtype_obj, to_dtype_obj, "local", &t,
-                           &s, &d) == 0)
+    if (dtrpy_tensor_specs(&c, local, src, dst, shape_obj, dtype_obj, to_dtype_obj, "local",
+                           "to_dtype", &t, &s, &d) == 0)
         r = dtrpy_run_one(&c, &t, &s, &d, out, async_op, relabel, cap, mesh_obj);
     dtrpy_tensor_release(&t);
     if (r == NULL && !c.called) dtrpy_call_refuse(&c);
@@ -677,29 +677,34 @@ static PyObject *dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t, const
     return results;
 }
 
-static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
-                                PyObject *shapes, PyObject *outs, PyObject *dtypes,
+/* redistribute_many's per-tensor arguments: each a list of one entry per tensor, or one value
+ * for all (NULL where not given) */
+typedef struct {
+    PyObject *src, *dst, *shapes, *outs, *dtypes, *to_dtypes;
+} dtrpy_each_t;
+
+static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_each_t *e,
                                 PyObject *relabel, PyObject *cap, bool async_op,
                                 PyObject *mesh_obj);
 
 PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
     (void)self;
     static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
-                            "dtypes", "relabel", "staging_cap", "async_op", NULL};
-    PyObject *locals, *mesh_obj, *src, *dst, *shapes = NULL, *outs = NULL, *to_obj = NULL;
-    PyObject *dtypes = NULL, *relabel = NULL, *cap = NULL;
+                            "dtypes", "to_dtypes", "relabel", "staging_cap", "async_op", NULL};
+    PyObject *locals, *mesh_obj, *to_obj = NULL, *relabel = NULL, *cap = NULL;
+    dtrpy_each_t e = {NULL, NULL, NULL, NULL, NULL, NULL};
     int async_op = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOOp:redistribute_many", names, &locals,
-                                     &mesh_obj, &src, &dst, &shapes, &outs, &to_obj, &dtypes,
-                                     &relabel, &cap, &async_op))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOOOp:redistribute_many", names, &locals,
+                                     &mesh_obj, &e.src, &e.dst, &e.shapes, &e.outs, &to_obj,
+                                     &e.dtypes, &e.to_dtypes, &relabel, &cap, &async_op))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
     if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
     /* snapshots of the per-tensor lists: a callback of one of their items (an __index__, a
      * placement object's property) may change the caller's list while it is read */
-    PyObject *keep[5] = {NULL, NULL, NULL, NULL, NULL}, **each[5] = {&src, &dst, &shapes, &outs,
-                                                                    &dtypes};
-    for (int k = 0; k < 5; k++)
+    PyObject *keep[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject **each[6] = {&e.src, &e.dst, &e.shapes, &e.outs, &e.dtypes, &e.to_dtypes};
+    for (int k = 0; k < 6; k++)
         if (*each[k] != NULL && PyList_Check(*each[k])) {
             keep[k] = PyList_AsTuple(*each[k]);
             if (keep[k] == NULL) {
@@ -712,16 +717,14 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
     PyObject *meshes = to_obj != NULL && to_obj != Py_None ? PyTuple_Pack(2, mesh_obj, to_obj)
                                                            : Py_NewRef(mesh_obj);
     PyObject *results = meshes == NULL ? NULL
-                        : dtrpy_many_run(&c, locals, src, dst, shapes, outs, dtypes, relabel,
-                                         cap, async_op, meshes);
+                        : dtrpy_many_run(&c, locals, &e, relabel, cap, async_op, meshes);
     Py_XDECREF(meshes);
-    for (int k = 0; k < 5; k++) Py_XDECREF(keep[k]);
+    for (int k = 0; k < 6; k++) Py_XDECREF(keep[k]);
     return results;
 }
 
 /* redistribute_many's work once its arguments are snapshots. */
-static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *src, PyObject *dst,
-                                PyObject *shapes, PyObject *outs, PyObject *dtypes,
+static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_each_t *e,
                                 PyObject *relabel, PyObject *cap, bool async_op,
                                 PyObject *mesh_obj) {
     dtrpy_call_t c = *cp;
@@ -765,14 +768,19 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, PyObject *sr
     int bad = t == NULL || s == NULL || d == NULL;
     if (bad) PyErr_NoMemory();
     for (Py_ssize_t i = 0; !bad && i < n; i++) {
-        char what[40];
+        char what[40], to_what[40];
         snprintf(what, sizeof what, "locals[%zd]", i);
-        bad = dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(src, i, n),
-                                 dtrpy_each(dst, i, n), dtrpy_each(shapes, i, n),
-                                 dtrpy_each(dtypes, i, n), NULL, what, &t[i], &s[i], &d[i]) < 0;
+        PyObject *to_dtype = dtrpy_each(e->to_dtypes, i, n);
+        snprintf(to_what, sizeof to_what, to_dtype != e->to_dtypes ? "to_dtypes[%zd]" : "to_dtypes",
+                 i);
+        bad = dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(e->src, i, n),
+                                 dtrpy_each(e->dst, i, n), dtrpy_each(e->shapes, i, n),
+                                 dtrpy_each(e->dtypes, i, n), to_dtype,
+                                 what, to_what, &t[i], &s[i], &d[i]) < 0;
     }
     if (!bad)
-        results = dtrpy_run_many(&c, (int)n, t, s, d, outs, relabel, cap_bytes, async_op, mesh_obj);
+        results = dtrpy_run_many(&c, (int)n, t, s, d, e->outs, relabel, cap_bytes, async_op,
+                                 mesh_obj);
     for (Py_ssize_t i = 0; t != NULL && i < n; i++) dtrpy_tensor_release(&t[i]);
     PyMem_Free(t);
     PyMem_Free(s);

@@ -142,6 +142,47 @@ def test_a_batch_of_tensors_within_and_between_meshes():
             assert np.array_equal(g, f[block(f.shape, b.shape, ["S(1)"], coords(b.shape)[rank - n // 2])])
 
 
+def test_a_batch_between_meshes_casts_each_tensor_to_its_to_dtype():
+    """to_dtypes: each tensor arrives in its own dtype (cast as the boxes are packed, the
+    Partial ones reduced first); within one mesh a batch refuses a cast (RefusedError); a bad
+    entry is named."""
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    if n < 2:
+        return
+    rng = np.random.default_rng(SEED + 7)
+    h = n // 2
+    a = dtr.Mesh(h, ranks=list(range(h)))
+    b = dtr.Mesh(n - h, ranks=list(range(n - 1, h - 1, -1)))
+    kinds = [(np.float32, np.float16), (np.float64, np.float32), (np.float32, None),
+             (np.float16, np.float64), (np.complex64, np.complex128)]
+    fulls = [full_tensor(rng, (int(rng.integers(0, 13)), int(rng.integers(1, 6))), k[0])
+             for k in kinds]
+    srcs = ["S(0)", "P(sum)", "R", "S(1)", "S(0)"]
+    dsts = ["S(1)", "S(0)", "S(0)", "R", "S(1)"]
+    to = [None if k[1] is None else np.dtype(k[1]).name for k in kinds]
+    ins = [local_input(f, a.shape, [s], coords(a.shape)[rank], SEED + i) if rank < h else None
+           for i, (f, s) in enumerate(zip(fulls, srcs))]
+    got = dtr.redistribute_many(ins, a, srcs, dsts, to_mesh=b, shapes=[f.shape for f in fulls],
+                                dtypes=[np.dtype(k[0]).name for k in kinds], to_dtypes=to)
+    for i, (f, k, d, g) in enumerate(zip(fulls, kinds, dsts, got)):
+        if rank < h:
+            assert g is None
+            continue
+        want = f[block(f.shape, b.shape, [d], coords(b.shape)[n - 1 - rank])]
+        want = want.astype(k[1] or k[0])
+        assert g.dtype == want.dtype, (i, g.dtype, want.dtype)
+        assert np.array_equal(g, want), i
+    mesh = dtr.Mesh(n)
+    x = np.zeros((n, 2), np.float32)[:1]
+    with pytest.raises(dtr.RefusedError, match="a batch does not cast yet"):
+        dtr.redistribute_many([x], mesh, "S(0)", "R", to_dtypes=["f64"])
+    with pytest.raises(dtr.ArgumentError, match=r"to_dtypes\[1\]: .*f33"):
+        dtr.redistribute_many([x, x], mesh, "S(0)", "R", to_dtypes=["f64", "f33"])
+    got = dtr.redistribute_many([x, x], mesh, "S(0)", "R")  # the next call is in step
+    assert got[0].shape == (n, 2)
+
+
 def test_one_ranks_bad_array_fails_every_rank_without_a_hang():
     comm = world()
     rank, n = comm.Get_rank(), comm.Get_size()

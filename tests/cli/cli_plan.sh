@@ -245,8 +245,20 @@ check "cross: a batch's figures" 0 0 \
 check "cross: a batch in JSON" 0 0 '"src":{"mesh":[2,2],"ranks":[0,1,2,3]},"dst":{"mesh":[4],"ranks":[2,3,4,5]},"tensors":[{"shape":[64,48],' "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
 check "cross: a batch takes no --shape" 0 2 "" \
-    "dtr plan: --shape: not with --batch (the file gives each tensor's shape, dtype and change)" \
+    "dtr plan: --shape: not with --batch (the file gives each tensor's shape, dtype, change and to_dtype)" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --shape 4
+cat >"$batch" <<'EOF2'
+[{"shape": "64x48", "from": "S(0),P", "to": "S(1)", "to_dtype": "bf16"},
+ {"shape": "30x7", "dtype": "f64", "from": "S(1),S(0)", "to": "S(0)", "to_dtype": "f32"}]
+EOF2
+check "cross: a batch's casts: the reduction in the target dtype" 0 0 \
+    "  tensor 0: shape 64x48 f32 S(0),P(sum) -> bf16 S(1); first, on the source mesh (to S(0),R bf16): all_reduce" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: a batch's casts: a cast alone as the boxes are packed" 0 0 \
+    "  tensor 1: shape 30x7 f64 S(1),S(0) -> f32 S(0); cast from f64 to f32 as each box is packed" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: a batch's casts in JSON" 0 0 '"dst":{"mesh":[4],"ranks":[2,3,4,5],"dtype":"f32","placements":["S(0)"]},"pre":null}' "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
 rm -f "$batch"
 
 finish "cli plan"

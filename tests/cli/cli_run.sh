@@ -370,6 +370,29 @@ check "cross: a batch relabeled under a cap" 6 0 '"verified":true' "" \
 check "cross: a batch's destination mesh larger than the job" 4 2 "" \
     "dtr run: --to-mesh: the mesh uses ranks up to 5 and the job has 4: run under 'mpirun -n 6'" \
     run --mesh 2x2 --batch "$xbatch" --to-mesh 4 --to-ranks 2,3,4,5
+# a batch whose entries cast ("to_dtype"): between meshes during the move, verified in the
+# destination dtype; within one mesh refused by the library; a bad name named with its entry
+cbatch=$(mktemp)
+cat >"$cbatch" <<'EOF2'
+[{"shape": "64x48", "from": "S(0),P", "to": "S(1)", "to_dtype": "bf16"},
+ {"shape": "30x7", "dtype": "f64", "from": "S(1),S(0)", "to": "S(0)", "to_dtype": "f32"},
+ {"shape": "48", "dtype": "bf16", "from": "R,R", "to": "R"}]
+EOF2
+check "cross: a batch casting two of its tensors, random values, verified" 6 0 \
+    "verified: all 3474 elements on every destination rank match; every source rank's input intact" "" \
+    run --mesh 2x2 --batch "$cbatch" --to-mesh 4 --to-ranks 2,3,4,5 --verify --iters 1 --fill random --seed 5
+check "cross: a casting batch, --nonblocking under a staging cap, digests" 6 0 '"verified":true' "" \
+    run --mesh 2x2 --batch "$cbatch" --to-mesh 4 --to-ranks 5,4,3,2 --nonblocking --staging-cap 1K \
+    --digest --verify --iters 1 --json
+echo '[{"shape": "8x8", "from": "S(0)", "to": "R", "to_dtype": "bf16"}]' >"$cbatch"
+check "a batch within one mesh does not cast: refused" 2 3 "" \
+    "dtr run: --batch $cbatch: dtr_change_create: tensor 0 (src[0] -> dst[0]): dtr_plan_create: dst: dtype bf16 from src's f32: a batch does not cast yet (plan the tensor alone)" \
+    run --mesh 2 --batch "$cbatch"
+echo '[{"shape": "8x8", "from": "S(0)", "to": "R", "to_dtype": "f33"}]' >"$cbatch"
+check "a batch entry's bad to_dtype: named" 2 2 "" \
+    "dtr run: --batch $cbatch: line 1, entry 0: to_dtype: dtr_dtype_parse: text \"f33\": not a dtype" \
+    run --mesh 2 --batch "$cbatch" --to-mesh 2 --to-ranks 1,0
+rm -f "$cbatch"
 # dtr plan's cost flags: with no latency the balanced reduction wins (as dtr plan --alpha-us 0
 # plans it), by default the gather and reduce-scatter; bad values named, exit 2
 check "cost flags: --alpha-us 0 plans the balanced reduction" 4 0 '"reduce_exchange":1},"nsteps":1,' "" \
