@@ -9,28 +9,34 @@
 # checks that the committed page is what it writes from the committed files).
 #
 # Usage: bash bench/results.sh [--quick] [--out DIR] [--only STEP[,STEP...]]
-#   --quick   every step at its smallest (minutes; to try the command, not to publish)
-#   --out     where docs/ is (default: the checkout's docs); the page is DIR/results.md
-#             (and with the default, README.md's paragraph of figures is rewritten too)
+#   --quick   every step at its smallest (minutes; to try the command, not to publish);
+#             without --out it writes under /tmp/dtr-results-quick, never over docs/
+#   --out DIR writes DIR/results.md and DIR/results/ (default: the checkout's docs/, where
+#             README.md's paragraph of figures is rewritten too)
 #   --only    rerun these steps and keep the others' files (run.json keeps their times)
 # Steps: conformance speed dtensor plan limit cross_mesh checkpoint grad
-# About 45 minutes on 2 cores (the page states the time of its run). Needs Bazel, Open MPI
+# About 21 minutes on 2 cores (the page states its run's time). A step that fails leaves its
+# earlier files as they were and stops the run (its log is printed). Needs Bazel, Open MPI
 # and PyPI (PyTorch's environment, about 5 GiB, and Intel MPI's runtime, about 330 MiB, are
 # installed on first use under ~/.cache/dtr).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
-quick=0 out=$root/docs only=
+root=$(cd "$(dirname "$0")/.." && pwd)
+quick=0 out= only=
 all_steps="conformance speed dtensor plan limit cross_mesh checkpoint grad"
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift ;;
-    --out) out=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
-    --only) only=${2//,/ }; shift 2 ;;
+    --out | --only)
+        [ $# -ge 2 ] && [ -n "$2" ] || { echo "results.sh: $1: needs a value (see --help)" >&2; exit 2; }
+        if [ "$1" = --out ]; then out=$(mkdir -p "$2" && cd "$2" && pwd); else only=${2//,/ }; fi
+        shift 2 ;;
     -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "results.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+[ -n "$out" ] || { [ $quick = 1 ] && out=/tmp/dtr-results-quick || out=$root/docs; }
+mkdir -p "$out"
+cd "$root"
 for s in $only; do
     case " $all_steps " in *" $s "*) ;; *) echo "results.sh: --only: unknown step '$s' (steps: $all_steps)" >&2; exit 2 ;; esac
 done
@@ -46,7 +52,10 @@ if [ ! -x "$impi/bin/mpiexec" ]; then
     python3 -m venv "$impi" && "$impi/bin/pip" install -q impi-rt impi-devel >&2
 fi
 export IMPI_ROOT=$impi
-bazel build -c opt //cli:dtr //bench:plan_bench >/dev/null 2>&1 || { echo "results.sh: bazel build failed" >&2; exit 1; }
+build_log=$(mktemp)
+bazel build -c opt //cli:dtr //bench:plan_bench >"$build_log" 2>&1 ||
+    { tail -20 "$build_log" >&2; echo "results.sh: bazel build failed" >&2; exit 1; }
+rm -f "$build_log"
 
 # The commands, at full size and at --quick size.
 if [ $quick = 1 ]; then
@@ -69,42 +78,27 @@ else
     c_grad="RANKS=2 MODES='ddp fsdp' DTYPES='f32 bf16' bash bench/grad_bench.sh"
 fi
 
-times=$(mktemp)
-trap 'rm -f "$times"' EXIT
-start=$(date +%s)
-for s in $steps; do
-    cmd_var=c_$s
-    cmd=${!cmd_var}
-    run=${cmd//DATA/$data}
-    shown=${cmd//DATA/docs\/results}
-    echo "results.sh: $s: $shown" >&2
-    t0=$(date +%s)
-    case $s in
-    conformance | speed) bash -c "$run" >"$data/$s.log" 2>&1 || { tail -20 "$data/$s.log" >&2; exit 1; } ;;
-    *) bash -c "$run" >"$data/$s.md" 2>"$data/$s.log" || { tail -20 "$data/$s.log" >&2; exit 1; } ;;
-    esac
-    printf '%s\t%s\t%s\t%s\n' "$s" "$(($(date +%s) - t0))" "$(date -u +%Y-%m-%d)" "$shown" >>"$times"
-    rm -f "$data/$s.log"
-done
-
-# run.json: when, where, with what, and how long each step took (steps not rerun by --only
-# keep their entries)
-ompi=$(mpirun --version | head -1 | grep -oE '[0-9.]+$')
+# record_run: the step just run (in $times) into run.json: when, where, with what, how long
+# (steps not rerun by --only keep their entries)
+ompi=$(mpirun --version 2>/dev/null | head -1 | grep -oE '[0-9.]+$' || echo unknown)
 impi_v=$(I_MPI_ROOT=$impi LD_LIBRARY_PATH=$impi/lib "$impi/bin/mpiexec" --version 2>/dev/null |
     grep -oE 'Version [0-9.]+' | head -1 | cut -d' ' -f2 || true)
 torch_v=$("$py" -c 'import torch; print(torch.__version__)')
-python3 - "$data" "$quick" "$ompi" "${impi_v:-}" "$torch_v" "$times" <<'PY'
+record_run() {
+    python3 - "$data" "$ompi" "${impi_v:-}" "$torch_v" "$times" <<'PY'
 import json, os, platform, sys
-data, quick, ompi, impi, torch_v, times = sys.argv[1:]
+data, ompi, impi, torch_v, times = sys.argv[1:]
 path = os.path.join(data, "run.json")
 run = json.load(open(path)) if os.path.exists(path) else {"steps": {}}
 for line in open(times):
-    name, secs, date, cmd = line.rstrip("\n").split("\t", 3)
-    run["steps"][name] = {"command": cmd, "seconds": int(secs), "date": date}
+    name, secs, date, quick, commit, cmd = line.rstrip("\n").split("\t", 5)
+    run["steps"][name] = {"command": cmd, "seconds": int(secs), "date": date,
+                          "quick": quick == "1", "commit": commit}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal"))
 osr = dict(l.rstrip().split("=", 1) for l in open("/etc/os-release") if "=" in l)
-run.update({"schema": 1, "date": max(s["date"] for s in run["steps"].values()), "quick": quick == "1",
+run.update({"schema": 1, "date": max(s["date"] for s in run["steps"].values()),
+            "quick": any(s.get("quick") for s in run["steps"].values()),
             "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 1048576),
                         "os": osr.get("PRETTY_NAME", "?").strip('"'), "kernel": platform.release()},
             "software": {"open_mpi": ompi, "intel_mpi": impi or None, "torch": torch_v},
@@ -112,6 +106,33 @@ run.update({"schema": 1, "date": max(s["date"] for s in run["steps"].values()), 
 json.dump(run, open(path, "w"), indent=1, sort_keys=True)
 open(path, "a").write("\n")
 PY
+}
+
+# Each step writes into a scratch folder; its files replace docs/results/'s only once it
+# succeeded, and run.json records it at once (a later step's failure keeps it).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+times=$work/times
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+start=$(date +%s)
+for s in $steps; do
+    cmd_var=c_$s
+    cmd=${!cmd_var}
+    run=${cmd//DATA/$(printf %q "$work/out")}
+    shown=${cmd//DATA/docs\/results}
+    echo "results.sh: $s: $shown" >&2
+    rm -rf "$work/out" && mkdir "$work/out"
+    t0=$(date +%s)
+    case $s in
+    conformance | speed) bash -c "$run" >"$work/$s.log" 2>&1 || { tail -20 "$work/$s.log" >&2; exit 1; } ;;
+    *) bash -c "$run" >"$work/out/$s.md" 2>"$work/$s.log" || { tail -20 "$work/$s.log" >&2; exit 1; } ;;
+    esac
+    mv "$work/out/"* "$data/"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$(($(date +%s) - t0))" "$(date -u +%Y-%m-%d)" \
+        "$quick" "$commit" "$shown" >"$times"
+    record_run
+done
+
 "$py" bench/results_plots.py --data "$data" --dtr bazel-bin/cli/dtr
 readme=()
 [ "$out" = "$root/docs" ] && readme=(--readme "$root/README.md")

@@ -105,18 +105,20 @@ def header(run):
         out += ["", "**A `--quick` run: every step at its smallest size; not figures to quote.**"]
     out += [
         "",
-        "With 2 cores, the 2-rank figures have a core per rank; 4 and 8 ranks share the cores, "
-        "so their times measure the scheduler as well. Every comparison is side by side in one "
+        f"With {m['cores']} cores, the {m['cores']}-rank figures have a core per rank; more ranks "
+        "share the cores, so their times measure the scheduler as well. Every comparison is side by side in one "
         "run, and every dtr result in it is checked (`--verify`, or byte for byte against the "
         "other side).",
         "",
-        "| step | command | seconds | date |",
-        "|---|---|---:|---|",
+        "| step | command | seconds | date | commit |",
+        "|---|---|---:|---|---|",
     ]
     for name in STEPS:
         s = run["steps"].get(name)
         if s:
-            out.append(f"| {name} | `{s['command']}` | {s['seconds']} | {s['date']} |")
+            quick = " (--quick)" if s.get("quick") else ""
+            out.append(f"| {name} | `{s['command']}`{quick} | {s['seconds']} | {s['date']} | "
+                       f"{s.get('commit', '?')[:7]} |")
     return out
 
 
@@ -143,7 +145,7 @@ def conformance(c, cmd):
     return out
 
 
-def speed(s, cmd, dtensor_md, dtensor_cmd, date):
+def speed(s, cmd, dtensor_md, dtensor_cmd, date, dtensor_date):
     out = ["## Speed beside PyTorch DTensor", "",
            f"`{cmd}` ({date}): `dtr run` (Open MPI) against `DTensor.redistribute` (gloo) on 4 ranks, f32 "
            f"tensors of (256 x MiB) x 1024; 1-d changes on a mesh of 4, 2-d ones on 2x2. Per "
@@ -159,15 +161,25 @@ def speed(s, cmd, dtensor_md, dtensor_cmd, date):
                    f"{thousands(r['dtr_baseline_us'])} | {thousands(r['torch_us'])} | "
                    f"**{r['ratio']:.2f}** | {r['dtr_collectives']} | {r['torch_collectives']} |")
     out += ["", "![time vs size](results/time_vs_size.png)", "",
+            "Where the gap comes from: at small sizes the engine (gloo over TCP loopback has a "
+            "floor of milliseconds per call here, Open MPI's shared memory a fraction of one); "
+            "at every size, for S(0) -> S(1) and the two 2-d changes, the plan (DTensor on CPU "
+            "has no all-to-all and gathers the whole tensor on every rank: n times the bytes "
+            "of dtr's all-to-all or exchange, see the collectives columns); where both issue "
+            "the same single collective (S(0) -> R, P -> R, P -> S(0)), the engines' collective "
+            "speed. The ranks share the cores, so single figures move 10-30% between runs; the "
+            "ratios, side by side in one run, move less.", "",
             f"From Python, `dtr.torch.redistribute` against `DTensor.redistribute` under torchrun "
-            f"(`{dtensor_cmd}`, {date}; DTensors in and out, docs/python.md):", "",
+            f"(`{dtensor_cmd}`, {dtensor_date}; DTensors in and out, docs/python.md): on dtr's "
+            f"Gloo backend (through shared memory inside a node) and on the torch engine (dtr's "
+            f"plan run through torch's own process group and collectives).", "",
             table_lines(dtensor_md)]
     return out
 
 
 def planning(s, plan_md, plan_cmd):
     out = ["## Planning time", "",
-           "dtr's planners (`dtr_plan_create`, optimal and compat; `dtr_plan_cache_get` on a "
+           "From the speed step's run (speed.json): dtr's planners (`dtr_plan_create`, optimal and compat; `dtr_plan_cache_get` on a "
            "warm cache) against PyTorch's (`_gen_transform_infos_non_cached` with the greedy "
            "planner, its default, and the graph-based min-cost search it uses for shard orders; "
            "the `functools.cache` hit), for the same specs, in one process each, medians "
@@ -198,7 +210,7 @@ def plan_bytes(rows):
     mib = 1 << 20
     out = ["## Bytes moved: the seed algorithm against the optimal plan", "",
            "The busiest rank's received bytes for 64 MiB tensors, from `dtr plan --compare "
-           "--json` (docs/results/plan_bytes.json): the seed algorithm (`compat`, what "
+           "--json` (run by bench/results_plots.py into docs/results/plan_bytes.json): the seed algorithm (`compat`, what "
            "DTensor's greedy planner derives from) against dtr's default and the lower bound.",
            "", "| change | mesh | compat MiB | optimal MiB | lower bound MiB | compat peak extra "
            "MiB | optimal peak extra MiB |", "|---|---|---:|---:|---:|---:|---:|"]
@@ -220,74 +232,136 @@ def section(title, text, step, intro, png, alt):
 
 # ---- headlines and the rows where dtr is not ahead ---------------------------------------
 
+# The columns each benchmark's table must have (the page reads them by name).
+COLUMNS = {
+    "dtensor": ["change", "DTensor.redistribute, ms", "dtr.torch.redistribute (dtr's Gloo), ms",
+                "dtr faster", "dtr.torch.redistribute (torch engine), ms"],
+    "limit": ["ranks", "dtype", "transition", "MiB", "dtr us", "dtr / limit", "Open MPI us",
+              "Intel MPI us"],
+    "cross_mesh": ["ranks", "change", "list", "gather / batch", "batch / limit"],
+    "checkpoint": ["ranks", "page cache", "way", "seconds", "of its limit", "dtr faster by"],
+    "grad": ["model", "ranks", "mode", "dtype", "PyTorch / grouped", "grouped / bare"],
+}
+
+
+def table(d, name):
+    """The one table of benchmark `name`'s output as dicts, its columns checked: a second
+    table (a stray line inside the first) or a missing column is an error naming them."""
+    tabs = md_tables(d[name])
+    if len(tabs) != 1:
+        raise SystemExit(f"results_page.py: {name}.md: {len(tabs)} tables where one was "
+                         f"expected (a line that is not a table row inside it?)")
+    head, rows = tabs[0]
+    missing = [c for c in COLUMNS[name] if c not in head]
+    if missing:
+        raise SystemExit(f"results_page.py: {name}.md: no column {missing[0]!r}")
+    for r in rows:
+        if len(r) != len(head):
+            raise SystemExit(f"results_page.py: {name}.md: a row of {len(r)} cells under "
+                             f"{len(head)} columns: {' | '.join(r)}")
+    return [dict(zip(head, r)) for r in rows]
+
+
+def need(row, key, name):
+    """row[key] as a number; anything else is an error naming the file, the column and the row."""
+    v = num(row[key])
+    if v is None:
+        raise SystemExit(f"results_page.py: {name}.md: column {key!r} is {row[key]!r}, not a "
+                         f"number, in the row {' | '.join(row.values())}")
+    return v
+
+
+def slower(ratios):
+    """For ratios of their time over dtr's: in how many they were as fast or faster."""
+    k = sum(x <= 1.005 for x in ratios)
+    return f", as fast or faster in {k} of {len(ratios)}" if k else ""
+
+
+def python_headline(d, behind):
+    dt = table(d, "dtensor")
+    gloo = [need(r, "dtr faster", "dtensor") for r in dt]
+    engine = [need(r, "DTensor.redistribute, ms", "dtensor") /
+              need(r, "dtr.torch.redistribute (torch engine), ms", "dtensor") for r in dt]
+    behind += [f"DTensor from Python against dtr's torch engine on {r['change']}: its time / "
+               f"dtr's {x:.2f}" for r, x in zip(dt, engine) if x <= 1.005]
+    return (f"- **From Python, 2 ranks:** `DTensor.redistribute` takes {span(gloo, '{:.1f}')} "
+            f"the time of `dtr.torch.redistribute` on dtr's Gloo, and {span(engine)} its time "
+            f"on the torch engine{slower(engine)}.")
+
+
+def limit_headline(d, behind):
+    lim = table(d, "limit")
+    ranks = ", ".join(sorted({r["ranks"] for r in lim}))
+    dtr_us = [need(r, "dtr us", "limit") for r in lim]
+    ompi = [need(r, "Open MPI us", "limit") / t for r, t in zip(lim, dtr_us)]
+    impi = [(r, num(r["Intel MPI us"]) / t) for r, t in zip(lim, dtr_us) if num(r["Intel MPI us"])]
+    line = (f"- **Distance to the memory, {ranks} ranks:** dtr's time / the limit "
+            f"{span(need(r, 'dtr / limit', 'limit') for r in lim)}; Open MPI's own collectives "
+            f"of the same plan take {span(ompi)} dtr's time{slower(ompi)}")
+    if impi:
+        line += f", Intel MPI's {span(x for _, x in impi)}{slower([x for _, x in impi])}"
+    for who, rows in (("Open MPI", zip(lim, ompi)), ("Intel MPI", impi)):
+        behind += [f"{who} on {r['transition']} {r['dtype']} {r['MiB']} MiB: its time / dtr's "
+                   f"{x:.2f}" for r, x in rows if x <= 1.005]
+    return line + "."
+
+
+def other_headlines(d, behind):
+    out = []
+    cm = table(d, "cross_mesh")
+    two = [r for r in cm if r["ranks"] == "2"]
+    out.append(f"- **Between meshes, 2 ranks:** dtr's batch time / the limit "
+               f"{span(need(r, 'batch / limit', 'cross_mesh') for r in two)}; gathering then "
+               f"slicing takes {span(need(r, 'gather / batch', 'cross_mesh') for r in two)} its "
+               f"time (8 ranks: {span(need(r, 'gather / batch', 'cross_mesh') for r in cm if r['ranks'] != '2')}).")
+    behind += [f"gather-then-slice on {r['change']} {r['list']} ({r['ranks']} ranks): its time / "
+               f"dtr's {r['gather / batch']}" for r in cm if need(r, "gather / batch", "cross_mesh") <= 1]
+    ck = table(d, "checkpoint")
+    peers = [r for r in ck if not r["way"].startswith(("dtr", "limit"))]
+    ratios = [need(r, "dtr faster by", "checkpoint") for r in peers]
+    size = re.search(r"model (\d+) bytes", d["checkpoint"])
+    model = f" (GPT-2 medium, {int(size.group(1)) / 1e9:.2f} GB)" if size else ""
+    out.append(f"- **Checkpoint loads{model}:** dtr reads at "
+               f"{span((need(r, 'of its limit', 'checkpoint') for r in ck if r['way'] == 'dtr'), unit='')} "
+               f"of its limit's speed; the safetensors package and PyTorch DCP take "
+               f"{span(ratios)} dtr's time{slower(ratios)}.")
+    behind += [f"{r['way']} ({r['ranks']} ranks, {r['page cache']} cache): its time / dtr's {x:.2f}"
+               for r, x in zip(peers, ratios) if x <= 1.005]
+    gr = table(d, "grad")
+    for dtype in dict.fromkeys(r["dtype"] for r in gr):
+        out.append(f"- **A model's gradients, 2 ranks, {dtype}:** dtr's grouped reduction takes "
+                   f"{span(need(r, 'grouped / bare', 'grad') for r in gr if r['dtype'] == dtype)} "
+                   f"the time of its bare collectives; PyTorch's DDP / FSDP2 over gloo take "
+                   f"{span(num(r['PyTorch / grouped']) for r in gr if r['dtype'] == dtype)} dtr's.")
+    behind += [f"PyTorch {r['mode']} {r['dtype']} on {r['model']}: its time / dtr's "
+               f"{r['PyTorch / grouped']}" for r in gr if (num(r["PyTorch / grouped"]) or 2) <= 1]
+    return out
+
+
 def headlines(d):
     out, behind = ["## Headlines", ""], []
     c = d["conformance"]
     out.append(f"- **Conformance:** {c['cases']:,} random cases, {c['directions']:,} directions "
-               f"against DTensor: {c['counts'].get('compared', 0):,} compared and agreed, "
-               f"**{len(c['disagreements'])} unexplained disagreements**.")
+               f"against DTensor: {c['counts'].get('compared', 0):,} ran in both and agreed, the "
+               f"others refused by both or known differences; **{len(c['disagreements'])} "
+               f"unexplained disagreements**.")
     sp = d["speed"]["speed"]
-    faster = sum(r["ratio"] > 1 for r in sp)
-    out.append(f"- **Speed beside DTensor, 4 CPU ranks:** dtr faster in {faster} of {len(sp)} "
-               f"measurements; DTensor takes {span(r['ratio'] for r in sp)} dtr's time.")
-    behind += [f"DTensor on {r['transition']} at {r['mib']} MiB: PyTorch / dtr {r['ratio']:.2f}"
-               for r in sp if r["ratio"] < 1]
-    dt = rows_of(d["dtensor"])
-    if dt:
-        ratios = [num(r.get("dtr faster", "")) for r in dt]
-        out.append(f"- **From Python, 2 ranks:** `DTensor.redistribute` takes {span(ratios, '{:.1f}')} "
-                   f"the time of `dtr.torch.redistribute` (dtr's Gloo).")
-        behind += [f"DTensor from Python on {r['change']}: its time / dtr's {r['dtr faster'].rstrip('x')}"
-                   for r, x in zip(dt, ratios) if x is not None and x < 1]
+    out.append(f"- **Speed beside DTensor, 4 CPU ranks** (dtr on Open MPI's shared memory, "
+               f"DTensor on gloo, what a CPU user of each gets): dtr faster in "
+               f"{sum(r['ratio'] > 1 for r in sp)} of {len(sp)} measurements; DTensor takes "
+               f"{span(r['ratio'] for r in sp)} dtr's time.")
+    behind += [f"DTensor on {r['transition']} at {r['mib']} MiB: its time / dtr's {r['ratio']:.2f}"
+               for r in sp if r["ratio"] <= 1.005]
+    out.append(python_headline(d, behind))
     pl = d["speed"]["planning"]
     out.append(f"- **Planning:** DTensor's greedy planner takes {span((r['torch_greedy_us'] / r['dtr_optimal_us'] for r in pl), '{:.1f}')} "
                f"the time of dtr's optimal planner, its graph search {span((r['torch_graph_us'] / r['dtr_optimal_us'] for r in pl), '{:,.0f}')}; "
                f"on 256 ranks (8 mesh dims) dtr plans in "
                f"{span((r['optimal'] for r in plan_bench_rows(d['plan']) if r['ranks'] == 256), '{:.0f}', ' us')}.")
-    lim = rows_of(d["limit"])
-    if lim:
-        vs_ompi = [num(r["Open MPI us"]) / num(r["dtr us"]) for r in lim]
-        vs_impi = [num(r["Intel MPI us"]) / num(r["dtr us"]) for r in lim if num(r["Intel MPI us"])]
-        line = (f"- **Distance to the memory, 2 ranks:** dtr at {span(num(r['dtr / limit']) for r in lim)} "
-                f"the limit; Open MPI's own collectives of the same plan take "
-                f"{span(vs_ompi)} dtr's time")
-        line += f", Intel MPI's {span(vs_impi)}." if vs_impi else "."
-        out.append(line)
-        for r, a in zip(lim, vs_ompi):
-            if a < 1:
-                behind.append(f"Open MPI on {r['transition']} {r['dtype']} {r['MiB']} MiB: "
-                              f"{r['Open MPI us']} us against dtr's {r['dtr us']} us")
-            im = num(r["Intel MPI us"])
-            if im and im < num(r["dtr us"]):
-                behind.append(f"Intel MPI on {r['transition']} {r['dtype']} {r['MiB']} MiB: "
-                              f"{r['Intel MPI us']} us against dtr's {r['dtr us']} us")
-    cm = [r for r in rows_of(d["cross_mesh"]) if r["ranks"] == "2"]
-    if cm:
-        out.append(f"- **Between meshes, 2 ranks:** dtr's batch at {span(num(r['batch / limit']) for r in cm)} "
-                   f"the limit; gathering then slicing takes {span(num(r['gather / batch']) for r in cm)} "
-                   f"its time.")
-        behind += [f"gather-then-slice on {r['change']} {r['list']}: gather / batch {r['gather / batch']}"
-                   for r in rows_of(d["cross_mesh"]) if (num(r["gather / batch"]) or 2) < 1]
-    ck = rows_of(d["checkpoint"])
-    if ck:
-        dtr_rows = [r for r in ck if r["way"] == "dtr"]
-        peers = [r for r in ck if not r["way"].startswith(("dtr", "limit"))]
-        out.append(f"- **Checkpoint loads (GPT-2 medium, 1.42 GB):** dtr at "
-                   f"{span(num(r['of its limit']) for r in dtr_rows)} of its limit; the safetensors "
-                   f"package and PyTorch DCP take {span(num(r['dtr faster by']) for r in peers)} "
-                   f"dtr's time.")
-        behind += [f"{r['way']} ({r['ranks']} ranks, {r['page cache']} cache): its time / dtr's {r['dtr faster by'].rstrip('x')}"
-                   for r in peers if (num(r["dtr faster by"]) or 2) < 1]
-    gr = rows_of(d["grad"])
-    if gr:
-        torch = [num(r["PyTorch / grouped"]) for r in gr]
-        out.append(f"- **A model's gradients, 2 ranks:** dtr's grouped reduction at "
-                   f"{span(num(r['grouped / bare']) for r in gr)} the time of its bare collectives; "
-                   f"PyTorch's DDP / FSDP2 over gloo take {span(torch)} its time.")
-        behind += [f"PyTorch {r['mode']} {r['dtype']} on {r['model']}: PyTorch / grouped "
-                   f"{r['PyTorch / grouped']}" for r, t in zip(gr, torch) if t is not None and t < 1]
-    out += ["", "Where what a user could pick instead was as fast or faster in this run: "
-            + ("; ".join(behind) + "." if behind else "nowhere.")]
+    out.append(limit_headline(d, behind))
+    out += other_headlines(d, behind)
+    out += ["", "Where what a user could pick instead was as fast or faster in this run (their "
+            "time / dtr's at most 1.00): " + ("; ".join(behind) + "." if behind else "nowhere.")]
     return out
 
 
@@ -313,16 +387,21 @@ def page(data):
     step = run["steps"]
     out = header(run) + [""] + headlines(d) + [""]
     out += conformance(d["conformance"], cmd["conformance"]) + [""]
-    out += speed(d["speed"], cmd["speed"], d["dtensor"], cmd["dtensor"], step["speed"]["date"]) + [""]
+    out += speed(d["speed"], cmd["speed"], d["dtensor"], cmd["dtensor"], step["speed"]["date"],
+                 step["dtensor"]["date"]) + [""]
     out += planning(d["speed"], d["plan"], cmd["plan"]) + [""]
     out += plan_bytes(d["bytes"]) + [""]
     out += section("Distance to the memory: dtr, Open MPI, Intel MPI", d["limit"], step["limit"],
                    "For each transition, the least bytes each rank must read and write, over "
                    "the copy bandwidth of as many processes as ranks measured in the same run, "
                    "is the limit; each implementation's time over it (1.00 is the memory's "
-                   "speed). Open MPI: the same plan's collectives called alone with dtr's "
-                   "shared-memory paths off; Intel MPI: bench/coll_bench.c built with its "
-                   "compiler wrapper. Method: docs/executor-bench.md.",
+                   "speed; the probe itself moves by its \"copy spread\", so a ratio a little "
+                   "under 1 is within its noise). dtr: `dtr run` on private buffers; dtr "
+                   "shared: the same with `--buffers shared` (the blocks in a dtr_context_alloc "
+                   "allocation, which reductions read in place). Open MPI: the same plan's "
+                   "collectives called alone with dtr's shared-memory paths off; Intel MPI: "
+                   "bench/coll_bench.c built with its compiler wrapper, f32 only and no "
+                   "all-to-all (\"-\"). Method: docs/executor-bench.md.",
                    "limit.png", "time over the memory limit") + [""]
     out += section("Between meshes", d["cross_mesh"], step["cross_mesh"],
                    "dtr's batch, the same tensors one plan at a time, and gather-then-slice "
@@ -333,12 +412,18 @@ def page(data):
     out += section("Checkpoint loads", d["checkpoint"], step["checkpoint"],
                    "A generated GPT-2 medium (one safetensors file) loaded into 2x2 on 4 ranks "
                    "and into 2 on 2 ranks, by dtr, the safetensors package and PyTorch DCP, "
-                   "beside reading the same bytes sequentially (the limit). Method: "
+                   "beside reading the same bytes sequentially (the limit). \"of its limit\" "
+                   "is the limit's time over the way's (1.00: the speed of the read; above 1 "
+                   "within the limit's noise); \"dtr faster by\" is the way's time over dtr's "
+                   "into the same kind of buffers (below 1: the way was faster). Method: "
                    "docs/checkpoint.md.", "checkpoint.png", "checkpoint loads") + [""]
     out += section("A model's gradients", d["grad"], step["grad"],
                    "Gradient reduction of whole models, dtr grouped and per tensor, the bare "
                    "collectives of every element, the memory limit, and PyTorch's DDP (25 MiB "
-                   "buckets) and FSDP2 reduce-scatter over gloo. Method: grad/README.md.",
+                   "buckets) and FSDP2 reduce-scatter over gloo. The parameters are f32; in the "
+                   "bf16 rows bf16 is the reduce dtype, so dtr casts every gradient in and the "
+                   "result out, which the bare collectives (on bf16 buffers) and the limit (the "
+                   "f32 bytes read and written once) leave out. Method: grad/README.md.",
                    "grad.png", "gradient reduction")
     out += ["", "## Executor overhead", "",
             "The executor against its own collectives called bare, on 2, 4 and 8 ranks, is "
@@ -358,11 +443,13 @@ def readme_block(data):
     dt = [num(r.get("dtr faster", "")) for r in rows_of(read(data, "dtensor.md"))]
     big = max(r["mib"] for r in sp)
     at_big = ", ".join(f"{r['transition']} {r['ratio']:.1f}x" for r in sp if r["mib"] == big)
+    c_ok = c["counts"].get("compared", 0)
     text = (f"Measured on {run['date']} by `bash bench/results.sh` "
             f"([docs/results.md](docs/results.md), {run['machine']['cores']} cores, "
             f"{duration(run['total_seconds'])}), against PyTorch DTensor {c['torch'].split('+')[0]} "
-            f"on CPU: the same layouts, values and gradients in {c['cases']:,} random cases "
-            f"({len(c['disagreements'])} unexplained disagreements); on 4 ranks dtr is faster in "
+            f"on CPU: the same layouts, values and gradients in all {c_ok:,} directions that "
+            f"both ran of {c['cases']:,} random cases ({len(c['disagreements'])} unexplained "
+            f"disagreements); on 4 ranks dtr is faster in "
             f"{sum(r['ratio'] > 1 for r in sp)} of {len(sp)} redistributions (DTensor's time "
             f"over dtr's at {big} MiB: {at_big}); DTensor's greedy planner takes "
             f"{span((r['torch_greedy_us'] / r['dtr_optimal_us'] for r in pl), '{:.1f}')} dtr's "

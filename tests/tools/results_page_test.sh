@@ -52,7 +52,8 @@ run = json.load(open(sys.argv[1]))
 errs = [f"step {s} missing" for s in STEPS if s not in run["steps"]]
 for name, s in run["steps"].items():
     if not (s.get("command") and isinstance(s.get("seconds"), int) and
-            re.fullmatch(r"\d{4}-\d\d-\d\d", s.get("date", ""))):
+            re.fullmatch(r"\d{4}-\d\d-\d\d", s.get("date", "")) and
+            re.fullmatch(r"[0-9a-f]{40}", s.get("commit", "")) and s.get("quick") is False):
         errs.append(f"step {name}: {s}")
 if run.get("quick") is not False:
     errs.append("a --quick run is committed")
@@ -105,6 +106,31 @@ if ! cmp -s "$work/changed.md" docs/results.md; then
 else
     bad "a changed figure in limit.md left the page as it was"
 fi
+# a stray line inside a table, a "-" where a figure must be, a missing column: named errors
+bad_copy() { # NAME FILE PYTHON-EXPR-ON-LINES WANT
+    python3 - "$work/data/$2" "$3" <<'PY'
+import sys
+p, expr = sys.argv[1], sys.argv[2]
+lines = open(p).read().split("\n")
+exec(expr)
+open(p, "w").write("\n".join(lines))
+PY
+    if python3 bench/results_page.py --data "$work/data" --out "$work/bad.md" 2>"$work/err"; then
+        bad "$1: no error"
+    elif grep -qF "$4" "$work/err" && [ ! -e "$work/bad.md" ]; then
+        ok "$1: an error naming it ($4), no page written"
+    else
+        bad "$1: $(cat "$work/err")"
+    fi
+    cp "docs/results/$2" "$work/data/$2"
+}
+bad_copy "a stray line inside limit.md's table" limit.md "lines.insert(4, 'warning: hello')" \
+    "limit.md: 2 tables where one was expected"
+bad_copy "a '-' for dtr's time in limit.md" limit.md \
+    "c = lines[2].split('|'); c[9] = ' - '; lines[2] = '|'.join(c)" "column 'dtr us' is '-', not a number"
+bad_copy "grad.md without its 'grouped / bare' column" grad.md \
+    "lines[:] = [l.replace('grouped / bare', 'grouped over bare') for l in lines]" \
+    "grad.md: no column 'grouped / bare'"
 rm "$work/data/grad.md"
 if python3 bench/results_page.py --data "$work/data" --out "$work/missing.md" 2>"$work/err"; then
     bad "a missing grad.md was not an error"
@@ -118,6 +144,8 @@ out=$(bash bench/results.sh --frobnicate 2>&1)
 [ $? -eq 2 ] && grep -q "unknown argument '--frobnicate'" <<<"$out" && ok "results.sh: an unknown argument exits 2 naming it" || bad "results.sh --frobnicate: $out"
 out=$(bash bench/results.sh --only speed,nope 2>&1)
 [ $? -eq 2 ] && grep -q "unknown step 'nope'" <<<"$out" && ok "results.sh: --only with an unknown step exits 2 naming it" || bad "results.sh --only speed,nope: $out"
+out=$(bash bench/results.sh --out 2>&1)
+[ $? -eq 2 ] && grep -q "\-\-out: needs a value" <<<"$out" && ok "results.sh: --out without a value exits 2 naming it" || bad "results.sh --out: $out"
 out=$(bash bench/results.sh --help 2>&1)
 [ $? -eq 0 ] && grep -q "^Usage: bash bench/results.sh" <<<"$out" && ok "results.sh --help prints its usage" || bad "results.sh --help: $out"
 
