@@ -25,16 +25,6 @@ typedef struct {
     void *out;
 } dtr__xside_t;
 
-static int dtr__xcmp(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* The position of rank r among the plan's ranks (the group's order). */
-static int64_t dtr__xpos(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__xcmp);
-    return at - p->ranks;
-}
 
 /* What this rank can check alone of tensor i: its buffers against its blocks; the detail
  * into msg (naming the entry for a batch). */

@@ -52,12 +52,6 @@ static int dtr__cmp_piece_from(const void *a, const void *b) {
     return x->cls < y->cls ? -1 : x->cls > y->cls;
 }
 
-/* The position of rank r in the sorted union (it is there). */
-static int dtr__union_at(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__int_cmp);
-    return (int)(at - p->ranks);
-}
-
 /* Per block (of each tensor), a heap of its holders by (load, rank): the least loaded on
  * top. Loads only grow, and a rank's load may grow through another block (of another
  * tensor) it holds, so an entry is checked when it comes to the top and pushed down again
@@ -86,7 +80,7 @@ static void dtr__hdown(dtr__hent_t *h, int64_t n, int64_t i) {
 /* The least loaded holder of a block's heap h (n entries), its load brought up to date. */
 static int dtr__hpick(dtr__hent_t *h, int64_t n, const dtr_cross_plan_t *p, const int64_t *load) {
     for (;;) {
-        int64_t now = load[dtr__union_at(p, h[0].rank)];
+        int64_t now = load[dtr__xpos(p, h[0].rank)];
         if (now == h[0].load) return h[0].rank;
         h[0].load = now;
         dtr__hdown(h, n, 0);
@@ -123,7 +117,7 @@ static dtr_status_t dtr__assign(const dtr__xblocks_t *b, dtr__xpieces_t *ps,
         dtr__hent_t *h = heap + base[x->tensor] + tb->first[x->cls];
         int64_t n = tb->first[x->cls + 1] - tb->first[x->cls];
         x->from = dtr__hpick(h, n, p, load);
-        load[dtr__union_at(p, x->from)] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
+        load[dtr__xpos(p, x->from)] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
     }
     qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_from);
     free(heap);
@@ -169,16 +163,16 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     for (int64_t k = 0; k < p->nmsgs; k++) {
         const dtr__xmsg_t *m = &p->msgs[k];
         if (m->from == m->to) continue;
-        send[dtr__union_at(p, m->from)] += m->bytes;
-        recv[dtr__union_at(p, m->to)] += m->bytes;
+        send[dtr__xpos(p, m->from)] += m->bytes;
+        recv[dtr__xpos(p, m->to)] += m->bytes;
         f.messages++;
         f.moved_bytes += m->bytes;
     }
     for (int64_t k = 0; k < ps->n; k++) { /* (pieces by sender, then receiver) */
         const dtr__xpiece_t *x = &ps->v[k], *prev = k ? &ps->v[k - 1] : NULL;
         if (x->from != x->to && (prev == NULL || prev->from != x->from || prev->to != x->to)) {
-            peers[dtr__union_at(p, x->from)]++;
-            peers[dtr__union_at(p, x->to)]++;
+            peers[dtr__xpos(p, x->from)]++;
+            peers[dtr__xpos(p, x->to)]++;
         }
     }
     int64_t most_peers = 0, extra = 0, pre_peak = 0;
@@ -195,7 +189,7 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
             int64_t h = b[t].first[c + 1] - b[t].first[c], lack = need[base[t] + c];
             int64_t share = h > 0 ? (lack / item + h - 1) / h * item : 0;
             if (share > f.lower_bound_send_bytes) f.lower_bound_send_bytes = share;
-            if (h == 1) forced[dtr__union_at(p, b[t].holder[b[t].first[c]])] += lack;
+            if (h == 1) forced[dtr__xpos(p, b[t].holder[b[t].first[c]])] += lack;
         }
     }
     for (int64_t r = 0; r < n; r++)
@@ -327,6 +321,17 @@ static dtr_status_t dtr__pre_batches(dtr_cross_plan_t *p, const dtr_cost_model_t
     return st;
 }
 
+/* p->pos from p->ranks (a relabeled plan's build may come again: the old map goes). */
+static dtr_status_t dtr__positions(dtr_cross_plan_t *p) {
+    free(p->pos);
+    int top = p->nranks > 0 ? p->ranks[p->nranks - 1] : 0;
+    p->pos = malloc(sizeof *p->pos * ((size_t)top + 1));
+    if (p->pos == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "ranks");
+    for (int r = 0; r <= top; r++) p->pos[r] = -1;
+    for (int k = 0; k < p->nranks; k++) p->pos[p->ranks[k]] = k;
+    return DTR_OK;
+}
+
 /* The moves of a plan whose tensors (src, mid, pre, dst) are set: relabeling where asked,
  * the blocks, the pieces and their senders, the messages in rounds, figures and hash. */
 static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
@@ -340,6 +345,7 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
     if (st == DTR_OK) /* the ranks of both meshes: the group the change agrees over */
         st = dtr__mesh_union(p->t[0].src.mesh, p->t[0].dst.mesh, "dtr_cross_plan_create",
                              &p->ranks, &p->nranks);
+    if (st == DTR_OK) st = dtr__positions(p);
     if (st == DTR_OK) st = dtr__pieces(p, b, &ps);
     if (st == DTR_OK && (load = calloc((size_t)p->nranks, sizeof *load)) == NULL)
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "loads");
@@ -367,6 +373,7 @@ void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
     free(plan->by_to);
     free(plan->round_first);
     free(plan->ranks);
+    free(plan->pos);
     free(plan);
 }
 
@@ -561,6 +568,91 @@ static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src
     return DTR_OK;
 }
 
+/* Two specs that plan alike: equal meshes, dtype, shape and placements. */
+static bool dtr__spec_alike(const dtr_spec_t *a, const dtr_spec_t *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim ||
+        memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0 ||
+        (a->mesh != b->mesh && !dtr_mesh_equal(a->mesh, b->mesh)))
+        return false;
+    for (int k = 0; k < dtr_mesh_ndims(a->mesh); k++)
+        if (!dtr_placement_equal(a->placements[k], b->placements[k])) return false;
+    return true;
+}
+
+/* A spec's hash over what dtr__spec_alike compares (the mesh by its sizes). */
+static uint64_t dtr__spec_key(const dtr_spec_t *a, uint64_t h) {
+    int m = dtr_mesh_ndims(a->mesh);
+    uint64_t v[2 + DTR_MAX_TENSOR_DIMS + 3 * DTR_MAX_MESH_DIMS];
+    int k = 0;
+    v[k++] = (uint64_t)a->dtype;
+    v[k++] = (uint64_t)a->ndim;
+    for (int d = 0; d < a->ndim; d++) v[k++] = (uint64_t)a->shape[d];
+    for (int i = 0; i < m; i++) {
+        const dtr_placement_t *q = &a->placements[i];
+        v[k++] = (uint64_t)dtr_mesh_size(a->mesh, i);
+        v[k++] = ((uint64_t)q->kind << 48) ^ ((uint64_t)(uint32_t)q->dim << 16) ^ (uint64_t)q->op;
+        v[k++] = ((uint64_t)(uint32_t)q->order << 32) ^ (uint64_t)(uint32_t)q->split_factor;
+    }
+    for (int j = 0; j < k; j++) h = (h ^ v[j]) * 0x100000001b3ull;
+    return h;
+}
+
+/*
+ * Each tensor's mid (dtr__best_mid), into p->t[i], and the bytes it moves alone in dst's
+ * own order into *kept (the relabeling's reference). Tensors of the same shape, dtype and
+ * placements on both sides (a model's layers) share the first one's choice: one open
+ * addressing table of 2n slots keyed by both specs. A tensor with no choice (no Partial
+ * dims, no cast) gets src as its mid at once where the plan is not relabeled.
+ */
+static dtr_status_t dtr__mids(const dtr__xctx_t *c, int n, const dtr_spec_t *src,
+                              const dtr_spec_t *dst, bool relabel, dtr_cross_plan_t *p,
+                              int64_t *kept) {
+    size_t slots = 2 * (size_t)n;
+    int *slot = malloc(slots * sizeof *slot);
+    int64_t *moved = malloc((size_t)n * sizeof *moved);
+    if (slot == NULL || moved == NULL) {
+        free(slot);
+        free(moved);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, c->func, "the mids of %d tensors", n);
+    }
+    for (size_t k = 0; k < slots; k++) slot[k] = -1;
+    dtr_status_t st = DTR_OK;
+    for (int i = 0; i < n && st == DTR_OK; i++) {
+        size_t k = dtr__spec_key(&dst[i], dtr__spec_key(&src[i], 0xcbf29ce484222325ull)) % slots;
+        while (slot[k] >= 0 && !(dtr__spec_alike(&src[slot[k]], &src[i]) &&
+                                 dtr__spec_alike(&dst[slot[k]], &dst[i])))
+            k = (k + 1) % slots;
+        if (slot[k] >= 0) {
+            int j = slot[k];
+            p->t[i] = p->t[j];
+            p->t[i].src = src[i], p->t[i].dst = dst[i];
+            p->t[i].mid.mesh = src[i].mesh;
+            *kept += moved[i] = moved[j];
+            continue;
+        }
+        slot[k] = i;
+        bool partial = false;
+        for (int d = 0; d < dtr_mesh_ndims(src[i].mesh); d++)
+            partial |= src[i].placements[d].kind == DTR_PARTIAL;
+        if (!partial && src[i].dtype == dst[i].dtype && !relabel) {
+            p->t[i] = (dtr__xtensor_t){.src = src[i], .mid = src[i], .dst = dst[i]};
+            moved[i] = 0;
+            continue;
+        }
+        dtr_cross_plan_t *one = NULL;
+        char name[32];
+        snprintf(name, sizeof name, c->batch ? "src[%d]" : "src", i);
+        st = dtr__best_mid(c, name, &src[i], &dst[i], &one);
+        if (st != DTR_OK) break;
+        p->t[i] = one->t[0];
+        *kept += moved[i] = one->fig.moved_bytes;
+        dtr_cross_plan_destroy(one);
+    }
+    free(slot);
+    free(moved);
+    return st;
+}
+
 /* The plan of n tensors: each one's mid chosen alone, then the moves of them all together. */
 static dtr_status_t dtr__create(dtr__xctx_t *c, int n, const dtr_spec_t *src, const dtr_spec_t *dst,
                                 const dtr_cross_options_t *opts, dtr_cross_plan_t **out) {
@@ -569,19 +661,9 @@ static dtr_status_t dtr__create(dtr__xctx_t *c, int n, const dtr_spec_t *src, co
     dtr_cross_plan_t *p = dtr__new_plan(n);
     if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, c->func, "a plan of %d tensors", n);
     int64_t kept_moving = 0; /* bytes moved in dst's own order */
-    dtr_status_t st = DTR_OK;
-    for (int i = 0; i < n && st == DTR_OK; i++) {
-        dtr_cross_plan_t *one = NULL;
-        char name[32];
-        snprintf(name, sizeof name, c->batch ? "src[%d]" : "src", i);
-        st = dtr__best_mid(c, name, &src[i], &dst[i], &one);
-        if (st != DTR_OK) break;
-        p->t[i] = one->t[0];
-        kept_moving += one->fig.moved_bytes;
-        dtr_cross_plan_destroy(one);
-    }
     p->relabel = opts != NULL && opts->relabel;
     p->cap = opts != NULL ? opts->staging_cap_bytes : 0;
+    dtr_status_t st = dtr__mids(c, n, src, dst, p->relabel, p, &kept_moving);
     if (st == DTR_OK) st = dtr__build(p, c->cost);
     if (st == DTR_OK && p->relabel && p->fig.moved_bytes > kept_moving) {
         /* (a greedy order on a large mesh that moves more than dst's own: keep dst's) */

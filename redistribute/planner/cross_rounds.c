@@ -76,11 +76,6 @@ static dtr_status_t dtr__xsplit(const dtr__xmsg_t *m, int nd, int64_t item, int6
     }
 }
 
-static int dtr__union_pos(const dtr_cross_plan_t *p, int r) {
-    const int *at = bsearch(&r, p->ranks, (size_t)p->nranks, sizeof *p->ranks, dtr__int_cmp);
-    return (int)(at - p->ranks);
-}
-
 /* Under a cap: each chunk's round, greedily (the chunks in tensor order). The most any
  * rank stages in a round into p->fig.staging_bytes_max. */
 static dtr_status_t dtr__capped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
@@ -99,7 +94,7 @@ static dtr_status_t dtr__capped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
         int64_t kept = 0;
         for (int64_t j = 0; j < left; j++) {
             dtr__xmsg_t *m = &a->v[todo[j]];
-            int s = dtr__union_pos(p, m->from), r = dtr__union_pos(p, m->to);
+            int s = dtr__xpos(p, m->from), r = dtr__xpos(p, m->to);
             if (load[s] + m->bytes > p->cap || load[r] + m->bytes > p->cap) {
                 todo[kept++] = todo[j];
                 continue;
@@ -139,7 +134,7 @@ static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
         for (; end < a->n && a->v[end].tensor == a->v[k].tensor; end++) {
             const dtr__xmsg_t *m = &a->v[end];
             if (m->from == m->to) continue;
-            int ends[2] = {dtr__union_pos(p, m->from), dtr__union_pos(p, m->to)};
+            int ends[2] = {dtr__xpos(p, m->from), dtr__xpos(p, m->to)};
             for (int e = 0; e < 2; e++) {
                 if (mine[ends[e]] == 0) touched[nt++] = ends[e];
                 mine[ends[e]] += m->bytes;

@@ -198,9 +198,13 @@ struct dtr_cross_plan {
     dtr_batch_plan_t **pre_batch;
     int nranks;
     int *ranks;               /* RA and RB together, ascending */
+    int *pos;                 /* [ranks[nranks - 1] + 1]: a rank's position in ranks, or -1 */
     dtr_cross_figures_t fig;
     uint64_t hash;            /* what the ranks' argument agreement compares */
 };
+
+/* The position of rank r (of the plan's meshes) among the plan's ranks: the group's order. */
+static inline int dtr__xpos(const dtr_cross_plan_t *p, int r) { return p->pos[r]; }
 
 /* Whether tensor t's reduction on the source mesh runs in its round's pre_batch. */
 bool dtr__xcoalesced(const dtr_cross_plan_t *p, int t);

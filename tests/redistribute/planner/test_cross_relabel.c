@@ -4,6 +4,7 @@
  * nothing), on small meshes exactly and on large ones for pure permutations; every round
  * within the cap; a batch moving exactly what its tensors move alone. Seeded; failures print
  * the seed and the case. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,5 +340,73 @@ Test(cross_batch, refusals_name_the_entry) {
     cr_expect_eq(p, (dtr_cross_plan_t *)0x1, "out written on failure");
     dtr_mesh_destroy(a);
     dtr_mesh_destroy(a2);
+    dtr_mesh_destroy(b);
+}
+
+/* Tensor k's line of a cross plan's text ("tensor k: ..."), without its index. */
+static void tensor_line(const dtr_cross_plan_t *p, int k, char *out, size_t cap) {
+    char *text = NULL, want[32];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_eq(dtr_cross_plan_print(p, 0, f), DTR_OK, "%s", dtr_last_error());
+    fclose(f);
+    snprintf(want, sizeof want, "  tensor %d: ", k);
+    const char *at = strstr(text, want);
+    cr_assert_not_null(at, "no '%s' in:\n%s", want, text);
+    at += strlen(want);
+    size_t n = strcspn(at, "\n");
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+    free(text);
+}
+
+/* A batch of a few distinct tensors repeated in any order (a model's layers): every tensor
+ * makes the choice it makes alone (its reduction on the source mesh, its cast), shared by its
+ * repeats, and the batch moves what its tensors move alone. */
+Test(cross_batch, repeated_tensors_share_their_choice) {
+    dtr_mesh_t *a = mesh_of("2x2", NULL, 0), *b = mesh_of("3", (int[]){5, 4, 3}, 3);
+    const char *from[5] = {"S(0),P", "P,P", "R,S(1)", "S(0),P", "P,S(0)"};
+    const char *to[5] = {"S(1)", "S(0)", "R", "S(1)", "S(1)"};
+    const char *shape[5] = {"12x8", "9x5", "4x4", "12x8", "7x3"};
+    dtr_dtype_t from_dt[5] = {DTR_F32, DTR_F64, DTR_BF16, DTR_F32, DTR_F32};
+    dtr_dtype_t to_dt[5] = {DTR_F32, DTR_F32, DTR_BF16, DTR_BF16, DTR_F64};
+    enum { N = 37 };
+    dtr_spec_t src[N], dst[N];
+    int kind[N];
+    int64_t moved = 0;
+    uint64_t seed = 11;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        kind[i] = (int)((seed >> 33) % 5);
+        src[i] = spec_on(a, from[kind[i]], shape[kind[i]], from_dt[kind[i]]);
+        dst[i] = spec_on(b, to[kind[i]], shape[kind[i]], to_dt[kind[i]]);
+    }
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create_batch(N, src, dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    /* alone: beside a tensor of another kind (a batch of one prints no tensor lines) */
+    dtr_spec_t pair_src[2] = {src[0], spec_on(a, "R,R", "2", DTR_F32)};
+    dtr_spec_t pair_dst[2] = {dst[0], spec_on(b, "R", "2", DTR_F32)};
+    for (int i = 0; i < N; i++) {
+        dtr_cross_plan_t *one = NULL, *pair = NULL;
+        cr_assert_eq(dtr_cross_plan_create(&src[i], &dst[i], NULL, &one), DTR_OK, "%s",
+                     dtr_last_error());
+        dtr_cross_figures_t f;
+        dtr_cross_plan_figures(one, &f);
+        moved += f.moved_bytes;
+        pair_src[0] = src[i], pair_dst[0] = dst[i];
+        cr_assert_eq(dtr_cross_plan_create_batch(2, pair_src, pair_dst, NULL, &pair), DTR_OK,
+                     "%s", dtr_last_error());
+        char alone[512], in_batch[512];
+        tensor_line(pair, 0, alone, sizeof alone);
+        tensor_line(p, i, in_batch, sizeof in_batch);
+        cr_expect_str_eq(in_batch, alone, "tensor %d (kind %d)", i, kind[i]);
+        dtr_cross_plan_destroy(one);
+        dtr_cross_plan_destroy(pair);
+    }
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    cr_expect_eq(f.moved_bytes, moved);
+    check_mids(p, "repeated tensors");
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
     dtr_mesh_destroy(b);
 }
