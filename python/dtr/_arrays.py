@@ -36,9 +36,11 @@ def dtype_text(obj):
     torch = _torch()
     if torch is not None and isinstance(obj, torch.dtype):
         return _TORCH.get(str(obj).replace("torch.", ""))
+    if isinstance(obj, (list, tuple)):  # numpy reads some tuples as dtypes; dtr takes none
+        return None
     try:
         return _NUMPY.get(np.dtype(obj).name)
-    except TypeError:
+    except (TypeError, ValueError):
         return None
 
 

@@ -326,8 +326,9 @@ static PyObject *dtrpy_setup_failed(const dtrpy_call_t *c) {
  * (from the array, else from dtype=), and the specs of both sides. */
 static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
                               PyObject *dst, PyObject *shape_obj, PyObject *dtype_obj,
-                              PyObject *to_dtype_obj, const char *what, const char *to_what,
-                              dtrpy_tensor_t *t, dtr_spec_t *s, dtr_spec_t *d) {
+                              PyObject *to_dtype_obj, const char *what, const char *dt_what,
+                              const char *to_what, dtrpy_tensor_t *t, dtr_spec_t *s,
+                              dtr_spec_t *d) {
     if (c->in_src) {
         if (local == NULL || local == Py_None)
             return dtrpy_arg_error("%s: None on a rank of the source mesh", what), -1;
@@ -340,14 +341,14 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
         for (int i = 0; i < t->ndim; i++) t->local[i] = t->in.shape[i];
         dtr_dtype_t given;
         if (dtype_obj != NULL && dtype_obj != Py_None) {
-            if (dtrpy_dtype(dtype_obj, "dtype", &given) < 0) return -1;
+            if (dtrpy_dtype(dtype_obj, dt_what, &given) < 0) return -1;
             if (given != t->dtype)
-                return dtrpy_arg_error("dtype: %s, but %s holds %s", dtr_dtype_name(given), what,
-                                       dtr_dtype_name(t->dtype)), -1;
+                return dtrpy_arg_error("%s: %s, but %s holds %s", dt_what, dtr_dtype_name(given),
+                                       what, dtr_dtype_name(t->dtype)), -1;
         }
     } else if (dtype_obj == NULL || dtype_obj == Py_None) {
-        return dtrpy_arg_error("dtype: needed on a rank that holds no source block"), -1;
-    } else if (dtrpy_dtype(dtype_obj, "dtype", &t->dtype) < 0) {
+        return dtrpy_arg_error("%s: needed on a rank that holds no source block", dt_what), -1;
+    } else if (dtrpy_dtype(dtype_obj, dt_what, &t->dtype) < 0) {
         return -1;
     }
     if (t->kind == NULL && strcmp(c->mesh->device, "cpu") != 0 &&
@@ -540,7 +541,7 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
     dtr_spec_t s, d;
     PyObject *r = NULL;
     if (dtrpy_tensor_specs(&c, local, src, dst, shape_obj, dtype_obj, to_dtype_obj, "local",
-                           "to_dtype", &t, &s, &d) == 0)
+                           "dtype", "to_dtype", &t, &s, &d) == 0)
         r = dtrpy_run_one(&c, &t, &s, &d, out, async_op, relabel, cap, mesh_obj);
     dtrpy_tensor_release(&t);
     if (r == NULL && !c.called) dtrpy_call_refuse(&c);
@@ -559,6 +560,25 @@ static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
                 first == Py_None || PyObject_CheckBuffer(first) ||
                 PyObject_HasAttrString(first, "dtype");
     return each ? PySequence_Fast_GET_ITEM(obj, i) : obj;
+}
+
+/* A dtype argument of a batch (dtypes, to_dtypes) for tensor i of n: a list or tuple is one
+ * entry per tensor (a dtype is never a sequence), anything else one value for all. *item
+ * (borrowed, NULL where not given) and its name for errors into label; -1 (an
+ * ArgumentError) for a list of another length. */
+static int dtrpy_each_dtype(PyObject *obj, Py_ssize_t i, Py_ssize_t n, const char *name,
+                            PyObject **item, char *label, size_t cap) {
+    *item = obj == Py_None ? NULL : obj;
+    snprintf(label, cap, "%s", name);
+    if (obj == NULL || !(PyList_Check(obj) || PyTuple_Check(obj))) return 0;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(obj);
+    if (k != n)
+        return dtrpy_arg_error("%s: %zd entries for %zd tensors (one per tensor, or one dtype "
+                               "for all)", name, k, n), -1;
+    *item = PySequence_Fast_GET_ITEM(obj, i);
+    if (*item == Py_None) *item = NULL;
+    snprintf(label, cap, "%s[%zd]", name, i);
+    return 0;
 }
 
 /* The buffers of a batch's n tensors as the change's arrays (one allocation each). */
@@ -768,15 +788,15 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_
     int bad = t == NULL || s == NULL || d == NULL;
     if (bad) PyErr_NoMemory();
     for (Py_ssize_t i = 0; !bad && i < n; i++) {
-        char what[40], to_what[40];
+        char what[40], dt_what[40], to_what[40];
         snprintf(what, sizeof what, "locals[%zd]", i);
-        PyObject *to_dtype = dtrpy_each(e->to_dtypes, i, n);
-        snprintf(to_what, sizeof to_what, to_dtype != e->to_dtypes ? "to_dtypes[%zd]" : "to_dtypes",
-                 i);
-        bad = dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(e->src, i, n),
-                                 dtrpy_each(e->dst, i, n), dtrpy_each(e->shapes, i, n),
-                                 dtrpy_each(e->dtypes, i, n), to_dtype,
-                                 what, to_what, &t[i], &s[i], &d[i]) < 0;
+        PyObject *dtype, *to_dtype;
+        bad = dtrpy_each_dtype(e->dtypes, i, n, "dtypes", &dtype, dt_what, sizeof dt_what) < 0 ||
+              dtrpy_each_dtype(e->to_dtypes, i, n, "to_dtypes", &to_dtype, to_what,
+                               sizeof to_what) < 0 ||
+              dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(e->src, i, n),
+                                 dtrpy_each(e->dst, i, n), dtrpy_each(e->shapes, i, n), dtype,
+                                 to_dtype, what, dt_what, to_what, &t[i], &s[i], &d[i]) < 0;
     }
     if (!bad)
         results = dtrpy_run_many(&c, (int)n, t, s, d, e->outs, relabel, cap_bytes, async_op,

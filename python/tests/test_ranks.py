@@ -173,6 +173,19 @@ def test_a_batch_between_meshes_casts_each_tensor_to_its_to_dtype():
         want = want.astype(k[1] or k[0])
         assert g.dtype == want.dtype, (i, g.dtype, want.dtype)
         assert np.array_equal(g, want), i
+    # dtype objects as entries (a dtype is never a sequence: a list is one entry a tensor)
+    two = [f[:, :1].astype(np.float32) for f in fulls[:2]]
+    ins2 = [t[block(t.shape, a.shape, ["R"], coords(a.shape)[rank])] if rank < h else None
+            for t in two]
+    for to2 in ([np.dtype("f8"), None], (np.float16, np.dtype("f4"))):
+        got = dtr.redistribute_many(ins2, a, "R", "R", to_mesh=b, shapes=[t.shape for t in two],
+                                    dtypes="f32", to_dtypes=list(to2))
+        if rank >= h:
+            assert [g.dtype for g in got] == [np.dtype(t or np.float32) for t in to2], to2
+            assert all(np.array_equal(g, t.astype(g.dtype)) for g, t in zip(got, two))
+    with pytest.raises(dtr.ArgumentError, match=r"to_dtypes: 3 entries for 2 tensors"):
+        dtr.redistribute_many(ins2, a, "R", "R", to_mesh=b, shapes=[t.shape for t in two],
+                              dtypes="f32", to_dtypes=["f16"] * 3)
     mesh = dtr.Mesh(n)
     x = np.zeros((n, 2), np.float32)[:1]
     with pytest.raises(dtr.RefusedError, match="a batch does not cast yet"):
