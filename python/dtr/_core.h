@@ -164,6 +164,14 @@ int dtrpy_infer_shape(const dtr_mesh_t *mesh, PyObject *placements, const char *
  * false: the message says the global shape was inferred as even shards). */
 int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dtr_spec_t *spec,
                       int rank, bool given_shape);
+/* An argument of a batch given per tensor (a list or tuple of n entries, each a str, a list,
+ * a tuple, an array or None) or once for all: entry i, or obj itself (NULL where not given). */
+PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n);
+/* A dtype argument of a batch (dtypes, to_dtypes): a list or tuple is one entry per tensor,
+ * anything else one value for all; *item (borrowed, NULL where not given) and its name for
+ * errors into label; -1 (an ArgumentError) for a list of another length. */
+int dtrpy_each_dtype(PyObject *obj, Py_ssize_t i, Py_ssize_t n, const char *name,
+                     PyObject **item, char *label, size_t cap);
 /* "(16, 8)" for messages. */
 void dtrpy_format_shape(const int64_t *shape, int ndim, char *buf, size_t len);
 /* A tuple of ints. */

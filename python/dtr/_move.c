@@ -548,39 +548,6 @@ PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
     return r;
 }
 
-/* An argument given per tensor (a list or tuple of n entries, each a str, a list, a tuple,
- * an array or None) or once for all (a str, a list of placement objects or of ints). */
-static PyObject *dtrpy_each(PyObject *obj, Py_ssize_t i, Py_ssize_t n) {
-    if (obj == NULL || obj == Py_None) return NULL;
-    if (!(PyList_Check(obj) || PyTuple_Check(obj)) || PySequence_Fast_GET_SIZE(obj) != n)
-        return obj;
-    PyObject *first = PySequence_Fast_GET_ITEM(obj, 0);
-    if (PyLong_Check(first)) return obj;
-    bool each = PyUnicode_Check(first) || PyList_Check(first) || PyTuple_Check(first) ||
-                first == Py_None || PyObject_CheckBuffer(first) ||
-                PyObject_HasAttrString(first, "dtype");
-    return each ? PySequence_Fast_GET_ITEM(obj, i) : obj;
-}
-
-/* A dtype argument of a batch (dtypes, to_dtypes) for tensor i of n: a list or tuple is one
- * entry per tensor (a dtype is never a sequence), anything else one value for all. *item
- * (borrowed, NULL where not given) and its name for errors into label; -1 (an
- * ArgumentError) for a list of another length. */
-static int dtrpy_each_dtype(PyObject *obj, Py_ssize_t i, Py_ssize_t n, const char *name,
-                            PyObject **item, char *label, size_t cap) {
-    *item = obj == Py_None ? NULL : obj;
-    snprintf(label, cap, "%s", name);
-    if (obj == NULL || !(PyList_Check(obj) || PyTuple_Check(obj))) return 0;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(obj);
-    if (k != n)
-        return dtrpy_arg_error("%s: %zd entries for %zd tensors (one per tensor, or one dtype "
-                               "for all)", name, k, n), -1;
-    *item = PySequence_Fast_GET_ITEM(obj, i);
-    if (*item == Py_None) *item = NULL;
-    snprintf(label, cap, "%s[%zd]", name, i);
-    return 0;
-}
-
 /* The buffers of a batch's n tensors as the change's arrays (one allocation each). */
 typedef struct {
     const void **in;
