@@ -387,6 +387,13 @@ static dtr_cross_plan_t *dtr__new_plan(int n) {
     return p;
 }
 
+/* Whether a spec has a Partial mesh dim (its reduction on the source mesh is to choose). */
+static bool dtr__partial(const dtr_spec_t *s) {
+    for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++)
+        if (s->placements[i].kind == DTR_PARTIAL) return true;
+    return false;
+}
+
 /* One tensor's plan for one choice of mid (src itself, or src reduced on its mesh to mid's
  * placements in dst's dtype): *out, or an error (the pre plan's refusal). */
 static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
@@ -398,9 +405,7 @@ static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
     x->src = *src;
     x->mid = *mid;
     x->dst = *dst;
-    bool partial = false;
-    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++) partial |= src->placements[i].kind == DTR_PARTIAL;
-    x->wire_cast = !partial && src->dtype != dst->dtype;
+    x->wire_cast = !dtr__partial(src) && src->dtype != dst->dtype;
     x->has_pre = mid != src && !x->wire_cast;
     dtr_status_t st = DTR_OK;
     if (x->has_pre) {
@@ -459,9 +464,7 @@ static dtr_status_t dtr__candidate(const dtr_spec_t *src, const dtr_spec_t *dst,
  * take gigabytes (a shard of columns sent to shards of rows on 4,096 ranks each). */
 static dtr_status_t dtr__best_mid(const dtr__xctx_t *c, const char *name, const dtr_spec_t *src,
                                   const dtr_spec_t *dst, dtr_cross_plan_t **out) {
-    int m = dtr_mesh_ndims(src->mesh);
-    bool partial = false;
-    for (int i = 0; i < m; i++) partial |= src->placements[i].kind == DTR_PARTIAL;
+    bool partial = dtr__partial(src);
     if (!partial && src->dtype == dst->dtype) return dtr__with_mid(src, src, dst, c->cost, out);
     int last = partial ? src->ndim : 0;
     int64_t count[DTR_MAX_TENSOR_DIMS + 1], fewest = INT64_MAX;
@@ -631,10 +634,7 @@ static dtr_status_t dtr__mids(const dtr__xctx_t *c, int n, const dtr_spec_t *src
             continue;
         }
         slot[k] = i;
-        bool partial = false;
-        for (int d = 0; d < dtr_mesh_ndims(src[i].mesh); d++)
-            partial |= src[i].placements[d].kind == DTR_PARTIAL;
-        if (!partial && src[i].dtype == dst[i].dtype && !relabel) {
+        if (!dtr__partial(&src[i]) && src[i].dtype == dst[i].dtype && !relabel) {
             p->t[i] = (dtr__xtensor_t){.src = src[i], .mid = src[i], .dst = dst[i]};
             moved[i] = 0;
             continue;
