@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import textwrap
 
 STEPS = ["conformance", "speed", "dtensor", "plan", "limit", "cross_mesh", "checkpoint", "grad"]
 
@@ -458,18 +459,7 @@ def readme_block(data):
             f"(`dtr.torch.redistribute` beside `DTensor.redistribute` in the same processes, 2 "
             f"ranks, [docs/python.md](docs/python.md)): DTensor takes {span(dt, '{:.1f}')} "
             f"dtr's time.")
-    return wrap(text)
-
-
-def wrap(text, width=94):
-    lines, cur = [], ""
-    for word in text.split(" "):
-        if cur and len(cur) + 1 + len(word) > width:
-            lines.append(cur)
-            cur = word
-        else:
-            cur = f"{cur} {word}" if cur else word
-    return "\n".join(lines + [cur])
+    return textwrap.fill(text, width=94, break_long_words=False, break_on_hyphens=False)
 
 
 def with_readme_block(readme, block):
