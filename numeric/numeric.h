@@ -39,6 +39,16 @@ static inline bool dtr__castable(dtr_dtype_t a, dtr_dtype_t b) {
                        x->is_complex == y->is_complex));
 }
 
+/* What the refusal of a cast a -> b adds: where b is fp8 and a a real float, the way there. */
+static inline const char *dtr__cast_hint(dtr_dtype_t a, dtr_dtype_t b) {
+    const dtr_dtype_info_t *x = dtr_dtype_info(a);
+    bool f8 = b == DTR_F8E4M3 || b == DTR_F8E5M2;
+    return f8 && x != NULL && x->is_float && !x->is_complex && !x->storage_only
+               ? "; to fp8 with one scale per block, block-scaled (dtr_change_options_t."
+                 "block_scale, dtr --block-scale, Python block_scale=)"
+               : "";
+}
+
 /* Element k of a buffer of dtype as a double (integers and halves exactly), and back
  * (rounded to the dtype; integers are truncated toward zero and wrapped as C casts do). */
 double dtr__load(dtr_dtype_t dtype, const void *buf, int64_t k); /* not complex: see parts */
@@ -72,6 +82,35 @@ void dtr__combine(dtr_dtype_t dtype, dtr_reduce_op_t op, const void *in, void *i
 DTR_INTERNAL_EXPORT void dtr__reduce_n(dtr_dtype_t dtype, dtr_reduce_op_t op,
                                        const void *const *in, int n,
                                        void *out, int64_t count);
+
+/* ---- block-scaled fp8 (fp8.c) ------------------------------------------------------------
+ * Round to nearest even, saturating at the largest finite value (infinities too); NaN stays
+ * NaN (f8e4m3 0x7f, f8e5m2 0x7e, the sign kept). fp8: DTR_F8E4M3 or DTR_F8E5M2. */
+uint8_t dtr__f32_to_f8(dtr_dtype_t fp8, float v);
+float dtr__f8_to_f32(dtr_dtype_t fp8, uint8_t q);
+float dtr__f8_max(dtr_dtype_t fp8); /* 448, 57344 */
+
+/* The scales' shape of a tensor in blocks of `block`: its last two dims (the one dim of a
+ * 1-D tensor) divided by block, rounded up; the leading dims kept (a block of one there). */
+static inline void dtr__scale_shape(int ndim, const int64_t *shape, int64_t block,
+                                    int64_t *out) {
+    for (int k = 0; k < ndim; k++)
+        out[k] = k < ndim - 2 ? shape[k] : (shape[k] + block - 1) / block;
+}
+
+/* amax_bits[s] = max(amax_bits[s], |x| as f32 bits) over the box's elements x (local, of a
+ * real float dtype: f32, f64, f16, bf16) in block s (the scales' row-major index). The bits
+ * of non-negative floats order as their values and a NaN above infinity, so an integer MAX
+ * over the ranks holding parts of a block gives the block's amax. shape: the whole
+ * tensor's. */
+void dtr__block_amax(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
+                     const int64_t *shape, int64_t block, int32_t *amax_bits);
+/* scales[s] = amax(s) / dtr__f8_max(fp8), in f32. */
+void dtr__block_scales(dtr_dtype_t fp8, const int32_t *amax_bits, int64_t count, float *scales);
+/* q[k] = fp8(f32(x_k) / scales[x_k's block]) over the box (a block of scale 0: fp8(x_k)). */
+void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
+                         const int64_t *shape, int64_t block, dtr_dtype_t fp8,
+                         const float *scales, uint8_t *q);
 
 /* The vector forms of the element loops (values.c, reduce.c) this CPU runs, asked once:
  * 0 none (or not x86-64), 1 AVX2, 2 AVX2 and F16C. */

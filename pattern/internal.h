@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "dtensor/dtensor.h"
+#include "pattern/pattern.h"
 
 /* Global row-major index of the local element at idx (local coordinates). */
 static inline int64_t dtr__global(const dtr_spec_t *spec, const dtr_layout_t *l,
@@ -46,5 +47,9 @@ struct dtr_fill_blocks {
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     unsigned char *data;
 };
+
+/* Element e (global, row-major) of a source without Partial mesh dims filled with fill
+ * (NULL: the pattern; not DTR_FILL_GIVEN), as a real float dtype holds it (pattern.c). */
+double dtr__fill_element(const dtr_fill_t *fill, dtr_dtype_t dtype, int64_t e);
 
 #endif

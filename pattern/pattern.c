@@ -590,3 +590,9 @@ dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int
                                const void *buf, size_t bytes, dtr_pattern_report_t *report) {
     return dtr__check(src, dst, dst->dtype, NULL, rank, buf, bytes, report, __func__);
 }
+
+double dtr__fill_element(const dtr_fill_t *fill, dtr_dtype_t dtype, int64_t e) {
+    dtr__source_t s = dtr__source(fill != NULL ? fill : &dtr__the_pattern, dtype, dtype, dtype,
+                                  DTR_REDUCE_SUM, 1);
+    return (double)dtr__value_filled(&s, e, 0).f;
+}

@@ -117,6 +117,21 @@ dtr_status_t dtr_pattern_fill(const dtr_spec_t *spec, int rank, void *buf, size_
 dtr_status_t dtr_pattern_check(const dtr_spec_t *src, const dtr_spec_t *dst, int rank,
                                const void *buf, size_t bytes, dtr_pattern_report_t *report);
 
+/* Block-scaled fp8 (dtr_change_options_t.block_scale): checks this rank's blocks of a
+ * change's destination, q (dst, an fp8 dtype) and s (scales: dtr_change_scales's spec),
+ * after src (no Partial dims) filled with fill (NULL: the pattern; random; not given blocks).
+ * The reference computes each block's amax from all its elements, the scale amax / 448 (or
+ * 57344) in f32, and each element's code by searching every fp8 code for the nearest to x /
+ * scale (ties to the even code, saturating; x itself where the scale is 0). Exact: each
+ * report counts the bytes (weights) and scales (bit for bit) that differ. */
+dtr_status_t dtr_fill_check_fp8(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                const dtr_spec_t *scales, int64_t block, const dtr_fill_t *fill,
+                                int rank, const void *q, size_t q_bytes, const void *s,
+                                size_t s_bytes, dtr_pattern_report_t *weights,
+                                dtr_pattern_report_t *scale_report);
+/* The reference's rounding of one value: the nearest code of fp8 by search. */
+uint8_t dtr_fp8_nearest(dtr_dtype_t fp8, float v);
+
 /* Loads every block of spec from DIR/rank<R>.<suffix> (raw bytes in native order, as
  * `dtr run --dump` writes them), R each mesh rank. Errors name the file: missing, or not
  * the block's size; DTR_ERR_INVALID_ARGUMENT where two ranks hold different bytes for one

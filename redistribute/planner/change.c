@@ -17,6 +17,7 @@ struct dtr_change {
     dtr_plan_t *plan;            /* DTR_CHANGE_ONE */
     dtr_batch_plan_t *batch;     /* DTR_CHANGE_BATCH */
     dtr_cross_plan_t *cross;     /* DTR_CHANGE_CROSS, DTR_CHANGE_CROSS_BATCH */
+    dtr__change_fp8_t *fp8;      /* opts->block_scale: the plans above move 2n tensors */
 };
 
 /* The options that the form of the change takes; an error naming the first that it does
@@ -48,18 +49,19 @@ static dtr_status_t dtr__change_options(const dtr_change_options_t *o, bool betw
     return DTR_OK;
 }
 
-/* Plans the form the specs make into c. */
-static dtr_status_t dtr__change_plan(dtr_change_t *c, const dtr_spec_t *src,
+/* Plans the form the specs make into c: n tensors. */
+static dtr_status_t dtr__change_plan(dtr_change_t *c, int n, const dtr_spec_t *src,
                                      const dtr_spec_t *dst, const dtr_change_options_t *o) {
     if (c->form == DTR_CHANGE_CROSS || c->form == DTR_CHANGE_CROSS_BATCH) {
         dtr_cross_options_t x = {.cost = o->cost, .relabel = o->relabel,
                                  .staging_cap_bytes = o->staging_cap_bytes};
         return c->form == DTR_CHANGE_CROSS ? dtr_cross_plan_create(src, dst, &x, &c->cross)
-                                           : dtr_cross_plan_create_batch(c->n, src, dst, &x,
+                                           : dtr_cross_plan_create_batch(n, src, dst, &x,
                                                                          &c->cross);
     }
     dtr_plan_options_t p = {.strategy = o->strategy, .cost = o->cost, .backward = o->backward};
-    if (c->form == DTR_CHANGE_BATCH) return dtr_batch_plan_create(c->n, src, dst, &p, o->cache, &c->batch);
+    if (c->form == DTR_CHANGE_BATCH)
+        return dtr_batch_plan_create(n, src, dst, &p, o->cache, &c->batch);
     c->plan = malloc(sizeof *c->plan);
     if (c->plan == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, C, "the plan");
     return o->cache != NULL ? dtr_plan_cache_get(o->cache, src, dst, &p, c->plan, NULL)
@@ -81,10 +83,19 @@ dtr_status_t dtr_change_create(int n, const dtr_spec_t *src, const dtr_spec_t *d
     dtr_change_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, C, "the change");
     c->n = n;
-    bool one = n == 1 && !o.many;
+    bool one = n == 1 && !o.many && o.block_scale == 0;
     c->form = between ? (one ? DTR_CHANGE_CROSS : DTR_CHANGE_CROSS_BATCH)
                       : (one ? DTR_CHANGE_ONE : DTR_CHANGE_BATCH);
-    dtr_status_t st = dtr__change_plan(c, src, dst, &o);
+    dtr_status_t st;
+    if (o.block_scale != 0) { /* the move of the quantized tensors and their scales */
+        dtr_spec_t *qsrc = NULL, *qdst = NULL;
+        st = dtr__change_fp8_create(n, src, dst, &o, &c->fp8, &qsrc, &qdst);
+        if (st == DTR_OK) st = dtr__change_plan(c, 2 * n, qsrc, qdst, &o);
+        free(qsrc);
+        free(qdst);
+    } else {
+        st = dtr__change_plan(c, n, src, dst, &o);
+    }
     if (st != DTR_OK) {
         dtr_change_destroy(c);
         return dtr__error_as(st, C);
@@ -98,6 +109,7 @@ void dtr_change_destroy(dtr_change_t *c) {
     free(c->plan);
     dtr_batch_plan_destroy(c->batch);
     dtr_cross_plan_destroy(c->cross);
+    dtr__change_fp8_destroy(c->fp8);
     free(c);
 }
 
@@ -106,6 +118,12 @@ dtr_change_form_t dtr_change_form(const dtr_change_t *c) {
 }
 
 int dtr_change_tensors(const dtr_change_t *c) { return c != NULL ? c->n : 0; }
+
+int64_t dtr_change_block_scale(const dtr_change_t *c) {
+    return c != NULL && c->fp8 != NULL ? c->fp8->block : 0;
+}
+
+dtr__change_fp8_t *dtr__change_fp8(const dtr_change_t *c) { return c != NULL ? c->fp8 : NULL; }
 
 const dtr_plan_t *dtr_change_plan(const dtr_change_t *c) { return c != NULL ? c->plan : NULL; }
 
@@ -126,6 +144,20 @@ dtr_status_t dtr_change_dst(const dtr_change_t *c, int i, dtr_spec_t *out) {
                           c->n, c->n == 1 ? "" : "s");
     if (c->cross != NULL) DTR_CHECK_AS(dtr_cross_plan_dst(c->cross, i, out), F);
     else *out = c->plan != NULL ? c->plan->dst : c->batch->plans[i].dst;
+    return DTR_OK;
+}
+
+dtr_status_t dtr_change_scales(const dtr_change_t *c, int i, dtr_spec_t *out) {
+    static const char *const F = "dtr_change_scales";
+    DTR_CHECK_PTR(c, F);
+    DTR_CHECK_PTR(out, F);
+    if (c->fp8 == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "change: not block-scaled (no scales)");
+    if (i < 0 || i >= c->n)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "i: %d, the change has %d tensor%s", i,
+                          c->n, c->n == 1 ? "" : "s");
+    if (c->cross != NULL) DTR_CHECK_AS(dtr_cross_plan_dst(c->cross, c->n + i, out), F);
+    else *out = c->batch->plans[c->n + i].dst;
     return DTR_OK;
 }
 

@@ -521,8 +521,9 @@ static dtr_status_t dtr__check_pair(const dtr__xctx_t *c, int i, const dtr_spec_
     if (!dtr__castable(src->dtype, dst->dtype))
         return dtr__error(DTR_ERR_UNSUPPORTED, c->func,
                           "%s: dtype %s from %s's %s: a redistribution casts between float "
-                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
-                          dn, dtr_dtype_name(dst->dtype), sn, dtr_dtype_name(src->dtype));
+                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)%s",
+                          dn, dtr_dtype_name(dst->dtype), sn, dtr_dtype_name(src->dtype),
+                          dtr__cast_hint(src->dtype, dst->dtype));
     for (int k = 0; k < dtr_mesh_ndims(dst->mesh); k++)
         if (dst->placements[k].kind == DTR_PARTIAL) {
             dtr_placement_format(dst->placements[k], a, sizeof a);

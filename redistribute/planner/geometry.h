@@ -213,4 +213,28 @@ bool dtr__xcoalesced(const dtr_cross_plan_t *p, int t);
 void dtr__cross_sends(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
 void dtr__cross_recvs(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
 
+/* A block-scaled change's parts (change_fp8.c; change_run.c runs them): the caller's n
+ * sources, each one's amax specs and the batch all-reducing them on the source mesh. The
+ * change's own plan is the move of 2n tensors (the quantized ones, then their scales). The
+ * scratch belongs to the one run in flight (a change runs one call at a time). */
+typedef struct {
+    int n;
+    int64_t block;
+    dtr_spec_t *src;                /* [n] */
+    dtr_dtype_t *to;                /* [n]: each one's fp8 dtype */
+    dtr_spec_t *amax_src, *amax_dst; /* [n] */
+    dtr_batch_plan_t *amax;         /* the all-reduce of the amax (a batch, of one too) */
+    const void **qin;               /* [2n]: the move's inputs (kept for a non-blocking one) */
+    size_t *qin_bytes;              /* [2n] */
+    void *scratch;
+    size_t scratch_bytes;
+} dtr__change_fp8_t;
+
+/* NULL for a change without block scaling. */
+dtr__change_fp8_t *dtr__change_fp8(const dtr_change_t *change);
+dtr_status_t dtr__change_fp8_create(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                    const dtr_change_options_t *o, dtr__change_fp8_t **out,
+                                    dtr_spec_t **qsrc, dtr_spec_t **qdst);
+void dtr__change_fp8_destroy(dtr__change_fp8_t *f);
+
 #endif

@@ -192,8 +192,8 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
     if (!dtr__castable(src->dtype, dst->dtype))
         return dtr__error(DTR_ERR_UNSUPPORTED, func,
                           "dst: dtype %s from src's %s: a redistribution casts between float "
-                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
-                          info->name, from->name);
+                          "dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)%s",
+                          info->name, from->name, dtr__cast_hint(src->dtype, dst->dtype));
     /* Does the change reduce any Partial? (A kept complex P(max) is then reduced too where
      * the ops do not commute: partial_order.c.) */
     bool reduces = false;

@@ -446,7 +446,24 @@ typedef struct {
                                      end's explicit second mesh asks for) */
     bool many;                    /* plan the form of many tensors even for n 1 (a batch, or
                                      rounds between meshes: what a front end's list asks for) */
+    int64_t block_scale;          /* > 0: block-scaled fp8 (below); 0: none */
 } dtr_change_options_t;
+
+/*
+ * Block-scaled fp8 (opts->block_scale = B > 0), the format inference engines load weights in
+ * (DeepSeek-V3's): each src[i] (f32, f64, f16 or bf16; no Partial) arrives as dst[i] of dtype
+ * f8e4m3 or f8e5m2 (no Partial) with one f32 scale per B x B block of its last two dims (B
+ * elements of a 1-D tensor; a block of one along leading dims): amax = the block's largest
+ * |x| in f32, scale = amax / 448 (f8e4m3) or / 57344 (f8e5m2), element = x / scale rounded to
+ * nearest even and saturated (numeric/fp8.c; a block of zeros has scale 0). The scales are a
+ * second tensor of shape dtr_change_scales gives, laid out by dst[i]'s placements on that
+ * shape. Blocks that cross shard boundaries are exact: the source ranks all-reduce the
+ * blocks' amax over the source mesh before quantizing, and only fp8 bytes and the scales
+ * move. The form is a batch (one mesh) or rounds (two) of 2n tensors: the change's own plan
+ * holds the quantized tensors at 0..n-1 and their scales at n..2n-1, and dtr_change_run takes
+ * 2n outputs in that order. Refused by name: B < 0, another dst dtype, an integer, complex or
+ * fp8 source, a Partial src or dst, backward.
+ */
 
 /* Plans src[i] -> dst[i] for i < n (opts may be NULL: every option 0, optimal). Errors name
  * the option or the spec ("src[2]: ...") under dtr_change_create. *out (free with
@@ -463,6 +480,10 @@ DTR_API const dtr_batch_plan_t *dtr_change_batch_plan(const dtr_change_t *change
 DTR_API const dtr_cross_plan_t *dtr_change_cross_plan(const dtr_change_t *change);
 /* Tensor i's destination spec as the change delivers it (relabeled between meshes). */
 DTR_API dtr_status_t dtr_change_dst(const dtr_change_t *change, int i, dtr_spec_t *out);
+/* A block-scaled change's block edge (opts->block_scale; 0 for another change), and tensor
+ * i's scales as the change delivers them (f32; INVALID_ARGUMENT for another change). */
+DTR_API int64_t dtr_change_block_scale(const dtr_change_t *change);
+DTR_API dtr_status_t dtr_change_scales(const dtr_change_t *change, int i, dtr_spec_t *out);
 /* Bytes one rank sends to and receives from others over the whole change. */
 DTR_API dtr_status_t dtr_change_rank_bytes(const dtr_change_t *change, int rank, int64_t *send,
                                            int64_t *recv);

@@ -59,4 +59,28 @@ static inline void nest_in_orders(int mdims, const int64_t *msize, int ndim, int
     random_orders(mdims, dst);
 }
 
+/* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
+static inline dtr_mesh_t *random_mesh(int world, int n) {
+    int64_t sizes[3];
+    int nd = 0, left = n;
+    while (left > 1 && nd < 2 && pick(3) != 0) {
+        int f = 2 + pick(left - 1);
+        while (left % f != 0) f--;
+        if (f < 2) break;
+        sizes[nd++] = f;
+        left /= f;
+    }
+    sizes[nd++] = left;
+    int all[64];
+    for (int k = 0; k < world; k++) all[k] = k;
+    for (int k = world - 1; k > 0; k--) {
+        int j = pick(k + 1), t = all[k];
+        all[k] = all[j];
+        all[j] = t;
+    }
+    dtr_mesh_t *m = NULL;
+    dtr_mesh_create(nd, sizes, all, n, &m);
+    return m;
+}
+
 #endif

@@ -49,30 +49,6 @@ typedef struct {
     char text[1024];
 } xcase_t;
 
-/* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
-static dtr_mesh_t *draw_mesh(int world, int n) {
-    int64_t sizes[3];
-    int nd = 0, left = n;
-    while (left > 1 && nd < 2 && pick(3) != 0) {
-        int f = 2 + pick(left - 1);
-        while (left % f != 0) f--;
-        if (f < 2) break;
-        sizes[nd++] = f;
-        left /= f;
-    }
-    sizes[nd++] = left;
-    int all[64];
-    for (int k = 0; k < world; k++) all[k] = k;
-    for (int k = world - 1; k > 0; k--) {
-        int j = pick(k + 1), t = all[k];
-        all[k] = all[j];
-        all[j] = t;
-    }
-    dtr_mesh_t *m = NULL;
-    dtr_mesh_create(nd, sizes, all, n, &m);
-    return m;
-}
-
 static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16, DTR_I32,
                                      DTR_I64, DTR_U8,  DTR_F8E4M3, DTR_C64};
 
@@ -116,8 +92,8 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
 /* Draws case k; false where the draw is no valid pair of specs (then nothing to free). */
 static bool draw(xcase_t *c, int world, int k) {
     memset(c, 0, sizeof *c);
-    c->mesh[0] = draw_mesh(world, 1 + pick(world));
-    c->mesh[1] = draw_mesh(world, 1 + pick(world));
+    c->mesh[0] = random_mesh(world, 1 + pick(world));
+    c->mesh[1] = random_mesh(world, 1 + pick(world));
     c->relabel = k % 3 == 1;
     c->cap = k % 4 == 2 ? 16 + pick(300) : 0;
     char ma[32], mb[32], ra[256] = "", rb[256] = "";

@@ -271,3 +271,83 @@ Test(change, pictures_refuse_bad_arguments_by_name) {
     fclose(f);
     dtr_mesh_destroy(m);
 }
+
+/* A block-scaled change: its form, the scales' specs (the blocks' shape, dst's placements),
+ * the move of 2n tensors, and every refusal by name with nothing written. */
+Test(change, block_scaled_fp8_specs_form_and_refusals) {
+    int ra_ranks[2] = {0, 1}, rb_ranks[4] = {2, 3, 4, 5};
+    int64_t two = 2, four = 4, shape[2] = {300, 129};
+    dtr_mesh_t *a = NULL, *b = NULL;
+    cr_assert_eq(dtr_mesh_create(1, &two, ra_ranks, 2, &a), DTR_OK);
+    cr_assert_eq(dtr_mesh_create(1, &four, rb_ranks, 4, &b), DTR_OK);
+    dtr_placement_t s0 = dtr_shard(0), s1 = dtr_shard(1), r = dtr_replicate(),
+                    p = dtr_partial(DTR_REDUCE_SUM);
+    dtr_spec_t src, dst, dst_bf16, src_i32, src_p, dst_p, sc;
+    dtr_spec_init(&src, a, &s0, 1, shape, 2, DTR_BF16);
+    dtr_spec_init(&dst, b, &s1, 1, shape, 2, DTR_F8E4M3);
+    dtr_spec_init(&dst_bf16, b, &s1, 1, shape, 2, DTR_BF16);
+    dtr_spec_init(&src_i32, a, &s0, 1, shape, 2, DTR_I32);
+    dtr_spec_init(&src_p, a, &p, 1, shape, 2, DTR_F32);
+    dtr_spec_init(&dst_p, b, &p, 1, shape, 2, DTR_F8E5M2);
+    dtr_change_options_t o = {.block_scale = 128};
+    dtr_change_t *c = NULL;
+    cr_assert_eq(dtr_change_create(1, &src, &dst, &o, &c), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(dtr_change_form(c), DTR_CHANGE_CROSS_BATCH);
+    cr_assert_eq(dtr_change_tensors(c), 1);
+    cr_assert_eq(dtr_change_block_scale(c), 128);
+    cr_assert_eq(dtr_change_scales(c, 0, &sc), DTR_OK, "%s", dtr_last_error());
+    cr_assert(sc.ndim == 2 && sc.shape[0] == 3 && sc.shape[1] == 2 && sc.dtype == DTR_F32 &&
+              sc.mesh == b && sc.placements[0].kind == DTR_SHARD && sc.placements[0].dim == 1);
+    cr_assert_eq(dtr_cross_plan_tensors(dtr_change_cross_plan(c)), 2);
+    cr_assert_eq(dtr_change_scales(c, 1, &sc), DTR_ERR_INVALID_ARGUMENT);
+    /* rank 0 sends its 150 x 129 bytes and half of the 6 scales, which both source ranks
+     * hold (the sends spread over the replicas) */
+    int64_t send = 0, recv = 0;
+    cr_assert_eq(dtr_change_rank_bytes(c, 0, &send, &recv), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(send, 150 * 129 + 3 * 4, "%lld", (long long)send);
+    dtr_change_destroy(c);
+    /* within one mesh: a batch of the quantized tensor and its scales */
+    dtr_spec_t dst_a;
+    dtr_spec_init(&dst_a, a, &r, 1, shape, 2, DTR_F8E4M3);
+    cr_assert_eq(dtr_change_create(1, &src, &dst_a, &o, &c), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(dtr_change_form(c), DTR_CHANGE_BATCH);
+    cr_assert_eq(dtr_change_batch_plan(c)->ntensors, 2);
+    dtr_change_destroy(c);
+    c = NULL;
+    cr_assert_eq(dtr_change_create(1, &src, &dst_a, NULL, &c), DTR_ERR_UNSUPPORTED);
+    cr_assert(strstr(dtr_last_error(), "block-scaled (dtr_change_options_t.block_scale") != NULL,
+              "a cast into fp8 points at block scaling: %s", dtr_last_error());
+    cr_assert_eq(dtr_change_scales(c, 0, &sc), DTR_ERR_INVALID_ARGUMENT); /* c NULL, no crash */
+    struct {
+        const dtr_spec_t *src, *dst;
+        int64_t block;
+        bool backward;
+        dtr_status_t st;
+        const char *detail;
+    } rows[] = {
+        {&src, &dst, -1, false, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_change_create: opts->block_scale: -1 (a block edge of 1 or more elements"},
+        {&src, &dst_bf16, 128, false, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_change_create: dst[0]: dtype bf16: opts->block_scale scales into f8e4m3 or f8e5m2"},
+        {&src_i32, &dst, 128, false, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_change_create: src[0]: dtype i32: block-scaled fp8 quantizes f32, f64, f16 or bf16"},
+        {&src_p, &dst, 128, false, DTR_ERR_UNSUPPORTED,
+         "dtr_change_create: src[0]: Partial on mesh dim 0: block-scaled fp8 quantizes values"},
+        {&src, &dst_p, 128, false, DTR_ERR_INVALID_ARGUMENT,
+         "dtr_change_create: dst[0]: Partial on mesh dim 0: an fp8 destination holds values"},
+        {&src, &dst_a, 128, true, DTR_ERR_UNSUPPORTED,
+         "dtr_change_create: opts->backward: a block-scaled change has no backward plan"},
+    };
+    dtr_change_t *sentinel = (dtr_change_t *)&sentinel;
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        dtr_change_options_t ro = {.block_scale = rows[k].block, .backward = rows[k].backward};
+        c = sentinel;
+        cr_assert_eq(dtr_change_create(1, rows[k].src, rows[k].dst, &ro, &c), rows[k].st,
+                     "row %zu: %s", k, dtr_last_error());
+        cr_assert(strncmp(dtr_last_error(), rows[k].detail, strlen(rows[k].detail)) == 0,
+                  "row %zu: %s", k, dtr_last_error());
+        cr_assert_eq(c, sentinel, "row %zu: *out written on failure", k);
+    }
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}

@@ -1,0 +1,187 @@
+/*
+ * Block-scaled fp8 (DeepSeek-V3's weight format): the fp8 conversions and the loops over one
+ * rank's box that a block-scaled change runs (redistribute/executor/change_run.c). Every
+ * value goes through f32: x32 = the element rounded to f32 (exact for f16 and bf16), amax =
+ * the largest |x32| of its block, scale = amax / the fp8 type's largest finite value (448 for
+ * f8e4m3, 57344 for f8e5m2) in one f32 division, q = fp8(x32 / scale) in one f32 division
+ * and one rounding to nearest even that saturates at the largest finite value. A block of
+ * zeros has scale 0 and keeps its zeros (their signs too); a block holding a NaN has a NaN
+ * scale and NaN elements. docs/cross-mesh.md, "Block-scaled fp8", states the same.
+ */
+#include <string.h>
+
+#include "numeric/numeric.h"
+
+/* Each format: mantissa bits, exponent bias, its largest finite code and its NaN. */
+typedef struct {
+    int man;
+    int bias;
+    uint8_t max_code, nan_code;
+    float max;
+} dtr__f8_format_t;
+
+static const dtr__f8_format_t dtr__e4m3 = {3, 7, 0x7e, 0x7f, 448.0f};
+static const dtr__f8_format_t dtr__e5m2 = {2, 15, 0x7b, 0x7e, 57344.0f};
+
+static inline const dtr__f8_format_t *dtr__f8_format(dtr_dtype_t fp8) {
+    return fp8 == DTR_F8E5M2 ? &dtr__e5m2 : &dtr__e4m3;
+}
+
+static inline uint32_t dtr__fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float dtr__bitsf(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Round to nearest even, saturating: below the smallest normal the magic add rounds at the
+ * subnormal unit (as dtr__f32_to_f16 does); above it the mantissa is rounded at its last
+ * kept bit and the exponent rebiased. */
+static inline uint8_t dtr__to_f8(const dtr__f8_format_t *f, float v) {
+    uint32_t u = dtr__fbits(v), a = u & 0x7fffffffu;
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80);
+    if (a > 0x7f800000u) return sign | f->nan_code;
+    uint32_t min_normal = (uint32_t)(1 - f->bias + 127) << 23;
+    if (a < min_normal) { /* magic 2^(1 - bias - man + 23): its f32 unit is fp8's subnormal unit */
+        float magic = dtr__bitsf((uint32_t)(1 - f->bias - f->man + 23 + 127) << 23);
+        return sign | (uint8_t)(dtr__fbits(dtr__bitsf(a) + magic) - dtr__fbits(magic));
+    }
+    int drop = 23 - f->man;
+    a += (1u << (drop - 1)) - 1 + ((a >> drop) & 1);
+    uint32_t code = (a >> drop) - ((uint32_t)(127 - f->bias) << f->man);
+    return sign | (uint8_t)(code > f->max_code ? f->max_code : code);
+}
+
+uint8_t dtr__f32_to_f8(dtr_dtype_t fp8, float v) { return dtr__to_f8(dtr__f8_format(fp8), v); }
+
+float dtr__f8_to_f32(dtr_dtype_t fp8, uint8_t q) {
+    const dtr__f8_format_t *f = dtr__f8_format(fp8);
+    uint32_t sign = (uint32_t)(q & 0x80) << 24, e = (q & 0x7fu) >> f->man,
+             m = q & ((1u << f->man) - 1);
+    if ((q & 0x7f) > f->max_code) /* e4m3: 0x7f is NaN; e5m2: 0x7c infinity, above NaN */
+        return dtr__bitsf(sign | 0x7f800000u | (fp8 == DTR_F8E5M2 && m == 0 ? 0 : 0x400000u));
+    if (e == 0) { /* subnormal: m units of 2^(1 - bias - man) */
+        float x = (float)m * dtr__bitsf((uint32_t)(1 - f->bias - f->man + 127) << 23);
+        return dtr__bitsf(sign | dtr__fbits(x));
+    }
+    return dtr__bitsf(sign | ((e - (uint32_t)f->bias + 127) << 23) | (m << (23 - f->man)));
+}
+
+float dtr__f8_max(dtr_dtype_t fp8) { return dtr__f8_format(fp8)->max; }
+
+/* ---- the loops over one rank's box ----------------------------------------------------- */
+
+enum { DTR__F8_RUN = 256 }; /* elements converted to f32 at a time */
+
+/* count elements of src (dtype) from element k, as f32. */
+static void dtr__f32_run(dtr_dtype_t dtype, const void *src, int64_t k, int n, float *out) {
+    switch (dtype) {
+    case DTR_F32: memcpy(out, (const float *)src + k, (size_t)n * sizeof *out); break;
+    case DTR_F64:
+        for (int i = 0; i < n; i++) out[i] = (float)((const double *)src)[k + i];
+        break;
+    case DTR_BF16:
+        for (int i = 0; i < n; i++)
+            out[i] = dtr__bitsf((uint32_t)((const uint16_t *)src)[k + i] << 16);
+        break;
+    default: /* f16 */
+        for (int i = 0; i < n; i++) out[i] = dtr__f16_to_f32(((const uint16_t *)src)[k + i]);
+        break;
+    }
+}
+
+/* Walks the box row by row (its last dim), calling fn on each run of one row that lies in
+ * one block: the run's first element in the box (row-major), its length and the block's
+ * index in the scales (row-major). */
+typedef void (*dtr__run_fn)(void *arg, int64_t first, int64_t len, int64_t block_index);
+
+static void dtr__block_runs(const dtr_layout_t *box, const int64_t *shape, int64_t block,
+                            dtr__run_fn fn, void *arg) {
+    int nd = box->ndim;
+    if (box->numel == 0) return;
+    if (nd == 0) {
+        fn(arg, 0, 1, 0);
+        return;
+    }
+    int64_t sshape[DTR_MAX_TENSOR_DIMS], idx[DTR_MAX_TENSOR_DIMS] = {0};
+    dtr__scale_shape(nd, shape, block, sshape);
+    int64_t row_len = box->local_shape[nd - 1], rows = box->numel / row_len;
+    int64_t col0 = box->global_offset[nd - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = 0; /* the scales' index of the row's leading coordinates */
+        for (int k = 0; k < nd - 1; k++) {
+            int64_t g = box->global_offset[k] + idx[k];
+            base = base * sshape[k] + (k < nd - 2 ? g : g / block);
+        }
+        for (int64_t c = 0; c < row_len;) {
+            int64_t b = (col0 + c) / block, end = (b + 1) * block - col0;
+            int64_t len = (end < row_len ? end : row_len) - c;
+            fn(arg, r * row_len + c, len, base * sshape[nd - 1] + b);
+            c += len;
+        }
+        for (int k = nd - 2; k >= 0 && ++idx[k] == box->local_shape[k]; k--) idx[k] = 0;
+    }
+}
+
+typedef struct {
+    dtr_dtype_t dtype;
+    const void *src;
+    int32_t *amax;
+    const float *scales;
+    const dtr__f8_format_t *f8;
+    uint8_t *q;
+} dtr__block_args_t;
+
+static void dtr__amax_run(void *arg, int64_t first, int64_t len, int64_t s) {
+    dtr__block_args_t *a = arg;
+    float v[DTR__F8_RUN];
+    int32_t most = a->amax[s];
+    for (int64_t at = 0; at < len; at += DTR__F8_RUN) {
+        int n = (int)(len - at < DTR__F8_RUN ? len - at : DTR__F8_RUN);
+        dtr__f32_run(a->dtype, a->src, first + at, n, v);
+        for (int i = 0; i < n; i++) { /* |v| as bits: ordered as the values, NaN above inf */
+            int32_t b = (int32_t)(dtr__fbits(v[i]) & 0x7fffffffu);
+            most = b > most ? b : most;
+        }
+    }
+    a->amax[s] = most;
+}
+
+static void dtr__quantize_run(void *arg, int64_t first, int64_t len, int64_t s) {
+    dtr__block_args_t *a = arg;
+    float v[DTR__F8_RUN], scale = a->scales[s];
+    for (int64_t at = 0; at < len; at += DTR__F8_RUN) {
+        int n = (int)(len - at < DTR__F8_RUN ? len - at : DTR__F8_RUN);
+        dtr__f32_run(a->dtype, a->src, first + at, n, v);
+        uint8_t *q = a->q + first + at;
+        if (scale == 0.0f) /* a block of zeros keeps them */
+            for (int i = 0; i < n; i++) q[i] = dtr__to_f8(a->f8, v[i]);
+        else
+            for (int i = 0; i < n; i++) q[i] = dtr__to_f8(a->f8, v[i] / scale);
+    }
+}
+
+void dtr__block_amax(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
+                     const int64_t *shape, int64_t block, int32_t *amax_bits) {
+    dtr__block_args_t a = {.dtype = dtype, .src = local, .amax = amax_bits};
+    dtr__block_runs(box, shape, block, dtr__amax_run, &a);
+}
+
+void dtr__block_scales(dtr_dtype_t fp8, const int32_t *amax_bits, int64_t count,
+                       float *scales) {
+    float most = dtr__f8_format(fp8)->max;
+    for (int64_t s = 0; s < count; s++) scales[s] = dtr__bitsf((uint32_t)amax_bits[s]) / most;
+}
+
+void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
+                         const int64_t *shape, int64_t block, dtr_dtype_t fp8,
+                         const float *scales, uint8_t *q) {
+    dtr__block_args_t a = {.dtype = dtype, .src = local, .scales = scales,
+                           .f8 = dtr__f8_format(fp8), .q = q};
+    dtr__block_runs(box, shape, block, dtr__quantize_run, &a);
+}
