@@ -14,6 +14,7 @@ enum {
     OPT_BACKWARD_DTYPE, OPT_NODES_OF, OPT_COMPARE, OPT_ALPHA, OPT_BANDWIDTH, OPT_LOCAL,
     OPT_INTER_ALPHA, OPT_INTER_BANDWIDTH, OPT_ITERS, OPT_WARMUP, OPT_VERIFY, OPT_NONBLOCKING,
     OPT_INJECT, OPT_DUMP, OPT_SVG, OPT_BACKEND, OPT_DEVICE, OPT_FILL, OPT_SEED, OPT_INPUT, OPT_BUFFERS,
+    OPT_BLOCK_SCALE,
     OPT_TO_MESH, OPT_TO_RANKS, OPT_RELABEL, OPT_STAGING_CAP, OPT_DIGEST,
 };
 
@@ -37,6 +38,7 @@ static const struct {
     {{"to-ranks", required_argument, NULL, OPT_TO_RANKS}, ALL},
     {{"relabel", no_argument, NULL, OPT_RELABEL}, ALL},
     {{"staging-cap", required_argument, NULL, OPT_STAGING_CAP}, ALL},
+    {{"block-scale", required_argument, NULL, OPT_BLOCK_SCALE}, ALL},
     {{"strategy", required_argument, NULL, OPT_STRATEGY}, ALL},
     {{"json", no_argument, NULL, OPT_JSON}, ALL},
     {{"batch", required_argument, NULL, OPT_BATCH}, ALL},
@@ -86,6 +88,7 @@ static void change_store(dtr_cli_change_t *o, int c, const char *v) {
     case OPT_TO_RANKS: o->to_ranks = v; break;
     case OPT_RELABEL: o->relabel = true; break;
     case OPT_STAGING_CAP: o->staging_cap_text = v; break;
+    case OPT_BLOCK_SCALE: o->block_scale_text = v; break;
     case OPT_STRATEGY: o->strategy_text = v; break;
     case OPT_JSON: o->json = true; break;
     case OPT_BATCH: o->batch = v; break;
@@ -127,7 +130,7 @@ static int dtr__not_here(const char *cmd, unsigned who, int c, const char *name)
                                         "--ranks, --strategy, --iters, --warmup, --verify, "
                                         "--nonblocking, --digest, --json, --fill, --seed, --backend, "
                                         "--dump, --to-mesh, --to-ranks, --relabel, "
-                                        "--staging-cap)", name);
+                                        "--staging-cap, --block-scale)", name);
     return dtr_cli_usage_error(cmd, "unknown option '--%s' (see 'dtr %s --help')", name, cmd);
 }
 
@@ -160,7 +163,8 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
                                                 "--mesh, --ranks, --strategy, --iters, "
                                                 "--warmup, --verify, --nonblocking, --digest, --json, "
                                                 "--fill, --seed, --backend, --dump, --to-mesh, "
-                                                "--to-ranks, --relabel, --staging-cap)",
+                                                "--to-ranks, --relabel, --staging-cap, "
+                                                "--block-scale)",
                                        argv[optind - 1]);
             return dtr_cli_option_error(cmd, c, argv);
         }
@@ -272,6 +276,24 @@ static int dtr__cross_check(const char *cmd, dtr_cli_change_t *o) {
     return rc;
 }
 
+/* --block-scale: a block edge; dtr run takes it with --to-mesh only (the run between meshes
+ * reports and checks the quantized tensors and their scales). */
+static int dtr__block_scale_check(const char *cmd, unsigned who, dtr_cli_change_t *o) {
+    o->block_scale = 0;
+    if (o->block_scale_text == NULL) return DTR_EXIT_OK;
+    int rc = dtr_cli_parse_int(cmd, "--block-scale", o->block_scale_text, 1, INT64_C(1) << 30,
+                               "a block edge 1..1073741824 (128: DeepSeek-V3's blocks)",
+                               &o->block_scale);
+    if (rc == DTR_EXIT_OK && (who & RUNS) && o->to_mesh == NULL)
+        rc = dtr_cli_usage_error(cmd, "--block-scale: with --to-mesh (a change between meshes; "
+                                      "give the same mesh and ranks to quantize within one)");
+    if (rc == DTR_EXIT_OK && (o->backward || o->compare))
+        rc = dtr_cli_usage_error(cmd, "%s: not with --block-scale (a block-scaled change has "
+                                      "one plan and no backward)",
+                                 o->backward ? "--backward" : "--compare");
+    return rc;
+}
+
 int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,
                          dtr_cli_engine_t *engine) {
     o->backward_dtype = DTR_F32;
@@ -286,6 +308,7 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
     if (rc == DTR_EXIT_OK && who == DTR_CLI_RUN_BATCH && o->dump != NULL && !dtr__is_dir(o->dump))
         rc = dtr_cli_usage_error(cmd, "--dump: '%s' is not an existing directory", o->dump);
     if (rc == DTR_EXIT_OK) rc = dtr__cross_check(cmd, o);
+    if (rc == DTR_EXIT_OK) rc = dtr__block_scale_check(cmd, who, o);
     if (rc != DTR_EXIT_OK) return rc;
     o->strategy = DTR_STRATEGY_OPTIMAL;
     if (o->strategy_text != NULL && dtr_strategy_parse(o->strategy_text, &o->strategy) != DTR_OK)

@@ -26,6 +26,7 @@ typedef struct {
     const char *to, *to_dtype, *strategy_text, *batch, *nodes_of;
     const char *to_mesh, *to_ranks; /* a change between meshes: the destination's */
     const char *staging_cap_text;   /* --staging-cap */
+    const char *block_scale_text;   /* --block-scale */
     bool relabel;                   /* --relabel */
     const char *backward_dtype_text;
     bool json, backward, help;
@@ -44,6 +45,7 @@ typedef struct {
     dtr_fill_t fill;
     bool shared;         /* --buffers shared */
     int64_t staging_cap; /* --staging-cap in bytes, 0: none */
+    int64_t block_scale; /* --block-scale, 0: none */
 } dtr_cli_change_t;
 
 /* True when argv holds --batch (or --batch=FILE) and no --help: `dtr run` runs its batch
@@ -61,7 +63,7 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
  * --backward-dtype; for run and run --batch, --iters, --warmup, --inject-mismatch (a rank
  * below world), --seed, --fill, --input, --backend and --device (run: into *engine),
  * --buffers, --dump's and --input's directories; --to-ranks, --relabel and --staging-cap
- * (with --to-mesh only); then --strategy (plan: not with
+ * (with --to-mesh only); --block-scale (run: with --to-mesh only); then --strategy (plan: not with
  * --compare). The one-line error and DTR_EXIT_USAGE, or DTR_EXIT_OK with the derived
  * fields set. */
 int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,

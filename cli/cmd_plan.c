@@ -16,7 +16,8 @@ static void dtr__plan_help(FILE *out) {
         "                [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --shape SHAPE --from LIST\n"
         "                --to-mesh MESH [--to-ranks LIST] --to LIST [--dtype D] [--to-dtype D]\n"
-        "                [--relabel] [--staging-cap BYTES] [--json] [--svg FILE] [cost flags]\n"
+        "                [--relabel] [--staging-cap BYTES] [--block-scale B] [--json]\n"
+        "                [--svg FILE] [cost flags]\n"
         "       dtr plan --mesh MESH [--ranks LIST] --batch FILE --to-mesh MESH\n"
         "                [--to-ranks LIST] [--relabel] [--staging-cap BYTES] [--json] [--svg FILE]\n"
         "\n"
@@ -69,6 +70,14 @@ static void dtr__plan_help(FILE *out) {
         "  --staging-cap BYTES  with --to-mesh: at most BYTES of staging on a rank at once\n"
         "                       (sent and received together; K, M, G suffixes); larger moves\n"
         "                       go in chunks over rounds\n"
+        "  --block-scale B      with --to-dtype f8e4m3 or f8e5m2: block-scaled fp8\n"
+        "                       (DeepSeek-V3's weights): one f32 scale per B x B block of\n"
+        "                       the last two dims (B elements of a 1-D tensor), scale =\n"
+        "                       amax / 448 (57344 for e5m2), the values divided by it and\n"
+        "                       rounded to nearest even; the scales a second tensor laid out\n"
+        "                       by --to's placements. Prints the move of both (tensors\n"
+        "                       0..n-1 the fp8 ones, n..2n-1 their scales; --json:\n"
+        "                       \"block_scale\"); docs/cross-mesh.md, \"Block-scaled fp8\"\n"
         "  --json               one JSON object ({\"compat\":..,\"optimal\":..} with --compare)\n"
         "  --svg FILE           also draw the change into FILE (SVG; '-': to stdout, instead\n"
         "                       of the table): each side's layout, and the steps between\n"
@@ -191,13 +200,23 @@ static dtr_status_t dtr__change_json(const void *change, FILE *f) {
     return dtr_change_print_json(change, f);
 }
 
+/* What a block-scaled change's table is made of (its form prints 2n tensors). */
+static void dtr__block_scale_line(FILE *f, int n, int64_t block) {
+    fprintf(f, "block-scaled fp8: one f32 scale per %lld x %lld block (the blocks' amax "
+               "all-reduced on the source mesh first); ",
+            (long long)block, (long long)block);
+    if (n == 1) fprintf(f, "tensor 0 below is the fp8 tensor, tensor 1 its scales\n");
+    else fprintf(f, "tensors 0..%d below are the fp8 tensors, %d..%d their scales\n", n - 1, n,
+                 2 * n - 1);
+}
+
 /* A change of many tensors (--batch) or between meshes (--to-mesh), specs made: one change
  * object (dtr_change_create) planned, printed as its form prints (text or JSON). */
 static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, int n,
                             const dtr_spec_t *src, const dtr_spec_t *dst,
                             const dtr_change_options_t *opts) {
     char what[512];
-    snprintf(what, sizeof what, o->to_mesh == NULL ? "--batch %s"
+    snprintf(what, sizeof what, o->to_mesh == NULL ? (o->batch != NULL ? "--batch %s" : "--to")
                                 : o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh",
              o->batch);
     dtr_change_t *change = NULL;
@@ -210,9 +229,11 @@ static int dtr__plan_change(const dtr_cli_change_t *o, const dtr_mesh_t *mesh, i
     } else if (o->json) {
         dtr_cli_json_begin(stdout, "plan", mesh);
         if (o->batch != NULL) dtr_cli_json_str(stdout, "batch", o->batch);
+        if (opts->block_scale > 0) printf(",\"block_scale\":%lld", (long long)opts->block_scale);
         dtr_cli_json_splice(stdout, dtr__change_json, change);
         fputs("}\n", stdout);
     } else {
+        if (opts->block_scale > 0) dtr__block_scale_line(stdout, n, opts->block_scale);
         dtr_change_print(change, 64, stdout);
     }
     dtr_change_destroy(change);
@@ -377,7 +398,7 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
     rc = dtr__cross_specs(o, &mesh, &mesh_b, &src, &dst, &n);
     dtr_change_options_t opts = {.cost = cost, .relabel = o->relabel,
                                  .staging_cap_bytes = o->staging_cap, .between_meshes = true,
-                                 .many = o->batch != NULL};
+                                 .many = o->batch != NULL, .block_scale = o->block_scale};
     if (rc == DTR_EXIT_OK) rc = dtr__plan_change(o, mesh, n, src, dst, &opts);
     free(src);
     free(dst);
@@ -386,7 +407,7 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
     return rc;
 }
 
-/* One change: its specs, its plans, the report. */
+/* One change: its specs, its plans, the report (--block-scale: the change object's). */
 static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost) {
     dtr_mesh_t *mesh;
     dtr_spec_t src, dst;
@@ -394,6 +415,13 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("plan", o->to, NULL, o->to_ranks, o->to_dtype, &src, &none, &dst);
+    if (rc == DTR_EXIT_OK && o->block_scale > 0) {
+        dtr_change_options_t opts = {.strategy = o->strategy, .cost = cost,
+                                     .block_scale = o->block_scale};
+        rc = dtr__plan_change(o, mesh, 1, &src, &dst, &opts);
+        dtr_mesh_destroy(mesh);
+        return rc;
+    }
     dtr_plan_t *plans = NULL; /* [0] compat, [1] optimal */
     if (rc == DTR_EXIT_OK && (plans = malloc(2 * sizeof *plans)) == NULL)
         rc = dtr_cli_usage_error("plan", "out of memory");
@@ -424,7 +452,8 @@ static int dtr__plan_main(int argc, char **argv) {
     if (o.to_mesh != NULL) return dtr__plan_cross(&o, &cost);
     if (o.batch == NULL) return dtr__plan_one(&o, &cost);
     rc = dtr__plan_batch_flags(&o);
-    dtr_change_options_t opts = {.strategy = o.strategy, .cost = &cost, .many = true};
+    dtr_change_options_t opts = {.strategy = o.strategy, .cost = &cost, .many = true,
+                                 .block_scale = o.block_scale};
     return rc != DTR_EXIT_OK ? rc : dtr__plan_batch(&o, &opts);
 }
 

@@ -134,6 +134,7 @@ typedef struct {
     const dtr_cli_digest_t *digests; /* --digest's, one per tensor (NULL: none) */
     int ntensors;
     const dtr_spec_t *srcs, *dsts;   /* every tensor's */
+    int64_t block_scale;             /* --block-scale (0: none) */
 } dtr_cli_cross_result_t;
 
 /* run_cross_report.c: a change between meshes' result on rank 0 (text, or one JSON object)

@@ -16,6 +16,8 @@ typedef struct {
     size_t oom_bytes;       /* a tensor's buffers that could not be had (0: none) */
     dtr_cross_plan_t **one; /* a batch's tensors planned one at a time (for the timing) */
     dtr_change_t *change;   /* the change: planned and run through the library's one object */
+    int64_t block;          /* --block-scale: out[n + k] holds tensor k's scales (sc[k]) */
+    dtr_spec_t *sc;
 } dtr__xt_t;
 
 /* The flags a change between meshes does not take yet, named. */
@@ -28,6 +30,8 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat"
                         : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
+                        : o->block_scale > 0 && o->dump != NULL ? "--dump with --block-scale"
+                        : o->block_scale > 0 && o->digest ? "--digest with --block-scale"
                                                                                  : NULL;
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
@@ -36,27 +40,39 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
     return DTR_EXIT_OK;
 }
 
+/* Outputs per tensor: the tensor, and with --block-scale its scales. */
+static int dtr__xouts(const dtr__xt_t *t) { return t->block > 0 ? 2 * t->n : t->n; }
+
 static void dtr__xt_free(dtr__xt_t *t) {
     for (int k = 0; k < t->n; k++) {
         if (t->in != NULL) free(t->in[k]);
         if (t->copy != NULL) free(t->copy[k]);
-        if (t->out != NULL) free(t->out[k]);
         if (t->one != NULL) dtr_cross_plan_destroy(t->one[k]);
     }
+    for (int k = 0; k < dtr__xouts(t) && t->out != NULL; k++) free(t->out[k]);
     free(t->in), free(t->copy), free(t->out), free(t->in_bytes), free(t->out_bytes);
-    free(t->fills), free(t->one), free(t->src), free(t->dst);
+    free(t->fills), free(t->one), free(t->src), free(t->dst), free(t->sc);
     dtr_change_destroy(t->change); /* (last: the plans above borrow its relabeled mesh) */
 }
 
 /* This rank's buffers: its source blocks filled (a copy kept; a batch's tensor k with seed
  * + k), room for its target blocks. */
 static dtr_status_t dtr__xt_fill(dtr__xt_t *t, const dtr_fill_t *fill, bool batch, int rank) {
-    size_t n = (size_t)t->n;
+    size_t n = (size_t)t->n, nout = (size_t)dtr__xouts(t);
     t->in = calloc(n, sizeof *t->in), t->copy = calloc(n, sizeof *t->copy);
-    t->out = calloc(n, sizeof *t->out), t->fills = calloc(n, sizeof *t->fills);
-    t->in_bytes = calloc(n, sizeof *t->in_bytes), t->out_bytes = calloc(n, sizeof *t->out_bytes);
+    t->out = calloc(nout, sizeof *t->out), t->fills = calloc(n, sizeof *t->fills);
+    t->in_bytes = calloc(n, sizeof *t->in_bytes), t->out_bytes = calloc(nout, sizeof *t->out_bytes);
     if (!t->in || !t->copy || !t->out || !t->fills || !t->in_bytes || !t->out_bytes)
         return DTR_ERR_OUT_OF_MEMORY;
+    for (int k = t->n; k < (int)nout; k++) { /* the scales */
+        dtr_layout_t l = {0};
+        dtr_spec_layout(&t->sc[k - t->n], rank, &l);
+        t->out_bytes[k] = (size_t)l.bytes;
+        if ((t->out[k] = dtr_cli_host_alloc(t->out_bytes[k] + 1)) == NULL) {
+            t->oom_bytes = t->out_bytes[k] + 1;
+            return DTR_ERR_OUT_OF_MEMORY;
+        }
+    }
     for (int k = 0; k < t->n; k++) {
         dtr_layout_t sl = {0}, dl = {0};
         bool src = dtr_spec_layout(&t->src[k], rank, &sl) == DTR_OK;
@@ -93,10 +109,22 @@ static dtr_status_t dtr__xt_check(const dtr__xt_t *t, int rank, dtr_cli_verdict_
         dtr_layout_t l;
         one.input_changed = memcmp(t->in[k], t->copy[k], t->in_bytes[k]) != 0;
         dtr_status_t st = DTR_OK;
-        if (dtr_spec_layout(&t->dst[k], rank, &l) == DTR_OK)
+        dtr_pattern_report_t scales = {0};
+        bool here = dtr_spec_layout(&t->dst[k], rank, &l) == DTR_OK;
+        if (here && t->block > 0) /* every byte and scale against the reference quantizer */
+            st = dtr_fill_check_fp8(&t->src[k], &t->dst[k], &t->sc[k], t->block, &t->fills[k],
+                                    rank, t->out[k], t->out_bytes[k], t->out[t->n + k],
+                                    t->out_bytes[t->n + k], &one.rep, &scales);
+        else if (here)
             st = dtr_fill_check(&t->src[k], &t->dst[k], &t->fills[k], rank, t->out[k],
                                 t->out_bytes[k], &one.rep);
         if (st != DTR_OK) return st;
+        if (one.rep.mismatches == 0 && scales.mismatches > 0) /* (the scale that differs) */
+            one.rep = (dtr_pattern_report_t){.first = scales.first, .got = scales.got,
+                                             .want = scales.want,
+                                             .checked = one.rep.checked};
+        one.rep.mismatches += scales.mismatches;
+        one.rep.checked += scales.checked;
         mismatches += one.rep.mismatches;
         checked += one.rep.checked;
         changed += one.input_changed;
@@ -147,7 +175,7 @@ static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr__xt_t *t,
     if ((!batch || form == 0) && nonblocking)
         return dtr__xpoll(dtr_change_start(ctx, t->change, (const void *const *)t->in,
                                            t->in_bytes, t->out, t->out_bytes, &req), &req);
-    if (!batch || form == 0)
+    if (!batch || form == 0 || t->one == NULL)
         return dtr_change_run(ctx, t->change, (const void *const *)t->in, t->in_bytes, t->out,
                               t->out_bytes);
     dtr_status_t st = DTR_OK;
@@ -160,7 +188,7 @@ static dtr_status_t dtr__xonce(dtr_context_t *ctx, const dtr__xt_t *t,
  * rank's times; their medians into r. */
 static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr__xt_t *t,
                                const dtr_cli_change_t *o, dtr_cli_cross_result_t *r) {
-    int forms = r->batch ? 2 : 1;
+    int forms = r->batch && t->one != NULL ? 2 : 1;
     double *times = malloc(sizeof *times * (size_t)(2 * o->iters + 2));
     if (times == NULL) return DTR_ERR_OUT_OF_MEMORY;
     dtr_status_t st = DTR_OK;
@@ -185,7 +213,8 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     dtr_context_t *ctx = NULL;
     dtr_cli_digest_t *d = NULL;
     dtr_cli_cross_result_t r = {.o = o, .plan = plan, .src = &t->src[0], .dst = &t->dst[0],
-                                .world = world, .batch = o->batch != NULL, .first_bad = -1};
+                                .world = world, .batch = o->batch != NULL, .first_bad = -1,
+                                .block_scale = t->block};
     dtr_status_t st = dtr_cli_job_context(&ctx);
     int rc = DTR_EXIT_FAIL;
     if (!dtr_cli_all_ok("run", st, rank, "context")) goto done;
@@ -267,13 +296,20 @@ static int dtr__xplans(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_
     if (rc != DTR_EXIT_OK) return rc;
     dtr_change_options_t copts = {.cost = &cost, .relabel = o->relabel,
                                   .staging_cap_bytes = o->staging_cap, .between_meshes = true,
-                                  .many = o->batch != NULL};
+                                  .many = o->batch != NULL, .block_scale = o->block_scale};
     char what[512];
     snprintf(what, sizeof what, o->batch != NULL ? "--to-mesh --batch %s" : "--to-mesh", o->batch);
     if (dtr_change_create(t->n, t->src, t->dst, &copts, &t->change) != DTR_OK)
         return dtr_cli_plan_error("run", what);
     *plan = dtr_change_cross_plan(t->change);
     for (int k = 0; k < t->n; k++) dtr_change_dst(t->change, k, &t->dst[k]);
+    t->block = o->block_scale;
+    if (t->block > 0) { /* the scales' specs; no one-at-a-time plans (fp8 needs the scales) */
+        if ((t->sc = calloc((size_t)t->n, sizeof *t->sc)) == NULL)
+            return dtr_cli_usage_error("run", "out of memory");
+        for (int k = 0; k < t->n; k++) dtr_change_scales(t->change, k, &t->sc[k]);
+        return DTR_EXIT_OK;
+    }
     if (o->batch == NULL) return DTR_EXIT_OK;
     /* (the batch's order, already in dst: no relabeling) */
     dtr_cross_options_t opts = {.cost = &cost, .staging_cap_bytes = o->staging_cap};

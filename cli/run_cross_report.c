@@ -43,7 +43,7 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
     if (r->batch)
         printf("dtr run: batch of %d tensors, mesh %s -> mesh %s, %d ranks (%s backend, cpu "
                "buffers)\n",
-               dtr_cross_plan_tensors(r->plan), n->ma, n->mb, r->world, dtr_cli_job_backend());
+               dtr_cross_plan_tensors(r->plan) / (r->block_scale > 0 ? 2 : 1), n->ma, n->mb, r->world, dtr_cli_job_backend());
     else
         printf("dtr run: shape %s %s, mesh %s %s -> mesh %s %s%s%s, %d ranks (%s backend, cpu "
                "buffers)\n",
@@ -70,13 +70,23 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
                r->batch ? " (tensor k: seed + k)" : "");
     else
         printf("  fill: pattern\n");
-    if (o->verify && ok)
+    if (r->block_scale > 0)
+        printf("  block-scaled: one f32 scale per %lld x %lld block, laid out by the "
+               "destination's placements; only fp8 bytes and scales moved\n",
+               (long long)r->block_scale, (long long)r->block_scale);
+    if (o->verify && ok && r->block_scale > 0)
+        printf("  verified: all %lld fp8 elements and scales on every destination rank equal the "
+               "reference quantizer's; every source rank's input intact\n",
+               (long long)r->sum.rep.checked);
+    else if (o->verify && ok)
         printf("  verified: all %lld elements on every destination rank match; every source rank's "
                "input intact\n",
                (long long)r->sum.rep.checked);
     if (r->digests != NULL)
         dtr_cli_digest_text(stdout, r->ntensors, r->batch, r->digests, r->srcs, r->dsts);
-    if (o->iters > 0 && r->batch)
+    if (o->iters > 0 && r->batch && r->block_scale > 0)
+        printf("  median of %ld iterations: batched %.1f us\n", (long)o->iters, r->med);
+    else if (o->iters > 0 && r->batch)
         printf("  median of %ld iterations: batched %.1f us, one tensor at a time %.1f us (%.2fx)\n",
                (long)o->iters, r->med, r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);
     else if (o->iters > 0)
@@ -92,7 +102,12 @@ static void dtr__json(const dtr_cli_cross_result_t *r, const dtr_cross_figures_t
     for (int i = 0; i < dtr_mesh_ndims(r->dst->mesh); i++) sizes[i] = dtr_mesh_size(r->dst->mesh, i);
     dtr_cli_json_i64_array(stdout, sizes, dtr_mesh_ndims(r->dst->mesh));
     dtr_cli_json_str(stdout, "backend", dtr_cli_job_backend());
-    if (r->batch) {
+    if (r->block_scale > 0) printf(",\"block_scale\":%lld", (long long)r->block_scale);
+    if (r->batch && r->block_scale > 0) { /* (2n tensors move; no one-at-a-time form) */
+        dtr_cli_json_str(stdout, "batch", o->batch);
+        printf(",\"ntensors\":%d,\"one_by_one_median_us\":null,"
+               "\"one_by_one_over_batched\":null", dtr_cross_plan_tensors(r->plan) / 2);
+    } else if (r->batch) {
         dtr_cli_json_str(stdout, "batch", o->batch);
         printf(",\"ntensors\":%d,\"one_by_one_median_us\":%.3f,\"one_by_one_over_batched\":%.3f",
                dtr_cross_plan_tensors(r->plan), r->one_by_one, r->med > 0 ? r->one_by_one / r->med : 0);

@@ -261,4 +261,23 @@ check "cross: a batch's casts in JSON" 0 0 '"dst":{"mesh":[4],"ranks":[2,3,4,5],
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
 rm -f "$batch"
 
+# --block-scale: the move of the fp8 tensor and its scales (3 x 2 blocks of 128), said first
+check "block-scaled fp8 between meshes: the tensor and its scales" 0 0 \
+    "  tensor 1: shape 3x2 f32 R -> f32 S(1)" "" \
+    plan --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 4 --to-ranks 2,3,4,5 --to 'S(1)' --to-dtype f8e4m3 --block-scale 128
+check "block-scaled fp8 within one mesh: a batch of two" 0 0 \
+    "block-scaled fp8: one f32 scale per 128 x 128 block (the blocks' amax all-reduced on the source mesh first); tensor 0 below is the fp8 tensor, tensor 1 its scales" "" \
+    plan --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to 'S(1)' --to-dtype f8e4m3 --block-scale 128
+check "block-scaled fp8 in JSON" 0 0 '"block_scale":128,"strategy":"optimal","ntensors":2,' "" \
+    plan --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to 'S(1)' --to-dtype f8e4m3 --block-scale 128 --json
+check "block-scaled fp8: an integer source refused" 0 2 "" \
+    "dtr plan: --to: dtr_change_create: src[0]: dtype i32: block-scaled fp8 quantizes f32, f64, f16 or bf16 values" \
+    plan --mesh 2 --shape 300x129 --from 'S(0)' --dtype i32 --to 'S(1)' --to-dtype f8e4m3 --block-scale 128
+check "block-scaled fp8: not with --backward" 0 2 "" \
+    "dtr plan: --backward: not with --block-scale" \
+    plan --mesh 2 --shape 8x8 --from 'S(0)' --to 'S(1)' --to-dtype f8e4m3 --block-scale 4 --backward
+check "a cast into fp8 without --block-scale points at it" 0 3 "" \
+    "to fp8 with one scale per block, block-scaled (dtr_change_options_t.block_scale, dtr --block-scale, Python block_scale=)" \
+    plan --mesh 2 --shape 8x8 --from 'S(0)' --to 'S(1)' --to-dtype f8e4m3
+
 finish "cli plan"

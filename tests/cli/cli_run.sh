@@ -393,6 +393,43 @@ check "a batch entry's bad to_dtype: named" 2 2 "" \
     "dtr run: --batch $cbatch: line 1, entry 0: to_dtype: dtr_dtype_parse: text \"f33\": not a dtype" \
     run --mesh 2 --batch "$cbatch" --to-mesh 2 --to-ranks 1,0
 rm -f "$cbatch"
+# --block-scale: block-scaled fp8 between meshes, every byte and scale checked against the
+# reference quantizer (blocks crossing the source's shard boundaries: 300 rows over 2 ranks)
+check "block-scaled fp8: bf16 S(0) -> f8e4m3 S(1), 128 x 128 blocks, verified" 4 0 \
+    "verified: all 38706 fp8 elements and scales on every destination rank equal the reference quantizer's; every source rank's input intact" "" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e4m3 --block-scale 128 --verify --iters 1
+check "block-scaled fp8: random values, f8e5m2, non-blocking, JSON" 4 0 '"block_scale":64,' "" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype f32 --to-mesh 2x2 --to 'S(1),R' \
+    --to-dtype f8e5m2 --block-scale 64 --fill random --seed 9 --nonblocking --verify --iters 1 --json
+check "block-scaled fp8: a changed byte found" 4 1 "" \
+    "dtr run: verification failed: 1 of 38715 elements wrong; first on rank 3 at local index 19199" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e5m2 --block-scale 64 --fill random --seed 3 --verify --iters 1 --inject-mismatch 3
+fbatch=$(mktemp)
+cat >"$fbatch" <<'EOF2'
+[{"shape": "300x129", "dtype": "bf16", "from": "S(0)", "to": "S(1)", "to_dtype": "f8e4m3"},
+ {"shape": "1000", "dtype": "f32", "from": "R", "to": "S(0)", "to_dtype": "f8e5m2"}]
+EOF2
+check "block-scaled fp8: a batch between overlapping meshes" 3 0 \
+    '"block_scale":128,"batch":"'"$fbatch"'","ntensors":2,"one_by_one_median_us":null,"one_by_one_over_batched":null,"verified":true,"mismatches":0,"checked":39714,' "" \
+    run --mesh 2 --batch "$fbatch" --to-mesh 3 --to-ranks 2,0,1 --block-scale 128 --verify --iters 1 --json
+rm -f "$fbatch"
+check "block-scaled fp8: within one mesh needs --to-mesh" 2 2 "" \
+    "dtr run: --block-scale: with --to-mesh (a change between meshes; give the same mesh and ranks to quantize within one)" \
+    run --mesh 2 --shape 8x8 --from 'S(0)' --to R --to-dtype f8e4m3 --block-scale 4
+check "block-scaled fp8: not into bf16" 4 2 "" \
+    "dtr run: --to-mesh: dtr_change_create: dst[0]: dtype bf16: opts->block_scale scales into f8e4m3 or f8e5m2" \
+    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --to-dtype bf16 --block-scale 4
+check "block-scaled fp8: not from a Partial source" 4 3 "" \
+    "dtr run: --to-mesh: dtr_change_create: src[0]: Partial on mesh dim 0: block-scaled fp8 quantizes values" \
+    run --mesh 2 --shape 8x8 --from 'P' --to-mesh 2 --to-ranks 2,3 --to R --to-dtype f8e4m3 --block-scale 4
+check "block-scaled fp8: a block edge of 0" 2 2 "" \
+    "dtr run: --block-scale: '0' is not a block edge 1..1073741824" \
+    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 0
+check "block-scaled fp8: no --digest yet" 2 2 "" \
+    "dtr run: --digest with --block-scale: not with --to-mesh yet" \
+    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 4 --digest
 # dtr plan's cost flags: with no latency the balanced reduction wins (as dtr plan --alpha-us 0
 # plans it), by default the gather and reduce-scatter; bad values named, exit 2
 check "cost flags: --alpha-us 0 plans the balanced reduction" 4 0 '"reduce_exchange":1},"nsteps":1,' "" \
