@@ -39,22 +39,36 @@ static inline float dtr__bitsf(uint32_t u) {
     return f;
 }
 
-/* Round to nearest even, saturating: below the smallest normal the magic add rounds at the
- * subnormal unit (as dtr__f32_to_f16 does); above it the mantissa is rounded at its last
- * kept bit and the exponent rebiased. */
+/* Round to nearest even, saturating, written without branches so that the loops below
+ * vectorize (each format's constants known where it is inlined): below the smallest normal
+ * the magic add rounds at the subnormal unit (as dtr__f32_to_f16 does); above it the
+ * mantissa is rounded at its last kept bit and the exponent rebiased; both are computed and
+ * one kept. */
+static inline __attribute__((always_inline)) uint8_t dtr__to_f8_as(float v, int man, int bias,
+                                                                    uint32_t max_code,
+                                                                    uint32_t nan_code) {
+    uint32_t u = dtr__fbits(v), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
+    uint32_t min_normal = (uint32_t)(1 - bias + 127) << 23;
+    /* magic 2^(1 - bias - man + 23): its f32 unit is fp8's subnormal unit */
+    float magic = dtr__bitsf((uint32_t)(1 - bias - man + 23 + 127) << 23);
+    uint32_t sub = dtr__fbits(dtr__bitsf(a & 0x3fffffffu) + magic) - dtr__fbits(magic);
+    uint32_t drop = (uint32_t)(23 - man);
+    uint32_t r = a + (1u << (drop - 1)) - 1 + ((a >> drop) & 1);
+    uint32_t normal = (r >> drop) - ((uint32_t)(127 - bias) << man);
+    /* the choices as masks, not branches (which would keep the loops from vectorizing) */
+    uint32_t is_sub = 0u - (uint32_t)(a < min_normal), big = 0u - (uint32_t)(normal > max_code),
+             nan = 0u - (uint32_t)(a > 0x7f800000u);
+    normal = (normal & ~big) | (max_code & big); /* saturated (infinity too) */
+    uint32_t code = (sub & is_sub) | (normal & ~is_sub);
+    code = (code & ~nan) | (nan_code & nan);
+    return (uint8_t)(sign | code);
+}
+
+static inline uint8_t dtr__to_e4m3(float v) { return dtr__to_f8_as(v, 3, 7, 0x7e, 0x7f); }
+static inline uint8_t dtr__to_e5m2(float v) { return dtr__to_f8_as(v, 2, 15, 0x7b, 0x7e); }
+
 static inline uint8_t dtr__to_f8(const dtr__f8_format_t *f, float v) {
-    uint32_t u = dtr__fbits(v), a = u & 0x7fffffffu;
-    uint8_t sign = (uint8_t)((u >> 24) & 0x80);
-    if (a > 0x7f800000u) return sign | f->nan_code;
-    uint32_t min_normal = (uint32_t)(1 - f->bias + 127) << 23;
-    if (a < min_normal) { /* magic 2^(1 - bias - man + 23): its f32 unit is fp8's subnormal unit */
-        float magic = dtr__bitsf((uint32_t)(1 - f->bias - f->man + 23 + 127) << 23);
-        return sign | (uint8_t)(dtr__fbits(dtr__bitsf(a) + magic) - dtr__fbits(magic));
-    }
-    int drop = 23 - f->man;
-    a += (1u << (drop - 1)) - 1 + ((a >> drop) & 1);
-    uint32_t code = (a >> drop) - ((uint32_t)(127 - f->bias) << f->man);
-    return sign | (uint8_t)(code > f->max_code ? f->max_code : code);
+    return f == &dtr__e5m2 ? dtr__to_e5m2(v) : dtr__to_e4m3(v);
 }
 
 uint8_t dtr__f32_to_f8(dtr_dtype_t fp8, float v) { return dtr__to_f8(dtr__f8_format(fp8), v); }
@@ -128,12 +142,15 @@ static void dtr__block_runs(const dtr_layout_t *box, const int64_t *shape, int64
     }
 }
 
+typedef void (*dtr__quantize_fn)(const float *restrict, int, float, uint8_t *restrict);
+
 typedef struct {
     dtr_dtype_t dtype;
     const void *src;
     int32_t *amax;
     const float *scales;
     const dtr__f8_format_t *f8;
+    dtr__quantize_fn loop;
     uint8_t *q;
 } dtr__block_args_t;
 
@@ -152,6 +169,31 @@ static void dtr__amax_run(void *arg, int64_t first, int64_t len, int64_t s) {
     a->amax[s] = most;
 }
 
+/* q[i] = fp8(v[i] / scale) for one format, n at a time (vectorized: kept out of line, so
+ * that the loop the compiler vectorizes is the one that runs), and on x86-64 again for AVX2
+ * (8 lanes), which dtr__simd_level() picks as values.c's casts do. */
+#define DTR__QUANTIZE_LOOP(name, conv, target)                                              \
+    static target __attribute__((noinline)) void name(const float *restrict v, int n,       \
+                                                      float scale, uint8_t *restrict q) {   \
+        for (int i = 0; i < n; i++) q[i] = conv(v[i] / scale);                              \
+    }
+DTR__QUANTIZE_LOOP(dtr__quantize_e4m3, dtr__to_e4m3, )
+DTR__QUANTIZE_LOOP(dtr__quantize_e5m2, dtr__to_e5m2, )
+#if defined(__x86_64__)
+DTR__QUANTIZE_LOOP(dtr__quantize_e4m3_avx2, dtr__to_e4m3, __attribute__((target("avx2"))))
+DTR__QUANTIZE_LOOP(dtr__quantize_e5m2_avx2, dtr__to_e5m2, __attribute__((target("avx2"))))
+#else
+#define dtr__quantize_e4m3_avx2 dtr__quantize_e4m3
+#define dtr__quantize_e5m2_avx2 dtr__quantize_e5m2
+#endif
+
+/* The loop for fp8 on this CPU. */
+static dtr__quantize_fn dtr__quantize_loop(const dtr__f8_format_t *f) {
+    bool avx2 = dtr__simd_level() >= 1;
+    if (f == &dtr__e5m2) return avx2 ? dtr__quantize_e5m2_avx2 : dtr__quantize_e5m2;
+    return avx2 ? dtr__quantize_e4m3_avx2 : dtr__quantize_e4m3;
+}
+
 static void dtr__quantize_run(void *arg, int64_t first, int64_t len, int64_t s) {
     dtr__block_args_t *a = arg;
     float v[DTR__F8_RUN], scale = a->scales[s];
@@ -162,7 +204,7 @@ static void dtr__quantize_run(void *arg, int64_t first, int64_t len, int64_t s) 
         if (scale == 0.0f) /* a block of zeros keeps them */
             for (int i = 0; i < n; i++) q[i] = dtr__to_f8(a->f8, v[i]);
         else
-            for (int i = 0; i < n; i++) q[i] = dtr__to_f8(a->f8, v[i] / scale);
+            a->loop(v, n, scale, q);
     }
 }
 
@@ -182,6 +224,7 @@ void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_
                          const int64_t *shape, int64_t block, dtr_dtype_t fp8,
                          const float *scales, uint8_t *q) {
     dtr__block_args_t a = {.dtype = dtype, .src = local, .scales = scales,
-                           .f8 = dtr__f8_format(fp8), .q = q};
+                           .f8 = dtr__f8_format(fp8), .loop = dtr__quantize_loop(dtr__f8_format(fp8)),
+                           .q = q};
     dtr__block_runs(box, shape, block, dtr__quantize_run, &a);
 }

@@ -234,7 +234,7 @@ def needed_paths(lib):
 
 core = Extension(
     "dtr._core",
-    sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_grad.c",
+    sources=["dtr/_core.c", "dtr/_error.c", "dtr/_mesh.c", "dtr/_spec.c", "dtr/_plan.c", "dtr/_move.c", "dtr/_many.c", "dtr/_grad.c",
              "dtr/_bench.c", "dtr/_checkpoint.c", "dtr/_refuse.c", "dtr/_buffer.c", "dtr/_store.c",
              "dtr/_engine.c", "dtr/_digest.c", "dtr/_device.c"],
     depends=["dtr/_core.h", "dtr/_dlpack.h"],

@@ -60,7 +60,8 @@ static PyMethodDef dtrpy_methods[] = {
     {"redistribute", (PyCFunction)(void (*)(void))dtrpy_redistribute,
      METH_VARARGS | METH_KEYWORDS,
      "redistribute(local, mesh, src, dst, *, shape=None, out=None, async_op=False,\n"
-     "             to_mesh=None, dtype=None, to_dtype=None, relabel=False, staging_cap=None)\n"
+     "             to_mesh=None, dtype=None, to_dtype=None, relabel=False, staging_cap=None,\n"
+     "             block_scale=None)\n"
      "--\n\n"
      "Moves this rank's block `local` (a numpy array or a torch CPU tensor) of a tensor\n"
      "placed by `src` on `mesh` to its block placed by `dst` (on `to_mesh` where given), and\n"
@@ -69,18 +70,23 @@ static PyMethodDef dtrpy_methods[] = {
      "rank that holds no destination block. `shape` is the global shape (default: inferred\n"
      "from local as even shards). `dtype` names the source dtype on a rank with no source\n"
      "block; `to_dtype` casts. async_op=True returns a Request (wait() gives the result).\n"
-     "The GIL is released while data moves."},
+     "block_scale=B with to_dtype \"f8e4m3\" or \"f8e5m2\": block-scaled fp8 (DeepSeek-V3's\n"
+     "weights), the result the tuple (weights, scales): one f32 scale per B x B block of the\n"
+     "last two dims, laid out by dst's placements (docs/cross-mesh.md, \"Block-scaled\n"
+     "fp8\"). The GIL is released while data moves."},
     {"redistribute_many", (PyCFunction)(void (*)(void))dtrpy_redistribute_many,
      METH_VARARGS | METH_KEYWORDS,
      "redistribute_many(locals, mesh, src, dst, *, shapes=None, outs=None, to_mesh=None,\n"
      "                  dtypes=None, to_dtypes=None, relabel=False, staging_cap=None,\n"
-     "                  async_op=False)\n"
+     "                  async_op=False, block_scale=None)\n"
      "--\n\n"
      "Moves many tensors at once, their collectives coalesced (one plan for the batch).\n"
      "src, dst, shapes, outs, dtypes and to_dtypes are lists of one entry per tensor, or one\n"
      "value for all. to_dtypes casts (between meshes: during the move; within one mesh a\n"
      "batch does not cast yet). Returns the list of results; with async_op=True a\n"
-     "dtr.Request in flight whose wait() returns it."},
+     "dtr.Request in flight whose wait() returns it. block_scale=B: every tensor block-scaled\n"
+     "into its fp8 to_dtypes entry, each result a tuple (weights, scales), as for\n"
+     "dtr.redistribute."},
     {"load", (PyCFunction)(void (*)(void))dtrpy_load, METH_VARARGS | METH_KEYWORDS,
      "load(path, mesh, rules, rules_path, names=None, rank=None, kind=None, each=None)\n"
      "--\n\n"

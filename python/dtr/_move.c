@@ -7,30 +7,16 @@
  * argument raises on this rank with nothing written (the other ranks then see a
  * BackendError from the argument agreement, not a hang).
  */
-#include "_core.h"
+#include "_move.h"
 
 #include <string.h>
 
-/* One tensor of a call: its buffers and what the caller gets back. */
-typedef struct {
-    Py_buffer in, out;
-    bool has_in, has_out;
-    PyObject *kind;   /* NULL for numpy; else what the helpers wrap results as (torch) */
-    PyObject *result; /* new reference: the output object, NULL where this rank has none */
-    dtr_dtype_t dtype;
-    int64_t local[DTR_MAX_TENSOR_DIMS];
-    int ndim;
-    /* An error of this rank's own arrays (a block of the wrong shape, a bad `out`), kept
-     * until the call has made the other ranks fail with it rather than wait for this one. */
-    PyObject *err_type, *err_value, *err_tb;
-} dtrpy_tensor_t;
-
-static void dtrpy_tensor_defer(dtrpy_tensor_t *t) {
+void dtrpy_tensor_defer(dtrpy_tensor_t *t) {
     if (t->err_type == NULL) PyErr_Fetch(&t->err_type, &t->err_value, &t->err_tb);
     else PyErr_Clear();
 }
 
-static void dtrpy_tensor_release(dtrpy_tensor_t *t) {
+void dtrpy_tensor_release(dtrpy_tensor_t *t) {
     Py_CLEAR(t->err_type);
     Py_CLEAR(t->err_value);
     Py_CLEAR(t->err_tb);
@@ -41,15 +27,6 @@ static void dtrpy_tensor_release(dtrpy_tensor_t *t) {
     Py_CLEAR(t->result);
 }
 
-
-/* What a call needs beside the tensors. */
-typedef struct {
-    dtrpy_mesh_t *mesh, *to; /* to: NULL within one mesh */
-    dtrpy_context_t *ctx;
-    bool in_src, in_dst;     /* this rank's parts */
-    bool called;             /* the collective call was made (errors after it are shared) */
-    bool settle;             /* results need the context synchronised (dtrpy_enter) */
-} dtrpy_call_t;
 
 /* The global shape: given, or from the local block as DTensor infers it (dtrpy_infer_shape). */
 static int dtrpy_global_shape(PyObject *shape_obj, const dtrpy_tensor_t *t, const dtrpy_call_t *c,
@@ -68,8 +45,8 @@ static int dtrpy_check_block(const char *what, const dtrpy_tensor_t *t, const dt
 
 /* The output of this rank's block of spec: `out` checked (on the mesh's device; errors name
  * it `what`), or a new array. */
-static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, const char *what,
-                        dtrpy_tensor_t *t, const dtr_spec_t *spec, int rank) {
+int dtrpy_output(const dtrpy_call_t *c, PyObject *out, const char *what,
+                 dtrpy_tensor_t *t, const dtr_spec_t *spec, int rank) {
     dtr_layout_t l;
     if (dtr_spec_layout(spec, rank, &l) != DTR_OK) return dtrpy_raise(dtr_last_status()), -1;
     if (out != NULL && out != Py_None) {
@@ -106,25 +83,6 @@ static int dtrpy_output(const dtrpy_call_t *c, PyObject *out, const char *what,
 
 
 /* ---- the Request of async_op ------------------------------------------------------------ */
-
-typedef struct {
-    PyObject_HEAD
-    dtr_request_t *req;
-    dtr_plan_t *plan;
-    dtr_change_t *change;    /* a batch of redistribute_many (owned), and its arrays */
-    const void **in;
-    void **out;
-    size_t *in_bytes, *out_bytes;
-    dtr_cross_plan_t *cross; /* a change between meshes (owned) */
-    dtrpy_tensor_t *tensors;
-    int n;
-    PyObject *mesh;
-    dtrpy_context_t *context; /* (its lock) */
-    PyObject *result;  /* what wait() returns */
-    dtr_status_t status;
-    bool done;
-    bool settle; /* the context is synchronised once it completes (dtrpy_enter) */
-} dtrpy_request_t;
 
 static void dtrpy_request_finish(dtrpy_request_t *r, dtr_status_t st) {
     if (r->context != NULL && r->context->inflight == r) r->context->inflight = NULL;
@@ -214,7 +172,7 @@ PyTypeObject dtrpy_request_type = {
 };
 
 /* After a start: the request is its context's one in flight, or finished with the error. */
-static void dtrpy_request_started(dtrpy_request_t *r, dtr_status_t st) {
+void dtrpy_request_started(dtrpy_request_t *r, dtr_status_t st) {
     if (st != DTR_OK)
         dtrpy_request_finish(r, st);
     else
@@ -222,7 +180,7 @@ static void dtrpy_request_started(dtrpy_request_t *r, dtr_status_t st) {
 }
 
 /* A completed request (calls between meshes run at once: they have no non-blocking form). */
-static PyObject *dtrpy_request_done(PyObject *result) {
+PyObject *dtrpy_request_done(PyObject *result) {
     dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
     if (r == NULL) return NULL;
     memset((char *)r + sizeof(PyObject), 0, sizeof *r - sizeof(PyObject));
@@ -234,8 +192,8 @@ static PyObject *dtrpy_request_done(PyObject *result) {
 
 /* A request that takes the tensors t[0..n) (moved into it) and keeps the mesh and context;
  * NULL on no memory. */
-static dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, int n,
-                                          PyObject *mesh_obj, PyObject *result) {
+dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, int n,
+                                   PyObject *mesh_obj, PyObject *result) {
     dtrpy_request_t *r = PyObject_New(dtrpy_request_t, &dtrpy_request_type);
     dtrpy_tensor_t *ts = PyMem_Malloc(sizeof *ts * (size_t)(n > 0 ? n : 1));
     if (r == NULL || ts == NULL) {
@@ -260,7 +218,7 @@ static dtrpy_request_t *dtrpy_request_new(dtrpy_call_t *c, dtrpy_tensor_t *t, in
 /* The meshes, the context (made at the first call: collective) and this rank's parts. -1
  * with an error; where c->ctx is set by then, the error is this rank's own argument, and the
  * caller refuses the call with it (dtrpy_setup_failed). */
-static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
+int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
     memset(c, 0, sizeof *c);
     if (dtrpy_mesh_of(mesh_obj, "mesh", &c->mesh) < 0 ||
         (to_obj != NULL && to_obj != Py_None && dtrpy_mesh_of(to_obj, "to_mesh", &c->to) < 0))
@@ -311,24 +269,24 @@ static int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *
 }
 
 /* A call this rank refused before making it (its exception set): the others fail with it. */
-static void dtrpy_call_refuse(const dtrpy_call_t *c) {
+void dtrpy_call_refuse(const dtrpy_call_t *c) {
     dtrpy_refuse(c->ctx, c->mesh->mesh, DTR_DIMS_MESH, c->to != NULL ? c->to->mesh : NULL);
 }
 
 /* A call whose setup failed: refused on its context where it has one (the others then fail
  * at once, and stay in step). Returns NULL. */
-static PyObject *dtrpy_setup_failed(const dtrpy_call_t *c) {
+PyObject *dtrpy_setup_failed(const dtrpy_call_t *c) {
     if (c->ctx != NULL) dtrpy_call_refuse(c);
     return NULL;
 }
 
 /* The input side of one tensor: its buffer where this rank holds a source block, its dtype
  * (from the array, else from dtype=), and the specs of both sides. */
-static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
-                              PyObject *dst, PyObject *shape_obj, PyObject *dtype_obj,
-                              PyObject *to_dtype_obj, const char *what, const char *dt_what,
-                              const char *to_what, dtrpy_tensor_t *t, dtr_spec_t *s,
-                              dtr_spec_t *d) {
+int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *src,
+                       PyObject *dst, PyObject *shape_obj, PyObject *dtype_obj,
+                       PyObject *to_dtype_obj, const char *what, const char *dt_what,
+                       const char *to_what, dtrpy_tensor_t *t, dtr_spec_t *s,
+                       dtr_spec_t *d) {
     if (c->in_src) {
         if (local == NULL || local == Py_None)
             return dtrpy_arg_error("%s: None on a rank of the source mesh", what), -1;
@@ -373,7 +331,7 @@ static int dtrpy_tensor_specs(const dtrpy_call_t *c, PyObject *local, PyObject *
 /* Before a call: the device's stream is torch's where a tensor is torch's (the first), and
  * waits for each input's producer; c->settle where a result is a DeviceArray. 0, or -1 with
  * an error (the call not made: the caller refuses it). */
-static int dtrpy_enter(dtrpy_call_t *c, const dtrpy_tensor_t *t, int n) {
+int dtrpy_enter(dtrpy_call_t *c, const dtrpy_tensor_t *t, int n) {
     PyObject *kind = NULL;
     c->settle = false;
     if (c->ctx->space == NULL) return 0; /* (host memory: nothing to do, the common call) */
@@ -390,12 +348,12 @@ static int dtrpy_enter(dtrpy_call_t *c, const dtrpy_tensor_t *t, int n) {
 
 /* After a blocking call: a DeviceArray's context synchronised (c->settle), so that what
  * reads it next on any stream sees it whole. */
-static dtr_status_t dtrpy_settle(const dtrpy_call_t *c, dtr_status_t st) {
+dtr_status_t dtrpy_settle(const dtrpy_call_t *c, dtr_status_t st) {
     if (st == DTR_OK && c->settle) DTRPY_CALL(c->ctx, st = dtr_context_sync(c->ctx->ctx));
     return st;
 }
 
-static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
+PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
     if (st != DTR_OK) {
         Py_XDECREF(result);
         return dtrpy_raise(st);
@@ -408,7 +366,7 @@ static PyObject *dtrpy_status_or(dtr_status_t st, PyObject *result) {
  * others fail at once (REMOTE) and stay in step, and the error is raised here. Returns NULL.
  * (It ran the call with a poisoned input size instead, which a u8 array one element short
  * could match: the others then returned a result made with a poison byte.) */
-static PyObject *dtrpy_poison(dtrpy_call_t *c, dtrpy_tensor_t *t) {
+PyObject *dtrpy_poison(dtrpy_call_t *c, dtrpy_tensor_t *t) {
     PyErr_Restore(t->err_type, t->err_value, t->err_tb);
     t->err_type = t->err_value = t->err_tb = NULL;
     c->called = true;
@@ -522,259 +480,21 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     return dtrpy_status_or(dtrpy_settle(c, st), Py_NewRef(t->result));
 }
 
-PyObject *dtrpy_redistribute(PyObject *self, PyObject *args, PyObject *kw) {
-    (void)self;
-    static char *names[] = {"local", "mesh", "src", "dst", "shape", "out", "async_op",
-                            "to_mesh", "dtype", "to_dtype", "relabel", "staging_cap", NULL};
-    PyObject *local, *mesh_obj, *src, *dst, *shape_obj = NULL, *out = NULL, *to_obj = NULL;
-    PyObject *dtype_obj = NULL, *to_dtype_obj = NULL, *relabel = NULL, *cap = NULL;
-    int async_op = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOpOOOOO:redistribute", names, &local,
-                                     &mesh_obj, &src, &dst, &shape_obj, &out, &async_op, &to_obj,
-                                     &dtype_obj, &to_dtype_obj, &relabel, &cap))
-        return dtrpy_refuse_parse(args, kw, 1, false);
+PyObject *dtrpy_redistribute_one(const dtrpy_one_args_t *a) {
     dtrpy_call_t c;
-    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
-    if (!c.in_src && !c.in_dst) return async_op ? dtrpy_request_done(Py_None) : Py_NewRef(Py_None);
+    if (dtrpy_call_setup(a->mesh, a->to, &c) < 0) return dtrpy_setup_failed(&c);
+    if (!c.in_src && !c.in_dst)
+        return a->async_op ? dtrpy_request_done(Py_None) : Py_NewRef(Py_None);
     dtrpy_tensor_t t;
     memset(&t, 0, sizeof t);
     dtr_spec_t s, d;
     PyObject *r = NULL;
-    if (dtrpy_tensor_specs(&c, local, src, dst, shape_obj, dtype_obj, to_dtype_obj, "local",
+    if (dtrpy_tensor_specs(&c, a->local, a->src, a->dst, a->shape, a->dtype, a->to_dtype, "local",
                            "dtype", "to_dtype", &t, &s, &d) == 0)
-        r = dtrpy_run_one(&c, &t, &s, &d, out, async_op, relabel, cap, mesh_obj);
+        r = dtrpy_run_one(&c, &t, &s, &d, a->out, a->async_op, a->relabel, a->cap, a->mesh);
     dtrpy_tensor_release(&t);
     if (r == NULL && !c.called) dtrpy_call_refuse(&c);
     return r;
-}
-
-/* The buffers of a batch's n tensors as the change's arrays (one allocation each). */
-typedef struct {
-    const void **in;
-    void **out;
-    size_t *in_bytes, *out_bytes;
-} dtrpy_arrays_t;
-
-static void dtrpy_arrays_free(dtrpy_arrays_t *a) {
-    PyMem_Free(a->in);
-    PyMem_Free(a->out);
-    PyMem_Free(a->in_bytes);
-    PyMem_Free(a->out_bytes);
-    memset(a, 0, sizeof *a);
-}
-
-/* The change of a batch (the library's one object: a batch on one mesh, rounds between two),
- * its outputs made and its arrays filled; *bad the first tensor refused on this rank. */
-static dtr_status_t dtrpy_many_prepare(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
-                                       const dtr_spec_t *s, const dtr_spec_t *d, PyObject *outs,
-                                       PyObject *relabel, int64_t cap, dtr_change_t **change,
-                                       dtrpy_arrays_t *a, int *bad) {
-    *bad = -1;
-    for (int i = 0; i < n; i++)
-        if (t[i].err_type != NULL && *bad < 0) *bad = i;
-    a->in = PyMem_Calloc((size_t)n, sizeof *a->in);
-    a->out = PyMem_Calloc((size_t)n, sizeof *a->out);
-    a->in_bytes = PyMem_Calloc((size_t)n, sizeof *a->in_bytes);
-    a->out_bytes = PyMem_Calloc((size_t)n, sizeof *a->out_bytes);
-    if (!a->in || !a->out || !a->in_bytes || !a->out_bytes) return DTR_ERR_OUT_OF_MEMORY;
-    const dtr_plan_options_t *po = dtrpy_plan_options();
-    dtr_change_options_t o = {.strategy = po->strategy, .cost = po->cost, .many = true,
-                              .between_meshes = c->to != NULL,
-                              .relabel = relabel != NULL && PyObject_IsTrue(relabel) == 1,
-                              .staging_cap_bytes = cap,
-                              .cache = c->to == NULL ? dtrpy_plan_cache() : NULL};
-    dtr_status_t st = dtr_change_create(n, s, d, &o, change);
-    for (int i = 0; st == DTR_OK && i < n; i++) {
-        dtr_spec_t dd;
-        st = dtr_change_dst(*change, i, &dd);
-        char what[40];
-        snprintf(what, sizeof what, outs != NULL && dtrpy_each(outs, i, n) != outs ? "outs[%d]"
-                                                                                   : "outs", i);
-        if (st == DTR_OK && c->in_dst && t[i].err_type == NULL &&
-            dtrpy_output(c, dtrpy_each(outs, i, n), what, &t[i], &dd, c->ctx->rank) < 0)
-            dtrpy_tensor_defer(&t[i]);
-        if (t[i].err_type != NULL && *bad < 0) *bad = i;
-        a->in[i] = t[i].has_in ? t[i].in.buf : NULL;
-        a->in_bytes[i] = t[i].has_in ? (size_t)t[i].in.len : 0;
-        a->out[i] = t[i].has_out ? t[i].out.buf : NULL;
-        a->out_bytes[i] = t[i].has_out ? (size_t)t[i].out.len : 0;
-    }
-    if (st == DTR_OK && *bad < 0 && dtrpy_enter(c, t, n) < 0) {
-        dtrpy_tensor_defer(&t[0]);
-        *bad = 0;
-    }
-    return st;
-}
-
-/* The results of a batch: each tensor's (None where this rank gets no block). */
-static PyObject *dtrpy_many_results(const dtrpy_tensor_t *t, int n) {
-    PyObject *results = PyList_New(n);
-    for (int i = 0; results != NULL && i < n; i++)
-        PyList_SET_ITEM(results, i, Py_NewRef(t[i].result ? t[i].result : Py_None));
-    return results;
-}
-
-/* Starts a batch as a Request, which takes the tensors' buffers, the change and its arrays. */
-static PyObject *dtrpy_many_start(dtrpy_call_t *c, int n, dtrpy_tensor_t *t,
-                                  dtr_change_t *change, dtrpy_arrays_t *a, PyObject *mesh_obj) {
-    PyObject *results = dtrpy_many_results(t, n);
-    dtrpy_request_t *r = results != NULL ? dtrpy_request_new(c, t, n, mesh_obj, results) : NULL;
-    Py_XDECREF(results);
-    if (r == NULL) {
-        dtr_change_destroy(change);
-        dtrpy_arrays_free(a);
-        return NULL;
-    }
-    r->change = change;
-    r->in = a->in, r->out = a->out, r->in_bytes = a->in_bytes, r->out_bytes = a->out_bytes;
-    memset(a, 0, sizeof *a);
-    dtr_status_t st;
-    c->called = true;
-    DTRPY_CALL(c->ctx, st = dtr_change_start(c->ctx->ctx, change, r->in, r->in_bytes, r->out,
-                                             r->out_bytes, &r->req));
-    dtrpy_request_started(r, st);
-    return dtrpy_status_or(st, (PyObject *)r);
-}
-
-/* Runs a batch: the list of results, or (async_op) a Request in flight. */
-static PyObject *dtrpy_run_many(dtrpy_call_t *c, int n, dtrpy_tensor_t *t, const dtr_spec_t *s,
-                                const dtr_spec_t *d, PyObject *outs, PyObject *relabel,
-                                int64_t cap, bool async_op, PyObject *mesh_obj) {
-    dtr_change_t *change = NULL;
-    dtrpy_arrays_t a = {0};
-    int bad = -1;
-    dtr_status_t st = dtrpy_many_prepare(c, n, t, s, d, outs, relabel, cap, &change, &a, &bad);
-    if (st == DTR_OK && async_op && bad < 0)
-        return dtrpy_many_start(c, n, t, change, &a, mesh_obj);
-    PyObject *results = NULL;
-    if (st == DTR_OK && bad >= 0) {
-        dtrpy_poison(c, &t[bad]);
-    } else if (st == DTR_OK) {
-        c->called = true;
-        DTRPY_CALL(c->ctx, st = dtr_change_run(c->ctx->ctx, change, a.in, a.in_bytes, a.out,
-                                               a.out_bytes));
-        st = dtrpy_settle(c, st);
-        if (st != DTR_OK) dtrpy_raise(st);
-        else results = dtrpy_many_results(t, n);
-    } else if (!PyErr_Occurred()) {
-        dtrpy_raise(st);
-    }
-    dtr_change_destroy(change);
-    dtrpy_arrays_free(&a);
-    return results;
-}
-
-/* redistribute_many's per-tensor arguments: each a list of one entry per tensor, or one value
- * for all (NULL where not given) */
-typedef struct {
-    PyObject *src, *dst, *shapes, *outs, *dtypes, *to_dtypes;
-} dtrpy_each_t;
-
-static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_each_t *e,
-                                PyObject *relabel, PyObject *cap, bool async_op,
-                                PyObject *mesh_obj);
-
-PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) {
-    (void)self;
-    static char *names[] = {"locals", "mesh", "src", "dst", "shapes", "outs", "to_mesh",
-                            "dtypes", "to_dtypes", "relabel", "staging_cap", "async_op", NULL};
-    PyObject *locals, *mesh_obj, *to_obj = NULL, *relabel = NULL, *cap = NULL;
-    dtrpy_each_t e = {NULL, NULL, NULL, NULL, NULL, NULL};
-    int async_op = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|$OOOOOOOp:redistribute_many", names, &locals,
-                                     &mesh_obj, &e.src, &e.dst, &e.shapes, &e.outs, &to_obj,
-                                     &e.dtypes, &e.to_dtypes, &relabel, &cap, &async_op))
-        return dtrpy_refuse_parse(args, kw, 1, false);
-    dtrpy_call_t c;
-    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
-    /* snapshots of the per-tensor lists: a callback of one of their items (an __index__, a
-     * placement object's property) may change the caller's list while it is read */
-    PyObject *keep[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    PyObject **each[6] = {&e.src, &e.dst, &e.shapes, &e.outs, &e.dtypes, &e.to_dtypes};
-    for (int k = 0; k < 6; k++)
-        if (*each[k] != NULL && PyList_Check(*each[k])) {
-            keep[k] = PyList_AsTuple(*each[k]);
-            if (keep[k] == NULL) {
-                for (int j = 0; j < k; j++) Py_XDECREF(keep[j]);
-                return NULL;
-            }
-            *each[k] = keep[k];
-        }
-    /* a Request keeps both meshes alive: the change borrows them */
-    PyObject *meshes = to_obj != NULL && to_obj != Py_None ? PyTuple_Pack(2, mesh_obj, to_obj)
-                                                           : Py_NewRef(mesh_obj);
-    PyObject *results = meshes == NULL ? NULL
-                        : dtrpy_many_run(&c, locals, &e, relabel, cap, async_op, meshes);
-    Py_XDECREF(meshes);
-    for (int k = 0; k < 6; k++) Py_XDECREF(keep[k]);
-    return results;
-}
-
-/* redistribute_many's work once its arguments are snapshots. */
-static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_each_t *e,
-                                PyObject *relabel, PyObject *cap, bool async_op,
-                                PyObject *mesh_obj) {
-    dtrpy_call_t c = *cp;
-    int64_t cap_bytes = 0;
-    if (dtrpy_flag_ok(relabel, "relabel") < 0 ||
-        (c.to == NULL && relabel == Py_True &&
-         dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)") == NULL) ||
-        (cap != NULL && cap != Py_None &&
-         dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0) ||
-        (c.to == NULL && cap_bytes != 0 &&
-         dtrpy_arg_error("staging_cap: only for a change between meshes (to_mesh=)") == NULL)) {
-        dtrpy_call_refuse(&c);
-        return NULL;
-    }
-    PyObject *seq = PySequence_Tuple(locals);
-    if (seq == NULL) {
-        PyErr_Clear();
-        dtrpy_arg_error("locals: expected a list of arrays, got %s", Py_TYPE(locals)->tp_name);
-        dtrpy_call_refuse(&c);
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n < 1 || n > INT32_MAX) {
-        Py_DECREF(seq);
-        dtrpy_arg_error("locals: %zd arrays, at least 1", n);
-        dtrpy_call_refuse(&c);
-        return NULL;
-    }
-    if (!c.in_src && !c.in_dst) {
-        PyObject *none = PyList_New(n);
-        for (Py_ssize_t i = 0; none != NULL && i < n; i++) PyList_SET_ITEM(none, i, Py_NewRef(Py_None));
-        Py_DECREF(seq);
-        if (none == NULL || !async_op) return none;
-        PyObject *r = dtrpy_request_done(none);
-        Py_DECREF(none);
-        return r;
-    }
-    dtrpy_tensor_t *t = PyMem_Calloc((size_t)n, sizeof *t);
-    dtr_spec_t *s = PyMem_Calloc((size_t)n, sizeof *s), *d = PyMem_Calloc((size_t)n, sizeof *d);
-    PyObject *results = NULL;
-    int bad = t == NULL || s == NULL || d == NULL;
-    if (bad) PyErr_NoMemory();
-    for (Py_ssize_t i = 0; !bad && i < n; i++) {
-        char what[40], dt_what[40], to_what[40];
-        snprintf(what, sizeof what, "locals[%zd]", i);
-        PyObject *dtype, *to_dtype;
-        bad = dtrpy_each_dtype(e->dtypes, i, n, "dtypes", &dtype, dt_what, sizeof dt_what) < 0 ||
-              dtrpy_each_dtype(e->to_dtypes, i, n, "to_dtypes", &to_dtype, to_what,
-                               sizeof to_what) < 0 ||
-              dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(e->src, i, n),
-                                 dtrpy_each(e->dst, i, n), dtrpy_each(e->shapes, i, n), dtype,
-                                 to_dtype, what, dt_what, to_what, &t[i], &s[i], &d[i]) < 0;
-    }
-    if (!bad)
-        results = dtrpy_run_many(&c, (int)n, t, s, d, e->outs, relabel, cap_bytes, async_op,
-                                 mesh_obj);
-    for (Py_ssize_t i = 0; t != NULL && i < n; i++) dtrpy_tensor_release(&t[i]);
-    PyMem_Free(t);
-    PyMem_Free(s);
-    PyMem_Free(d);
-    Py_DECREF(seq);
-    if (results == NULL && !c.called) dtrpy_call_refuse(&c);
-    return results;
 }
 
 int dtrpy_move_module_init(PyObject *module) {

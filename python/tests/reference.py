@@ -52,3 +52,31 @@ def local_input(full, mesh_shape, placements, coord, rng):
 
 def seed_of(rng):
     return int(rng) if isinstance(rng, int) else 0
+
+
+def quantize_blocks(full, block, fp8):
+    """Block-scaled fp8 as DeepSeek-V3's weights (docs/cross-mesh.md, "Block-scaled fp8"),
+    written with numpy and ml_dtypes alone: the values in f32, one scale per block x block
+    tile of the last two dims (block elements of a 1-D tensor) = the tile's largest |x| /
+    448 (f8e4m3) or 57344 (f8e5m2), each value divided by its tile's scale and rounded to
+    nearest even by ml_dtypes (a tile of zeros: scale 0, its zeros kept). Returns (q, scales)."""
+    import ml_dtypes
+    x = np.asarray(full, dtype=np.float32)
+    top = np.float32(448.0 if fp8 == "f8e4m3" else 57344.0)
+    kind = ml_dtypes.float8_e4m3fn if fp8 == "f8e4m3" else ml_dtypes.float8_e5m2
+    lead = max(x.ndim - 2, 0)
+    sshape = x.shape[:lead] + tuple(-(-n // block) for n in x.shape[lead:])
+    amax = np.zeros(sshape, np.float32)
+    for idx in np.ndindex(*sshape):
+        tile = tuple(slice(i, i + 1) if k < lead else slice(i * block, (i + 1) * block)
+                     for k, i in enumerate(idx))
+        part = x[tile]
+        amax[idx] = np.abs(part).max() if part.size else 0
+    scales = (amax / top).astype(np.float32)
+    per = scales
+    for k in range(lead, x.ndim):  # each element's scale
+        per = np.repeat(per, block, axis=k)[tuple(slice(0, n) if j == k else slice(None)
+                                                  for j, n in enumerate(x.shape))]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(per == 0, x, x / np.where(per == 0, 1, per)).astype(np.float32)
+    return q.astype(kind), scales

@@ -6,7 +6,7 @@ import pytest
 
 import dtr
 from conftest import SEED, world
-from reference import block, coords, local_input
+from reference import block, coords, local_input, quantize_blocks
 
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.complex64]
 
@@ -194,6 +194,69 @@ def test_a_batch_between_meshes_casts_each_tensor_to_its_to_dtype():
         dtr.redistribute_many([x, x], mesh, "S(0)", "R", to_dtypes=["f64", "f33"])
     got = dtr.redistribute_many([x, x], mesh, "S(0)", "R")  # the next call is in step
     assert got[0].shape == (n, 2)
+
+
+def test_block_scaled_fp8_between_meshes_equals_the_reference_quantizer():
+    """block_scale: each tensor arrives as fp8 bytes and f32 scales equal to numpy and
+    ml_dtypes' quantizer (reference.py) on every destination rank, the blocks crossing the
+    source's shard boundaries; single, batched and async; the errors by name, nothing moved."""
+    pytest.importorskip("ml_dtypes")
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    if n < 2:
+        return
+    rng = np.random.default_rng(SEED + 11)
+    h = n // 2
+    a = dtr.Mesh(h, ranks=list(range(h)))
+    b = dtr.Mesh(n - h, ranks=list(range(h, n)))
+    for case in range(6):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(v) for v in rng.integers(1, 40, size=ndim))
+        block_edge = int(rng.choice([1, 3, 8, 16]))
+        full = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4)).astype(np.float32)
+        full[tuple(slice(0, 1) for _ in shape)] = 0  # a first tile of zeros now and then
+        src, dst = f"S({int(rng.integers(ndim))})", str(rng.choice(["R", f"S({ndim - 1})"]))
+        fp8 = str(rng.choice(["f8e4m3", "f8e5m2"]))
+        local = full[block(shape, a.shape, [src], coords(a.shape)[rank])] if rank < h else None
+        got = dtr.redistribute(local, a, src, dst, shape=shape, to_mesh=b, dtype="f32",
+                               to_dtype=fp8, block_scale=block_edge, async_op=case % 2 == 1)
+        got = got.wait() if case % 2 == 1 else got
+        if rank < h:
+            assert got is None
+            continue
+        q, scales = quantize_blocks(full, block_edge, fp8)
+        coord = coords(b.shape)[rank - h]
+        w, s = got
+        assert w.dtype == q.dtype and s.dtype == np.float32, (case, w.dtype, s.dtype)
+        want_w, want_s = q[block(shape, b.shape, [dst], coord)], scales[block(scales.shape, b.shape, [dst], coord)]
+        assert np.array_equal(w.view(np.uint8), want_w.view(np.uint8)), (case, shape, src, dst, block_edge, fp8)
+        assert np.array_equal(s, want_s), (case, shape, block_edge)
+    # a batch: one block edge for all, each tensor its own fp8 dtype
+    full = rng.standard_normal((20, 33)).astype(np.float32)
+    local = full[block(full.shape, a.shape, ["S(0)"], coords(a.shape)[rank])] if rank < h else None
+    got = dtr.redistribute_many([local, local], a, "S(0)", ["S(1)", "R"], shapes=full.shape,
+                                to_mesh=b, dtypes="f32", to_dtypes=["f8e4m3", "f8e5m2"],
+                                block_scale=8)
+    if rank >= h:
+        for (w, s), d, fp8 in zip(got, ["S(1)", "R"], ["f8e4m3", "f8e5m2"]):
+            q, scales = quantize_blocks(full, 8, fp8)
+            coord = coords(b.shape)[rank - h]
+            assert np.array_equal(w.view(np.uint8), q[block(q.shape, b.shape, [d], coord)].view(np.uint8))
+            assert np.array_equal(s, scales[block(scales.shape, b.shape, [d], coord)])
+    else:
+        assert got == [None, None]
+    bad = [(dict(block_scale=-1), dtr.ArgumentError, r"block_scale: -1"),
+           (dict(block_scale=8, to_dtype="bf16"), dtr.ArgumentError,
+            r"dst\[0\]: dtype bf16: opts->block_scale scales into f8e4m3 or f8e5m2"),
+           (dict(block_scale=8, to_dtype="f8e4m3", out=np.zeros(1)), dtr.ArgumentError,
+            r"out: not with block_scale")]
+    for kw, err, text in bad:
+        kw = dict(dict(shape=full.shape, to_mesh=b, dtype="f32"), **kw)
+        with pytest.raises(err, match=text):
+            dtr.redistribute(local, a, "S(0)", "R", **kw)
+    got = dtr.redistribute(local, a, "S(0)", "R", shape=full.shape, to_mesh=b, dtype="f32",
+                           to_dtype="f8e4m3", block_scale=8)  # the next call is in step
+    assert (got is None) == (rank < h)
 
 
 def test_one_ranks_bad_array_fails_every_rank_without_a_hang():

@@ -105,7 +105,7 @@ INCLUDES = {
                                                                           # verify a result)
     "examples/tensor_parallel_mlp": ["dtr/"],
     "docs": PUBLIC,
-    "python/dtr": ["_core.h", "_dlpack.h"],  # (the extension module: its own headers, dtr.h
+    "python/dtr": ["_core.h", "_dlpack.h", "_move.h"],  # (the extension module: its own headers, dtr.h
                                              # through <dtr/...>)
     "python/tests": TESTS,  # (fake_space.c: the C tests' fake device as a space, for Python)
 }
