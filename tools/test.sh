@@ -103,7 +103,8 @@ node_targets=(
     //tests/backends/mpi:mpi_shm_test //tests/backends/mpi:mpi_shm_reduce_test
     //tests/grad:grad_mpi_test //tests/grad:param_group_mpi_test
     //tests/autograd:tape_mpi_test //tests/dtensor:mpi_layout_test
-    //tests/redistribute/executor:mpi_cross_test //tests/cli:cli_grad_model_random_test
+    //tests/redistribute/executor:mpi_cross_test //tests/redistribute/executor:mpi_fp8_test
+    //tests/cli:cli_grad_model_random_test
 )
 
 # suite LABEL [BAZEL FLAGS...] [-- -EXCLUDED_TARGET... | -- TARGET...]: one `bazel test`

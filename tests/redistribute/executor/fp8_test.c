@@ -14,7 +14,9 @@
  * each source rank that its input is intact. Then one source rank's wrong in_bytes: its
  * error there, an error on every other rank of both meshes, and the next call good.
  *
- * Usage: mpirun -n N fp8_test [--cases N] [--seed S] [--backend mpi|gloo]. Prints one line
+ * Usage: mpirun -n N fp8_test [--cases N | --case K] [--seed S] [--backend mpi|gloo] (--case:
+ * case K alone; XTRACE=1: print
+ * each case before it runs, to find one that hangs). Prints one line
  * per failing case (seed and case number) and "fp8: N passed, N failed".
  */
 #define _POSIX_C_SOURCE 200809L
@@ -207,18 +209,26 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
 int main(int argc, char **argv) {
     test_job_t job;
     test_job_start(&argc, &argv, &job);
-    int rank = job.rank, world = job.world, cases = 100, passed = 0, failed = 0;
+    int rank = job.rank, world = job.world, cases = 100, passed = 0, failed = 0, only = -1;
     uint64_t seed = 20261130;
     for (int k = 1; k + 1 < argc; k += 2) {
         if (strcmp(argv[k], "--cases") == 0) cases = atoi(argv[k + 1]);
         if (strcmp(argv[k], "--seed") == 0) seed = strtoull(argv[k + 1], NULL, 10);
+        if (strcmp(argv[k], "--case") == 0) only = atoi(argv[k + 1]);
     }
-    for (int k = 0; k < cases; k++) {
+    for (int k = only >= 0 ? only : 0; k < (only >= 0 ? only + 1 : cases); k++) {
         rng_state = seed * 1000003ull + (uint64_t)k;
         fcase_t c;
         bool ok = draw(&c, world);
         char why[512] = "";
         int bad = 0;
+        if (ok && getenv("XTRACE") && rank == 0) {
+            char ma[64], mb[64];
+            dtr_mesh_format(c.mesh[0], ma, sizeof ma);
+            dtr_mesh_format(c.mesh[1] != NULL ? c.mesh[1] : c.mesh[0], mb, sizeof mb);
+            printf("case %d: mesh %s -> %s, %s\n", k, ma, mb, c.text);
+            fflush(stdout);
+        }
         if (ok) {
             dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN,
                                .seed = seed + (uint64_t)k};
