@@ -287,10 +287,12 @@ static int dtr__block_scale_check(const char *cmd, unsigned who, dtr_cli_change_
     if (rc == DTR_EXIT_OK && (who & RUNS) && o->to_mesh == NULL)
         rc = dtr_cli_usage_error(cmd, "--block-scale: with --to-mesh (a change between meshes; "
                                       "give the same mesh and ranks to quantize within one)");
-    if (rc == DTR_EXIT_OK && (o->backward || o->compare))
-        rc = dtr_cli_usage_error(cmd, "%s: not with --block-scale (a block-scaled change has "
-                                      "one plan and no backward)",
-                                 o->backward ? "--backward" : "--compare");
+    if (rc == DTR_EXIT_OK && o->backward)
+        rc = dtr_cli_usage_error(cmd, "--backward: not with --block-scale (a block-scaled "
+                                      "change has no backward plan)");
+    if (rc == DTR_EXIT_OK && o->compare)
+        rc = dtr_cli_usage_error(cmd, "--compare: not with --block-scale (a block-scaled "
+                                      "change plans with the optimal strategy alone)");
     return rc;
 }
 

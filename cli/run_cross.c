@@ -30,9 +30,11 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->device != NULL && strcmp(o->device, "cpu") != 0 ? "--device"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat"
                         : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
-                        : o->block_scale > 0 && o->dump != NULL ? "--dump with --block-scale"
-                        : o->block_scale > 0 && o->digest ? "--digest with --block-scale"
                                                                                  : NULL;
+    if (o->block_scale > 0 && (o->dump != NULL || o->digest))
+        return dtr_cli_usage_error("run", "%s: not with --block-scale yet (docs/cross-mesh.md, "
+                                          "\"Block-scaled fp8\")",
+                                   o->digest ? "--digest" : "--dump");
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
                                           "\"Not yet\", lists what a change between meshes "

@@ -70,13 +70,17 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
                r->batch ? " (tensor k: seed + k)" : "");
     else
         printf("  fill: pattern\n");
-    if (r->block_scale > 0)
+    if (r->block_scale > 0 && r->src->ndim >= 2)
         printf("  block-scaled: one f32 scale per %lld x %lld block, laid out by the "
                "destination's placements; only fp8 bytes and scales moved\n",
                (long long)r->block_scale, (long long)r->block_scale);
+    else if (r->block_scale > 0) /* (1-D: B elements; 0-D: the one element) */
+        printf("  block-scaled: one f32 scale per block of %lld elements, laid out by the "
+               "destination's placements; only fp8 bytes and scales moved\n",
+               (long long)(r->src->ndim == 1 ? r->block_scale : 1));
     if (o->verify && ok && r->block_scale > 0)
-        printf("  verified: all %lld fp8 elements and scales on every destination rank equal the "
-               "reference quantizer's; every source rank's input intact\n",
+        printf("  verified: all %lld fp8 elements and scales of the destination ranks' blocks "
+               "equal the reference quantizer's; every source rank's input intact\n",
                (long long)r->sum.rep.checked);
     else if (o->verify && ok)
         printf("  verified: all %lld elements on every destination rank match; every source rank's "

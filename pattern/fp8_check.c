@@ -140,8 +140,9 @@ dtr_status_t dtr_fill_check_fp8(const dtr_spec_t *src, const dtr_spec_t *dst,
                           "values only)");
     if (block < 1) return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "block: %lld", (long long)block);
     dtr_layout_t lw, ls;
-    DTR_CHECK_AS(dtr_spec_layout(dst, rank, &lw), F);
-    DTR_CHECK_AS(dtr_spec_layout(scales, rank, &ls), F);
+    dtr_status_t st = dtr_spec_layout(dst, rank, &lw);
+    if (st == DTR_OK) st = dtr_spec_layout(scales, rank, &ls);
+    if (st != DTR_OK) return dtr__again_as(st, F);
     if ((int64_t)q_bytes != lw.bytes || (int64_t)s_bytes != ls.bytes)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "%s: %zu, but rank %d's block holds "
                           "%lld", (int64_t)q_bytes != lw.bytes ? "q_bytes" : "s_bytes",

@@ -48,6 +48,10 @@ struct dtr_fill_blocks {
     unsigned char *data;
 };
 
+/* The last error again under `func` (what DTR_CHECK_AS does inside the library, whose
+ * dtr__error_as the installed libdtr.so keeps hidden; pattern.c). */
+dtr_status_t dtr__again_as(dtr_status_t st, const char *func);
+
 /* Element e (global, row-major) of a source without Partial mesh dims filled with fill
  * (NULL: the pattern; not DTR_FILL_GIVEN), as a real float dtype holds it (pattern.c). */
 double dtr__fill_element(const dtr_fill_t *fill, dtr_dtype_t dtype, int64_t e);

@@ -240,7 +240,7 @@ static dtr_status_t dtr__partials(const dtr_spec_t *spec, bool *partial, dtr_red
 
 /* Records the last error again under `func` (what DTR_CHECK_AS does inside the library,
  * through the public dtr_last_error: this file links over libdtr.so). */
-static dtr_status_t dtr__again_as(dtr_status_t st, const char *func) {
+dtr_status_t dtr__again_as(dtr_status_t st, const char *func) {
     char detail[512];
     const char *rest = dtr_last_error();
     const char *colon = strstr(rest, ": ");

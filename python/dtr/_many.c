@@ -195,7 +195,9 @@ PyObject *dtrpy_redistribute_many(PyObject *self, PyObject *args, PyObject *kw) 
                                      &block))
         return dtrpy_refuse_parse(args, kw, 1, false);
     dtrpy_call_t c;
-    if (dtrpy_call_setup(mesh_obj, to_obj, &c) < 0) return dtrpy_setup_failed(&c);
+    int setup = dtrpy_call_setup(mesh_obj, to_obj, &c);
+    c.scaled = block != NULL && block != Py_None;
+    if (setup < 0) return dtrpy_setup_failed(&c);
     /* snapshots of the per-tensor lists: a callback of one of their items (an __index__, a
      * placement object's property) may change the caller's list while it is read */
     PyObject *keep[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
@@ -269,11 +271,16 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_
     if (bad) PyErr_NoMemory();
     for (Py_ssize_t i = 0; !bad && i < n; i++) {
         char what[40], dt_what[40], to_what[40];
-        snprintf(what, sizeof what, "locals[%zd]", i);
+        snprintf(what, sizeof what, m->single ? "local" : "locals[%zd]", i);
         PyObject *dtype, *to_dtype;
         bad = dtrpy_each_dtype(e->dtypes, i, n, "dtypes", &dtype, dt_what, sizeof dt_what) < 0 ||
               dtrpy_each_dtype(e->to_dtypes, i, n, "to_dtypes", &to_dtype, to_what,
-                               sizeof to_what) < 0 ||
+                               sizeof to_what) < 0;
+        if (m->single) { /* (dtr.redistribute's names) */
+            snprintf(dt_what, sizeof dt_what, "dtype");
+            snprintf(to_what, sizeof to_what, "to_dtype");
+        }
+        bad = bad ||
               dtrpy_tensor_specs(&c, PySequence_Fast_GET_ITEM(seq, i), dtrpy_each(e->src, i, n),
                                  dtrpy_each(e->dst, i, n), dtrpy_each(e->shapes, i, n), dtype,
                                  to_dtype, what, dt_what, to_what, &t[i], &s[i], &d[i]) < 0;
@@ -295,7 +302,9 @@ static PyObject *dtrpy_many_run(dtrpy_call_t *cp, PyObject *locals, const dtrpy_
  * None where this rank gets no block. */
 static PyObject *dtrpy_redistribute_scaled(const dtrpy_one_args_t *a) {
     dtrpy_call_t c;
-    if (dtrpy_call_setup(a->mesh, a->to, &c) < 0) return dtrpy_setup_failed(&c);
+    int setup = dtrpy_call_setup(a->mesh, a->to, &c);
+    c.scaled = true;
+    if (setup < 0) return dtrpy_setup_failed(&c);
     if (a->out != NULL && a->out != Py_None) {
         dtrpy_arg_error("out: not with block_scale (the tensor and its scales are new arrays)");
         dtrpy_call_refuse(&c);

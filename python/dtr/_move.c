@@ -270,6 +270,9 @@ int dtrpy_call_setup(PyObject *mesh_obj, PyObject *to_obj, dtrpy_call_t *c) {
 
 /* A call this rank refused before making it (its exception set): the others fail with it. */
 void dtrpy_call_refuse(const dtrpy_call_t *c) {
+    /* a block-scaled change's source ranks agree twice: on the amax over the source mesh
+     * (a rank outside it returns at once), then on the move (dtr_change_run) */
+    if (c->scaled) dtrpy_refuse(c->ctx, c->mesh->mesh, DTR_DIMS_MESH, NULL);
     dtrpy_refuse(c->ctx, c->mesh->mesh, DTR_DIMS_MESH, c->to != NULL ? c->to->mesh : NULL);
 }
 

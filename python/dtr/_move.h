@@ -30,6 +30,8 @@ typedef struct {
     bool in_src, in_dst;     /* this rank's parts */
     bool called;             /* the collective call was made (errors after it are shared) */
     bool settle;             /* results need the context synchronised (dtrpy_enter) */
+    bool scaled;             /* block_scale asked: refused as its two agreements, the amax's
+                                on the source mesh, then the move's (dtrpy_call_refuse) */
 } dtrpy_call_t;
 
 /* ---- the Request of async_op ---- */

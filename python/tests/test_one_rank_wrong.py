@@ -131,6 +131,40 @@ def test_redistribute_many_one_rank_wrong():
         assert all(np.array_equal(g, f) for g, f in zip(got, fulls)), name
 
 
+def test_block_scaled_one_rank_wrong():
+    """block_scale: the source ranks agree twice (the blocks' amax on the source mesh, then the
+    move), so a rank refusing its arguments must fail both, or the good source ranks wait in
+    the first for it (the hang this test found)."""
+    pytest.importorskip("ml_dtypes")
+    from reference import quantize_blocks
+    rank, n, bad = setup()
+    a = dtr.Mesh(n)
+    b = dtr.Mesh(n, ranks=list(range(n))[::-1])
+    full = (np.arange(2 * n * 5, dtype=np.float32).reshape(2 * n, 5) - 7) / 3
+    mine = full[2 * rank:2 * rank + 2].copy()
+    wrongs = {
+        "local of the wrong shape": dict(local=np.zeros((1, 5), np.float32)),
+        "block_scale negative": dict(block_scale=-1),
+        "block_scale not a number": dict(block_scale="x"),
+        "to_dtype not fp8": dict(to_dtype="bf16"),
+        "an integer local": dict(local=mine.astype(np.int32), dtype="i32"),
+        "src Partial": dict(src="P"),
+        "out given": dict(out=np.zeros((2 * n, 5), np.uint8)),
+    }
+    q, scales = quantize_blocks(full, 2, "f8e4m3")
+    for name, wrong in wrongs.items():
+        for to_mesh in (b, None):
+            args = dict(local=mine, mesh=a, src="S(0)", dst="R", to_mesh=to_mesh,
+                        to_dtype="f8e4m3", block_scale=2)
+            if bad:
+                args.update(wrong)
+            expect_refused(lambda: run(args), bad, name)
+            w, s = dtr.redistribute(mine, a, "S(0)", "R", to_mesh=to_mesh, to_dtype="f8e4m3",
+                                    block_scale=2)
+            assert np.array_equal(w.view(np.uint8), q.view(np.uint8)), name
+            assert np.array_equal(s, scales), name
+
+
 def test_grad_reductions_one_rank_wrong():
     rank, n, bad = setup()
     mesh = dtr.Mesh(n)

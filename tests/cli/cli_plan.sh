@@ -276,6 +276,9 @@ check "block-scaled fp8: an integer source refused" 0 2 "" \
 check "block-scaled fp8: not with --backward" 0 2 "" \
     "dtr plan: --backward: not with --block-scale" \
     plan --mesh 2 --shape 8x8 --from 'S(0)' --to 'S(1)' --to-dtype f8e4m3 --block-scale 4 --backward
+check "block-scaled fp8: not with --compare" 0 2 "" \
+    "dtr plan: --compare: not with --block-scale (a block-scaled change plans with the optimal strategy alone)" \
+    plan --mesh 2 --shape 8x8 --from 'S(0)' --to 'S(1)' --to-dtype f8e4m3 --block-scale 4 --compare
 check "a cast into fp8 without --block-scale points at it" 0 3 "" \
     "to fp8 with one scale per block, block-scaled (dtr_change_options_t.block_scale, dtr --block-scale, Python block_scale=)" \
     plan --mesh 2 --shape 8x8 --from 'S(0)' --to 'S(1)' --to-dtype f8e4m3

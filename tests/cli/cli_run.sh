@@ -396,7 +396,7 @@ rm -f "$cbatch"
 # --block-scale: block-scaled fp8 between meshes, every byte and scale checked against the
 # reference quantizer (blocks crossing the source's shard boundaries: 300 rows over 2 ranks)
 check "block-scaled fp8: bf16 S(0) -> f8e4m3 S(1), 128 x 128 blocks, verified" 4 0 \
-    "verified: all 38706 fp8 elements and scales on every destination rank equal the reference quantizer's; every source rank's input intact" "" \
+    "verified: all 38706 fp8 elements and scales of the destination ranks' blocks equal the reference quantizer's; every source rank's input intact" "" \
     run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
     --to-dtype f8e4m3 --block-scale 128 --verify --iters 1
 check "block-scaled fp8: random values, f8e5m2, non-blocking, JSON" 4 0 '"block_scale":64,' "" \
@@ -424,11 +424,17 @@ check "block-scaled fp8: not into bf16" 4 2 "" \
 check "block-scaled fp8: not from a Partial source" 4 3 "" \
     "dtr run: --to-mesh: dtr_change_create: src[0]: Partial on mesh dim 0: block-scaled fp8 quantizes values" \
     run --mesh 2 --shape 8x8 --from 'P' --to-mesh 2 --to-ranks 2,3 --to R --to-dtype f8e4m3 --block-scale 4
+check "block-scaled fp8: a 1-D tensor's blocks of B elements" 4 0 \
+    "  block-scaled: one f32 scale per block of 4 elements, laid out by the destination's placements; only fp8 bytes and scales moved" "" \
+    run --mesh 2 --shape 1000 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --to-dtype f8e5m2 --block-scale 4 --verify --iters 1
+check "block-scaled fp8: no --dump yet" 2 2 "" \
+    "dtr run: --dump: not with --block-scale yet" \
+    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 4 --dump /tmp
 check "block-scaled fp8: a block edge of 0" 2 2 "" \
     "dtr run: --block-scale: '0' is not a block edge 1..1073741824" \
     run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 0
 check "block-scaled fp8: no --digest yet" 2 2 "" \
-    "dtr run: --digest with --block-scale: not with --to-mesh yet" \
+    "dtr run: --digest: not with --block-scale yet (docs/cross-mesh.md, \"Block-scaled fp8\")" \
     run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 4 --digest
 # dtr plan's cost flags: with no latency the balanced reduction wins (as dtr plan --alpha-us 0
 # plans it), by default the gather and reduce-scatter; bad values named, exit 2
