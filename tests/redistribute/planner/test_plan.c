@@ -236,11 +236,16 @@ Test(plan, casts_run_in_the_target_dtype) {
     for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
         src.dtype = refused[k][0];
         dst.dtype = refused[k][1];
-        char want[256];
+        char want[400];
+        bool f8 = (dst.dtype == DTR_F8E4M3 || dst.dtype == DTR_F8E5M2) && src.dtype != DTR_C64 &&
+                  src.dtype != DTR_C128 && dtr_dtype_info(src.dtype)->is_float &&
+                  !dtr_dtype_info(src.dtype)->storage_only;
         snprintf(want, sizeof want,
                  "dtr_plan_create: dst: dtype %s from src's %s: a redistribution casts between "
-                 "float dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)",
-                 dtr_dtype_name(dst.dtype), dtr_dtype_name(src.dtype));
+                 "float dtypes (f32 f64 f16 bf16) or between complex ones (c64 c128)%s",
+                 dtr_dtype_name(dst.dtype), dtr_dtype_name(src.dtype),
+                 f8 ? "; to fp8 with one scale per block, block-scaled (dtr_change_options_t."
+                      "block_scale, dtr --block-scale, Python block_scale=)" : "");
         cr_expect_eq(dtr_plan_create(&src, &dst, NULL, &plan), DTR_ERR_UNSUPPORTED);
         cr_expect_str_eq(dtr_last_error(), want);
     }
