@@ -61,7 +61,7 @@ dtr_status_t dtr__shm_tiny_all_reduce_start(dtr__shm_t *s, const void *send, voi
     DTR_CHECK(dtr__shm_begin(s, DTR__SHM_TINY, 0));
     uint64_t t = ++s->tiny;
     char *slot = dtr__tslot(s, s->me, t);
-    memcpy(slot + 8, send, (size_t)(count * esize));
+    if (count > 0) memcpy(slot + 8, send, (size_t)(count * esize)); /* (0: send may be NULL) */
     __atomic_store_n((uint64_t *)slot, t, __ATOMIC_RELEASE);
     s->tiny_out = recv;
     s->count = count;

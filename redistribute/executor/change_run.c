@@ -76,6 +76,7 @@ static dtr_status_t dtr__fp8_scratch(dtr__change_fp8_t *f, int rank, dtr__fp8_pa
         parts[i].nscales = ns;
         need += 3 * dtr__up64((size_t)ns * 4) + dtr__up64((size_t)parts[i].box.numel);
     }
+    if (need == 0) need = 64; /* (empty tensors: still an address, never NULL plus 0) */
     if (need > f->scratch_bytes) {
         void *p = realloc(f->scratch, need);
         if (p == NULL)
