@@ -27,18 +27,6 @@ static inline const dtr__f8_format_t *dtr__f8_format(dtr_dtype_t fp8) {
     return fp8 == DTR_F8E5M2 ? &dtr__e5m2 : &dtr__e4m3;
 }
 
-static inline uint32_t dtr__fbits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float dtr__bitsf(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Round to nearest even, saturating, written without branches so that the loops below
  * vectorize (each format's constants known where it is inlined): below the smallest normal
  * the magic add rounds at the subnormal unit (as dtr__f32_to_f16 does); above it the
@@ -47,11 +35,11 @@ static inline float dtr__bitsf(uint32_t u) {
 static inline __attribute__((always_inline)) uint8_t dtr__to_f8_as(float v, int man, int bias,
                                                                     uint32_t max_code,
                                                                     uint32_t nan_code) {
-    uint32_t u = dtr__fbits(v), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
+    uint32_t u = dtr__f32_bits(v), a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u;
     uint32_t min_normal = (uint32_t)(1 - bias + 127) << 23;
     /* magic 2^(1 - bias - man + 23): its f32 unit is fp8's subnormal unit */
-    float magic = dtr__bitsf((uint32_t)(1 - bias - man + 23 + 127) << 23);
-    uint32_t sub = dtr__fbits(dtr__bitsf(a & 0x3fffffffu) + magic) - dtr__fbits(magic);
+    float magic = dtr__bits_f32((uint32_t)(1 - bias - man + 23 + 127) << 23);
+    uint32_t sub = dtr__f32_bits(dtr__bits_f32(a & 0x3fffffffu) + magic) - dtr__f32_bits(magic);
     uint32_t drop = (uint32_t)(23 - man);
     uint32_t r = a + (1u << (drop - 1)) - 1 + ((a >> drop) & 1);
     uint32_t normal = (r >> drop) - ((uint32_t)(127 - bias) << man);
@@ -78,12 +66,12 @@ float dtr__f8_to_f32(dtr_dtype_t fp8, uint8_t q) {
     uint32_t sign = (uint32_t)(q & 0x80) << 24, e = (q & 0x7fu) >> f->man,
              m = q & ((1u << f->man) - 1);
     if ((q & 0x7f) > f->max_code) /* e4m3: 0x7f is NaN; e5m2: 0x7c infinity, above NaN */
-        return dtr__bitsf(sign | 0x7f800000u | (fp8 == DTR_F8E5M2 && m == 0 ? 0 : 0x400000u));
+        return dtr__bits_f32(sign | 0x7f800000u | (fp8 == DTR_F8E5M2 && m == 0 ? 0 : 0x400000u));
     if (e == 0) { /* subnormal: m units of 2^(1 - bias - man) */
-        float x = (float)m * dtr__bitsf((uint32_t)(1 - f->bias - f->man + 127) << 23);
-        return dtr__bitsf(sign | dtr__fbits(x));
+        float x = (float)m * dtr__bits_f32((uint32_t)(1 - f->bias - f->man + 127) << 23);
+        return dtr__bits_f32(sign | dtr__f32_bits(x));
     }
-    return dtr__bitsf(sign | ((e - (uint32_t)f->bias + 127) << 23) | (m << (23 - f->man)));
+    return dtr__bits_f32(sign | ((e - (uint32_t)f->bias + 127) << 23) | (m << (23 - f->man)));
 }
 
 float dtr__f8_max(dtr_dtype_t fp8) { return dtr__f8_format(fp8)->max; }
@@ -101,7 +89,7 @@ static void dtr__f32_run(dtr_dtype_t dtype, const void *src, int64_t k, int n, f
         break;
     case DTR_BF16:
         for (int i = 0; i < n; i++)
-            out[i] = dtr__bitsf((uint32_t)((const uint16_t *)src)[k + i] << 16);
+            out[i] = dtr__bits_f32((uint32_t)((const uint16_t *)src)[k + i] << 16);
         break;
     default: /* f16 */
         for (int i = 0; i < n; i++) out[i] = dtr__f16_to_f32(((const uint16_t *)src)[k + i]);
@@ -162,7 +150,7 @@ static void dtr__amax_run(void *arg, int64_t first, int64_t len, int64_t s) {
         int n = (int)(len - at < DTR__F8_RUN ? len - at : DTR__F8_RUN);
         dtr__f32_run(a->dtype, a->src, first + at, n, v);
         for (int i = 0; i < n; i++) { /* |v| as bits: ordered as the values, NaN above inf */
-            int32_t b = (int32_t)(dtr__fbits(v[i]) & 0x7fffffffu);
+            int32_t b = (int32_t)(dtr__f32_bits(v[i]) & 0x7fffffffu);
             most = b > most ? b : most;
         }
     }
@@ -217,7 +205,7 @@ void dtr__block_amax(dtr_dtype_t dtype, const void *local, const dtr_layout_t *b
 void dtr__block_scales(dtr_dtype_t fp8, const int32_t *amax_bits, int64_t count,
                        float *scales) {
     float most = dtr__f8_format(fp8)->max;
-    for (int64_t s = 0; s < count; s++) scales[s] = dtr__bitsf((uint32_t)amax_bits[s]) / most;
+    for (int64_t s = 0; s < count; s++) scales[s] = dtr__bits_f32((uint32_t)amax_bits[s]) / most;
 }
 
 void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,

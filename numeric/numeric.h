@@ -10,8 +10,22 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dtensor/dtensor.h"
+
+/* An f32's bits and back (values.c, fp8.c). */
+static inline uint32_t dtr__f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float dtr__bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* ---- element values (values.c) ---------------------------------------------------------
  * Half types are converted with round-to-nearest-even, NaN kept NaN; fp8 types are storage

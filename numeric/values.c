@@ -16,18 +16,6 @@
 
 /* ---- element values ---------------------------------------------------------------- */
 
-static inline uint32_t dtr__f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float dtr__bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 float dtr__bf16_to_f32(uint16_t h) { return dtr__bits_f32((uint32_t)h << 16); }
 
 uint16_t dtr__f32_to_bf16(float f) {
