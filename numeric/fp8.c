@@ -12,6 +12,10 @@
 
 #include "numeric/numeric.h"
 
+#if defined(__x86_64__)
+#include "numeric/fp8_avx2.h"
+#endif
+
 /* Each format: mantissa bits, exponent bias, its largest finite code and its NaN. */
 typedef struct {
     int man;
@@ -140,12 +144,45 @@ typedef struct {
     const dtr__f8_format_t *f8;
     dtr__quantize_fn loop;
     uint8_t *q;
+#if defined(__x86_64__)
+    dtr__fp8_amax8_fn amax8;   /* f32 and bf16 with AVX2 (fp8_avx2.h); else NULL */
+    dtr__fp8_quantize8_fn q8;
+#endif
 } dtr__block_args_t;
+
+static int dtr__fp8_cap = 2; /* dtr__fp8_simd_cap */
+
+void dtr__fp8_simd_cap(int cap) { dtr__fp8_cap = cap; }
+
+/* The vector loops for a's dtype and format where the CPU has AVX2 (NULL elsewhere); the
+ * quantization's AVX-512 one where it has that. */
+static void dtr__block_loops(dtr__block_args_t *a) {
+#if defined(__x86_64__)
+    bool f32 = a->dtype == DTR_F32, bf16 = a->dtype == DTR_BF16;
+    if (dtr__fp8_cap < 1 || dtr__simd_level() < 1 || (!f32 && !bf16)) return;
+    a->amax8 = f32 ? dtr__fp8_amax8_f32 : dtr__fp8_amax8_bf16;
+    bool e5m2 = a->f8 == &dtr__e5m2;
+    if (dtr__fp8_cap >= 2 && dtr__fp8_avx512())
+        a->q8 = e5m2 ? (f32 ? dtr__fp8_q16_f32_e5m2 : dtr__fp8_q16_bf16_e5m2)
+                     : (f32 ? dtr__fp8_q16_f32_e4m3 : dtr__fp8_q16_bf16_e4m3);
+    else
+        a->q8 = e5m2 ? (f32 ? dtr__fp8_q8_f32_e5m2 : dtr__fp8_q8_bf16_e5m2)
+                     : (f32 ? dtr__fp8_q8_f32_e4m3 : dtr__fp8_q8_bf16_e4m3);
+#else
+    (void)a;
+#endif
+}
 
 static void dtr__amax_run(void *arg, int64_t first, int64_t len, int64_t s) {
     dtr__block_args_t *a = arg;
     float v[DTR__F8_RUN];
     int32_t most = a->amax[s];
+#if defined(__x86_64__)
+    if (a->amax8 != NULL) {
+        int64_t done = a->amax8(a->src, first, len, &most);
+        first += done, len -= done;
+    }
+#endif
     for (int64_t at = 0; at < len; at += DTR__F8_RUN) {
         int n = (int)(len - at < DTR__F8_RUN ? len - at : DTR__F8_RUN);
         dtr__f32_run(a->dtype, a->src, first + at, n, v);
@@ -185,6 +222,12 @@ static dtr__quantize_fn dtr__quantize_loop(const dtr__f8_format_t *f) {
 static void dtr__quantize_run(void *arg, int64_t first, int64_t len, int64_t s) {
     dtr__block_args_t *a = arg;
     float v[DTR__F8_RUN], scale = a->scales[s];
+#if defined(__x86_64__)
+    if (a->q8 != NULL && scale != 0.0f) {
+        int64_t done = a->q8(a->src, first, len, scale, a->q + first);
+        first += done, len -= done;
+    }
+#endif
     for (int64_t at = 0; at < len; at += DTR__F8_RUN) {
         int n = (int)(len - at < DTR__F8_RUN ? len - at : DTR__F8_RUN);
         dtr__f32_run(a->dtype, a->src, first + at, n, v);
@@ -199,6 +242,7 @@ static void dtr__quantize_run(void *arg, int64_t first, int64_t len, int64_t s) 
 void dtr__block_amax(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
                      const int64_t *shape, int64_t block, int32_t *amax_bits) {
     dtr__block_args_t a = {.dtype = dtype, .src = local, .amax = amax_bits};
+    dtr__block_loops(&a);
     dtr__block_runs(box, shape, block, dtr__amax_run, &a);
 }
 
@@ -214,5 +258,6 @@ void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_
     dtr__block_args_t a = {.dtype = dtype, .src = local, .scales = scales,
                            .f8 = dtr__f8_format(fp8), .loop = dtr__quantize_loop(dtr__f8_format(fp8)),
                            .q = q};
+    dtr__block_loops(&a);
     dtr__block_runs(box, shape, block, dtr__quantize_run, &a);
 }

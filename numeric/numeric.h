@@ -125,6 +125,10 @@ void dtr__block_scales(dtr_dtype_t fp8, const int32_t *amax_bits, int64_t count,
 void dtr__block_quantize(dtr_dtype_t dtype, const void *local, const dtr_layout_t *box,
                          const int64_t *shape, int64_t block, dtr_dtype_t fp8,
                          const float *scales, uint8_t *q);
+/* The widest vector loops the block loops may take: 0 none, 1 AVX2, 2 AVX-512 (the CPU's
+ * best is the default, as is any value above it); for tests that check each. Not thread
+ * safe: set it before the loops run. */
+void dtr__fp8_simd_cap(int cap);
 
 /* The vector forms of the element loops (values.c, reduce.c) this CPU runs, asked once:
  * 0 none (or not x86-64), 1 AVX2, 2 AVX2 and F16C. */

@@ -124,7 +124,7 @@ static float value_at(dtr_dtype_t dt, const void *buf, int64_t k) {
     return (float)dtr__load(dt, buf, k);
 }
 
-/* A random box of a random tensor (0-4 dims, blocks of 1-9), random values of a random
+/* A random box of a random tensor (0-4 dims, blocks of 1-40), random values of a random
  * source dtype with zeros, NaN and big values mixed in: amax and quantize against the
  * element-by-element reference. */
 Test(fp8, block_loops_match_the_reference_on_random_boxes) {
@@ -132,11 +132,13 @@ Test(fp8, block_loops_match_the_reference_on_random_boxes) {
     rng_state = 77;
     fprintf(stderr, "fp8 block_loops: seed 77\n");
     for (int c = 0; c < 400; c++) {
+        /* (every other case blocks of 8-40 and rows up to 70: runs the AVX2 loops take) */
+        bool long_runs = c % 2;
         int nd = (int)(rng32() % 5);
-        int64_t block = 1 + rng32() % 9, shape[4], ss[4];
+        int64_t block = long_runs ? 8 + rng32() % 33 : 1 + rng32() % 9, shape[4], ss[4];
         dtr_layout_t box = {.ndim = nd, .numel = 1};
         for (int k = 0; k < nd; k++) {
-            shape[k] = rng32() % 20;
+            shape[k] = rng32() % (!long_runs ? 20 : k == nd - 1 ? 70 : 6);
             box.global_offset[k] = shape[k] ? rng32() % shape[k] : 0;
             box.local_shape[k] = rng32() % (shape[k] - box.global_offset[k] + 1);
             box.numel *= box.local_shape[k];
@@ -146,6 +148,7 @@ Test(fp8, block_loops_match_the_reference_on_random_boxes) {
         for (int k = 0; k < nd; k++) ns *= ss[k];
         dtr_dtype_t dt = srcs[rng32() % 4], f8 = types[rng32() % 2];
         int size = dtr_dtype_info(dt)->size;
+        dtr__fp8_simd_cap(c % 3); /* (each case one of the loops: none, AVX2, AVX-512) */
         char *x = malloc((size_t)(box.numel * size + 1));
         for (int64_t k = 0; k < box.numel; k++) {
             uint32_t r = rng32() % 100;
@@ -188,5 +191,59 @@ Test(fp8, block_loops_match_the_reference_on_random_boxes) {
             for (int d = nd - 1; d >= 0 && ++idx[d] == box.local_shape[d]; d--) idx[d] = 0;
         }
         free(x), free(amax), free(want), free(scales), free(q);
+    }
+    dtr__fp8_simd_cap(2);
+}
+
+/* The block loops (the AVX2 and AVX-512 ones where the CPU has them: runs of 8 and 16, each
+ * case through each) against the scalar conversion, on any bits: random f32 (exponents
+ * around fp8's range, and any), random bf16, each run at every offset 0-15 and length 0-304,
+ * random scales; and the amax against a scalar max of the bits. */
+Test(fp8, block_loops_give_the_scalar_codes_for_any_bits) {
+    static const dtr_dtype_t srcs[2] = {DTR_F32, DTR_BF16};
+    rng_state = 20261201;
+    fprintf(stderr, "fp8 any_bits: seed 20261201\n");
+    enum { N = 320 };
+    for (int c = 0; c < 2000; c++) {
+        dtr_dtype_t dt = srcs[c % 2], f8 = types[(c / 2) % 2];
+        uint32_t bits[N];
+        char x[N * 4];
+        for (int k = 0; k < N; k++) {
+            uint32_t u = rng32();
+            if (rng32() % 2) u = (u & 0x807fffffu) | ((uint32_t)(100 + rng32() % 50) << 23);
+            if (dt == DTR_BF16) u &= 0xffff0000u;
+            bits[k] = u;
+            if (dt == DTR_BF16) {
+                uint16_t h = (uint16_t)(u >> 16);
+                memcpy(x + 2 * k, &h, 2);
+            } else {
+                memcpy(x + 4 * k, &u, 4);
+            }
+        }
+        int64_t off = rng32() % 16, len = rng32() % (N - 16 + 1), shape[1] = {N};
+        dtr_layout_t box = {.ndim = 1, .numel = len, .local_shape = {len}, .global_offset = {off}};
+        const char *at = x + off * dtr_dtype_info(dt)->size;
+        int32_t want = 0;
+        for (int64_t k = 0; k < len; k++)
+            if ((int32_t)(bits[off + k] & 0x7fffffffu) > want) want = (int32_t)(bits[off + k] & 0x7fffffffu);
+        float scale = (c % 5 == 0) ? 1.0f : from_bits(0x3a000000u + rng32() % 0x0a000000u);
+        for (int cap = 0; cap < 3; cap++) {
+            dtr__fp8_simd_cap(cap);
+            int32_t amax = 0;
+            dtr__block_amax(dt, at, &box, shape, N, &amax);
+            cr_assert_eq(amax, want, "seed 20261201 case %d loops %d: amax 0x%x, want 0x%x", c,
+                         cap, amax, want);
+            uint8_t q[N];
+            dtr__block_quantize(dt, at, &box, shape, N, f8, &scale, q);
+            for (int64_t k = 0; k < len; k++) {
+                float v = from_bits(bits[off + k]);
+                uint8_t r = dtr__f32_to_f8(f8, v / scale);
+                cr_assert_eq(q[k], r, "seed 20261201 case %d loops %d (%s to %s, offset %lld, "
+                             "length %lld) element %lld: 0x%02x, want 0x%02x (x %a, scale %a)",
+                             c, cap, dtr_dtype_info(dt)->name, dtr_dtype_info(f8)->name,
+                             (long long)off, (long long)len, (long long)k, q[k], r, v, scale);
+            }
+        }
+        dtr__fp8_simd_cap(2);
     }
 }
