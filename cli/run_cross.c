@@ -18,6 +18,7 @@ typedef struct {
     dtr_change_t *change;   /* the change: planned and run through the library's one object */
     int64_t block;          /* --block-scale: out[n + k] holds tensor k's scales (sc[k]) */
     dtr_spec_t *sc;
+    dtr_spec_t *dg_src, *dg_dst; /* --digest --block-scale: the 2n tensors sent and delivered */
 } dtr__xt_t;
 
 /* The flags a change between meshes does not take yet, named. */
@@ -31,10 +32,9 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat"
                         : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
                                                                                  : NULL;
-    if (o->block_scale > 0 && (o->dump != NULL || o->digest))
-        return dtr_cli_usage_error("run", "%s: not with --block-scale yet (docs/cross-mesh.md, "
-                                          "\"Block-scaled fp8\")",
-                                   o->digest ? "--digest" : "--dump");
+    if (o->block_scale > 0 && o->dump != NULL)
+        return dtr_cli_usage_error("run", "--dump: not with --block-scale yet (docs/cross-mesh.md, "
+                                          "\"Block-scaled fp8\")");
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
                                           "\"Not yet\", lists what a change between meshes "
@@ -54,6 +54,7 @@ static void dtr__xt_free(dtr__xt_t *t) {
     for (int k = 0; k < dtr__xouts(t) && t->out != NULL; k++) free(t->out[k]);
     free(t->in), free(t->copy), free(t->out), free(t->in_bytes), free(t->out_bytes);
     free(t->fills), free(t->one), free(t->src), free(t->dst), free(t->sc);
+    free(t->dg_src), free(t->dg_dst);
     dtr_change_destroy(t->change); /* (last: the plans above borrow its relabeled mesh) */
 }
 
@@ -209,6 +210,34 @@ static dtr_status_t dtr__xtime(dtr_context_t *ctx, const dtr__xt_t *t,
     return st;
 }
 
+/* --digest: each tensor's digests on its source's mesh and its result's (dtr_cli_digests);
+ * with --block-scale the 2n tensors the change sent (dtr_change_sent: the quantized ones,
+ * then their scales, as the source ranks made them) against what arrived. r's digest
+ * fields set; false where it failed (every rank alike). */
+static bool dtr__xdigests(dtr_context_t *ctx, dtr__xt_t *t, int rank, dtr_cli_digest_t **d,
+                          dtr_cli_cross_result_t *r) {
+    int m = dtr__xouts(t);
+    r->ntensors = t->n, r->srcs = t->src, r->dsts = t->dst;
+    if (t->block <= 0)
+        return dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes, t->out,
+                               t->out_bytes, d);
+    t->dg_src = calloc((size_t)m, sizeof *t->dg_src);
+    t->dg_dst = calloc((size_t)m, sizeof *t->dg_dst);
+    const void **sent = calloc((size_t)m, sizeof *sent);
+    size_t *sent_bytes = calloc((size_t)m, sizeof *sent_bytes);
+    dtr_status_t st = t->dg_src && t->dg_dst && sent && sent_bytes ? DTR_OK : DTR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < m && st == DTR_OK; i++) {
+        st = dtr_change_sent(t->change, i, &t->dg_src[i], &sent[i], &sent_bytes[i]);
+        t->dg_dst[i] = i < t->n ? t->dst[i] : t->sc[i - t->n];
+    }
+    bool ok = dtr_cli_all_ok("run", st, rank, "--digest") &&
+              dtr_cli_digests(ctx, rank, m, t->dg_src, t->dg_dst, (void *const *)sent, sent_bytes,
+                              t->out, t->out_bytes, d);
+    free(sent), free(sent_bytes);
+    r->ntensors = m, r->srcs = t->dg_src, r->dsts = t->dg_dst;
+    return ok;
+}
+
 /* Runs once, checks, times; rank 0 reports. An exit code, the same on every rank. */
 static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_plan_t *plan,
                      int rank, int world) {
@@ -246,15 +275,13 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
     if (!dtr_cli_all_ok("run", st, rank, "check")) goto done;
     dtr__xverdicts(&v, bad_tensor, rank, &r);
     if (o->digest) {
-        if (!dtr_cli_digests(ctx, rank, t->n, t->src, t->dst, t->copy, t->in_bytes, t->out,
-                             t->out_bytes, &d))
-            goto done;
-        r.digests = d, r.ntensors = t->n, r.srcs = t->src, r.dsts = t->dst;
+        if (!dtr__xdigests(ctx, t, rank, &d, &r)) goto done;
+        r.digests = d;
     }
     st = dtr__xtime(ctx, t, o, &r);
     if (!dtr_cli_all_ok("run", st, rank, "timing")) goto done;
     if (rank == 0) dtr_cli_cross_report(&r);
-    bool undelivered = d != NULL && dtr_cli_digest_failed(t->n, d, t->src, t->dst, false);
+    bool undelivered = d != NULL && dtr_cli_digest_failed(r.ntensors, d, r.srcs, r.dsts, false);
     rc = (!o->verify || r.first_bad < 0) && !undelivered ? DTR_EXIT_OK : DTR_EXIT_FAIL;
 done:
     free(d);

@@ -86,8 +86,13 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
         printf("  verified: all %lld elements on every destination rank match; every source rank's "
                "input intact\n",
                (long long)r->sum.rep.checked);
+    if (r->digests != NULL && r->block_scale > 0)
+        printf("  (--block-scale: the digests are of the %d fp8 tensor%s, then %s scales, as the "
+               "source ranks quantized them and as they arrived)\n", r->ntensors / 2,
+               r->ntensors > 2 ? "s" : "", r->ntensors > 2 ? "their" : "its");
     if (r->digests != NULL)
-        dtr_cli_digest_text(stdout, r->ntensors, r->batch, r->digests, r->srcs, r->dsts);
+        dtr_cli_digest_text(stdout, r->ntensors, r->batch || r->block_scale > 0, r->digests,
+                            r->srcs, r->dsts);
     if (o->iters > 0 && r->batch && r->block_scale > 0)
         printf("  median of %ld iterations: batched %.1f us\n", (long)o->iters, r->med);
     else if (o->iters > 0 && r->batch)
@@ -131,7 +136,8 @@ static void dtr__json(const dtr_cli_cross_result_t *r, const dtr_cross_figures_t
            (long long)f->lower_bound_recv_bytes, (long long)f->lower_bound_send_bytes,
            (long long)f->rounds, (long long)f->staging_bytes_max);
     dtr_cross_plan_print_json(r->plan, stdout);
-    if (r->digests != NULL) dtr_cli_digest_json(stdout, r->ntensors, r->batch, r->digests);
+    if (r->digests != NULL)
+        dtr_cli_digest_json(stdout, r->ntensors, r->batch || r->block_scale > 0, r->digests);
     printf("}\n");
 }
 

@@ -170,6 +170,7 @@ static dtr_status_t dtr__fp8_call(dtr_context_t *ctx, const dtr_change_t *change
                                   const char *func) {
     const void **qin = f->qin;
     size_t *qin_bytes = f->qin_bytes;
+    f->sent = false;
     memset(qin, 0, 2 * (size_t)f->n * sizeof *qin);
     memset(qin_bytes, 0, 2 * (size_t)f->n * sizeof *qin_bytes);
     const dtr_mesh_t *a = f->src[0].mesh;
@@ -178,6 +179,7 @@ static dtr_status_t dtr__fp8_call(dtr_context_t *ctx, const dtr_change_t *change
     int64_t coord[DTR_MAX_MESH_DIMS];
     if (st == DTR_OK && dtr_mesh_coord(a, ctx->rank, coord) == DTR_OK)
         st = dtr__fp8_source(ctx, f, in, in_bytes, qin, qin_bytes, func);
+    f->sent = st == DTR_OK;
     if (st != DTR_OK) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", dtr__last_detail());
@@ -210,5 +212,34 @@ dtr_status_t dtr_change_start(dtr_context_t *ctx, const dtr_change_t *change,
     dtr__change_fp8_t *f = dtr__change_fp8(change);
     if (f != NULL) return dtr__fp8_call(ctx, change, f, in, in_bytes, out, out_bytes, req, F);
     DTR_CHECK_AS(dtr__change_form_call(ctx, change, in, in_bytes, out, out_bytes, req), F);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_change_sent(const dtr_change_t *change, int i, dtr_spec_t *spec,
+                             const void **buf, size_t *bytes) {
+    static const char *const F = "dtr_change_sent";
+    DTR_CHECK_PTR(change, F);
+    DTR_CHECK_PTR(spec, F);
+    DTR_CHECK_PTR(buf, F);
+    DTR_CHECK_PTR(bytes, F);
+    dtr__change_fp8_t *f = dtr__change_fp8(change);
+    if (f == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "change: not block-scaled (it sends "
+                          "the caller's own blocks)");
+    if (i < 0 || i >= 2 * f->n)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "i: %d, the change sends %d tensors "
+                          "(its %d quantized ones, then their scales)", i, 2 * f->n, f->n);
+    if (!f->sent)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "change: no call of it has quantized "
+                          "on this rank yet (or the last one failed)");
+    if (i < f->n) {
+        *spec = f->src[i];
+        spec->dtype = f->to[i];
+    } else {
+        *spec = f->amax_dst[i - f->n];
+        spec->dtype = DTR_F32;
+    }
+    *buf = f->qin[i];
+    *bytes = f->qin_bytes[i];
     return DTR_OK;
 }

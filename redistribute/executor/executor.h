@@ -195,6 +195,19 @@ DTR_API dtr_status_t dtr_change_start(dtr_context_t *ctx, const dtr_change_t *ch
                                       void *const *out, const size_t *out_bytes,
                                       dtr_request_t **req);
 
+/* What a block-scaled change's last call sent from this rank, for proof of delivery:
+ * i < n tensor i as the source ranks quantized it (src[i]'s placements, dst[i]'s fp8
+ * dtype), n <= i < 2n its scales (f32, Replicate over the source mesh); *spec its spec, *buf
+ * and *bytes this rank's block of it (NULL and 0 on a rank outside the source mesh). The
+ * block lies in the change's scratch: valid until the change is called again or destroyed
+ * (after dtr_change_start, as soon as it returns). dtr_digest of it over the source mesh
+ * equals dtr_digest of tensor i's result (i >= n: of dtr_change_scales's) over the
+ * destination's where the move delivered (docs/cross-mesh.md, "Block-scaled fp8").
+ * INVALID_ARGUMENT: another change, i outside 0..2n-1, no call that quantized on this rank
+ * yet (or the last one failed). */
+DTR_API dtr_status_t dtr_change_sent(const dtr_change_t *change, int i, dtr_spec_t *spec,
+                                     const void **buf, size_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -414,6 +414,9 @@ EOF2
 check "block-scaled fp8: a batch between overlapping meshes" 3 0 \
     '"block_scale":128,"batch":"'"$fbatch"'","ntensors":2,"one_by_one_median_us":null,"one_by_one_over_batched":null,"verified":true,"mismatches":0,"checked":39714,' "" \
     run --mesh 2 --batch "$fbatch" --to-mesh 3 --to-ranks 2,0,1 --block-scale 128 --verify --iters 1 --json
+check "block-scaled fp8: a batch's digests, its tensors and their scales" 3 0 \
+    "  digests: 4 of 4 tensors compared, every result's == its source's: delivered" "" \
+    run --mesh 2 --batch "$fbatch" --to-mesh 3 --to-ranks 2,0,1 --block-scale 128 --digest --iters 1
 rm -f "$fbatch"
 check "block-scaled fp8: within one mesh needs --to-mesh" 2 2 "" \
     "dtr run: --block-scale: with --to-mesh (a change between meshes; give the same mesh and ranks to quantize within one)" \
@@ -433,9 +436,20 @@ check "block-scaled fp8: no --dump yet" 2 2 "" \
 check "block-scaled fp8: a block edge of 0" 2 2 "" \
     "dtr run: --block-scale: '0' is not a block edge 1..1073741824" \
     run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 0
-check "block-scaled fp8: no --digest yet" 2 2 "" \
-    "dtr run: --digest: not with --block-scale yet (docs/cross-mesh.md, \"Block-scaled fp8\")" \
-    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 4 --digest
+# --digest --block-scale: what the source ranks quantized (dtr_change_sent) against what
+# arrived, the fp8 tensors and then their scales
+check "block-scaled fp8: digests of what was sent and what arrived" 4 0 \
+    "  digests: 2 of 2 tensors compared, every result's == its source's: delivered" "" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e4m3 --block-scale 128 --digest --iters 1
+check "block-scaled fp8: digests in JSON, one object a tensor and one its scales" 4 0 \
+    '"digests":[{"digest_src":"0x' "" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e4m3 --block-scale 128 --digest --iters 1 --json
+check "block-scaled fp8: a changed byte fails the digest" 4 1 "" \
+    "is not the source's" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e5m2 --block-scale 64 --digest --iters 1 --inject-mismatch 3
 # dtr plan's cost flags: with no latency the balanced reduction wins (as dtr plan --alpha-us 0
 # plans it), by default the gather and reduce-scatter; bad values named, exit 2
 check "cost flags: --alpha-us 0 plans the balanced reduction" 4 0 '"reduce_exchange":1},"nsteps":1,' "" \

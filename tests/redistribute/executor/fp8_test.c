@@ -11,7 +11,9 @@
  * between meshes relabeled. Each destination rank checks every byte and every scale
  * against the reference quantizer (pattern.h, dtr_fill_check_fp8: each block's amax from
  * all its elements, each code by search), that no byte past its outputs was written, and
- * each source rank that its input is intact. Then one source rank's wrong in_bytes: its
+ * each source rank that its input is intact; and every rank that each tensor's and each
+ * scale tensor's digest as sent (dtr_change_sent) equals its digest as delivered. Then one
+ * source rank's wrong in_bytes: its
  * error there, an error on every other rank of both meshes, and the next call good.
  *
  * Usage: mpirun -n N fp8_test [--cases N | --case K] [--seed S] [--backend mpi|gloo] (--case:
@@ -99,8 +101,53 @@ typedef struct {
     size_t in_bytes[3], out_bytes[6];
 } fbuf_t;
 
-static int run_case(dtr_context_t *ctx, const fcase_t *c, const dtr_fill_t *fill, int rank,
-                    bool nonblocking, char *why, size_t len) {
+/* The first rank (row-major) of mesh, which contributes a mesh's digest to the tally. */
+static int first_rank(const dtr_mesh_t *mesh) {
+    int64_t zero[DTR_MAX_MESH_DIMS] = {0};
+    int r = -1;
+    dtr_mesh_rank_at(mesh, zero, &r);
+    return r;
+}
+
+/* Proof of delivery: each of the 2n tensors' digest as the source ranks sent it
+ * (dtr_change_sent: the quantized tensors, then their scales) and as it arrived (d[i], out),
+ * brought to every rank (each mesh's first rank contributes, the others INT64_MIN, the max
+ * over the job) and compared. Collective over the job, after a run that succeeded. */
+static int digests_agree(dtr_context_t *ctx, const dtr_mesh_t *all, const dtr_change_t *ch,
+                         int n, const dtr_spec_t *d, const fbuf_t *b, int rank, char *why,
+                         size_t len) {
+    int64_t mine[12], got[12];
+    dtr_status_t st = DTR_OK;
+    for (int i = 0; i < 2 * n; i++) {
+        dtr_spec_t s;
+        const void *buf = NULL;
+        size_t bytes = 0;
+        uint64_t a = 0, z = 0;
+        dtr_layout_t l;
+        mine[i] = mine[2 * n + i] = INT64_MIN;
+        if (st == DTR_OK) st = dtr_change_sent(ch, i, &s, &buf, &bytes);
+        if (st == DTR_OK && dtr_spec_layout(&s, rank, &l) == DTR_OK) {
+            st = dtr_digest(ctx, &s, buf, (int64_t)bytes, &a);
+            if (rank == first_rank(s.mesh)) mine[i] = (int64_t)a;
+        }
+        if (st == DTR_OK && dtr_spec_layout(&d[i], rank, &l) == DTR_OK) {
+            st = dtr_digest(ctx, &d[i], b->out[i], (int64_t)b->out_bytes[i], &z);
+            if (rank == first_rank(d[i].mesh)) mine[2 * n + i] = (int64_t)z;
+        }
+    }
+    if (st != DTR_OK) return snprintf(why, len, "digests: %s", dtr_last_error()) > 0;
+    if (dtr_all_reduce(ctx, all, 1u, mine, got, 4 * n, DTR_I64, DTR_REDUCE_MAX) != DTR_OK)
+        return snprintf(why, len, "digests' tally: %s", dtr_last_error()) > 0;
+    for (int i = 0; i < 2 * n; i++)
+        if (got[i] != got[2 * n + i])
+            return snprintf(why, len, "%s %d: sent digest 0x%016llx, delivered 0x%016llx",
+                            i < n ? "tensor" : "scales of tensor", i % n,
+                            (unsigned long long)got[i], (unsigned long long)got[2 * n + i]) > 0;
+    return 0;
+}
+
+static int run_case(dtr_context_t *ctx, const dtr_mesh_t *all, const fcase_t *c,
+                    const dtr_fill_t *fill, int rank, bool nonblocking, char *why, size_t len) {
     dtr_change_options_t o = {.block_scale = c->block, .relabel = c->relabel};
     dtr_change_t *ch = NULL;
     if (dtr_change_create(c->n, c->src, c->dst, &o, &ch) != DTR_OK) {
@@ -136,6 +183,7 @@ static int run_case(dtr_context_t *ctx, const fcase_t *c, const dtr_fill_t *fill
                          : dtr_change_run(ctx, ch, (const void *const *)b.in, b.in_bytes, b.out, b.out_bytes);
         if (st == DTR_OK && req != NULL) st = finish(req);
         if (st != DTR_OK) bad = snprintf(why, len, "run: %s", dtr_last_error()) > 0;
+        else bad = digests_agree(ctx, all, ch, n, d, &b, rank, why, len);
     }
     for (int t = 0; t < n && !bad; t++) {
         if (b.in[t] != NULL && memcmp(b.in[t], b.copy[t], b.in_bytes[t]) != 0)
@@ -232,7 +280,7 @@ int main(int argc, char **argv) {
         if (ok) {
             dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN,
                                .seed = seed + (uint64_t)k};
-            bad = run_case(job.ctx, &c, &fill, rank, k % 3 == 1, why, sizeof why);
+            bad = run_case(job.ctx, job.all, &c, &fill, rank, k % 3 == 1, why, sizeof why);
             if (bad) printf("FAIL seed %llu case %d: %s: rank %d: %s\n", (unsigned long long)seed, k, c.text, rank, why);
             if (test_job_max(&job, bad)) failed++;
             else passed++;
