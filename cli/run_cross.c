@@ -32,9 +32,6 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat"
                         : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
                                                                                  : NULL;
-    if (o->block_scale > 0 && o->dump != NULL)
-        return dtr_cli_usage_error("run", "--dump: not with --block-scale yet (docs/cross-mesh.md, "
-                                          "\"Block-scaled fp8\")");
     if (other != NULL)
         return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
                                           "\"Not yet\", lists what a change between meshes "
@@ -238,6 +235,20 @@ static bool dtr__xdigests(dtr_context_t *ctx, dtr__xt_t *t, int rank, dtr_cli_di
     return ok;
 }
 
+/* --dump --block-scale: each destination rank's block of the scales as rankR.scales (a
+ * batch's tensor k: rankR.K.scales), beside the fp8 block in rankR.out (rankR.K.out). */
+static bool dtr__xdump_scales(const char *dir, int rank, const dtr__xt_t *t, bool batch) {
+    bool ok = true;
+    for (int k = 0; dir != NULL && t->block > 0 && ok && k < t->n; k++) {
+        dtr_layout_t l;
+        char what[64] = "scales";
+        if (batch) snprintf(what, sizeof what, "%d.scales", k);
+        if (dtr_spec_layout(&t->sc[k], rank, &l) == DTR_OK)
+            ok = dtr_cli_dump(dir, rank, what, t->out[t->n + k], t->out_bytes[t->n + k]);
+    }
+    return ok;
+}
+
 /* Runs once, checks, times; rank 0 reports. An exit code, the same on every rank. */
 static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_plan_t *plan,
                      int rank, int world) {
@@ -263,6 +274,7 @@ static int dtr__xrun(const dtr_cli_change_t *o, dtr__xt_t *t, const dtr_cross_pl
                                                  t->in_bytes, t->out, t->out_bytes)
                           : (!src_rank || dtr_cli_dump(o->dump, rank, "in", t->in[0], t->in_bytes[0])) &&
                                 (!dst_rank || dtr_cli_dump(o->dump, rank, "out", t->out[0], t->out_bytes[0]));
+    dumped = dumped && dtr__xdump_scales(o->dump, rank, t, r.batch);
     if (!dtr_cli_all_true(dumped)) goto done;
     for (int k = 0; k < t->n && o->inject == rank; k++)
         if (t->out_bytes[k] > 0) { /* the checker's own test */

@@ -430,9 +430,23 @@ check "block-scaled fp8: not from a Partial source" 4 3 "" \
 check "block-scaled fp8: a 1-D tensor's blocks of B elements" 4 0 \
     "  block-scaled: one f32 scale per block of 4 elements, laid out by the destination's placements; only fp8 bytes and scales moved" "" \
     run --mesh 2 --shape 1000 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --to-dtype f8e5m2 --block-scale 4 --verify --iters 1
-check "block-scaled fp8: no --dump yet" 2 2 "" \
-    "dtr run: --dump: not with --block-scale yet" \
-    run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 4 --dump /tmp
+fdump=$(mktemp -d)
+check "block-scaled fp8: --dump writes the fp8 blocks and the scales" 4 0 "verified: all" "" \
+    run --mesh 2 --shape 300x129 --from 'S(0)' --dtype bf16 --to-mesh 2 --to-ranks 2,3 --to 'S(1)' \
+    --to-dtype f8e4m3 --block-scale 128 --verify --iters 1 --dump "$fdump"
+# sources 150x129 bf16 on ranks 0, 1; fp8 300x65 and 300x64 on ranks 2, 3; the scales (3x2,
+# S(1)) a 3x1 column each
+fdump_ok=1
+for f in rank0.in:38700 rank1.in:38700 rank2.out:19500 rank3.out:19200 rank2.scales:12 rank3.scales:12; do
+    [ "$(stat -c %s "$fdump/${f%%:*}" 2>/dev/null)" = "${f#*:}" ] || fdump_ok=0
+done
+[ ! -e "$fdump/rank0.scales" ] || fdump_ok=0
+if [ $fdump_ok -eq 1 ]; then pass=$((pass + 1)); else
+    fail=$((fail + 1))
+    echo "FAIL: block-scaled --dump files (sizes)"
+    ls -l "$fdump"
+fi
+rm -rf "$fdump"
 check "block-scaled fp8: a block edge of 0" 2 2 "" \
     "dtr run: --block-scale: '0' is not a block edge 1..1073741824" \
     run --mesh 2 --shape 8x8 --from 'S(0)' --to-mesh 2 --to-ranks 1,0 --to R --to-dtype f8e4m3 --block-scale 0
