@@ -179,7 +179,6 @@ static dtr_status_t dtr__fp8_call(dtr_context_t *ctx, const dtr_change_t *change
     int64_t coord[DTR_MAX_MESH_DIMS];
     if (st == DTR_OK && dtr_mesh_coord(a, ctx->rank, coord) == DTR_OK)
         st = dtr__fp8_source(ctx, f, in, in_bytes, qin, qin_bytes, func);
-    f->sent = st == DTR_OK;
     if (st != DTR_OK) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", dtr__last_detail());
@@ -189,6 +188,7 @@ static dtr_status_t dtr__fp8_call(dtr_context_t *ctx, const dtr_change_t *change
     } else {
         st = dtr__change_form_call(ctx, change, qin, qin_bytes, out, out_bytes, req);
     }
+    f->sent = st == DTR_OK; /* (the move done, or started: dtr_change_sent) */
     return st;
 }
 
@@ -230,7 +230,7 @@ dtr_status_t dtr_change_sent(const dtr_change_t *change, int i, dtr_spec_t *spec
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "i: %d, the change sends %d tensors "
                           "(its %d quantized ones, then their scales)", i, 2 * f->n, f->n);
     if (!f->sent)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "change: no call of it has quantized "
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, F, "change: no call of it has succeeded "
                           "on this rank yet (or the last one failed)");
     if (i < f->n) {
         *spec = f->src[i];

@@ -203,8 +203,9 @@ DTR_API dtr_status_t dtr_change_start(dtr_context_t *ctx, const dtr_change_t *ch
  * (after dtr_change_start, as soon as it returns). dtr_digest of it over the source mesh
  * equals dtr_digest of tensor i's result (i >= n: of dtr_change_scales's) over the
  * destination's where the move delivered (docs/cross-mesh.md, "Block-scaled fp8").
- * INVALID_ARGUMENT: another change, i outside 0..2n-1, no call that quantized on this rank
- * yet (or the last one failed). */
+ * INVALID_ARGUMENT: another change, i outside 0..2n-1, no call of the change yet, or the
+ * last one failed on this rank (dtr_change_run: anywhere in it; dtr_change_start: before its
+ * move was started). */
 DTR_API dtr_status_t dtr_change_sent(const dtr_change_t *change, int i, dtr_spec_t *spec,
                                      const void **buf, size_t *bytes);
 

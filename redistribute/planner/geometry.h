@@ -228,7 +228,7 @@ typedef struct {
     size_t *qin_bytes;              /* [2n] */
     void *scratch;
     size_t scratch_bytes;
-    bool sent; /* the last call's source side succeeded on this rank (dtr_change_sent) */
+    bool sent; /* the last call succeeded (or started) on this rank (dtr_change_sent) */
 } dtr__change_fp8_t;
 
 /* NULL for a change without block scaling. */

@@ -246,6 +246,18 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
             bad = snprintf(why, len, "rank 0's wrong in_bytes: DTR_OK here") > 0;
         else if (pass == 0 && rank == 0 && strstr(dtr_last_error(), "in_bytes[0]") == NULL)
             bad = snprintf(why, len, "the error does not name in_bytes[0]: %s", dtr_last_error()) > 0;
+        /* what was sent: nothing after the failed call, on every rank; the good one's after */
+        dtr_spec_t ss;
+        const void *sb = NULL;
+        size_t sbytes = 0;
+        st = dtr_change_sent(ch, 1, &ss, &sb, &sbytes);
+        if (!bad && pass == 0 && st != DTR_ERR_INVALID_ARGUMENT)
+            bad = snprintf(why, len, "dtr_change_sent after the failed call: %d, not "
+                           "INVALID_ARGUMENT", (int)st) > 0;
+        if (!bad && pass == 1 && (st != DTR_OK || (rank < h) != (sb != NULL) ||
+                                  sbytes != (rank < h ? 16u : 0u))) /* (2x2 f32 scales, R) */
+            bad = snprintf(why, len, "dtr_change_sent after the good call: %s, %zu bytes",
+                           st == DTR_OK ? "OK" : dtr_last_error(), sbytes) > 0;
     }
     free(in), free(out), free(sout);
     dtr_change_destroy(ch);
