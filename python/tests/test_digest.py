@@ -114,3 +114,11 @@ def test_refused_on_every_rank_then_in_step():
         else:
             assert "rank 1" in str(e.value)
     assert dtr.digest(block(full, m, "S(0)"), m, "S(0)", shape=full.shape) == whole(full)
+    # an uneven split without shape=: each rank infers an even one from its own block (4n - 1
+    # rows: the last rank's block is one row short), so the specs differ; every rank refuses
+    # (no wrong digest), and the next call is in step
+    if n > 1:
+        uneven = full[: 4 * n - 1]
+        with pytest.raises(dtr.ArgumentError, match="the mesh's ranks gave different specs"):
+            dtr.digest(block(uneven, m, "S(0)"), m, "S(0)")
+        assert dtr.digest(block(uneven, m, "S(0)"), m, "S(0)", shape=uneven.shape) == whole(uneven)

@@ -189,6 +189,19 @@ dtr_status_t dtr_digest_local(const dtr_spec_t *spec, int rank, const void *loca
     return DTR_OK;
 }
 
+/* What the mesh's ranks must agree on (the mesh is the collective's own): the shape, the
+ * dtype and the placements. */
+static uint64_t dtr__spec_hash(const dtr_spec_t *s) {
+    uint64_t h = dtr__mix((uint64_t)s->ndim, (uint64_t)s->dtype, 0);
+    for (int d = 0; d < s->ndim; d++) h = dtr__mix(h, (uint64_t)s->shape[d], (uint64_t)d);
+    for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++) {
+        const dtr_placement_t *p = &s->placements[i];
+        h = dtr__mix(h, (uint64_t)p->kind | (uint64_t)(uint32_t)p->dim << 8,
+                     (uint64_t)p->op | (uint64_t)(uint32_t)p->order << 8);
+    }
+    return h;
+}
+
 dtr_status_t dtr_digest(dtr_context_t *ctx, const dtr_spec_t *spec, const void *local,
                         int64_t bytes, uint64_t *out) {
     DTR_CHECK_PTR(ctx, __func__);
@@ -209,6 +222,16 @@ dtr_status_t dtr_digest(dtr_context_t *ctx, const dtr_spec_t *spec, const void *
         dtr_refuse(ctx, spec->mesh, dims, NULL, st, msg);
         return dtr__error(st, __func__, "%s", msg);
     }
+    /* one spec on every rank: the largest of h and of ~h is each rank's own only where no
+     * rank's differs, and where one does every rank sees it (in one of the two) */
+    uint64_t h = dtr__spec_hash(spec);
+    int64_t mine[2] = {(int64_t)h, (int64_t)~h}, most[2];
+    DTR_CHECK_AS(dtr_all_reduce(ctx, spec->mesh, dims, mine, most, 2, DTR_I64, DTR_REDUCE_MAX),
+                 __func__);
+    if (most[0] != mine[0] || most[1] != mine[1])
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "spec: the mesh's ranks gave "
+                          "different specs (shape, dtype or placements), so their shares are "
+                          "of different tensors");
     int64_t limbs[4], sums[4];
     for (int k = 0; k < 4; k++) limbs[k] = (int64_t)((partial >> (16 * k)) & 0xffff);
     DTR_CHECK_AS(dtr_all_reduce(ctx, spec->mesh, dims, limbs, sums, 4, DTR_I64, DTR_REDUCE_SUM),

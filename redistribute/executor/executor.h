@@ -125,7 +125,8 @@ DTR_API dtr_status_t dtr_redistribute_batch_baseline(dtr_context_t *ctx,
  * digest); dtr_digest: collective over spec's mesh (one small all-reduce), *out written on
  * its ranks only (a rank outside the mesh returns DTR_OK at once). Refused on every rank
  * alike (INVALID_ARGUMENT): a Partial placement (no values until reduced), bytes not this
- * rank's block; on a context of device memory, UNSUPPORTED.
+ * rank's block, ranks that gave different specs (shape, dtype or placements: a second small
+ * all-reduce checks); on a context of device memory, UNSUPPORTED.
  */
 DTR_API uint64_t dtr_digest_mix(uint64_t index, uint64_t lo, uint64_t hi);
 DTR_API dtr_status_t dtr_digest_local(const dtr_spec_t *spec, int rank, const void *local,
