@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numeric/numeric.h"
 #include "redistribute/executor/internal.h"
 
 /* This rank's part in one tensor: its blocks of src, mid and dst (whether it holds them),
@@ -103,6 +104,7 @@ static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, in
         const dtr__xside_t *x = &xs[m->tensor];
         const dtr__xtensor_t *t = &p->t[m->tensor];
         dtr__xcorner(m, &x->ml, t->dst.ndim, lo);
+        if (m->to == rank && t->at_receiver) continue; /* (summed with the others: dtr__xsum) */
         if (m->to == rank) {
             dtr__xcorner(m, &x->dl, t->dst.ndim, to);
             DTR_CHECK(dtr__xbox(ctx, t, x, lo, m->ext, x->out, x->dl.local_shape, to));
@@ -114,26 +116,133 @@ static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, in
     return DTR_OK;
 }
 
+/* An addend of a box summed at the receiver: its message, and where its bytes lie (in
+ * stage_recv; NULL: in this rank's own source block). */
+typedef struct {
+    const dtr__xmsg_t *m;
+    const char *data;
+} dtr__xaddend_t;
+
+/* By tensor, box and addend: a box's addends together, in addend order. */
+static int dtr__cmp_addend(const void *a, const void *b) {
+    const dtr__xmsg_t *x = ((const dtr__xaddend_t *)a)->m, *y = ((const dtr__xaddend_t *)b)->m;
+    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+    for (int d = 0; d < DTR_MAX_TENSOR_DIMS; d++)
+        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
+    return (x->part > y->part) - (x->part < y->part);
+}
+
+/* Where box [lo, lo + ext) of a block of shape `shape` is one run of it: its first byte's
+ * offset; -1 otherwise. */
+static int64_t dtr__xrun(int nd, int64_t item, const int64_t *shape, const int64_t *lo,
+                         const int64_t *ext) {
+    int j = 0;
+    while (j < nd && ext[j] == 1) j++;
+    for (int d = j + 1; d < nd; d++)
+        if (ext[d] != shape[d]) return -1;
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++) off = off * shape[d] + lo[d];
+    return off * item;
+}
+
+/*
+ * One box's n addends (a[0..n), in addend order) summed into this rank's target block: on
+ * host memory in one pass (dtr__reduce_n: halves widened, summed in order, rounded once),
+ * on a memory space the first copied and the others added in turn (its `add`). The bytes
+ * of this rank's own addend are first copied out of its source block.
+ */
+static dtr_status_t dtr__xsum(dtr_context_t *ctx, const dtr_cross_plan_t *p,
+                              const dtr__xside_t *xs, const dtr__xaddend_t *a, int n,
+                              const void **in) {
+    const dtr__xmsg_t *m = a[0].m;
+    const dtr__xtensor_t *t = &p->t[m->tensor];
+    const dtr__xside_t *x = &xs[m->tensor];
+    int nd = t->dst.ndim;
+    int64_t item = dtr_dtype_info(t->dst.dtype)->size, count = m->bytes / item;
+    int64_t lo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0}, gap = (m->bytes + 63) / 64 * 64;
+    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, 2 * gap,
+                           "a box summed at the receiver"));
+    char *acc = ctx->cross_cast, *own = acc + gap;
+    if (ctx->mem != NULL && ctx->mem->add == NULL)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_redistribute_cross",
+                          "a Partial summed at the receiver: this memory space cannot add "
+                          "(plan with DTR_CROSS_REDUCE=source)");
+    for (int k = 0; k < n; k++) {
+        in[k] = a[k].data;
+        if (in[k] != NULL) continue;
+        dtr__xcorner(a[k].m, &x->ml, nd, lo);
+        int64_t run = dtr__xrun(nd, item, x->ml.local_shape, lo, m->ext);
+        in[k] = own;
+        if (ctx->mem == NULL && run >= 0) /* (host memory: read where it lies) */
+            in[k] = (const char *)x->mid + run;
+        else
+            DTR_CHECK(dtr__m_box(ctx, nd, item, x->mid, x->ml.local_shape, lo, m->ext, own, m->ext, zero));
+    }
+    if (ctx->mem == NULL) {
+        dtr__xcorner(m, &x->dl, nd, lo);
+        int64_t run = dtr__xrun(nd, item, x->dl.local_shape, lo, m->ext);
+        /* (summed straight into the target where the box is one run of it) */
+        dtr__reduce_n(t->dst.dtype, DTR_REDUCE_SUM, in, n, run >= 0 ? (char *)x->out + run : acc, count);
+        if (run >= 0) return DTR_OK;
+    } else {
+        DTR_CHECK(dtr__m_copy(ctx, acc, in[0], m->bytes));
+        for (int k = 1; k < n; k++) {
+            dtr_status_t st = ctx->mem->add(ctx->mem_state, t->dst.dtype, in[k], acc, count);
+            if (st != DTR_OK) return dtr__m_fail(ctx, st, "add");
+        }
+    }
+    dtr__xcorner(m, &x->dl, nd, lo);
+    return dtr__m_box(ctx, nd, item, acc, m->ext, zero, m->ext, x->out, x->dl.local_shape, lo);
+}
+
+/* The boxes summed at this rank in a round (na addends in a), box by box. */
+static dtr_status_t dtr__xsums(dtr_context_t *ctx, const dtr_cross_plan_t *p,
+                               const dtr__xside_t *xs, dtr__xaddend_t *a, int64_t na) {
+    qsort(a, (size_t)na, sizeof *a, dtr__cmp_addend);
+    const void **in = malloc(sizeof *in * (size_t)(na > 0 ? na : 1));
+    if (in == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute_cross", "addends");
+    dtr_status_t st = DTR_OK;
+    for (int64_t k = 0, j; k < na && st == DTR_OK; k = j) {
+        for (j = k + 1; j < na && a[j].m->part > a[j - 1].m->part; j++) {}
+        st = dtr__xsum(ctx, p, xs, a + k, (int)(j - k), in);
+    }
+    free(in);
+    return st;
+}
+
 /* The boxes this rank received in a round, from stage_recv into its targets (by sender, in
- * message order). */
+ * message order); those of a Partial summed at the receiver, with this rank's own addends,
+ * summed box by box (dtr__xsums). */
 static dtr_status_t dtr__xunpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
                                  const dtr__xside_t *xs) {
     int rank = ctx->rank;
-    int64_t first, n, at = 0;
+    int64_t first, n, at = 0, na = 0;
     int64_t to[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
+    dtr__xaddend_t *a = NULL;
     dtr__cross_recvs(p, round, rank, &first, &n);
     for (int64_t k = first; k < first + n; k++) {
         const dtr__xmsg_t *m = &p->msgs[p->by_to[k]];
         const dtr__xside_t *x = &xs[m->tensor];
         int nd = p->t[m->tensor].dst.ndim;
-        if (m->from == rank) continue;
-        dtr__xcorner(m, &x->dl, nd, to);
-        DTR_CHECK(dtr__m_box(ctx, nd, dtr_dtype_info(p->t[m->tensor].dst.dtype)->size,
-                             (char *)ctx->stage_recv + at, m->ext, zero, m->ext, x->out,
-                             x->dl.local_shape, to));
-        at += m->bytes;
+        char *data = m->from == rank ? NULL : (char *)ctx->stage_recv + at;
+        if (p->t[m->tensor].at_receiver) {
+            if (a == NULL && (a = malloc(sizeof *a * (size_t)n)) == NULL)
+                return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute_cross", "addends");
+            a[na++] = (dtr__xaddend_t){m, data};
+        } else if (data != NULL) {
+            dtr__xcorner(m, &x->dl, nd, to);
+            dtr_status_t st = dtr__m_box(ctx, nd, dtr_dtype_info(p->t[m->tensor].dst.dtype)->size,
+                                         data, m->ext, zero, m->ext, x->out, x->dl.local_shape, to);
+            if (st != DTR_OK) {
+                free(a);
+                return st;
+            }
+        }
+        if (data != NULL) at += m->bytes;
     }
-    return DTR_OK;
+    dtr_status_t st = na > 0 ? dtr__xsums(ctx, p, xs, a, na) : DTR_OK;
+    free(a);
+    return st;
 }
 
 /* The mids' scratch (the plan's mid_bytes) and each tensor's reduced block in it. */

@@ -32,6 +32,7 @@ typedef struct {
     const char *func;
     const dtr_cost_model_t *cost;
     bool batch;
+    int64_t cap; /* the staging cap (a Partial is then reduced on the source mesh) */
 } dtr__xctx_t;
 
 /* Larger boxes first; then by tensor, block and target, so every rank orders them alike. */
@@ -137,7 +138,9 @@ static dtr_status_t dtr__pieces(const dtr_cross_plan_t *p, const dtr__xblocks_t 
             int to;
             dtr_spec_layout_at(dst, coord, &l);
             dtr_mesh_rank_at(dst->mesh, coord, &to);
+            int64_t at = ps->n;
             if (l.numel > 0) DTR_CHECK(dtr__xtarget_pieces(&b[t], t, to, &l, ps));
+            if (p->t[t].at_receiver) DTR_CHECK(dtr__xsplit_parts(ps, at, p->t[t].parts));
         } while (dtr__xcoord_next(dst->mesh, coord));
     }
     return DTR_OK;
@@ -149,9 +152,10 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
                                  const dtr__xpieces_t *ps, const dtr_cost_model_t *cost) {
     int64_t n = p->nranks, classes = 0;
     for (int t = 0; t < p->ntensors; t++) classes += b[t].nclasses;
-    int64_t *v = calloc((size_t)(4 * n + classes + p->ntensors + 1), sizeof *v);
+    int64_t *v = calloc((size_t)(5 * n + classes + p->ntensors + 1), sizeof *v);
     if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "figures of %lld ranks", (long long)n);
-    int64_t *send = v, *recv = v + n, *peers = v + 2 * n, *forced = v + 3 * n, *need = v + 4 * n;
+    int64_t *send = v, *recv = v + n, *peers = v + 2 * n, *forced = v + 3 * n, *sum = v + 4 * n;
+    int64_t *need = v + 5 * n, most_sum = 0;
     int64_t *base = need + classes; /* per tensor: its classes' start in need[] */
     for (int t = 1; t < p->ntensors; t++) base[t] = base[t - 1] + b[t - 1].nclasses;
     dtr_cross_figures_t f = p->fig; /* (rounds and staging from cross_rounds.c) */
@@ -162,6 +166,7 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     }
     for (int64_t k = 0; k < p->nmsgs; k++) {
         const dtr__xmsg_t *m = &p->msgs[k];
+        if (p->t[m->tensor].at_receiver) sum[dtr__xpos(p, m->to)] += m->bytes; /* (summed there) */
         if (m->from == m->to) continue;
         send[dtr__xpos(p, m->from)] += m->bytes;
         recv[dtr__xpos(p, m->to)] += m->bytes;
@@ -180,6 +185,7 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
         if (send[r] > f.send_bytes_max) f.send_bytes_max = send[r];
         if (recv[r] > f.recv_bytes_max) f.recv_bytes_max = recv[r];
         if (peers[r] > most_peers) most_peers = peers[r];
+        if (sum[r] > most_sum) most_sum = sum[r];
     }
     /* every element a target lacks comes from some holder of its block: the busiest of a
      * block's holders sends at least its share, and a sole holder all of it */
@@ -208,7 +214,8 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     f.time_us += (double)(most_peers * f.rounds) * cost->alpha_us[0] +
                  (double)(f.send_bytes_max > f.recv_bytes_max ? f.send_bytes_max : f.recv_bytes_max) /
                      (cost->bandwidth_gbps[0] * 1e3) +
-                 (double)f.staging_bytes_max * (double)f.rounds / (cost->local_gbps * 1e3);
+                 (double)f.staging_bytes_max * (double)f.rounds / (cost->local_gbps * 1e3) +
+                 (double)most_sum / (cost->local_gbps * 1e3);
     f.permutation = f.messages == 0 && f.pre_steps == 0;
     for (int t = 0; t < p->ntensors; t++) f.permutation &= !p->t[t].has_pre && !p->t[t].wire_cast;
     p->fig = f;
@@ -229,6 +236,7 @@ static dtr_status_t dtr__messages(dtr_cross_plan_t *p, const dtr__xpieces_t *ps)
         m->tensor = x->tensor;
         m->from = x->from;
         m->to = x->to;
+        m->part = x->part;
         memcpy(m->lo, x->lo, sizeof m->lo);
         memcpy(m->ext, x->ext, sizeof m->ext);
         m->bytes = x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
@@ -277,11 +285,13 @@ static void dtr__hash(dtr_cross_plan_t *p) {
         h = dtr__spec_hash(dtr__spec_hash(h, &p->t[t].src), &p->t[t].dst);
         h = dtr__fnv(h, p->t[t].has_pre ? (int64_t)dtr__plan_hash(&p->t[t].pre) : 0);
         h = dtr__fnv(h, p->t[t].wire_cast);
+        h = dtr__fnv(h, p->t[t].at_receiver ? p->t[t].parts : 0);
     }
     h = dtr__fnv(dtr__fnv(h, p->nmsgs), p->nrounds);
     for (int64_t k = 0; k < p->nmsgs; k++) {
         const dtr__xmsg_t *m = &p->msgs[k];
         h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(h, m->from), m->to), m->bytes), m->round);
+        h = dtr__fnv(h, m->part);
     }
     p->hash = h;
 }
@@ -346,6 +356,8 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
         st = dtr__mesh_union(p->t[0].src.mesh, p->t[0].dst.mesh, "dtr_cross_plan_create",
                              &p->ranks, &p->nranks);
     if (st == DTR_OK) st = dtr__positions(p);
+    for (int t = 0; t < p->ntensors && st == DTR_OK; t++)
+        if (p->t[t].at_receiver) st = dtr__xblocks_part(&p->t[t].src, &b[t], &p->t[t].parts);
     if (st == DTR_OK) st = dtr__pieces(p, b, &ps);
     if (st == DTR_OK && (load = calloc((size_t)p->nranks, sizeof *load)) == NULL)
         st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "loads");
@@ -397,16 +409,17 @@ static bool dtr__partial(const dtr_spec_t *s) {
 /* One tensor's plan for one choice of mid (src itself, or src reduced on its mesh to mid's
  * placements in dst's dtype): *out, or an error (the pre plan's refusal). */
 static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
-                                  const dtr_spec_t *dst, const dtr_cost_model_t *cost,
-                                  dtr_cross_plan_t **out) {
+                                  const dtr_spec_t *dst, bool at_receiver,
+                                  const dtr_cost_model_t *cost, dtr_cross_plan_t **out) {
     dtr_cross_plan_t *p = dtr__new_plan(1);
     if (p == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "a plan");
     dtr__xtensor_t *x = &p->t[0];
     x->src = *src;
     x->mid = *mid;
     x->dst = *dst;
+    x->at_receiver = at_receiver;
     x->wire_cast = !dtr__partial(src) && src->dtype != dst->dtype;
-    x->has_pre = mid != src && !x->wire_cast;
+    x->has_pre = mid != src && !x->wire_cast && !at_receiver;
     dtr_status_t st = DTR_OK;
     if (x->has_pre) {
         dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
@@ -421,10 +434,26 @@ static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
     return DTR_OK;
 }
 
+/* The bytes on a one-tensor plan's busiest rank: what it receives on the source mesh
+ * first, then the most it sends or receives between the meshes. */
+static int64_t dtr__busiest(const dtr_cross_plan_t *p) {
+    const dtr_cross_figures_t *f = &p->fig;
+    return (p->t[0].has_pre ? p->t[0].pre.recv_bytes_max : 0) +
+           (f->send_bytes_max > f->recv_bytes_max ? f->send_bytes_max : f->recv_bytes_max);
+}
+
 /* a better than b: less modeled time; then fewer bytes moved. */
 static bool dtr__better(const dtr_cross_plan_t *a, const dtr_cross_plan_t *b) {
     if (a->fig.time_us != b->fig.time_us) return a->fig.time_us < b->fig.time_us;
     return a->fig.moved_bytes < b->fig.moved_bytes;
+}
+
+/* The addends of a Partial source: the product of its Partial mesh dims' sizes. */
+static int64_t dtr__addends(const dtr_spec_t *src) {
+    int64_t n = 1;
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++)
+        if (src->placements[i].kind == DTR_PARTIAL) n *= dtr_mesh_size(src->mesh, i);
+    return n;
 }
 
 /* How many boxes dst's blocks are cut into by mid's (*count), without making them. */
@@ -456,38 +485,69 @@ static dtr_status_t dtr__candidate(const dtr_spec_t *src, const dtr_spec_t *dst,
     return dtr_spec_init(mid, src->mesh, pl, m, src->shape, src->ndim, dst->dtype);
 }
 
+/* Where a Partial source may be summed at the receivers (the first candidate, -2): two
+ * addends or more, every Partial dim a SUM, a real float dtype kept, no staging cap (a box's addends then
+ * arrive in one round), and DTR_CROSS_REDUCE not "source". *only: it is "receiver". */
+static dtr_status_t dtr__at_receiver_ok(const dtr__xctx_t *c, const dtr_spec_t *src,
+                                        const dtr_spec_t *dst, bool *ok, bool *only) {
+    const char *env = getenv("DTR_CROSS_REDUCE");
+    *only = env != NULL && strcmp(env, "receiver") == 0;
+    if (env != NULL && *env != '\0' && !*only && strcmp(env, "source") != 0 && strcmp(env, "auto") != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+                          "DTR_CROSS_REDUCE: '%s', must be auto, source or receiver", env);
+    const dtr_dtype_info_t *di = dtr_dtype_info(src->dtype);
+    *ok = dtr__addends(src) > 1 && src->dtype == dst->dtype && di->is_float && !di->is_complex &&
+          !di->storage_only && c->cap == 0 && !(env != NULL && strcmp(env, "source") == 0);
+    for (int i = 0; *ok && i < dtr_mesh_ndims(src->mesh); i++)
+        *ok = src->placements[i].kind != DTR_PARTIAL || src->placements[i].op == DTR_REDUCE_SUM;
+    *only &= *ok;
+    return DTR_OK;
+}
+
 /* One tensor's best plan without relabeling or cap: src as it is where it has no Partial
  * dims and dst's dtype; else the Partial dims reduced to R, or to S(d) for each tensor dim
- * d (a reduce-scatter moves less, and the shards then move less again), each costed. A
+ * d (a reduce-scatter moves less, and the shards then move less again), each costed, the
+ * least modeled time winning; and where dtr__at_receiver_ok, the Partial dims summed at the
+ * receivers instead where that puts fewer bytes on the busiest rank (dtr__busiest: the
+ * source mesh's reductions run on shared memory, the moves between meshes do not, so at
+ * equal bytes the reduction stays on the source; docs/cross-mesh.md). A
  * candidate cutting the targets into more than four times the boxes of the fewest (and
  * over 4,096) is not planned: its messages alone would cost more, and making them could
  * take gigabytes (a shard of columns sent to shards of rows on 4,096 ranks each). */
 static dtr_status_t dtr__best_mid(const dtr__xctx_t *c, const char *name, const dtr_spec_t *src,
                                   const dtr_spec_t *dst, dtr_cross_plan_t **out) {
-    bool partial = dtr__partial(src);
-    if (!partial && src->dtype == dst->dtype) return dtr__with_mid(src, src, dst, c->cost, out);
-    int last = partial ? src->ndim : 0;
-    int64_t count[DTR_MAX_TENSOR_DIMS + 1], fewest = INT64_MAX;
-    for (int d = -1; d < last; d++) {
+    bool partial = dtr__partial(src), recv_ok = false, recv_only = false;
+    if (!partial && src->dtype == dst->dtype) return dtr__with_mid(src, src, dst, false, c->cost, out);
+    DTR_CHECK(dtr__at_receiver_ok(c, src, dst, &recv_ok, &recv_only));
+    int last = partial && !recv_only ? src->ndim : 0, start = recv_ok ? -2 : -1;
+    int64_t count[DTR_MAX_TENSOR_DIMS + 2], fewest = INT64_MAX;
+    for (int d = start; d < last; d++) {
         dtr_spec_t mid;
-        count[d + 1] = INT64_MAX;
-        if (dtr__candidate(src, dst, d, &mid) == DTR_OK) DTR_CHECK(dtr__count(&mid, dst, &count[d + 1]));
-        if (count[d + 1] < fewest) fewest = count[d + 1];
+        count[d + 2] = INT64_MAX;
+        if (dtr__candidate(src, dst, d < -1 ? -1 : d, &mid) == DTR_OK)
+            DTR_CHECK(dtr__count(&mid, dst, &count[d + 2]));
+        if (d == -2 && count[0] < INT64_MAX) count[0] *= dtr__addends(src);
+        if (count[d + 2] < fewest) fewest = count[d + 2];
     }
-    dtr_cross_plan_t *best = NULL;
+    dtr_cross_plan_t *best = NULL, *recv = NULL;
     dtr_status_t first = DTR_OK;
     char why[512] = "";
-    for (int d = -1; d < last; d++) {
+    for (int d = start; d < last; d++) {
         dtr_spec_t mid;
         dtr_cross_plan_t *p = NULL;
-        if (fewest < INT64_MAX && count[d + 1] > 4 * fewest && count[d + 1] > 4096) continue;
-        dtr_status_t st = dtr__candidate(src, dst, d, &mid);
-        if (st == DTR_OK) st = dtr__with_mid(src, &mid, dst, c->cost, &p);
+        if (d == -1 && recv_only) continue;
+        if (fewest < INT64_MAX && count[d + 2] > 4 * fewest && count[d + 2] > 4096) continue;
+        dtr_status_t st = dtr__candidate(src, dst, d < -1 ? -1 : d, &mid);
+        if (st == DTR_OK) st = dtr__with_mid(src, &mid, dst, d == -2, c->cost, &p);
         if (st != DTR_OK) {
             if (first == DTR_OK) {
                 first = st;
                 snprintf(why, sizeof why, "%s", dtr_last_error());
             }
+            continue;
+        }
+        if (d == -2) {
+            recv = p;
             continue;
         }
         if (best == NULL || dtr__better(p, best)) {
@@ -496,6 +556,12 @@ static dtr_status_t dtr__best_mid(const dtr__xctx_t *c, const char *name, const 
         } else {
             dtr_cross_plan_destroy(p);
         }
+    }
+    if (recv != NULL && (best == NULL || dtr__busiest(recv) < dtr__busiest(best))) {
+        dtr_cross_plan_destroy(best);
+        best = recv;
+    } else {
+        dtr_cross_plan_destroy(recv);
     }
     if (best == NULL) return dtr__error(first, c->func, "the reduction on %s's mesh: %s", name, why);
     *out = best;
@@ -565,6 +631,7 @@ static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src
                           cap < 0 ? "must be >= 0 (0: no cap)"
                                   : "less than one element: nothing could move");
     c->cost = opts != NULL ? opts->cost : NULL;
+    c->cap = cap;
     if (c->cost == NULL) {
         DTR_CHECK(dtr_cost_model_from_env(model));
         c->cost = model;

@@ -207,3 +207,70 @@ int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t) {
              dtr__interval_at(b, d, t->global_offset[d]) + 1;
     return n;
 }
+
+dtr_status_t dtr__xblocks_part(const dtr_spec_t *src, dtr__xblocks_t *b, int *parts) {
+    const dtr_mesh_t *mesh = src->mesh;
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, np = 1, top = 0, nh = b->first[b->nclasses];
+    for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+        if (src->placements[i].kind == DTR_PARTIAL) np *= dtr_mesh_size(mesh, i);
+    do {
+        int r;
+        dtr_mesh_rank_at(mesh, coord, &r);
+        if (r > top) top = r;
+    } while (dtr__xcoord_next(mesh, coord));
+    int *part = malloc(sizeof *part * (size_t)(top + 1));
+    int *holder = malloc(sizeof *holder * (size_t)(nh > 0 ? nh : 1));
+    int64_t *first = calloc((size_t)(b->nclasses * np + 1), sizeof *first);
+    if (part == NULL || holder == NULL || first == NULL) {
+        free(part), free(holder), free(first);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "the addends of %lld blocks",
+                          (long long)b->nclasses);
+    }
+    memset(coord, 0, sizeof coord);
+    do { /* each rank's addend: its coordinate over the Partial dims, row-major */
+        int r, k = 0;
+        dtr_mesh_rank_at(mesh, coord, &r);
+        for (int i = 0; i < dtr_mesh_ndims(mesh); i++)
+            if (src->placements[i].kind == DTR_PARTIAL)
+                k = k * (int)dtr_mesh_size(mesh, i) + (int)coord[i];
+        part[r] = k;
+    } while (dtr__xcoord_next(mesh, coord));
+    for (int64_t c = 0; c < b->nclasses; c++) /* a stable split: ascending within each */
+        for (int64_t h = b->first[c]; h < b->first[c + 1]; h++)
+            first[c * np + part[b->holder[h]] + 1]++;
+    for (int64_t c = 0; c < b->nclasses * np; c++) first[c + 1] += first[c];
+    int64_t *at = calloc((size_t)(b->nclasses * np + 1), sizeof *at);
+    if (at == NULL) {
+        free(part), free(holder), free(first);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "the addends");
+    }
+    for (int64_t c = 0; c < b->nclasses; c++)
+        for (int64_t h = b->first[c]; h < b->first[c + 1]; h++) {
+            int64_t k = c * np + part[b->holder[h]];
+            holder[first[k] + at[k]++] = b->holder[h];
+        }
+    free(at);
+    free(part);
+    free(b->first);
+    free(b->holder);
+    b->first = first;
+    b->holder = holder;
+    b->nclasses *= np;
+    *parts = (int)np;
+    return DTR_OK;
+}
+
+dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts) {
+    int64_t end = ps->n;
+    for (int64_t k = from; k < end; k++) {
+        ps->v[k].cls *= parts;
+        ps->v[k].part = 0;
+        for (int j = 1; j < parts; j++) {
+            dtr__xpiece_t x = ps->v[k];
+            x.cls += j;
+            x.part = j;
+            DTR_CHECK(dtr__piece_push(ps, &x));
+        }
+    }
+    return DTR_OK;
+}

@@ -128,7 +128,10 @@ static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool bat
     if (x->wire_cast)
         fprintf(out, "%scast from %s to %s as each box is packed", batch ? "; " : "  ",
                 dtr_dtype_name(x->src.dtype), dtr_dtype_name(x->dst.dtype));
-    if (batch || x->has_pre || x->wire_cast) fputc('\n', out);
+    if (x->at_receiver)
+        fprintf(out, "%sthe %d addends summed at the receivers, in addend order", batch ? "; " : "  ",
+                x->parts);
+    if (batch || x->has_pre || x->wire_cast || x->at_receiver) fputc('\n', out);
 }
 
 /* The relabeled order: the rank of each coordinate of B, row-major. */
@@ -176,8 +179,10 @@ dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_mess
         char box[512], tensor[16] = "";
         dtr__box(box, sizeof box, m, plan->t[m->tensor].dst.ndim);
         if (batch) snprintf(tensor, sizeof tensor, "%6d ", m->tensor);
-        fprintf(out, "  %s%6d %6d  %-40s %14lld%s\n", tensor, m->from, m->to, box, (long long)m->bytes,
-                m->from == m->to ? "  (kept)" : "");
+        char part[32] = "";
+        if (plan->t[m->tensor].at_receiver) snprintf(part, sizeof part, "  (addend %d)", m->part);
+        fprintf(out, "  %s%6d %6d  %-40s %14lld%s%s\n", tensor, m->from, m->to, box,
+                (long long)m->bytes, m->from == m->to ? "  (kept)" : "", part);
     }
     if (max_messages >= 0 && plan->nmsgs > max_messages)
         fprintf(out, "  ... %lld more\n", (long long)(plan->nmsgs - max_messages));
@@ -192,6 +197,7 @@ static dtr_status_t dtr__tensor_json(FILE *out, const dtr__xtensor_t *x) {
     dtr__side(out, &x->src, true, false);
     fputs(",\"dst\":", out);
     dtr__side(out, &x->dst, true, false);
+    if (x->at_receiver) fprintf(out, ",\"summed_at_receiver\":%d", x->parts);
     fputs(",\"pre\":", out);
     if (x->has_pre) return dtr_plan_print_json(&x->pre, out);
     fputs("null", out);

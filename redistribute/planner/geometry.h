@@ -166,6 +166,7 @@ uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p);
 typedef struct {
     int tensor, round;
     int from, to;
+    int part; /* a Partial reduced at the receiver: which addend (dtr__xtensor_t.parts) */
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS]; /* the box, global */
     int64_t bytes;
 } dtr__xmsg_t;
@@ -176,6 +177,12 @@ typedef struct {
     /* a cast alone (no Partial dims): no pre plan; the sender casts each box from src's
      * dtype into dst's as it packs it (mid: src's placements in dst's dtype) */
     bool wire_cast;
+    /* a Partial(sum) source reduced at the receiver: no pre plan; mid is src with its
+     * Partial dims as Replicate, and each box comes from one holder of each of the `parts`
+     * addends (the coordinates over the Partial dims, row-major), which the receiver sums
+     * in that order */
+    bool at_receiver;
+    int parts;
     dtr_plan_t pre;           /* src -> mid on src's mesh, run before round `round` */
     int round, last;          /* the tensor's first and last rounds */
     int64_t mid_offset;       /* where its reduced block lies in the mids' scratch (has_pre) */

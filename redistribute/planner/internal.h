@@ -318,7 +318,8 @@ typedef struct {
 /* A box of a target block that one holder sends (or, from = to, keeps). */
 typedef struct {
     int tensor, from, to;
-    int64_t cls; /* the source block it comes from */
+    int part;    /* a Partial reduced at the receiver: the addend (0 otherwise) */
+    int64_t cls; /* the source block it comes from (with part: cls * parts + part) */
     int64_t numel;
     int64_t lo[DTR_MAX_TENSOR_DIMS], ext[DTR_MAX_TENSOR_DIMS];
 } dtr__xpiece_t;
@@ -338,6 +339,13 @@ bool dtr__xcoord_next(const dtr_mesh_t *mesh, int64_t *coord);
 dtr_status_t dtr__xtarget_pieces(const dtr__xblocks_t *b, int tensor, int to,
                                  const dtr_layout_t *t, dtr__xpieces_t *out);
 bool dtr__xholds(const dtr__xblocks_t *b, int64_t cls, int rank);
+/* A Partial source reduced at the receiver: b (the blocks of src with its Partial dims as
+ * Replicate) regrouped so that class c * parts + k holds c's holders of addend k, the
+ * coordinate over src's Partial dims (row-major); *parts their number. */
+dtr_status_t dtr__xblocks_part(const dtr_spec_t *src, dtr__xblocks_t *b, int *parts);
+/* The pieces from index `from` on (of one target, from unparted blocks) as one per addend:
+ * each one's class made c * parts + k, with copies for addends 1..parts-1 appended. */
+dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts);
 /* How many boxes the blocks of b cut non-empty target block t into (without making them). */
 int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
 

@@ -338,7 +338,10 @@ DTR_API dtr_status_t dtr_batch_plan_print_json(const dtr_batch_plan_t *plan, FIL
  * The plan reduces Partial mesh dims (and casts to dst's dtype) on A first, with a
  * single-mesh plan, then moves boxes: each destination rank receives exactly its block
  * less what it holds as a source, each box from one holder, spread over the replicas where
- * the source has them. dst's placements are Shard or Replicate (a Partial destination is
+ * the source has them. A Partial(sum) of a real float dtype, not cast and not under a
+ * staging cap, may instead be summed at the receivers (one box per addend, summed in
+ * addend order) where that puts fewer bytes on the busiest rank; DTR_CROSS_REDUCE=source,
+ * receiver or auto (the default) forces the choice (docs/cross-mesh.md). dst's placements are Shard or Replicate (a Partial destination is
  * refused: reduce, then move). Opaque; it borrows both specs' meshes, which must outlive it.
  */
 typedef struct dtr_cross_plan dtr_cross_plan_t;

@@ -240,8 +240,22 @@ EOF2
 check "cross: a batch, its tensors" 0 0 "  tensor 2: shape 30x7 f64 S(1),S(0) -> f64 S(0)" "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
 check "cross: a batch's figures" 0 0 \
+    "  24 messages between ranks (23160 bytes) in 1 round, 6 boxes kept where they are" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: a Partial summed at the receivers" 0 0 \
+    "  tensor 0: shape 64x48 f32 S(0),P(sum) -> f32 S(1); the 2 addends summed at the receivers, in addend order" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+DTR_CROSS_REDUCE=source check "cross: DTR_CROSS_REDUCE=source reduces on the source mesh" 0 0 \
     "  16 messages between ranks (10872 bytes) in 1 round, 6 boxes kept where they are" "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5
+check "cross: under a cap, reduced on the source mesh" 0 0 \
+    "  tensor 0: shape 64x48 f32 S(0),P(sum) -> f32 S(1); first, on the source mesh (to S(0),R f32): all_reduce" "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --staging-cap 64K
+check "cross: the addends in JSON" 0 0 '"summed_at_receiver":2,"pre":null' "" \
+    plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
+DTR_CROSS_REDUCE=sender check "cross: DTR_CROSS_REDUCE not a choice" 0 2 "" \
+    "dtr plan: --to-mesh: dtr_change_create: DTR_CROSS_REDUCE: 'sender', must be auto, source or receiver" \
+    plan --mesh 2x2 --shape 8x8 --from 'S(0),P' --to-mesh 4 --to-ranks 2,3,4,5 --to 'S(1)'
 check "cross: a batch in JSON" 0 0 '"src":{"mesh":[2,2],"ranks":[0,1,2,3]},"dst":{"mesh":[4],"ranks":[2,3,4,5]},"tensors":[{"shape":[64,48],' "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
 check "cross: a batch takes no --shape" 0 2 "" \

@@ -59,8 +59,11 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     int64_t shape[3];
     for (int d = 0; d < ndim; d++) shape[d] = pick(5) == 0 ? 0 : 1 + pick(11);
     dtr_dtype_t dtype = dtypes[pick(9)];
+    if (k % 5 < 2 && (!dtr_dtype_info(dtype)->is_float || dtr_dtype_info(dtype)->is_complex))
+        dtype = (k / 5) % 2 ? DTR_BF16 : DTR_F32; /* (sums at the receivers take real floats) */
     bool storage = dtr_dtype_info(dtype)->storage_only, complex = dtr_dtype_info(dtype)->is_complex;
     dtr_reduce_op_t op = complex ? (dtr_reduce_op_t)pick(2) : (dtr_reduce_op_t)pick(4);
+    if (k % 5 < 2) op = DTR_REDUCE_SUM; /* (cases that sum at the receivers where they can) */
     dtr_placement_t pa[3], pb[3];
     for (int i = 0; i < dtr_mesh_ndims(c->mesh[0]); i++) {
         pa[i] = random_placement(ndim, op);
@@ -238,6 +241,20 @@ static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
     return dtr_redistribute_cross_batch(ctx, plan, in, ib, out, ob);
 }
 
+static int summed; /* cases whose plan sums a Partial at the receivers */
+
+/* Whether a plan sums some tensor's Partial at the receivers (its JSON says so). */
+static bool sums_at_receiver(const dtr_cross_plan_t *plan) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    bool yes = f != NULL && dtr_cross_plan_print_json(plan, f) == DTR_OK;
+    if (f != NULL) fclose(f);
+    yes = yes && strstr(text, "\"summed_at_receiver\"") != NULL;
+    free(text);
+    return yes;
+}
+
 /* One case on this rank: plan, run twice, check every tensor. 0, or 1 with why. */
 static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill, int rank,
                     char *why, size_t len) {
@@ -261,6 +278,7 @@ static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill
         snprintf(why, len, "plan: %s", dtr_last_error());
         return 1;
     }
+    summed += sums_at_receiver(plan);
     xbuf_t b[3];
     memset(b, 0, sizeof b);
     int bad = 0;
@@ -509,6 +527,10 @@ int main(int argc, char **argv) {
         if (getenv("XTRACE") && rank == 0) printf("case %d (%d tensors): %s\n", k, c.n, c.text), fflush(stdout);
         dtr_fill_t fill = {.kind = k % 2 ? DTR_FILL_RANDOM : DTR_FILL_PATTERN, .seed = seed + (uint64_t)k};
         nonblocking = k % 3 == 1;
+        /* where a Partial(sum) is reduced: the planner's choice, or forced either way */
+        const char *reduce_at[] = {"receiver", "receiver", "source", "auto", "auto"};
+        setenv("DTR_CROSS_REDUCE", reduce_at[k % 5], 1);
+        if (getenv("XTRACE") && rank == 0) printf("  DTR_CROSS_REDUCE=%s\n", reduce_at[k % 5]);
         via_change = k % 4 == 3 && !dtr_mesh_equal(c.mesh[0], c.mesh[1]);
         char why[512] = "";
         int bad = run_case(ctx, &c, &fill, rank, why, sizeof why);
@@ -545,6 +567,11 @@ int main(int argc, char **argv) {
         failed++;
     else
         passed++;
+    unsetenv("DTR_CROSS_REDUCE");
+    if (rank == 0 && world >= 2 && cases >= 50 && summed == 0) {
+        printf("FAIL: no case's plan summed a Partial at the receivers\n");
+        failed++;
+    }
     if (rank == 0 && world >= 2 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
         printf("FAIL: the draws missed a kind of rank sets (disjoint %d, overlapping %d, the same %d)\n",
                kinds[0], kinds[1], kinds[2]);
@@ -552,9 +579,9 @@ int main(int argc, char **argv) {
     }
     if (rank == 0)
         printf("cross on %d ranks (%s), seed %llu: rank sets disjoint %d, overlapping %d, the "
-               "same %d\ncross: %d passed, %d failed\n",
-               world, job.backend, (unsigned long long)seed, kinds[0], kinds[1], kinds[2], passed,
-               failed);
+               "same %d; %d plans summed a Partial at the receivers\ncross: %d passed, %d failed\n",
+               world, job.backend, (unsigned long long)seed, kinds[0], kinds[1], kinds[2], summed,
+               passed, failed);
     test_job_end(&job);
     return failed > 0;
 }

@@ -70,17 +70,41 @@ static int64_t received(const dtr_cross_plan_t *p, int t, int r, const dtr__xmsg
     return got;
 }
 
+static void check_addend(const dtr_cross_plan_t *p, int tn, int r, int part, const char *what);
+
+/* The addend a rank of src's mesh holds: its coordinate over the Partial dims, row-major. */
+static int addend_of(const dtr_spec_t *src, int rank) {
+    int64_t coord[DTR_MAX_MESH_DIMS];
+    int k = 0;
+    cr_assert_eq(dtr_mesh_coord(src->mesh, rank, coord), DTR_OK, "rank %d not on the source mesh", rank);
+    for (int i = 0; i < dtr_mesh_ndims(src->mesh); i++)
+        if (src->placements[i].kind == DTR_PARTIAL) k = k * (int)dtr_mesh_size(src->mesh, i) + (int)coord[i];
+    return k;
+}
+
 /* One target block (rank r's of tensor tn): the boxes of the messages to it lie inside it,
- * inside their sender's reduced block, within the cap, do not overlap, and cover it. */
+ * inside their sender's reduced block, within the cap, do not overlap, and cover it; for a
+ * Partial summed at the receiver, the boxes of each addend so, each from a holder of it. */
 static void check_target(const dtr_cross_plan_t *p, int tn, int r, const char *what) {
-    static const dtr__xmsg_t *box[1 << 16];
+    const dtr__xtensor_t *x = &p->t[tn];
+    for (int part = 0; part < (x->at_receiver ? x->parts : 1); part++)
+        check_addend(p, tn, r, part, what);
+}
+
+static void check_addend(const dtr_cross_plan_t *p, int tn, int r, int part, const char *what) {
+    static const dtr__xmsg_t *all[1 << 16], *box[1 << 16];
     const dtr__xtensor_t *x = &p->t[tn];
     dtr_layout_t t;
     dtr_spec_layout(&x->dst, r, &t);
-    int64_t n = received(p, tn, r, box, 1 << 16), covered = 0;
+    int64_t got = received(p, tn, r, all, 1 << 16), covered = 0, n = 0;
+    for (int64_t k = 0; k < got; k++)
+        if (all[k]->part == part) box[n++] = all[k];
     for (int64_t k = 0; k < n; k++) {
         const dtr__xmsg_t *m = box[k];
         dtr_layout_t s;
+        if (x->at_receiver)
+            cr_assert_eq(addend_of(&x->src, m->from), part, "%s: rank %d sends addend %d, holds %d",
+                         what, m->from, part, addend_of(&x->src, m->from));
         cr_assert_eq(dtr_spec_layout(&x->mid, m->from, &s), DTR_OK, "%s: sender %d", what, m->from);
         if (p->cap > 0 && m->from != m->to)
             cr_assert_leq(m->bytes, p->cap, "%s: a chunk of %lld bytes over the cap", what,
@@ -104,8 +128,8 @@ static void check_target(const dtr_cross_plan_t *p, int tn, int r, const char *w
         }
         covered += numel;
     }
-    cr_assert_eq(covered, t.numel, "%s: rank %d's boxes hold %lld of its %lld elements", what, r,
-                 (long long)covered, (long long)t.numel);
+    cr_assert_eq(covered, t.numel, "%s: rank %d's boxes of addend %d hold %lld of its %lld elements",
+                 what, r, part, (long long)covered, (long long)t.numel);
 }
 
 void check_tiling(const dtr_cross_plan_t *p, const char *what) {

@@ -2,6 +2,7 @@
  * exactly by the boxes its rank receives or keeps, each box inside its sender's block, the
  * bounds met, replicas spread, and the refusals named. Seeded random cases print their seed
  * and the failing case. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 Test(cross, random_changes_tile_every_target_block) {
     const uint64_t seed = 20261127;
-    int planned = 0, kept = 0, reduced = 0;
+    int planned = 0, kept = 0, reduced = 0, summed = 0;
     for (int k = 0; k < 400; k++) {
         rng = seed * 1000003u + (uint64_t)k;
         int world = 2 + (int)pick(7);
@@ -49,6 +50,7 @@ Test(cross, random_changes_tile_every_target_block) {
             cr_assert_eq(f.send_bytes_max, f.lower_bound_send_bytes, "%s", what);
         for (int64_t j = 0; j < p->nmsgs; j++) kept += p->msgs[j].from == p->msgs[j].to;
         reduced += p->t[0].has_pre;
+        summed += p->t[0].at_receiver;
         planned++;
         dtr_cross_plan_destroy(p);
         dtr_mesh_destroy(ma);
@@ -57,6 +59,53 @@ Test(cross, random_changes_tile_every_target_block) {
     cr_assert_geq(planned, 300, "only %d of 400 cases planned", planned);
     cr_assert_gt(kept, 0, "no case kept a box in place");
     cr_assert_gt(reduced, 20, "only %d cases reduced a Partial first", reduced);
+    cr_assert_gt(summed, 5, "only %d cases summed a Partial at the receivers", summed);
+}
+
+/* A Partial(sum) summed at the receivers: 2x2 R,P to 2 of its own ranks as S(0). Each
+ * target keeps its addend 0 (it holds it) and gets addend 1 from one of its two holders,
+ * the two targets from different ones; on the source mesh first, a reduce-scatter would
+ * make every rank receive as much before anything moves. DTR_CROSS_REDUCE=source plans
+ * that instead, and a Partial(max) always. */
+Test(cross, a_partial_summed_at_the_receivers) {
+    int ra[] = {0, 1, 2, 3}, rb[] = {0, 2};
+    dtr_mesh_t *a = mesh_of("2x2", ra, 4), *b = mesh_of("2", rb, 2);
+    dtr_spec_t src = spec_on(a, "R,P", "8x4", DTR_F32), dst = spec_on(b, "S(0)", "8x4", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    cr_expect(p->t[0].at_receiver && p->t[0].parts == 2 && !p->t[0].has_pre);
+    cr_assert_eq(p->nmsgs, 4);
+    int senders = 0;
+    for (int64_t k = 0; k < p->nmsgs; k++) {
+        const dtr__xmsg_t *m = &p->msgs[k];
+        cr_expect_eq(m->bytes, 4 * 4 * 4);
+        cr_expect_eq(m->lo[0], m->to == 0 ? 0 : 4, "message %lld", (long long)k);
+        if (m->from == m->to) {
+            cr_expect_eq(m->part, 0, "a kept box is addend 0");
+        } else {
+            cr_expect(m->part == 1 && (m->from == 1 || m->from == 3), "message %lld from %d", (long long)k, m->from);
+            senders |= 1 << m->from;
+        }
+    }
+    cr_expect_eq(senders, (1 << 1) | (1 << 3), "addend 1 from both of its holders");
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    cr_expect(f.messages == 2 && f.send_bytes_max == 64 && f.recv_bytes_max == 64 && f.pre_steps == 0);
+    cr_expect_eq(f.lower_bound_send_bytes, 64);
+    dtr_cross_plan_destroy(p);
+    setenv("DTR_CROSS_REDUCE", "source", 1);
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    unsetenv("DTR_CROSS_REDUCE");
+    cr_expect(!p->t[0].at_receiver && p->t[0].has_pre);
+    dtr_cross_plan_destroy(p);
+    dtr_spec_t pmax = spec_on(a, "R,P(max)", "8x4", DTR_F32);
+    setenv("DTR_CROSS_REDUCE", "receiver", 1);
+    cr_assert_eq(dtr_cross_plan_create(&pmax, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    unsetenv("DTR_CROSS_REDUCE");
+    cr_expect(!p->t[0].at_receiver && p->t[0].has_pre, "a Partial(max) is reduced on the source mesh");
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
 }
 
 /* The example: 2x2 training ranks, S(0) and Partial, to 4 inference ranks as S(1). */

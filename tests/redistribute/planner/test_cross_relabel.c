@@ -105,7 +105,9 @@ Test(cross_relabel, no_order_moves_less_and_a_free_one_is_found) {
         dtr_cross_options_t opts = {.relabel = true};
         dtr_cross_plan_t *p = NULL, *plain = NULL;
         cr_assert_eq(dtr_cross_plan_create(&a, &b, &opts, &p), DTR_OK, "%s: %s", what, dtr_last_error());
+        setenv("DTR_CROSS_REDUCE", "source", 1); /* (as a cap plans: no sums at the receivers) */
         cr_assert_eq(dtr_cross_plan_create(&a, &b, NULL, &plain), DTR_OK, "%s", what);
+        unsetenv("DTR_CROSS_REDUCE");
         check_tiling(p, what);
         dtr_cross_figures_t f, g;
         dtr_cross_plan_figures(p, &f);
@@ -185,7 +187,9 @@ Test(cross_cap, every_round_within_the_cap) {
                  (long long)opts.staging_cap_bytes);
         dtr_cross_plan_t *p = NULL, *plain = NULL;
         cr_assert_eq(dtr_cross_plan_create(&a, &b, &opts, &p), DTR_OK, "%s: %s", what, dtr_last_error());
+        setenv("DTR_CROSS_REDUCE", "source", 1); /* (as a cap plans: no sums at the receivers) */
         cr_assert_eq(dtr_cross_plan_create(&a, &b, NULL, &plain), DTR_OK, "%s", what);
+        unsetenv("DTR_CROSS_REDUCE");
         check_tiling(p, what);
         int64_t load[64];
         for (int r = 0; r < p->nrounds; r++) {
@@ -278,6 +282,8 @@ Test(cross_batch, a_batch_moves_what_its_tensors_move) {
         dtr_spec_t a[5], b[5];
         int got = 0;
         int64_t moved = 0, messages = 0;
+        /* (a batch under a cap, every other one, reduces every Partial on the source mesh) */
+        if (k % 2) setenv("DTR_CROSS_REDUCE", "source", 1);
         for (int t = 0; t < 8 && got < n; t++) {
             int ndim = (int)pick(3);
             int64_t shape[2] = {(int64_t)pick(9), (int64_t)pick(9)};
@@ -296,6 +302,7 @@ Test(cross_batch, a_batch_moves_what_its_tensors_move) {
             dtr_cross_plan_destroy(one);
             got++;
         }
+        unsetenv("DTR_CROSS_REDUCE");
         char what[128];
         snprintf(what, sizeof what, "seed %llu case %d (%d tensors)", (unsigned long long)seed, k, got);
         if (got > 0) {
