@@ -55,10 +55,21 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
         printf(", %lld bytes kept from moving%s\n", (long long)f->relabel_saved_bytes,
                f->permutation ? " (a pure permutation: nothing moves)" : "");
     }
-    printf("  %d step%s on the source mesh first, then %lld messages between ranks in %lld "
-           "round%s; most bytes one rank sends %lld (lower bound %lld), receives %lld (lower "
-           "bound %lld)\n",
-           f->pre_steps, f->pre_steps == 1 ? "" : "s", (long long)f->messages, (long long)f->rounds,
+    int summed = 0, addends = 0; /* tensors whose Partial the receivers sum */
+    for (int t = 0; t < dtr_cross_plan_tensors(r->plan); t++) {
+        int a = dtr_cross_plan_addends(r->plan, t);
+        summed += a > 0;
+        addends = a > 0 ? a : addends;
+    }
+    if (summed > 0 && !r->batch)
+        printf("  the %d addends summed at the receivers", addends);
+    else
+        printf("  %d step%s on the source mesh first", f->pre_steps, f->pre_steps == 1 ? "" : "s");
+    if (summed > 0 && r->batch)
+        printf(" (%d tensor%s summed at the receivers instead)", summed, summed == 1 ? "" : "s");
+    printf(", then %lld message%s between ranks in %lld round%s; most bytes one rank sends %lld "
+           "(lower bound %lld), receives %lld (lower bound %lld)\n",
+           (long long)f->messages, f->messages == 1 ? "" : "s", (long long)f->rounds,
            f->rounds == 1 ? "" : "s", (long long)f->send_bytes_max,
            (long long)f->lower_bound_send_bytes, (long long)f->recv_bytes_max,
            (long long)f->lower_bound_recv_bytes);

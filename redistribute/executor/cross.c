@@ -4,8 +4,9 @@
  * source mesh of the tensors that start in it (a plan of their own, run by the source ranks
  * alone, into the context's scratch), and one all-to-all-v over the ranks of both meshes,
  * each rank packing the boxes it sends from its (reduced) source blocks and placing the
- * boxes it receives into its target blocks; the boxes it keeps are copied in their
- * tensor's first round. A rank in neither mesh returns at once. The _start forms return
+ * boxes it receives into its target blocks (or, where each is one run of its block, one a
+ * peer, sending and receiving them where they lie: dtr__xdirect); the boxes it keeps are
+ * copied in their tensor's first round. A rank in neither mesh returns at once. The _start forms return
  * after the first round's all-to-all-v has started; test and wait place its boxes and run
  * the next rounds (their reductions blocking, their moves overlapping the caller).
  */
@@ -73,6 +74,9 @@ static void dtr__xcounts(const dtr_cross_plan_t *p, int round, int rank, int64_t
     }
 }
 
+static int64_t dtr__xrun(int nd, int64_t item, const int64_t *shape, const int64_t *lo,
+                         const int64_t *ext);
+
 /* The box of message m relative to a block at offset off: its corner in lo. */
 static void dtr__xcorner(const dtr__xmsg_t *m, const dtr_layout_t *l, int nd, int64_t *lo) {
     for (int d = 0; d < nd; d++) lo[d] = m->lo[d] - l->global_offset[d];
@@ -91,10 +95,11 @@ static dtr_status_t dtr__xbox(dtr_context_t *ctx, const dtr__xtensor_t *t, const
                       ext, dst, dshape, dlo);
 }
 
-/* The boxes this rank sends in a round, packed in message order into stage_send; the ones
- * it keeps, copied from its reduced blocks into its targets. */
+/* The boxes this rank sends in a round, packed in message order into stage_send (none
+ * where `direct`: they go from where they lie); the ones it keeps, copied from its reduced
+ * blocks into its targets. */
 static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
-                               const dtr__xside_t *xs) {
+                               const dtr__xside_t *xs, bool direct) {
     int rank = ctx->rank;
     int64_t first, n, at = 0;
     int64_t lo[DTR_MAX_TENSOR_DIMS], to[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
@@ -110,6 +115,7 @@ static dtr_status_t dtr__xpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, in
             DTR_CHECK(dtr__xbox(ctx, t, x, lo, m->ext, x->out, x->dl.local_shape, to));
             continue;
         }
+        if (direct) continue;
         DTR_CHECK(dtr__xbox(ctx, t, x, lo, m->ext, (char *)ctx->stage_send + at, m->ext, zero));
         at += m->bytes;
     }
@@ -214,7 +220,8 @@ static dtr_status_t dtr__xsums(dtr_context_t *ctx, const dtr_cross_plan_t *p,
  * message order); those of a Partial summed at the receiver, with this rank's own addends,
  * summed box by box (dtr__xsums). */
 static dtr_status_t dtr__xunpack(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
-                                 const dtr__xside_t *xs) {
+                                 const dtr__xside_t *xs, bool direct) {
+    if (direct) return DTR_OK; /* (each box arrived where it belongs) */
     int rank = ctx->rank;
     int64_t first, n, at = 0, na = 0;
     int64_t to[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0};
@@ -294,9 +301,48 @@ typedef struct {
     void *group;
     int round;
     bool moving;
+    bool dsend, drecv; /* the round's boxes sent from / received into the blocks themselves */
     double t0;
     const char *func;
 } dtr__xstate_t;
+
+/*
+ * Whether this rank's sends (send true) or receives in a round can skip the staging: host
+ * memory, every box to or from another rank one of a single tensor, no cast on the wire
+ * (nor, received, a sum at the receiver), each one run of its block, at most one per peer
+ * (the all-to-all-v takes one displacement a peer). Then the
+ * all-to-all-v moves them from where they lie (*base: that block; displs[k]: the box to or
+ * from the rank at position k). Each rank decides for itself: the all-to-all-v's counts do
+ * not change, only where this rank's bytes lie.
+ */
+static bool dtr__xdirect(dtr_context_t *ctx, const dtr_cross_plan_t *p, int round,
+                         const dtr__xside_t *xs, bool send, char **base, int64_t *displs) {
+    int64_t first, n;
+    int tensor = -1;
+    if (ctx->mem != NULL) return false;
+    if (send) dtr__cross_sends(p, round, ctx->rank, &first, &n);
+    else dtr__cross_recvs(p, round, ctx->rank, &first, &n);
+    for (int64_t k = 0; k < p->nranks; k++) displs[k] = -1;
+    for (int64_t k = first; k < first + n; k++) {
+        const dtr__xmsg_t *m = &p->msgs[send ? k : p->by_to[k]];
+        const dtr__xtensor_t *t = &p->t[m->tensor];
+        if (m->from == m->to) continue;
+        if ((tensor >= 0 && m->tensor != tensor) || t->wire_cast || (!send && t->at_receiver)) return false;
+        tensor = m->tensor;
+        const dtr__xside_t *x = &xs[tensor];
+        const dtr_layout_t *l = send ? &x->ml : &x->dl;
+        int64_t lo[DTR_MAX_TENSOR_DIMS], peer = dtr__xpos(p, send ? m->to : m->from);
+        dtr__xcorner(m, l, t->dst.ndim, lo);
+        int64_t run = dtr__xrun(t->dst.ndim, dtr_dtype_info(t->dst.dtype)->size, l->local_shape, lo, m->ext);
+        if (run < 0 || displs[peer] >= 0) return false;
+        displs[peer] = run;
+        *base = send ? (char *)x->mid : (char *)x->out;
+    }
+    if (tensor < 0) return false;
+    for (int64_t k = 0; k < p->nranks; k++)
+        if (displs[k] < 0) displs[k] = 0; /* (no bytes to or from that rank) */
+    return true;
+}
 
 static void dtr__xstate_free(dtr_request_t *r) {
     dtr__xstate_t *x = r->xstate;
@@ -318,12 +364,18 @@ static dtr_status_t dtr__xbegin(dtr_context_t *ctx, dtr__xstate_t *x) {
     DTR_CHECK(st);
     DTR_CHECK(dtr__arrays(ctx, p->nranks > 2 ? p->nranks : 2, a));
     dtr__xcounts(p, x->round, ctx->rank, a, &send, &recv);
-    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "cross send staging"));
-    DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "cross receive staging"));
-    DTR_CHECK(dtr__xpack(ctx, p, x->round, x->xs));
+    char *sbase = NULL, *rbase = NULL;
+    x->dsend = dtr__xdirect(ctx, p, x->round, x->xs, true, &sbase, a[4]);
+    x->drecv = dtr__xdirect(ctx, p, x->round, x->xs, false, &rbase, a[5]);
+    if (!x->dsend)
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_send, &ctx->send_cap, send, "cross send staging"));
+    if (!x->drecv)
+        DTR_CHECK(dtr__reserve(ctx, &ctx->stage_recv, &ctx->recv_cap, recv, "cross receive staging"));
+    DTR_CHECK(dtr__xpack(ctx, p, x->round, x->xs, x->dsend));
     if (x->group == NULL) return DTR_OK; /* one rank: its boxes were all kept */
-    st = ctx->ops->all_to_allv(x->group, ctx->stage_send, a[0], a[1], ctx->stage_recv, a[2],
-                               a[3], &ctx->gbreq);
+    st = ctx->ops->all_to_allv(x->group, x->dsend ? sbase : ctx->stage_send, a[0],
+                               x->dsend ? a[4] : a[1], x->drecv ? rbase : ctx->stage_recv, a[2],
+                               x->drecv ? a[5] : a[3], &ctx->gbreq);
     if (st != DTR_OK)
         return dtr__error(st, x->func, "the moves between the meshes (round %d of %d): %s",
                           x->round, p->nrounds, dtr_last_error());
@@ -390,7 +442,7 @@ static dtr_status_t dtr__xprogress(dtr_request_t *r, bool block) {
             }
             if (!done) return DTR_OK;
             x->moving = false;
-            st = dtr__xunpack(ctx, x->plan, x->round, x->xs);
+            st = dtr__xunpack(ctx, x->plan, x->round, x->xs, x->drecv);
         }
         if (st == DTR_OK && ++x->round == x->plan->nrounds) r->phase = DTR__PHASE_DONE;
         else if (st == DTR_OK) st = dtr__xbegin(ctx, x);

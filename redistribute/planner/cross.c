@@ -488,20 +488,16 @@ static dtr_status_t dtr__candidate(const dtr_spec_t *src, const dtr_spec_t *dst,
 /* Where a Partial source may be summed at the receivers (the first candidate, -2): two
  * addends or more, every Partial dim a SUM, a real float dtype kept, no staging cap (a box's addends then
  * arrive in one round), and DTR_CROSS_REDUCE not "source". *only: it is "receiver". */
-static dtr_status_t dtr__at_receiver_ok(const dtr__xctx_t *c, const dtr_spec_t *src,
-                                        const dtr_spec_t *dst, bool *ok, bool *only) {
-    const char *env = getenv("DTR_CROSS_REDUCE");
+static void dtr__at_receiver_ok(const dtr__xctx_t *c, const dtr_spec_t *src,
+                                const dtr_spec_t *dst, bool *ok, bool *only) {
+    const char *env = getenv("DTR_CROSS_REDUCE"); /* (checked by dtr__check_args) */
     *only = env != NULL && strcmp(env, "receiver") == 0;
-    if (env != NULL && *env != '\0' && !*only && strcmp(env, "source") != 0 && strcmp(env, "auto") != 0)
-        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
-                          "DTR_CROSS_REDUCE: '%s', must be auto, source or receiver", env);
     const dtr_dtype_info_t *di = dtr_dtype_info(src->dtype);
     *ok = dtr__addends(src) > 1 && src->dtype == dst->dtype && di->is_float && !di->is_complex &&
           !di->storage_only && c->cap == 0 && !(env != NULL && strcmp(env, "source") == 0);
     for (int i = 0; *ok && i < dtr_mesh_ndims(src->mesh); i++)
         *ok = src->placements[i].kind != DTR_PARTIAL || src->placements[i].op == DTR_REDUCE_SUM;
     *only &= *ok;
-    return DTR_OK;
 }
 
 /* One tensor's best plan without relabeling or cap: src as it is where it has no Partial
@@ -518,7 +514,7 @@ static dtr_status_t dtr__best_mid(const dtr__xctx_t *c, const char *name, const 
                                   const dtr_spec_t *dst, dtr_cross_plan_t **out) {
     bool partial = dtr__partial(src), recv_ok = false, recv_only = false;
     if (!partial && src->dtype == dst->dtype) return dtr__with_mid(src, src, dst, false, c->cost, out);
-    DTR_CHECK(dtr__at_receiver_ok(c, src, dst, &recv_ok, &recv_only));
+    dtr__at_receiver_ok(c, src, dst, &recv_ok, &recv_only);
     int last = partial && !recv_only ? src->ndim : 0, start = recv_ok ? -2 : -1;
     int64_t count[DTR_MAX_TENSOR_DIMS + 2], fewest = INT64_MAX;
     for (int d = start; d < last; d++) {
@@ -630,6 +626,11 @@ static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src
                           "opts->staging_cap_bytes: %lld, %s", (long long)cap,
                           cap < 0 ? "must be >= 0 (0: no cap)"
                                   : "less than one element: nothing could move");
+    const char *env = getenv("DTR_CROSS_REDUCE");
+    if (env != NULL && *env != '\0' && strcmp(env, "receiver") != 0 && strcmp(env, "source") != 0 &&
+        strcmp(env, "auto") != 0)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, c->func,
+                          "DTR_CROSS_REDUCE: '%s', must be auto, source or receiver", env);
     c->cost = opts != NULL ? opts->cost : NULL;
     c->cap = cap;
     if (c->cost == NULL) {

@@ -62,6 +62,11 @@ dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan, dtr_cross_figu
 
 int dtr_cross_plan_tensors(const dtr_cross_plan_t *plan) { return plan != NULL ? plan->ntensors : 0; }
 
+int dtr_cross_plan_addends(const dtr_cross_plan_t *plan, int i) {
+    if (plan == NULL || i < 0 || i >= plan->ntensors || !plan->t[i].at_receiver) return 0;
+    return plan->t[i].parts;
+}
+
 dtr_status_t dtr_cross_plan_dst(const dtr_cross_plan_t *plan, int i, dtr_spec_t *out) {
     DTR_CHECK_PTR(plan, __func__);
     DTR_CHECK_PTR(out, __func__);

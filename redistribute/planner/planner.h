@@ -402,6 +402,10 @@ DTR_API dtr_status_t dtr_cross_plan_figures(const dtr_cross_plan_t *plan,
                                             dtr_cross_figures_t *out);
 /* The tensors of the plan (1 for dtr_cross_plan_create). */
 DTR_API int dtr_cross_plan_tensors(const dtr_cross_plan_t *plan);
+/* How many addends of tensor i's Partial(sum) source the plan sums at the receivers (the
+ * product of its Partial dims' sizes); 0 where it reduces on the source mesh first or has
+ * no Partial, and for a NULL plan or an i out of range. */
+DTR_API int dtr_cross_plan_addends(const dtr_cross_plan_t *plan, int i);
 /* The destination spec of tensor i as the plan delivers it: dst[i], on the relabeled mesh
  * where the plan relabeled (the mesh is the plan's: valid until dtr_cross_plan_destroy).
  * Each rank's block is dtr_spec_layout of it. */

@@ -253,6 +253,9 @@ check "cross: under a cap, reduced on the source mesh" 0 0 \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --staging-cap 64K
 check "cross: the addends in JSON" 0 0 '"summed_at_receiver":2,"pre":null' "" \
     plan --mesh 2x2 --batch "$batch" --to-mesh 4 --to-ranks 2,3,4,5 --json
+DTR_CROSS_REDUCE=1 check "cross: DTR_CROSS_REDUCE checked without a Partial too" 0 2 "" \
+    "dtr plan: --to-mesh: dtr_change_create: DTR_CROSS_REDUCE: '1', must be auto, source or receiver" \
+    plan --mesh 2 --from 'S(0)' --to-mesh 2 --to-ranks 2,3 --to R --shape 8
 DTR_CROSS_REDUCE=sender check "cross: DTR_CROSS_REDUCE not a choice" 0 2 "" \
     "dtr plan: --to-mesh: dtr_change_create: DTR_CROSS_REDUCE: 'sender', must be auto, source or receiver" \
     plan --mesh 2x2 --shape 8x8 --from 'S(0),P' --to-mesh 4 --to-ranks 2,3,4,5 --to 'S(1)'

@@ -256,6 +256,12 @@ check "cross: overlapping sets, P(max) reduced first, bf16, a bystander" 5 0 \
     '"verified":true,"mismatches":0,"checked":35,"input_intact":true,"fill":"random","seed":1,' "" \
     run --mesh 2x2 --ranks 4,3,2,1 --from 'P(max),S(1)' --to-mesh 3 --to-ranks 0,2,4 --to 'S(0)' \
     --shape 7x5 --dtype bf16 --fill random --verify --json --iters 1
+check "cross: a Partial summed at the receivers, said" 4 0 \
+    "  the 2 addends summed at the receivers, then 2 messages between ranks in 1 round; most bytes one rank sends 64 (lower bound 64), receives 64 (lower bound 64)" "" \
+    run --mesh 2x2 --from 'R,P' --to-mesh 2 --to-ranks 0,2 --to 'S(0)' --shape 8x4 --verify --iters 1
+DTR_CROSS_REDUCE=source check "cross: the same reduced on the source mesh, verified" 4 0 \
+    "verified: all 32 elements on every destination rank match; every source rank's input intact" "" \
+    run --mesh 2x2 --from 'R,P' --to-mesh 2 --to-ranks 0,2 --to 'S(0)' --shape 8x4 --verify --iters 1
 check "cross: f32 -> f16 on the same 4 ranks" 4 0 '"to_dtype":"f16","from":"S(0)","to":"R,S(1)"' "" \
     run --mesh 4 --from 'S(0)' --to-mesh 2x2 --to 'R,S(1)' --to-dtype f16 --shape 10x6 --verify --json --iters 1
 check "cross: a mismatch names the rank and index" 4 1 "" \
