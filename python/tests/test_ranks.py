@@ -196,6 +196,37 @@ def test_a_batch_between_meshes_casts_each_tensor_to_its_to_dtype():
     assert got[0].shape == (n, 2)
 
 
+def test_a_partial_summed_at_the_receivers_or_on_the_source_mesh():
+    """A Partial(sum) between meshes (P over every rank to S(0) on them in reverse order):
+    summed at the receivers, which puts fewer bytes on the busiest rank, unless
+    DTR_CROSS_REDUCE=source; the plan says which, and every block is the addends' sum."""
+    import os
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    if n < 2:
+        return
+    rng = np.random.default_rng(SEED + 11)
+    a, b = dtr.Mesh(n), dtr.Mesh(n, ranks=list(range(n - 1, -1, -1)))
+    full = full_tensor(rng, (4 * n + 1, 3), np.float64)  # (uneven shards)
+    local = local_input(full, a.shape, ["P(sum)"], coords(a.shape)[rank], SEED + 11)
+    want = full[block(full.shape, b.shape, ["S(0)"], coords(b.shape)[n - 1 - rank])]
+    try:
+        for mode, summed in ((None, n), ("receiver", n), ("source", None)):
+            os.environ.pop("DTR_CROSS_REDUCE", None)
+            if mode is not None:
+                os.environ["DTR_CROSS_REDUCE"] = mode
+            p = dtr.plan(a, full.shape, ["P(sum)"], ["S(0)"], dtype="f64", to_mesh=b)
+            assert p.to_dict().get("summed_at_receiver") == summed, mode
+            got = dtr.redistribute(local, a, "P(sum)", "S(0)", to_mesh=b, shape=full.shape,
+                                   dtype="f64")
+            assert np.allclose(got, want, rtol=1e-12, atol=1e-12), mode
+        os.environ["DTR_CROSS_REDUCE"] = "sometimes"
+        with pytest.raises(dtr.ArgumentError, match="DTR_CROSS_REDUCE: 'sometimes'"):
+            dtr.plan(a, full.shape, ["P(sum)"], ["S(0)"], dtype="f64", to_mesh=b)
+    finally:
+        os.environ.pop("DTR_CROSS_REDUCE", None)
+
+
 def test_block_scaled_fp8_between_meshes_equals_the_reference_quantizer():
     """block_scale: each tensor arrives as fp8 bytes and f32 scales equal to numpy and
     ml_dtypes' quantizer (reference.py) on every destination rank, the blocks crossing the
