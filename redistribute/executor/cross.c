@@ -151,51 +151,89 @@ static int64_t dtr__xrun(int nd, int64_t item, const int64_t *shape, const int64
     return off * item;
 }
 
+/* A box where it lies: its first byte, and each dim's stride in bytes, in a block of
+ * `shape` whose corner the box has at lo. */
+typedef struct {
+    const char *at;
+    int64_t stride[DTR_MAX_TENSOR_DIMS];
+} dtr__xview_t;
+
+static dtr__xview_t dtr__xview(const void *block, int nd, int64_t item, const int64_t *shape,
+                               const int64_t *lo) {
+    dtr__xview_t v = {.at = block};
+    int64_t s = item;
+    for (int d = nd - 1; d >= 0; d--) {
+        v.stride[d] = s;
+        v.at += lo[d] * s;
+        s *= shape[d];
+    }
+    return v;
+}
+
+/* On host memory: the n addends' views summed into out's, a row of the box (its last dim)
+ * at a time, in addend order (dtr__reduce_n: halves widened, rounded once). */
+static void dtr__xsum_rows(dtr_dtype_t dtype, int nd, const int64_t *ext, const dtr__xview_t *v,
+                           int n, const dtr__xview_t *out, const void **in) {
+    int64_t idx[DTR_MAX_TENSOR_DIMS] = {0}, len = nd > 0 ? ext[nd - 1] : 1;
+    for (;;) {
+        int64_t o = 0;
+        for (int d = 0; d + 1 < nd; d++) o += idx[d] * out->stride[d];
+        for (int k = 0; k < n; k++) {
+            int64_t off = 0;
+            for (int d = 0; d + 1 < nd; d++) off += idx[d] * v[k].stride[d];
+            in[k] = v[k].at + off;
+        }
+        dtr__reduce_n(dtype, DTR_REDUCE_SUM, in, n, (char *)out->at + o, len);
+        int d = nd - 2;
+        for (; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
+        if (d < 0) return;
+    }
+}
+
 /*
  * One box's n addends (a[0..n), in addend order) summed into this rank's target block: on
- * host memory in one pass (dtr__reduce_n: halves widened, summed in order, rounded once),
- * on a memory space the first copied and the others added in turn (its `add`). The bytes
- * of this rank's own addend are first copied out of its source block.
+ * host memory row by row, each addend read where it lies (dtr__xsum_rows); on a memory
+ * space the first copied into scratch (this rank's own out of its source block), the others
+ * added in turn (its `add`), then the sum copied into the target.
  */
 static dtr_status_t dtr__xsum(dtr_context_t *ctx, const dtr_cross_plan_t *p,
                               const dtr__xside_t *xs, const dtr__xaddend_t *a, int n,
-                              const void **in) {
+                              const void **in, dtr__xview_t *v) {
     const dtr__xmsg_t *m = a[0].m;
     const dtr__xtensor_t *t = &p->t[m->tensor];
     const dtr__xside_t *x = &xs[m->tensor];
     int nd = t->dst.ndim;
     int64_t item = dtr_dtype_info(t->dst.dtype)->size, count = m->bytes / item;
     int64_t lo[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_TENSOR_DIMS] = {0}, gap = (m->bytes + 63) / 64 * 64;
-    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, 2 * gap,
-                           "a box summed at the receiver"));
-    char *acc = ctx->cross_cast, *own = acc + gap;
-    if (ctx->mem != NULL && ctx->mem->add == NULL)
+    if (ctx->mem == NULL) {
+        for (int k = 0; k < n; k++) {
+            dtr__xcorner(a[k].m, &x->ml, nd, lo);
+            v[k] = a[k].data != NULL ? dtr__xview(a[k].data, nd, item, m->ext, zero)
+                                     : dtr__xview(x->mid, nd, item, x->ml.local_shape, lo);
+        }
+        dtr__xcorner(m, &x->dl, nd, lo);
+        dtr__xview_t out = dtr__xview(x->out, nd, item, x->dl.local_shape, lo);
+        dtr__xsum_rows(t->dst.dtype, nd, m->ext, v, n, &out, in);
+        return DTR_OK;
+    }
+    if (ctx->mem->add == NULL)
         return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_redistribute_cross",
                           "a Partial summed at the receiver: this memory space cannot add "
                           "(plan with DTR_CROSS_REDUCE=source)");
+    DTR_CHECK(dtr__reserve(ctx, &ctx->cross_cast, &ctx->cross_cast_cap, 2 * gap,
+                           "a box summed at the receiver"));
+    char *acc = ctx->cross_cast, *own = acc + gap;
     for (int k = 0; k < n; k++) {
         in[k] = a[k].data;
         if (in[k] != NULL) continue;
         dtr__xcorner(a[k].m, &x->ml, nd, lo);
-        int64_t run = dtr__xrun(nd, item, x->ml.local_shape, lo, m->ext);
+        DTR_CHECK(dtr__m_box(ctx, nd, item, x->mid, x->ml.local_shape, lo, m->ext, own, m->ext, zero));
         in[k] = own;
-        if (ctx->mem == NULL && run >= 0) /* (host memory: read where it lies) */
-            in[k] = (const char *)x->mid + run;
-        else
-            DTR_CHECK(dtr__m_box(ctx, nd, item, x->mid, x->ml.local_shape, lo, m->ext, own, m->ext, zero));
     }
-    if (ctx->mem == NULL) {
-        dtr__xcorner(m, &x->dl, nd, lo);
-        int64_t run = dtr__xrun(nd, item, x->dl.local_shape, lo, m->ext);
-        /* (summed straight into the target where the box is one run of it) */
-        dtr__reduce_n(t->dst.dtype, DTR_REDUCE_SUM, in, n, run >= 0 ? (char *)x->out + run : acc, count);
-        if (run >= 0) return DTR_OK;
-    } else {
-        DTR_CHECK(dtr__m_copy(ctx, acc, in[0], m->bytes));
-        for (int k = 1; k < n; k++) {
-            dtr_status_t st = ctx->mem->add(ctx->mem_state, t->dst.dtype, in[k], acc, count);
-            if (st != DTR_OK) return dtr__m_fail(ctx, st, "add");
-        }
+    DTR_CHECK(dtr__m_copy(ctx, acc, in[0], m->bytes));
+    for (int k = 1; k < n; k++) {
+        dtr_status_t st = ctx->mem->add(ctx->mem_state, t->dst.dtype, in[k], acc, count);
+        if (st != DTR_OK) return dtr__m_fail(ctx, st, "add");
     }
     dtr__xcorner(m, &x->dl, nd, lo);
     return dtr__m_box(ctx, nd, item, acc, m->ext, zero, m->ext, x->out, x->dl.local_shape, lo);
@@ -206,13 +244,17 @@ static dtr_status_t dtr__xsums(dtr_context_t *ctx, const dtr_cross_plan_t *p,
                                const dtr__xside_t *xs, dtr__xaddend_t *a, int64_t na) {
     qsort(a, (size_t)na, sizeof *a, dtr__cmp_addend);
     const void **in = malloc(sizeof *in * (size_t)(na > 0 ? na : 1));
-    if (in == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute_cross", "addends");
+    dtr__xview_t *v = malloc(sizeof *v * (size_t)(na > 0 ? na : 1));
+    if (in == NULL || v == NULL) {
+        free(in), free(v);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_redistribute_cross", "addends");
+    }
     dtr_status_t st = DTR_OK;
     for (int64_t k = 0, j; k < na && st == DTR_OK; k = j) {
         for (j = k + 1; j < na && a[j].m->part > a[j - 1].m->part; j++) {}
-        st = dtr__xsum(ctx, p, xs, a + k, (int)(j - k), in);
+        st = dtr__xsum(ctx, p, xs, a + k, (int)(j - k), in, v);
     }
-    free(in);
+    free(in), free(v);
     return st;
 }
 

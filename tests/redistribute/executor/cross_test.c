@@ -58,6 +58,8 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     int ndim = pick(4);
     int64_t shape[3];
     for (int d = 0; d < ndim; d++) shape[d] = pick(5) == 0 ? 0 : 1 + pick(11);
+    if (k % 5 < 2 && ndim < 2) /* (boxes of several rows summed at the receivers) */
+        for (; ndim < 2 + (int)pick(2); ndim++) shape[ndim] = 2 + pick(10);
     dtr_dtype_t dtype = dtypes[pick(9)];
     if (k % 5 < 2 && (!dtr_dtype_info(dtype)->is_float || dtr_dtype_info(dtype)->is_complex))
         dtype = (k / 5) % 2 ? DTR_BF16 : DTR_F32; /* (sums at the receivers take real floats) */
