@@ -327,7 +327,7 @@ static dtr_status_t dtr__xpre(dtr_context_t *ctx, const dtr_cross_plan_t *p, int
     for (int t = 0; st == DTR_OK && t < p->ntensors; t++) {
         dtr__xside_t *x = &xs[t];
         if (!p->t[t].has_pre || !x->src || p->t[t].round != round || dtr__xcoalesced(p, t)) continue;
-        st = dtr_redistribute(ctx, &p->t[t].pre, x->in, x->in_bytes, (void *)x->mid, (size_t)x->ml.bytes);
+        st = dtr_redistribute(ctx, p->t[t].pre, x->in, x->in_bytes, (void *)x->mid, (size_t)x->ml.bytes);
     }
     if (st != DTR_OK)
         return dtr__error(st, func, "the reduction on the source mesh%s: %s",
@@ -532,6 +532,8 @@ static dtr_status_t dtr__xstart(dtr_context_t *ctx, const dtr_cross_plan_t *plan
     dtr_status_t local = DTR_OK;
     for (int t = 0; any && t < plan->ntensors && local == DTR_OK; t++)
         local = dtr__xlocal(&xs[t], t, batch, r->local_msg, sizeof r->local_msg);
+    if (any && local == DTR_OK && (local = dtr__xensure(plan, ctx->rank)) != DTR_OK)
+        snprintf(r->local_msg, sizeof r->local_msg, "this rank's messages: %s", dtr_last_error());
     r->local_status = local;
     if (!any) {
         r->phase = DTR__PHASE_DONE; /* (a bystander takes no part) */

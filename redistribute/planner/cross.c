@@ -35,167 +35,158 @@ typedef struct {
     int64_t cap; /* the staging cap (a Partial is then reduced on the source mesh) */
 } dtr__xctx_t;
 
-/* Larger boxes first; then by tensor, block and target, so every rank orders them alike. */
-static int dtr__cmp_piece_size(const void *a, const void *b) {
-    const dtr__xpiece_t *x = a, *y = b;
-    if (x->numel != y->numel) return x->numel > y->numel ? -1 : 1;
-    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
-    if (x->cls != y->cls) return x->cls < y->cls ? -1 : 1;
-    return (x->to > y->to) - (x->to < y->to);
-}
-
-/* By sender, then receiver, tensor and block: the order messages are chunked in. */
-static int dtr__cmp_piece_from(const void *a, const void *b) {
-    const dtr__xpiece_t *x = a, *y = b;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    if (x->to != y->to) return x->to < y->to ? -1 : 1;
-    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
-    return x->cls < y->cls ? -1 : x->cls > y->cls;
-}
-
-/* Per block (of each tensor), a heap of its holders by (load, rank): the least loaded on
- * top. Loads only grow, and a rank's load may grow through another block (of another
- * tensor) it holds, so an entry is checked when it comes to the top and pushed down again
- * where stale. */
+/* The distinct pairs of ranks (positions) that exchange in one round, and what they make of
+ * the model's latency term: the most peers one rank has in each round, summed over rounds.
+ * Up to 16,384 ranks a bitmap of the pairs (cleared through the keys set), above the keys
+ * sorted at the round's end. */
 typedef struct {
-    int64_t load;
-    int rank;
-} dtr__hent_t;
+    int64_t n, *keys, nkeys, cap, *peers, latency; /* peers: [n], zero between rounds */
+    uint64_t *bits;
+} dtr__pairs_t;
 
-static bool dtr__hless(const dtr__hent_t *a, const dtr__hent_t *b) {
-    return a->load != b->load ? a->load < b->load : a->rank < b->rank;
+static dtr_status_t dtr__pair(dtr__pairs_t *ps, int64_t s, int64_t r) {
+    int64_t key = s * ps->n + r;
+    if (ps->bits != NULL) {
+        uint64_t bit = 1ull << (key & 63);
+        if (ps->bits[key >> 6] & bit) return DTR_OK;
+        ps->bits[key >> 6] |= bit;
+    }
+    if (ps->nkeys == ps->cap) {
+        int64_t cap = ps->cap ? 2 * ps->cap : 1024, *keys = realloc(ps->keys, sizeof *keys * (size_t)cap);
+        if (keys == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "peers");
+        ps->keys = keys, ps->cap = cap;
+    }
+    ps->keys[ps->nkeys++] = key;
+    return DTR_OK;
 }
 
-static void dtr__hdown(dtr__hent_t *h, int64_t n, int64_t i) {
-    for (;;) {
-        int64_t l = 2 * i + 1, m = i;
-        if (l < n && dtr__hless(&h[l], &h[m])) m = l;
-        if (l + 1 < n && dtr__hless(&h[l + 1], &h[m])) m = l + 1;
-        if (m == i) return;
-        dtr__hent_t t = h[i];
-        h[i] = h[m], h[m] = t;
-        i = m;
-    }
+static int dtr__cmp_key(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
 }
 
-/* The least loaded holder of a block's heap h (n entries), its load brought up to date. */
-static int dtr__hpick(dtr__hent_t *h, int64_t n, const dtr_cross_plan_t *p, const int64_t *load) {
-    for (;;) {
-        int64_t now = load[dtr__xpos(p, h[0].rank)];
-        if (now == h[0].load) return h[0].rank;
-        h[0].load = now;
-        dtr__hdown(h, n, 0);
+/* The round's end: its busiest rank's peers added to the latency term; the pairs cleared. */
+static void dtr__pairs_flush(dtr__pairs_t *ps) {
+    int64_t m = 0, most = 0;
+    if (ps->bits == NULL && ps->nkeys > 1) qsort(ps->keys, (size_t)ps->nkeys, sizeof *ps->keys, dtr__cmp_key);
+    for (int64_t j = 0; j < ps->nkeys; j++)
+        if (m == 0 || ps->keys[j] != ps->keys[m - 1]) ps->keys[m++] = ps->keys[j];
+    for (int64_t j = 0; j < m; j++) ps->peers[ps->keys[j] / ps->n]++, ps->peers[ps->keys[j] % ps->n]++;
+    for (int64_t j = 0; j < m; j++) {
+        int64_t s = ps->keys[j] / ps->n, r = ps->keys[j] % ps->n;
+        most = ps->peers[s] > most ? ps->peers[s] : most;
+        most = ps->peers[r] > most ? ps->peers[r] : most;
     }
+    for (int64_t j = 0; j < m; j++) {
+        ps->peers[ps->keys[j] / ps->n] = ps->peers[ps->keys[j] % ps->n] = 0;
+        if (ps->bits != NULL) ps->bits[ps->keys[j] >> 6] = 0;
+    }
+    ps->latency += most;
+    ps->nkeys = 0;
 }
 
-/* Each piece's sender: the target itself where it holds the block, else the least loaded of
- * the block's holders so far (the largest pieces first, ties to the lowest rank). */
-static dtr_status_t dtr__assign(const dtr__xblocks_t *b, dtr__xpieces_t *ps,
-                                const dtr_cross_plan_t *p, int64_t *load) {
-    if (ps->n == 0) return DTR_OK;
-    int64_t holders = 0;
-    for (int t = 0; t < p->ntensors; t++) holders += b[t].first[b[t].nclasses];
-    dtr__hent_t *heap = malloc(sizeof *heap * (size_t)(holders > 0 ? holders : 1));
-    int64_t *base = calloc((size_t)p->ntensors + 1, sizeof *base);
-    if (heap == NULL || base == NULL) {
-        free(heap);
-        free(base);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld holders", (long long)holders);
+/* Tensor t's pairs, added to the round's. */
+static dtr_status_t dtr__tensor_pairs(const dtr_cross_plan_t *p, int t, dtr__pairs_t *ps) {
+    const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+    dtr_status_t st = DTR_OK;
+    for (int64_t i = 0; i < k->n && st == DTR_OK; i++)
+        if (k->slot[i] >= 0) st = dtr__pair(ps, dtr__xpos(p, dtr__xsender(p, t, i)), dtr__xpos(p, k->v[i].to));
+    return st;
+}
+
+/* The pairs of each round, from the messages (made: under a cap, its chunks) or the kinds:
+ * a round of one tensor (a large one) costs what every round of its variant costs. */
+static dtr_status_t dtr__latency(const dtr_cross_plan_t *p, dtr__pairs_t *ps) {
+    dtr_status_t st = DTR_OK;
+    int round = -1, n = p->ntensors;
+    for (int64_t j = 0; j < p->nmsgs && st == DTR_OK && p->msgs_for == -1; j++) {
+        const dtr__xmsg_t *m = &p->msgs[j];
+        if (m->round != round) dtr__pairs_flush(ps), round = m->round;
+        if (m->from != m->to) st = dtr__pair(ps, dtr__xpos(p, m->from), dtr__xpos(p, m->to));
     }
-    for (int t = 0; t < p->ntensors; t++) { /* (ascending ranks: a heap already) */
-        base[t + 1] = base[t] + b[t].first[b[t].nclasses];
-        for (int64_t h = 0; h < b[t].first[b[t].nclasses]; h++)
-            heap[base[t] + h] = (dtr__hent_t){0, b[t].holder[h]};
-    }
-    qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_size);
-    for (int64_t k = 0; k < ps->n; k++) {
-        dtr__xpiece_t *x = &ps->v[k];
-        const dtr__xblocks_t *tb = &b[x->tensor];
-        if (dtr__xholds(tb, x->cls, x->to)) {
-            x->from = x->to;
+    for (int t = 0; t < n && st == DTR_OK && p->msgs_for != -1; t++) {
+        const dtr__xtensor_t *x = &p->t[t];
+        dtr__xkind_t *k = &p->kinds[x->kind];
+        if (x->round != round) dtr__pairs_flush(ps), round = x->round;
+        bool alone = (t == 0 || p->t[t - 1].round != round) && (t + 1 == n || p->t[t + 1].round != round);
+        int64_t *known = alone && k->period > 0 ? &k->vlatency[x->turn % k->period] : NULL;
+        if (known != NULL && *known >= 0) {
+            ps->latency += *known;
             continue;
         }
-        dtr__hent_t *h = heap + base[x->tensor] + tb->first[x->cls];
-        int64_t n = tb->first[x->cls + 1] - tb->first[x->cls];
-        x->from = dtr__hpick(h, n, p, load);
-        load[dtr__xpos(p, x->from)] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
+        st = dtr__tensor_pairs(p, t, ps);
+        if (known == NULL || st != DTR_OK) continue;
+        int64_t before = ps->latency;
+        dtr__pairs_flush(ps);
+        *known = ps->latency - before;
     }
-    qsort(ps->v, (size_t)ps->n, sizeof *ps->v, dtr__cmp_piece_from);
-    free(heap);
-    free(base);
-    return DTR_OK;
+    dtr__pairs_flush(ps);
+    return st;
 }
 
-/* The boxes every destination block needs, over the tensors (p->t[*].dst set). */
-static dtr_status_t dtr__pieces(const dtr_cross_plan_t *p, const dtr__xblocks_t *b,
-                                dtr__xpieces_t *ps) {
-    for (int t = 0; t < p->ntensors; t++) {
-        const dtr_spec_t *dst = &p->t[t].dst;
-        int64_t coord[DTR_MAX_MESH_DIMS] = {0};
-        if (b[t].nclasses == 0) continue;
-        do {
-            dtr_layout_t l;
-            int to;
-            dtr_spec_layout_at(dst, coord, &l);
-            dtr_mesh_rank_at(dst->mesh, coord, &to);
-            int64_t at = ps->n;
-            if (l.numel > 0) DTR_CHECK(dtr__xtarget_pieces(&b[t], t, to, &l, ps));
-            if (p->t[t].at_receiver) DTR_CHECK(dtr__xsplit_parts(ps, at, p->t[t].parts));
-        } while (dtr__xcoord_next(dst->mesh, coord));
+/* Tensor t's boxes' bytes, `times` over, into the per-position sums and the figures. */
+static void dtr__tensor_moves(const dtr_cross_plan_t *p, int t, int64_t times, int64_t *v,
+                              dtr_cross_figures_t *f) {
+    int64_t n = p->nranks, *send = v, *recv = v + n, *sum = v + 2 * n;
+    const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+    for (int64_t i = 0; i < k->n; i++) {
+        const dtr__xpiece_t *x = &k->v[i];
+        int64_t bytes = x->numel * k->item * times, r = dtr__xpos(p, x->to);
+        if (p->t[t].at_receiver) sum[r] += bytes; /* (summed there) */
+        if (k->slot[i] < 0) continue;
+        send[dtr__xpos(p, dtr__xsender(p, t, i))] += bytes, recv[r] += bytes;
+        f->messages += times, f->moved_bytes += bytes;
     }
-    return DTR_OK;
 }
 
-/* The per-rank figures of the messages and the bounds (cross_rounds.c set rounds and
- * staging), and the modeled time. need: per tensor and class, bytes its targets lack. */
-static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
-                                 const dtr__xpieces_t *ps, const dtr_cost_model_t *cost) {
-    int64_t n = p->nranks, classes = 0;
-    for (int t = 0; t < p->ntensors; t++) classes += b[t].nclasses;
-    int64_t *v = calloc((size_t)(5 * n + classes + p->ntensors + 1), sizeof *v);
+/* The per-rank bytes and messages of the moves, from the kinds (each variant once, its
+ * tensors' count over): v holds send, recv and sum (bytes summed at the receivers) per
+ * position; *latency: the most peers of a rank per round, summed over the rounds. */
+static dtr_status_t dtr__moves(const dtr_cross_plan_t *p, int64_t *v, dtr_cross_figures_t *f,
+                               int64_t *latency) {
+    int64_t n = p->nranks;
+    dtr__pairs_t pairs = {.n = n, .peers = v + 3 * n};
+    if (n <= 16384 && (pairs.bits = calloc((size_t)(n * n / 64 + 1), sizeof *pairs.bits)) == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "peers of %lld ranks", (long long)n);
+    for (int j = 0; j < p->nkinds; j++)
+        for (int64_t r = 0; r < p->kinds[j].period; r++)
+            if (p->kinds[j].vcount[r] > 0) dtr__tensor_moves(p, p->kinds[j].vrep[r], p->kinds[j].vcount[r], v, f);
+    for (int t = 0; t < p->ntensors; t++)
+        if (p->kinds[p->t[t].kind].period == 0) dtr__tensor_moves(p, t, 1, v, f);
+    if (p->msgs_for == -1) { /* (made: under a cap, its chunks) */
+        f->messages = 0;
+        for (int64_t j = 0; j < p->nmsgs; j++) f->messages += p->msgs[j].from != p->msgs[j].to;
+    }
+    dtr_status_t st = dtr__latency(p, &pairs);
+    *latency = pairs.latency;
+    free(pairs.bits);
+    free(pairs.keys);
+    return st;
+}
+
+/* The per-rank figures of the moves and the bounds (cross_rounds.c set rounds and
+ * staging), and the modeled time. */
+static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
+    int64_t n = p->nranks, most_sum = 0, latency = 0, pre_peak = 0;
+    int64_t *v = calloc((size_t)(5 * n + 1), sizeof *v);
     if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "figures of %lld ranks", (long long)n);
-    int64_t *send = v, *recv = v + n, *peers = v + 2 * n, *forced = v + 3 * n, *sum = v + 4 * n;
-    int64_t *need = v + 5 * n, most_sum = 0;
-    int64_t *base = need + classes; /* per tensor: its classes' start in need[] */
-    for (int t = 1; t < p->ntensors; t++) base[t] = base[t - 1] + b[t - 1].nclasses;
+    int64_t *send = v, *recv = v + n, *sum = v + 2 * n, *forced = v + 4 * n;
     dtr_cross_figures_t f = p->fig; /* (rounds and staging from cross_rounds.c) */
-    for (int64_t k = 0; k < ps->n; k++) {
-        const dtr__xpiece_t *x = &ps->v[k];
-        if (x->from != x->to)
-            need[base[x->tensor] + x->cls] += x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
-    }
-    for (int64_t k = 0; k < p->nmsgs; k++) {
-        const dtr__xmsg_t *m = &p->msgs[k];
-        if (p->t[m->tensor].at_receiver) sum[dtr__xpos(p, m->to)] += m->bytes; /* (summed there) */
-        if (m->from == m->to) continue;
-        send[dtr__xpos(p, m->from)] += m->bytes;
-        recv[dtr__xpos(p, m->to)] += m->bytes;
-        f.messages++;
-        f.moved_bytes += m->bytes;
-    }
-    for (int64_t k = 0; k < ps->n; k++) { /* (pieces by sender, then receiver) */
-        const dtr__xpiece_t *x = &ps->v[k], *prev = k ? &ps->v[k - 1] : NULL;
-        if (x->from != x->to && (prev == NULL || prev->from != x->from || prev->to != x->to)) {
-            peers[dtr__xpos(p, x->from)]++;
-            peers[dtr__xpos(p, x->to)]++;
-        }
-    }
-    int64_t most_peers = 0, extra = 0, pre_peak = 0;
+    dtr_status_t st = dtr__moves(p, v, &f, &latency);
     for (int64_t r = 0; r < n; r++) {
         if (send[r] > f.send_bytes_max) f.send_bytes_max = send[r];
         if (recv[r] > f.recv_bytes_max) f.recv_bytes_max = recv[r];
-        if (peers[r] > most_peers) most_peers = peers[r];
         if (sum[r] > most_sum) most_sum = sum[r];
     }
     /* every element a target lacks comes from some holder of its block: the busiest of a
-     * block's holders sends at least its share, and a sole holder all of it */
-    for (int t = 0; t < p->ntensors; t++) {
-        int64_t item = dtr_dtype_info(p->t[t].dst.dtype)->size;
-        for (int64_t c = 0; c < b[t].nclasses; c++) {
-            int64_t h = b[t].first[c + 1] - b[t].first[c], lack = need[base[t] + c];
-            int64_t share = h > 0 ? (lack / item + h - 1) / h * item : 0;
+     * block's holders sends at least its share, and a sole holder all of it (per tensor) */
+    for (int j = 0; j < p->nkinds; j++) {
+        const dtr__xkind_t *k = &p->kinds[j];
+        for (int64_t c = 0; c < k->b.nclasses; c++) {
+            int64_t h = k->b.first[c + 1] - k->b.first[c], lack = k->lack[c];
+            int64_t share = h > 0 ? (lack / k->item + h - 1) / h * k->item : 0;
             if (share > f.lower_bound_send_bytes) f.lower_bound_send_bytes = share;
-            if (h == 1) forced[dtr__xpos(p, b[t].holder[b[t].first[c]])] += lack;
+            if (h == 1) forced[dtr__xpos(p, k->b.holder[k->b.first[c]])] += lack * k->count;
         }
     }
     for (int64_t r = 0; r < n; r++)
@@ -205,13 +196,13 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     for (int t = 0; t < p->ntensors; t++) {
         const dtr__xtensor_t *x = &p->t[t];
         if (!x->has_pre) continue;
-        f.pre_steps += x->pre.nsteps;
-        f.time_us += x->pre.time_us;
-        if (x->pre.peak_extra_bytes > pre_peak) pre_peak = x->pre.peak_extra_bytes;
+        f.pre_steps += x->pre->nsteps;
+        f.time_us += x->pre->time_us;
+        if (x->pre->peak_extra_bytes > pre_peak) pre_peak = x->pre->peak_extra_bytes;
     }
-    extra = p->mid_bytes; /* (the reduced blocks alive at once, cross_rounds.c) */
-    f.peak_extra_bytes = extra + (f.staging_bytes_max > pre_peak ? f.staging_bytes_max : pre_peak);
-    f.time_us += (double)(most_peers * f.rounds) * cost->alpha_us[0] +
+    /* (the reduced blocks alive at once, cross_rounds.c) */
+    f.peak_extra_bytes = p->mid_bytes + (f.staging_bytes_max > pre_peak ? f.staging_bytes_max : pre_peak);
+    f.time_us += (double)latency * cost->alpha_us[0] +
                  (double)(f.send_bytes_max > f.recv_bytes_max ? f.send_bytes_max : f.recv_bytes_max) /
                      (cost->bandwidth_gbps[0] * 1e3) +
                  (double)f.staging_bytes_max * (double)f.rounds / (cost->local_gbps * 1e3) +
@@ -220,38 +211,23 @@ static dtr_status_t dtr__figures(dtr_cross_plan_t *p, const dtr__xblocks_t *b,
     for (int t = 0; t < p->ntensors; t++) f.permutation &= !p->t[t].has_pre && !p->t[t].wire_cast;
     p->fig = f;
     free(v);
-    return DTR_OK;
-}
-
-/* The messages from the pieces (their senders chosen), round 0, unsorted. */
-static dtr_status_t dtr__messages(dtr_cross_plan_t *p, const dtr__xpieces_t *ps) {
-    p->msgs = malloc(sizeof *p->msgs * (size_t)(ps->n > 0 ? ps->n : 1));
-    if (p->msgs == NULL)
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld messages", (long long)ps->n);
-    p->nmsgs = ps->n;
-    for (int64_t k = 0; k < ps->n; k++) {
-        const dtr__xpiece_t *x = &ps->v[k];
-        dtr__xmsg_t *m = &p->msgs[k];
-        memset(m, 0, sizeof *m);
-        m->tensor = x->tensor;
-        m->from = x->from;
-        m->to = x->to;
-        m->part = x->part;
-        memcpy(m->lo, x->lo, sizeof m->lo);
-        memcpy(m->ext, x->ext, sizeof m->ext);
-        m->bytes = x->numel * dtr_dtype_info(p->t[x->tensor].dst.dtype)->size;
-    }
-    return DTR_OK;
+    return st;
 }
 
 /* Relabeling: B's ranks in the order that keeps the most where it is, as the plan's own
  * mesh, every tensor's dst moved onto it (nothing where the order is B's own). */
-static dtr_status_t dtr__relabeled(dtr_cross_plan_t *p, const dtr__xblocks_t *b) {
+static dtr_status_t dtr__relabeled(dtr_cross_plan_t *p) {
     const dtr_mesh_t *mb = p->t[0].dst.mesh;
     int64_t nb = dtr_mesh_nranks(mb), sizes[DTR_MAX_MESH_DIMS], coord[DTR_MAX_MESH_DIMS] = {0};
     int *ranks = malloc(sizeof *ranks * (size_t)nb);
-    if (ranks == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld ranks", (long long)nb);
+    dtr__xblocks_t *b = malloc(sizeof *b * (size_t)p->ntensors); /* (each its kind's, shared) */
+    if (ranks == NULL || b == NULL) {
+        free(ranks), free(b);
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%lld ranks", (long long)nb);
+    }
+    for (int t = 0; t < p->ntensors; t++) b[t] = p->kinds[p->t[t].kind].b;
     dtr_status_t st = dtr__xrelabel(p, b, ranks);
+    free(b);
     bool same = true;
     for (int64_t k = 0; k < nb && st == DTR_OK; k++) {
         int r;
@@ -279,20 +255,27 @@ static uint64_t dtr__spec_hash(uint64_t h, const dtr_spec_t *s) {
     return h;
 }
 
+/* Over what the ranks must share: the tensors (specs, reductions, kinds, turns, rounds),
+ * each kind's boxes and their slots (which make every message), the rounds and the cap. */
 static void dtr__hash(dtr_cross_plan_t *p) {
     uint64_t h = dtr__fnv(0x63726f7373ull, p->ntensors);
     for (int t = 0; t < p->ntensors; t++) {
-        h = dtr__spec_hash(dtr__spec_hash(h, &p->t[t].src), &p->t[t].dst);
-        h = dtr__fnv(h, p->t[t].has_pre ? (int64_t)dtr__plan_hash(&p->t[t].pre) : 0);
-        h = dtr__fnv(h, p->t[t].wire_cast);
-        h = dtr__fnv(h, p->t[t].at_receiver ? p->t[t].parts : 0);
+        const dtr__xtensor_t *x = &p->t[t];
+        h = dtr__spec_hash(dtr__spec_hash(h, &x->src), &x->dst);
+        h = dtr__fnv(h, x->has_pre ? (int64_t)dtr__plan_hash(x->pre) : 0);
+        h = dtr__fnv(dtr__fnv(h, x->wire_cast), x->at_receiver ? x->parts : 0);
+        h = dtr__fnv(dtr__fnv(dtr__fnv(h, x->kind), x->turn), x->round);
     }
-    h = dtr__fnv(dtr__fnv(h, p->nmsgs), p->nrounds);
-    for (int64_t k = 0; k < p->nmsgs; k++) {
-        const dtr__xmsg_t *m = &p->msgs[k];
-        h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(h, m->from), m->to), m->bytes), m->round);
-        h = dtr__fnv(h, m->part);
+    for (int j = 0; j < p->nkinds; j++) {
+        const dtr__xkind_t *k = &p->kinds[j];
+        h = dtr__fnv(h, k->n);
+        for (int64_t i = 0; i < k->n; i++) {
+            const dtr__xpiece_t *x = &k->v[i];
+            h = dtr__fnv(dtr__fnv(dtr__fnv(dtr__fnv(h, x->to), k->slot[i]), x->cls), x->part);
+            for (int d = 0; d < k->b.ndim; d++) h = dtr__fnv(dtr__fnv(h, x->lo[d]), x->ext[d]);
+        }
     }
+    h = dtr__fnv(dtr__fnv(dtr__fnv(h, p->nrounds), p->cap), p->msgs_for == -1 ? p->nmsgs : 0);
     p->hash = h;
 }
 
@@ -342,35 +325,21 @@ static dtr_status_t dtr__positions(dtr_cross_plan_t *p) {
     return DTR_OK;
 }
 
-/* The moves of a plan whose tensors (src, mid, pre, dst) are set: relabeling where asked,
- * the blocks, the pieces and their senders, the messages in rounds, figures and hash. */
+/* The moves of a plan whose tensors (src, mid, pre, dst) are set: the kinds and their
+ * blocks, relabeling where asked, the boxes and their senders, the rounds, the figures and
+ * the hash (the messages are made on demand: dtr__xensure). */
 static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
-    dtr__xblocks_t *b = calloc((size_t)p->ntensors, sizeof *b);
-    if (b == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "%d tensors", p->ntensors);
-    dtr__xpieces_t ps = {0};
-    int64_t *load = NULL;
-    dtr_status_t st = DTR_OK;
-    for (int t = 0; t < p->ntensors && st == DTR_OK; t++) st = dtr__xblocks(&p->t[t].mid, &b[t]);
-    if (st == DTR_OK && p->relabel) st = dtr__relabeled(p, b);
+    dtr_status_t st = dtr__xkinds(p);
+    if (st == DTR_OK && p->relabel) st = dtr__relabeled(p);
     if (st == DTR_OK) /* the ranks of both meshes: the group the change agrees over */
         st = dtr__mesh_union(p->t[0].src.mesh, p->t[0].dst.mesh, "dtr_cross_plan_create",
                              &p->ranks, &p->nranks);
     if (st == DTR_OK) st = dtr__positions(p);
-    for (int t = 0; t < p->ntensors && st == DTR_OK; t++)
-        if (p->t[t].at_receiver) st = dtr__xblocks_part(&p->t[t].src, &b[t], &p->t[t].parts);
-    if (st == DTR_OK) st = dtr__pieces(p, b, &ps);
-    if (st == DTR_OK && (load = calloc((size_t)p->nranks, sizeof *load)) == NULL)
-        st = dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "loads");
-    if (st == DTR_OK) st = dtr__assign(b, &ps, p, load);
-    if (st == DTR_OK) st = dtr__messages(p, &ps);
+    if (st == DTR_OK) st = dtr__xkind_boxes(p);
     if (st == DTR_OK) st = dtr__xrounds(p);
     if (st == DTR_OK) st = dtr__pre_batches(p, cost);
-    if (st == DTR_OK) st = dtr__figures(p, b, &ps, cost);
+    if (st == DTR_OK) st = dtr__figures(p, cost);
     if (st == DTR_OK) dtr__hash(p);
-    free(load);
-    free(ps.v);
-    for (int t = 0; t < p->ntensors; t++) dtr__xblocks_free(&b[t]);
-    free(b);
     return st;
 }
 
@@ -379,6 +348,9 @@ void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
     for (int r = 0; plan->pre_batch != NULL && r < plan->nrounds; r++)
         dtr_batch_plan_destroy(plan->pre_batch[r]);
     free(plan->pre_batch);
+    for (int k = 0; k < plan->npres; k++) free(plan->pres[k]);
+    free(plan->pres);
+    dtr__xkinds_free(plan);
     free(plan->t);
     dtr_mesh_destroy(plan->relabeled);
     free(plan->msgs);
@@ -386,16 +358,19 @@ void dtr_cross_plan_destroy(dtr_cross_plan_t *plan) {
     free(plan->round_first);
     free(plan->ranks);
     free(plan->pos);
+    pthread_mutex_destroy(&plan->lock);
     free(plan);
 }
 
 static dtr_cross_plan_t *dtr__new_plan(int n) {
     dtr_cross_plan_t *p = calloc(1, sizeof *p);
-    if (p != NULL && (p->t = calloc((size_t)n, sizeof *p->t)) == NULL) {
+    if (p != NULL && ((p->t = calloc((size_t)n, sizeof *p->t)) == NULL ||
+                      (p->pres = calloc((size_t)n, sizeof *p->pres)) == NULL)) {
+        free(p->t);
         free(p);
         return NULL;
     }
-    if (p != NULL) p->ntensors = n;
+    if (p != NULL) p->ntensors = n, p->msgs_for = -2, pthread_mutex_init(&p->lock, NULL);
     return p;
 }
 
@@ -423,7 +398,9 @@ static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
     dtr_status_t st = DTR_OK;
     if (x->has_pre) {
         dtr_plan_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .cost = cost};
-        st = dtr_plan_create(src, mid, &opts, &x->pre);
+        p->pres[p->npres++] = x->pre = malloc(sizeof *x->pre);
+        st = x->pre != NULL ? dtr_plan_create(src, mid, &opts, x->pre)
+                            : dtr__error(DTR_ERR_OUT_OF_MEMORY, "dtr_cross_plan_create", "a plan");
     }
     if (st == DTR_OK) st = dtr__build(p, cost);
     if (st != DTR_OK) {
@@ -438,7 +415,7 @@ static dtr_status_t dtr__with_mid(const dtr_spec_t *src, const dtr_spec_t *mid,
  * first, then the most it sends or receives between the meshes. */
 static int64_t dtr__busiest(const dtr_cross_plan_t *p) {
     const dtr_cross_figures_t *f = &p->fig;
-    return (p->t[0].has_pre ? p->t[0].pre.recv_bytes_max : 0) +
+    return (p->t[0].has_pre ? p->t[0].pre->recv_bytes_max : 0) +
            (f->send_bytes_max > f->recv_bytes_max ? f->send_bytes_max : f->recv_bytes_max);
 }
 
@@ -640,35 +617,6 @@ static dtr_status_t dtr__check_args(dtr__xctx_t *c, int n, const dtr_spec_t *src
     return DTR_OK;
 }
 
-/* Two specs that plan alike: equal meshes, dtype, shape and placements. */
-static bool dtr__spec_alike(const dtr_spec_t *a, const dtr_spec_t *b) {
-    if (a->dtype != b->dtype || a->ndim != b->ndim ||
-        memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0 ||
-        (a->mesh != b->mesh && !dtr_mesh_equal(a->mesh, b->mesh)))
-        return false;
-    for (int k = 0; k < dtr_mesh_ndims(a->mesh); k++)
-        if (!dtr_placement_equal(a->placements[k], b->placements[k])) return false;
-    return true;
-}
-
-/* A spec's hash over what dtr__spec_alike compares (the mesh by its sizes). */
-static uint64_t dtr__spec_key(const dtr_spec_t *a, uint64_t h) {
-    int m = dtr_mesh_ndims(a->mesh);
-    uint64_t v[2 + DTR_MAX_TENSOR_DIMS + 3 * DTR_MAX_MESH_DIMS];
-    int k = 0;
-    v[k++] = (uint64_t)a->dtype;
-    v[k++] = (uint64_t)a->ndim;
-    for (int d = 0; d < a->ndim; d++) v[k++] = (uint64_t)a->shape[d];
-    for (int i = 0; i < m; i++) {
-        const dtr_placement_t *q = &a->placements[i];
-        v[k++] = (uint64_t)dtr_mesh_size(a->mesh, i);
-        v[k++] = ((uint64_t)q->kind << 48) ^ ((uint64_t)(uint32_t)q->dim << 16) ^ (uint64_t)q->op;
-        v[k++] = ((uint64_t)(uint32_t)q->order << 32) ^ (uint64_t)(uint32_t)q->split_factor;
-    }
-    for (int j = 0; j < k; j++) h = (h ^ v[j]) * 0x100000001b3ull;
-    return h;
-}
-
 /*
  * Each tensor's mid (dtr__best_mid), into p->t[i], and the bytes it moves alone in dst's
  * own order into *kept (the relabeling's reference). Tensors of the same shape, dtype and
@@ -690,9 +638,9 @@ static dtr_status_t dtr__mids(const dtr__xctx_t *c, int n, const dtr_spec_t *src
     for (size_t k = 0; k < slots; k++) slot[k] = -1;
     dtr_status_t st = DTR_OK;
     for (int i = 0; i < n && st == DTR_OK; i++) {
-        size_t k = dtr__spec_key(&dst[i], dtr__spec_key(&src[i], 0xcbf29ce484222325ull)) % slots;
-        while (slot[k] >= 0 && !(dtr__spec_alike(&src[slot[k]], &src[i]) &&
-                                 dtr__spec_alike(&dst[slot[k]], &dst[i])))
+        size_t k = dtr__xspec_key(&dst[i], dtr__xspec_key(&src[i], 0xcbf29ce484222325ull)) % slots;
+        while (slot[k] >= 0 && !(dtr__xspec_alike(&src[slot[k]], &src[i]) &&
+                                 dtr__xspec_alike(&dst[slot[k]], &dst[i])))
             k = (k + 1) % slots;
         if (slot[k] >= 0) {
             int j = slot[k];
@@ -714,6 +662,8 @@ static dtr_status_t dtr__mids(const dtr__xctx_t *c, int n, const dtr_spec_t *src
         st = dtr__best_mid(c, name, &src[i], &dst[i], &one);
         if (st != DTR_OK) break;
         p->t[i] = one->t[0];
+        if (one->t[0].has_pre) /* (the reduction's plan now p's) */
+            p->pres[p->npres++] = one->t[0].pre, one->pres[0] = NULL;
         *kept += moved[i] = one->fig.moved_bytes;
         dtr_cross_plan_destroy(one);
     }
@@ -739,7 +689,11 @@ static dtr_status_t dtr__create(dtr__xctx_t *c, int n, const dtr_spec_t *src, co
         dtr_cross_plan_t *q = dtr__new_plan(n);
         st = q != NULL ? DTR_OK : dtr__error(DTR_ERR_OUT_OF_MEMORY, c->func, "a plan");
         for (int i = 0; i < n && st == DTR_OK; i++) q->t[i] = p->t[i], q->t[i].dst.mesh = dst[i].mesh;
-        if (q != NULL) q->cap = p->cap, q->relabel = false;
+        if (q != NULL) { /* (the reductions' plans now q's) */
+            q->cap = p->cap, q->relabel = false;
+            memcpy(q->pres, p->pres, sizeof *p->pres * (size_t)p->npres);
+            q->npres = p->npres, p->npres = 0;
+        }
         if (st == DTR_OK) st = dtr__build(q, c->cost);
         dtr_cross_plan_destroy(p);
         p = q;

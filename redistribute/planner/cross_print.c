@@ -82,25 +82,35 @@ dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank, i
     DTR_CHECK_PTR(plan, __func__);
     DTR_CHECK_PTR(send, __func__);
     DTR_CHECK_PTR(recv, __func__);
-    int64_t s = 0, r = 0;
-    for (int64_t k = 0; k < plan->nmsgs; k++) {
-        const dtr__xmsg_t *m = &plan->msgs[k];
-        if (m->from == m->to) continue;
-        s += m->from == rank ? m->bytes : 0;
-        r += m->to == rank ? m->bytes : 0;
-    }
-    *send = s;
-    *recv = r;
+    dtr__xrank_bytes(plan, rank, send, recv);
     return DTR_OK;
 }
 
-static int64_t dtr__local_copies(const dtr_cross_plan_t *p) {
-    int64_t k = 0;
-    for (int64_t j = 0; j < p->nmsgs; j++) k += p->msgs[j].from == p->msgs[j].to;
-    return k;
+dtr_status_t dtr_cross_plan_rank_messages(const dtr_cross_plan_t *plan, int rank, int64_t *count) {
+    DTR_CHECK_PTR(plan, __func__);
+    DTR_CHECK_PTR(count, __func__);
+    int64_t n = 0;
+    *count = 0;
+    if (rank < 0 || plan->nranks == 0 || rank > plan->ranks[plan->nranks - 1] || plan->pos[rank] < 0)
+        return DTR_OK;
+    dtr_status_t st = dtr__xensure(plan, rank);
+    if (st != DTR_OK) return dtr__error_as(st, __func__);
+    for (int64_t k = 0; k < plan->nmsgs; k++) n += plan->msgs[k].from == rank || plan->msgs[k].to == rank;
+    *count = n;
+    return DTR_OK;
 }
 
-/* "lo..hi" per dim, comma-separated ("scalar" for 0-d), into buf. */
+/* The boxes kept where they are, over the tensors (from the kinds: no messages made). */
+static int64_t dtr__local_copies(const dtr_cross_plan_t *p) {
+    int64_t n = 0;
+    for (int j = 0; j < p->nkinds; j++) {
+        int64_t kept = 0;
+        for (int64_t i = 0; i < p->kinds[j].n; i++) kept += p->kinds[j].slot[i] < 0;
+        n += kept * p->kinds[j].count;
+    }
+    return n;
+}
+
 static void dtr__box(char *buf, size_t len, const dtr__xmsg_t *m, int nd) {
     size_t at = 0;
     buf[0] = '\0';
@@ -126,9 +136,9 @@ static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool bat
         dtr_placements_format(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
         fprintf(out, "%sfirst, on the source mesh (to %s %s):", batch ? "; " : "  ", mid,
                 dtr_dtype_name(x->mid.dtype));
-        for (int k = 0; k < x->pre.nsteps; k++)
-            fprintf(out, "%s %s", k ? "," : "", dtr_step_kind_info(x->pre.steps[k].kind)->name);
-        fprintf(out, "%s", x->pre.nsteps == 0 ? " a cast" : "");
+        for (int k = 0; k < x->pre->nsteps; k++)
+            fprintf(out, "%s %s", k ? "," : "", dtr_step_kind_info(x->pre->steps[k].kind)->name);
+        fprintf(out, "%s", x->pre->nsteps == 0 ? " a cast" : "");
     }
     if (x->wire_cast)
         fprintf(out, "%scast from %s to %s as each box is packed", batch ? "; " : "  ",
@@ -177,6 +187,7 @@ dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_mess
     fprintf(out, "  peak extra memory per rank: %lld bytes (staging %lld%s); modeled time %.2f us\n",
             (long long)f->peak_extra_bytes, (long long)f->staging_bytes_max,
             plan->cap > 0 ? ", under the cap" : "", f->time_us);
+    if (max_messages != 0) DTR_CHECK(dtr__xensure(plan, -1));
     if (plan->nmsgs > 0 && max_messages != 0)
         fprintf(out, "  %s%6s %6s  %-40s %14s\n", batch ? "tensor " : "", "from", "to", "box", "bytes");
     for (int64_t k = 0; k < plan->nmsgs && (max_messages < 0 || k < max_messages); k++) {
@@ -189,8 +200,9 @@ dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_mess
         fprintf(out, "  %s%6d %6d  %-40s %14lld%s%s\n", tensor, m->from, m->to, box,
                 (long long)m->bytes, m->from == m->to ? "  (kept)" : "", part);
     }
-    if (max_messages >= 0 && plan->nmsgs > max_messages)
-        fprintf(out, "  ... %lld more\n", (long long)(plan->nmsgs - max_messages));
+    int64_t total = f->messages + dtr__local_copies(plan); /* (made or not) */
+    if (max_messages >= 0 && total > max_messages)
+        fprintf(out, "  ... %lld more\n", (long long)(total - max_messages));
     return DTR_OK;
 }
 
@@ -204,7 +216,7 @@ static dtr_status_t dtr__tensor_json(FILE *out, const dtr__xtensor_t *x) {
     dtr__side(out, &x->dst, true, false);
     if (x->at_receiver) fprintf(out, ",\"summed_at_receiver\":%d", x->parts);
     fputs(",\"pre\":", out);
-    if (x->has_pre) return dtr_plan_print_json(&x->pre, out);
+    if (x->has_pre) return dtr_plan_print_json(x->pre, out);
     fputs("null", out);
     return DTR_OK;
 }

@@ -118,8 +118,8 @@ static dtr_status_t dtr__capped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
  * stage more than DTR__ROUND_BYTES in it (a larger tensor takes a round alone). Many small
  * tensors then share one all-to-all-v, and a large one is packed, sent and unpacked while
  * its bytes are still in cache; its reduction on the source mesh runs just before its
- * round. a's messages are in tensor order. */
-static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
+ * round. From the kinds' boxes (no messages made): each tensor's round. */
+static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p) {
     int64_t n = p->nranks, *v = calloc((size_t)(2 * n), sizeof *v);
     int *touched = malloc(sizeof *touched * (size_t)(2 * n)), nt = 0, nr = 0, round = 0;
     if (v == NULL || touched == NULL) {
@@ -129,15 +129,15 @@ static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
     }
     int64_t *load = v, *mine = v + n, used = 0; /* the round's loads; this tensor's */
     int *round_ranks = touched + n;
-    for (int64_t k = 0; k < a->n;) {
-        int64_t end = k, most = 0;
-        for (; end < a->n && a->v[end].tensor == a->v[k].tensor; end++) {
-            const dtr__xmsg_t *m = &a->v[end];
-            if (m->from == m->to) continue;
-            int ends[2] = {dtr__xpos(p, m->from), dtr__xpos(p, m->to)};
+    for (int t = 0; t < p->ntensors; t++) {
+        const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+        int64_t most = 0;
+        for (int64_t i = 0; i < k->n; i++) {
+            if (k->slot[i] < 0) continue;
+            int ends[2] = {dtr__xpos(p, dtr__xsender(p, t, i)), dtr__xpos(p, k->v[i].to)};
             for (int e = 0; e < 2; e++) {
                 if (mine[ends[e]] == 0) touched[nt++] = ends[e];
-                mine[ends[e]] += m->bytes;
+                mine[ends[e]] += k->v[i].numel * k->item;
             }
         }
         for (int j = 0; j < nt; j++)
@@ -153,7 +153,7 @@ static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
             if (load[r] > p->fig.staging_bytes_max) p->fig.staging_bytes_max = load[r];
         }
         used += nt, nt = 0;
-        for (; k < end; k++) a->v[k].round = round;
+        p->t[t].round = p->t[t].last = round;
     }
     p->nrounds = round + 1;
     free(v);
@@ -243,79 +243,39 @@ static dtr_status_t dtr__mid_offsets(dtr_cross_plan_t *p) {
     return DTR_OK;
 }
 
-/* By round, sender, receiver, tensor, then the box's corner. */
-static int dtr__cmp_msg(const void *a, const void *b) {
-    const dtr__xmsg_t *x = a, *y = b;
-    if (x->round != y->round) return x->round < y->round ? -1 : 1;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    if (x->to != y->to) return x->to < y->to ? -1 : 1;
-    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
-    for (int d = 0; d < DTR_MAX_TENSOR_DIMS; d++)
-        if (x->lo[d] != y->lo[d]) return x->lo[d] < y->lo[d] ? -1 : 1;
-    return 0;
-}
-
-typedef struct {
-    int round, to, from;
-    int64_t k;
-} dtr__to_key_t;
-
-static int dtr__cmp_to_key(const void *a, const void *b) {
-    const dtr__to_key_t *x = a, *y = b;
-    if (x->round != y->round) return x->round < y->round ? -1 : 1;
-    if (x->to != y->to) return x->to < y->to ? -1 : 1;
-    if (x->from != y->from) return x->from < y->from ? -1 : 1;
-    return (x->k > y->k) - (x->k < y->k);
-}
-
-/* The messages sorted, by_to, and where each round starts. */
-static dtr_status_t dtr__index(dtr_cross_plan_t *p) {
-    int64_t n = p->nmsgs;
-    qsort(p->msgs, (size_t)n, sizeof *p->msgs, dtr__cmp_msg);
-    p->by_to = malloc(sizeof *p->by_to * (size_t)(n > 0 ? n : 1));
-    p->round_first = calloc((size_t)p->nrounds + 1, sizeof *p->round_first);
-    dtr__to_key_t *key = malloc(sizeof *key * (size_t)(n > 0 ? n : 1));
-    if (p->by_to == NULL || p->round_first == NULL || key == NULL) {
-        free(key);
-        return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld messages", (long long)n);
-    }
-    for (int64_t k = 0; k < n; k++) {
-        const dtr__xmsg_t *m = &p->msgs[k];
-        key[k] = (dtr__to_key_t){m->round, m->to, m->from, k};
-        p->round_first[m->round + 1]++;
-    }
-    for (int r = 0; r < p->nrounds; r++) p->round_first[r + 1] += p->round_first[r];
-    qsort(key, (size_t)n, sizeof *key, dtr__cmp_to_key);
-    for (int64_t k = 0; k < n; k++) p->by_to[k] = key[k].k;
-    free(key);
-    return DTR_OK;
-}
-
 dtr_status_t dtr__xrounds(dtr_cross_plan_t *p) {
+    if (p->cap == 0) {
+        DTR_CHECK(dtr__grouped_rounds(p));
+        DTR_CHECK(dtr__mid_offsets(p));
+        p->fig.rounds = p->nrounds;
+        return DTR_OK;
+    }
+    for (int t = 0; t < p->ntensors; t++) p->t[t].round = 0;
+    DTR_CHECK(dtr__xmake(p, -1)); /* (every message, in round 0) */
     dtr__xmsgs_t a = {0};
     for (int64_t k = 0; k < p->nmsgs; k++) {
         const dtr__xmsg_t *m = &p->msgs[k];
         int64_t item = dtr_dtype_info(p->t[m->tensor].dst.dtype)->size;
         int64_t limit = p->cap / 2 >= item ? p->cap / 2 : p->cap;
-        dtr_status_t st = p->cap > 0 && m->from != m->to
-                              ? dtr__xsplit(m, p->t[m->tensor].dst.ndim, item, limit, &a)
-                              : dtr__push(&a, m);
+        dtr_status_t st = m->from != m->to ? dtr__xsplit(m, p->t[m->tensor].dst.ndim, item, limit, &a)
+                                           : dtr__push(&a, m);
         if (st != DTR_OK) {
             free(a.v);
             return st;
         }
     }
-    free(p->msgs);
+    free(p->msgs), free(p->by_to), free(p->round_first);
+    p->by_to = NULL, p->round_first = NULL;
     p->msgs = a.v;
     p->nmsgs = a.n;
     if (p->msgs == NULL && (p->msgs = malloc(sizeof *p->msgs)) == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "messages");
     if (a.n > 1) qsort(a.v, (size_t)a.n, sizeof *a.v, dtr__cmp_tensor);
-    DTR_CHECK(p->cap > 0 ? dtr__capped_rounds(p, &a) : dtr__grouped_rounds(p, &a));
+    DTR_CHECK(dtr__capped_rounds(p, &a));
     dtr__tensor_rounds(p, &a);
     DTR_CHECK(dtr__mid_offsets(p));
     p->fig.rounds = p->nrounds;
-    return dtr__index(p);
+    return dtr__xindex(p);
 }
 
 /* The first index in [a, z) whose sender (or, by_to, receiver) is >= key; they ascend there. */

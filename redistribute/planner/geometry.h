@@ -7,6 +7,7 @@
 #ifndef DTR_REDISTRIBUTE_PLANNER_GEOMETRY_H
 #define DTR_REDISTRIBUTE_PLANNER_GEOMETRY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -162,7 +163,9 @@ uint64_t dtr__batch_plan_hash(const dtr_batch_plan_t *p);
 /* A change between meshes (cross*.c): per tensor, the plan run on the source mesh first
  * (src -> mid, where has_pre); then the messages of mid's boxes to dst's blocks, sorted by
  * round, sender, receiver, tensor (from == to: a box the rank keeps, copied locally in
- * round 0). */
+ * the tensor's first round). The boxes are planned once per kind of tensor (cross_kinds.c)
+ * and the messages made from them on demand: every rank's (dtr plan) or one rank's (a run:
+ * dtr__xensure). */
 typedef struct {
     int tensor, round;
     int from, to;
@@ -183,7 +186,10 @@ typedef struct {
      * in that order */
     bool at_receiver;
     int parts;
-    dtr_plan_t pre;           /* src -> mid on src's mesh, run before round `round` */
+    dtr_plan_t *pre;          /* src -> mid on src's mesh, run before round `round` (has_pre;
+                                 shared by the tensors of one choice, the plan's pres own it) */
+    int kind;                 /* its kind (the plan's kinds): the boxes it moves */
+    int turn;                 /* whose turn among a block's holders its first box is */
     int round, last;          /* the tensor's first and last rounds */
     int64_t mid_offset;       /* where its reduced block lies in the mids' scratch (has_pre) */
 } dtr__xtensor_t;
@@ -194,6 +200,14 @@ struct dtr_cross_plan {
     dtr_mesh_t *relabeled;    /* the destination mesh relabeling chose (owned), or NULL */
     bool relabel;             /* asked for */
     int64_t cap;              /* the staging cap, 0: none */
+    int nkinds;
+    struct dtr__xkind *kinds; /* tensors that move alike (cross_kinds.c) */
+    int npres;
+    dtr_plan_t **pres;        /* the distinct plans of the tensors' reductions (owned) */
+    /* the messages made so far (dtr__xensure): -2 none, -1 every rank's, else one rank's (its
+     * sends and receives) */
+    int msgs_for;
+    pthread_mutex_t lock;     /* making the messages of a plan that threads share */
     int64_t nmsgs;
     dtr__xmsg_t *msgs;
     int64_t *by_to;           /* message indices by round, receiver, sender */
@@ -216,7 +230,15 @@ static inline int dtr__xpos(const dtr_cross_plan_t *p, int r) { return p->pos[r]
 /* Whether tensor t's reduction on the source mesh runs in its round's pre_batch. */
 bool dtr__xcoalesced(const dtr_cross_plan_t *p, int t);
 
-/* The messages rank sends in a round (*first, *n into msgs) and receives (into by_to). */
+/* Makes the plan's messages for `rank` (its sends and receives; -1: every rank's) where
+ * they are not made yet (const: they are made once, under the plan's lock). */
+dtr_status_t dtr__xensure(const dtr_cross_plan_t *p, int rank);
+/* The messages made anew for `rank` (-1: every rank's), each in its tensor's first round,
+ * and indexed; the old ones freed. Not under a cap (whose chunks are made at creation). */
+dtr_status_t dtr__xmake(dtr_cross_plan_t *p, int rank);
+
+/* The messages rank sends in a round (*first, *n into msgs) and receives (into by_to); the
+ * rank's messages made (dtr__xensure). */
 void dtr__cross_sends(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
 void dtr__cross_recvs(const dtr_cross_plan_t *p, int round, int rank, int64_t *first, int64_t *n);
 

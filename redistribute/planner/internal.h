@@ -349,15 +349,64 @@ dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts);
 /* How many boxes the blocks of b cut non-empty target block t into (without making them). */
 int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
 
+/* A kind of tensor in a change between meshes: the tensors whose boxes are alike (equal
+ * src, mid and dst specs, and where they are summed). Its boxes are planned once, on its
+ * first tensor, each with the slot of its sender among its block's holders for turn 0:
+ * tensor t of the kind sends box i from holder (slot[i] + t's turn) mod |holders|. */
+typedef struct dtr__xkind {
+    int rep, count;       /* its first tensor; its tensors */
+    int64_t item;         /* dst's element size */
+    dtr__xblocks_t b;     /* rep's mid's blocks (per addend where summed at the receivers) */
+    int64_t n;            /* its boxes, */
+    dtr__xpiece_t *v;     /* by the receiver's position in the plan's ranks (tensor: rep) */
+    int *slot;            /* [n]: the sender's holder slot at turn 0; -1: kept (from = to) */
+    int64_t *recv_first;  /* [nranks + 1]: by position, the boxes a rank receives or keeps */
+    int64_t *send;        /* box indices by holder entry (b.first[cls] + slot) */
+    int64_t *send_first;  /* [holders + 1]: per holder entry, its boxes in send[] */
+    int64_t *hold;        /* [nranks]: by position, the rank's holder entry, or -1 */
+    int64_t *lack;        /* [b.nclasses]: per block, the bytes its targets lack */
+    /* the turns after which its tensors send alike again (the lcm of its blocks' holder
+     * counts; 0 where over DTR__XPERIOD_MAX): tensor t's variant is turn % period, and per
+     * variant its first tensor, its tensors, and the latency of a round of it alone (-1:
+     * not yet known) */
+    int64_t period;
+    int *vrep;
+    int64_t *vcount, *vlatency;
+} dtr__xkind_t;
+
+#define DTR__XPERIOD_MAX 4096
+
+/* cross_kinds.c: the plan's kinds (each tensor's kind and turn, each kind's blocks), after
+ * the tensors' mids; their boxes and senders, after the plan's ranks; the sender of box i
+ * of tensor t; the bytes rank sends and receives (between distinct ranks); freeing. */
+dtr_status_t dtr__xkinds(dtr_cross_plan_t *p);
+dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p);
+static inline int dtr__xsender(const dtr_cross_plan_t *p, int t, int64_t i) {
+    const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+    if (k->slot[i] < 0) return k->v[i].to;
+    int64_t f = k->b.first[k->v[i].cls], h = k->b.first[k->v[i].cls + 1] - f;
+    return k->b.holder[f + (k->slot[i] + p->t[t].turn) % h];
+}
+void dtr__xrank_bytes(const dtr_cross_plan_t *p, int rank, int64_t *send, int64_t *recv);
+void dtr__xkinds_free(dtr_cross_plan_t *p);
+/* Two specs that plan alike (equal meshes, dtype, shape and placements), and a
+ * hash of what that compares (the mesh by its sizes), chained from h. */
+bool dtr__xspec_alike(const dtr_spec_t *a, const dtr_spec_t *b);
+uint64_t dtr__xspec_key(const dtr_spec_t *a, uint64_t h);
+/* The messages (made) sorted by round, sender, receiver, tensor and corner; by_to and
+ * round_first. */
+dtr_status_t dtr__xindex(dtr_cross_plan_t *p);
+
 /* cross_relabel.c: the rank of dst's mesh for each of its coordinates (row-major) into
  * ranks[], the order keeping the most bytes where they are over the plan's tensors (their
  * mids and dsts set, b their mids' blocks), dst's own order on ties. */
 dtr_status_t dtr__xrelabel(const dtr_cross_plan_t *p, const dtr__xblocks_t *b, int *ranks);
 
-/* cross_rounds.c: the messages in rounds: without a cap, whole tensors grouped while a round
- * stays small; under a cap, split into chunks of at most the cap (half of it where it holds
- * an element) in rounds in which no rank stages more than the cap. Replaces p->msgs
- * (p->nmsgs), sets the rounds and each tensor's first round. */
+/* cross_rounds.c: the rounds: without a cap, whole tensors grouped while a round stays
+ * small (from the kinds; no messages made); under a cap, every message made (round 0) and
+ * split into chunks of at most the cap (half of it where it holds an element) in rounds in
+ * which no rank stages more than the cap, p->msgs replaced. Either sets each tensor's first
+ * and last rounds and the mids' scratch. */
 dtr_status_t dtr__xrounds(dtr_cross_plan_t *p);
 
 /* A spec the caller says was made by dtr_spec_init: its mesh, dtype, dims and placements in

@@ -414,6 +414,12 @@ DTR_API dtr_status_t dtr_cross_plan_dst(const dtr_cross_plan_t *plan, int i, dtr
  * neither mesh). */
 DTR_API dtr_status_t dtr_cross_plan_rank_bytes(const dtr_cross_plan_t *plan, int rank,
                                                int64_t *send, int64_t *recv);
+/* The messages one rank sends and receives (the boxes it keeps included) into *count, made
+ * as a run on that rank makes them: that rank's alone, not every rank's (the plan holds
+ * only the boxes of each kind of tensor until a rank, or a print, asks; 0 for a rank in
+ * neither mesh). OUT_OF_MEMORY where they do not fit. */
+DTR_API dtr_status_t dtr_cross_plan_rank_messages(const dtr_cross_plan_t *plan, int rank,
+                                                  int64_t *count);
 /* The plan as a table (its messages, at most `max_messages` of them; -1: all), or as one
  * JSON object. */
 DTR_API dtr_status_t dtr_cross_plan_print(const dtr_cross_plan_t *plan, int64_t max_messages,

@@ -427,6 +427,7 @@ static double dtr__svg_matrix(FILE *out, const dtr_cross_plan_t *p, const int *f
 /* A change between meshes: its first tensor's sides and the message matrix. */
 static dtr_status_t dtr__svg_cross(FILE *out, const dtr_cross_plan_t *p, const char *func) {
     const dtr__xtensor_t *x = &p->t[0];
+    DTR_CHECK(dtr__xensure(p, -1)); /* (every rank's messages) */
     int64_t na = dtr_mesh_nranks(x->src.mesh), nb = dtr_mesh_nranks(x->dst.mesh);
     int *from = malloc(sizeof *from * (size_t)na), *to = malloc(sizeof *to * (size_t)nb);
     if (from == NULL || to == NULL) {
@@ -448,10 +449,10 @@ static dtr_status_t dtr__svg_cross(FILE *out, const dtr_cross_plan_t *p, const c
         dtr_placements_format(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
         size_t at = (size_t)snprintf(pre, sizeof pre, "first, on the source mesh, to %s %s:", mid,
                                      dtr_dtype_name(x->mid.dtype));
-        for (int k = 0; k < x->pre.nsteps && at < sizeof pre; k++)
+        for (int k = 0; k < x->pre->nsteps && at < sizeof pre; k++)
             at += (size_t)snprintf(pre + at, sizeof pre - at, "%s %s", k ? "," : "",
-                                   dtr_step_kind_info(x->pre.steps[k].kind)->name);
-        if (x->pre.nsteps == 0 && at < sizeof pre) snprintf(pre + at, sizeof pre - at, " a cast");
+                                   dtr_step_kind_info(x->pre->steps[k].kind)->name);
+        if (x->pre->nsteps == 0 && at < sizeof pre) snprintf(pre + at, sizeof pre - at, " a cast");
     } else if (x->wire_cast) {
         snprintf(pre, sizeof pre, "cast from %s to %s as each box is packed",
                  dtr_dtype_name(x->src.dtype), dtr_dtype_name(x->dst.dtype));

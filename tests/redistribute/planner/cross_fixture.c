@@ -2,6 +2,7 @@
 #include "tests/redistribute/planner/cross_fixture.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t rng;
@@ -132,7 +133,82 @@ static void check_addend(const dtr_cross_plan_t *p, int tn, int r, int part, con
                  what, r, part, (long long)covered, (long long)t.numel);
 }
 
+static bool same_msg(const dtr__xmsg_t *a, const dtr__xmsg_t *b) {
+    return a->tensor == b->tensor && a->round == b->round && a->from == b->from && a->to == b->to &&
+           a->part == b->part && a->bytes == b->bytes &&
+           memcmp(a->lo, b->lo, sizeof a->lo) == 0 && memcmp(a->ext, b->ext, sizeof a->ext) == 0;
+}
+
+/* Each rank's own messages, made for it alone as a run makes them, are exactly the messages
+ * of every rank's that it sends or receives, in the same order; and its bytes
+ * (dtr_cross_plan_rank_bytes, from the kinds) their sums. (A plan under a cap makes every
+ * rank's at once.) */
+static void check_own(const dtr_cross_plan_t *cp, const char *what) {
+    dtr_cross_plan_t *p = (dtr_cross_plan_t *)cp;
+    if (p->cap > 0) return;
+    for (int k = 0; k < p->nranks; k++) {
+        int r = p->ranks[k];
+        cr_assert_eq(dtr__xmake(p, r), DTR_OK, "%s", what);
+        cr_assert_eq(p->msgs_for, r, "%s", what);
+        int64_t n = p->nmsgs;
+        dtr__xmsg_t *own = malloc(sizeof *own * (size_t)(n > 0 ? n : 1));
+        cr_assert_not_null(own);
+        memcpy(own, p->msgs, sizeof *own * (size_t)n);
+        cr_assert_eq(dtr__xmake(p, -1), DTR_OK, "%s", what);
+        int64_t j = 0, send = 0, recv = 0, s2, r2;
+        for (int64_t a = 0; a < p->nmsgs; a++) {
+            const dtr__xmsg_t *m = &p->msgs[a];
+            if (m->from != r && m->to != r) continue;
+            cr_assert_lt(j, n, "%s: rank %d made %lld messages of its own, fewer than it has", what, r,
+                         (long long)n);
+            cr_assert(same_msg(&own[j], m), "%s: rank %d's message %lld (tensor %d, %d -> %d) differs "
+                      "from every rank's (tensor %d, %d -> %d)", what, r, (long long)j, own[j].tensor,
+                      own[j].from, own[j].to, m->tensor, m->from, m->to);
+            j++;
+            if (m->from == m->to) continue;
+            send += m->from == r ? m->bytes : 0;
+            recv += m->to == r ? m->bytes : 0;
+        }
+        cr_assert_eq(j, n, "%s: rank %d made %lld messages of its own, it has %lld", what, r,
+                     (long long)n, (long long)j);
+        cr_assert_eq(dtr_cross_plan_rank_bytes(p, r, &s2, &r2), DTR_OK);
+        cr_assert(s2 == send && r2 == recv, "%s: rank %d's bytes %lld / %lld, its messages' %lld / %lld",
+                  what, r, (long long)s2, (long long)r2, (long long)send, (long long)recv);
+        free(own);
+    }
+}
+
+/* The figures (from the kinds, each variant of a kind once) are the sums of every rank's
+ * messages (made). */
+static void check_figures(const dtr_cross_plan_t *p, const char *what) {
+    dtr_cross_figures_t f;
+    int64_t messages = 0, moved = 0, most_send = 0, most_recv = 0;
+    cr_assert_eq(dtr_cross_plan_figures(p, &f), DTR_OK);
+    for (int k = 0; k < p->nranks; k++) {
+        int64_t send = 0, recv = 0;
+        for (int64_t j = 0; j < p->nmsgs; j++) {
+            const dtr__xmsg_t *m = &p->msgs[j];
+            if (m->from == m->to) continue;
+            send += m->from == p->ranks[k] ? m->bytes : 0;
+            recv += m->to == p->ranks[k] ? m->bytes : 0;
+        }
+        most_send = send > most_send ? send : most_send;
+        most_recv = recv > most_recv ? recv : most_recv;
+    }
+    for (int64_t j = 0; j < p->nmsgs; j++)
+        if (p->msgs[j].from != p->msgs[j].to) messages++, moved += p->msgs[j].bytes;
+    cr_assert(f.messages == messages && f.moved_bytes == moved && f.send_bytes_max == most_send &&
+              f.recv_bytes_max == most_recv,
+              "%s: figures %lld messages, %lld bytes, most sent %lld, received %lld; the messages "
+              "%lld, %lld, %lld, %lld", what, (long long)f.messages, (long long)f.moved_bytes,
+              (long long)f.send_bytes_max, (long long)f.recv_bytes_max, (long long)messages,
+              (long long)moved, (long long)most_send, (long long)most_recv);
+}
+
 void check_tiling(const dtr_cross_plan_t *p, const char *what) {
+    check_own(p, what);
+    cr_assert_eq(dtr__xensure(p, -1), DTR_OK, "%s", what);
+    check_figures(p, what);
     for (int tn = 0; tn < p->ntensors; tn++) {
         const dtr_mesh_t *mb = p->t[tn].dst.mesh;
         int64_t coord[DTR_MAX_MESH_DIMS] = {0};
