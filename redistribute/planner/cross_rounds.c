@@ -251,6 +251,7 @@ dtr_status_t dtr__xrounds(dtr_cross_plan_t *p) {
         return DTR_OK;
     }
     for (int t = 0; t < p->ntensors; t++) p->t[t].round = 0;
+    p->nrounds = 1;
     DTR_CHECK(dtr__xmake(p, -1)); /* (every message, in round 0) */
     dtr__xmsgs_t a = {0};
     for (int64_t k = 0; k < p->nmsgs; k++) {

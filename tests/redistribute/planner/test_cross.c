@@ -177,6 +177,44 @@ Test(cross, replicas_share_the_sends) {
     dtr_mesh_destroy(b);
 }
 
+/* A kind's tensors take the replicas in turn: four alike tensors, each held by ranks 0..3,
+ * to one rank: tensor k from rank k; and each rank's own messages, counted as a run makes
+ * them, are its share (none for a rank in neither mesh). */
+Test(cross, a_kinds_tensors_take_the_replicas_in_turn) {
+    int ra[] = {0, 1, 2, 3}, rb[] = {4};
+    dtr_mesh_t *a = mesh_of("4", ra, 4), *b = mesh_of("1", rb, 1);
+    dtr_spec_t src[4], dst[4];
+    for (int k = 0; k < 4; k++) src[k] = spec_on(a, "R", "8x3", DTR_F32), dst[k] = spec_on(b, "R", "8x3", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create_batch(4, src, dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    cr_expect_eq(p->nkinds, 1);
+    int64_t count = -1;
+    cr_assert_eq(dtr_cross_plan_rank_messages(p, 4, &count), DTR_OK);
+    cr_expect_eq(count, 4);
+    cr_expect_eq(p->msgs_for, 4, "rank 4's messages alone are made");
+    for (int64_t j = 0; j < p->nmsgs; j++)
+        cr_expect_eq(p->msgs[j].from, p->msgs[j].tensor, "tensor %d from rank %d", p->msgs[j].tensor,
+                     p->msgs[j].from);
+    for (int r = 0; r < 4; r++) {
+        int64_t send, recv;
+        cr_assert_eq(dtr_cross_plan_rank_messages(p, r, &count), DTR_OK);
+        cr_expect_eq(count, 1, "rank %d: %lld messages", r, (long long)count);
+        dtr_cross_plan_rank_bytes(p, r, &send, &recv);
+        cr_expect_eq(send, 8 * 3 * 4, "rank %d sends %lld", r, (long long)send);
+    }
+    cr_expect_eq(p->msgs_for, -1, "another rank asked: every rank's made");
+    cr_assert_eq(dtr_cross_plan_rank_messages(p, 9, &count), DTR_OK);
+    cr_expect_eq(count, 0);
+    cr_assert_eq(dtr_cross_plan_rank_messages(p, -1, &count), DTR_OK);
+    cr_expect_eq(count, 0);
+    cr_expect_eq(dtr_cross_plan_rank_messages(p, 0, NULL), DTR_ERR_INVALID_ARGUMENT);
+    cr_expect(strstr(dtr_last_error(), "count") != NULL, "%s", dtr_last_error());
+    cr_expect_eq(dtr_cross_plan_rank_messages(NULL, 0, &count), DTR_ERR_INVALID_ARGUMENT);
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
 Test(cross, refusals_name_the_argument) {
     dtr_mesh_t *a = mesh_of("2", NULL, 0), *b = mesh_of("2", NULL, 0);
     dtr_spec_t src = spec_on(a, "S(0)", "4x4", DTR_F32);
