@@ -191,7 +191,9 @@ static dtr_status_t dtr__variants(const dtr_cross_plan_t *p, int j, dtr__xkind_t
     k->vrep = malloc(sizeof *k->vrep * (size_t)period);
     k->vcount = calloc((size_t)period, sizeof *k->vcount);
     k->vlatency = malloc(sizeof *k->vlatency * (size_t)period);
-    if (k->vrep == NULL || k->vcount == NULL || k->vlatency == NULL)
+    k->vstage = calloc((size_t)period, sizeof *k->vstage);
+    k->vnstage = calloc((size_t)period, sizeof *k->vnstage);
+    if (k->vrep == NULL || k->vcount == NULL || k->vlatency == NULL || k->vstage == NULL || k->vnstage == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "a kind's variants");
     for (int64_t v = 0; v < period; v++) k->vrep[v] = -1, k->vlatency[v] = -1;
     for (int t = 0; t < p->ntensors; t++) {
@@ -287,6 +289,8 @@ void dtr__xkinds_free(dtr_cross_plan_t *p) {
         dtr__xblocks_free(&k->b);
         free(k->v), free(k->slot), free(k->recv_first), free(k->send), free(k->send_first);
         free(k->hold), free(k->lack), free(k->vrep), free(k->vcount), free(k->vlatency);
+        for (int64_t v = 0; k->vstage != NULL && v < k->period; v++) free(k->vstage[v]);
+        free(k->vstage), free(k->vnstage);
     }
     free(p->kinds);
     p->kinds = NULL;
@@ -390,9 +394,23 @@ static int dtr__cmp_to_key(const void *a, const void *b) {
     return (x->k > y->k) - (x->k < y->k);
 }
 
+/* Sorts n items of `size` at v with cmp; where they are already in round order (rounds[i]:
+ * item i's round, ascending), each round's run alone (less time, and a merge sort's scratch
+ * of one round's size, not the whole plan's). */
+static void dtr__sort_rounds(void *v, int64_t n, size_t size, int (*cmp)(const void *, const void *),
+                             const int64_t *round_first, int nrounds, bool in_order) {
+    if (!in_order) {
+        qsort(v, (size_t)n, size, cmp);
+        return;
+    }
+    for (int r = 0; r < nrounds; r++)
+        qsort((char *)v + (size_t)round_first[r] * size, (size_t)(round_first[r + 1] - round_first[r]),
+              size, cmp);
+}
+
 dtr_status_t dtr__xindex(dtr_cross_plan_t *p) {
     int64_t n = p->nmsgs;
-    qsort(p->msgs, (size_t)n, sizeof *p->msgs, dtr__cmp_msg);
+    bool in_order = true;
     p->by_to = malloc(sizeof *p->by_to * (size_t)(n > 0 ? n : 1));
     p->round_first = calloc((size_t)p->nrounds + 1, sizeof *p->round_first);
     dtr__to_key_t *key = malloc(sizeof *key * (size_t)(n > 0 ? n : 1));
@@ -401,12 +419,16 @@ dtr_status_t dtr__xindex(dtr_cross_plan_t *p) {
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld messages", (long long)n);
     }
     for (int64_t k = 0; k < n; k++) {
-        const dtr__xmsg_t *m = &p->msgs[k];
-        key[k] = (dtr__to_key_t){m->round, m->to, m->from, k};
-        p->round_first[m->round + 1]++;
+        p->round_first[p->msgs[k].round + 1]++;
+        in_order &= k == 0 || p->msgs[k - 1].round <= p->msgs[k].round;
     }
     for (int r = 0; r < p->nrounds; r++) p->round_first[r + 1] += p->round_first[r];
-    qsort(key, (size_t)n, sizeof *key, dtr__cmp_to_key);
+    dtr__sort_rounds(p->msgs, n, sizeof *p->msgs, dtr__cmp_msg, p->round_first, p->nrounds, in_order);
+    for (int64_t k = 0; k < n; k++) {
+        const dtr__xmsg_t *m = &p->msgs[k];
+        key[k] = (dtr__to_key_t){m->round, m->to, m->from, k};
+    }
+    dtr__sort_rounds(key, n, sizeof *key, dtr__cmp_to_key, p->round_first, p->nrounds, true);
     for (int64_t k = 0; k < n; k++) p->by_to[k] = key[k].k;
     free(key);
     return DTR_OK;

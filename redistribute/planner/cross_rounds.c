@@ -114,51 +114,95 @@ static dtr_status_t dtr__capped_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
     return DTR_OK;
 }
 
+/* Tensor t's bytes staged per rank (sent and received) into a new array *out (*n entries);
+ * mine: zeros, [nranks], left zero. */
+static dtr_status_t dtr__staged(const dtr_cross_plan_t *p, int t, int64_t *mine,
+                                dtr__xstage_t **out, int64_t *n) {
+    const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+    int64_t m = 0, cap = 64;
+    dtr__xstage_t *v = malloc(sizeof *v * (size_t)cap);
+    for (int64_t i = 0; v != NULL && i < k->n; i++) {
+        if (k->slot[i] < 0) continue;
+        int ends[2] = {dtr__xpos(p, dtr__xsender(p, t, i)), dtr__xpos(p, k->v[i].to)};
+        for (int e = 0; e < 2 && v != NULL; e++) {
+            if (mine[ends[e]] == 0) {
+                if (m == cap) {
+                    dtr__xstage_t *w = realloc(v, sizeof *v * (size_t)(cap *= 2));
+                    if (w == NULL) free(v);
+                    v = w;
+                    if (v == NULL) break;
+                }
+                v[m++] = (dtr__xstage_t){ends[e], 0};
+            }
+            mine[ends[e]] += k->v[i].numel * k->item;
+        }
+    }
+    if (v == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "a tensor's staging");
+    for (int64_t j = 0; j < m; j++) v[j].bytes = mine[v[j].pos], mine[v[j].pos] = 0;
+    *out = v;
+    *n = m;
+    return DTR_OK;
+}
+
+/* Tensor t's staging: its variant's, made once (else its own, into *own to free). */
+static dtr_status_t dtr__staging_of(const dtr_cross_plan_t *p, int t, int64_t *mine,
+                                    const dtr__xstage_t **v, int64_t *n, dtr__xstage_t **own) {
+    dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+    *own = NULL;
+    if (k->period == 0) {
+        DTR_CHECK(dtr__staged(p, t, mine, own, n));
+        *v = *own;
+        return DTR_OK;
+    }
+    int64_t r = p->t[t].turn % k->period;
+    if (k->vstage[r] == NULL) DTR_CHECK(dtr__staged(p, t, mine, &k->vstage[r], &k->vnstage[r]));
+    *v = k->vstage[r];
+    *n = k->vnstage[r];
+    return DTR_OK;
+}
+
 /* Without a cap: whole tensors, in order, a round holding the next ones while no rank would
  * stage more than DTR__ROUND_BYTES in it (a larger tensor takes a round alone). Many small
  * tensors then share one all-to-all-v, and a large one is packed, sent and unpacked while
  * its bytes are still in cache; its reduction on the source mesh runs just before its
- * round. From the kinds' boxes (no messages made): each tensor's round. */
+ * round. From the kinds' boxes (no messages made; each variant's staging once): each
+ * tensor's round. */
 static dtr_status_t dtr__grouped_rounds(dtr_cross_plan_t *p) {
     int64_t n = p->nranks, *v = calloc((size_t)(2 * n), sizeof *v);
-    int *touched = malloc(sizeof *touched * (size_t)(2 * n)), nt = 0, nr = 0, round = 0;
-    if (v == NULL || touched == NULL) {
+    int *round_ranks = malloc(sizeof *round_ranks * (size_t)(n > 0 ? n : 1)), nr = 0, round = 0;
+    if (v == NULL || round_ranks == NULL) {
         free(v);
-        free(touched);
+        free(round_ranks);
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "rounds of %lld ranks", (long long)n);
     }
-    int64_t *load = v, *mine = v + n, used = 0; /* the round's loads; this tensor's */
-    int *round_ranks = touched + n;
-    for (int t = 0; t < p->ntensors; t++) {
-        const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
-        int64_t most = 0;
-        for (int64_t i = 0; i < k->n; i++) {
-            if (k->slot[i] < 0) continue;
-            int ends[2] = {dtr__xpos(p, dtr__xsender(p, t, i)), dtr__xpos(p, k->v[i].to)};
-            for (int e = 0; e < 2; e++) {
-                if (mine[ends[e]] == 0) touched[nt++] = ends[e];
-                mine[ends[e]] += k->v[i].numel * k->item;
-            }
-        }
-        for (int j = 0; j < nt; j++)
-            if (load[touched[j]] + mine[touched[j]] > most) most = load[touched[j]] + mine[touched[j]];
+    int64_t *load = v, *mine = v + n, used = 0; /* the round's loads; scratch */
+    dtr_status_t st = DTR_OK;
+    for (int t = 0; t < p->ntensors && st == DTR_OK; t++) {
+        const dtr__xstage_t *s;
+        dtr__xstage_t *own;
+        int64_t ns, most = 0;
+        st = dtr__staging_of(p, t, mine, &s, &ns, &own);
+        if (st != DTR_OK) break;
+        for (int64_t j = 0; j < ns; j++)
+            if (load[s[j].pos] + s[j].bytes > most) most = load[s[j].pos] + s[j].bytes;
         if (used > 0 && most > DTR__ROUND_BYTES) { /* a new round */
             for (int j = 0; j < nr; j++) load[round_ranks[j]] = 0;
             nr = 0, used = 0, round++;
         }
-        for (int j = 0; j < nt; j++) {
-            int r = touched[j];
+        for (int64_t j = 0; j < ns; j++) {
+            int r = s[j].pos;
             if (load[r] == 0) round_ranks[nr++] = r;
-            load[r] += mine[r], mine[r] = 0;
+            load[r] += s[j].bytes;
             if (load[r] > p->fig.staging_bytes_max) p->fig.staging_bytes_max = load[r];
         }
-        used += nt, nt = 0;
+        used += ns;
+        free(own);
         p->t[t].round = p->t[t].last = round;
     }
     p->nrounds = round + 1;
     free(v);
-    free(touched);
-    return DTR_OK;
+    free(round_ranks);
+    return st;
 }
 
 /* By tensor, sender, receiver, then the box's corner: the order rounds are filled in. */

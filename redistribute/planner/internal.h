@@ -372,7 +372,15 @@ typedef struct dtr__xkind {
     int64_t period;
     int *vrep;
     int64_t *vcount, *vlatency;
+    struct dtr__xstage **vstage; /* per variant, the bytes each rank stages (NULL: not yet) */
+    int64_t *vnstage;
 } dtr__xkind_t;
+
+/* Bytes one rank (its position) sends and receives of one tensor (cross_rounds.c). */
+typedef struct dtr__xstage {
+    int pos;
+    int64_t bytes;
+} dtr__xstage_t;
 
 #define DTR__XPERIOD_MAX 4096
 
