@@ -5,9 +5,11 @@
  * from one holder of the source block C it meets: the target itself where it holds C (kept),
  * else the least loaded of C's holders so far over the kind's boxes, the largest first (ties
  * to the lowest rank); that holder's slot among C's holders is the box's slot. Tensor t of
- * the kind sends box i from holder (slot_i + turn_t) mod |holders|, turn_t its instance
- * within the kind plus the kind's index, so a kind's tensors, and the first ones of different
- * kinds, take the replicas in turn. One tensor alone is the greedy plan itself (turn 0).
+ * the kind sends box i from holder (slot_i + turn_t * m_C) mod |holders|, turn_t its
+ * instance within the kind plus the kind's index and m_C the boxes C sends per tensor, so
+ * a kind's tensors, and the first ones of different kinds, take the replicas in turn: the
+ * next tensor's boxes of C start where the last one's ended. One tensor alone is the greedy
+ * plan itself (turn 0).
  *
  * So every rank finds its own boxes of any tensor without the others': the messages are made
  * on demand (dtr__xensure), every rank's for dtr plan, or one rank's for a run (its receives
@@ -310,7 +312,7 @@ static void dtr__sends_of(const dtr_cross_plan_t *p, int t, int q, int64_t *a, i
         else hi = m;
     }
     int64_t f = k->b.first[lo], h = k->b.first[lo + 1] - f;
-    int64_t s = ((e - f) - p->t[t].turn % h + h) % h;
+    int64_t s = ((e - f) - dtr__xshift(k, lo, p->t[t].turn) + h) % h;
     *a = k->send_first[f + s];
     *z = k->send_first[f + s + 1];
 }

@@ -352,7 +352,8 @@ int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
 /* A kind of tensor in a change between meshes: the tensors whose boxes are alike (equal
  * src, mid and dst specs, and where they are summed). Its boxes are planned once, on its
  * first tensor, each with the slot of its sender among its block's holders for turn 0:
- * tensor t of the kind sends box i from holder (slot[i] + t's turn) mod |holders|. */
+ * tensor t of the kind sends box i from holder (slot[i] + t's shift) mod |holders|, the
+ * shift its turn times the block's boxes sent per tensor (dtr__xshift). */
 typedef struct dtr__xkind {
     int rep, count;       /* its first tensor; its tensors */
     int64_t item;         /* dst's element size */
@@ -389,11 +390,19 @@ typedef struct dtr__xstage {
  * of tensor t; the bytes rank sends and receives (between distinct ranks); freeing. */
 dtr_status_t dtr__xkinds(dtr_cross_plan_t *p);
 dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p);
+/* How many slots a tensor of turn `turn` moves the senders of block cls on: its turn times
+ * the block's boxes sent per tensor (so consecutive turns take the next holders, not the
+ * same ones shifted by one), modulo the block's holders. */
+static inline int64_t dtr__xshift(const dtr__xkind_t *k, int64_t cls, int64_t turn) {
+    int64_t f = k->b.first[cls], h = k->b.first[cls + 1] - f;
+    int64_t sent = k->send_first[f + h] - k->send_first[f];
+    return (turn % h) * (sent % h) % h;
+}
 static inline int dtr__xsender(const dtr_cross_plan_t *p, int t, int64_t i) {
     const dtr__xkind_t *k = &p->kinds[p->t[t].kind];
     if (k->slot[i] < 0) return k->v[i].to;
     int64_t f = k->b.first[k->v[i].cls], h = k->b.first[k->v[i].cls + 1] - f;
-    return k->b.holder[f + (k->slot[i] + p->t[t].turn) % h];
+    return k->b.holder[f + (k->slot[i] + dtr__xshift(k, k->v[i].cls, p->t[t].turn)) % h];
 }
 void dtr__xrank_bytes(const dtr_cross_plan_t *p, int rank, int64_t *send, int64_t *recv);
 void dtr__xkinds_free(dtr_cross_plan_t *p);

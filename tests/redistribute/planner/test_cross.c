@@ -215,6 +215,40 @@ Test(cross, a_kinds_tensors_take_the_replicas_in_turn) {
     dtr_mesh_destroy(b);
 }
 
+/* Copies of a tensor held by h replicas, each cut into d equal boxes: every replica sends
+ * floor or ceil of k d / h boxes over the k copies (the next copy's boxes start at the
+ * replica after the last one's); a seeded sweep of h, d and k. */
+Test(cross, copies_spread_evenly_over_the_replicas) {
+    const uint64_t seed = 20261201;
+    for (int c = 0; c < 200; c++) {
+        rng = seed * 1000003u + (uint64_t)c;
+        int h = 1 + (int)pick(16), d = 1 + (int)pick(8), k = 1 + (int)pick(12);
+        int ra[16], rb[8];
+        char ma[8], mb[8], sh[32];
+        for (int r = 0; r < h; r++) ra[r] = r;
+        for (int r = 0; r < d; r++) rb[r] = 16 + r;
+        snprintf(ma, sizeof ma, "%d", h), snprintf(mb, sizeof mb, "%d", d);
+        snprintf(sh, sizeof sh, "%dx3", 4 * d);
+        dtr_mesh_t *a = mesh_of(ma, ra, h), *b = mesh_of(mb, rb, d);
+        dtr_spec_t src[12], dst[12];
+        for (int j = 0; j < k; j++) src[j] = spec_on(a, "R", sh, DTR_F32), dst[j] = spec_on(b, "S(0)", sh, DTR_F32);
+        dtr_cross_plan_t *p = NULL;
+        cr_assert_eq(dtr_cross_plan_create_batch(k, src, dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+        int64_t box = 4 * 3 * 4, lo = (int64_t)k * d / h, hi = lo + ((int64_t)k * d % h != 0);
+        for (int r = 0; r < h; r++) {
+            int64_t send, recv;
+            dtr_cross_plan_rank_bytes(p, r, &send, &recv);
+            cr_expect(send == lo * box || send == hi * box,
+                      "seed %llu case %d: %d copies held by %d ranks, %d boxes each: rank %d sends "
+                      "%lld boxes, not %lld or %lld", (unsigned long long)seed, c, k, h, d, r,
+                      (long long)(send / box), (long long)lo, (long long)hi);
+        }
+        dtr_cross_plan_destroy(p);
+        dtr_mesh_destroy(a);
+        dtr_mesh_destroy(b);
+    }
+}
+
 Test(cross, refusals_name_the_argument) {
     dtr_mesh_t *a = mesh_of("2", NULL, 0), *b = mesh_of("2", NULL, 0);
     dtr_spec_t src = spec_on(a, "S(0)", "4x4", DTR_F32);
