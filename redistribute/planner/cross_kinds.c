@@ -180,13 +180,14 @@ static dtr_status_t dtr__kind_boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k) 
 
 static int64_t dtr__gcd(int64_t a, int64_t b) { return b == 0 ? a : dtr__gcd(b, a % b); }
 
-/* The kind's period and its variants (each tensor's kind and turn set). */
-static dtr_status_t dtr__variants(const dtr_cross_plan_t *p, int j, dtr__xkind_t *k) {
+/* The kind's period and room for its variants; no period where it is over DTR__XPERIOD_MAX
+ * or the kind's tensors (the variants would not repeat: its tensors are walked one by one). */
+static dtr_status_t dtr__period(dtr__xkind_t *k) {
     int64_t period = 1;
     for (int64_t c = 0; c < k->b.nclasses && period > 0; c++) {
         int64_t h = k->b.first[c + 1] - k->b.first[c];
         if (h > 0) period = period / dtr__gcd(period, h) * h;
-        if (period > DTR__XPERIOD_MAX) period = 0;
+        if (period > DTR__XPERIOD_MAX || period > k->count) period = 0;
     }
     k->period = period;
     if (period == 0) return DTR_OK;
@@ -198,26 +199,21 @@ static dtr_status_t dtr__variants(const dtr_cross_plan_t *p, int j, dtr__xkind_t
     if (k->vrep == NULL || k->vcount == NULL || k->vlatency == NULL || k->vstage == NULL || k->vnstage == NULL)
         return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "a kind's variants");
     for (int64_t v = 0; v < period; v++) k->vrep[v] = -1, k->vlatency[v] = -1;
-    for (int t = 0; t < p->ntensors; t++) {
-        if (p->t[t].kind != j) continue;
-        int64_t v = p->t[t].turn % period;
-        if (k->vcount[v]++ == 0) k->vrep[v] = t;
-    }
     return DTR_OK;
 }
 
 dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p) {
     for (int j = 0; j < p->nkinds; j++) {
         dtr__xkind_t *k = &p->kinds[j];
-        const dtr__xtensor_t *x = &p->t[k->rep];
-        if (x->at_receiver) {
-            int parts = 0;
-            DTR_CHECK(dtr__xblocks_part(&x->src, &k->b, &parts));
-            for (int t = 0; t < p->ntensors; t++)
-                if (p->t[t].kind == j) p->t[t].parts = parts;
-        }
+        dtr__xtensor_t *x = &p->t[k->rep];
+        if (x->at_receiver) DTR_CHECK(dtr__xblocks_part(&x->src, &k->b, &x->parts));
         DTR_CHECK(dtr__kind_boxes(p, k));
-        DTR_CHECK(dtr__variants(p, j, k));
+        DTR_CHECK(dtr__period(k));
+    }
+    for (int t = 0; t < p->ntensors; t++) { /* (one pass: each tensor's addends and variant) */
+        dtr__xkind_t *k = &p->kinds[p->t[t].kind];
+        p->t[t].parts = p->t[k->rep].parts;
+        if (k->period > 0 && k->vcount[p->t[t].turn % k->period]++ == 0) k->vrep[p->t[t].turn % k->period] = t;
     }
     return DTR_OK;
 }
