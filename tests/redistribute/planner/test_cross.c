@@ -224,7 +224,7 @@ Test(cross, copies_spread_evenly_over_the_replicas) {
         rng = seed * 1000003u + (uint64_t)c;
         int h = 1 + (int)pick(16), d = 1 + (int)pick(8), k = 1 + (int)pick(12);
         int ra[16], rb[8];
-        char ma[8], mb[8], sh[32];
+        char ma[16], mb[16], sh[32];
         for (int r = 0; r < h; r++) ra[r] = r;
         for (int r = 0; r < d; r++) rb[r] = 16 + r;
         snprintf(ma, sizeof ma, "%d", h), snprintf(mb, sizeof mb, "%d", d);
