@@ -136,7 +136,7 @@ DTR_INTERNAL_EXPORT dtr_status_t dtr__env_bytes(const char *name, const char *fu
 /* Do [a, a+na) and [b, b+nb) overlap? */
 bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb);
 
-/* 64-bit FNV-1a step over what ranks must agree on. */
+/* One 64-bit step of the hash of what ranks must agree on (core/env.c). */
 DTR_INTERNAL_EXPORT uint64_t dtr__fnv(uint64_t h, int64_t v);
 
 /* ---- abi.c ------------------------------------------------------------------------- */

@@ -47,12 +47,13 @@ dtr_status_t dtr__env_bytes(const char *name, const char *func, int64_t dflt, in
     return DTR_OK;
 }
 
+/* A word at a time (it was FNV-1a's byte at a time: 8 dependent multiplies a value, a
+ * quarter of a small call's cost beyond its collective). Each step is a bijection of h for a
+ * given v (xor, an odd multiply, an xorshift), so two sequences that differ in one value
+ * always hash apart. */
 uint64_t dtr__fnv(uint64_t h, int64_t v) {
-    for (int b = 0; b < 8; b++) {
-        h ^= (uint64_t)((v >> (8 * b)) & 0xff);
-        h *= 1099511628211ull;
-    }
-    return h;
+    h = (h ^ (uint64_t)v) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
 }
 
 bool dtr__bytes_overlap(const void *a, size_t na, const void *b, size_t nb) {

@@ -14,6 +14,7 @@ struct dtr_mesh {
      * the inverse: positions sorted by their rank, for O(log N) coordinate look-ups. */
     int *ranks;
     int64_t *by_rank;
+    uint64_t hash; /* dtr__mesh_hash, made at creation (every call's agreement reads it) */
 };
 
 /* qsort has no context argument; the list being sorted is passed through this. */
@@ -45,6 +46,14 @@ static dtr_status_t dtr__check_sizes(int ndims, const int64_t *sizes, int64_t *n
     }
     *nranks = total;
     return DTR_OK;
+}
+
+/* The mesh's dims and ranks hashed (dtr__mesh_hash), once. */
+static uint64_t dtr__mesh_hash_make(const dtr_mesh_t *mesh) {
+    uint64_t h = dtr__fnv(1469598103934665603ull, mesh->ndims);
+    for (int i = 0; i < mesh->ndims; i++) h = dtr__fnv(h, mesh->sizes[i]);
+    for (int64_t p = 0; mesh->ranks != NULL && p < mesh->nranks; p++) h = dtr__fnv(h, mesh->ranks[p]);
+    return h;
 }
 
 dtr_status_t dtr_mesh_create(int ndims, const int64_t *sizes, const int *ranks, int64_t nranks,
@@ -98,6 +107,7 @@ dtr_status_t dtr_mesh_create(int ndims, const int64_t *sizes, const int *ranks, 
         }
     }
 done:
+    mesh->hash = dtr__mesh_hash_make(mesh);
     *out = mesh;
     return DTR_OK;
 fail:
@@ -222,19 +232,7 @@ dtr_status_t dtr_mesh_format(const dtr_mesh_t *mesh, char *buf, size_t len) {
     return DTR_OK;
 }
 
-uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh) {
-    uint64_t h = 1469598103934665603ull;
-#define DTR__MIX(v)                    \
-    do {                               \
-        h ^= (uint64_t)(v);            \
-        h *= 1099511628211ull;         \
-    } while (0)
-    DTR__MIX(mesh->ndims);
-    for (int i = 0; i < mesh->ndims; i++) DTR__MIX(mesh->sizes[i]);
-    for (int64_t p = 0; mesh->ranks != NULL && p < mesh->nranks; p++) DTR__MIX(mesh->ranks[p]);
-#undef DTR__MIX
-    return h;
-}
+uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh) { return mesh->hash; }
 
 int dtr__int_cmp(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;

@@ -10,7 +10,7 @@
 
 #include "dtensor/dtensor.h"
 
-/* FNV-1a over the mesh's sizes and rank list: equal meshes hash equal. */
+/* The hash of the mesh's sizes and rank list, made at creation: equal meshes hash equal. */
 uint64_t dtr__mesh_hash(const dtr_mesh_t *mesh);
 
 /* The ranks of meshes a and b together, ascending and each once, into a new array *out

@@ -212,8 +212,25 @@ uint64_t dtr__shm_agree_start(dtr__shm_t *s, const int64_t *send) {
  * completing a + 1, which needed every member's a + 1, written after completing a: the two
  * lines suffice, as for the tiny all-reduce.
  */
+/* The line member k writes first for the running operation, which this member reads first
+ * once the agreement completes. */
+static const void *dtr__first_line(dtr__shm_t *s, int k) {
+    switch (s->mode) {
+    case DTR__SHM_GATHER: return dtr__gready(s, k);
+    case DTR__SHM_REDUCE: return s->direct != DTR__DIRECT_OFF ? (const void *)dtr__dline(s, k, s->dseq)
+                                                               : (const void *)dtr__rready(s, k);
+    case DTR__SHM_TINY: return dtr__tslot(s, k, s->tiny);
+    default: return dtr__ready(s, k, s->me);
+    }
+}
+
 bool dtr__shm_agree_progress(dtr__shm_t *s, uint64_t a, int64_t *recv) {
     int64_t most[3] = {INT64_MIN, INT64_MIN, INT64_MIN};
+    /* the running operation's first lines fetched beside the agreement's: the fused call's
+     * two waits on each peer overlap (issue 75, item 7) */
+    if (s->left > 0)
+        for (int k = 0; k < s->n; k++)
+            if (k != s->me) __builtin_prefetch(dtr__first_line(s, k), 0, 3);
     for (int k = 0; k < s->n; k++) {
         uint64_t *line = dtr__aslot(s, k, a);
         if (__atomic_load_n(line, __ATOMIC_ACQUIRE) != a) return false;

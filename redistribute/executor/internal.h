@@ -88,6 +88,7 @@ struct dtr_request {
                     * the first operation (request.c) */
     dtr_backend_req_t abreq;
     double at0;
+    uint64_t hash; /* the plan's and the slice size's, what the agreement compares */
     dtr_status_t local_status; /* an argument error found before the agreement */
     /* a batch member's step (batch.c): the output of a step before the last goes here
      * instead of the context's step buffers, and AVG is always SUM then a divide */
@@ -106,6 +107,12 @@ typedef struct {
     dtr_request_t req;
     dtr_request_t xreq;
     struct dtr__batch *batch; /* made by the first batch call */
+    /* this rank's block sizes under the last plan run (request.c): reused while the plan's
+     * address, hash and the rank are the same (a plan's struct is the caller's to change) */
+    const dtr_plan_t *sized_plan;
+    uint64_t sized_hash;
+    int sized_rank;
+    int64_t sized_src_bytes, sized_dst_bytes;
 } dtr__exec_t;
 
 /* The context's executor state into *out, made at the first call that needs it (and freed
@@ -319,6 +326,7 @@ typedef struct dtr__batch {
     int64_t agree_send[3], agree_recv[3];
     dtr_backend_req_t abreq;
     double at0;
+    uint64_t hash; /* the plan's and the slice size's, what the agreement compares */
     dtr_status_t local_status;
     char local_msg[512];
 } dtr__batch_t;

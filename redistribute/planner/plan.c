@@ -465,9 +465,12 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
 
 /* ---- hashes for the ranks' argument agreement (internal.h) ---- */
 
+/* A placement as one number: its kind, its dim or op, and a shard's place in its dim's
+ * order (ranks whose shard orders differ hold different layouts). */
 static int64_t dtr__placement_key(dtr_placement_t p) {
     int64_t detail = p.kind == DTR_SHARD ? (int64_t)p.dim : p.kind == DTR_PARTIAL ? (int64_t)p.op : 0;
-    return (int64_t)p.kind * 1000 + detail;
+    int64_t order = p.kind == DTR_SHARD ? (int64_t)p.order : 0;
+    return order * 1000000 + (int64_t)p.kind * 1000 + detail;
 }
 
 uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
