@@ -599,6 +599,13 @@ static void dtr__mpi_cancel(void *group, dtr_backend_req_t *req) {
     r->kind = 0;
 }
 
+/* Counts an operation of a group for dtr_mpi_groups (read from any thread): its one writer
+ * is the thread running the group's operation (they run one at a time), so a load and a
+ * store, not a locked add, which would drain the store buffer on every operation. */
+static inline void dtr__mpi_tally(int64_t *counter) {
+    __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 /* Runs the recorded operation: blocking, or started non-blocking. */
 static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool blocking) {
     MPI_Comm c = g->comm;
@@ -661,20 +668,20 @@ static dtr_status_t dtr__mpi_run(dtr__mpi_group_t *g, dtr__mpi_req_t *r, bool bl
                                        r->rcounts, r->rdispls, g->types + g->n, c, q);
         break;
     case DTR__OP_HIER: {
-        __atomic_add_fetch(&g->hier_ops, 1, __ATOMIC_RELAXED);
+        dtr__mpi_tally(&g->hier_ops);
         r->started = true;
         bool done;
         return dtr__hier_progress(g->hier, &r->hier, blocking, &done);
     }
     case DTR__OP_SHM:
-        __atomic_add_fetch(&g->shm_ops, 1, __ATOMIC_RELAXED);
+        dtr__mpi_tally(&g->shm_ops);
         if (blocking) dtr__shm_wait(g->shm);
         r->started = true;
         return DTR_OK;
     default:
         return dtr__error(DTR_ERR_INTERNAL, "mpi", "request holds no operation");
     }
-    __atomic_add_fetch(&g->mpi_ops, 1, __ATOMIC_RELAXED);
+    dtr__mpi_tally(&g->mpi_ops);
     /* MPI lets a type be freed while an operation using it is pending. */
     dtr__mpi_free_types(r);
     r->started = true;

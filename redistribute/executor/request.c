@@ -162,8 +162,10 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
         return dtr__error(st, func, "argument agreement over the mesh: %s", dtr_last_error());
     }
     r->agreeing = true;
-    r->at0 = dtr__now();
-    if (ctx->ops->cancel == NULL || r->local_status != DTR_OK) return DTR_OK;
+    if (ctx->ops->cancel == NULL || r->local_status != DTR_OK) {
+        r->at0 = dtr__now();
+        return DTR_OK;
+    }
     r->phase = DTR__PHASE_STEPS;
     st = DTR_OK;
     while (st == DTR_OK && !r->in_flight && r->step < plan->nsteps) {
@@ -173,6 +175,7 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
         st = dtr__step_start(r);
         if (st == DTR_OK && !r->in_flight) r->step++;
     }
+    r->at0 = r->in_flight ? r->t0 : dtr__now(); /* (one clock read where a step started) */
     if (st != DTR_OK) {
         /* the peers wait for this rank's agreement: complete it (which leaves the step's
          * error in place unless it fails itself), then fail as an unfused call would */
@@ -186,8 +189,8 @@ static dtr_status_t dtr__start_agreement(dtr_request_t *r, const char *func) {
 }
 
 /* This rank's source and target block sizes under r's plan into e->sized_*: the last call's
- * where the plan (its address and its hash) and the rank are the same (a small call's
- * time beyond its collective was a fifth layouts). */
+ * where the plan (its address and its hash) and the rank are the same (two layouts a call
+ * were a visible part of a small call's time beyond its collective). */
 static void dtr__sized(dtr__exec_t *e, const dtr_request_t *r, const int64_t *coord) {
     if (e->sized_plan == r->plan && e->sized_hash == r->hash && e->sized_rank == r->ctx->rank)
         return;
