@@ -186,7 +186,7 @@ static void dtr__text(const dtr_cli_run_t *r, const dtr__texts_t *t) {
                "hierarchical)\n",
                r->paths[0], r->paths[1], r->paths[2], r->paths[3], r->paths[4], r->paths[5]);
     if (r->mpi && r->paths[6] > 0)
-        printf("  reductions reading the members' shared buffers where they are: %lld\n",
+        printf("  operations reading the members' shared buffers where they are: %lld\n",
                r->paths[6]);
 }
 

@@ -346,7 +346,16 @@ static dtr_status_t dtr__mpi_all_to_all_strided(void *group, const void *send, i
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, "mpi",
                               "strided all-to-all: pieces of %lld bytes sent, %lld received",
                               (long long)(srows * sblock), (long long)(rrows * rblock));
-        DTR_CHECK(dtr__shm_start(g->shm, send, sblock, srow, recv, rblock, rrow, srows * sblock));
+        /* (where the send buffer lies in a shared allocation, the others read it there) */
+        dtr__shm_shared_t sh;
+        const dtr__shm_shared_t *shared = NULL; /* (allocations are made by every rank) */
+        if (g->mpi->shared != NULL && srows > 0) {
+            int64_t span = (g->n - 1) * sblock + (srows - 1) * srow + sblock;
+            dtr__mpi_shared_find(g->mpi, g->ranks, g->n, send, span, 0, &sh);
+            shared = &sh;
+        }
+        DTR_CHECK(dtr__shm_start_direct(g->shm, send, sblock, srow, recv, rblock, rrow,
+                                        srows * sblock, shared));
         dtr__req(req)->kind = DTR__OP_SHM;
         return DTR_OK;
     }

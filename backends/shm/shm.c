@@ -1,5 +1,5 @@
-/* The shared-memory path (shm.h): the all-to-all, the gather, span lists and progress (the
- * reductions are in shm_reduce.c). */
+/* The shared-memory path (shm.h): the gather, span lists and progress (the all-to-all is in
+ * shm_a2a.c, the reductions in shm_reduce.c and shm_direct.c). */
 #define _GNU_SOURCE
 #include "backends/shm/shm.h"
 
@@ -19,50 +19,7 @@
 
 /* A start writes this member's first chunks (below): the others read them only in their
  * progress, after their agreement (dtr__shm_cancel). */
-static bool dtr__all_to_all_send(dtr__shm_t *s, int to);
 static bool dtr__gather_send(dtr__shm_t *s);
-
-/* Starts an all-to-all on the state's streams (indexed by the caller, piece k of each the
- * k-th span): each pair moves its piece's chunks, as many as that piece's bytes make, which
- * its sender and its receiver both know. */
-static void dtr__all_to_all_begin(dtr__shm_t *s) {
-    s->left = 0;
-    for (int k = 0; k < s->n; k++) {
-        if (k == s->me) continue;
-        s->scnt[k] = (s->istart[k + 1] - s->istart[k] + s->chunk - 1) / s->chunk;
-        s->rcnt[k] = (s->ostart[k + 1] - s->ostart[k] + s->chunk - 1) / s->chunk;
-        s->left += (s->scnt[k] > 0) + (s->rcnt[k] > 0);
-    }
-    for (int to = 0; to < s->n; to++)
-        if (to != s->me) dtr__all_to_all_send(s, to);
-}
-
-dtr_status_t dtr__shm_start(dtr__shm_t *s, const void *send, int64_t sblock, int64_t srow,
-                            void *recv, int64_t rblock, int64_t rrow, int64_t bytes) {
-    DTR_CHECK(dtr__shm_begin(s, DTR__SHM_A2A, bytes));
-    for (int k = 0; k < s->n; k++) {
-        int64_t b = k == s->me ? 0 : bytes; /* (this member's own piece is not moved) */
-        s->ispan[k] = dtr__shm_span((const char *)send + k * sblock, b, sblock, srow);
-        s->ospan[k] = dtr__shm_span((char *)recv + k * rblock, b, rblock, rrow);
-    }
-    dtr__shm_streams(s, s->n, s->n);
-    dtr__all_to_all_begin(s);
-    return DTR_OK;
-}
-
-dtr_status_t dtr__shm_start_v(dtr__shm_t *s, const void *send, const int64_t *scounts,
-                              const int64_t *sdispls, void *recv, const int64_t *rcounts,
-                              const int64_t *rdispls) {
-    DTR_CHECK(dtr__shm_begin(s, DTR__SHM_A2A, 0));
-    for (int k = 0; k < s->n; k++) {
-        int64_t sb = k == s->me ? 0 : scounts[k], rb = k == s->me ? 0 : rcounts[k];
-        s->ispan[k] = dtr__shm_span((const char *)send + sdispls[k], sb, sb, sb);
-        s->ospan[k] = dtr__shm_span((char *)recv + rdispls[k], rb, rb, rb);
-    }
-    dtr__shm_streams(s, s->n, s->n);
-    dtr__all_to_all_begin(s);
-    return DTR_OK;
-}
 
 /* Starts a gather on the state's streams: member k's piece is rlen[k] bytes, at roff[k] of
  * the receive stream; this member's is the whole send stream. The chunk count is the
@@ -93,52 +50,6 @@ dtr_status_t dtr__shm_gather_start(dtr__shm_t *s, const void *send, int64_t byte
     dtr__shm_streams(s, 1, s->n);
     dtr__shm_gather_begin(s);
     return DTR_OK;
-}
-
-/* The bytes of chunk c of a piece at [first, end) of a stream. */
-static int64_t dtr__alen(int64_t first, int64_t end, int64_t c, int64_t chunk) {
-    int64_t left = end - first - c * chunk;
-    return left < chunk ? left : chunk;
-}
-
-/* Writes this member's chunks for `to` while the pair's ring has room. */
-static bool dtr__all_to_all_send(dtr__shm_t *s, int to) {
-    int me = s->me;
-    bool any = false;
-    while (s->sent[to] < s->scnt[to]) {
-        uint64_t q = (uint64_t)(s->asent[to] + s->sent[to]);
-        /* slot q % slots is free once the receiver has read chunk q - slots */
-        if (q >= __atomic_load_n(dtr__done(s, me, to), __ATOMIC_ACQUIRE) + (uint64_t)s->slots)
-            break;
-        int64_t at = s->sent[to] * s->chunk;
-        int64_t len = dtr__alen(s->istart[to], s->istart[to + 1], s->sent[to], s->chunk);
-        dtr__spans_read(&s->in, s->istart[to] + at, len, dtr__slot(s, me, to, q));
-        __atomic_store_n(dtr__ready(s, me, to), q + 1, __ATOMIC_RELEASE);
-        any = true;
-        if (++s->sent[to] == s->scnt[to]) s->left--;
-    }
-    return any;
-}
-
-static bool dtr__all_to_all_progress(dtr__shm_t *s) {
-    int n = s->n, me = s->me;
-    bool any = false;
-    for (int step = 1; step < n && s->left > 0; step++) {
-        int to = (me + step) % n, from = (me + n - step) % n;
-        any |= dtr__all_to_all_send(s, to);
-        while (s->got[from] < s->rcnt[from]) {
-            uint64_t q = (uint64_t)(s->agot[from] + s->got[from]);
-            if (__atomic_load_n(dtr__ready(s, from, me), __ATOMIC_ACQUIRE) <= q) break;
-            int64_t at = s->got[from] * s->chunk;
-            int64_t len = dtr__alen(s->ostart[from], s->ostart[from + 1], s->got[from], s->chunk);
-            dtr__spans_write(&s->out, s->ostart[from] + at, len, dtr__slot(s, from, me, q),
-                             false);
-            __atomic_store_n(dtr__done(s, from, me), q + 1, __ATOMIC_RELEASE);
-            any = true;
-            if (++s->got[from] == s->rcnt[from]) s->left--;
-        }
-    }
-    return any;
 }
 
 /* The bytes of member k's gather piece in the chunk at byte `at` of it (0 past its end). */
@@ -310,6 +221,7 @@ void dtr__shm_cancel(dtr__shm_t *s) {
                                  __ATOMIC_RELEASE);
             s->scnt[to] = s->rcnt[to] = 0;
         }
+        dtr__shm_direct_cancel(s);
         break;
     case DTR__SHM_GATHER:
         __atomic_store_n(dtr__gready(s, s->me), s->gearlier, __ATOMIC_RELEASE);
@@ -338,7 +250,7 @@ bool dtr__shm_progress(dtr__shm_t *s, bool *moved) {
                   ? (s->direct != DTR__DIRECT_OFF ? dtr__shm_direct_progress(s)
                                                   : dtr__shm_reduce_progress(s))
               : s->mode == DTR__SHM_TINY   ? dtr__shm_tiny_progress(s)
-                                           : dtr__all_to_all_progress(s);
+                                           : dtr__shm_a2a_progress(s);
         if (s->left == 0 && s->stream) dtr__stream_fence();
     }
     if (moved != NULL) *moved = any;

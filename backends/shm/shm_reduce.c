@@ -220,7 +220,9 @@ static const void *dtr__first_line(dtr__shm_t *s, int k) {
     case DTR__SHM_REDUCE: return s->direct != DTR__DIRECT_OFF ? (const void *)dtr__dline(s, k, s->dseq)
                                                                : (const void *)dtr__rready(s, k);
     case DTR__SHM_TINY: return dtr__tslot(s, k, s->tiny);
-    default: return dtr__ready(s, k, s->me);
+    default:
+        return s->direct != DTR__DIRECT_OFF ? (const void *)dtr__dline(s, k, s->dseq)
+                                            : (const void *)dtr__ready(s, k, s->me);
     }
 }
 

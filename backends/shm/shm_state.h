@@ -86,7 +86,12 @@ struct dtr__shm {
     const char *din[DTR__SHM_MAX_MEMBERS]; /* member k's send buffer, in this process */
     const char *dres[DTR__SHM_MAX_MEMBERS]; /* member k's receive buffer (all-reduce) */
     int64_t dchunk, dreduced;
-    int64_t direct_ops; /* reductions that took the direct form (atomic: dtr_mpi_groups) */
+    int64_t direct_ops; /* operations that took the direct form (atomic: dtr_mpi_groups) */
+    /* the running direct all-to-all (shm_a2a.c): its receive side, and its start's
+     * arguments for the ring form where the members' lines refuse the direct one */
+    const char *asend;
+    char *arecv;
+    int64_t asblock, asrow, arblock, arrow, abytes;
 };
 
 enum { DTR__DIRECT_OFF = 0, DTR__DIRECT_WAIT, DTR__DIRECT_RUN };
@@ -199,5 +204,7 @@ dtr_status_t dtr__shm_direct_start(dtr__shm_t *s, dtr_dtype_t dtype, dtr_reduce_
                                    int64_t esize, bool all, const dtr__shm_shared_t *shared);
 bool dtr__shm_direct_progress(dtr__shm_t *s);
 void dtr__shm_direct_cancel(dtr__shm_t *s);
+/* shm_a2a.c: the running all-to-all's progress, either form */
+bool dtr__shm_a2a_progress(dtr__shm_t *s);
 
 #endif

@@ -13,9 +13,13 @@
  * two kinds; strided_in_place says the groups gather in place (unless DTR_MPI_SHM_GATHER=0);
  * bad DTR_MPI_SHM_CHUNK values are refused by name. Run it with DTR_MPI_SHM_CHUNK small to
  * move each piece in many chunks, with DTR_MPI_SHM_GATHER=0 for MPI's strided gather, and
- * with DTR_MPI_SHM=0 for MPI_Alltoallw and that gather.
+ * with DTR_MPI_SHM=0 for MPI_Alltoallw and that gather. With --shared, the send buffers lie
+ * in a shared allocation (mem_alloc) at offsets that differ between ranks, one member's on
+ * the heap now and then: the all-to-alls then read the others' send buffers where they are
+ * (shm_a2a.c) where every member's is in it, the ring form otherwise, and the test
+ * counts that each took the form it should.
  *
- * Usage: mpirun -n N mpi_shm_test [--cases N] [--seed S]
+ * Usage: mpirun -n N mpi_shm_test [--cases N] [--seed S] [--shared]
  * Prints one line per failing case (seed and case number to rerun it) and a summary;
  * exits non-zero on any failure.
  */
@@ -33,6 +37,7 @@
 #define FILL_GAP 0xA5
 #define FILL_RECV 0x5A
 #define GATHER (-7) /* the `to` of a gathered piece's bytes: every member gets the same */
+#define ARENA ((int64_t)12 << 20) /* --shared: each rank's part of the allocation */
 
 static uint64_t rng_state;
 
@@ -65,6 +70,16 @@ static int64_t side_at(side_t s, int k, int64_t j) {
 }
 
 static int failures;
+static int64_t direct_seen, direct_want; /* --shared: all-to-alls read where they are */
+
+/* The operations of group g (its place in dtr_mpi_groups) that read shared buffers where
+ * they are. */
+static int64_t direct_ops(int g) {
+    dtr_mpi_group_info_t info[2];
+    int live = 0;
+    if (dtr_mpi_groups(info, 2, &live) != DTR_OK || live <= g) return -1;
+    return info[g].direct_ops;
+}
 
 static void fail(int rank, int c, uint64_t seed, const char *what) {
     if (failures++ < 10)
@@ -76,10 +91,13 @@ static void fail(int rank, int c, uint64_t seed, const char *what) {
  * gather sends s.rows * s.block contiguous bytes and receives every piece (its own too) as
  * side r; an all-to-all sends side s and receives the other members' pieces as side r. */
 static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, int c,
-                     uint64_t seed, side_t s, side_t r, bool gather, bool blocking, int rank) {
+                     uint64_t seed, side_t s, side_t r, bool gather, bool blocking, int rank,
+                     unsigned char *arena) {
     int64_t bytes = s.rows * s.block;
     int64_t ssize = gather ? bytes : side_bytes(s, n), rsize = side_bytes(r, n);
-    unsigned char *send = malloc((size_t)ssize), *keep = malloc((size_t)ssize);
+    /* (in the arena: at an offset of this rank's, off the lines) */
+    unsigned char *send = arena != NULL ? arena + 64 * (rank % 3) + rank % 2 : malloc((size_t)ssize);
+    unsigned char *keep = malloc((size_t)ssize);
     unsigned char *recv = malloc((size_t)(rsize + GUARD));
     unsigned char *want = malloc((size_t)(rsize + GUARD));
     if (send == NULL || keep == NULL || recv == NULL || want == NULL) {
@@ -128,7 +146,7 @@ static void run_case(const dtr_backend_ops_t *ops, void *group, int me, int n, i
         }
     if (memcmp(send, keep, (size_t)ssize) != 0) fail(rank, c, seed, "the send buffer was written");
 out:
-    free(send);
+    if (arena == NULL) free(send);
     free(keep);
     free(recv);
     free(want);
@@ -202,6 +220,28 @@ static void expect_overlap_refused(const dtr_backend_ops_t *ops, void *group, in
 }
 
 /* name=value refused by name when the backend's state is made; name's own value restored. */
+/* Piece sizes that differ are refused on every member and the group goes on; so are
+ * overlapping buffers. */
+static void refusals(const dtr_backend_ops_t *ops, void *group, int n, int rank, int c,
+                     uint64_t seed, bool shm_gather) {
+    dtr_backend_req_t req;
+    char buf[64];
+    dtr_status_t st = ops->all_to_all_strided(group, buf, 1, 3, 3 * n, buf, 1, 2, 2 * n, &req);
+    if (st != DTR_ERR_INVALID_ARGUMENT ||
+        strstr(dtr_last_error(), "pieces of 3 bytes sent, 2 received") == NULL) {
+        char what[256];
+        snprintf(what, sizeof what, "mismatched pieces gave %s: %s", dtr_status_name(st),
+                 st == DTR_OK ? "(accepted)" : dtr_last_error());
+        fail(rank, c, seed, what);
+    }
+    expect_overlap_refused(ops, group, n, rank, false, false);
+    if (shm_gather) {
+        expect_overlap_refused(ops, group, n, rank, true, true);
+        expect_overlap_refused(ops, group, n, rank, true, false);
+        expect_overlap_refused(ops, group, n, rank, false, true);
+    }
+}
+
 static void expect_env_refused(const char *name, const char *value, int rank) {
     const char *was = getenv(name);
     char *old = was != NULL ? strdup(was) : NULL;
@@ -227,9 +267,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     int cases = 200;
     uint64_t seed = 20261121;
-    for (int a = 1; a + 1 < argc; a += 2) {
-        if (strcmp(argv[a], "--cases") == 0) cases = atoi(argv[a + 1]);
-        else if (strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[a + 1], NULL, 10);
+    bool shared = false;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--shared") == 0) shared = true;
+        else if (a + 1 < argc && strcmp(argv[a], "--cases") == 0) cases = atoi(argv[++a]);
+        else if (a + 1 < argc && strcmp(argv[a], "--seed") == 0) seed = strtoull(argv[++a], NULL, 10);
     }
     const char *env = getenv("DTR_MPI_SHM"), *genv = getenv("DTR_MPI_SHM_GATHER");
     /* a group spanning (simulated) nodes runs through MPI whatever the variables say */
@@ -252,6 +294,8 @@ int main(int argc, char **argv) {
     }
     for (int g = 0; g < 2 && st == DTR_OK; g++)
         st = ops->group_create(state, ranks + g * n, n, 100 + g, &groups[g]);
+    unsigned char *arena = NULL;
+    if (st == DTR_OK && shared) st = ops->mem_alloc(state, ARENA, (void **)&arena);
     if (st != DTR_OK) {
         printf("rank %d: setup failed: %s: %s\n", rank, dtr_status_name(st), dtr_last_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -286,30 +330,20 @@ int main(int argc, char **argv) {
             r.row = n * s.block + pick(3) * pick(64);
         }
         int me = g == 0 ? rank : n - 1 - rank;
-        run_case(ops, groups[g], me, n, c, seed, s, r, gather, blocking, rank);
+        /* --shared: one member's send buffer on the heap now and then (the ring form) */
+        int heap = pick(5) == 0 ? (int)pick(n) : -1;
+        int64_t ssize = gather ? s.rows * s.block : side_bytes(s, n);
+        bool in_arena = arena != NULL && ssize + 128 <= ARENA;
+        int64_t before_direct = direct_ops(g);
+        run_case(ops, groups[g], me, n, c, seed, s, r, gather, blocking, rank,
+                 in_arena && rank != heap ? arena : NULL);
+        direct_seen += direct_ops(g) - before_direct;
+        direct_want += in_arena && heap < 0 && shm && !gather && n > 1;
         int mine = failures > before, any = 0;
         MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) failed++;
         else passed++;
-        if (shm && c == cases / 2) {
-            /* piece sizes that differ: refused on every member, and the group goes on */
-            dtr_backend_req_t req;
-            char buf[64];
-            st = ops->all_to_all_strided(groups[0], buf, 1, 3, 3 * n, buf, 1, 2, 2 * n, &req);
-            if (st != DTR_ERR_INVALID_ARGUMENT ||
-                strstr(dtr_last_error(), "pieces of 3 bytes sent, 2 received") == NULL) {
-                char what[256];
-                snprintf(what, sizeof what, "mismatched pieces gave %s: %s", dtr_status_name(st),
-                         st == DTR_OK ? "(accepted)" : dtr_last_error());
-                fail(rank, c, seed, what);
-            }
-            expect_overlap_refused(ops, groups[0], n, rank, false, false);
-            if (shm_gather) {
-                expect_overlap_refused(ops, groups[0], n, rank, true, true);
-                expect_overlap_refused(ops, groups[0], n, rank, true, false);
-                expect_overlap_refused(ops, groups[0], n, rank, false, true);
-            }
-        }
+        if (shm && c == cases / 2) refusals(ops, groups[0], n, rank, c, seed, shm_gather);
     }
     if (shm) {
         expect_env_refused("DTR_MPI_SHM_CHUNK", "0", rank);
@@ -320,6 +354,16 @@ int main(int argc, char **argv) {
         expect_env_refused("DTR_MPI_SHM_GATHER", "false", rank);
     }
 
+    if (shared && direct_seen != direct_want) {
+        char what[128];
+        snprintf(what, sizeof what, "%lld all-to-alls read the send buffers where they are, "
+                 "want %lld", (long long)direct_seen, (long long)direct_want);
+        fail(rank, -1, seed, what);
+    } else if (shared && rank == 0) {
+        printf("  all-to-alls reading the send buffers where they are: %lld\n",
+               (long long)direct_seen);
+    }
+    if (arena != NULL) ops->mem_free(state, arena);
     if (mpi_paths_check("strided all-to-all and gather") > 0) failures++;
     for (int g = 0; g < 2; g++) ops->group_destroy(state, groups[g]);
     ops->destroy(state);
