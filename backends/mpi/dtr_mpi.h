@@ -33,8 +33,10 @@
  * reduction skips the rings: each member reduces its piece straight from the members'
  * buffers, in the same member order, and the members of an all-reduce copy each other's
  * results from their receive buffers. The members decide this together from what each posts
- * at the start (any member's buffer elsewhere: the rings for all). dtr_mpi_group_info_t's
- * direct_ops counts these reductions.
+ * at the start (any member's buffer elsewhere: the rings for all). Likewise a strided
+ * all-to-all (S(a) -> S(b), even pieces) whose members' send buffers all lie in one
+ * allocation: each member copies its pieces straight out of the others' buffers.
+ * dtr_mpi_group_info_t's direct_ops counts these reductions and all-to-alls.
  *
  * Where a group's members span nodes with the same number (2 to 16) on each, its
  * reduce-scatters (equal pieces) and all-reduces (a multiple of the members) of at least
@@ -80,8 +82,9 @@ typedef struct {
                            (several members on each node), else 0 */
     int64_t hier_ops;   /* reductions run in that form so far: a segment inside each node,
                            MPI across */
-    int64_t direct_ops; /* of the shm_ops, the reductions that read the members' buffers
-                           where they are: every member's in one dtr_context_alloc allocation */
+    int64_t direct_ops; /* of the shm_ops, the reductions and all-to-alls that read the
+                           members' buffers where they are: every member's in one
+                           dtr_context_alloc allocation */
 } dtr_mpi_group_info_t;
 
 /* The MPI backend's live groups in this process, oldest first, with the path each took: where
