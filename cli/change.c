@@ -176,6 +176,14 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
         if (o->help) return DTR_EXIT_OK;
     }
     if (optind < argc) return dtr_cli_option_error(cmd, 0, argv);
+    /* A ragged shard (S(d){sizes}) moves as a change between meshes does, box by box: onto
+     * the same mesh where no --to-mesh is given. */
+    bool ragged = (o->spec.placements != NULL && strchr(o->spec.placements, '{') != NULL) ||
+                  (o->to != NULL && strchr(o->to, '{') != NULL);
+    if (ragged && o->to_mesh == NULL && o->batch == NULL) {
+        o->to_mesh = o->spec.mesh;
+        o->to_ranks = o->spec.ranks;
+    }
     return DTR_EXIT_OK;
 }
 

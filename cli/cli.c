@@ -444,22 +444,7 @@ int dtr_cli_write_svg(const char *cmd, const char *path,
 }
 
 void dtr_cli_json_placements(FILE *out, const dtr_placement_t *p, int n) {
-    /* The list's text form, item by item (a spec's placements hold no split factor, so no
-     * comma inside an item): shard orders show as they do in the text. */
-    char text[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
-    if (dtr_placements_format(p, n, text, sizeof text) != DTR_OK) text[0] = '\0';
-    if (n == 0 || text[0] == '\0') {
-        fputs("[]", out);
-        return;
-    }
-    fputs("[\"", out);
-    for (const char *c = text; *c != '\0'; c++) {
-        if (*c == ',')
-            fputs("\",\"", out);
-        else
-            fputc(*c, out);
-    }
-    fputs("\"]", out);
+    dtr_placements_print_json(out, p, n);
 }
 
 bool dtr_cli_spec_option(int c, const char *value, dtr_cli_spec_args_t *args) {

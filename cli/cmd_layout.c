@@ -20,7 +20,9 @@ static void dtr__layout_help(FILE *out) {
         "  --placements LIST    one placement per mesh dim: S(d) shard tensor dim d,\n"
         "                       R replicate, P or P(op) partial with op sum|avg|max|min|product;\n"
         "                       S(d)[k]: the k-th mesh dim (from 0) to split d, a shard order;\n"
-        "                       _S(d, sf): PyTorch's _StridedShard, read as its shard order\n"
+        "                       _S(d, sf): PyTorch's _StridedShard, read as its shard order;\n"
+        "                       S(d){n0,n1,...}: a ragged shard, n_c rows of d at coordinate\n"
+        "                       c (one size per rank of the mesh dim, summing to d's length)\n"
         "  --dtype DTYPE        f32 (default), or any of the library's dtypes:\n"
         "                       ",
         out);
@@ -44,6 +46,7 @@ static void dtr__layout_help(FILE *out) {
         "  dtr layout --mesh 4 --shape 5 --placements 'S(0)' --json\n"
         "  dtr layout --mesh 2x2 --shape 8x8 --placements 'S(0),P(avg)' --dtype bf16\n"
         "  dtr layout --mesh 2x4 --shape 16x8 --placements 'S(0)[1],S(0)[0]'  (tp first)\n"
+        "  dtr layout --mesh 4 --shape 10x3 --placements 'S(0){3,0,5,2}'  (ragged)\n"
         "\n"
         "Bad arguments print one line naming the problem and exit with status 2.\n",
         out);
@@ -191,11 +194,11 @@ static int dtr__layout_main(int argc, char **argv) {
     } else if (json) {
         dtr__print_json(stdout, &spec);
     } else {
-        char mesh_text[256], shape_text[256], placement_text[256];
+        char mesh_text[256], shape_text[256], placement_text[1024];
         dtr_mesh_format(mesh, mesh_text, sizeof mesh_text);
         dtr_shape_format(spec.shape, spec.ndim, shape_text, sizeof shape_text);
-        dtr_placements_format(spec.placements, dtr_mesh_ndims(mesh), placement_text,
-                              sizeof placement_text);
+        dtr_placements_describe(spec.placements, dtr_mesh_ndims(mesh), placement_text,
+                             sizeof placement_text);
         dtr__print_table(stdout, &spec, mesh_text, shape_text, placement_text, all);
     }
     dtr_mesh_destroy(mesh);

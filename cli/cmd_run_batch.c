@@ -236,6 +236,16 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     const dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
+    bool ragged = false; /* (ragged shards move box by box, as between meshes: onto this one) */
+    for (int k = 0; rc == DTR_EXIT_OK && k < t.n; k++)
+        ragged = ragged || dtr_spec_ragged(&t.src[k]) || dtr_spec_ragged(&t.dst[k]);
+    if (ragged) {
+        dtr__tensors_free(&t);
+        dtr_mesh_destroy(mesh);
+        o.to_mesh = o.spec.mesh;
+        o.to_ranks = o.spec.ranks;
+        return dtr_cli_run_cross(&o, rank, world);
+    }
     if (rc == DTR_EXIT_OK && o.digest) rc = dtr_cli_digest_refuse(t.n, t.dst);
     /* planned for where the ranks run, as `dtr run` plans by default (--nodes-of auto) */
     dtr_cost_model_t cost;

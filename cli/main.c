@@ -27,7 +27,8 @@ static void dtr__help(FILE *out) {
     fputs("\n"
           "placements: S(d) shard tensor dim d, R replicate, P(op) partial (sum, avg, max,\n"
           "            min, product; P means P(sum)); one per mesh dim, e.g. 'S(0),R';\n"
-          "            S(d)[k] a shard order (PyTorch's; _S(d, sf) is read as one)\n"
+          "            S(d)[k] a shard order (PyTorch's; _S(d, sf) is read as one);\n"
+          "            S(d){3,0,5,2} a ragged shard: one size per rank of the mesh dim\n"
           "dtypes:     ",
           out);
     for (int d = 0; d < DTR_DTYPE_LAST; d++)

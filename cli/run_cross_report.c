@@ -16,8 +16,8 @@ static void dtr__names(const dtr_cli_cross_result_t *r, dtr__xnames_t *n) {
     n->dtype = dtr_dtype_name(r->src->dtype);
     n->to_dtype = dtr_dtype_name(r->dst->dtype);
     dtr_shape_format(r->src->shape, r->src->ndim, n->shape, sizeof n->shape);
-    dtr_placements_format(r->src->placements, dtr_mesh_ndims(r->src->mesh), n->from, sizeof n->from);
-    dtr_placements_format(r->dst->placements, dtr_mesh_ndims(r->dst->mesh), n->to, sizeof n->to);
+    dtr_placements_describe(r->src->placements, dtr_mesh_ndims(r->src->mesh), n->from, sizeof n->from);
+    dtr_placements_describe(r->dst->placements, dtr_mesh_ndims(r->dst->mesh), n->to, sizeof n->to);
     dtr_mesh_format(r->src->mesh, n->ma, sizeof n->ma);
     dtr_mesh_format(r->dst->mesh, n->mb, sizeof n->mb);
 }

@@ -17,7 +17,7 @@ int dtr_cli_digest_refuse(int n, const dtr_spec_t *dst) {
     for (int k = 0; k < n; k++) {
         if (!dtr__partial(&dst[k])) continue;
         char p[128] = "";
-        dtr_placements_format(dst[k].placements, dtr_mesh_ndims(dst[k].mesh), p, sizeof p);
+        dtr_placements_describe(dst[k].placements, dtr_mesh_ndims(dst[k].mesh), p, sizeof p);
         char which[32] = "";
         if (n > 1) snprintf(which, sizeof which, " of tensor %d", k);
         return dtr_cli_usage_error("run", "--digest: the destination%s '%s' is Partial: it "

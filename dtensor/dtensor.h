@@ -143,10 +143,16 @@ typedef struct {
  * be, per tensor dim, all 0 or exactly 0..n-1; _StridedShard placements (split_factor > 1)
  * are turned into orders as PyTorch decodes them, and refused (DTR_ERR_UNSUPPORTED) where
  * for this shape they hold strided pieces rather than the order's one block per rank. Orders
- * are stored normalised: all 0 for mesh-dim order. *out is written only on success. */
+ * are stored normalised: all 0 for mesh-dim order. A ragged shard (S(d){sizes}) needs one size
+ * per rank of its mesh dim, summing to the length it splits (the tensor dim's, or where
+ * another mesh dim splits d before it, every piece's); the spec stores dtr's own copy of
+ * the sizes. *out is written only on success. */
 DTR_API dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
                                    const dtr_placement_t *placements, int nplacements,
                                    const int64_t *shape, int ndim, dtr_dtype_t dtype);
+
+/* True when a placement of the spec is a ragged shard (S(d){sizes}). */
+DTR_API bool dtr_spec_ragged(const dtr_spec_t *spec);
 
 /* What one rank holds. */
 typedef struct {
@@ -158,7 +164,8 @@ typedef struct {
 } dtr_layout_t;
 
 /* The layout at a mesh coordinate. Shard(d) on mesh dim i splits the current local length
- * of d by the chunk rule, in d's shard order (mesh-dim order by default); Replicate and
+ * of d by the chunk rule (a ragged shard: into its sizes, coordinate c taking sizes[c] after
+ * the sum of sizes[0..c)), in d's shard order (mesh-dim order by default); Replicate and
  * Partial keep it whole. */
 DTR_API dtr_status_t dtr_spec_layout_at(const dtr_spec_t *spec, const int64_t *coord,
                                         dtr_layout_t *out);

@@ -52,11 +52,17 @@ dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
                 return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "placements[%d]: %s", i,
                                   dtr_last_error());
             int32_t order = p.order, sf = p.split_factor;
-            p = dtr_shard((int32_t)d);
+            dtr_placement_t q = dtr_shard((int32_t)d);
+            if (p.nsizes > 0) DTR_CHECK_AS(dtr_shard_sizes((int32_t)d, p.sizes, p.nsizes, &q),
+                                           __func__);
+            p = q;
             p.order = order;
             p.split_factor = sf;
             strided = strided || sf > 1;
             ordered = ordered || order != 0;
+        } else if (dtr_placement_validate(p) != DTR_OK) {
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "placements[%d]: %s", i,
+                              dtr_last_error());
         } else if (p.kind == DTR_REPLICATE) {
             p = dtr_replicate();
         } else {
@@ -75,6 +81,15 @@ dtr_status_t dtr_spec_init(dtr_spec_t *out, const dtr_mesh_t *mesh,
         DTR_CHECK(dtr__orders_check(spec.placements, mesh_dims, __func__));
     int64_t msize[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < mesh_dims; i++) msize[i] = dtr_mesh_size(mesh, i);
+    /* The sizes against the lengths they split in the order as written; then a ragged shard
+     * of one rank, which holds the whole of what it splits, is the chunked S(d) it equals
+     * (so that the normal form may move it in the order). */
+    DTR_CHECK(dtr__ragged_check(&spec, __func__));
+    for (int i = 0; i < mesh_dims; i++)
+        if (msize[i] == 1) {
+            spec.placements[i].nsizes = 0;
+            spec.placements[i].sizes = NULL;
+        }
     dtr__orders_normalize(spec.placements, mesh_dims, msize);
     *out = spec;
     return DTR_OK;
@@ -118,8 +133,8 @@ dtr_status_t dtr_spec_layout_at(const dtr_spec_t *spec, const int64_t *coord,
         for (int k = 0; k < n; k++) {
             int i = dims[k];
             int64_t size, offset;
-            DTR_CHECK(dtr_chunk(layout.local_shape[d], dtr_mesh_size(spec->mesh, i), coord[i],
-                                &size, &offset));
+            dtr__split_piece(spec->placements[i], layout.local_shape[d], dtr_mesh_size(spec->mesh, i),
+                       coord[i], &size, &offset);
             layout.local_shape[d] = size;
             layout.global_offset[d] += offset;
             sharded[d] = true;

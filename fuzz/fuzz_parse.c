@@ -22,12 +22,17 @@ static void placements(const char *text) {
         return;
     }
     FUZZ_ASSERT(n >= 1 && n <= DTR_MAX_MESH_DIMS, "placements: count %d", n);
-    char buf[512];
-    FUZZ_ASSERT(dtr_placements_format(pl, n, buf, sizeof buf) == DTR_OK, "placements: format");
+    /* (a ragged shard's text has no fixed length) */
+    int64_t len = dtr_placements_text_len(pl, n);
+    FUZZ_ASSERT(len > 0, "placements: text_len %lld", (long long)len);
+    char *buf = malloc((size_t)len + 1);
+    FUZZ_ASSERT(buf != NULL, "placements: out of memory");
+    FUZZ_ASSERT(dtr_placements_format(pl, n, buf, (size_t)len + 1) == DTR_OK, "placements: format");
     FUZZ_ASSERT(dtr_placements_parse(buf, back, DTR_MAX_MESH_DIMS, &m) == DTR_OK && m == n,
                 "placements: '%s' does not parse back", buf);
     for (int i = 0; i < n; i++)
         FUZZ_ASSERT(dtr_placement_equal(pl[i], back[i]), "placements: '%s' item %d", buf, i);
+    free(buf);
     /* one placement alone */
     dtr_placement_t one;
     if (dtr_placement_parse(text, &one) == DTR_OK)

@@ -1,8 +1,12 @@
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "placement/placement.h"
+
+#define DTR__MAX_SIZE ((int64_t)1 << 40) /* DTR_MAX_DIM_SIZE */
 
 static const char *const dtr__reduce_op_names[DTR_REDUCE_OP_LAST] = {
     [DTR_REDUCE_SUM] = "sum",
@@ -24,12 +28,87 @@ dtr_placement_t dtr_partial(dtr_reduce_op_t op) {
     return (dtr_placement_t){.kind = DTR_PARTIAL, .dim = 0, .op = op};
 }
 
+/* Ragged sizes: one kept copy per distinct list, found again by its hash, so that equal
+ * lists share a pointer and a placement stays a plain value. Never freed: a list is a few
+ * bytes a mesh dim, and specs and plans anywhere may point at it. */
+typedef struct dtr__sizes_entry {
+    struct dtr__sizes_entry *next;
+    uint64_t hash;
+    int32_t n;
+    int64_t sizes[];
+} dtr__sizes_entry_t;
+
+#define DTR__SIZES_BUCKETS 1024
+static dtr__sizes_entry_t *dtr__sizes_table[DTR__SIZES_BUCKETS];
+static pthread_mutex_t dtr__sizes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t dtr__sizes_hash(const int64_t *sizes, int n) {
+    uint64_t h = dtr__fnv(0, n);
+    for (int i = 0; i < n; i++) h = dtr__fnv(h, sizes[i]);
+    return h;
+}
+
+/* The kept copy of sizes[0..n) (checked by the caller); NULL when out of memory. */
+static const int64_t *dtr__sizes_keep(const int64_t *sizes, int n) {
+    uint64_t h = dtr__sizes_hash(sizes, n);
+    pthread_mutex_lock(&dtr__sizes_lock);
+    dtr__sizes_entry_t **slot = &dtr__sizes_table[h % DTR__SIZES_BUCKETS], *e = *slot;
+    while (e != NULL &&
+           !(e->hash == h && e->n == n && memcmp(e->sizes, sizes, (size_t)n * sizeof *sizes) == 0))
+        e = e->next;
+    if (e == NULL && (e = malloc(sizeof *e + (size_t)n * sizeof *sizes)) != NULL) {
+        e->hash = h;
+        e->n = n;
+        memcpy(e->sizes, sizes, (size_t)n * sizeof *sizes);
+        e->next = *slot;
+        *slot = e;
+    }
+    pthread_mutex_unlock(&dtr__sizes_lock);
+    return e != NULL ? e->sizes : NULL;
+}
+
+static dtr_status_t dtr__sizes_check(const int64_t *sizes, int64_t n, const char *func) {
+    if (n < 1 || n > DTR_MAX_RAGGED_SIZES)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                          "sizes: %lld of them, must be 1..%d (one per rank of the mesh dim)",
+                          (long long)n, DTR_MAX_RAGGED_SIZES);
+    if (sizes == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, func, "sizes: NULL for %lld sizes",
+                          (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (sizes[i] < 0 || sizes[i] > DTR__MAX_SIZE)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
+                              "sizes[%lld]: %lld, must be 0..2^40", (long long)i,
+                              (long long)sizes[i]);
+    return DTR_OK;
+}
+
+dtr_status_t dtr_shard_sizes(int32_t dim, const int64_t *sizes, int n, dtr_placement_t *out) {
+    DTR_CHECK_PTR(out, __func__);
+    DTR_CHECK(dtr__sizes_check(sizes, n, __func__));
+    const int64_t *kept = dtr__sizes_keep(sizes, n);
+    if (kept == NULL)
+        return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "sizes: %d of them", n);
+    dtr_placement_t p = dtr_shard(dim);
+    p.nsizes = n;
+    p.sizes = kept;
+    *out = p;
+    return DTR_OK;
+}
+
+static bool dtr__sizes_equal(dtr_placement_t a, dtr_placement_t b) {
+    return a.nsizes == b.nsizes &&
+           (a.nsizes == 0 || a.sizes == b.sizes ||
+            memcmp(a.sizes, b.sizes, (size_t)a.nsizes * sizeof *a.sizes) == 0);
+}
+
 bool dtr_placement_equal(dtr_placement_t a, dtr_placement_t b) {
     if (a.kind != b.kind) return false;
     if (a.kind == DTR_SHARD)
         return a.dim == b.dim && a.order == b.order &&
                (a.split_factor > 1 ? a.split_factor : 1) ==
-                   (b.split_factor > 1 ? b.split_factor : 1);
+                   (b.split_factor > 1 ? b.split_factor : 1) &&
+               dtr__sizes_equal(a, b);
     if (a.kind == DTR_PARTIAL) return a.op == b.op;
     return true;
 }
@@ -86,6 +165,17 @@ dtr_status_t dtr_placement_validate(dtr_placement_t placement) {
                               (int)placement.dim, (int)placement.order,
                               (int)placement.split_factor);
     }
+    if (placement.nsizes != 0) {
+        if (placement.kind != DTR_SHARD)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "placement: %s with %d sizes; only a Shard takes sizes",
+                              placement.kind == DTR_REPLICATE ? "R" : "P", (int)placement.nsizes);
+        if (placement.split_factor > 1)
+            return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                              "placement: S(%d): both sizes and a split factor (%d); give one",
+                              (int)placement.dim, (int)placement.split_factor);
+        DTR_CHECK_AS(dtr__sizes_check(placement.sizes, placement.nsizes, "placement"), __func__);
+    }
     return DTR_OK;
 }
 
@@ -138,7 +228,45 @@ static dtr_status_t dtr__parse_int_arg(dtr__scanner_t *s, const char *what, cons
     return DTR_OK;
 }
 
-/* S(d) or S(d)[k]. */
+/* The sizes of a ragged shard after its '{': "3,0,5,2}". */
+static dtr_status_t dtr__parse_sizes(dtr__scanner_t *s, int32_t dim, dtr_placement_t *out) {
+    int64_t *v = NULL;
+    int n = 0, cap = 0;
+    dtr_status_t st = DTR_OK;
+    do {
+        s->p = dtr__skip_space(s->p);
+        const char *num = s->p;
+        int64_t x;
+        int rc = dtr__scan_i64(&s->p, &x);
+        if (rc == -1) {
+            st = dtr__parse_error(s, "expected a size (an integer >= 0) in {...}");
+            break;
+        }
+        if (rc == -2 || x < 0 || x > DTR__MAX_SIZE || n == DTR_MAX_RAGGED_SIZES) {
+            st = dtr__error(DTR_ERR_PARSE, s->func,
+                            "text \"%s\": at offset %td: %s", s->text, num - s->text,
+                            n == DTR_MAX_RAGGED_SIZES ? "more than 65536 sizes"
+                                                      : "size out of range (0..2^40)");
+            break;
+        }
+        if (n == cap) {
+            int64_t *grown = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *v);
+            if (grown == NULL) {
+                st = dtr__error(DTR_ERR_OUT_OF_MEMORY, s->func, "text \"%s\": sizes", s->text);
+                break;
+            }
+            v = grown;
+        }
+        v[n++] = x;
+    } while (dtr__accept(s, ','));
+    if (st == DTR_OK && !dtr__accept(s, '}'))
+        st = dtr__parse_error(s, "expected ',' or '}' after a size");
+    if (st == DTR_OK) st = dtr_shard_sizes(dim, v, n, out);
+    free(v);
+    return st;
+}
+
+/* S(d), S(d)[k], S(d){sizes} or S(d)[k]{sizes}. */
 static dtr_status_t dtr__parse_shard_args(dtr__scanner_t *s, dtr_placement_t *out) {
     if (!dtr__accept(s, '(')) return dtr__parse_error(s, "expected '(' after S");
     dtr__accept_keyword(s, "dim");
@@ -154,8 +282,10 @@ static dtr_status_t dtr__parse_shard_args(dtr__scanner_t *s, dtr_placement_t *ou
                               s->text, (int)order, DTR_MAX_MESH_DIMS - 1, DTR_MAX_MESH_DIMS);
         if (!dtr__accept(s, ']')) return dtr__parse_error(s, "expected ']' after the shard order");
     }
-    *out = dtr_shard(dim);
-    out->order = order;
+    dtr_placement_t p = dtr_shard(dim);
+    if (dtr__accept(s, '{')) DTR_CHECK(dtr__parse_sizes(s, dim, &p));
+    p.order = order;
+    *out = p;
     return DTR_OK;
 }
 
@@ -200,6 +330,15 @@ static dtr_status_t dtr__parse_partial_args(dtr__scanner_t *s, dtr_placement_t *
     return DTR_OK;
 }
 
+/* Sizes belong to a Shard: "R{2,2}" names the placement. */
+static dtr_status_t dtr__no_sizes(dtr__scanner_t *s, const char *what) {
+    const char *at = dtr__skip_space(s->p);
+    if (*at != '{') return DTR_OK;
+    return dtr__error(DTR_ERR_PARSE, s->func,
+                      "text \"%s\": at offset %td: %s takes no sizes ({...}); only a Shard does",
+                      s->text, at - s->text, what);
+}
+
 static dtr_status_t dtr__parse_one(dtr__scanner_t *s, dtr_placement_t *out) {
     s->p = dtr__skip_space(s->p);
     if (dtr__scan_word(&s->p, "S") || dtr__scan_word(&s->p, "Shard"))
@@ -210,10 +349,12 @@ static dtr_status_t dtr__parse_one(dtr__scanner_t *s, dtr_placement_t *out) {
         if (dtr__accept(s, '(') && !dtr__accept(s, ')'))
             return dtr__parse_error(s, "expected ')': Replicate takes no argument");
         *out = dtr_replicate();
-        return DTR_OK;
+        return dtr__no_sizes(s, "R");
     }
-    if (dtr__scan_word(&s->p, "P") || dtr__scan_word(&s->p, "Partial"))
-        return dtr__parse_partial_args(s, out);
+    if (dtr__scan_word(&s->p, "P") || dtr__scan_word(&s->p, "Partial")) {
+        DTR_CHECK(dtr__parse_partial_args(s, out));
+        return dtr__no_sizes(s, "P");
+    }
     return dtr__parse_error(s, "expected a placement: S(d), R or P(op)");
 }
 
@@ -273,6 +414,20 @@ dtr_status_t dtr_placements_parse(const char *text, dtr_placement_t *out, int ca
     return DTR_OK;
 }
 
+/* Where a text must fit a fixed buffer (messages, tables), ragged sizes as "{N sizes}". */
+static _Thread_local bool dtr__brief;
+
+/* The sizes' text "{3,0,5,2}" (nothing for a chunked shard). */
+static dtr_status_t dtr__format_sizes(dtr_placement_t p, char *buf, size_t len, size_t *pos,
+                                      const char *func) {
+    if (dtr__brief && p.nsizes > 0)
+        return dtr__buf_printf(buf, len, pos, func, "{%d sizes}", (int)p.nsizes);
+    for (int i = 0; i < p.nsizes; i++)
+        DTR_CHECK(dtr__buf_printf(buf, len, pos, func, "%c%lld", i == 0 ? '{' : ',',
+                                  (long long)p.sizes[i]));
+    return p.nsizes > 0 ? dtr__buf_printf(buf, len, pos, func, "}") : DTR_OK;
+}
+
 static dtr_status_t dtr__format_one(dtr_placement_t p, char *buf, size_t len, size_t *pos,
                                     const char *func) {
     switch (p.kind) {
@@ -281,8 +436,10 @@ static dtr_status_t dtr__format_one(dtr_placement_t p, char *buf, size_t len, si
             return dtr__buf_printf(buf, len, pos, func, "_S(%d, %d)", (int)p.dim,
                                    (int)p.split_factor);
         if (p.order != 0)
-            return dtr__buf_printf(buf, len, pos, func, "S(%d)[%d]", (int)p.dim, (int)p.order);
-        return dtr__buf_printf(buf, len, pos, func, "S(%d)", (int)p.dim);
+            DTR_CHECK(dtr__buf_printf(buf, len, pos, func, "S(%d)[%d]", (int)p.dim, (int)p.order));
+        else
+            DTR_CHECK(dtr__buf_printf(buf, len, pos, func, "S(%d)", (int)p.dim));
+        return dtr__format_sizes(p, buf, len, pos, func);
     case DTR_REPLICATE:
         return dtr__buf_printf(buf, len, pos, func, "R");
     case DTR_PARTIAL:
@@ -292,13 +449,41 @@ static dtr_status_t dtr__format_one(dtr_placement_t p, char *buf, size_t len, si
     }
 }
 
+int64_t dtr_placement_text_len(dtr_placement_t placement) {
+    if (dtr_placement_validate(placement) != DTR_OK) return -1;
+    int64_t n = DTR_PLACEMENT_TEXT_MAX; /* the head, generously ("[0]" included) */
+    for (int i = 0; i < placement.nsizes; i++)
+        n += 1 + snprintf(NULL, 0, "%lld", (long long)placement.sizes[i]);
+    char *text = malloc((size_t)n + 2);
+    size_t pos = 0;
+    if (text == NULL || dtr__format_one(placement, text, (size_t)n + 2, &pos, __func__) != DTR_OK)
+        pos = 0;
+    free(text);
+    return text == NULL ? -1 : (int64_t)pos;
+}
+
 dtr_status_t dtr_placement_format(dtr_placement_t placement, char *buf, size_t len) {
     DTR_CHECK_PTR(buf, __func__);
     DTR_CHECK_AS(dtr_placement_validate(placement), __func__);
-    char text[DTR_PLACEMENT_TEXT_MAX];
+    int64_t n = dtr_placement_text_len(placement);
+    char *text = malloc((size_t)n + 1);
+    if (text == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "placement text");
     size_t pos = 0;
-    DTR_CHECK(dtr__format_one(placement, text, sizeof text, &pos, __func__));
-    return dtr__copy_out(buf, len, text, pos, __func__);
+    dtr_status_t st = dtr__format_one(placement, text, (size_t)n + 1, &pos, __func__);
+    if (st == DTR_OK) st = dtr__copy_out(buf, len, text, pos, __func__);
+    free(text);
+    return st;
+}
+
+int64_t dtr_placements_text_len(const dtr_placement_t *placements, int count) {
+    if (placements == NULL || count < 0 || count > DTR_MAX_MESH_DIMS) return -1;
+    int64_t n = 0;
+    for (int i = 0; i < count; i++) {
+        int64_t one = dtr_placement_text_len(placements[i]);
+        if (one < 0) return -1;
+        n += one + 4; /* ",", "[0]" */
+    }
+    return n;
 }
 
 dtr_status_t dtr_placements_format(const dtr_placement_t *placements, int count, char *buf,
@@ -308,21 +493,68 @@ dtr_status_t dtr_placements_format(const dtr_placement_t *placements, int count,
     if (count < 0 || count > DTR_MAX_MESH_DIMS)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "count: %d, must be 0..%d", count,
                           DTR_MAX_MESH_DIMS);
-    for (int i = 0; i < count; i++) DTR_CHECK(dtr_placement_validate(placements[i]));
-    char text[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
+    int64_t cap = 1;
+    for (int i = 0; i < count; i++) {
+        DTR_CHECK(dtr_placement_validate(placements[i]));
+        cap += dtr_placement_text_len(placements[i]) + 4; /* ",", "[0]" */
+    }
+    char *text = malloc((size_t)cap);
+    if (text == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, __func__, "placements text");
     size_t pos = 0;
     text[0] = '\0';
-    for (int i = 0; i < count; i++) {
-        if (i > 0) DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, ","));
-        DTR_CHECK(dtr__format_one(placements[i], text, sizeof text, &pos, __func__));
+    dtr_status_t st = DTR_OK;
+    for (int i = 0; i < count && st == DTR_OK; i++) {
+        if (i > 0) st = dtr__buf_printf(text, (size_t)cap, &pos, __func__, ",");
         /* As PyTorch prints a shard order: every mesh dim of an ordered tensor dim shows its
-         * index, [0] included. */
+         * index, [0] included (before a ragged shard's sizes). */
         dtr_placement_t p = placements[i];
         bool ordered = false;
         for (int j = 0; j < count && p.kind == DTR_SHARD && p.order == 0 && p.split_factor <= 1; j++)
             ordered = ordered || (placements[j].kind == DTR_SHARD && placements[j].dim == p.dim &&
                                   placements[j].order != 0);
-        if (ordered) DTR_CHECK(dtr__buf_printf(text, sizeof text, &pos, __func__, "[0]"));
+        if (st != DTR_OK) break;
+        if (ordered) {
+            st = dtr__buf_printf(text, (size_t)cap, &pos, __func__, "S(%d)[0]", (int)p.dim);
+            if (st == DTR_OK) st = dtr__format_sizes(p, text, (size_t)cap, &pos, __func__);
+        } else {
+            st = dtr__format_one(p, text, (size_t)cap, &pos, __func__);
+        }
     }
-    return dtr__copy_out(buf, len, text, pos, __func__);
+    if (st == DTR_OK) st = dtr__copy_out(buf, len, text, pos, __func__);
+    free(text);
+    return st;
+}
+
+void dtr_placements_describe(const dtr_placement_t *placements, int count, char *buf,
+                             size_t len) {
+    if (len == 0) return;
+    if (dtr_placements_format(placements, count, buf, len) == DTR_OK) return;
+    dtr__brief = true;
+    if (dtr_placements_format(placements, count, buf, len) != DTR_OK) snprintf(buf, len, "?");
+    dtr__brief = false;
+}
+
+void dtr_placements_print_json(FILE *out, const dtr_placement_t *placements, int count) {
+    /* The list's text form, item by item (a spec's placements hold no split factor; a ragged
+     * shard's commas are within its braces): shard orders show as they do in the text. */
+    int64_t len = dtr_placements_text_len(placements, count);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (text != NULL && dtr_placements_format(placements, count, text, (size_t)len + 1) != DTR_OK)
+        text[0] = '\0';
+    if (count == 0 || text == NULL || text[0] == '\0') {
+        fputs("[]", out);
+        free(text);
+        return;
+    }
+    fputs("[\"", out);
+    int depth = 0;
+    for (const char *c = text; *c != '\0'; c++) {
+        depth += *c == '{' ? 1 : *c == '}' ? -1 : 0;
+        if (*c == ',' && depth == 0)
+            fputs("\",\"", out);
+        else
+            fputc(*c, out);
+    }
+    fputs("\"]", out);
+    free(text);
 }

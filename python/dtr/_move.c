@@ -387,7 +387,7 @@ static void dtrpy_set_cross_options(PyObject *relabel, int64_t cap, dtr_cross_op
 /* Runs one tensor's change between meshes. */
 static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spec_t *s,
                                  const dtr_spec_t *d, PyObject *out, bool async_op,
-                                 PyObject *relabel, int64_t cap) {
+                                 PyObject *relabel, int64_t cap, PyObject *mesh_obj) {
     dtr_cross_options_t co;
     dtrpy_set_cross_options(relabel, cap, &co);
     dtr_cross_plan_t *plan = NULL;
@@ -412,7 +412,8 @@ static PyObject *dtrpy_run_cross(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_s
     size_t out_bytes = t->has_out ? (size_t)t->out.len : 0;
     c->called = true;
     if (async_op) { /* returns once the first round's exchange has started */
-        dtrpy_request_t *r = dtrpy_request_new(c, t, 1, (PyObject *)c->to,
+        dtrpy_request_t *r = dtrpy_request_new(c, t, 1,
+                                               c->to != NULL ? (PyObject *)c->to : mesh_obj,
                                                t->result != NULL ? t->result : Py_None);
         if (r == NULL) {
             dtr_cross_plan_destroy(plan);
@@ -457,7 +458,9 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     if (cap != NULL && cap != Py_None && dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0)
         return NULL;
     if (dtrpy_flag_ok(relabel, "relabel") < 0) return NULL;
-    if (c->to != NULL) return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes);
+    /* (ragged shards move box by box, as between meshes, on one mesh too) */
+    if (c->to != NULL || dtr_spec_ragged(s) || dtr_spec_ragged(d))
+        return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes, mesh_obj);
     if (relabel != NULL && PyObject_IsTrue(relabel) == 1)
         return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");
     if (cap_bytes != 0)

@@ -29,21 +29,46 @@ class Placement:
 
 
 class Shard(Placement):
-    """Each rank of the mesh dim holds one chunk of tensor dim `dim` (torch.chunk's rule)."""
+    """Each rank of the mesh dim holds one chunk of tensor dim `dim` (torch.chunk's rule);
+    with `sizes`, a ragged shard: the rank at coordinate c of the mesh dim holds sizes[c]
+    of it, one size per rank, summing to the length it splits ("S(0){3,0,5,2}")."""
 
-    __slots__ = ("dim",)
+    __slots__ = ("dim", "sizes")
 
-    def __init__(self, dim):
+    def __init__(self, dim, sizes=None):
+        from . import _core  # (an ArgumentError is a TypeError too)
         if not isinstance(dim, int) or isinstance(dim, bool):
-            from . import _core  # (an ArgumentError is a TypeError too)
             raise _core.ArgumentError(f"Shard: dim must be an int, got {type(dim).__name__}")
         self.dim = dim
+        self.sizes = None
+        if sizes is not None:
+            try:
+                sizes = tuple(sizes)
+            except TypeError:
+                raise _core.ArgumentError(
+                    f"Shard: sizes must be a sequence of ints, got {type(sizes).__name__}"
+                ) from None
+            for i, n in enumerate(sizes):
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    raise _core.ArgumentError(
+                        f"Shard({dim}): sizes[{i}] is {n!r}, must be an int >= 0")
+            if not sizes:
+                raise _core.ArgumentError(f"Shard({dim}): sizes is empty (one size per rank "
+                                          "of the mesh dim)")
+            self.sizes = sizes
 
     def _args(self):
-        return (self.dim,)
+        return (self.dim,) if self.sizes is None else (self.dim, self.sizes)
+
+    def __repr__(self):
+        if self.sizes is None:
+            return f"Shard({self.dim!r})"
+        return f"Shard({self.dim!r}, sizes={self.sizes!r})"
 
     def __str__(self):
-        return f"S({self.dim})"
+        if self.sizes is None:
+            return f"S({self.dim})"
+        return f"S({self.dim}){{{','.join(str(n) for n in self.sizes)}}}"
 
     def is_shard(self, dim=None):
         return dim is None or dim == self.dim

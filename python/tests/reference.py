@@ -12,13 +12,21 @@ def chunk(length, n, r):
 
 def block(shape, mesh_shape, placements, coord):
     """The slices of the block a rank at `coord` holds: Shard(d) on mesh dim i splits the
-    current block's dim d, in mesh-dim order; Replicate and Partial keep it."""
+    current block's dim d, in mesh-dim order; a ragged S(d){n0,n1,...} gives coordinate c
+    n_c after the sum of those before it; Replicate and Partial keep it."""
     lo = [0] * len(shape)
     size = list(shape)
     for i, p in enumerate(placements):
+        p = str(p)
         if p.startswith("S("):
-            d = int(p[2:-1]) % len(shape)
-            off, n = chunk(size[d], mesh_shape[i], coord[i])
+            head, _, sizes = p.partition("{")
+            d = int(head[2:-1]) % len(shape)
+            if sizes:
+                sizes = [int(x) for x in sizes.rstrip("}").split(",")]
+                assert sum(sizes) == size[d], (p, size[d])
+                off, n = sum(sizes[:coord[i]]), sizes[coord[i]]
+            else:
+                off, n = chunk(size[d], mesh_shape[i], coord[i])
             lo[d] += off
             size[d] = n
     return tuple(slice(a, a + n) for a, n in zip(lo, size))

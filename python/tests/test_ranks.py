@@ -44,6 +44,22 @@ def full_tensor(rng, shape, dtype):
     return x.astype(dtype)
 
 
+def check_one(local, kept, mesh, src, dst, shape, want, how, what):
+    """One redistribute (how: 0 plain, 1 into out=, 2 async) against want, the input kept."""
+    dtype = want.dtype
+    if how == 1:
+        out = np.full(want.shape, 99, dtype)
+        got = dtr.redistribute(local, mesh, src, dst, shape=shape, out=out)
+        assert got is out, what
+    elif how == 2:
+        got = dtr.redistribute(local, mesh, src, dst, shape=shape, async_op=True).wait()
+    else:
+        got = dtr.redistribute(local, mesh, src, dst, shape=shape)
+    assert got.dtype == dtype and got.shape == want.shape, what
+    assert np.array_equal(got, want), what
+    assert np.array_equal(local, kept), what + ": the input was written"
+
+
 def test_random_changes_within_one_mesh():
     comm = world()
     rank, n = comm.Get_rank(), comm.Get_size()
@@ -55,20 +71,85 @@ def test_random_changes_within_one_mesh():
         coord = coords(mesh_shape)[rank]
         local = local_input(full, mesh_shape, src, coord, SEED + case)
         kept = local.copy()
-        how = case % 3  # plain, into out=, async
         want = full[block(shape, mesh_shape, dst, coord)]
         what = f"case {case} (seed {SEED}): mesh {mesh_shape} {src} -> {dst} shape {shape} {dtype.__name__}"
-        if how == 1:
-            out = np.full(want.shape, 99, dtype)
-            got = dtr.redistribute(local, mesh, src, dst, shape=shape, out=out)
-            assert got is out, what
-        elif how == 2:
-            got = dtr.redistribute(local, mesh, src, dst, shape=shape, async_op=True).wait()
+        check_one(local, kept, mesh, src, dst, shape, want, case % 3, what)
+
+
+def ragged_sizes(rng, n, length):
+    """n sizes summing to length, zeros now and then (a run of them on the last ranks)."""
+    sizes = [0] * n
+    for x in rng.integers(0, n, size=length):
+        sizes[int(x)] += 1
+    if n > 1 and rng.integers(3) == 0:
+        sizes[0] += sizes[-1]
+        sizes[-1] = 0
+    return sizes
+
+
+def raggedize(rng, mesh_shape, placements, shape, objects):
+    """The first shard of each tensor dim (mesh-dim order) made ragged one time in two, as
+    text or as dtr.Shard(d, sizes=...)."""
+    out, seen = [], set()
+    for i, p in enumerate(placements):
+        if p.startswith("S(") and p not in seen and rng.integers(2) == 0:
+            d = int(p[2:-1])
+            sizes = ragged_sizes(rng, mesh_shape[i], shape[d])
+            p = dtr.Shard(d, sizes=sizes) if objects else f"S({d}){{{','.join(map(str, sizes))}}}"
+        if str(p).startswith("S("):
+            seen.add(str(p).partition("{")[0])
+        out.append(p)
+    return out
+
+
+def test_random_ragged_changes_within_one_mesh():
+    """Ragged shards (S(d){sizes}) from, to and on both sides, every element against the
+    reference; they move box by box as between meshes do, single, into out= and async."""
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(SEED + 7)
+    ragged = 0
+    for case in range(80):
+        mesh_shape, src, dst, shape, dtype = draw_case(rng, n)
+        if case % 2 == 0:  # (a Partial other than sum is reduced on its mesh: not yet)
+            src = [p if not p.startswith("P") else "R" for p in src]
         else:
-            got = dtr.redistribute(local, mesh, src, dst, shape=shape)
-        assert got.dtype == dtype and got.shape == want.shape, what
-        assert np.array_equal(got, want), what
-        assert np.array_equal(local, kept), what + ": the input was written"
+            src = [p if p != "P(max)" else "P(sum)" for p in src]
+            if not np.issubdtype(dtype, np.floating):  # (summed at the receivers: floats)
+                dtype = np.float64
+        objects = case % 4 == 1
+        src = raggedize(rng, mesh_shape, src, shape, objects)
+        dst = raggedize(rng, mesh_shape, dst, shape, objects)
+        if "{" not in "".join(map(str, src + dst)):
+            continue
+        ragged += 1
+        full = full_tensor(rng, shape, dtype)
+        mesh = dtr.Mesh(mesh_shape)
+        coord = coords(mesh_shape)[rank]
+        tsrc = [str(p) for p in src]
+        local = local_input(full, mesh_shape, tsrc, coord, SEED + case)
+        kept = local.copy()
+        want = full[block(shape, mesh_shape, [str(p) for p in dst], coord)]
+        what = (f"case {case} (seed {SEED}): mesh {mesh_shape} {tsrc} -> "
+                f"{[str(p) for p in dst]} shape {shape} {dtype.__name__}")
+        check_one(local, kept, mesh, src, dst, shape, want, case % 3, what)
+    assert ragged >= 20, ragged
+
+
+def test_a_batch_with_ragged_shards_within_one_mesh():
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(SEED + 8)
+    ms = (n,)
+    fulls = [full_tensor(rng, (int(rng.integers(0, 12)), 3), np.float32) for _ in range(4)]
+    srcs = [[dtr.Shard(0, sizes=ragged_sizes(rng, n, f.shape[0]))] for f in fulls]
+    third = ",".join(map(str, ragged_sizes(rng, n, fulls[2].shape[0])))
+    dsts = [["R"], ["S(1)"], [f"S(0){{{third}}}"], [dtr.Shard(1, sizes=ragged_sizes(rng, n, 3))]]
+    coord = coords(ms)[rank]
+    ins = [f[block(f.shape, ms, [str(s[0])], coord)] for f, s in zip(fulls, srcs)]
+    got = dtr.redistribute_many(ins, dtr.Mesh(n), srcs, dsts, shapes=[f.shape for f in fulls])
+    for i, (f, d) in enumerate(zip(fulls, dsts)):
+        assert np.array_equal(got[i], f[block(f.shape, ms, [str(d[0])], coord)]), (i, srcs[i], d)
 
 
 def rank_sets(rng, n):

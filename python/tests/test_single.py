@@ -57,6 +57,31 @@ def test_placement_objects():
     assert texts([dtr.Shard(1), "Replicate()", dtr.Partial("max")]) == ("S(1)", "R", "P(max)")
 
 
+def test_ragged_shards_as_objects_text_and_layouts():
+    p = dtr.Shard(0, sizes=(3, 0, 5, 2))
+    assert str(p) == "S(0){3,0,5,2}" and repr(p) == "Shard(0, sizes=(3, 0, 5, 2))"
+    assert p == dtr.Shard(0, sizes=[3, 0, 5, 2]) != dtr.Shard(0) != dtr.Shard(0, sizes=(2, 5, 0, 3))
+    assert len({p, dtr.Shard(0, sizes=(3, 0, 5, 2)), dtr.Shard(0)}) == 2
+    assert dtr._core._placement_texts([p, "R"]) == ("S(0){3,0,5,2}", "R")
+    mesh = dtr.Mesh(4)
+    blocks = [(b.local_shape, b.global_offset) for b in dtr.layout(mesh, (10, 3), [p])]
+    assert blocks == [((3, 3), (0, 0)), ((0, 3), (10, 0)), ((5, 3), (3, 0)), ((2, 3), (8, 0))]
+    assert [b.local_shape for b in dtr.layout(mesh, (10, 3), "S(0){3,0,5,2}")] == \
+        [b for b, _ in blocks]
+    with pytest.raises(dtr.ArgumentError, match=r"sizes\[1\] is -1, must be an int >= 0"):
+        dtr.Shard(0, sizes=(1, -1))
+    with pytest.raises(dtr.ArgumentError, match="sizes is empty"):
+        dtr.Shard(0, sizes=())
+    with pytest.raises(dtr.ArgumentError, match="sizes must be a sequence of ints"):
+        dtr.Shard(0, sizes=3)
+    with pytest.raises(dtr.ArgumentError, match=r"S\(0\)\{3,0,5,3\}: sizes sum to 11, but tensor dim 0 has length 10"):
+        dtr.layout(mesh, (10, 3), [dtr.Shard(0, sizes=(3, 0, 5, 3))])
+    with pytest.raises(dtr.ArgumentError, match=r"S\(0\)\{5,5\}: 2 sizes for mesh dim 0 of 4 ranks"):
+        dtr.layout(mesh, (10, 3), "S(0){5,5}")
+    with pytest.raises(dtr.ArgumentError, match=r"R takes no sizes"):
+        dtr.layout(mesh, (10, 3), "R{5,5}")
+
+
 def test_torch_named_placements_by_their_fields():
     # torch's own classes are read by name and fields; these stand-ins have torch's names
     Shard = type("Shard", (), {"__init__": lambda s, d: setattr(s, "dim", d)})

@@ -78,7 +78,10 @@ dtr_status_t dtr_change_create(int n, const dtr_spec_t *src, const dtr_spec_t *d
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, C, "%s[0]: not initialised (dtr_spec_init)",
                           src[0].mesh == NULL ? "src" : "dst");
     dtr_change_options_t none = {0}, o = opts != NULL ? *opts : none;
+    /* Ragged shards move as a change between meshes does, box by box, even on one mesh. */
     bool between = o.between_meshes || !dtr_mesh_equal(src[0].mesh, dst[0].mesh);
+    for (int i = 0; i < n && !between; i++)
+        between = dtr_spec_ragged(&src[i]) || dtr_spec_ragged(&dst[i]);
     DTR_CHECK(dtr__change_options(&o, between));
     dtr_change_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, C, "the change");

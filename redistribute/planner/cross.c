@@ -247,11 +247,7 @@ static uint64_t dtr__spec_hash(uint64_t h, const dtr_spec_t *s) {
     h = dtr__fnv(h, (int64_t)dtr__mesh_hash(s->mesh));
     h = dtr__fnv(dtr__fnv(h, s->ndim), s->dtype);
     for (int d = 0; d < s->ndim; d++) h = dtr__fnv(h, s->shape[d]);
-    for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++) {
-        dtr_placement_t q = s->placements[i];
-        int64_t detail = q.kind == DTR_SHARD ? (int64_t)q.dim : (int64_t)q.op;
-        h = dtr__fnv(dtr__fnv(dtr__fnv(h, q.kind), detail), q.order);
-    }
+    for (int i = 0; i < dtr_mesh_ndims(s->mesh); i++) h = dtr__placement_hash(h, s->placements[i]);
     return h;
 }
 

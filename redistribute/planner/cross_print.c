@@ -27,8 +27,7 @@ static void dtr__mesh_ranks(FILE *out, const dtr_mesh_t *mesh, int64_t max) {
 static void dtr__side(FILE *out, const dtr_spec_t *s, bool json, bool batch) {
     char mesh[128], pl[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
     dtr_mesh_format(s->mesh, mesh, sizeof mesh);
-    if (dtr_placements_format(s->placements, dtr_mesh_ndims(s->mesh), pl, sizeof pl) != DTR_OK)
-        snprintf(pl, sizeof pl, "?");
+    dtr_placements_describe(s->placements, dtr_mesh_ndims(s->mesh), pl, sizeof pl);
     if (!json) {
         fprintf(out, "mesh %s (ranks ", mesh);
         dtr__mesh_ranks(out, s->mesh, 16);
@@ -44,11 +43,8 @@ static void dtr__side(FILE *out, const dtr_spec_t *s, bool json, bool batch) {
     fputc(']', out);
     if (!batch) {
         /* the placements as a list, one item per mesh dim ("S(0)", "R") */
-        fprintf(out, ",\"dtype\":\"%s\",\"placements\":[\"", dtr_dtype_name(s->dtype));
-        for (const char *c = pl; *c != '\0'; c++)
-            if (*c == ',') fputs("\",\"", out);
-            else fputc(*c, out);
-        fputs("\"]", out);
+        fprintf(out, ",\"dtype\":\"%s\",\"placements\":", dtr_dtype_name(s->dtype));
+        dtr_placements_print_json(out, s->placements, dtr_mesh_ndims(s->mesh));
     }
     fputc('}', out);
 }
@@ -126,14 +122,14 @@ static void dtr__box(char *buf, size_t len, const dtr__xmsg_t *m, int nd) {
 static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool batch) {
     char shape[256], from[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX], to[sizeof from];
     dtr_shape_format(x->src.shape, x->src.ndim, shape, sizeof shape);
-    dtr_placements_format(x->src.placements, dtr_mesh_ndims(x->src.mesh), from, sizeof from);
-    dtr_placements_format(x->dst.placements, dtr_mesh_ndims(x->dst.mesh), to, sizeof to);
+    dtr_placements_describe(x->src.placements, dtr_mesh_ndims(x->src.mesh), from, sizeof from);
+    dtr_placements_describe(x->dst.placements, dtr_mesh_ndims(x->dst.mesh), to, sizeof to);
     if (batch)
         fprintf(out, "  tensor %d: shape %s %s %s -> %s %s", t, shape, dtr_dtype_name(x->src.dtype),
                 from, dtr_dtype_name(x->dst.dtype), to);
     if (x->has_pre) {
         char mid[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
-        dtr_placements_format(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
+        dtr_placements_describe(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
         fprintf(out, "%sfirst, on the source mesh (to %s %s):", batch ? "; " : "  ", mid,
                 dtr_dtype_name(x->mid.dtype));
         for (int k = 0; k < x->pre->nsteps; k++)

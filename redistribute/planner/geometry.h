@@ -155,6 +155,8 @@ bool dtr__pieces_in_share(const dtr__balance_t *b, dtr__piece_iter_t *it, __int1
 bool dtr__balance_find(const dtr__balance_t *b, const int64_t *target, __int128 *pos,
                        __int128 *count, int64_t *lo, int64_t *ext, int64_t *tlo);
 
+/* A placement mixed into h, ragged sizes included (plan.c; the cross plans' hash too). */
+uint64_t dtr__placement_hash(uint64_t h, dtr_placement_t p);
 /* Hashes of what the ranks of a call must share (plan.c): a plan's specs, strategy and steps;
  * a batch's member plans and rounds (stored in it by dtr_batch_plan_create). */
 uint64_t dtr__plan_hash(const dtr_plan_t *plan);

@@ -465,12 +465,16 @@ void dtr__plan_finish(const dtr__ctx_t *ctx, const dtr_spec_t *src, const dtr_sp
 
 /* ---- hashes for the ranks' argument agreement (internal.h) ---- */
 
-/* A placement as one number: its kind, its dim or op, and a shard's place in its dim's
- * order (ranks whose shard orders differ hold different layouts). */
-static int64_t dtr__placement_key(dtr_placement_t p) {
+/* A placement into h: its kind, its dim or op, a shard's place in its dim's order and a
+ * ragged shard's sizes (ranks whose orders or sizes differ hold different layouts). */
+uint64_t dtr__placement_hash(uint64_t h, dtr_placement_t p) {
     int64_t detail = p.kind == DTR_SHARD ? (int64_t)p.dim : p.kind == DTR_PARTIAL ? (int64_t)p.op : 0;
     int64_t order = p.kind == DTR_SHARD ? (int64_t)p.order : 0;
-    return order * 1000000 + (int64_t)p.kind * 1000 + detail;
+    h = dtr__fnv(h, order * 1000000 + (int64_t)p.kind * 1000 + detail);
+    if (p.kind != DTR_SHARD || p.nsizes == 0) return h;
+    h = dtr__fnv(h, -(int64_t)p.nsizes);
+    for (int k = 0; k < p.nsizes; k++) h = dtr__fnv(h, p.sizes[k]);
+    return h;
 }
 
 uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
@@ -481,7 +485,7 @@ uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
         h = dtr__fnv(h, sp[k]->ndim);
         h = dtr__fnv(h, sp[k]->dtype);
         for (int d = 0; d < sp[k]->ndim; d++) h = dtr__fnv(h, sp[k]->shape[d]);
-        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(sp[k]->placements[i]));
+        for (int i = 0; i < mdims; i++) h = dtr__placement_hash(h, sp[k]->placements[i]);
     }
     h = dtr__fnv(h, plan->strategy);
     h = dtr__fnv(h, plan->seed_blocks);
@@ -493,7 +497,7 @@ uint64_t dtr__plan_hash(const dtr_plan_t *plan) {
         h = dtr__fnv(h, s->mesh_dim);
         h = dtr__fnv(h, s->tensor_dim);
         h = dtr__fnv(h, s->tensor_dim2);
-        for (int i = 0; i < mdims; i++) h = dtr__fnv(h, dtr__placement_key(s->after[i]));
+        for (int i = 0; i < mdims; i++) h = dtr__placement_hash(h, s->after[i]);
     }
     return h;
 }

@@ -157,7 +157,8 @@ dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const cha
         dtr_placement_t p = spec->placements[i];
         if ((unsigned)p.kind >= DTR_PLACEMENT_KIND_LAST ||
             (p.kind == DTR_SHARD && (p.dim < 0 || p.dim >= spec->ndim || p.order < 0 ||
-                                     p.order >= DTR_MAX_MESH_DIMS || p.split_factor > 1)) ||
+                                     p.order >= DTR_MAX_MESH_DIMS || p.split_factor > 1 ||
+                                     p.nsizes < 0 || (p.nsizes > 0 && p.sizes == NULL))) ||
             (p.kind == DTR_PARTIAL && (unsigned)p.op >= DTR_REDUCE_OP_LAST))
             return dtr__error(DTR_ERR_INVALID_ARGUMENT, func,
                               "%s: placements[%d] not initialised by dtr_spec_init", name, i);
@@ -180,6 +181,12 @@ static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst
         return dtr__error(DTR_ERR_UNSUPPORTED, func,
                           "dst: its mesh differs from src's (redistribution across meshes is not "
                           "supported)");
+    if (dtr_spec_ragged(src) || dtr_spec_ragged(dst))
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "%s: a ragged shard (S(d){sizes}) is not planned within one mesh yet; "
+                          "a change between meshes moves it (dtr_cross_plan_create, dtr run "
+                          "--to-mesh)",
+                          dtr_spec_ragged(src) ? "src" : "dst");
     char a[256], b[256];
     if (src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) != 0) {
         dtr_shape_format(src->shape, src->ndim, a, sizeof a);

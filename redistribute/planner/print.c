@@ -3,15 +3,11 @@
 
 #include "redistribute/planner/internal.h"
 
-static void dtr__placements_text(const dtr_placement_t *pl, int n, char *buf, size_t len) {
-    if (dtr_placements_format(pl, n, buf, len) != DTR_OK) snprintf(buf, len, "?");
-}
-
 /* A step's from and to: one placement, or the whole list for an exchange. */
 static void dtr__step_from_to(const dtr_step_t *s, char *a, char *b, size_t len) {
     if (dtr__kind_of(s)->whole_mesh) {
-        dtr__placements_text(s->before, s->nplacements, a, len);
-        dtr__placements_text(s->after, s->nplacements, b, len);
+        dtr_placements_describe(s->before, s->nplacements, a, len);
+        dtr_placements_describe(s->after, s->nplacements, b, len);
     } else {
         dtr_placement_format(s->from, a, len);
         dtr_placement_format(s->to, b, len);
@@ -37,8 +33,8 @@ dtr_status_t dtr_plan_print(const dtr_plan_t *plan, FILE *out) {
     dtr_mesh_format(plan->src.mesh, mesh, sizeof mesh);
     dtr_shape_format(plan->src.shape, plan->src.ndim, shape, sizeof shape);
     int m = dtr_mesh_ndims(plan->src.mesh);
-    dtr__placements_text(plan->src.placements, m, from, sizeof from);
-    dtr__placements_text(plan->dst.placements, m, to, sizeof to);
+    dtr_placements_describe(plan->src.placements, m, from, sizeof from);
+    dtr_placements_describe(plan->dst.placements, m, to, sizeof to);
     fprintf(out, "plan %s%s", plan->backward ? "(backward) " : "", dtr_strategy_name(plan->strategy));
     if (plan->strategy == DTR_STRATEGY_OPTIMAL && plan->chosen_by != NULL)
         fprintf(out, " (best candidate: %s)", plan->chosen_by);
@@ -182,8 +178,8 @@ dtr_status_t dtr_batch_plan_print(const dtr_batch_plan_t *plan, FILE *out) {
         char shape[256], from[160], to[160];
         int m = dtr_mesh_ndims(p->src.mesh);
         dtr_shape_format(p->src.shape, p->src.ndim, shape, sizeof shape);
-        dtr__placements_text(p->src.placements, m, from, sizeof from);
-        dtr__placements_text(p->dst.placements, m, to, sizeof to);
+        dtr_placements_describe(p->src.placements, m, from, sizeof from);
+        dtr_placements_describe(p->dst.placements, m, to, sizeof to);
         fprintf(out, "  tensor %-3d %s %s, %s -> %s: %d steps\n", t, shape,
                 dtr_dtype_name(p->src.dtype), from, to, p->nsteps);
     }

@@ -103,8 +103,7 @@ static void dtr__svg_spec_title(const dtr_spec_t *s, const char *side, char *buf
     char shape[128], mesh[96], pl[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
     dtr_shape_format(s->shape, s->ndim, shape, sizeof shape);
     dtr_mesh_format(s->mesh, mesh, sizeof mesh);
-    if (dtr_placements_format(s->placements, dtr_mesh_ndims(s->mesh), pl, sizeof pl) != DTR_OK)
-        snprintf(pl, sizeof pl, "?");
+    dtr_placements_describe(s->placements, dtr_mesh_ndims(s->mesh), pl, sizeof pl);
     snprintf(buf, len, "%s%s %s on mesh %s: %s%s", side, shape, dtr_dtype_name(s->dtype), mesh,
              pl, s->ndim > 2 ? " (dims 1.. flattened)" : "");
 }
@@ -446,7 +445,7 @@ static dtr_status_t dtr__svg_cross(FILE *out, const dtr_cross_plan_t *p, const c
     char pre[512] = "";
     if (x->has_pre) { /* what runs on the source mesh first, which the matrix's senders hold */
         char mid[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
-        dtr_placements_format(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
+        dtr_placements_describe(x->mid.placements, dtr_mesh_ndims(x->mid.mesh), mid, sizeof mid);
         size_t at = (size_t)snprintf(pre, sizeof pre, "first, on the source mesh, to %s %s:", mid,
                                      dtr_dtype_name(x->mid.dtype));
         for (int k = 0; k < x->pre->nsteps && at < sizeof pre; k++)

@@ -59,6 +59,33 @@ static inline void nest_in_orders(int mdims, const int64_t *msize, int ndim, int
     random_orders(mdims, dst);
 }
 
+/* Ragged shards: for each tensor dim, the first mesh dim of its order (of more than one rank)
+ * made ragged one time in two, with random sizes (zeros now and then) summing to the dim's
+ * length, kept in sizes[mesh dim] (dtr_spec_init copies them). Returns how many. */
+static inline int raggedize(const dtr_mesh_t *mesh, dtr_placement_t *pl, const int64_t *shape,
+                            int ndim, int64_t sizes[][64]) {
+    int made = 0, m = dtr_mesh_ndims(mesh);
+    for (int d = 0; d < ndim; d++) {
+        int first = -1;
+        for (int i = 0; i < m; i++)
+            if (pl[i].kind == DTR_SHARD && pl[i].dim == d &&
+                (first < 0 || pl[i].order < pl[first].order))
+                first = i;
+        int64_t n = first < 0 ? 0 : dtr_mesh_size(mesh, first);
+        if (n < 2 || n > 64 || pick(2) != 0) continue;
+        for (int64_t c = 0; c < n; c++) sizes[first][c] = 0;
+        for (int64_t x = 0; x < shape[d]; x++) sizes[first][pick((int)n)]++;
+        if (pick(3) == 0) { /* the last rank's share moved to the first: an empty shard */
+            sizes[first][0] += sizes[first][n - 1];
+            sizes[first][n - 1] = 0;
+        }
+        pl[first].nsizes = (int32_t)n;
+        pl[first].sizes = sizes[first];
+        made++;
+    }
+    return made;
+}
+
 /* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
 static inline dtr_mesh_t *random_mesh(int world, int n) {
     int64_t sizes[3];

@@ -147,6 +147,7 @@ def files_of(root):
 
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"'(\\.|[^'\\\n])'", "' '", text)  # ('{' is no brace, '"' no string)
     return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
 
 

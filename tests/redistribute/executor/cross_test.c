@@ -5,7 +5,8 @@
  * each over a random subset of the world's ranks in a random order (so the two are disjoint,
  * overlap, or are the same ranks reshaped or permuted, and some ranks are in neither), a
  * shape of 0 to 3 dims with uneven and zero lengths, random placements (Partial of one op on
- * the source, Shard and Replicate on the destination, shard orders now and then), every
+ * the source, Shard and Replicate on the destination, shard orders now and then, ragged
+ * shards (S(d){sizes}) on either side or both one tensor in three), every
  * dtype, now and then a cast; one case in three relabeled, one in four under a random
  * staging cap (many rounds of chunks), one in five a batch of up to three tensors between
  * the same meshes, one in three through the non-blocking calls (_start, then
@@ -46,7 +47,7 @@ typedef struct {
     dtr_spec_t src[3], dst[3];
     bool relabel;
     int64_t cap;
-    char text[1024];
+    char text[4096];
 } xcase_t;
 
 static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16, DTR_I32,
@@ -81,10 +82,22 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     dtr_dtype_t to = dtype;
     if ((k + t) % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
         to = dtype == DTR_F32 ? DTR_BF16 : DTR_F32;
+    /* one tensor in three with ragged shards (S(d){sizes}), from, to or both; a ragged
+     * source's Partial is summed at the receivers, so it stays only where that can be */
+    int64_t sa[3][64], sb[3][64];
+    if (pick(3) == 0) {
+        bool ragged = raggedize(c->mesh[0], pa, shape, ndim, sa) > 0;
+        raggedize(c->mesh[1], pb, shape, ndim, sb);
+        bool summed = op == DTR_REDUCE_SUM && to == dtype && dtr_dtype_info(dtype)->is_float &&
+                      !complex && !storage && c->cap == 0 && k % 5 != 2; /* (2: at the source) */
+        for (int i = 0; ragged && i < dtr_mesh_ndims(c->mesh[0]); i++)
+            if (pa[i].kind == DTR_PARTIAL && (!summed || dtr_mesh_size(c->mesh[0], i) == 1))
+                pa[i] = dtr_replicate();
+    }
     if (dtr_spec_init(&c->src[t], c->mesh[0], pa, dtr_mesh_ndims(c->mesh[0]), shape, ndim, dtype) != DTR_OK ||
         dtr_spec_init(&c->dst[t], c->mesh[1], pb, dtr_mesh_ndims(c->mesh[1]), shape, ndim, to) != DTR_OK)
         return false;
-    char sh[64], fa[96], fb[96];
+    char sh[64], fa[512], fb[512];
     dtr_shape_format(shape, ndim, sh, sizeof sh);
     dtr_placements_format(pa, dtr_mesh_ndims(c->mesh[0]), fa, sizeof fa);
     dtr_placements_format(pb, dtr_mesh_ndims(c->mesh[1]), fb, sizeof fb);
@@ -356,6 +369,48 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
     return bad;
 }
 
+/* The last rank alone with other ragged sizes (the same sum, other blocks): its plan differs,
+ * so every rank fails with MISMATCH, nothing written, and the next call runs. */
+static int other_sizes(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
+    dtr_mesh_t *a = NULL;
+    int64_t n = world, shape[2] = {3 * world, 2}, sizes[64];
+    dtr_mesh_create(1, &n, NULL, 0, &a);
+    for (int k = 0; k < world; k++) sizes[k] = 3;
+    if (rank == world - 1) sizes[0] = 4, sizes[1] = 2;
+    dtr_placement_t ps = dtr_shard(0), pd = dtr_shard(1);
+    ps.nsizes = world;
+    ps.sizes = sizes;
+    dtr_spec_t src, dst;
+    dtr_spec_init(&src, a, &ps, 1, shape, 2, DTR_F32);
+    dtr_spec_init(&dst, a, &pd, 1, shape, 2, DTR_F32);
+    dtr_cross_plan_t *plan = NULL;
+    int bad = dtr_cross_plan_create(&src, &dst, NULL, &plan) != DTR_OK;
+    dtr_layout_t sl, dl;
+    dtr_spec_layout(&src, rank, &sl);
+    dtr_spec_layout(&dst, rank, &dl);
+    float in[64] = {0}, out[64];
+    for (int k = 0; k < 64; k++) out[k] = -1;
+    dtr_status_t st = bad ? DTR_OK : dtr_redistribute_cross(ctx, plan, in, (size_t)sl.bytes, out, (size_t)dl.bytes);
+    if (bad || st != DTR_ERR_MISMATCH || out[0] != -1) {
+        snprintf(why, len, "the last rank's other ragged sizes: %s (%s)", dtr_status_name(st),
+                 dtr_last_error());
+        bad = 1;
+    }
+    dtr_cross_plan_destroy(plan);
+    ps.sizes = sizes;
+    for (int k = 0; k < world; k++) sizes[k] = 3; /* the same sizes everywhere again */
+    dtr_spec_init(&src, a, &ps, 1, shape, 2, DTR_F32);
+    dtr_spec_layout(&src, rank, &sl);
+    if (!bad && (dtr_cross_plan_create(&src, &dst, NULL, &plan) != DTR_OK ||
+                 dtr_redistribute_cross(ctx, plan, in, (size_t)sl.bytes, out, (size_t)dl.bytes) != DTR_OK)) {
+        snprintf(why, len, "the good call after other ragged sizes: %s", dtr_last_error());
+        bad = 1;
+    }
+    dtr_cross_plan_destroy(plan);
+    dtr_mesh_destroy(a);
+    return bad;
+}
+
 /* The MPI backend with its all-to-all-v counted: started, and completed by test or wait. */
 static dtr_backend_ops_t counted;
 static int a2a_started, a2a_completed;
@@ -522,6 +577,7 @@ int main(int argc, char **argv) {
     }
     if (fctx != NULL) ctx = fctx, fake_st = fake_device_state();
     int kinds[3] = {0, 0, 0}; /* disjoint, overlapping, the same set of ranks */
+    int ragged = 0;           /* cases with ragged shards */
     for (int k = 0; k < cases; k++) {
         rng_state = seed * 1000003ull + (uint64_t)k;
         xcase_t c;
@@ -547,6 +603,8 @@ int main(int argc, char **argv) {
             shared += dtr_mesh_coord(c.mesh[0], r, coord) == DTR_OK && dtr_mesh_coord(c.mesh[1], r, coord) == DTR_OK;
         }
         kinds[shared == 0 ? 0 : shared == na && shared == nb ? 2 : 1]++;
+        for (int t = 0, any = 0; t < c.n && !any; t++)
+            ragged += any = dtr_spec_ragged(&c.src[t]) || dtr_spec_ragged(&c.dst[t]);
         dtr_mesh_destroy(c.mesh[0]);
         dtr_mesh_destroy(c.mesh[1]);
     }
@@ -562,6 +620,7 @@ int main(int argc, char **argv) {
     }
     char why[512] = "";
     int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0;
+    if (!bad && world >= 2) bad = other_sizes(ctx, rank, world, why, sizeof why);
     if (!bad) bad = out_of_comm(ctx, rank, world, why, sizeof why);
     if (!bad && world >= 2 && job.mpi) bad = start_returns_in_flight(rank, why, sizeof why);
     if (bad) printf("FAIL hostile: rank %d: %s\n", rank, why);
@@ -574,6 +633,10 @@ int main(int argc, char **argv) {
         printf("FAIL: no case's plan summed a Partial at the receivers\n");
         failed++;
     }
+    if (rank == 0 && world >= 2 && cases >= 50 && ragged == 0) {
+        printf("FAIL: no case drew a ragged shard\n");
+        failed++;
+    }
     if (rank == 0 && world >= 2 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
         printf("FAIL: the draws missed a kind of rank sets (disjoint %d, overlapping %d, the same %d)\n",
                kinds[0], kinds[1], kinds[2]);
@@ -581,9 +644,10 @@ int main(int argc, char **argv) {
     }
     if (rank == 0)
         printf("cross on %d ranks (%s), seed %llu: rank sets disjoint %d, overlapping %d, the "
-               "same %d; %d plans summed a Partial at the receivers\ncross: %d passed, %d failed\n",
+               "same %d; %d plans summed a Partial at the receivers; %d cases with ragged "
+               "shards\ncross: %d passed, %d failed\n",
                world, job.backend, (unsigned long long)seed, kinds[0], kinds[1], kinds[2], summed,
-               passed, failed);
+               ragged, passed, failed);
     test_job_end(&job);
     return failed > 0;
 }
