@@ -331,7 +331,7 @@ static dtr_status_t dtr__build(dtr_cross_plan_t *p, const dtr_cost_model_t *cost
         st = dtr__mesh_union(p->t[0].src.mesh, p->t[0].dst.mesh, "dtr_cross_plan_create",
                              &p->ranks, &p->nranks);
     if (st == DTR_OK) st = dtr__positions(p);
-    if (st == DTR_OK) st = dtr__xkind_boxes(p);
+    if (st == DTR_OK) st = dtr__xkind_boxes(p, cost);
     if (st == DTR_OK) st = dtr__xrounds(p);
     if (st == DTR_OK) st = dtr__pre_batches(p, cost);
     if (st == DTR_OK) st = dtr__figures(p, cost);

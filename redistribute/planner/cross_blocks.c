@@ -274,3 +274,37 @@ dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts) {
     }
     return DTR_OK;
 }
+
+dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t item,
+                         int64_t min_bytes) {
+    int64_t n = ps->n, *sent = calloc((size_t)b->nclasses + 1, sizeof *sent);
+    if (sent == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld blocks", (long long)b->nclasses);
+    for (int64_t i = 0; i < n; i++)
+        if (!dtr__xholds(b, ps->v[i].cls, ps->v[i].to)) sent[ps->v[i].cls]++;
+    dtr_status_t st = DTR_OK;
+    for (int64_t i = 0; i < n && st == DTR_OK; i++) {
+        dtr__xpiece_t x = ps->v[i];
+        int64_t h = b->first[x.cls + 1] - b->first[x.cls];
+        if (sent[x.cls] == 0 || h <= sent[x.cls] || dtr__xholds(b, x.cls, x.to)) continue;
+        int d = 0;
+        while (d < b->ndim && x.ext[d] < 2) d++;
+        if (d == b->ndim) continue;
+        int64_t s = (h + sent[x.cls] - 1) / sent[x.cls], len = x.ext[d], row = x.numel / len;
+        if (s > len) s = len;
+        if (x.numel * item < s * min_bytes) continue; /* (a piece would not pay its message) */
+        for (int64_t j = 0; j < s && st == DTR_OK; j++) {
+            int64_t size, off;
+            dtr_chunk(len, s, j, &size, &off);
+            dtr__xpiece_t y = x;
+            y.lo[d] = x.lo[d] + off;
+            y.ext[d] = size;
+            y.numel = row * size;
+            if (j == 0)
+                ps->v[i] = y;
+            else
+                st = dtr__piece_push(ps, &y);
+        }
+    }
+    free(sent);
+    return st;
+}

@@ -105,8 +105,11 @@ static dtr_status_t dtr__slots(const dtr_cross_plan_t *p, dtr__xkind_t *k, int *
     return DTR_OK;
 }
 
-/* The boxes of the kind's first tensor (its dst set), made per target. */
-static dtr_status_t dtr__boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k, dtr__xpieces_t *ps) {
+/* The boxes of the kind's first tensor (its dst set), made per target; a replicated block's
+ * shared among its holders where a piece pays for its message (min_bytes: what one moves
+ * in a message's start-up time). */
+static dtr_status_t dtr__boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k, dtr__xpieces_t *ps,
+                               int64_t min_bytes) {
     const dtr__xtensor_t *x = &p->t[k->rep];
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     if (k->b.nclasses == 0) return DTR_OK;
@@ -119,7 +122,7 @@ static dtr_status_t dtr__boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k, dtr__
         if (l.numel > 0) DTR_CHECK(dtr__xtarget_pieces(&k->b, k->rep, to, &l, ps));
         if (x->at_receiver) DTR_CHECK(dtr__xsplit_parts(ps, at, x->parts));
     } while (dtr__xcoord_next(x->dst.mesh, coord));
-    return DTR_OK;
+    return x->at_receiver ? DTR_OK : dtr__xshare(&k->b, ps, k->item, min_bytes);
 }
 
 /* The kind's indexes: its boxes by receiver position (stable), their senders' holder
@@ -160,11 +163,12 @@ static dtr_status_t dtr__index_kind(const dtr_cross_plan_t *p, dtr__xkind_t *k,
 }
 
 /* The kind's boxes, their slots and indexes (the plan's ranks and dsts set). */
-static dtr_status_t dtr__kind_boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k) {
+static dtr_status_t dtr__kind_boxes(const dtr_cross_plan_t *p, dtr__xkind_t *k,
+                                    int64_t min_bytes) {
     dtr__xpieces_t ps = {0};
     int *slot = NULL;
     k->lack = calloc((size_t)k->b.nclasses + 1, sizeof *k->lack);
-    dtr_status_t st = k->lack != NULL ? dtr__boxes(p, k, &ps)
+    dtr_status_t st = k->lack != NULL ? dtr__boxes(p, k, &ps, min_bytes)
                                       : dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "a kind");
     k->n = ps.n;
     k->v = ps.v; /* (the slots index them as made) */
@@ -202,12 +206,15 @@ static dtr_status_t dtr__period(dtr__xkind_t *k) {
     return DTR_OK;
 }
 
-dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p) {
+dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p, const dtr_cost_model_t *cost) {
+    /* (the bytes a message moves in its start-up time, the least a shared piece carries) */
+    double bytes = cost->alpha_us[0] * cost->bandwidth_gbps[0] * 1e3;
+    int64_t min_bytes = bytes < 1 ? 1 : bytes > 1e15 ? (int64_t)1e15 : (int64_t)bytes;
     for (int j = 0; j < p->nkinds; j++) {
         dtr__xkind_t *k = &p->kinds[j];
         dtr__xtensor_t *x = &p->t[k->rep];
         if (x->at_receiver) DTR_CHECK(dtr__xblocks_part(&x->src, &k->b, &x->parts));
-        DTR_CHECK(dtr__kind_boxes(p, k));
+        DTR_CHECK(dtr__kind_boxes(p, k, min_bytes));
         DTR_CHECK(dtr__period(k));
     }
     for (int t = 0; t < p->ntensors; t++) { /* (one pass: each tensor's addends and variant) */

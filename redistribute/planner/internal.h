@@ -346,6 +346,12 @@ dtr_status_t dtr__xblocks_part(const dtr_spec_t *src, dtr__xblocks_t *b, int *pa
 /* The pieces from index `from` on (of one target, from unparted blocks) as one per addend:
  * each one's class made c * parts + k, with copies for addends 1..parts-1 appended. */
 dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts);
+/* Where a block has more holders than boxes to send (targets lacking it), each of its boxes
+ * cut along its first dim of two or more into as many pieces as make one a holder (each at
+ * least min_bytes: a piece must pay for its message), so that the holders share the sends
+ * and the busiest sends its share of the block (the lower bound), not a whole box. */
+dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t item,
+                         int64_t min_bytes);
 /* How many boxes the blocks of b cut non-empty target block t into (without making them). */
 int64_t dtr__xcount_pieces(const dtr__xblocks_t *b, const dtr_layout_t *t);
 
@@ -389,7 +395,7 @@ typedef struct dtr__xstage {
  * the tensors' mids; their boxes and senders, after the plan's ranks; the sender of box i
  * of tensor t; the bytes rank sends and receives (between distinct ranks); freeing. */
 dtr_status_t dtr__xkinds(dtr_cross_plan_t *p);
-dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p);
+dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p, const dtr_cost_model_t *cost);
 /* How many slots a tensor of turn `turn` moves the senders of block cls on: its turn times
  * the block's boxes sent per tensor (so consecutive turns take the next holders, not the
  * same ones shifted by one), modulo the block's holders. */

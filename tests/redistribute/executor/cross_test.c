@@ -8,7 +8,8 @@
  * the source, Shard and Replicate on the destination, shard orders now and then, ragged
  * shards (S(d){sizes}) on either side or both one tensor in three), every
  * dtype, now and then a cast; one case in three relabeled, one in four under a random
- * staging cap (many rounds of chunks), one in five a batch of up to three tensors between
+ * staging cap (many rounds of chunks), one in three planned with no message start-up cost
+ * (a replicated block's boxes cut among its holders), one in five a batch of up to three tensors between
  * the same meshes, one in three through the non-blocking calls (_start, then
  * dtr_request_test). Even cases fill the source with the exact pattern, odd ones with random
  * values (reduction order and precision show). Each case checks every element
@@ -588,6 +589,9 @@ int main(int argc, char **argv) {
         /* where a Partial(sum) is reduced: the planner's choice, or forced either way */
         const char *reduce_at[] = {"receiver", "receiver", "source", "auto", "auto"};
         setenv("DTR_CROSS_REDUCE", reduce_at[k % 5], 1);
+        /* one case in three planned with no message start-up cost: a replicated block's
+         * boxes are then cut among its holders, however small (dtr__xshare) */
+        setenv("DTR_ALPHA_US", k % 3 == 0 ? "0" : "5", 1);
         if (getenv("XTRACE") && rank == 0) printf("  DTR_CROSS_REDUCE=%s\n", reduce_at[k % 5]);
         via_change = k % 4 == 3 && !dtr_mesh_equal(c.mesh[0], c.mesh[1]);
         char why[512] = "";
@@ -629,6 +633,7 @@ int main(int argc, char **argv) {
     else
         passed++;
     unsetenv("DTR_CROSS_REDUCE");
+    unsetenv("DTR_ALPHA_US");
     if (rank == 0 && world >= 2 && cases >= 50 && summed == 0) {
         printf("FAIL: no case's plan summed a Partial at the receivers\n");
         failed++;

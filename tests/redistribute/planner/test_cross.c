@@ -37,6 +37,19 @@ Test(cross, random_changes_tile_every_target_block) {
         char what[512];
         describe(&a, &b, seed, k, what, sizeof what);
         dtr_cross_plan_t *p = NULL;
+        /* with no message start-up cost, a replicated block's boxes are cut among its holders
+         * however small (dtr__xshare): the pieces must tile the targets too */
+        dtr_cost_model_t free_start;
+        dtr_cost_model_default(&free_start);
+        cr_assert_eq(dtr_cost_model_set(&free_start, "0", NULL, NULL), DTR_OK);
+        dtr_cross_options_t cut = {.cost = &free_start};
+        cr_assert_eq(dtr_cross_plan_create(&a, &b, &cut, &p), DTR_OK, "%s: %s", what, dtr_last_error());
+        check_tiling(p, what);
+        dtr_cross_figures_t g;
+        dtr_cross_plan_figures(p, &g);
+        cr_assert_eq(g.recv_bytes_max, g.lower_bound_recv_bytes, "%s (alpha 0)", what);
+        dtr_cross_plan_destroy(p);
+        p = NULL;
         cr_assert_eq(dtr_cross_plan_create(&a, &b, NULL, &p), DTR_OK, "%s: %s", what, dtr_last_error());
         check_tiling(p, what);
         dtr_cross_figures_t f;
@@ -172,6 +185,43 @@ Test(cross, replicas_share_the_sends) {
         dtr_cross_plan_rank_bytes(p, r, &send, &recv);
         cr_expect_eq(send, 16 * 3 * 4, "rank %d sends %lld", r, (long long)send);
     }
+    dtr_cross_plan_destroy(p);
+    dtr_mesh_destroy(a);
+    dtr_mesh_destroy(b);
+}
+
+/* A replicated block's boxes cut among its holders: 2x2 S(0),R to R,S(0) on the same ranks,
+ * 1000x600 f32. Ranks 1 and 2 each lack one block that two ranks hold; whole boxes would
+ * make one holder send all 1.2 MB; cut in two, each holder sends half, the lower bound, in
+ * four messages. A small tensor's boxes go whole (a piece must pay for its message). */
+Test(cross, replicated_blocks_are_cut_among_their_holders) {
+    dtr_mesh_t *a = mesh_of("2x2", NULL, 0), *b = mesh_of("2x2", NULL, 0);
+    const char *shapes[] = {"1000x600", "10x6"};
+    for (int k = 0; k < 2; k++) {
+        dtr_spec_t src = spec_on(a, "S(0),R", shapes[k], DTR_F32), dst = spec_on(b, "R,S(0)", shapes[k], DTR_F32);
+        dtr_cross_plan_t *p = NULL;
+        cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+        check_tiling(p, shapes[k]);
+        dtr_cross_figures_t f;
+        dtr_cross_plan_figures(p, &f);
+        int64_t block = k == 0 ? 500 * 600 * 4 : 5 * 6 * 4;
+        cr_expect_eq(f.lower_bound_send_bytes, block / 2, "%s", shapes[k]);
+        cr_expect_eq(f.send_bytes_max, k == 0 ? block / 2 : block, "%s", shapes[k]);
+        cr_expect_eq(f.messages, k == 0 ? 4 : 2, "%s", shapes[k]);
+        cr_expect_eq(f.recv_bytes_max, block, "%s", shapes[k]);
+        dtr_cross_plan_destroy(p);
+    }
+    /* the same with ragged shards: 1000 rows as 300 and 700, then as 200 and 800 */
+    dtr_spec_t src = spec_on(a, "S(0){300,700},R", "1000x600", DTR_F32);
+    dtr_spec_t dst = spec_on(b, "R,S(0){200,800}", "1000x600", DTR_F32);
+    dtr_cross_plan_t *p = NULL;
+    cr_assert_eq(dtr_cross_plan_create(&src, &dst, NULL, &p), DTR_OK, "%s", dtr_last_error());
+    check_tiling(p, "ragged");
+    dtr_cross_figures_t f;
+    dtr_cross_plan_figures(p, &f);
+    cr_expect_eq(f.send_bytes_max, f.lower_bound_send_bytes, "ragged: %lld over the bound %lld",
+                 (long long)f.send_bytes_max, (long long)f.lower_bound_send_bytes);
+    cr_expect_eq(f.recv_bytes_max, f.lower_bound_recv_bytes);
     dtr_cross_plan_destroy(p);
     dtr_mesh_destroy(a);
     dtr_mesh_destroy(b);
