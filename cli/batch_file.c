@@ -22,6 +22,9 @@
 
 #include "cli/cli.h"
 
+/* The longest string value (a ragged shard's sizes make long placement texts). */
+#define DTR__VALUE_MAX (1 << 20)
+
 typedef struct {
     const char *cmd, *flag, *path, *text;
     size_t pos;
@@ -101,8 +104,8 @@ static int dtr__array(dtr__reader_t *r, char *buf, size_t len) {
 /* One object of string values under `keys` (n of them) into val[k] (the "shape" key's also
  * a JSON array of integers, as the JSON output prints shapes); seen[k] says which were
  * given. Unknown or repeated keys are errors naming them. */
-static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char (*val)[256],
-                       bool *seen) {
+static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char *val,
+                       size_t width, bool *seen) {
     char known[128] = "";
     for (int k = 0; k < n; k++) {
         strcat(known, k ? ", " : "");
@@ -122,9 +125,9 @@ static int dtr__object(dtr__reader_t *r, const char *const *keys, int n, char (*
         if (seen[k]) return dtr__bad(r, "\"%s\" given twice", key);
         seen[k] = any = true;
         if (strcmp(key, "shape") == 0 && dtr__peek(r) == '[')
-            rc = dtr__array(r, val[k], sizeof val[k]);
+            rc = dtr__array(r, val + (size_t)k * width, width);
         else
-            rc = dtr__string(r, val[k], sizeof val[k]);
+            rc = dtr__string(r, val + (size_t)k * width, width);
     }
     if (rc != DTR_EXIT_OK) return rc;
     r->pos++;
@@ -203,6 +206,7 @@ static int dtr__grow(dtr__reader_t *r, void **a, int index, size_t size) {
 typedef struct {
     const dtr_mesh_t *mesh, *mesh_b; /* the sources', the destinations' */
     dtr_spec_t *src, *dst;
+    char (*val)[DTR__VALUE_MAX]; /* [5]: an entry's values, read one entry at a time */
 } dtr__batch_arg_t;
 
 /* One entry: {"shape": .., "dtype": .., "from": .., "to": .., "to_dtype": ..} into the two
@@ -210,15 +214,17 @@ typedef struct {
 static int dtr__batch_entry(dtr__reader_t *r, void *arg, int index) {
     static const char *const keys[5] = {"shape", "dtype", "from", "to", "to_dtype"};
     dtr__batch_arg_t *b = arg;
-    char val[5][256] = {"", "f32", "", "", ""};
+    char (*val)[DTR__VALUE_MAX] = b->val;
+    for (int k = 0; k < 5; k++) val[k][0] = '\0';
+    strcpy(val[1], "f32");
     bool seen[5] = {false, false, false, false, false};
     int rc = dtr__grow(r, (void **)&b->src, index, sizeof *b->src);
     if (rc == DTR_EXIT_OK) rc = dtr__grow(r, (void **)&b->dst, index, sizeof *b->dst);
-    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 5, val, seen);
+    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 5, val[0], DTR__VALUE_MAX, seen);
     if (rc != DTR_EXIT_OK) return rc;
     for (int k = 0; k < 4; k++)
         if (k != 1 && !seen[k]) return dtr__bad(r, "\"%s\" is missing", keys[k]);
-    if (!seen[4]) memcpy(val[4], val[1], sizeof val[1]);
+    if (!seen[4]) strcpy(val[4], val[1]);
     int64_t shape[DTR_MAX_TENSOR_DIMS];
     int ndim, n1, n2;
     dtr_dtype_t dtype, to_dtype;
@@ -244,8 +250,11 @@ int dtr_cli_batch_load(const char *cmd, const char *path, const dtr_mesh_t *mesh
     int rc = dtr__read_file(cmd, "--batch", path, &text);
     if (rc != DTR_EXIT_OK) return rc;
     dtr__reader_t r = {.cmd = cmd, .flag = "--batch", .path = path, .text = text, .entry = -1};
-    dtr__batch_arg_t b = {.mesh = mesh, .mesh_b = mesh_b != NULL ? mesh_b : mesh};
-    rc = dtr__list(&r, dtr__batch_entry, &b, n, "'[' (the file is a JSON list of tensors)");
+    dtr__batch_arg_t b = {.mesh = mesh, .mesh_b = mesh_b != NULL ? mesh_b : mesh,
+                          .val = malloc(5 * sizeof *b.val)};
+    rc = b.val != NULL ? dtr__list(&r, dtr__batch_entry, &b, n, "'[' (the file is a JSON list of tensors)")
+                       : dtr_cli_usage_error(cmd, "--batch: out of memory");
+    free(b.val);
     free(text);
     if (rc != DTR_EXIT_OK) {
         free(b.src);
@@ -267,7 +276,7 @@ static int dtr__model_entry(dtr__reader_t *r, void *arg, int index) {
     char val[2][256] = {"", ""};
     bool seen[2] = {false, false};
     int rc = dtr__grow(r, (void **)ps, index, sizeof **ps);
-    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 2, val, seen);
+    if (rc == DTR_EXIT_OK) rc = dtr__object(r, keys, 2, val[0], sizeof val[0], seen);
     if (rc != DTR_EXIT_OK) return rc;
     if (!seen[0]) return dtr__bad(r, "\"shape\" is missing");
     dtr_cli_param_t *p = &(*ps)[index];

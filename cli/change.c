@@ -183,6 +183,7 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
     if (ragged && o->to_mesh == NULL && o->batch == NULL) {
         o->to_mesh = o->spec.mesh;
         o->to_ranks = o->spec.ranks;
+        o->ragged = true;
     }
     return DTR_EXIT_OK;
 }

@@ -38,6 +38,7 @@ typedef struct {
     const char *iters_text, *warmup_text, *inject_text, *dump, *backend, *device;
     const char *fill_text, *seed_text, *input, *buffers;
     bool verify, nonblocking, digest;
+    bool ragged; /* a ragged shard in --from or --to sent it between meshes, onto --mesh */
     /* what dtr_cli_change_check derives from them */
     dtr_strategy_t strategy;
     dtr_dtype_t backward_dtype;

@@ -390,9 +390,12 @@ static int dtr__plan_cross(const dtr_cli_change_t *o, const dtr_cost_model_t *co
                         : o->nodes_of != NULL ? "--nodes-of"
                         : o->strategy == DTR_STRATEGY_COMPAT ? "--strategy compat" : NULL;
     if (other != NULL)
-        return dtr_cli_usage_error("plan", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
+        return dtr_cli_usage_error("plan", "%s: not with %s yet (docs/cross-mesh.md, "
                                            "\"Not yet\", lists what a change between meshes "
-                                           "lacks)", other);
+                                           "lacks)", other,
+                                   o->ragged ? "a ragged shard (its change runs as one between "
+                                               "meshes, onto --mesh)"
+                                             : "--to-mesh");
     int rc = o->batch != NULL ? dtr__plan_batch_flags(o) : DTR_EXIT_OK;
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *mesh, *mesh_b;

@@ -244,6 +244,7 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
         dtr_mesh_destroy(mesh);
         o.to_mesh = o.spec.mesh;
         o.to_ranks = o.spec.ranks;
+        o.ragged = true;
         return dtr_cli_run_cross(&o, rank, world);
     }
     if (rc == DTR_EXIT_OK && o.digest) rc = dtr_cli_digest_refuse(t.n, t.dst);

@@ -33,9 +33,12 @@ static int dtr__cross_flags(const dtr_cli_change_t *o) {
                         : o->nodes_of != NULL && strcmp(o->nodes_of, "auto") != 0 ? "--nodes-of"
                                                                                  : NULL;
     if (other != NULL)
-        return dtr_cli_usage_error("run", "%s: not with --to-mesh yet (docs/cross-mesh.md, "
-                                          "\"Not yet\", lists what a change between meshes "
-                                          "lacks)", other);
+        return dtr_cli_usage_error("run", "%s: not with %s yet (docs/cross-mesh.md, "
+                                           "\"Not yet\", lists what a change between meshes "
+                                           "lacks)", other,
+                                   o->ragged ? "a ragged shard (its change runs as one between "
+                                               "meshes, onto --mesh)"
+                                             : "--to-mesh");
     return DTR_EXIT_OK;
 }
 

@@ -29,11 +29,12 @@ dtr_status_t dtr__orders_from_strided(const dtr_mesh_t *mesh, dtr_placement_t *p
                                       const int64_t *shape, int ndim, const char *func);
 
 /* How placement p (on a mesh dim of n ranks) splits a piece of `length` at coordinate c: a
- * ragged shard's sizes (ragged.c), else the chunk rule. p must come from a spec. */
+ * ragged shard's sizes (ragged.c; an empty piece gives nothing), else the chunk rule. p
+ * must come from a spec. */
 void dtr__split_piece(dtr_placement_t p, int64_t length, int64_t n, int64_t c, int64_t *size,
                 int64_t *offset);
 /* A spec's ragged shards: one size per rank of their mesh dim, summing to every length they
- * split. Errors name func and the placement. */
+ * split but 0. Errors name func and the placement. */
 dtr_status_t dtr__ragged_check(const dtr_spec_t *spec, const char *func);
 
 #endif

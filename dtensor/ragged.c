@@ -10,7 +10,7 @@
 
 void dtr__split_piece(dtr_placement_t p, int64_t length, int64_t n, int64_t c, int64_t *size,
                 int64_t *offset) {
-    if (p.nsizes == 0) {
+    if (p.nsizes == 0 || length == 0) { /* (an empty piece holds nothing, whatever the sizes) */
         dtr_chunk(length, n, c, size, offset);
         return;
     }
@@ -31,7 +31,8 @@ static void dtr__shown(dtr_placement_t p, char *buf, size_t len) {
 }
 
 /* Every length the ragged shard on mesh dim i sees (one per coordinate of the mesh dims that
- * split tensor d before it) must be the sum of its sizes. */
+ * split tensor d before it) must be the sum of its sizes, or 0 (an empty piece, which every
+ * coordinate holds none of). */
 static dtr_status_t dtr__ragged_sum_check(const dtr_spec_t *spec, int i, const char *func) {
     const dtr_placement_t *pl = spec->placements;
     int m = dtr_mesh_ndims(spec->mesh), d = pl[i].dim, seq[DTR_MAX_MESH_DIMS];
@@ -46,7 +47,7 @@ static dtr_status_t dtr__ragged_sum_check(const dtr_spec_t *spec, int i, const c
             dtr__split_piece(pl[seq[q]], len, dtr_mesh_size(spec->mesh, seq[q]), c[q], &size, &off);
             len = size;
         }
-        if (len != sum) {
+        if (len != sum && len != 0) { /* (an empty piece: nothing to split) */
             char text[160];
             dtr__shown(pl[i], text, sizeof text);
             if (k == 0)

@@ -182,18 +182,27 @@ dtr_status_t dtr_placement_validate(dtr_placement_t placement) {
 /* Parsing. Errors quote the whole text and give the offset where it went wrong. */
 
 typedef struct {
-    const char *text; /* start of the whole input, for messages */
+    const char *text;  /* start of the whole input, for offsets */
+    const char *shown; /* the input for messages: cut after 80 characters */
     const char *p;    /* cursor */
     const char *func; /* public function to name in errors */
 } dtr__scanner_t;
 
+/* text as messages quote it: whole, or its first 80 characters and "..." (a ragged shard's
+ * sizes make long texts; the offset a message gives still points into the whole). */
+static const char *dtr__shown(const char *text, char *buf, size_t len) {
+    if (strlen(text) <= 96) return text;
+    snprintf(buf, len, "%.80s...", text);
+    return buf;
+}
+
 static dtr_status_t dtr__parse_error(const dtr__scanner_t *s, const char *what) {
     const char *at = dtr__skip_space(s->p);
     if (*at == '\0')
-        return dtr__error(DTR_ERR_PARSE, s->func, "text \"%s\": %s, found end of text", s->text,
+        return dtr__error(DTR_ERR_PARSE, s->func, "text \"%s\": %s, found end of text", s->shown,
                           what);
     return dtr__error(DTR_ERR_PARSE, s->func, "text \"%s\": at offset %td: %s, found '%c'",
-                      s->text, at - s->text, what, *at);
+                      s->shown, at - s->text, what, *at);
 }
 
 static int dtr__accept(dtr__scanner_t *s, char c) {
@@ -223,7 +232,7 @@ static dtr_status_t dtr__parse_int_arg(dtr__scanner_t *s, const char *what, cons
     if (rc == -1) return dtr__parse_error(s, expected);
     if (rc == -2 || v < lo || v > INT32_MAX)
         return dtr__error(DTR_ERR_PARSE, s->func, "text \"%s\": at offset %td: %s out of range",
-                          s->text, num - s->text, range);
+                          s->shown, num - s->text, range);
     *out = (int32_t)v;
     return DTR_OK;
 }
@@ -244,7 +253,7 @@ static dtr_status_t dtr__parse_sizes(dtr__scanner_t *s, int32_t dim, dtr_placeme
         }
         if (rc == -2 || x < 0 || x > DTR__MAX_SIZE || n == DTR_MAX_RAGGED_SIZES) {
             st = dtr__error(DTR_ERR_PARSE, s->func,
-                            "text \"%s\": at offset %td: %s", s->text, num - s->text,
+                            "text \"%s\": at offset %td: %s", s->shown, num - s->text,
                             n == DTR_MAX_RAGGED_SIZES ? "more than 65536 sizes"
                                                       : "size out of range (0..2^40)");
             break;
@@ -252,7 +261,7 @@ static dtr_status_t dtr__parse_sizes(dtr__scanner_t *s, int32_t dim, dtr_placeme
         if (n == cap) {
             int64_t *grown = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *v);
             if (grown == NULL) {
-                st = dtr__error(DTR_ERR_OUT_OF_MEMORY, s->func, "text \"%s\": sizes", s->text);
+                st = dtr__error(DTR_ERR_OUT_OF_MEMORY, s->func, "text \"%s\": sizes", s->shown);
                 break;
             }
             v = grown;
@@ -279,7 +288,7 @@ static dtr_status_t dtr__parse_shard_args(dtr__scanner_t *s, dtr_placement_t *ou
             return dtr__error(DTR_ERR_PARSE, s->func,
                               "text \"%s\": shard order [%d]: must be 0..%d (a mesh has at most "
                               "%d dims)",
-                              s->text, (int)order, DTR_MAX_MESH_DIMS - 1, DTR_MAX_MESH_DIMS);
+                              s->shown, (int)order, DTR_MAX_MESH_DIMS - 1, DTR_MAX_MESH_DIMS);
         if (!dtr__accept(s, ']')) return dtr__parse_error(s, "expected ']' after the shard order");
     }
     dtr_placement_t p = dtr_shard(dim);
@@ -336,7 +345,7 @@ static dtr_status_t dtr__no_sizes(dtr__scanner_t *s, const char *what) {
     if (*at != '{') return DTR_OK;
     return dtr__error(DTR_ERR_PARSE, s->func,
                       "text \"%s\": at offset %td: %s takes no sizes ({...}); only a Shard does",
-                      s->text, at - s->text, what);
+                      s->shown, at - s->text, what);
 }
 
 static dtr_status_t dtr__parse_one(dtr__scanner_t *s, dtr_placement_t *out) {
@@ -361,7 +370,9 @@ static dtr_status_t dtr__parse_one(dtr__scanner_t *s, dtr_placement_t *out) {
 dtr_status_t dtr_placement_parse(const char *text, dtr_placement_t *out) {
     DTR_CHECK_PTR(text, __func__);
     DTR_CHECK_PTR(out, __func__);
-    dtr__scanner_t s = {.text = text, .p = text, .func = __func__};
+    char shown[96];
+    dtr__scanner_t s = {.text = text, .shown = dtr__shown(text, shown, sizeof shown), .p = text,
+                        .func = __func__};
     dtr_placement_t value;
     DTR_CHECK(dtr__parse_one(&s, &value));
     if (*dtr__skip_space(s.p) != '\0')
@@ -378,7 +389,9 @@ dtr_status_t dtr_placements_parse(const char *text, dtr_placement_t *out, int ca
     if (cap < 1)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "cap: %d, must be at least 1",
                           cap);
-    dtr__scanner_t s = {.text = text, .p = text, .func = __func__};
+    char shown[96];
+    dtr__scanner_t s = {.text = text, .shown = dtr__shown(text, shown, sizeof shown), .p = text,
+                        .func = __func__};
     char close = '\0';
     if (dtr__accept(&s, '['))
         close = ']';
@@ -388,7 +401,7 @@ dtr_status_t dtr_placements_parse(const char *text, dtr_placement_t *out, int ca
         return dtr__error(DTR_ERR_PARSE, __func__,
                           "text \"%s\": empty placement list (one placement per mesh dim, "
                           "e.g. \"S(0),R\")",
-                          text);
+                          s.shown);
 
     /* Parse into a local array so out is untouched on error; no mesh has more dims. */
     int limit = cap < DTR_MAX_MESH_DIMS ? cap : DTR_MAX_MESH_DIMS;
@@ -397,7 +410,7 @@ dtr_status_t dtr_placements_parse(const char *text, dtr_placement_t *out, int ca
     for (;;) {
         if (n == limit)
             return dtr__error(DTR_ERR_PARSE, __func__, "text \"%s\": more than %d placements%s",
-                              text, limit, limit == cap ? "" : " (the most mesh dims)");
+                              s.shown, limit, limit == cap ? "" : " (the most mesh dims)");
         DTR_CHECK(dtr__parse_one(&s, &items[n]));
         n++;
         if (!dtr__accept(&s, ',')) break;

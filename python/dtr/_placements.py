@@ -1,4 +1,5 @@
 """Placements as objects, in DTensor's words: Shard(dim), Replicate(), Partial(op)."""
+import operator
 
 
 class Placement:
@@ -48,10 +49,17 @@ class Shard(Placement):
                 raise _core.ArgumentError(
                     f"Shard: sizes must be a sequence of ints, got {type(sizes).__name__}"
                 ) from None
+            checked = []
             for i, n in enumerate(sizes):
-                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                try:  # (ints and numpy's integers; not bools, floats or text)
+                    v = operator.index(n) if not isinstance(n, bool) else None
+                except TypeError:
+                    v = None
+                if v is None or v < 0 or v > 1 << 40:
                     raise _core.ArgumentError(
-                        f"Shard({dim}): sizes[{i}] is {n!r}, must be an int >= 0")
+                        f"Shard({dim}): sizes[{i}] is {n!r}, must be an int 0..2^40")
+                checked.append(v)
+            sizes = tuple(checked)
             if not sizes:
                 raise _core.ArgumentError(f"Shard({dim}): sizes is empty (one size per rank "
                                           "of the mesh dim)")

@@ -275,11 +275,22 @@ int dtrpy_infer_shape(const dtr_mesh_t *mesh, PyObject *placements, const char *
     if (dtrpy_placements(placements, what, nd, p) < 0) return -1;
     *ndim = lndim;
     memcpy(shape, local, sizeof(int64_t) * (size_t)lndim);
-    for (int i = 0; i < nd; i++)
-        if (p[i].kind == DTR_SHARD) {
-            int d = p[i].dim < 0 ? p[i].dim + lndim : p[i].dim;
-            if (d >= 0 && d < lndim) shape[d] *= dtr_mesh_size(mesh, i);
+    /* Per tensor dim, its shards from the last to split it to the first ((order, mesh dim)
+     * decreasing): an even one multiplies the length, a ragged one gives it (its sizes'
+     * sum), so a dim a ragged shard splits first is exact. */
+    for (int d = 0; d < lndim; d++) {
+        int seq[DTR_MAX_MESH_DIMS], n = 0;
+        for (int k = 0; k < DTR_MAX_MESH_DIMS; k++)
+            for (int i = 0; i < nd; i++)
+                if (p[i].kind == DTR_SHARD && (p[i].dim < 0 ? p[i].dim + lndim : p[i].dim) == d &&
+                    p[i].order == k)
+                    seq[n++] = i;
+        for (int k = n - 1; k >= 0; k--) {
+            int64_t sum = 0;
+            for (int c = 0; c < p[seq[k]].nsizes; c++) sum += p[seq[k]].sizes[c];
+            shape[d] = p[seq[k]].nsizes > 0 ? sum : shape[d] * dtr_mesh_size(mesh, seq[k]);
         }
+    }
     return 0;
 }
 
@@ -288,11 +299,19 @@ static PyObject *dtrpy_parse_placements_py(PyObject *self, PyObject *obj) {
     dtr_placement_t p[DTR_MAX_MESH_DIMS];
     int n = 0;
     if (dtrpy_parse_placements(obj, "placements", p, &n) < 0) return NULL;
-    char buf[DTR_MAX_MESH_DIMS * DTR_PLACEMENT_TEXT_MAX];
     PyObject *t = PyTuple_New(n);
-    for (int i = 0; t != NULL && i < n; i++) {
-        dtr_placement_format(p[i], buf, sizeof buf);
-        PyTuple_SET_ITEM(t, i, PyUnicode_FromString(buf));
+    for (int i = 0; t != NULL && i < n; i++) { /* (a ragged shard's text has no fixed length) */
+        int64_t len = dtr_placement_text_len(p[i]);
+        char *buf = len >= 0 ? PyMem_Malloc((size_t)len + 1) : NULL;
+        PyObject *item = buf != NULL && dtr_placement_format(p[i], buf, (size_t)len + 1) == DTR_OK
+                             ? PyUnicode_FromString(buf)
+                             : PyErr_NoMemory();
+        PyMem_Free(buf);
+        if (item == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, item);
     }
     return t;
 }
@@ -323,7 +342,8 @@ int dtrpy_check_local(const char *what, const int64_t *local, int ndim, const dt
     dtrpy_format_shape(spec->shape, spec->ndim, global, sizeof global);
     dtrpy_arg_error("%s: shape %s is not rank %d's block %s of the global shape %s%s", what,
                     have, rank, want, global,
-                    given_shape ? "" : " (inferred as even shards: pass shape= for uneven ones)");
+                    given_shape ? "" : " (inferred as even shards, or a ragged one's sizes: pass "
+                                       "shape= for uneven ones)");
     return -1;
 }
 

@@ -150,6 +150,10 @@ def test_a_batch_with_ragged_shards_within_one_mesh():
     got = dtr.redistribute_many(ins, dtr.Mesh(n), srcs, dsts, shapes=[f.shape for f in fulls])
     for i, (f, d) in enumerate(zip(fulls, dsts)):
         assert np.array_equal(got[i], f[block(f.shape, ms, [str(d[0])], coord)]), (i, srcs[i], d)
+    # without shape=: a dim a ragged shard splits first has its sizes' sum as its length
+    for f, src in zip(fulls, srcs):
+        got = dtr.redistribute(f[block(f.shape, ms, [str(src[0])], coord)], dtr.Mesh(n), src, "R")
+        assert np.array_equal(got, f), src
 
 
 def rank_sets(rng, n):

@@ -68,8 +68,18 @@ def test_ragged_shards_as_objects_text_and_layouts():
     assert blocks == [((3, 3), (0, 0)), ((0, 3), (10, 0)), ((5, 3), (3, 0)), ((2, 3), (8, 0))]
     assert [b.local_shape for b in dtr.layout(mesh, (10, 3), "S(0){3,0,5,2}")] == \
         [b for b, _ in blocks]
-    with pytest.raises(dtr.ArgumentError, match=r"sizes\[1\] is -1, must be an int >= 0"):
+    with pytest.raises(dtr.ArgumentError, match=r"sizes\[1\] is -1, must be an int 0..2\^40"):
         dtr.Shard(0, sizes=(1, -1))
+    for bad in (True, 2.0, "3", 2 ** 40 + 1):
+        with pytest.raises(dtr.ArgumentError, match=r"sizes\[0\] is .*, must be an int 0..2\^40"):
+            dtr.Shard(0, sizes=(bad, 1))
+    assert dtr.Shard(0, sizes=np.array([3, 7])) == dtr.Shard(0, sizes=(3, 7))
+    assert dtr.Shard(0, sizes=np.array([3, 7])).sizes == (3, 7)
+    # a long list's error keeps its reason (the text quoted is cut)
+    with pytest.raises(dtr.ArgumentError, match=r"\.\.\.\": at offset .*: more than 65536 sizes"):
+        dtr.layout(dtr.Mesh(2), (65537,), [dtr.Shard(0, sizes=(1,) * 65537)])
+    long = dtr.Shard(0, sizes=(1,) * 5000)
+    assert dtr._core._placement_texts([long])[0] == str(long)
     with pytest.raises(dtr.ArgumentError, match="sizes is empty"):
         dtr.Shard(0, sizes=())
     with pytest.raises(dtr.ArgumentError, match="sizes must be a sequence of ints"):

@@ -92,7 +92,8 @@ static bool holds(const draw_t *w, const int64_t *coord, int d, int64_t x) {
     return true;
 }
 
-/* The lengths the mesh dims before level k of d's order leave (all of them equal: *len). */
+/* The lengths the mesh dims before level k of d's order leave (all of them equal but the
+ * empty ones: *len). */
 static bool one_length(const draw_t *w, int d, int k, int64_t *len) {
     int seq[DTR_MAX_MESH_DIMS];
     sequence(w->pl, w->mdims, d, seq);
@@ -108,8 +109,8 @@ static bool one_length(const draw_t *w, int d, int k, int64_t *len) {
                         cut.pl[i] = dtr_replicate();
             }
         for (int64_t x = 0; x < w->shape[d]; x++) count += holds(&cut, coord, d, x);
-        if (found >= 0 && count != found) return false;
-        found = count;
+        if (count > 0 && found > 0 && count != found) return false; /* (empty pieces: any) */
+        if (count > 0 || found < 0) found = count;
         int q = k - 1;
         for (; q >= 0; q--) {
             if (++coord[seq[q]] < w->msize[seq[q]]) break;
@@ -287,6 +288,27 @@ Test(ragged_layout, specs_with_wrong_sizes_are_refused_naming_the_placement) {
     expect_refused("2x2", "11x3", "S(0),S(0){3,3}", "but it splits pieces of length 5");
     /* in another order the ragged shard comes first and splits the dim */
     expect_refused("2x2", "10x3", "S(0)[1],S(0)[0]{5,4}", "sizes sum to 9, but tensor dim 0 has length 10");
+}
+
+/* An empty piece holds nothing whatever a ragged shard under it says: 10 rows as 10 and 0,
+ * then each piece as 7 and 3 (the empty one as nothing). */
+Test(ragged_layout, an_empty_piece_takes_any_sizes) {
+    dtr_mesh_t *mesh;
+    cr_assert_eq(dtr_mesh_parse("2x2", NULL, 0, &mesh), DTR_OK);
+    dtr_placement_t pl[2];
+    int n;
+    cr_assert_eq(dtr_placements_parse("S(0){10,0},S(0){7,3}", pl, 2, &n), DTR_OK);
+    int64_t shape[] = {10};
+    dtr_spec_t spec;
+    cr_assert_eq(dtr_spec_init(&spec, mesh, pl, 2, shape, 1, DTR_F32), DTR_OK, "%s", dtr_last_error());
+    int64_t want_size[] = {7, 3, 0, 0}, want_off[] = {0, 7, 10, 10};
+    for (int r = 0; r < 4; r++) {
+        dtr_layout_t l;
+        cr_assert_eq(dtr_spec_layout(&spec, r, &l), DTR_OK);
+        cr_expect_eq(l.local_shape[0], want_size[r], "rank %d", r);
+        cr_expect_eq(l.global_offset[0], want_off[r], "rank %d", r);
+    }
+    dtr_mesh_destroy(mesh);
 }
 
 Test(ragged_layout, the_spec_keeps_its_own_copy) {
