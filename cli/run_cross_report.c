@@ -61,8 +61,13 @@ static void dtr__text(const dtr_cli_cross_result_t *r, const dtr__xnames_t *n,
         summed += a > 0;
         addends = a > 0 ? a : addends;
     }
-    if (summed > 0 && !r->batch)
+    dtr_reduce_op_t op = DTR_REDUCE_SUM; /* (a ragged source's max, min or product too) */
+    for (int i = 0; i < dtr_mesh_ndims(r->src->mesh); i++)
+        if (r->src->placements[i].kind == DTR_PARTIAL) op = r->src->placements[i].op;
+    if (summed > 0 && !r->batch && op == DTR_REDUCE_SUM)
         printf("  the %d addends summed at the receivers", addends);
+    else if (summed > 0 && !r->batch)
+        printf("  the %d addends combined by %s at the receivers", addends, dtr_reduce_op_name(op));
     else
         printf("  %d step%s on the source mesh first", f->pre_steps, f->pre_steps == 1 ? "" : "s");
     if (summed > 0 && r->batch)

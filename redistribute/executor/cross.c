@@ -170,10 +170,19 @@ static dtr__xview_t dtr__xview(const void *block, int nd, int64_t item, const in
     return v;
 }
 
-/* On host memory: the n addends' views summed into out's, a row of the box (its last dim)
- * at a time, in addend order (dtr__reduce_n: halves widened, rounded once). */
-static void dtr__xsum_rows(dtr_dtype_t dtype, int nd, const int64_t *ext, const dtr__xview_t *v,
-                           int n, const dtr__xview_t *out, const void **in) {
+/* What the receivers combine a source's addends with: its Partial dims' op (one op; the
+ * planner takes no other to the receivers). */
+static dtr_reduce_op_t dtr__xop(const dtr_spec_t *src) {
+    int i = 0, m = dtr_mesh_ndims(src->mesh);
+    while (i < m && src->placements[i].kind != DTR_PARTIAL) i++;
+    return i < m ? src->placements[i].op : DTR_REDUCE_SUM;
+}
+
+/* On host memory: the n addends' views combined by op (a sum; a ragged source's max, min or
+ * product) into out's, a row of the box (its last dim) at a time, in addend order
+ * (dtr__reduce_n: halves widened, rounded once). */
+static void dtr__xsum_rows(dtr_dtype_t dtype, dtr_reduce_op_t op, int nd, const int64_t *ext,
+                           const dtr__xview_t *v, int n, const dtr__xview_t *out, const void **in) {
     int64_t idx[DTR_MAX_TENSOR_DIMS] = {0}, len = nd > 0 ? ext[nd - 1] : 1;
     for (;;) {
         int64_t o = 0;
@@ -183,7 +192,7 @@ static void dtr__xsum_rows(dtr_dtype_t dtype, int nd, const int64_t *ext, const 
             for (int d = 0; d + 1 < nd; d++) off += idx[d] * v[k].stride[d];
             in[k] = v[k].at + off;
         }
-        dtr__reduce_n(dtype, DTR_REDUCE_SUM, in, n, (char *)out->at + o, len);
+        dtr__reduce_n(dtype, op, in, n, (char *)out->at + o, len);
         int d = nd - 2;
         for (; d >= 0 && ++idx[d] == ext[d]; d--) idx[d] = 0;
         if (d < 0) return;
@@ -213,9 +222,14 @@ static dtr_status_t dtr__xsum(dtr_context_t *ctx, const dtr_cross_plan_t *p,
         }
         dtr__xcorner(m, &x->dl, nd, lo);
         dtr__xview_t out = dtr__xview(x->out, nd, item, x->dl.local_shape, lo);
-        dtr__xsum_rows(t->dst.dtype, nd, m->ext, v, n, &out, in);
+        dtr__xsum_rows(t->dst.dtype, dtr__xop(&t->src), nd, m->ext, v, n, &out, in);
         return DTR_OK;
     }
+    if (dtr__xop(&t->src) != DTR_REDUCE_SUM)
+        return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_redistribute_cross",
+                          "a Partial(%s) combined at the receiver: a memory space only adds "
+                          "(move this ragged source's blocks on host memory)",
+                          dtr_reduce_op_name(dtr__xop(&t->src)));
     if (ctx->mem->add == NULL)
         return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_redistribute_cross",
                           "a Partial summed at the receiver: this memory space cannot add "

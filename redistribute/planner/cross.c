@@ -459,8 +459,10 @@ static dtr_status_t dtr__candidate(const dtr_spec_t *src, const dtr_spec_t *dst,
 }
 
 /* Where a Partial source may be summed at the receivers (the first candidate, -2): two
- * addends or more, every Partial dim a SUM, a real float dtype kept, no staging cap (a box's addends then
- * arrive in one round), and DTR_CROSS_REDUCE not "source". *only: it is "receiver". */
+ * addends or more, every Partial dim a SUM (or, for a source with a ragged shard, which the
+ * steps on its mesh cannot reduce, every one the same MAX, MIN or PRODUCT, combined alike),
+ * a real float dtype kept, no staging cap (a box's addends then arrive in one round), and
+ * DTR_CROSS_REDUCE not "source". *only: it is "receiver". */
 static void dtr__at_receiver_ok(const dtr__xctx_t *c, const dtr_spec_t *src,
                                 const dtr_spec_t *dst, bool *ok, bool *only) {
     const char *env = getenv("DTR_CROSS_REDUCE"); /* (checked by dtr__check_args) */
@@ -468,8 +470,10 @@ static void dtr__at_receiver_ok(const dtr__xctx_t *c, const dtr_spec_t *src,
     const dtr_dtype_info_t *di = dtr_dtype_info(src->dtype);
     *ok = dtr__addends(src) > 1 && src->dtype == dst->dtype && di->is_float && !di->is_complex &&
           !di->storage_only && c->cap == 0 && !(env != NULL && strcmp(env, "source") == 0);
+    dtr_reduce_op_t op = dtr__xpartial_op(src);
+    bool combines = op == DTR_REDUCE_SUM || (dtr_spec_ragged(src) && op != DTR_REDUCE_AVG);
     for (int i = 0; *ok && i < dtr_mesh_ndims(src->mesh); i++)
-        *ok = src->placements[i].kind != DTR_PARTIAL || src->placements[i].op == DTR_REDUCE_SUM;
+        *ok = src->placements[i].kind != DTR_PARTIAL || (src->placements[i].op == op && combines);
     *only &= *ok;
 }
 

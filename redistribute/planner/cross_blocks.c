@@ -308,3 +308,9 @@ dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t it
     free(sent);
     return st;
 }
+
+dtr_reduce_op_t dtr__xpartial_op(const dtr_spec_t *spec) {
+    for (int i = 0; i < dtr_mesh_ndims(spec->mesh); i++)
+        if (spec->placements[i].kind == DTR_PARTIAL) return spec->placements[i].op;
+    return DTR_REDUCE_SUM;
+}

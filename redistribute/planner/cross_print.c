@@ -139,9 +139,12 @@ static void dtr__tensor_line(FILE *out, const dtr__xtensor_t *x, int t, bool bat
     if (x->wire_cast)
         fprintf(out, "%scast from %s to %s as each box is packed", batch ? "; " : "  ",
                 dtr_dtype_name(x->src.dtype), dtr_dtype_name(x->dst.dtype));
-    if (x->at_receiver)
+    if (x->at_receiver && dtr__xpartial_op(&x->src) == DTR_REDUCE_SUM)
         fprintf(out, "%sthe %d addends summed at the receivers, in addend order", batch ? "; " : "  ",
                 x->parts);
+    else if (x->at_receiver) /* (a ragged source's max, min or product) */
+        fprintf(out, "%sthe %d addends combined by %s at the receivers, in addend order",
+                batch ? "; " : "  ", x->parts, dtr_reduce_op_name(dtr__xpartial_op(&x->src)));
     if (batch || x->has_pre || x->wire_cast || x->at_receiver) fputc('\n', out);
 }
 

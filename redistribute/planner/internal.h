@@ -396,6 +396,9 @@ typedef struct dtr__xstage {
  * of tensor t; the bytes rank sends and receives (between distinct ranks); freeing. */
 dtr_status_t dtr__xkinds(dtr_cross_plan_t *p);
 dtr_status_t dtr__xkind_boxes(dtr_cross_plan_t *p, const dtr_cost_model_t *cost);
+/* The op of a spec's first Partial dim (SUM where it has none): what the receivers combine
+ * its addends with where they do (cross_blocks.c). */
+dtr_reduce_op_t dtr__xpartial_op(const dtr_spec_t *spec);
 /* How many slots a tensor of turn `turn` moves the senders of block cls on: its turn times
  * the block's boxes sent per tensor (so consecutive turns take the next holders, not the
  * same ones shifted by one), modulo the block's holders. */

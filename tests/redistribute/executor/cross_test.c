@@ -51,6 +51,8 @@ typedef struct {
     char text[4096];
 } xcase_t;
 
+static bool on_fake; /* --memory fake: every case on the fake device (run_on, below) */
+
 static const dtr_dtype_t dtypes[] = {DTR_F32, DTR_F64, DTR_F16, DTR_BF16, DTR_I32,
                                      DTR_I64, DTR_U8,  DTR_F8E4M3, DTR_C64};
 
@@ -68,6 +70,8 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     bool storage = dtr_dtype_info(dtype)->storage_only, complex = dtr_dtype_info(dtype)->is_complex;
     dtr_reduce_op_t op = complex ? (dtr_reduce_op_t)pick(2) : (dtr_reduce_op_t)pick(4);
     if (k % 5 < 2) op = DTR_REDUCE_SUM; /* (cases that sum at the receivers where they can) */
+    if (k % 5 == 3 && !complex) /* (max and min: what a ragged source combines at the receivers too) */
+        op = (k / 5) % 2 ? DTR_REDUCE_MAX : DTR_REDUCE_MIN;
     dtr_placement_t pa[3], pb[3];
     for (int i = 0; i < dtr_mesh_ndims(c->mesh[0]); i++) {
         pa[i] = random_placement(ndim, op);
@@ -84,12 +88,14 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     if ((k + t) % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
         to = dtype == DTR_F32 ? DTR_BF16 : DTR_F32;
     /* one tensor in three with ragged shards (S(d){sizes}), from, to or both; a ragged
-     * source's Partial is summed at the receivers, so it stays only where that can be */
+     * source's Partial is combined at the receivers (a sum; max and min on host memory), so
+     * it stays only where that can be */
     int64_t sa[3][64], sb[3][64];
     if (pick(3) == 0) {
         bool ragged = raggedize(c->mesh[0], pa, shape, ndim, sa) > 0;
         raggedize(c->mesh[1], pb, shape, ndim, sb);
-        bool summed = op == DTR_REDUCE_SUM && to == dtype && dtr_dtype_info(dtype)->is_float &&
+        bool combines = op == DTR_REDUCE_SUM || (!on_fake && op != DTR_REDUCE_AVG); /* (host: max, min) */
+        bool summed = combines && to == dtype && dtr_dtype_info(dtype)->is_float &&
                       !complex && !storage && c->cap == 0 && k % 5 != 2; /* (2: at the source) */
         for (int i = 0; ragged && i < dtr_mesh_ndims(c->mesh[0]); i++)
             if (pa[i].kind == DTR_PARTIAL && (!summed || dtr_mesh_size(c->mesh[0], i) == 1))
@@ -190,10 +196,9 @@ static bool nonblocking, via_change;
 static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
                              const dtr_change_t *change, const xcase_t *c, xbuf_t *b);
 
-/* --memory fake: every case on a context whose memory is the fake device (tagged addresses
- * the executor must never touch itself: tests/support/fake_device.h), the buffers copied
- * there and back around the call. */
-static bool on_fake;
+/* --memory fake (on_fake, above): every case on a context whose memory is the fake device
+ * (tagged addresses the executor must never touch itself: tests/support/fake_device.h), the
+ * buffers copied there and back around the call. */
 static void *fake_st; /* the test's own state for the space's calls (freed at the end) */
 
 static dtr_status_t run_once(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
@@ -367,6 +372,46 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
     dtr_cross_plan_destroy(plan);
     dtr_mesh_destroy(a);
     dtr_mesh_destroy(b);
+    return bad;
+}
+
+/* A ragged source's Partial combined at the receivers by each op it may be (max, min, sum):
+ * S(0){3,5},P(op) on 2 x world/2 ranks to S(1) on every rank in reverse, random values,
+ * every element checked (run_case), the plan combining at the receivers. 4 ranks or more. */
+static int ragged_partials(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
+    const dtr_reduce_op_t ops[] = {DTR_REDUCE_MAX, DTR_REDUCE_MIN, DTR_REDUCE_SUM};
+    int bad = 0; /* (every op runs on every rank, failed or not: the ranks stay in step) */
+    for (int k = 0; k < 3; k++) {
+        xcase_t c;
+        memset(&c, 0, sizeof c);
+        int64_t sa[2] = {2, world / 2}, nb = 2 * (world / 2), sizes[2] = {3, 5}, shape[2] = {8, 6};
+        int rb[64];
+        for (int r = 0; r < nb; r++) rb[r] = (int)nb - 1 - r;
+        dtr_mesh_create(2, sa, NULL, 0, &c.mesh[0]);
+        dtr_mesh_create(1, &nb, rb, nb, &c.mesh[1]);
+        dtr_placement_t pa[2] = {dtr_shard(0), dtr_partial(ops[k])}, pb = dtr_shard(1);
+        pa[0].nsizes = 2;
+        pa[0].sizes = sizes;
+        c.n = 1;
+        snprintf(c.text, sizeof c.text, "S(0){3,5},P(%s) -> S(1)", dtr_reduce_op_name(ops[k]));
+        char inner[400] = "";
+        int here = 0, before = summed;
+        if (dtr_spec_init(&c.src[0], c.mesh[0], pa, 2, shape, 2, DTR_F32) != DTR_OK ||
+            dtr_spec_init(&c.dst[0], c.mesh[1], &pb, 1, shape, 2, DTR_F32) != DTR_OK) {
+            snprintf(inner, sizeof inner, "specs: %.300s", dtr_last_error());
+            here = 1;
+        }
+        dtr_fill_t fill = {.kind = DTR_FILL_RANDOM, .seed = 7 + (uint64_t)k};
+        if (!here) here = run_case(ctx, &c, &fill, rank, inner, sizeof inner);
+        if (!here && summed != before + 1) {
+            snprintf(inner, sizeof inner, "not combined at the receivers");
+            here = 1;
+        }
+        if (here && !bad) snprintf(why, len, "%.100s: %.380s", c.text, inner);
+        bad |= here;
+        dtr_mesh_destroy(c.mesh[0]);
+        dtr_mesh_destroy(c.mesh[1]);
+    }
     return bad;
 }
 
@@ -625,6 +670,7 @@ int main(int argc, char **argv) {
     char why[512] = "";
     int bad = world >= 2 ? wrong_size(ctx, rank, world, why, sizeof why) : 0;
     if (!bad && world >= 2) bad = other_sizes(ctx, rank, world, why, sizeof why);
+    if (!bad && world >= 4 && !on_fake) bad = ragged_partials(ctx, rank, world, why, sizeof why);
     if (!bad) bad = out_of_comm(ctx, rank, world, why, sizeof why);
     if (!bad && world >= 2 && job.mpi) bad = start_returns_in_flight(rank, why, sizeof why);
     if (bad) printf("FAIL hostile: rank %d: %s\n", rank, why);
