@@ -381,6 +381,9 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
 static int ragged_partials(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
     const dtr_reduce_op_t ops[] = {DTR_REDUCE_MAX, DTR_REDUCE_MIN, DTR_REDUCE_SUM};
     int bad = 0; /* (every op runs on every rank, failed or not: the ranks stay in step) */
+    via_change = false; /* (the planner's own choice and costs, whatever the last case set) */
+    unsetenv("DTR_CROSS_REDUCE");
+    unsetenv("DTR_ALPHA_US");
     for (int k = 0; k < 3; k++) {
         xcase_t c;
         memset(&c, 0, sizeof c);
