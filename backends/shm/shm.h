@@ -128,13 +128,12 @@ typedef struct {
  * dtr__shm_start where the send buffer may sit in a shared allocation (shared: its place,
  * NULL: none): where every member's does, with the same geometry, each member copies its
  * pieces straight out of the others' send buffers (shm_a2a.c), else the ring form
- * runs; the members decide alike from the places they post.
+ * runs; the members decide alike from the places they post. (The MPI backend's alone, in
+ * libdtr itself: not exported to the companion libraries.)
  */
-DTR_INTERNAL_EXPORT dtr_status_t dtr__shm_start_direct(dtr__shm_t *s, const void *send,
-                                                       int64_t sblock, int64_t srow, void *recv,
-                                                       int64_t rblock, int64_t rrow,
-                                                       int64_t bytes,
-                                                       const dtr__shm_shared_t *shared);
+dtr_status_t dtr__shm_start_direct(dtr__shm_t *s, const void *send, int64_t sblock,
+                                   int64_t srow, void *recv, int64_t rblock, int64_t rrow,
+                                   int64_t bytes, const dtr__shm_shared_t *shared);
 
 /*
  * Starts a reduce-scatter: member k's piece is counts[k] elements of esize bytes, the
