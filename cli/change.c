@@ -176,15 +176,15 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
         if (o->help) return DTR_EXIT_OK;
     }
     if (optind < argc) return dtr_cli_option_error(cmd, 0, argv);
-    /* A ragged shard (S(d){sizes}) moves as a change between meshes does, box by box: onto
-     * the same mesh where no --to-mesh is given. */
-    bool ragged = (o->spec.placements != NULL && strchr(o->spec.placements, '{') != NULL) ||
-                  (o->to != NULL && strchr(o->to, '{') != NULL);
-    if (ragged && o->to_mesh == NULL && o->batch == NULL) {
-        o->to_mesh = o->spec.mesh;
-        o->to_ranks = o->spec.ranks;
-        o->ragged = true;
-    }
+    /* A ragged shard (S(d){sizes}) that the change moves goes between meshes, box by box,
+     * onto the same mesh where no --to-mesh is given: the commands ask the change object
+     * (dtr_cli_ragged_onto_mesh) once the specs are made; the flags only a change between
+     * meshes takes send it there at once. */
+    o->ragged = o->to_mesh == NULL && o->batch == NULL &&
+                ((o->spec.placements != NULL && strchr(o->spec.placements, '{') != NULL) ||
+                 (o->to != NULL && strchr(o->to, '{') != NULL));
+    if (o->ragged && (o->relabel || o->staging_cap_text != NULL || o->block_scale_text != NULL))
+        dtr_cli_ragged_onto_mesh(o);
     return DTR_EXIT_OK;
 }
 
@@ -327,4 +327,21 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
     if (o->compare && o->strategy_text != NULL)
         return dtr_cli_usage_error(cmd, "--compare shows both strategies; drop --strategy");
     return DTR_EXIT_OK;
+}
+
+void dtr_cli_ragged_onto_mesh(dtr_cli_change_t *o) {
+    o->to_mesh = o->spec.mesh;
+    o->to_ranks = o->spec.ranks;
+}
+
+bool dtr_cli_ragged_between(int n, const dtr_spec_t *src, const dtr_spec_t *dst) {
+    bool ragged = false;
+    for (int k = 0; k < n; k++) ragged = ragged || dtr_spec_ragged(&src[k]) || dtr_spec_ragged(&dst[k]);
+    if (!ragged) return false;
+    dtr_change_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .many = n > 1};
+    dtr_change_t *c = NULL;
+    if (dtr_change_create(n, src, dst, &opts, &c) != DTR_OK) return true; /* (it reports) */
+    dtr_change_form_t form = dtr_change_form(c);
+    dtr_change_destroy(c);
+    return form != DTR_CHANGE_ONE && form != DTR_CHANGE_BATCH;
 }

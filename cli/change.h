@@ -38,7 +38,7 @@ typedef struct {
     const char *iters_text, *warmup_text, *inject_text, *dump, *backend, *device;
     const char *fill_text, *seed_text, *input, *buffers;
     bool verify, nonblocking, digest;
-    bool ragged; /* a ragged shard in --from or --to sent it between meshes, onto --mesh */
+    bool ragged; /* a ragged shard in --from or --to, without --to-mesh or --batch */
     /* what dtr_cli_change_check derives from them */
     dtr_strategy_t strategy;
     dtr_dtype_t backward_dtype;
@@ -69,5 +69,12 @@ int dtr_cli_change_parse(const char *cmd, unsigned who, int argc, char **argv,
  * fields set. */
 int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_change_t *o,
                          dtr_cli_engine_t *engine);
+
+/* A ragged shard that the change moves: planned and run between meshes, onto --mesh (which
+ * dtr_cli_ragged_onto_mesh makes --to-mesh). dtr_cli_ragged_between: do the n tensors hold
+ * a ragged shard, and does their change object go between meshes (or fail to plan, which
+ * the run between meshes reports)? */
+void dtr_cli_ragged_onto_mesh(dtr_cli_change_t *o);
+bool dtr_cli_ragged_between(int n, const dtr_spec_t *src, const dtr_spec_t *dst);
 
 #endif

@@ -29,8 +29,9 @@ static void dtr__plan_help(FILE *out) {
         "\n"
         "  --mesh, --shape, --dtype, --ranks   as for 'dtr layout'\n"
         "  --from LIST, --to LIST   placements, one per mesh dim, e.g. 'S(0),R' -> 'R,S(1)';\n"
-        "                       a ragged shard (S(d){sizes}) on either side is planned as a\n"
-        "                       change between meshes onto the same mesh (--to-mesh)\n"
+        "                       a ragged shard (S(d){sizes}) kept as it is is planned as\n"
+        "                       steps on the mesh; one the change moves, as a change between\n"
+        "                       meshes onto the same mesh (--to-mesh)\n"
         "  --strategy S         optimal (default): the cheapest plan under the cost model,\n"
         "                       with all-to-all and exchange steps; compat: the seed algorithm\n"
         "                       (PyTorch 2.1's) exactly, refused where it would corrupt data\n"
@@ -421,6 +422,12 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("plan", o->to, NULL, o->to_ranks, o->to_dtype, &src, &none, &dst);
+    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(1, &src, &dst)) { /* (between meshes) */
+        dtr_mesh_destroy(mesh);
+        dtr_cli_change_t onto = *o;
+        dtr_cli_ragged_onto_mesh(&onto);
+        return dtr__plan_cross(&onto, cost);
+    }
     if (rc == DTR_EXIT_OK && o->block_scale > 0) {
         dtr_change_options_t opts = {.strategy = o->strategy, .cost = cost,
                                      .block_scale = o->block_scale};

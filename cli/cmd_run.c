@@ -190,14 +190,19 @@ static dtr_status_t dtr__baseline(const dtr_cli_run_t *r) {
     return st == DTR_OK ? dtr_context_sync(r->ctx) : st;
 }
 
+/* dtr__setup_plan's answer for a change that runs between meshes (dtr_cli_ragged_between). */
+#define DTR__BETWEEN (-1)
+
 /* The specs, where the mesh dims run, and the plan: an exit code (each error printed once,
- * the same on every rank). */
+ * the same on every rank), or DTR__BETWEEN. */
 static int dtr__setup_plan(dtr_cli_run_t *r) {
     const dtr_cli_change_t *o = r->o;
     int rc = dtr_cli_build_spec("run", &o->spec, &r->mesh, &r->src);
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("run", o->to, NULL, o->to_ranks, o->to_dtype, &r->src, &none, &r->dst);
+    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(1, &r->src, &r->dst))
+        return DTR__BETWEEN; /* (before any collective: every rank decides alike) */
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
     if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(1, &r->dst);
     rc = dtr_cli_agree_args("run", rc, r->rank); /* (before the first collective) */
@@ -361,6 +366,12 @@ static int dtr__run(int argc, char **argv, int rank, int world) {
     }
     r.data = (dtr_cli_source_t){.fill = o.fill, .input = o.input};
     if (rc == DTR_EXIT_OK) rc = dtr__setup_plan(&r);
+    if (rc == DTR__BETWEEN) { /* a ragged shard that moves: between meshes, onto --mesh */
+        dtr_cli_ragged_onto_mesh(&o);
+        rc = dtr_cli_run_cross(&o, rank, world);
+        dtr__run_free(&r);
+        return rc;
+    }
     if (rc == DTR_EXIT_OK) {
         /* from here on errors are per rank (each prints its own); every rank learns whether
          * any failed */

@@ -236,14 +236,11 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     const dtr_batch_plan_t *bp = NULL;
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
-    bool ragged = false; /* (ragged shards move box by box, as between meshes: onto this one) */
-    for (int k = 0; rc == DTR_EXIT_OK && k < t.n; k++)
-        ragged = ragged || dtr_spec_ragged(&t.src[k]) || dtr_spec_ragged(&t.dst[k]);
-    if (ragged) {
+    /* (ragged shards that move go box by box, as between meshes: onto this mesh) */
+    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(t.n, t.src, t.dst)) {
         dtr__tensors_free(&t);
         dtr_mesh_destroy(mesh);
-        o.to_mesh = o.spec.mesh;
-        o.to_ranks = o.spec.ranks;
+        dtr_cli_ragged_onto_mesh(&o);
         o.ragged = true;
         return dtr_cli_run_cross(&o, rank, world);
     }

@@ -104,7 +104,8 @@ def raggedize(rng, mesh_shape, placements, shape, objects):
 
 def test_random_ragged_changes_within_one_mesh():
     """Ragged shards (S(d){sizes}) from, to and on both sides, every element against the
-    reference; they move box by box as between meshes do, single, into out= and async."""
+    reference; those a change moves go box by box as between meshes do, single, into out= and
+    async."""
     comm = world()
     rank, n = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(SEED + 7)
@@ -134,6 +135,43 @@ def test_random_ragged_changes_within_one_mesh():
                 f"{[str(p) for p in dst]} shape {shape} {dtype.__name__}")
         check_one(local, kept, mesh, src, dst, shape, want, case % 3, what)
     assert ragged >= 20, ragged
+
+
+def test_random_kept_ragged_changes_within_one_mesh():
+    """A ragged shard that stays as it is (the same sizes on the same mesh dim, the only shard
+    of its tensor dim): planned as steps on the mesh, any Partial op, every element against
+    the reference; on 2x2 the plan is one all_reduce at the lower bound."""
+    comm = world()
+    rank, n = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(SEED + 9)
+    kept = 0
+    for case in range(60):
+        mesh_shape, src, dst, shape, dtype = draw_case(rng, n)
+        i, d = int(rng.integers(len(mesh_shape))), int(rng.integers(len(shape)))
+        if mesh_shape[i] < 2:
+            continue
+        src = ["R" if p == f"S({d})" else p for p in src]
+        dst = ["R" if p == f"S({d})" else p for p in dst]
+        sizes = ragged_sizes(rng, mesh_shape[i], shape[d])
+        src[i] = dst[i] = f"S({d}){{{','.join(map(str, sizes))}}}"
+        if case % 3 == 1:
+            src[i] = dtr.Shard(d, sizes=sizes)
+        kept += 1
+        full = full_tensor(rng, shape, dtype)
+        mesh = dtr.Mesh(mesh_shape)
+        coord = coords(mesh_shape)[rank]
+        tsrc = [str(p) for p in src]
+        local = local_input(full, mesh_shape, tsrc, coord, SEED + case)
+        want = full[block(shape, mesh_shape, dst, coord)]
+        what = (f"case {case} (seed {SEED}): mesh {mesh_shape} {tsrc} -> {dst} shape {shape} "
+                f"{dtype.__name__}")
+        check_one(local, local.copy(), mesh, src, dst, shape, want, case % 3, what)
+    assert kept >= 20, kept
+    if n == 4:
+        p = dtr.plan(dtr.Mesh((2, 2)), (8, 6), "S(0){3,5},P", "S(0){3,5},R")
+        assert [s["kind"] for s in p.steps] == ["all_reduce"], p.steps
+        assert not p.cross, p
+        assert p.recv_bytes_per_rank_max == p.lower_bound_recv_bytes_per_rank == 120, p.to_dict()
 
 
 def test_a_batch_with_ragged_shards_within_one_mesh():

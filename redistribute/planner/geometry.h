@@ -51,6 +51,9 @@ typedef struct {
      * may then go last in its tensor dim's order wherever it is (plan.c records the order),
      * and compat does not plan. */
     bool ordered;
+    /* A change with ragged shards (planner/ragged.c): planned on stand-ins of chunked shards,
+     * with no step that changes these mesh dims or shards these tensor dims elsewhere. */
+    unsigned ragged_mdims, ragged_tdims;
 } dtr__ctx_t;
 
 void dtr__ctx_init(dtr__ctx_t *ctx, const dtr_spec_t *spec, const dtr_cost_model_t *cost);

@@ -439,4 +439,26 @@ dtr_status_t dtr__xrounds(dtr_cross_plan_t *p);
  * range (planner.c); the error names it as `name`, under func. */
 dtr_status_t dtr__check_spec(const dtr_spec_t *spec, const char *name, const char *func);
 
+/* Ragged shards within one mesh (ragged.c). */
+typedef struct {
+    dtr_spec_t src, dst;             /* the caller's */
+    dtr_spec_t proxy_src, proxy_dst; /* each ragged shard a chunked one of its longest slice */
+    unsigned mdims, tdims;           /* the ragged shards' mesh dims and tensor dims, as bits */
+} dtr__ragged_t;
+/* Does src or dst hold a ragged shard? */
+bool dtr__ragged_pair(const dtr_spec_t *src, const dtr_spec_t *dst);
+/* Can the steps within one mesh plan the pair: every ragged shard the same in src and dst and
+ * the only shard of its tensor dim in both? If not, why (may be NULL) says which is not. */
+bool dtr__ragged_kept(const dtr_spec_t *src, const dtr_spec_t *dst, char *why, size_t len);
+/* The stand-ins the steps are planned on (a pair dtr__ragged_kept takes). */
+dtr_status_t dtr__ragged_stand_in(const dtr_spec_t *src, const dtr_spec_t *dst,
+                                  dtr__ragged_t *r);
+/* Does a candidate plan keep ctx's ragged mesh dims as they are and shard their tensor dims
+ * nowhere else? (True without ragged shards.) */
+bool dtr__ragged_respects(const dtr__ctx_t *ctx, const dtr_plan_t *plan);
+/* The stand-in's plan made the caller's: its specs, and the ragged placements in its steps. */
+void dtr__ragged_restore(const dtr__ragged_t *r, dtr_plan_t *plan);
+/* The largest block's shape along ragged shards (shape: a block's, from dtr__layout). */
+void dtr__ragged_largest(const dtr__ctx_t *ctx, const dtr_placement_t *pl, int64_t *shape);
+
 #endif

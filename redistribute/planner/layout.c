@@ -42,6 +42,19 @@ __int128 dtr__overlap(const dtr__ctx_t *ctx, const int64_t *as, const int64_t *a
     return n;
 }
 
+/* One level of a tensor dim's split: the chunk rule, or a ragged shard's sizes. */
+static inline void dtr__split_level(dtr_placement_t p, int64_t n, int64_t c, int64_t *shape,
+                                    int64_t *offset) {
+    if (p.nsizes == 0) {
+        dtr__split(n, c, shape, offset);
+        return;
+    }
+    int64_t size, off;
+    dtr__split_piece(p, *shape, n, c, &size, &off);
+    *offset += off;
+    *shape = size;
+}
+
 void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t *coord,
                  int64_t *shape, int64_t *offset) {
     memcpy(shape, ctx->shape, sizeof ctx->shape);
@@ -54,14 +67,16 @@ void dtr__layout(const dtr__ctx_t *ctx, const dtr_placement_t *pl, const int64_t
     if (!ordered) {
         for (int i = 0; i < ctx->mdims; i++)
             if (pl[i].kind == DTR_SHARD)
-                dtr__split(ctx->msize[i], coord[i], &shape[pl[i].dim], &offset[pl[i].dim]);
+                dtr__split_level(pl[i], ctx->msize[i], coord[i], &shape[pl[i].dim],
+                                 &offset[pl[i].dim]);
         return;
     }
     for (int d = 0; d < ctx->ndim; d++) {
         int dims[DTR_MAX_MESH_DIMS];
         int k = dtr__shard_seq(pl, ctx->mdims, d, dims);
         for (int q = 0; q < k; q++)
-            dtr__split(ctx->msize[dims[q]], coord[dims[q]], &shape[d], &offset[d]);
+            dtr__split_level(pl[dims[q]], ctx->msize[dims[q]], coord[dims[q]], &shape[d],
+                             &offset[d]);
     }
 }
 

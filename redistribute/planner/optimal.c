@@ -308,7 +308,10 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
         int first = -1;
         memo.defer = true;
         for (int c = 0; c < DTR__NBUILDERS; c++) {
-            bound[c] = dtr__candidate(ctx, src, dst, c, &scratch) ? scratch.time_us : NAN;
+            bound[c] = dtr__candidate(ctx, src, dst, c, &scratch) &&
+                               dtr__ragged_respects(ctx, &scratch)
+                           ? scratch.time_us
+                           : NAN;
             if (bound[c] < least) {
                 least = bound[c];
                 first = c;
@@ -326,7 +329,9 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
                     atomic_fetch_add_explicit(&dtr__bound_skips, 1, memory_order_relaxed);
                 continue;
             }
-            if (!dtr__candidate(ctx, src, dst, c, &scratch)) continue;
+            if (!dtr__candidate(ctx, src, dst, c, &scratch) ||
+                !dtr__ragged_respects(ctx, &scratch))
+                continue;
         } else if (ctx->ordered ||
                    !dtr__plan_compat(ctx, src, dst, true, have ? plan : NULL, &scratch, NULL, 0) ||
                    scratch.seed_blocks) { /* (a plan with its own blocks runs alone, not in batches) */
@@ -336,6 +341,13 @@ dtr_status_t dtr__plan_optimal(const dtr__ctx_t *ctx_in, const dtr_spec_t *src,
             *plan = scratch;
             have = true;
         }
+    }
+    if (!have && ctx->ragged_mdims != 0) { /* (none keeps the ragged shards: ragged.c) */
+        dtr__pair_cache_free(&memo);
+        return dtr__error(DTR_ERR_UNSUPPORTED, "dtr_plan_create",
+                          "no plan within one mesh keeps the ragged shards as they are; a "
+                          "change between meshes moves them (dtr_change_create does so by "
+                          "itself, dtr_cross_plan_create, dtr run --to-mesh)");
     }
     if (!have) {
         dtr__pair_cache_free(&memo);

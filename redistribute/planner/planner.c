@@ -175,19 +175,19 @@ static bool dtr__complex_op(dtr_placement_t p) {
 /* The checks every strategy shares; fills ctx. */
 static dtr_status_t dtr__check_pair(const dtr_spec_t *src, const dtr_spec_t *dst,
                                     bool backward, const char *func) {
+    char why[512];
     DTR_CHECK(dtr__check_spec(src, "src", func));
     DTR_CHECK(dtr__check_spec(dst, "dst", func));
     if (!dtr_mesh_equal(src->mesh, dst->mesh))
         return dtr__error(DTR_ERR_UNSUPPORTED, func,
                           "dst: its mesh differs from src's (redistribution across meshes is not "
                           "supported)");
-    if (dtr_spec_ragged(src) || dtr_spec_ragged(dst))
-        return dtr__error(DTR_ERR_UNSUPPORTED, func,
-                          "%s: a ragged shard (S(d){sizes}) is not planned within one mesh yet; "
-                          "a change between meshes moves it (dtr_cross_plan_create, dtr run "
-                          "--to-mesh)",
-                          dtr_spec_ragged(src) ? "src" : "dst");
     char a[256], b[256];
+    if (dtr__ragged_pair(src, dst) && !dtr__ragged_kept(src, dst, why, sizeof why))
+        return dtr__error(DTR_ERR_UNSUPPORTED, func,
+                          "%s; a change between meshes moves it (dtr_change_create does so by "
+                          "itself, dtr_cross_plan_create, dtr run --to-mesh)",
+                          why);
     if (src->ndim != dst->ndim || memcmp(src->shape, dst->shape, (size_t)src->ndim * sizeof(int64_t)) != 0) {
         dtr_shape_format(src->shape, src->ndim, a, sizeof a);
         dtr_shape_format(dst->shape, dst->ndim, b, sizeof b);
@@ -263,6 +263,19 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     if ((unsigned)strategy >= DTR_STRATEGY_LAST)
         return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
                           "opts->strategy: %d is not a strategy", (int)strategy);
+    /* Ragged shards: planned on their stand-ins (ragged.c), the plan made theirs at the end. */
+    dtr__ragged_t rg;
+    bool ragged = dtr__ragged_pair(src, dst);
+    if (ragged && strategy == DTR_STRATEGY_COMPAT)
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "compat: the seed algorithm knows only the chunk rule, not the ragged "
+                          "shard of %s; the optimal strategy handles this change",
+                          dtr_spec_ragged(src) ? "src" : "dst");
+    if (ragged) {
+        DTR_CHECK_AS(dtr__ragged_stand_in(src, dst, &rg), __func__);
+        src = &rg.proxy_src;
+        dst = &rg.proxy_dst;
+    }
     dtr_cost_model_t cost;
     if (opts != NULL && opts->cost != NULL) {
         cost = *opts->cost;
@@ -281,6 +294,10 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     }
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, dst, &cost); /* (the steps run in dst's dtype) */
+    if (ragged) {
+        ctx.ragged_mdims = rg.mdims;
+        ctx.ragged_tdims = rg.tdims;
+    }
     int m = ctx.mdims;
     ctx.ordered = !dtr__orders_default(src->placements, m) || !dtr__orders_default(dst->placements, m);
     /* Built in a local and copied out, so *out is untouched on error. */
@@ -310,6 +327,12 @@ dtr_status_t dtr_plan_create(const dtr_spec_t *src, const dtr_spec_t *dst,
     } else {
         DTR_CHECK(dtr__plan_optimal(&ctx, src, dst, &plan));
     }
+    if (ragged && !dtr__ragged_respects(&ctx, &plan))
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "no plan within one mesh keeps the ragged shards as they are; a "
+                          "change between meshes moves them (dtr_change_create does so by "
+                          "itself, dtr_cross_plan_create, dtr run --to-mesh)");
+    if (ragged) dtr__ragged_restore(&rg, &plan);
     plan.backward = backward;
     plan.op_dtype = dst->dtype;
     if (backward) {
@@ -335,7 +358,9 @@ static void dtr__plan_cast_out(dtr_plan_t *plan, const dtr_spec_t *dst) {
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, &plan->dst, &plan->cost);
     int64_t shape[DTR_MAX_TENSOR_DIMS], off[DTR_MAX_TENSOR_DIMS], zero[DTR_MAX_MESH_DIMS] = {0};
-    dtr__layout(&ctx, dst->placements, zero, shape, off); /* (coordinate 0's is the largest) */
+    /* (coordinate 0's is the largest, or the longest slice's of a ragged shard) */
+    dtr__layout(&ctx, dst->placements, zero, shape, off);
+    dtr__ragged_largest(&ctx, dst->placements, shape);
     int64_t numel = 1;
     for (int d = 0; d < ctx.ndim; d++) numel *= shape[d];
     int64_t op_bytes = numel * ctx.item, out_bytes = numel * dtr_dtype_info(dst->dtype)->size;
@@ -380,6 +405,10 @@ dtr_status_t dtr__plan_compat_unchecked(const dtr_spec_t *src, const dtr_spec_t 
     DTR_CHECK_PTR(out, __func__);
     DTR_CHECK_PTR(safe, __func__);
     DTR_CHECK(dtr__check_pair(src, dst, false, __func__));
+    if (dtr__ragged_pair(src, dst))
+        return dtr__error(DTR_ERR_UNSUPPORTED, __func__,
+                          "compat: the seed algorithm knows only the chunk rule, not ragged "
+                          "shards");
     dtr_cost_model_t cost;
     dtr_cost_model_default(&cost);
     dtr__ctx_t ctx;
@@ -423,6 +452,12 @@ dtr_status_t dtr_plan_step_bytes(const dtr_plan_t *plan, int step, int rank, int
 dtr_status_t dtr_plan_lower_bound(const dtr_spec_t *src, const dtr_spec_t *dst, int64_t *bytes) {
     DTR_CHECK_PTR(bytes, __func__);
     DTR_CHECK(dtr__check_pair(src, dst, false, __func__));
+    dtr__ragged_t rg; /* (the stand-ins' bound is the change's: ragged.c) */
+    if (dtr__ragged_pair(src, dst)) {
+        DTR_CHECK_AS(dtr__ragged_stand_in(src, dst, &rg), __func__);
+        src = &rg.proxy_src;
+        dst = &rg.proxy_dst;
+    }
     dtr__ctx_t ctx;
     dtr__ctx_init(&ctx, dst, NULL); /* the bound needs no cost model */
     *bytes = dtr__lower_bound(&ctx, src->placements, dst->placements);

@@ -32,6 +32,8 @@ typedef struct {
     dtr_placement_t src[3], dst[3];
     dtr_dtype_t dtype;
     bool blocked; /* a reduction blocked by a later shard of its dim */
+    bool ragged;  /* a ragged shard kept as it is (ragged_keep) */
+    int64_t sizes[4];
     char text[512];
 } test_case_t;
 
@@ -113,6 +115,9 @@ static inline void draw(test_case_t *c, int world) {
         c->src[k] = c->dst[1 - k] = dtr_shard(d);
         c->src[1 - k] = c->dst[k] = dtr_replicate();
     }
+    /* one case in four that no reduction blocks keeps a ragged shard (rand_cases.h) */
+    if (!c->blocked && pick(4) == 0)
+        c->ragged = ragged_keep(c->mdims, c->msize, c->ndim, c->shape, c->src, c->dst, c->sizes);
     c->dtype = (dtr_dtype_t)pick(DTR_DTYPE_LAST);
     char m[64], sh[64], a[128], b[128];
     dtr_placements_format(c->src, c->mdims, a, sizeof a);

@@ -86,6 +86,33 @@ static inline int raggedize(const dtr_mesh_t *mesh, dtr_placement_t *pl, const i
     return made;
 }
 
+/* Makes the change a -> b keep a ragged shard, what the steps within one mesh plan
+ * (redistribute/planner/ragged.c): S(d){sizes} on a random mesh dim i in both, random sizes
+ * summing to d's length (one in three with an empty last shard) in sizes (msize[i] slots),
+ * the only shard of d in both (others of d made R), shard orders back to mesh-dim order.
+ * False (nothing changed) where mesh dim i has one rank or over 64. */
+static inline bool ragged_keep(int mdims, const int64_t *msize, int ndim, const int64_t *shape,
+                               dtr_placement_t *a, dtr_placement_t *b, int64_t *sizes) {
+    int i = pick(mdims), d = pick(ndim);
+    int64_t n = msize[i];
+    if (n < 2 || n > 64) return false;
+    for (int k = 0; k < mdims; k++) {
+        if (a[k].kind == DTR_SHARD && a[k].dim == d) a[k] = dtr_replicate();
+        if (b[k].kind == DTR_SHARD && b[k].dim == d) b[k] = dtr_replicate();
+        a[k].order = b[k].order = 0;
+    }
+    for (int64_t k = 0; k < n; k++) sizes[k] = 0;
+    for (int64_t x = 0; x < shape[d]; x++) sizes[pick((int)n)]++;
+    if (pick(3) == 0) {
+        sizes[0] += sizes[n - 1];
+        sizes[n - 1] = 0;
+    }
+    a[i] = b[i] = dtr_shard(d);
+    a[i].nsizes = b[i].nsizes = (int32_t)n;
+    a[i].sizes = b[i].sizes = sizes;
+    return true;
+}
+
 /* A mesh of n of the world's ranks in a random order, 1 to 3 dims. */
 static inline dtr_mesh_t *random_mesh(int world, int n) {
     int64_t sizes[3];

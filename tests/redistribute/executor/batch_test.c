@@ -73,6 +73,14 @@ static void draw_tensor(const batch_case_t *c, const dtr_mesh_t *mesh, const dtr
         } else if (like == NULL && c->mdims >= 2 && pick(2) == 0) { /* shard orders */
             nest_in_orders(c->mdims, c->msize, ndim, pick(3), a, b);
         }
+        int64_t sizes[4];
+        if (like == NULL && !blocked && pick(4) == 0) /* a ragged shard kept (rand_cases.h) */
+            ragged_keep(c->mdims, c->msize, ndim, shape, a, b, sizes);
+        for (int i = 0; like != NULL && i < c->mdims; i++) /* (the first tensor's sizes) */
+            if (a[i].kind == DTR_SHARD && a[i].nsizes > 0) {
+                shape[a[i].dim] = 0;
+                for (int k = 0; k < a[i].nsizes; k++) shape[a[i].dim] += a[i].sizes[k];
+            }
         dtr_dtype_t dtype = (dtr_dtype_t)pick(DTR_DTYPE_LAST);
         if (like != NULL && pick(2)) dtype = like->dtype; /* reductions coalesce by dtype */
         dtr_spec_t s, t;
@@ -477,7 +485,7 @@ int main(int argc, char **argv) {
         exit(2);
     }
     int failures = 0, tensors = 0, rounds = 0, coalesced = 0, members = 0, one_by_one = 0;
-    int ordered = 0;
+    int ordered = 0, ragged = 0;
     int kinds[DTR_STEP_KIND_LAST] = {0};
     for (int index = 0; index < cases; index++) {
         rng_state = seed * 1000003ull + (uint64_t)index;
@@ -513,6 +521,7 @@ int main(int argc, char **argv) {
                                   c.src[t].placements[i].order != 0) ||
                                  (c.dst[t].placements[i].kind == DTR_SHARD &&
                                   c.dst[t].placements[i].order != 0);
+        for (int t = 0; t < c.n; t++) ragged += dtr_spec_ragged(&c.src[t]);
         if (bp != NULL) {
             tensors += bp->ntensors;
             rounds += bp->nrounds;
@@ -543,11 +552,15 @@ int main(int argc, char **argv) {
         for (int k = 0; k < DTR_STEP_KIND_LAST; k++)
             if (dtr_step_kind_info((dtr_step_kind_t)k)->collective)
                 printf(" %s %d", dtr_step_kind_info((dtr_step_kind_t)k)->name, kinds[k]);
-        printf("\n  tensors with shard orders: %d\n  hostile inputs: %d failed\n", ordered,
-               hostile_fails);
+        printf("\n  tensors with shard orders: %d, keeping a ragged shard: %d\n  hostile "
+               "inputs: %d failed\n", ordered, ragged, hostile_fails);
         if (world >= 4 && cases >= 100 && (coalesced == 0 || kinds[DTR_STEP_REDUCE_EXCHANGE] == 0 ||
                                            kinds[DTR_STEP_EXCHANGE] == 0)) {
             printf("  FAIL: no coalesced round, reduce_exchange round or exchange round ran\n");
+            failures++;
+        }
+        if (world >= 2 && cases >= 50 && ragged == 0) {
+            printf("  FAIL: no tensor keeping a ragged shard ran\n");
             failures++;
         }
         if (world >= 4 && cases >= 50 && ordered == 0) {

@@ -88,8 +88,9 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
     if ((k + t) % 6 == 5 && dtr_dtype_info(dtype)->is_float && !storage && !complex)
         to = dtype == DTR_F32 ? DTR_BF16 : DTR_F32;
     /* one tensor in three with ragged shards (S(d){sizes}), from, to or both; a ragged
-     * source's Partial is combined at the receivers (a sum; max and min on host memory), so
-     * it stays only where that can be */
+     * source's Partial is reduced on its mesh where each ragged shard is the only shard of
+     * its tensor dim (planner/ragged.c: any op, any cast), else combined at the receivers (a
+     * sum; max and min on host memory), so it stays only where one of them can be */
     int64_t sa[3][64], sb[3][64];
     if (pick(3) == 0) {
         bool ragged = raggedize(c->mesh[0], pa, shape, ndim, sa) > 0;
@@ -97,7 +98,13 @@ static bool draw_tensor(xcase_t *c, int t, int k) {
         bool combines = op == DTR_REDUCE_SUM || (!on_fake && op != DTR_REDUCE_AVG); /* (host: max, min) */
         bool summed = combines && to == dtype && dtr_dtype_info(dtype)->is_float &&
                       !complex && !storage && c->cap == 0 && k % 5 != 2; /* (2: at the source) */
-        for (int i = 0; ragged && i < dtr_mesh_ndims(c->mesh[0]); i++)
+        int m = dtr_mesh_ndims(c->mesh[0]);
+        bool alone = true;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m && pa[i].kind == DTR_SHARD && pa[i].nsizes > 0; j++)
+                alone &= j == i || dtr_mesh_size(c->mesh[0], j) == 1 ||
+                         pa[j].kind != DTR_SHARD || pa[j].dim != pa[i].dim;
+        for (int i = 0; ragged && !alone && i < m; i++)
             if (pa[i].kind == DTR_PARTIAL && (!summed || dtr_mesh_size(c->mesh[0], i) == 1))
                 pa[i] = dtr_replicate();
     }
@@ -263,6 +270,17 @@ static dtr_status_t run_host(dtr_context_t *ctx, const dtr_cross_plan_t *plan,
 }
 
 static int summed; /* cases whose plan sums a Partial at the receivers */
+static int ragged_pre; /* cases whose plan reduces a ragged source's Partial on its mesh */
+
+/* Does the plan run steps on the source mesh for a ragged source with a Partial? */
+static bool reduces_ragged(const xcase_t *c, const dtr_cross_plan_t *plan) {
+    dtr_cross_figures_t f;
+    if (dtr_cross_plan_figures(plan, &f) != DTR_OK || f.pre_steps == 0) return false;
+    for (int t = 0; t < c->n; t++)
+        for (int i = 0; dtr_spec_ragged(&c->src[t]) && i < dtr_mesh_ndims(c->mesh[0]); i++)
+            if (c->src[t].placements[i].kind == DTR_PARTIAL) return true;
+    return false;
+}
 
 /* Whether a plan sums some tensor's Partial at the receivers (its JSON says so). */
 static bool sums_at_receiver(const dtr_cross_plan_t *plan) {
@@ -300,6 +318,7 @@ static int run_case(dtr_context_t *ctx, const xcase_t *c, const dtr_fill_t *fill
         return 1;
     }
     summed += sums_at_receiver(plan);
+    ragged_pre += reduces_ragged(c, plan);
     xbuf_t b[3];
     memset(b, 0, sizeof b);
     int bad = 0;
@@ -377,14 +396,16 @@ static int wrong_size(dtr_context_t *ctx, int rank, int world, char *why, size_t
 
 /* A ragged source's Partial combined at the receivers by each op it may be (max, min, sum):
  * S(0){3,5},P(op) on 2 x world/2 ranks to S(1) on every rank in reverse, random values,
- * every element checked (run_case), the plan combining at the receivers. 4 ranks or more. */
+ * every element checked (run_case), the plan combining at the receivers; and P(avg), which
+ * only the steps on the source mesh reduce (planner/ragged.c). 4 ranks or more. */
 static int ragged_partials(dtr_context_t *ctx, int rank, int world, char *why, size_t len) {
-    const dtr_reduce_op_t ops[] = {DTR_REDUCE_MAX, DTR_REDUCE_MIN, DTR_REDUCE_SUM};
+    const dtr_reduce_op_t ops[] = {DTR_REDUCE_MAX, DTR_REDUCE_MIN, DTR_REDUCE_SUM,
+                                   DTR_REDUCE_AVG};
     int bad = 0; /* (every op runs on every rank, failed or not: the ranks stay in step) */
     via_change = false; /* (the planner's own choice and costs, whatever the last case set) */
     unsetenv("DTR_CROSS_REDUCE");
     unsetenv("DTR_ALPHA_US");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         xcase_t c;
         memset(&c, 0, sizeof c);
         int64_t sa[2] = {2, world / 2}, nb = 2 * (world / 2), sizes[2] = {3, 5}, shape[2] = {8, 6};
@@ -398,7 +419,7 @@ static int ragged_partials(dtr_context_t *ctx, int rank, int world, char *why, s
         c.n = 1;
         snprintf(c.text, sizeof c.text, "S(0){3,5},P(%s) -> S(1)", dtr_reduce_op_name(ops[k]));
         char inner[400] = "";
-        int here = 0, before = summed;
+        int here = 0, before = summed, before_pre = ragged_pre;
         if (dtr_spec_init(&c.src[0], c.mesh[0], pa, 2, shape, 2, DTR_F32) != DTR_OK ||
             dtr_spec_init(&c.dst[0], c.mesh[1], &pb, 1, shape, 2, DTR_F32) != DTR_OK) {
             snprintf(inner, sizeof inner, "specs: %.300s", dtr_last_error());
@@ -406,8 +427,12 @@ static int ragged_partials(dtr_context_t *ctx, int rank, int world, char *why, s
         }
         dtr_fill_t fill = {.kind = DTR_FILL_RANDOM, .seed = 7 + (uint64_t)k};
         if (!here) here = run_case(ctx, &c, &fill, rank, inner, sizeof inner);
-        if (!here && summed != before + 1) {
+        if (!here && ops[k] != DTR_REDUCE_AVG && summed != before + 1) {
             snprintf(inner, sizeof inner, "not combined at the receivers");
+            here = 1;
+        }
+        if (!here && ops[k] == DTR_REDUCE_AVG && ragged_pre != before_pre + 1) {
+            snprintf(inner, sizeof inner, "not reduced on the source mesh");
             here = 1;
         }
         if (here && !bad) snprintf(why, len, "%.100s: %.380s", c.text, inner);
@@ -691,6 +716,7 @@ int main(int argc, char **argv) {
         printf("FAIL: no case drew a ragged shard\n");
         failed++;
     }
+
     if (rank == 0 && world >= 2 && cases >= 50 && (kinds[0] == 0 || kinds[1] == 0 || kinds[2] == 0)) {
         printf("FAIL: the draws missed a kind of rank sets (disjoint %d, overlapping %d, the same %d)\n",
                kinds[0], kinds[1], kinds[2]);
@@ -699,9 +725,9 @@ int main(int argc, char **argv) {
     if (rank == 0)
         printf("cross on %d ranks (%s), seed %llu: rank sets disjoint %d, overlapping %d, the "
                "same %d; %d plans summed a Partial at the receivers; %d cases with ragged "
-               "shards\ncross: %d passed, %d failed\n",
+               "shards, %d reducing a ragged source on its mesh\ncross: %d passed, %d failed\n",
                world, job.backend, (unsigned long long)seed, kinds[0], kinds[1], kinds[2], summed,
-               ragged, passed, failed);
+               ragged, ragged_pre, passed, failed);
     test_job_end(&job);
     return failed > 0;
 }

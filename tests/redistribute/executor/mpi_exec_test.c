@@ -63,6 +63,7 @@ typedef struct {
     int ordered;    /* plans from or to a shard order other than mesh-dim order */
     int own_blocks; /* compat plans through the seed's own block lengths (seed_blocks) */
     int node_aware; /* plans made knowing which mesh dims cross nodes (some did) */
+    int ragged;     /* plans keeping a ragged shard (ragged_keep) */
 } coverage_t;
 
 /* The run's settings and contexts: [0] the backend as it is, [1] without the v-forms (MPI:
@@ -189,6 +190,7 @@ static void cover(coverage_t *cv, const test_case_t *c, const dtr_plan_t *plan,
     cv->node_aware += across != 0;
     cv->dtypes[c->dtype]++;
     cv->casts += dst->dtype != src->dtype;
+    cv->ragged += c->ragged;
     cv->own_blocks += plan->seed_blocks;
     for (int i = 0, any = 0; i < c->mdims && !any; i++)
         if ((src->placements[i].kind == DTR_SHARD && src->placements[i].order != 0) ||
@@ -301,6 +303,8 @@ static void summary(const run_t *r, const coverage_t *cv, tally_t *t) {
     printf("\n  plans with shard orders: %d", cv->ordered);
     need(t, !many || r->world < 4 || cv->ordered > 0, "no plan with a shard order ran");
     printf("\n  plans made node-aware with some mesh dim across nodes: %d", cv->node_aware);
+    printf("\n  plans keeping a ragged shard: %d", cv->ragged);
+    need(t, !many || r->world < 2 || cv->ragged > 0, "no plan keeping a ragged shard ran");
     printf("\n  compat plans through the seed's own block lengths: %d", cv->own_blocks);
     need(t, !many || r->world < 8 || cv->own_blocks > 0,
          "no plan through the seed's own block lengths ran");
