@@ -334,14 +334,16 @@ void dtr_cli_ragged_onto_mesh(dtr_cli_change_t *o) {
     o->to_ranks = o->spec.ranks;
 }
 
-bool dtr_cli_ragged_between(int n, const dtr_spec_t *src, const dtr_spec_t *dst) {
+dtr_cli_route_t dtr_cli_ragged_route(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                     bool many) {
     bool ragged = false;
     for (int k = 0; k < n; k++) ragged = ragged || dtr_spec_ragged(&src[k]) || dtr_spec_ragged(&dst[k]);
-    if (!ragged) return false;
-    dtr_change_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .many = n > 1};
+    if (!ragged) return DTR_CLI_ROUTE_WITHIN;
+    dtr_change_options_t opts = {.strategy = DTR_STRATEGY_OPTIMAL, .many = many};
     dtr_change_t *c = NULL;
-    if (dtr_change_create(n, src, dst, &opts, &c) != DTR_OK) return true; /* (it reports) */
+    if (dtr_change_create(n, src, dst, &opts, &c) != DTR_OK) return DTR_CLI_ROUTE_FAILED;
     dtr_change_form_t form = dtr_change_form(c);
     dtr_change_destroy(c);
-    return form != DTR_CHANGE_ONE && form != DTR_CHANGE_BATCH;
+    return form == DTR_CHANGE_ONE || form == DTR_CHANGE_BATCH ? DTR_CLI_ROUTE_WITHIN
+                                                              : DTR_CLI_ROUTE_BETWEEN;
 }

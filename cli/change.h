@@ -71,10 +71,13 @@ int dtr_cli_change_check(const char *cmd, unsigned who, int world, dtr_cli_chang
                          dtr_cli_engine_t *engine);
 
 /* A ragged shard that the change moves: planned and run between meshes, onto --mesh (which
- * dtr_cli_ragged_onto_mesh makes --to-mesh). dtr_cli_ragged_between: do the n tensors hold
- * a ragged shard, and does their change object go between meshes (or fail to plan, which
- * the run between meshes reports)? */
+ * dtr_cli_ragged_onto_mesh makes --to-mesh). dtr_cli_ragged_route: where the change object
+ * of the n tensors (the form of many where many) plans them: within the mesh (also where
+ * none is ragged), between meshes, or nowhere (dtr_change_create failed: the command
+ * reports its error as it reports its own planning's). */
+typedef enum { DTR_CLI_ROUTE_WITHIN, DTR_CLI_ROUTE_BETWEEN, DTR_CLI_ROUTE_FAILED } dtr_cli_route_t;
 void dtr_cli_ragged_onto_mesh(dtr_cli_change_t *o);
-bool dtr_cli_ragged_between(int n, const dtr_spec_t *src, const dtr_spec_t *dst);
+dtr_cli_route_t dtr_cli_ragged_route(int n, const dtr_spec_t *src, const dtr_spec_t *dst,
+                                     bool many);
 
 #endif

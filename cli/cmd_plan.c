@@ -422,13 +422,15 @@ static int dtr__plan_one(const dtr_cli_change_t *o, const dtr_cost_model_t *cost
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("plan", o->to, NULL, o->to_ranks, o->to_dtype, &src, &none, &dst);
-    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(1, &src, &dst)) { /* (between meshes) */
+    dtr_cli_route_t route = rc == DTR_EXIT_OK ? dtr_cli_ragged_route(1, &src, &dst, false)
+                                              : DTR_CLI_ROUTE_WITHIN;
+    if (route == DTR_CLI_ROUTE_BETWEEN) { /* a ragged shard that moves: onto --mesh */
         dtr_mesh_destroy(mesh);
         dtr_cli_change_t onto = *o;
         dtr_cli_ragged_onto_mesh(&onto);
         return dtr__plan_cross(&onto, cost);
     }
-    if (rc == DTR_EXIT_OK && o->block_scale > 0) {
+    if (rc == DTR_EXIT_OK && (o->block_scale > 0 || route == DTR_CLI_ROUTE_FAILED)) {
         dtr_change_options_t opts = {.strategy = o->strategy, .cost = cost,
                                      .block_scale = o->block_scale};
         rc = dtr__plan_change(o, mesh, 1, &src, &dst, &opts);

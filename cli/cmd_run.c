@@ -190,7 +190,7 @@ static dtr_status_t dtr__baseline(const dtr_cli_run_t *r) {
     return st == DTR_OK ? dtr_context_sync(r->ctx) : st;
 }
 
-/* dtr__setup_plan's answer for a change that runs between meshes (dtr_cli_ragged_between). */
+/* dtr__setup_plan's answer for a change that runs between meshes (dtr_cli_ragged_route). */
 #define DTR__BETWEEN (-1)
 
 /* The specs, where the mesh dims run, and the plan: an exit code (each error printed once,
@@ -201,8 +201,11 @@ static int dtr__setup_plan(dtr_cli_run_t *r) {
     if (rc != DTR_EXIT_OK) return rc;
     dtr_mesh_t *none = NULL;
     rc = dtr_cli_target_spec("run", o->to, NULL, o->to_ranks, o->to_dtype, &r->src, &none, &r->dst);
-    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(1, &r->src, &r->dst))
-        return DTR__BETWEEN; /* (before any collective: every rank decides alike) */
+    /* (before any collective: every rank decides alike; a change that fails to plan is
+     * reported below, as any is) */
+    if (rc == DTR_EXIT_OK &&
+        dtr_cli_ragged_route(1, &r->src, &r->dst, false) == DTR_CLI_ROUTE_BETWEEN)
+        return DTR__BETWEEN;
     if (rc == DTR_EXIT_OK) rc = dtr_cli_mesh_fits("run", "--mesh", r->mesh, r->world);
     if (rc == DTR_EXIT_OK && o->digest) rc = dtr_cli_digest_refuse(1, &r->dst);
     rc = dtr_cli_agree_args("run", rc, r->rank); /* (before the first collective) */

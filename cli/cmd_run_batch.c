@@ -237,7 +237,8 @@ int dtr_cli_run_batch(int argc, char **argv, int rank, int world) {
     rc = dtr_cli_mesh_fits("run", "--mesh", mesh, world);
     if (rc == DTR_EXIT_OK) rc = dtr_cli_batch_load("run", o.batch, mesh, NULL, &t.src, &t.dst, &t.n);
     /* (ragged shards that move go box by box, as between meshes: onto this mesh) */
-    if (rc == DTR_EXIT_OK && dtr_cli_ragged_between(t.n, t.src, t.dst)) {
+    if (rc == DTR_EXIT_OK &&
+        dtr_cli_ragged_route(t.n, t.src, t.dst, true) == DTR_CLI_ROUTE_BETWEEN) {
         dtr__tensors_free(&t);
         dtr_mesh_destroy(mesh);
         dtr_cli_ragged_onto_mesh(&o);

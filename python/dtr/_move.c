@@ -458,12 +458,19 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
     if (cap != NULL && cap != Py_None && dtrpy_int(cap, "staging_cap", 0, INT64_MAX, &cap_bytes) < 0)
         return NULL;
     if (dtrpy_flag_ok(relabel, "relabel") < 0) return NULL;
-    /* Ragged shards that the steps on one mesh do not keep (planner/ragged.c) move box by
-     * box, as between meshes, on one mesh too; so do those given only with relabel= or
+    /* Ragged shards that the change moves (the change object says: planner/ragged.c) move
+     * box by box, as between meshes, on one mesh too; so do those given with relabel= or
      * staging_cap=. */
     bool ragged = dtr_spec_ragged(s) || dtr_spec_ragged(d);
-    bool between_only = (relabel != NULL && PyObject_IsTrue(relabel) == 1) || cap_bytes != 0;
-    if (c->to != NULL || (ragged && between_only))
+    bool between = (relabel != NULL && PyObject_IsTrue(relabel) == 1) || cap_bytes != 0;
+    if (ragged && !between && c->to == NULL) {
+        dtr_change_t *ch = NULL;
+        dtr_status_t cs = dtr_change_create(1, s, d, NULL, &ch);
+        if (cs != DTR_OK) return dtrpy_raise(cs);
+        between = dtr_change_form(ch) != DTR_CHANGE_ONE;
+        dtr_change_destroy(ch);
+    }
+    if (c->to != NULL || (ragged && between))
         return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes, mesh_obj);
     if (relabel != NULL && PyObject_IsTrue(relabel) == 1)
         return dtrpy_arg_error("relabel: only for a change between meshes (to_mesh=)");
@@ -471,8 +478,6 @@ static PyObject *dtrpy_run_one(dtrpy_call_t *c, dtrpy_tensor_t *t, const dtr_spe
         return dtrpy_arg_error("staging_cap: only for a change between meshes (to_mesh=)");
     dtr_plan_t plan; /* (on the stack: a blocking call's plan lives as long as the call) */
     dtr_status_t st = dtr_plan_cache_get(dtrpy_plan_cache(), s, d, dtrpy_plan_options(), &plan, NULL);
-    if (st == DTR_ERR_UNSUPPORTED && ragged)
-        return dtrpy_run_cross(c, t, s, d, out, async_op, relabel, cap_bytes, mesh_obj);
     if (st != DTR_OK) return dtrpy_raise(st);
     if (t->err_type == NULL && dtrpy_output(c, out, "out", t, d, c->ctx->rank) < 0) dtrpy_tensor_defer(t);
     if (t->err_type == NULL && dtrpy_enter(c, t, 1) < 0) dtrpy_tensor_defer(t);

@@ -154,7 +154,7 @@ static void dtr__batch_totals(dtr_batch_plan_t *b, const dtr__ctx_t *ctxs) {
     int64_t bound = 0, largest_round = 0;
     for (int t = 0; t < n; t++) {
         const dtr_plan_t *p = &b->plans[t];
-        per_coord = per_coord || dtr__plan_per_coord(p);
+        per_coord = per_coord || dtr__plan_per_coord(p) || dtr_spec_ragged(&p->src);
         sum_max += p->recv_bytes_max;
         if (p->lower_bound_recv_bytes > bound) bound = p->lower_bound_recv_bytes;
         b->peak_extra_bytes += p->peak_extra_bytes;
@@ -178,7 +178,7 @@ static void dtr__batch_totals(dtr_batch_plan_t *b, const dtr__ctx_t *ctxs) {
     b->peak_extra_bytes += largest_round;
     /* Per rank: the sum of the members' receives, and of what each must receive (a bound
      * per tensor, so their sum is one for the batch). Without all-to-all or exchange steps
-     * coordinate 0 is every member's busiest rank. */
+     * or ragged shards coordinate 0 is every member's busiest rank. */
     int64_t coord[DTR_MAX_MESH_DIMS] = {0};
     bool vary[DTR_MAX_MESH_DIMS];
     for (int i = 0; i < DTR_MAX_MESH_DIMS; i++) vary[i] = true;

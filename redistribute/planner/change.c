@@ -79,10 +79,9 @@ dtr_status_t dtr_change_create(int n, const dtr_spec_t *src, const dtr_spec_t *d
                           src[0].mesh == NULL ? "src" : "dst");
     dtr_change_options_t none = {0}, o = opts != NULL ? *opts : none;
     /* A ragged shard that moves (planner/ragged.c) moves as a change between meshes does, box
-     * by box, even on one mesh; so do those no plan within one mesh keeps (below). */
-    bool between = o.between_meshes || !dtr_mesh_equal(src[0].mesh, dst[0].mesh), ragged = false;
+     * by box, even on one mesh. */
+    bool between = o.between_meshes || !dtr_mesh_equal(src[0].mesh, dst[0].mesh);
     for (int i = 0; i < n && !between; i++) {
-        ragged = ragged || dtr__ragged_pair(&src[i], &dst[i]);
         between = dtr__ragged_pair(&src[i], &dst[i]) &&
                   (o.block_scale != 0 || !dtr__ragged_kept(&src[i], &dst[i], NULL, 0));
     }
@@ -102,15 +101,6 @@ dtr_status_t dtr_change_create(int n, const dtr_spec_t *src, const dtr_spec_t *d
         free(qdst);
     } else {
         st = dtr__change_plan(c, n, src, dst, &o);
-        if (st == DTR_ERR_UNSUPPORTED && ragged && !between &&
-            dtr__change_options(&o, true) == DTR_OK) {
-            free(c->plan);
-            dtr_batch_plan_destroy(c->batch);
-            c->plan = NULL;
-            c->batch = NULL;
-            c->form = one ? DTR_CHANGE_CROSS : DTR_CHANGE_CROSS_BATCH;
-            st = dtr__change_plan(c, n, src, dst, &o);
-        }
     }
     if (st != DTR_OK) {
         dtr_change_destroy(c);

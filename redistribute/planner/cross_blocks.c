@@ -277,20 +277,22 @@ dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts) {
 
 dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t item,
                          int64_t min_bytes) {
-    int64_t n = ps->n, *sent = calloc((size_t)b->nclasses + 1, sizeof *sent);
-    if (sent == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld blocks", (long long)b->nclasses);
+    int64_t n = ps->n, *lack = calloc((size_t)b->nclasses + 1, sizeof *lack);
+    if (lack == NULL) return dtr__error(DTR_ERR_OUT_OF_MEMORY, DTR__FUNC, "%lld blocks", (long long)b->nclasses);
     for (int64_t i = 0; i < n; i++)
-        if (!dtr__xholds(b, ps->v[i].cls, ps->v[i].to)) sent[ps->v[i].cls]++;
+        if (!dtr__xholds(b, ps->v[i].cls, ps->v[i].to)) lack[ps->v[i].cls] += ps->v[i].numel;
     dtr_status_t st = DTR_OK;
     for (int64_t i = 0; i < n && st == DTR_OK; i++) {
         dtr__xpiece_t x = ps->v[i];
         int64_t h = b->first[x.cls + 1] - b->first[x.cls];
-        if (sent[x.cls] == 0 || h <= sent[x.cls] || dtr__xholds(b, x.cls, x.to)) continue;
+        if (lack[x.cls] == 0 || x.numel == 0 || dtr__xholds(b, x.cls, x.to)) continue;
+        /* its part of the block's lack times the holders: the holders' shares it makes */
+        __int128 want = ((__int128)x.numel * h + lack[x.cls] - 1) / lack[x.cls];
+        if (want < 2) continue;
         int d = 0;
         while (d < b->ndim && x.ext[d] < 2) d++;
         if (d == b->ndim) continue;
-        int64_t s = (h + sent[x.cls] - 1) / sent[x.cls], len = x.ext[d], row = x.numel / len;
-        if (s > len) s = len;
+        int64_t len = x.ext[d], row = x.numel / len, s = want > len ? len : (int64_t)want;
         if (x.numel * item < s * min_bytes) continue; /* (a piece would not pay its message) */
         for (int64_t j = 0; j < s && st == DTR_OK; j++) {
             int64_t size, off;
@@ -305,7 +307,7 @@ dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t it
                 st = dtr__piece_push(ps, &y);
         }
     }
-    free(sent);
+    free(lack);
     return st;
 }
 

@@ -237,12 +237,16 @@ static void dtr__tensor_rounds(dtr_cross_plan_t *p, dtr__xmsgs_t *a) {
 }
 
 /* The bytes a tensor's reduced block takes in the mids' scratch: its layout's largest
- * block (coordinate 0's), in 64-byte units. */
+ * block (coordinate 0's; with a ragged shard, the largest over the coordinates), in 64-byte
+ * units. */
 static int64_t dtr__mid_size(const dtr__xtensor_t *x) {
     dtr_layout_t l;
-    int64_t zero[DTR_MAX_MESH_DIMS] = {0};
-    dtr_spec_layout_at(&x->mid, zero, &l);
-    return (l.bytes + 63) / 64 * 64;
+    int64_t coord[DTR_MAX_MESH_DIMS] = {0}, most = 0;
+    do {
+        dtr_spec_layout_at(&x->mid, coord, &l);
+        if (l.bytes > most) most = l.bytes;
+    } while (dtr_spec_ragged(&x->mid) && dtr__xcoord_next(x->mid.mesh, coord));
+    return (most + 63) / 64 * 64;
 }
 
 /* Where each reduced block lies in the mids' scratch: a block lives from its tensor's first
@@ -265,9 +269,11 @@ static dtr_status_t dtr__mid_offsets(dtr_cross_plan_t *p) {
             by_round[j] = by_round[j - 1], by_round[j - 1] = x;
         }
     p->mid_bytes = 0;
+    for (int i = 0; i < nb; i++)
+        p->t[by_round[i]].mid_size = dtr__mid_size(&p->t[by_round[i]]);
     for (int i = 0; i < nb; i++) {
         dtr__xtensor_t *x = &p->t[by_round[i]];
-        int64_t size = dtr__mid_size(x), at = 0;
+        int64_t size = x->mid_size, at = 0;
         int kept = 0, slot = 0;
         for (int j = 0; j < live; j++) /* drop the blocks whose last round is before this one */
             if (p->t[order[j]].last >= x->round) order[kept++] = order[j];
@@ -275,7 +281,7 @@ static dtr_status_t dtr__mid_offsets(dtr_cross_plan_t *p) {
         for (; slot < live; slot++) { /* the first gap that holds it */
             const dtr__xtensor_t *y = &p->t[order[slot]];
             if (y->mid_offset - at >= size) break;
-            at = y->mid_offset + dtr__mid_size(y);
+            at = y->mid_offset + y->mid_size;
         }
         x->mid_offset = at;
         memmove(order + slot + 1, order + slot, sizeof *order * (size_t)(live - slot));

@@ -197,6 +197,7 @@ typedef struct {
     int turn;                 /* whose turn among a block's holders its first box is */
     int round, last;          /* the tensor's first and last rounds */
     int64_t mid_offset;       /* where its reduced block lies in the mids' scratch (has_pre) */
+    int64_t mid_size;         /* and the room it takes there (its largest block, rounded up) */
 } dtr__xtensor_t;
 
 struct dtr_cross_plan {

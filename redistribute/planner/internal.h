@@ -346,10 +346,12 @@ dtr_status_t dtr__xblocks_part(const dtr_spec_t *src, dtr__xblocks_t *b, int *pa
 /* The pieces from index `from` on (of one target, from unparted blocks) as one per addend:
  * each one's class made c * parts + k, with copies for addends 1..parts-1 appended. */
 dtr_status_t dtr__xsplit_parts(dtr__xpieces_t *ps, int64_t from, int parts);
-/* Where a block has more holders than boxes to send (targets lacking it), each of its boxes
- * cut along its first dim of two or more into as many pieces as make one a holder (each at
- * least min_bytes: a piece must pay for its message), so that the holders share the sends
- * and the busiest sends its share of the block (the lower bound), not a whole box. */
+/* Where a block has two holders or more, each box a target lacks cut along its first dim of
+ * two or more into as many pieces as its part of what the block's targets lack makes of
+ * the holders' shares (more holders than boxes: each box into holders / boxes; one box of
+ * three times another's: it in more pieces), each at least min_bytes (a piece must pay for
+ * its message), so that the holders share the sends and the busiest sends about its share
+ * of the block (the lower bound), not a whole box. */
 dtr_status_t dtr__xshare(const dtr__xblocks_t *b, dtr__xpieces_t *ps, int64_t item,
                          int64_t min_bytes);
 /* How many boxes the blocks of b cut non-empty target block t into (without making them). */

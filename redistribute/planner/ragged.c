@@ -61,6 +61,17 @@ bool dtr__ragged_kept(const dtr_spec_t *src, const dtr_spec_t *dst, char *why, s
                              name, i, a, other, b);
                 return false;
             }
+            int64_t most = 0;
+            for (int q = 0; q < p.nsizes; q++)
+                if (p.sizes[q] > most) most = p.sizes[q];
+            if ((__int128)most * p.nsizes > DTR_MAX_DIM_SIZE) {
+                if (why != NULL)
+                    snprintf(why, len, "%s: placements[%d] %s: its longest slice (%lld) times "
+                             "its %d ranks exceeds 2^40, the longest dim the steps within one "
+                             "mesh plan a ragged shard's stand-in of",
+                             name, i, a, (long long)most, (int)p.nsizes);
+                return false;
+            }
             if (j >= 0 || k >= 0) {
                 if (why != NULL)
                     snprintf(why, len, "%s: placements[%d] %s: mesh dim %d of %s shards tensor "
