@@ -143,6 +143,8 @@ def test_random_kept_ragged_changes_within_one_mesh():
     the reference; on 2x2 the plan is one all_reduce at the lower bound."""
     comm = world()
     rank, n = comm.Get_rank(), comm.Get_size()
+    if n < 2:
+        pytest.skip("a ragged shard needs a mesh dim of 2 ranks or more")
     rng = np.random.default_rng(SEED + 9)
     kept = 0
     for case in range(60):
