@@ -86,6 +86,8 @@ if [ "${1:-}" != --torch ]; then
     out=$(bash "$root/python/tests/nobazel.sh" 2>&1)
     rc=$?
     echo "$out" | tail -12
+    # (a failed check's lines, wherever it is: the tail above may not reach them)
+    grep -A12 '^FAILED' <<<"$out" | head -60
     p=$(grep -oE '^nobazel: [0-9]+ passed' <<<"$out" | grep -oE '[0-9]+')
     f=$(grep -oE '^nobazel: [0-9]+ passed, [0-9]+ failed' <<<"$out" | grep -oE '[0-9]+ failed' | cut -d' ' -f1)
     p=${p:-0} f=${f:-0}
