@@ -154,6 +154,18 @@ static int64_t need(const dtr_spec_t *src, const dtr_spec_t *dst, int r) {
     return b.numel - both;
 }
 
+/* A random case as text for its failure message. */
+static void case_text(int k, const int64_t *sizes, const dtr_placement_t *a,
+                      const dtr_placement_t *b, int mdims, const int64_t *shape, char *text,
+                      size_t len) {
+    char pa[160], pb[160];
+    dtr_placements_format(a, mdims, pa, sizeof pa);
+    dtr_placements_format(b, mdims, pb, sizeof pb);
+    snprintf(text, len, "case %d: mesh %lldx%lldx%lld, %s -> %s, shape %lldx%lldx%lld", k,
+             (long long)sizes[0], (long long)sizes[1], (long long)sizes[2], pa, pb,
+             (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+}
+
 /* Random kept pairs on 1-3 dim meshes of 2-8 ranks, random placements (Partial too), random
  * sizes with empty shards: planned, the ragged shard in every step, the figures the real
  * blocks give rank by rank, and without Partial on either side the bound every rank's own
@@ -191,12 +203,8 @@ Test(ragged_plan, random_kept_pairs) {
         dtr_mesh_t *m = NULL;
         cr_assert_eq(dtr_mesh_create(mdims, sizes, NULL, 0, &m), DTR_OK);
         dtr_spec_t src, dst;
-        char text[512], pa[128], pb[128];
-        dtr_placements_format(a, mdims, pa, sizeof pa);
-        dtr_placements_format(b, mdims, pb, sizeof pb);
-        snprintf(text, sizeof text, "case %d: mesh %lldx%lldx%lld, %s -> %s, shape %lldx%lldx%lld",
-                 k, (long long)sizes[0], (long long)sizes[1], (long long)sizes[2], pa, pb,
-                 (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+        char text[512];
+        case_text(k, sizes, a, b, mdims, shape, text, sizeof text);
         if (dtr_spec_init(&src, m, a, mdims, shape, ndim, DTR_F32) != DTR_OK ||
             dtr_spec_init(&dst, m, b, mdims, shape, ndim, DTR_F32) != DTR_OK) {
             dtr_mesh_destroy(m);
@@ -272,12 +280,8 @@ Test(ragged_plan, random_moved_pairs_at_the_bound) {
         raggedize(m, a, shape, ndim, sa);
         raggedize(m, b, shape, ndim, sb);
         dtr_spec_t src, dst;
-        char text[512], pa[160], pb[160];
-        dtr_placements_format(a, mdims, pa, sizeof pa);
-        dtr_placements_format(b, mdims, pb, sizeof pb);
-        snprintf(text, sizeof text, "case %d: mesh %lldx%lldx%lld, %s -> %s, shape %lldx%lldx%lld",
-                 k, (long long)sizes[0], (long long)sizes[1], (long long)sizes[2], pa, pb,
-                 (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+        char text[512];
+        case_text(k, sizes, a, b, mdims, shape, text, sizeof text);
         if (dtr_spec_init(&src, m, a, mdims, shape, ndim, DTR_F32) != DTR_OK ||
             dtr_spec_init(&dst, m, b, mdims, shape, ndim, DTR_F32) != DTR_OK ||
             !(dtr_spec_ragged(&src) || dtr_spec_ragged(&dst))) {
