@@ -11,8 +11,10 @@ what it needs is found, and left out otherwise, its calls then refused by name:
   cuda         the CUDA toolkit (nvcc: $NVCC, on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin):
                libdtr_cuda.so, the CUDA memory space of Mesh(..., device="cuda"), whose
                kernels are built for the GPUs third_party/cuda/cuda.bzl names
+  nccl         NCCL (nccl.h and libnccl where the C compiler finds them, or under
+               $NCCL_HOME), with the cuda and mpi parts: libdtr_nccl.so, backend="nccl"
 
-DTR_WITHOUT=mpi,gloo,checkpoint,cuda leaves parts out even where found (the CI test of the
+DTR_WITHOUT=mpi,gloo,checkpoint,cuda,nccl leaves parts out even where found (the CI test of the
 smallest build uses it). CC and CXX name the compilers (default cc, c++); the objects are
 compiled in parallel, one job per core.
 """
@@ -23,7 +25,7 @@ import sys
 import subprocess
 import tempfile
 
-PARTS = ("core", "checkpoint", "mpi", "gloo", "cuda")
+PARTS = ("core", "checkpoint", "mpi", "gloo", "cuda", "nccl")
 # nvcc's machine code, as third_party/cuda/cuda.bzl's CUDA_GENCODE (Ampere, Hopper and
 # Hopper's PTX for newer GPUs): tests/tools/lib_sources.py checks the two agree
 CUDA_GENCODE = ["-gencode=arch=compute_80,code=sm_80",
@@ -170,7 +172,31 @@ def detect(cc, cxx):
             missing["cuda"] = why
         else:
             found["cuda"] = found_cuda
+    if "nccl" in without:
+        missing["nccl"] = "left out by DTR_WITHOUT"
+    elif "cuda" not in found or "mpi" not in found:
+        missing["nccl"] = "needs the cuda and mpi parts (" + "; ".join(
+            f"{p}: {missing[p]}" for p in ("cuda", "mpi") if p in missing) + ")"
+    else:
+        found_nccl, why = detect_nccl(cc, found["cuda"], found["mpi"])
+        if found_nccl is None:
+            missing["nccl"] = why
+        else:
+            found["nccl"] = found_nccl
     return found, missing
+
+
+def detect_nccl(cc, cuda, mpi):
+    """The NCCL part's flags, or (None, why): nccl.h and libnccl the C compiler finds (or
+    under $NCCL_HOME), beside CUDA's and MPI's."""
+    home = os.environ.get("NCCL_HOME")
+    extra = ["-I", os.path.join(home, "include"), "-L", os.path.join(home, "lib"),
+             f"-Wl,-rpath,{os.path.join(home, 'lib')}"] if home else []
+    libs = [*extra, "-lnccl", *mpi["libs"], *cuda["libs"]]
+    if not compiles(cc, "#include <nccl.h>\nint main(void) {\n  int v;\n"
+                    "  return (int)ncclGetVersion(&v);\n}\n", ".c", cuda["cflags"] + libs):
+        return None, "no NCCL (nccl.h and libnccl; set NCCL_HOME)"
+    return {"cflags": [*cuda["cflags"], *mpi["cflags"], *extra[:2]], "libs": libs}, None
 
 
 def detect_cuda(cc):
@@ -206,7 +232,7 @@ def flatten(root, include, out, header, *aliases):
 
 def build(root, out, jobs=None):
     """Builds libdtr.so.MAJOR (and libdtr_gloo.so.MAJOR where Gloo is found, libdtr_cuda.so.MAJOR
-    where CUDA is) into out/lib and their headers into out/include/dtr. Returns {"lib": dir, "include": dir, "found": {...},
+    where CUDA is, libdtr_nccl.so.MAJOR where NCCL is too) into out/lib and their headers into out/include/dtr. Returns {"lib": dir, "include": dir, "found": {...},
     "missing": {part: why}, "libs": [file names]}."""
     cc = os.environ.get("CC", "cc").split()
     cxx = os.environ.get("CXX", "c++").split()
@@ -244,11 +270,13 @@ def build(root, out, jobs=None):
                   for f in found[part]["libs"]] for lib in objects}
     exports = os.path.join(root, "dist", "exports.lds")
     made = []
-    for library in ("libdtr.so", "libdtr_gloo.so", "libdtr_cuda.so"):
+    for library in ("libdtr.so", "libdtr_gloo.so", "libdtr_cuda.so", "libdtr_nccl.so"):
         if library not in objects:
             continue
         name = f"{library}.{major}"
         over = [] if library == "libdtr.so" else [os.path.join(libdir, f"libdtr.so.{major}")]
+        if library == "libdtr_nccl.so":
+            over.append(os.path.join(libdir, f"libdtr_cuda.so.{major}"))
         linker = cxx if library == "libdtr_gloo.so" else cc
         run([*linker, "-shared", "-o", os.path.join(libdir, name), *objects[library], *over,
              f"-Wl,-soname,{name}", f"-Wl,--version-script={exports}", "-Wl,-z,defs",
@@ -260,5 +288,7 @@ def build(root, out, jobs=None):
     flatten(root, include, "dtr_checkpoint.h", "checkpoint/dtr_checkpoint.h", "dtr.h=dtr.h")
     if "mpi" in found:
         flatten(root, include, "dtr_mpi.h", "backends/mpi/dtr_mpi.h", "dtr.h=dtr.h")
+    if "nccl" in found:
+        flatten(root, include, "dtr_nccl.h", "backends/nccl/dtr_nccl.h", "dtr.h=dtr.h")
     return {"lib": libdir, "include": include, "found": found, "missing": missing,
             "libs": made}

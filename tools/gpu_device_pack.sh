@@ -30,7 +30,8 @@
 #   bench    bench/gpu_bench.sh (docs/gpu-bench.md's tables)
 #   cli      cli_run.sh's and cli_grad.sh's checks, GPU ones included
 #   python   python/tests/gpu_python.sh: the package built there with its CUDA space, the
-#            parity cases on device "cuda" under torchrun (torch on nccl, 1 rank; on gloo, 2)
+#            parity cases on device "cuda" under torchrun (torch on nccl, 1 rank; on gloo, 2;
+#            dtr's backend "nccl", 1 rank, with Bazel's libdtr_nccl.so from DIR/lib2)
 # The run prints a line "NAME: exit N" for each part, leaves log.txt, parts.tar (the parts'
 # logs) and gpu-bench.md in $OUT (at most 8 files come back). With the device tool: run
 # `bash DIR/run.sh` carrying DIR.
@@ -47,20 +48,22 @@ bins=(//cli:dtr //bench:cuda_bench //tests/redistribute/executor:mpi_exec_test_b
     //tests/grad:premul_mpi_test_bin //tests/grad:grad_mpi_test_bin
     //tests/grad:param_group_mpi_test_bin //tests/backends/cuda:nccl_adopt_test
     //tests/checkpoint:space_test)
-bazel build -c opt "${bins[@]}" >/dev/null
+bazel build -c opt "${bins[@]}" //dist:libdtr_nccl.so >/dev/null
 ldd bazel-bin/cli/dtr | grep -q libcudart || {
     echo "gpu_device_pack: bazel-bin/cli/dtr was built without CUDA (nvcc not found?)" >&2
     exit 1
 }
 rm -rf "$dir/bin" "$dir/lib" "$dir/lib2" "$dir/root" "$dir/run.sh"
 lib=/usr/lib/x86_64-linux-gnu
-mkdir -p "$dir/bin" "$dir/lib" "$dir/root$lib" "$dir/root/usr/bin" "$dir/root/etc" \
+mkdir -p "$dir/bin" "$dir/lib" "$dir/lib2" "$dir/root$lib" "$dir/root/usr/bin" "$dir/root/etc" \
     "$dir/root/usr/share"
 for t in "${bins[@]}"; do
     p=${t#//}
     cp -L "bazel-bin/${p%%:*}/${p##*:}" "$dir/bin/"
 done
 cp -L /usr/local/cuda/lib64/libcudart.so.13 "$dir/lib/"
+# the NCCL backend for the python part (pip there cannot build it: no MPI headers)
+cp -L bazel-bin/dist/libdtr_nccl.so "$dir/lib2/"
 # the checkpoint module's (libjansson4 and libxxhash0 may be missing on the GPU machine)
 cp -L "$lib/libjansson.so.4" "$lib/libxxhash.so.0" "$dir/lib/"
 # Every other library the binaries load, but the C library's own (any machine has them), the

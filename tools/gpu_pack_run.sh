@@ -136,7 +136,8 @@ if want bench; then
         bash bench/gpu_bench.sh "$OUT/gpu-bench.md"
 fi
 if want python; then
-    part python 400 "^(gpu python|torchrun device|  FAILED)" bash python/tests/gpu_python.sh
+    DTR_NCCL_LIB=$dir/lib2/libdtr_nccl.so part python 400 \
+        "^(gpu python|torchrun device|  FAILED)" bash python/tests/gpu_python.sh
 fi
 if want cli; then
     part cli_run 240 "^gpu:|FAIL|passed" bash tests/cli/cli_run.sh "$b/dtr"

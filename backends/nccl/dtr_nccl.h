@@ -52,6 +52,12 @@ DTR_API dtr_status_t dtr_context_create_nccl_id(const void *unique_id, size_t id
                                                 int size, int device, void *stream,
                                                 dtr_context_t **out);
 
+/* A new ncclUniqueId (ncclGetUniqueId) into id, which has room for cap bytes (128 are
+ * needed), *len its size: what rank 0 makes and hands to every rank for
+ * dtr_context_create_nccl_id, without the caller including nccl.h. Needs no GPU. id and
+ * *len written only on success. */
+DTR_API dtr_status_t dtr_nccl_unique_id(void *id, size_t cap, size_t *len);
+
 /* The same over a communicator the caller already has (an ncclComm_t, passed as void *):
  * adopted, not owned (the caller destroys it, after the context); mesh ranks are its ranks.
  * Not collective. */
@@ -73,6 +79,11 @@ DTR_API dtr_status_t dtr_nccl_split_mesh(dtr_context_t *ctx, const dtr_mesh_t *m
 /* Runs the context's later work on `stream` (a cudaStream_t; NULL: back to its own stream):
  * between calls, never while one is in flight. */
 DTR_API dtr_status_t dtr_nccl_set_stream(dtr_context_t *ctx, void *stream);
+
+/* The context's stream waits for the work enqueued so far on `stream` (a cudaStream_t, not
+ * NULL), through an event: a producer on another stream is waited for without the host
+ * waiting. */
+DTR_API dtr_status_t dtr_nccl_wait_stream(dtr_context_t *ctx, void *stream);
 
 #ifdef __cplusplus
 }

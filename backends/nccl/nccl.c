@@ -664,6 +664,29 @@ dtr_status_t dtr_nccl_set_stream(dtr_context_t *ctx, void *stream) {
     return DTR_OK;
 }
 
+dtr_status_t dtr_nccl_wait_stream(dtr_context_t *ctx, void *stream) {
+    DTR_CHECK_PTR(ctx, __func__);
+    DTR_CHECK_PTR(stream, __func__);
+    dtr__nccl_t *s = dtr_context_backend_state(ctx, &dtr__nccl_ops);
+    if (s == NULL)
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__, "ctx: not an NCCL context");
+    return dtr_memory_cuda_wait_stream(s->mem, stream);
+}
+
+dtr_status_t dtr_nccl_unique_id(void *id, size_t cap, size_t *len) {
+    DTR_CHECK_PTR(id, __func__);
+    DTR_CHECK_PTR(len, __func__);
+    if (cap < sizeof(ncclUniqueId))
+        return dtr__error(DTR_ERR_INVALID_ARGUMENT, __func__,
+                          "cap: %zu bytes, an ncclUniqueId is %zu", cap, sizeof(ncclUniqueId));
+    ncclUniqueId made;
+    ncclResult_t r = ncclGetUniqueId(&made);
+    if (r != ncclSuccess) return dtr__nccl_fail(NULL, r, "ncclGetUniqueId");
+    memcpy(id, &made, sizeof made);
+    *len = sizeof made;
+    return DTR_OK;
+}
+
 /* ---- the row of "nccl" in the table of backends by name (registry.c) ------------------ */
 
 /* A context over MPI_COMM_WORLD on GPU LOCAL_RANK (or Open MPI's, MPICH's local rank) mod

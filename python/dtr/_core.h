@@ -62,6 +62,7 @@ typedef struct {
     const dtr_memory_info_t *space; /* its memory space (NULL: host) and that state */
     void *space_state;
     void (*complete)(void *inflight); /* completes it (_move.c's; set with it) */
+    bool nccl; /* dtr's own NCCL context: a mesh is split at its first use (_store.c) */
 } dtrpy_context_t;
 
 /* Runs the statement, a call into context c, with the GIL released and c's lock held (taken after
@@ -190,12 +191,28 @@ typedef struct {
     char prefix[64];
     dtr_status_t (*create)(int, int, const dtr_gloo_options_t *, dtr_context_t **);
 } dtrpy_job_t;
-/* job (a tuple (store, rank, size, prefix)) into *out, loading the Gloo backend; -1 with an
- * error set. */
-int dtrpy_job_of(PyObject *job, dtrpy_job_t *out);
+/* job (a tuple (store, rank, size, prefix)) into *out, loading the backend ('gloo' or
+ * 'nccl'); -1 with an error set. */
+int dtrpy_job_of(PyObject *job, const char *backend, dtrpy_job_t *out);
 /* A Gloo context over the job's store (collective over its ranks); called without the GIL,
  * the store's callbacks take it. */
 dtr_status_t dtrpy_job_create(const dtrpy_job_t *job, dtr_context_t **out);
+/* backend 'nccl': libdtr_nccl.so loaded and its calls found, or -1 with an error set. */
+int dtrpy_nccl_load(void);
+/* The job's ncclUniqueId into id (cap bytes), *len its size: rank 0 makes it and sets it in
+ * the job's store under "PREFIX/nccl_id", the others get it (waiting, as the store waits).
+ * With the GIL; -1 with an error set. */
+int dtrpy_nccl_id(const dtrpy_job_t *job, unsigned char *id, size_t cap, size_t *len);
+/* An NCCL context over the job's ranks from that id, on GPU `device` (collective over them:
+ * ncclCommInitRank). Without the GIL. */
+dtr_status_t dtrpy_nccl_create(const dtrpy_job_t *job, int device, const void *id, size_t len,
+                               dtr_context_t **out);
+/* c's memory space as NCCL's context has it (CUDA on its stream): set_stream and wait_stream
+ * reach the context's stream. */
+void dtrpy_nccl_attach(dtrpy_context_t *c, const dtr_memory_info_t *cuda);
+/* The NCCL communicators of the mesh's groups (dtr_nccl_split_mesh): collective over every
+ * rank of the job. Without the GIL. */
+dtr_status_t dtrpy_nccl_split(dtrpy_context_t *c, const dtr_mesh_t *mesh);
 
 /* ---- _engine.c ---- */
 

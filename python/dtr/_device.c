@@ -133,6 +133,10 @@ dtr_status_t dtrpy_space_attach(dtrpy_context_t *c, const char *device) {
     for (int i = 0; i < dtrpy_nspaces; i++)
         if (strcmp(dtrpy_spaces[i].device, device) == 0) at = i;
     if (at < 0) return DTR_ERR_INTERNAL;
+    if (strcmp(dtr_context_backend(c->ctx), "nccl") == 0) { /* (CUDA already, NCCL's stream) */
+        dtrpy_nccl_attach(c, &dtrpy_spaces[at].info);
+        return DTR_OK;
+    }
     void *state = NULL;
     dtr_status_t st = dtrpy_spaces[at].info.create(dtrpy_spaces[at].index, NULL, &state);
     if (st != DTR_OK) return st;

@@ -112,6 +112,9 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     PyObject *found_job = NULL; /* gloo: the job's store (dtr/_store.py), or None */
     dtrpy_job_t job = {0};
     void *engine = NULL; /* torch: the engine's state */
+    bool nccl = strcmp(name, "nccl") == 0; /* (job() never gives it None) */
+    unsigned char id[256];                 /* nccl: the job's unique id */
+    size_t id_len = 0;
     if (comm != Py_None) {
 #ifdef DTR_PY_MPI
         PyObject *f = PyTuple_Check(key) ? PyTuple_GET_ITEM(key, 0) : key; /* (py2f's) */
@@ -127,10 +130,11 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
             Py_DECREF(key);
             return NULL;
         }
-    } else if (strcmp(name, "gloo") == 0) {
+    } else if (strcmp(name, "gloo") == 0 || strcmp(name, "nccl") == 0) {
         PyObject *f = dtrpy_helper("job_store");
-        found_job = f == NULL ? NULL : PyObject_CallNoArgs(f);
-        if (found_job == NULL || (found_job != Py_None && dtrpy_job_of(found_job, &job) < 0) ||
+        found_job = f == NULL ? NULL : PyObject_CallFunction(f, "s", name);
+        if (found_job == NULL || (found_job != Py_None && dtrpy_job_of(found_job, name, &job) < 0) ||
+            (nccl && dtrpy_nccl_id(&job, id, sizeof id, &id_len) < 0) ||
             (found_job == Py_None && dtrpy_env_int("WORLD_SIZE", name, 1, INT32_MAX, &size) < 0)) {
             Py_XDECREF(found_job);
             Py_DECREF(key);
@@ -158,11 +162,13 @@ static dtrpy_context_t *dtrpy_context_kept(PyObject *key, PyObject *comm, const 
     c->complete = NULL;
     c->space = NULL;
     c->space_state = NULL;
+    c->nccl = false;
     dtr_status_t st = DTR_ERR_OUT_OF_MEMORY;
     if (c->lock != NULL) {
         Py_BEGIN_ALLOW_THREADS
         st = comm != Py_None    ? dtrpy_context_create_mpi(mc, &c->ctx)
              : engine != NULL   ? dtrpy_engine_create(engine, &c->ctx)
+             : nccl             ? dtrpy_nccl_create(&job, atoi(device + 5), id, id_len, &c->ctx)
              : c->store != NULL ? dtrpy_job_create(&job, &c->ctx)
                                 : dtr_context_create_named(name, &c->ctx);
         if (st == DTR_OK) st = dtrpy_space_attach(c, device);
@@ -308,6 +314,15 @@ static int dtrpy_mesh_no_mpi(dtrpy_mesh_t *m, PyObject *backend) {
 }
 #endif
 
+/* device= of backend 'nccl': None is "cuda" (an interned text, borrowed as *device is). */
+static int dtrpy_nccl_device(PyObject **device) {
+    static PyObject *cuda;
+    if (*device != Py_None) return 0;
+    if (cuda == NULL && (cuda = PyUnicode_InternFromString("cuda")) == NULL) return -1;
+    *device = cuda;
+    return 0;
+}
+
 /* backend=: None or "mpi" (over comm, mpi4py's), or a backend without MPI over the job a
  * launcher started, on host memory ("gloo"). Built without MPI, None is another backend
  * (dtrpy_mesh_no_mpi). */
@@ -337,6 +352,7 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
         snprintf(m->backend, sizeof m->backend, "torch");
         return 0;
     }
+    if (strcmp(name, "nccl") == 0 && dtrpy_nccl_load() < 0) return -1;
     dtr_backend_info_t info;
     if (dtr_backend_find(name, &info) != DTR_OK) {
 #ifdef DTR_PY_WHY_NO_GLOO
@@ -347,9 +363,9 @@ static int dtrpy_mesh_backend(dtrpy_mesh_t *m, PyObject *backend, PyObject *comm
         dtrpy_arg_error("backend: %s", dtr_last_error());
         return -1;
     }
-    if (strcmp(info.memory, "host") != 0) {
+    if (strcmp(info.memory, "host") != 0 && strcmp(name, "nccl") != 0) {
         dtrpy_arg_error("backend: '%s' moves %s buffers; this package moves host arrays "
-                        "(mpi or gloo)", name, info.memory);
+                        "(mpi or gloo) and CUDA ones (nccl)", name, info.memory);
         return -1;
     }
     if (comm != Py_None) {
@@ -374,9 +390,14 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Mesh: already initialised");
         return -1;
     }
+    bool nccl = false;
     if (dtrpy_mesh_backend(m, backend, comm) < 0 ||
+        ((nccl = strcmp(m->backend, "nccl") == 0) && dtrpy_nccl_device(&device) < 0) ||
         dtrpy_device_parse(device, m->device, sizeof m->device) < 0)
         return -1;
+    if (nccl && strncmp(m->device, "cuda:", 5) != 0)
+        return dtrpy_arg_error("device: '%s', but backend 'nccl' moves CUDA buffers (give "
+                               "device='cuda', or leave it out)", m->device), -1;
     int64_t sizes[DTR_MAX_TENSOR_DIMS];
     int ndims = 0;
     if (dtrpy_shape(shape_obj, "shape", sizes, &ndims) < 0) return -1;
@@ -407,7 +428,9 @@ static int dtrpy_mesh_init(dtrpy_mesh_t *m, PyObject *args, PyObject *kw) {
         }
         m->comm = Py_NewRef(comm);
     }
-    return 0;
+    /* NCCL's groups are split from the job's communicator by every rank of the job, in the
+     * same order: here, as torch's DeviceMesh makes its groups */
+    return nccl && dtrpy_mesh_context(m) == NULL ? -1 : 0;
 }
 
 /* The communicator's rank at position i of the mesh in row-major order. */
@@ -479,6 +502,14 @@ dtrpy_context_t *dtrpy_mesh_context(dtrpy_mesh_t *m) {
                             mpi ? "communicator" : "job", c->size, mpi ? "run with" : "start",
                             r + 1, mpi ? "ranks" : "processes");
             return NULL;
+        }
+    }
+    if (c->nccl) {
+        dtr_status_t st;
+        DTRPY_CALL(c, st = dtrpy_nccl_split(c, m->mesh));
+        if (st != DTR_OK) {
+            Py_DECREF(c);
+            return (dtrpy_context_t *)dtrpy_raise(st);
         }
     }
     m->context = c;

@@ -1,9 +1,11 @@
-"""Where the ranks of a job without MPI meet (backend='gloo'): the key-value store the Gloo
-context's rendezvous goes through, found from the job (docs/python.md, "Under torchrun").
+"""Where the ranks of a job without MPI meet (backend='gloo' or 'nccl'): the key-value store
+the Gloo context's rendezvous, or the NCCL context's unique id, goes through, found from the
+job (docs/python.md, "Under torchrun").
 
 First match wins:
   DTR_GLOO_STORE         a directory every rank sees (Gloo's file store; tools/dtr_launch.sh
-                         makes one): the library reads it itself, job() returns None;
+                         makes one): the library reads it itself, job() returns None
+                         (backend 'gloo' only: 'nccl' goes on to the next);
   torch.distributed      initialised in this process: the default group's store, its rank
                          and world size;
   torchrun               (TORCHELASTIC_USE_AGENT_STORE=True) the agent's TCPStore at
@@ -28,7 +30,7 @@ from . import _core
 _made = [0]  # contexts made through a store in this process (their keys' prefix)
 
 
-def _env_int(name, lo):
+def _env_int(name, lo, backend):
     value = os.environ.get(name)
     try:
         number = int(value)
@@ -36,7 +38,7 @@ def _env_int(name, lo):
         number = None
     if number is None or number < lo:
         raise _core.ArgumentError(
-            f"backend 'gloo': {name} is {'not set' if value is None else repr(value)}"
+            f"backend '{backend}': {name} is {'not set' if value is None else repr(value)}"
             f"{'' if value is None else ', not a rank count or rank'} (a launcher sets it: "
             "torchrun, tools/dtr_launch.sh)")
     return number
@@ -51,10 +53,10 @@ def _timeout_s():
     return seconds if seconds > 0 else 365 * 86400.0
 
 
-def job():
+def job(backend="gloo"):
     """(store, rank, size, prefix) of the job this process is in, or None where the library
-    finds its own store (DTR_GLOO_STORE). ArgumentError where there is none."""
-    if os.environ.get("DTR_GLOO_STORE"):
+    finds its own store (DTR_GLOO_STORE, backend 'gloo'). ArgumentError where there is none."""
+    if os.environ.get("DTR_GLOO_STORE") and backend == "gloo":
         return None
     _made[0] += 1
     prefix = f"dtr.py.{_made[0]}"
@@ -66,18 +68,20 @@ def job():
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
     if not addr or not port:
         raise _core.ArgumentError(
-            "backend 'gloo': no store to meet through: run under torchrun (MASTER_ADDR, "
-            "MASTER_PORT), initialise torch.distributed first, or set DTR_GLOO_STORE to a "
-            "directory every rank sees (tools/dtr_launch.sh does)")
-    rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
+            f"backend '{backend}': no store to meet through: run under torchrun (MASTER_ADDR, "
+            "MASTER_PORT), initialise torch.distributed first" +
+            (", or set DTR_GLOO_STORE to a directory every rank sees (tools/dtr_launch.sh does)"
+             if backend == "gloo" else ""))
+    rank, size = _env_int("RANK", 0, backend), _env_int("WORLD_SIZE", 1, backend)
     if rank >= size:
-        raise _core.ArgumentError(f"backend 'gloo': RANK {rank} is not below WORLD_SIZE {size}")
+        raise _core.ArgumentError(f"backend '{backend}': RANK {rank} is not below WORLD_SIZE "
+                                  f"{size}")
     try:
         port = int(port)
     except ValueError:
         port = -1
     if not 0 < port < 65536:
-        raise _core.ArgumentError(f"backend 'gloo': MASTER_PORT is {os.environ['MASTER_PORT']!r}, "
+        raise _core.ArgumentError(f"backend '{backend}': MASTER_PORT is {os.environ['MASTER_PORT']!r}, "
                                   "not a port")
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     if agent or "torch" in sys.modules:
@@ -85,7 +89,7 @@ def job():
         store = tdist.TCPStore(addr, port, size, is_master=rank == 0 and not agent,
                                timeout=timedelta(seconds=_timeout_s()), wait_for_workers=False)
         return TorchStore(store, _timeout_s()), rank, size, prefix
-    return TCPStore(addr, port, rank == 0, _timeout_s()), rank, size, prefix
+    return TCPStore(addr, port, rank == 0, _timeout_s(), backend), rank, size, prefix
 
 
 class TorchStore:
@@ -125,7 +129,7 @@ class TCPStore:
     a thread at (host, port); every rank, the master too, is a client. set(key, value) stores
     bytes; get(key) waits (at most timeout_s) until some rank has set key."""
 
-    def __init__(self, host, port, is_master, timeout_s):
+    def __init__(self, host, port, is_master, timeout_s, backend="gloo"):
         self.timeout_s = timeout_s
         if is_master:
             self._serve(host, port)
@@ -136,7 +140,7 @@ class TCPStore:
                 break
             except OSError as e:
                 if time.monotonic() > deadline:
-                    raise _core.TimeoutError(f"backend 'gloo': the store at {host}:{port} did not "
+                    raise _core.TimeoutError(f"backend '{backend}': the store at {host}:{port} did not "
                                              f"answer in {timeout_s:g} s ({e})") from None
                 time.sleep(0.05)
         self.sock.settimeout(timeout_s + 10)  # (the master answers a get by timeout_s)

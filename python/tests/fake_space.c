@@ -23,6 +23,13 @@ void fake_space_counts(int64_t *out) {
     for (int i = 0; i < 11; i++) out[i] = v[i];
 }
 
+/* The fake device registered under another name too (test_nccl.py: as "cuda", in place of
+ * the real space, so that device="cuda" is taken without a GPU). */
+int fake_space_register_as(const char *name) {
+    dtr_memory_info_t row = {.name = name, .ops = fake_device_ops(), .create = fake_space_create};
+    return (int)dtr_memory_register(&row);
+}
+
 __attribute__((constructor)) static void fake_space_register(void) {
     dtr_memory_info_t row = {.name = "fake", .ops = fake_device_ops(), .create = fake_space_create};
     (void)dtr_memory_register(&row);

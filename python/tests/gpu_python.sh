@@ -3,9 +3,11 @@
 # there with its CUDA space (pip install ./python: cc and nvcc; no MPI, Gloo or checkpoint
 # module needed) into a folder of its own, then python/tests/torchrun_device.py on device
 # "cuda": torch on nccl, one rank (the engine hands NCCL the GPU buffers), and torch on gloo,
-# two ranks sharing the GPU (staged through host memory); blocks as torch CUDA tensors,
-# dtr.DeviceArrays and CuPy arrays (__cuda_array_interface__). Needs python3 with torch
-# (and CuPy for that kind), as the GPU machine has.
+# two ranks sharing the GPU (staged through host memory); then dtr's own NCCL backend
+# (backend="nccl", one rank: NCCL takes a GPU a rank) on the forms within one mesh; blocks
+# as torch CUDA tensors, dtr.DeviceArrays and CuPy arrays (__cuda_array_interface__). Needs
+# python3 with torch (and CuPy for that kind), as the GPU machine has; DTR_NCCL_LIB names a
+# libdtr_nccl.so where pip could not build one (the pack's, tools/gpu_device_pack.sh).
 #
 #   bash python/tests/gpu_python.sh [CASES]          (default 10 a form and kind)
 #
@@ -25,11 +27,20 @@ if ! (cd "$site" && DTR_WITHOUT=mpi,gloo,checkpoint "$py" -m pip install -q --no
 fi
 export PYTHONPATH=$site/pkg${PYTHONPATH:+:$PYTHONPATH}
 ls "$site/pkg/dtr" | grep -q '^libdtr_cuda\.so\.' || { echo "gpu python: no libdtr_cuda.so (nvcc not found?)"; failed=1; }
-for run in "nccl 1" "gloo 2"; do
-    read -r pg n <<<"$run"
-    echo "== torchrun --nproc-per-node $n python/tests/torchrun_device.py $cases --device cuda --pg $pg"
+# dtr's own NCCL backend needs MPI's headers to build, which the GPU machine lacks: the pack
+# brings Bazel's libdtr_nccl.so ($DTR_NCCL_LIB), put beside the package's libraries
+if [ -n "${DTR_NCCL_LIB:-}" ] && ! ls "$site/pkg/dtr" | grep -q '^libdtr_nccl\.so\.'; then
+    cp "$DTR_NCCL_LIB" "$site/pkg/dtr/libdtr_nccl.so.$(sed -nE 's/^DTR_VERSION_MAJOR = ([0-9]+).*/\1/p' "$root/version.bzl")"
+fi
+runs=("nccl 1 torch" "gloo 2 torch")
+ls "$site/pkg/dtr" | grep -q '^libdtr_nccl\.so\.' && runs+=("gloo 1 nccl") ||
+    { echo "gpu python: no libdtr_nccl.so (DTR_NCCL_LIB unset, NCCL not found?)"; failed=$((failed + 1)); }
+for run in "${runs[@]}"; do
+    read -r pg n backend <<<"$run"
+    echo "== torchrun --nproc-per-node $n python/tests/torchrun_device.py $cases --device cuda --pg $pg --backend $backend"
     (cd "$site" && timeout 300 "$py" -m torch.distributed.run --nproc-per-node "$n" \
-        "$root/python/tests/torchrun_device.py" "$cases" --device cuda --pg "$pg") >"$site/out" 2>&1
+        "$root/python/tests/torchrun_device.py" "$cases" --device cuda --pg "$pg" \
+        --backend "$backend") >"$site/out" 2>&1
     rc=$?
     grep -E '^(torchrun device|  FAILED)' "$site/out" | head -20
     line=$(grep -oE '^torchrun device: [0-9]+ passed, [0-9]+ failed' "$site/out" | tail -1)

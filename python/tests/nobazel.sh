@@ -2,9 +2,9 @@
 # `pip install ./python` as a user without Bazel does it: into a new virtual environment, with
 # no bazel on PATH (a PATH of links to /usr/bin without it), so the library is compiled by
 # python/build_lib.py from dist/sources.txt. Twice:
-#   1. the smallest build (DTR_WITHOUT=mpi,gloo,checkpoint,cuda: what a machine with only a
+#   1. the smallest build (DTR_WITHOUT=mpi,gloo,checkpoint,cuda,nccl: what a machine with only a
 #      compiler and Python gets): planning works, the default backend is the torch engine,
-#      backend 'mpi' and dtr.load are refused by name, the package carries libdtr.so.0 alone,
+#      backends 'mpi', 'gloo' and 'nccl' and dtr.load are refused by name, the package carries libdtr.so.0 alone,
 #      and the torchrun example below runs on the torch engine;
 #   2. the build with what this machine has (Open MPI, Gloo, Jansson and xxHash; tools/setup.sh;
 #      CUDA where nvcc is, whose libdtr_cuda.so.0 the package then carries and finds):
@@ -77,8 +77,8 @@ install() {
     fi
 }
 
-if install "the smallest build" DTR_WITHOUT=mpi,gloo,checkpoint,cuda; then
-    if grep -q 'dtr setup: built libdtr.so.0 with core; without checkpoint: left out by DTR_WITHOUT; without mpi: left out by DTR_WITHOUT; without gloo: left out by DTR_WITHOUT; without cuda: left out by DTR_WITHOUT$' "$tmp/log"; then
+if install "the smallest build" DTR_WITHOUT=mpi,gloo,checkpoint,cuda,nccl; then
+    if grep -q 'dtr setup: built libdtr.so.0 with core; without checkpoint: left out by DTR_WITHOUT; without mpi: left out by DTR_WITHOUT; without gloo: left out by DTR_WITHOUT; without cuda: left out by DTR_WITHOUT; without nccl: left out by DTR_WITHOUT$' "$tmp/log"; then
         ok "the smallest build: its parts"
     else
         bad "the smallest build: parts other than the core alone"
@@ -103,6 +103,12 @@ except dtr.ArgumentError as e:
     assert str(e) == ("backend 'gloo': this dtr was built without Gloo (when pip built it: "
                       "left out by DTR_WITHOUT)"), e
 try:
+    dtr.Mesh((2,), backend="nccl")
+    raise AssertionError("backend='nccl' was not refused")
+except dtr.ArgumentError as e:
+    assert str(e) == ("backend 'nccl': this dtr was built without NCCL (when pip built it: "
+                      "left out by DTR_WITHOUT)"), e
+try:
     dtr.load("nowhere", dtr.Mesh((1,)), [])
     raise AssertionError("dtr.load was not refused")
 except dtr.RefusedError as e:
@@ -116,7 +122,7 @@ except dtr.RefusedError as e:
     assert "libdtr_cuda.so.0" in str(e), e
 p = dtr.plan(dtr.Mesh((2, 2)), (8, 6), "S(0),S(1)", "R,R")
 assert [s["kind"] for s in p.steps] == ["all_gather", "all_gather"], p.steps
-print("refused by name: backend mpi and gloo, device cuda, dtr.load; planned", len(p.steps), "steps")
+print("refused by name: backend mpi, gloo and nccl, device cuda, dtr.load; planned", len(p.steps), "steps")
 EOF
     ); then ok "the smallest build: ${out##*$'\n'}"; else bad "the smallest build:"$'\n'"$out"; fi
     torchrun_example "the smallest build (the torch engine)"
@@ -158,6 +164,12 @@ try:
 except dtr.RefusedError as e:
     assert str(e).startswith("device 'cuda': no device of it is visible ("), e
     print("device cuda: libdtr_cuda.so.0 loaded;", str(e)[:60])
+if "libdtr_nccl.so.0" in os.listdir(pkg):  # (where pip found NCCL too)
+    try:
+        print("backend nccl:", dtr.Mesh((1,), backend="nccl").device)
+    except dtr.RefusedError as e:
+        assert str(e).startswith("device 'cuda': no device of it is visible ("), e
+        print("backend nccl: libdtr_nccl.so.0 carried, a mesh on it says no GPU")
 EOF
         ); then ok "the CUDA space: ${out##*$'\n'}"; else bad "the CUDA space:"$'\n'"$out"; fi
     else

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """dist/sources.txt (what python/build_lib.py compiles without Bazel) against Bazel's targets.
 
-usage: lib_sources.py ROOT LIBDTR_QUERY GLOO_QUERY CUDA_QUERY [--sources FILE]
+usage: lib_sources.py ROOT LIBDTR_QUERY GLOO_QUERY CUDA_QUERY NCCL_QUERY [--sources FILE]
 
-LIBDTR_QUERY, GLOO_QUERY and CUDA_QUERY hold `bazel query` outputs, one label per line: the
-source files of //dist:libdtr.so, and those of //dist:libdtr_gloo.so and
-//dist:libdtr_cuda.so that libdtr.so lacks (the folder's sources where Gloo or CUDA is not
-found). Each library's .c, .cc and .cu files must be exactly the files its sections list;
+LIBDTR_QUERY, GLOO_QUERY, CUDA_QUERY and NCCL_QUERY hold `bazel query` outputs, one label
+per line: the source files of //dist:libdtr.so, and those of //dist:libdtr_gloo.so,
+//dist:libdtr_cuda.so and //dist:libdtr_nccl.so that libdtr.so lacks (the folder's sources
+where Gloo, CUDA or NCCL is not found; NCCL's less CUDA's, which it links over). Each library's .c, .cc and .cu files must be exactly the files its sections list;
 and python/build_lib.py's CUDA_GENCODE must be third_party/cuda/cuda.bzl's. Prints the
 differences by file and exits 1, or "N files agree" and exits 0.
 """
@@ -55,12 +55,14 @@ def gencode_problems(root):
 
 
 def main(argv):
-    root, libdtr_query, gloo_query, cuda_query = argv[1:5]
-    sources = argv[6] if len(argv) > 6 and argv[5] == "--sources" else os.path.join(
+    root, libdtr_query, gloo_query, cuda_query, nccl_query = argv[1:6]
+    sources = argv[7] if len(argv) > 7 and argv[6] == "--sources" else os.path.join(
         root, "dist", "sources.txt")
     have = listed(sources)
     want = {"libdtr.so": labels(libdtr_query), "libdtr_gloo.so": labels(gloo_query),
             "libdtr_cuda.so": labels(cuda_query)}
+    # (libdtr_nccl.so links over libdtr_cuda.so: Bazel's deps hold the CUDA space's files too)
+    want["libdtr_nccl.so"] = labels(nccl_query) - want["libdtr_cuda.so"]
     problems = gencode_problems(root)
     for library in sorted(set(want) | set(have)):
         w, h = want.get(library, set()), have.get(library, set())

@@ -28,7 +28,8 @@ companion() {
 }
 companion gloo backends/gloo/*.c backends/gloo/*.cc
 companion cuda backends/cuda/*.c backends/cuda/*.cu
-check="python3 tests/tools/lib_sources.py . $work/libdtr $work/gloo $work/cuda"
+companion nccl backends/nccl/*.c
+check="python3 tests/tools/lib_sources.py . $work/libdtr $work/gloo $work/cuda $work/nccl"
 if out=$($check); then ok "dist/sources.txt: $out"; else bad "dist/sources.txt:"$'\n'"$out"; fi
 # expect_fail NAME PATTERN SED: sources.txt edited by SED must fail with a line matching PATTERN
 expect_fail() {
@@ -45,5 +46,7 @@ expect_fail "a Gloo file dropped" "libdtr_gloo.so: backends/gloo/gloo.c is in it
     '/^backends\/gloo\/gloo.c$/d'
 expect_fail "a CUDA kernel file dropped" "libdtr_cuda.so: backends/cuda/kernels.cu is in its Bazel target" \
     '/^backends\/cuda\/kernels.cu$/d'
+expect_fail "the NCCL backend dropped" "libdtr_nccl.so: backends/nccl/nccl.c is in its Bazel target" \
+    '/^backends\/nccl\/nccl.c /d'
 echo "lib sources test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -42,8 +42,32 @@ Test(nccl_adopt, arguments_are_named) {
     cr_assert_eq(dtr_context_create(&solo_backend_ops, NULL, &solo), DTR_OK, "%s", dtr_last_error());
     refused(dtr_nccl_split_mesh(solo, mesh), UNTOUCHED, "ctx: not an NCCL context");
     refused(dtr_nccl_set_stream(solo, NULL), UNTOUCHED, "ctx: not an NCCL context");
+    refused(dtr_nccl_wait_stream(NULL, (void *)1), UNTOUCHED, "ctx");
+    refused(dtr_nccl_wait_stream(solo, NULL), UNTOUCHED, "stream");
+    refused(dtr_nccl_wait_stream(solo, (void *)1), UNTOUCHED, "ctx: not an NCCL context");
     dtr_context_destroy(solo);
     dtr_mesh_destroy(mesh);
+    unsigned char small[64];
+    size_t len = 77;
+    refused(dtr_nccl_unique_id(small, sizeof small, &len), UNTOUCHED,
+            "cap: 64 bytes, an ncclUniqueId is 128");
+    refused(dtr_nccl_unique_id(NULL, 128, &len), UNTOUCHED, "id");
+    refused(dtr_nccl_unique_id(id, sizeof id, NULL), UNTOUCHED, "len");
+    cr_expect_eq(len, 77, "*len written on failure");
+}
+
+/* A unique id needs no GPU: 128 bytes, not all zero, two calls two ids. */
+Test(nccl_adopt, unique_ids_are_made_without_a_gpu) {
+    unsigned char a[200], b[200], zero[128] = {0};
+    memset(a, 0xee, sizeof a);
+    size_t la = 0, lb = 0;
+    cr_assert_eq(dtr_nccl_unique_id(a, sizeof a, &la), DTR_OK, "%s", dtr_last_error());
+    cr_assert_eq(dtr_nccl_unique_id(b, sizeof b, &lb), DTR_OK, "%s", dtr_last_error());
+    cr_expect_eq(la, 128);
+    cr_expect_eq(lb, 128);
+    cr_expect_neq(memcmp(a, zero, 128), 0, "an id of zeros");
+    cr_expect_neq(memcmp(a, b, 128), 0, "two calls made the same id");
+    cr_expect_eq(a[128], 0xee, "written past the id");
 }
 
 /* P(sum) -> R on a 1-rank mesh, on device memory: the input comes back exactly. */
