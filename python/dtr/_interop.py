@@ -44,9 +44,13 @@ def mesh_from_torch(cls, device_mesh, backend=None):
     if device_type not in ("cpu", "cuda"):
         raise _core.RefusedError(f"device_mesh: a '{device_type}' DeviceMesh; dtr moves host "
                                  "memory and CUDA memory ('cpu' and 'cuda' DeviceMeshes)")
-    if from_env and backend not in ("gloo", "torch"):
-        raise _core.ArgumentError(f"DTR_TORCH_BACKEND: {backend!r} is not 'gloo' or 'torch' "
-                                  "(the backend of a DeviceMesh's dtr.Mesh)")
+    if from_env and backend not in ("gloo", "torch", "nccl"):
+        raise _core.ArgumentError(f"DTR_TORCH_BACKEND: {backend!r} is not 'gloo', 'torch' or "
+                                  "'nccl' (the backend of a DeviceMesh's dtr.Mesh)")
+    if backend == "nccl" and device_type != "cuda":
+        raise _core.ArgumentError(f"device_mesh: a '{device_type}' DeviceMesh, and backend "
+                                  "'nccl' moves CUDA memory (a 'cuda' DeviceMesh, or backend "
+                                  "'gloo' or 'torch')")
     device = None if device_type == "cpu" else "cuda"  # (Mesh takes torch's current GPU)
     key = (tuple(grid.shape), tuple(grid.flatten().tolist()),
            None if names is None else tuple(names), backend, cls, device)

@@ -653,7 +653,7 @@ static PyGetSetDef dtrpy_mesh_getset[] = {
     {"comm", (getter)dtrpy_mesh_get_comm, NULL,
      "The mpi4py communicator (None on a backend without MPI).", NULL},
     {"backend", (getter)dtrpy_mesh_get_backend, NULL,
-     "The backend's name: 'mpi', 'gloo' or 'torch'.",
+     "The backend's name: 'mpi', 'gloo', 'torch' or 'nccl'.",
      NULL},
     {"device", (getter)dtrpy_mesh_get_device, NULL,
      "Where its arrays are: 'cpu', or a device's memory space ('cuda:0').", NULL},
@@ -680,6 +680,9 @@ PyTypeObject dtrpy_mesh_type = {
               "torchrun's, DTR_GLOO_STORE's directory or a store of dtr's own at MASTER_ADDR:\n"
               "MASTER_PORT (docs/python.md, \"Under torchrun\"); comm None.\n"
               "backend='torch': the plans' collectives are torch.distributed's own.\n"
+              "backend='nccl': dtr's own NCCL contexts on device 'cuda' (its default), over\n"
+              "the same job and stores as 'gloo'; making the mesh is collective over every\n"
+              "rank of the job (docs/python.md, \"On GPUs\").\n"
               "device='cuda' (or 'cuda:1'): its arrays are GPU memory (torch CUDA tensors,\n"
               "__cuda_array_interface__, __dlpack__; results on the same device), every local\n"
               "step a kernel on torch's current stream (docs/python.md, \"On GPUs\").",

@@ -84,6 +84,14 @@ static struct {
 
 int dtrpy_nccl_load(void) {
     if (dtrpy_nccl.wait_stream != NULL) return 0;
+    /* torch first, where it is installed: libdtr_nccl.so then takes the libnccl torch loaded
+     * (one NCCL in the process, torch's); loaded the other way round, the machine's libnccl,
+     * loaded globally, would be the one torch's libraries bind to, and an older one fails
+     * their import (undefined symbol) */
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (torch == NULL && !PyErr_ExceptionMatches(PyExc_ImportError)) return -1;
+    if (torch == NULL) PyErr_Clear();
+    Py_XDECREF(torch);
     /* CUDA's space first: a libdtr_nccl.so built elsewhere (the GPU pack's) then finds its
      * libdtr_cuda.so.MAJOR loaded, whatever its RUNPATH says */
     dtr_memory_info_t space;

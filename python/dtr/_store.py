@@ -4,8 +4,9 @@ job (docs/python.md, "Under torchrun").
 
 First match wins:
   DTR_GLOO_STORE         a directory every rank sees (Gloo's file store; tools/dtr_launch.sh
-                         makes one): the library reads it itself, job() returns None
-                         (backend 'gloo' only: 'nccl' goes on to the next);
+                         makes one): for backend 'gloo' the library reads it itself, job()
+                         returns None; for 'nccl' (where MASTER_ADDR/_PORT are not set) a
+                         FileStore over it, with RANK and WORLD_SIZE;
   torch.distributed      initialised in this process: the default group's store, its rank
                          and world size;
   torchrun               (TORCHELASTIC_USE_AGENT_STORE=True) the agent's TCPStore at
@@ -28,6 +29,10 @@ from datetime import timedelta
 from . import _core
 
 _made = [0]  # contexts made through a store in this process (their keys' prefix)
+# the stores made here, by where they are: one per process and address, whatever the number
+# of contexts (each under its own prefix), so that a second context (another backend, a
+# retry, the job's context after _core._shutdown) does not serve the address twice
+_stores = {}
 
 
 def _env_int(name, lo, backend):
@@ -53,10 +58,18 @@ def _timeout_s():
     return seconds if seconds > 0 else 365 * 86400.0
 
 
+def _kept(where, make):
+    store = _stores.get(where)
+    if store is None:
+        store = _stores[where] = make()
+    return store
+
+
 def job(backend="gloo"):
     """(store, rank, size, prefix) of the job this process is in, or None where the library
     finds its own store (DTR_GLOO_STORE, backend 'gloo'). ArgumentError where there is none."""
-    if os.environ.get("DTR_GLOO_STORE") and backend == "gloo":
+    files = os.environ.get("DTR_GLOO_STORE")
+    if files and backend == "gloo":
         return None
     _made[0] += 1
     prefix = f"dtr.py.{_made[0]}"
@@ -66,6 +79,13 @@ def job(backend="gloo"):
         return (TorchStore(distributed_c10d._get_default_store(), _timeout_s()),
                 dist.get_rank(), dist.get_world_size(), prefix)
     addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if files and (not addr or not port):  # (backend 'nccl' under tools/dtr_launch.sh)
+        rank, size = _env_int("RANK", 0, backend), _env_int("WORLD_SIZE", 1, backend)
+        if rank >= size:
+            raise _core.ArgumentError(f"backend '{backend}': RANK {rank} is not below "
+                                      f"WORLD_SIZE {size}")
+        return (_kept(("files", files), lambda: FileStore(files, _timeout_s(), backend)),
+                rank, size, prefix)
     if not addr or not port:
         raise _core.ArgumentError(
             f"backend '{backend}': no store to meet through: run under torchrun (MASTER_ADDR, "
@@ -86,10 +106,46 @@ def job(backend="gloo"):
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     if agent or "torch" in sys.modules:
         import torch.distributed as tdist
-        store = tdist.TCPStore(addr, port, size, is_master=rank == 0 and not agent,
-                               timeout=timedelta(seconds=_timeout_s()), wait_for_workers=False)
+        store = _kept(("torch", addr, port), lambda: tdist.TCPStore(
+            addr, port, size, is_master=rank == 0 and not agent,
+            timeout=timedelta(seconds=_timeout_s()), wait_for_workers=False))
         return TorchStore(store, _timeout_s()), rank, size, prefix
-    return TCPStore(addr, port, rank == 0, _timeout_s(), backend), rank, size, prefix
+    store = _kept(("dtr", addr, port), lambda: TCPStore(addr, port, rank == 0, _timeout_s(),
+                                                        backend))
+    return store, rank, size, prefix
+
+
+class FileStore:
+    """A key-value store in a directory every rank sees (DTR_GLOO_STORE, which
+    tools/dtr_launch.sh makes), for what the library does not read there itself (backend
+    'nccl''s unique id): a key is a file, written under a temporary name and renamed, so that
+    a reader sees it whole; get waits for it (at most timeout_s)."""
+
+    def __init__(self, path, timeout_s, backend):
+        if not os.path.isdir(path):
+            raise _core.ArgumentError(f"backend '{backend}': DTR_GLOO_STORE {path!r} is not a "
+                                      "directory")
+        self.path, self.timeout_s = path, timeout_s
+
+    def _file(self, key):
+        return os.path.join(self.path, "py." + key.encode().hex())
+
+    def set(self, key, value):
+        value = value.encode() if isinstance(value, str) else bytes(value)
+        f = self._file(key)
+        with open(f + f".{os.getpid()}.tmp", "wb") as out:
+            out.write(value)
+        os.replace(f + f".{os.getpid()}.tmp", f)
+
+    def get(self, key):
+        f, deadline = self._file(key), time.monotonic() + self.timeout_s
+        while not os.path.exists(f):
+            if time.monotonic() > deadline:
+                raise _core.TimeoutError(f"the store: key {key!r} was not set in "
+                                         f"{self.timeout_s:g} s (in DTR_GLOO_STORE {self.path})")
+            time.sleep(0.01)
+        with open(f, "rb") as data:
+            return data.read()
 
 
 class TorchStore:

@@ -58,28 +58,37 @@ RANK = textwrap.dedent("""
     assert fake_space().fake_space_register_as(b"cuda") == 0
     rank = int(os.environ["RANK"])
     mesh = {mesh}
-    try:
-        dtr.Mesh(mesh, backend="nccl")
-        print("made")
-    except dtr.Error as e:
-        print("error", type(e).__name__, e)
-    store = _store.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), False, 20.0)
+    {before}
+    for attempt in range({tries}):
+        try:
+            dtr.Mesh(mesh, backend="nccl")
+            print("made")
+        except dtr.Error as e:
+            print("error", type(e).__name__, e)
+    last = _store._made[0]  # (the prefix of the last id handed round: dtr.py.N)
+    if os.environ.get("MASTER_PORT"):
+        store = _store.job("nccl")[0]  # (the process's store, kept: not served twice)
+    else:
+        store = _store.FileStore(os.environ["DTR_GLOO_STORE"], 20.0, "nccl")
     if rank == 0:
         store.get("done")  # (rank 0 serves the store: it stays until rank 1 has read)
     else:
-        print("id", len(store.get("dtr.py.1/nccl_id")))
+        print("id", len(store.get(f"dtr.py.{{last}}/nccl_id")))
         store.set("done", b"1")
 """)
 
 
-def run_job(size, mesh, env=None):
+def run_job(size, mesh, env=None, before="", tries=1, files=None):
     port = free_port()
     procs = []
     for rank in range(size):
         e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                  WORLD_SIZE=str(size), DTR_TIMEOUT_S="20", **(env or {}))
         e.pop("DTR_GLOO_STORE", None)
-        code = RANK.format(here=HERE, mesh=mesh)
+        if files is not None:  # (as tools/dtr_launch.sh starts a job: a directory, no port)
+            del e["MASTER_ADDR"], e["MASTER_PORT"]
+            e["DTR_GLOO_STORE"] = files
+        code = RANK.format(here=HERE, mesh=mesh, before=before, tries=tries)
         procs.append(subprocess.Popen([sys.executable, "-c", code], env=e, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outs = [p.communicate(timeout=120)[0] for p in procs]
@@ -102,13 +111,40 @@ def test_the_unique_id_goes_round_through_the_store_then_the_gpu_is_named():
     assert outs[0].splitlines()[0] == outs[1].splitlines()[0], outs
 
 
+def check_gpu_named(outs, tries=1):
+    for rank, out in enumerate(outs):
+        lines = out.strip().splitlines()
+        errors = [l for l in lines if l.startswith("error ")]
+        assert len(errors) == tries, f"rank {rank}: {out}"
+        for e in errors:
+            assert e.startswith("error RefusedError dtr_memory_cuda_create: no GPU visible"), \
+                f"rank {rank}: {e}"
+    assert "id 128" in outs[1].splitlines(), outs[1]
+
+
+def test_a_second_context_in_a_process_meets_through_the_same_store():
+    """A gloo context first, then two nccl meshes (the second a retry of the first): one
+    store per process, so rank 0 does not serve MASTER_PORT twice; each try hands a new id
+    round (under its own prefix) and fails alike on both ranks."""
+    before = ('import numpy as np; g = dtr.Mesh((2,), backend="gloo"); '
+              'dtr.redistribute(np.ones(4, np.float32), g, "S(0)", "R")')
+    check_gpu_named(run_job(2, (2,), before=before, tries=2), tries=2)
+
+
+def test_under_dtr_launch_the_id_goes_through_the_store_directory(tmp_path):
+    """tools/dtr_launch.sh's jobs: DTR_GLOO_STORE and no MASTER_ADDR/_PORT."""
+    check_gpu_named(run_job(2, (2,), files=str(tmp_path)))
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        "py." + k.encode().hex() for k in ("dtr.py.1/nccl_id", "done")), os.listdir(tmp_path)
+
+
 def test_a_store_that_does_not_answer_is_named():
     """Rank 1 of 2 alone: rank 0 never serves the store; the mesh fails by DTR_TIMEOUT_S,
     naming the store and the backend (the GPU is never reached)."""
     e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="1",
              WORLD_SIZE="2", DTR_TIMEOUT_S="1")
     e.pop("DTR_GLOO_STORE", None)
-    code = RANK.format(here=HERE, mesh=(2,)).split("store = _store.TCPStore")[0]
+    code = RANK.format(here=HERE, mesh=(2,), before="", tries=1).split("if os.environ.get(\"MASTER_PORT\")")[0]
     p = subprocess.run([sys.executable, "-c", code], env=e, text=True, capture_output=True,
                        timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr

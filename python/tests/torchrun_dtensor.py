@@ -176,6 +176,8 @@ def refusals(tally, n):
          "dtensor: expected a torch DTensor, got Tensor"),
         (lambda: dtr.Mesh.from_torch(mesh, backend="mpi4"), dtr.ArgumentError,
          "no backend 'mpi4'"),
+        (lambda: dtr.Mesh.from_torch(mesh, backend="nccl"), dtr.ArgumentError,
+         "device_mesh: a 'cpu' DeviceMesh, and backend 'nccl' moves CUDA memory"),
         (lambda: dtr.torch.redistribute(x, ["R"]), dtr.ArgumentError,
          "placements[0]: expected a torch Placement (Shard, Replicate, Partial), got str"),
         (lambda: dtr.torch.redistribute(x, [Shard(-3)]), dtr.ArgumentError,
