@@ -105,14 +105,29 @@ def job(backend="gloo"):
                                   "not a port")
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     if agent or "torch" in sys.modules:
-        import torch.distributed as tdist
-        store = _kept(("torch", addr, port), lambda: tdist.TCPStore(
-            addr, port, size, is_master=rank == 0 and not agent,
-            timeout=timedelta(seconds=_timeout_s()), wait_for_workers=False))
+        store = _kept(("torch", addr, port), lambda: _torch_tcp_store(
+            addr, port, size, rank == 0 and not agent, backend))
         return TorchStore(store, _timeout_s()), rank, size, prefix
     store = _kept(("dtr", addr, port), lambda: TCPStore(addr, port, rank == 0, _timeout_s(),
                                                         backend))
     return store, rank, size, prefix
+
+
+def _torch_tcp_store(addr, port, size, is_master, backend):
+    """torch's TCPStore at addr:port; its failure to connect (or to serve) as dtr's error
+    naming the store, the first line of torch's message kept (the rest is a C++ trace)."""
+    import torch.distributed as tdist
+    timeout_s = _timeout_s()
+    try:
+        return tdist.TCPStore(addr, port, size, is_master=is_master,
+                              timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    except Exception as e:  # (torch's DistNetworkError, DistStoreError, RuntimeError)
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "timed out" in why or "timeout" in why.lower():
+            raise _core.TimeoutError(f"backend '{backend}': the store at {addr}:{port} did not "
+                                     f"answer in {timeout_s:g} s ({why})") from None
+        raise _core.BackendError(f"backend '{backend}': the store at {addr}:{port}: "
+                                 f"{why}") from None
 
 
 class FileStore:
